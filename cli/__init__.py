@@ -1,0 +1,1 @@
+"""The ``pentrace`` operator CLI: a thin typer layer over the library."""

@@ -1,0 +1,1 @@
+"""Drop-in replacements for the public functions of the systems pentrace replaces."""

@@ -1,0 +1,103 @@
+"""The error hierarchy: one root, a few typed subclasses per layer.
+
+Every message says what was expected, what was found and where (file, line,
+session, sequence).  ``hint`` names the command or option that fixes it; the CLI
+prints ``error: <message>`` and ``hint: <hint>`` and exits non-zero.
+Messages never contain credentials: callers pass names and paths, never values
+that came out of a payload.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class PentraceError(Exception):
+    """Root of every error pentrace raises on purpose."""
+
+    hint: str | None = None
+    exit_code: int = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if hint is not None:
+            self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(PentraceError):
+    """A command or function was called with arguments that cannot work."""
+
+    exit_code = 2
+
+
+class InvalidNameError(UsageError):
+    """A name that becomes part of a path (project, agent, session id, workspace) is unsafe."""
+
+
+class NotFoundError(PentraceError):
+    """A session, trace file or other named thing does not exist."""
+
+
+class AmbiguousIdError(UsageError):
+    """A short id prefix matches more than one session."""
+
+    def __init__(self, prefix: str, candidates: list[str]) -> None:
+        shown = ", ".join(candidates[:10])
+        more = f" (and {len(candidates) - 10} more)" if len(candidates) > 10 else ""
+        super().__init__(
+            f"session id prefix {prefix!r} matches {len(candidates)} sessions: {shown}{more}",
+            hint="type more characters of the id",
+        )
+        self.prefix = prefix
+        self.candidates = candidates
+
+
+class TraceError(PentraceError):
+    """Problems with a trace file on disk."""
+
+
+class TraceFormatError(TraceError):
+    """A trace line is not valid JSON, or not a valid record, in strict mode."""
+
+    def __init__(self, path: Path | str | None, line: int, reason: str) -> None:
+        where = f"{path}:{line}" if path is not None else f"line {line}"
+        super().__init__(
+            f"{where}: {reason}",
+            hint="run `pentrace audit` to list every broken line, "
+            "or read the file in tolerant mode",
+        )
+        self.path = Path(path) if path is not None else None
+        self.line = line
+        self.reason = reason
+
+
+class TraceLockedError(TraceError):
+    """Another writer holds the exclusive lock on a session's shard."""
+
+
+class IllegalCommandError(PentraceError):
+    """The Session aggregate refused a command that would write an illegal trace."""
+
+
+class ResumeError(PentraceError):
+    """A session cannot be resumed (no session_meta, no provider, workspace gone)."""
+
+
+class LedgerError(PentraceError):
+    """The RuntimeEvent ledger failed or refused a write."""
+
+
+class LedgerLockedError(LedgerError):
+    """The ledger database is locked by another process."""
+
+
+class RedactionError(LedgerError):
+    """An envelope that is not fully redacted was offered to the ledger."""
+
+
+class ConfigError(UsageError):
+    """A setting, environment variable or configuration file is invalid."""

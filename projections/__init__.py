@@ -1,0 +1,1 @@
+"""Pure folds over trace records: resume, replay and analytics read models."""

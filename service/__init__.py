@@ -1,0 +1,1 @@
+"""The HTTP event service: SSE with durable replay, and read-only session endpoints."""
