@@ -1,22 +1,61 @@
-"""The ``pentrace`` command: the typer app and its entry point."""
+"""The ``pentrace`` command: the typer app, global options and error handling.
+
+Library errors (:class:`pentrace.errors.PentraceError`) become one line on
+stderr with a hint and a non-zero exit code; a traceback appears only with
+``--debug`` (or ``PENTRACE_DEBUG=1``).
+"""
 
 from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from pentrace import __version__
+from pentrace.errors import PentraceError
 
 app = typer.Typer(
     name="pentrace",
-    help="Record, replay, resume and audit LLM agent sessions.",
     no_args_is_help=True,
     add_completion=True,
+    # Pretty tracebacks print local variables, which may hold credentials.
+    pretty_exceptions_enable=False,
+    pretty_exceptions_show_locals=False,
 )
 
 
+class Settings:
+    """Global options, shared with every command through the click context."""
+
+    def __init__(self, data_root: Path | None, debug: bool) -> None:
+        self.data_root = data_root
+        self.debug = debug
+
+
 @app.callback()
-def _root() -> None:
-    """Record, replay, resume and audit LLM agent sessions."""
+def _root(
+    ctx: typer.Context,
+    data_root: Annotated[
+        Path | None,
+        typer.Option(
+            "--data-root",
+            envvar="PENGUIN_HOME",
+            help="Data root (default: $PENGUIN_HOME, else ~/.penguin/data).",
+            show_default=False,
+        ),
+    ] = None,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show tracebacks for errors.", envvar="PENTRACE_DEBUG")
+    ] = False,
+) -> None:
+    """Record, replay, resume and audit LLM agent sessions.
+
+    Example: pentrace --data-root /tmp/demo sessions list
+    """
+    ctx.obj = Settings(data_root=data_root, debug=debug)
 
 
 @app.command()
@@ -28,5 +67,37 @@ def version() -> None:
     typer.echo(__version__)
 
 
-def main() -> None:
-    app()
+def _debug_requested(argv: list[str]) -> bool:
+    if "--debug" in argv:
+        return True
+    return os.environ.get("PENTRACE_DEBUG", "").lower() in {"1", "true", "yes", "on"}
+
+
+def report_error(error: PentraceError) -> None:
+    """Print a library error as ``error: ...`` plus ``hint: ...`` on stderr."""
+    typer.echo(f"error: {error.message}", err=True)
+    if error.hint:
+        typer.echo(f"hint: {error.hint}", err=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``pentrace`` console script and ``python -m pentrace``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = _debug_requested(args)
+    try:
+        # standalone mode: usage errors print click's message and exit 2 by themselves.
+        app(args=args, prog_name="pentrace")
+    except PentraceError as error:
+        if debug:
+            raise
+        report_error(error)
+        sys.exit(error.exit_code)
+    except OSError as error:
+        if debug:
+            raise
+        where = f" ({error.filename})" if error.filename else ""
+        typer.echo(f"error: {error.strerror or error}{where}", err=True)
+        typer.echo("hint: check the path and its permissions (--debug shows more)", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,78 @@
+"""Generate ``docs/cli.md`` from the commands' own ``--help`` text.
+
+``python -m pentrace.cli.docgen > docs/cli.md`` regenerates it; a test fails
+when the committed file is stale.  Help is rendered with click's plain
+formatter at a fixed width, so the output does not depend on the terminal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import typer
+
+from pentrace.cli.app import app
+
+WIDTH = 100
+
+_PREAMBLE = """\
+# CLI reference
+
+Generated from `--help` by `python -m pentrace.cli.docgen > docs/cli.md`; do not
+edit by hand (a test fails when this file is stale).
+
+Every read command accepts `--json`. Its output is a contract: fields are only
+ever added, never renamed or removed, so consumers should ignore fields they do
+not know. Errors print one line `error: ...` and a `hint: ...` on stderr and exit
+non-zero (2 for usage errors); `--debug` shows the traceback.
+"""
+
+
+def _walk(command: Any, path: list[str]) -> Iterator[tuple[list[str], Any]]:
+    yield path, command
+    for name in sorted(getattr(command, "commands", {})):
+        sub = command.commands[name]
+        if not getattr(sub, "hidden", False):
+            yield from _walk(sub, [*path, name])
+
+
+def plain_help(command: Any, path: list[str], parent: Any) -> str:
+    saved = getattr(command, "rich_markup_mode", None)
+    command.rich_markup_mode = None
+    try:
+        ctx = command.make_context(
+            path[-1],
+            ["--help"],
+            parent=parent,
+            resilient_parsing=True,
+            terminal_width=WIDTH,
+            max_content_width=WIDTH,
+        )
+        return str(command.get_help(ctx))
+    finally:
+        command.rich_markup_mode = saved
+
+
+def iter_commands() -> Iterator[tuple[list[str], Any]]:
+    """Every visible command as ``(["pentrace", ...], click command)``."""
+    return _walk(typer.main.get_command(app), ["pentrace"])
+
+
+def render() -> str:
+    """The whole Markdown reference, one section per command."""
+    parts = [_PREAMBLE]
+    contexts: dict[str, Any] = {}
+    for path, command in iter_commands():
+        parent = contexts.get(" ".join(path[:-1]))
+        text = plain_help(command, path, parent)
+        contexts[" ".join(path)] = command.make_context(
+            path[-1], [], parent=parent, resilient_parsing=True
+        )
+        heading = "#" * min(len(path) + 1, 4)
+        parts.append(f"{heading} `{' '.join(path)}`\n\n```text\n{text.rstrip()}\n```\n")
+    return "\n".join(parts)
+
+
+if __name__ == "__main__":
+    print(render(), end="")
