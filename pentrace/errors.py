@@ -79,6 +79,14 @@ class TraceLockedError(TraceError):
     """Another writer holds the exclusive lock on a session's shard."""
 
 
+class TraceWriteError(TraceError):
+    """Appending to a trace shard failed; the shard was rolled back to its last whole record."""
+
+
+class RecordRefusedError(TraceError):
+    """A record the trace must never hold (partial_*, empty or multi-line) was offered."""
+
+
 class IllegalCommandError(PentraceError):
     """The Session aggregate refused a command that would write an illegal trace."""
 
@@ -97,6 +105,10 @@ class LedgerLockedError(LedgerError):
 
 class RedactionError(LedgerError):
     """An envelope that is not fully redacted was offered to the ledger."""
+
+
+class LedgerConflictError(LedgerError):
+    """An event id or stream position the ledger holds was offered with different content."""
 
 
 class ConfigError(UsageError):
