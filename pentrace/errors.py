@@ -91,6 +91,38 @@ class IllegalCommandError(PentraceError):
     """The Session aggregate refused a command that would write an illegal trace."""
 
 
+class SessionNotStartedError(IllegalCommandError):
+    """A write was attempted on a session whose trace has no session_meta."""
+
+
+class SessionDeletedError(IllegalCommandError):
+    """A write was attempted on a session that has been deleted."""
+
+
+class RequestNotOpenError(IllegalCommandError):
+    """A write that needs an open request came when none was open."""
+
+
+class RequestAlreadyOpenError(IllegalCommandError):
+    """request_begin was attempted while a request was already open."""
+
+
+class UnknownToolCallError(IllegalCommandError):
+    """A tool_call_output names a call id that no call awaiting output has."""
+
+
+class DuplicateToolOutputError(IllegalCommandError):
+    """A second tool_call_output was attempted for a call already answered."""
+
+
+class PartialMessageError(IllegalCommandError):
+    """A streaming partial_* fragment was offered; traces hold complete messages only."""
+
+
+class CompactionStateError(IllegalCommandError):
+    """compaction_begin while one is open, or compaction_end with none open."""
+
+
 class ResumeError(PentraceError):
     """A session cannot be resumed (no session_meta, no provider, workspace gone)."""
 
