@@ -1,0 +1,69 @@
+"""Published Hypothesis strategies for property-testing code that reads pentrace traces.
+
+>>> from hypothesis import given
+>>> from pentrace.testing import trace_records
+
+See ``docs/testing.md`` for the model of legal sessions and runnable examples.
+"""
+
+from __future__ import annotations
+
+from pentrace.testing.commands import (
+    STOP_STATUSES,
+    Abort,
+    Approval,
+    AssistantText,
+    BeginRequest,
+    Command,
+    CompactionBegin,
+    CompactionEnd,
+    EndRequest,
+    StartSession,
+    SubagentPointer,
+    Thinking,
+    TokenCounts,
+    TokenUsage,
+    ToolCall,
+    ToolOutput,
+    UserInput,
+)
+from pentrace.testing.files import truncate_file, write_shards, write_trace
+from pentrace.testing.render import format_timestamp, payload_for, render_shards
+from pentrace.testing.strategies import (
+    crash_points,
+    cut,
+    session_commands,
+    split_lines,
+    trace_records,
+)
+
+__all__ = [
+    "STOP_STATUSES",
+    "Abort",
+    "Approval",
+    "AssistantText",
+    "BeginRequest",
+    "Command",
+    "CompactionBegin",
+    "CompactionEnd",
+    "EndRequest",
+    "StartSession",
+    "SubagentPointer",
+    "Thinking",
+    "TokenCounts",
+    "TokenUsage",
+    "ToolCall",
+    "ToolOutput",
+    "UserInput",
+    "crash_points",
+    "cut",
+    "format_timestamp",
+    "payload_for",
+    "render_shards",
+    "session_commands",
+    "split_lines",
+    "trace_records",
+    "truncate_file",
+    "write_shards",
+    "write_trace",
+]
