@@ -1,0 +1,442 @@
+"""Appending records to a session's trace shards: one ``write(2)`` per record.
+
+A record is an already-encoded JSON envelope (bytes, no newline).  The writer
+adds the ``\\n`` in the same buffer and hands it to ONE ``os.write`` on an
+``O_APPEND`` descriptor, so a record is never split or interleaved, even at
+several MB (PenguinHarness issue #215).  A short write (disk full, file size
+limit) is retried for the remainder; if that fails the shard is truncated back
+to its size before the append, so a failed append leaves nothing behind.
+
+``append_many`` writes a batch (one eventsourcing save) as ONE buffer, with the
+same all-or-nothing rollback on any error the process sees.  A process killed
+*during* a multi-MB write can still leave a prefix of the batch; readers drop
+the torn last line and commit is decided by ``request_end`` (see ADR 0004).
+
+A shard file never exists without its first batch: a new shard is written to a
+hidden temporary file in the same folder, fsynced, and renamed into place, so a
+crash cannot leave an empty or headless ``_NNN.jsonl`` behind.
+
+Torn tails: if an existing shard does not end in ``\\n`` (a crash mid-write, or
+a failed rollback), the next record is prefixed with ``\\n``; the reader then
+sees the torn fragment as a malformed line and the new record intact.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Final, NoReturn
+
+from pentrace.domain.records import MalformedLine, decode_line
+from pentrace.errors import RecordRefusedError, TraceWriteError, UsageError
+from pentrace.infrastructure.durability import (
+    Durability,
+    FsyncFn,
+    fsync_directory,
+    make_dirs_durably,
+)
+from pentrace.infrastructure.layout import DataRoot, parse_shard_name, validate_name
+from pentrace.infrastructure.locking import SessionLock
+
+__all__ = ["Durability", "ShardWriter", "is_request_end", "open_session_writer", "refuse_record"]
+
+# A JSON string or key can only start with an unescaped quote, so these probes
+# never miss the real field; a hit is confirmed by decoding the record's header.
+_PARTIAL_PROBE: Final = b'"partial_'
+_REQUEST_END_PROBE: Final = b'"request_end"'
+
+
+def is_request_end(record: bytes) -> bool:
+    """True when ``record`` is an ``event_msg`` whose payload type is ``request_end``."""
+    if _REQUEST_END_PROBE not in record:
+        return False
+    try:
+        head = decode_line(record)
+    except MalformedLine:
+        return True  # cannot tell: an extra fsync is the safe side
+    return head is not None and head.kind == "event_msg" and head.ptype == "request_end"
+
+
+def refuse_record(record: bytes, where: Path) -> None:
+    """Raise :class:`RecordRefusedError` for a record no trace may hold; return otherwise.
+
+    Refused: empty or blank records, records containing ``\\n`` (they would
+    become several lines) and ``partial_*`` payloads (live-only fragments).
+    """
+    if not record or record.isspace():
+        raise RecordRefusedError(
+            f"refused an empty record for {where}: a trace line must hold one JSON envelope",
+            hint="encode the envelope before appending it",
+        )
+    if b"\n" in record:
+        raise RecordRefusedError(
+            f"refused a record of {len(record)} bytes for {where}: it contains a raw newline "
+            "and would become several trace lines",
+            hint="encode records as compact JSON (msgspec.json.encode escapes newlines)",
+        )
+    if _PARTIAL_PROBE in record:
+        try:
+            head = decode_line(record)
+        except MalformedLine:
+            return
+        ptype = head.ptype if head is not None else None
+        if isinstance(ptype, str) and ptype.startswith("partial_"):
+            raise RecordRefusedError(
+                f"refused a {ptype} record for {where}: partial_* fragments are live-only "
+                "and never written to a trace",
+                hint="append the complete message once its stream segment ends",
+            )
+
+
+def _index_of(path: Path) -> int:
+    parsed = parse_shard_name(path.name)
+    return parsed[1] if parsed is not None else 1
+
+
+class ShardWriter:
+    """The single writer of one session's current shard (see the module docstring).
+
+    ``lock`` is the session lock to hold (the writer releases it on close); by
+    default a sidecar ``<shard>.lock`` is locked, honouring ``wait`` (ADR 0005).
+    ``next_shard(index)`` names the shard :meth:`rotate` opens next.
+    ``fsync`` is called with a file descriptor; tests wrap :func:`os.fsync`.
+    """
+
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        durability: Durability = Durability.PER_REQUEST,
+        wait: float | None = None,
+        lock: SessionLock | None = None,
+        next_shard: Callable[[int], Path] | None = None,
+        index: int | None = None,
+        fsync: FsyncFn = os.fsync,
+    ) -> None:
+        self._path = Path(path).absolute()
+        self._index = index if index is not None else _index_of(self._path)
+        self._durability = durability
+        self._fsync = fsync
+        self._next_shard = next_shard
+        self._fd: int | None = None
+        self._size = 0
+        self._heal = False
+        self._dirty = False
+        self._closed = False
+        dir_fsync = None if durability is Durability.NONE else fsync
+        make_dirs_durably(self._path.parent, dir_fsync)
+        self._sidecar = lock is None
+        self._lock = lock or _sidecar_lock(self._path, wait)
+        try:
+            self._open_existing()
+        except BaseException:
+            self._lock.release()
+            raise
+
+    @property
+    def path(self) -> Path:
+        """The shard being appended to (it exists once the first record is written)."""
+        return self._path
+
+    @property
+    def index(self) -> int:
+        """The 1-based index of the current shard (``_001`` is 1)."""
+        return self._index
+
+    @property
+    def size(self) -> int:
+        """Bytes in the current shard after the last successful append."""
+        return self._size
+
+    @property
+    def durability(self) -> Durability:
+        """The fsync policy this writer follows."""
+        return self._durability
+
+    def append(self, record: bytes, *, sync: bool | None = None) -> int:
+        """Append one record (encoded JSON, no newline) in one write; return the shard size.
+
+        ``sync=None`` lets the policy decide (PER_REQUEST: fsync after a
+        ``request_end``), ``True`` forces an fsync, ``False`` skips it.
+        """
+        refuse_record(record, self._path)
+        buffer = b"\n" + record + b"\n" if self._heal else record + b"\n"
+        if sync is None:
+            policy = self._durability
+            if policy is Durability.PER_REQUEST:
+                sync = is_request_end(record)
+            else:
+                sync = policy is Durability.EVERY_RECORD
+        return self._commit(buffer, 1, sync)
+
+    def append_many(self, records: Sequence[bytes], *, sync: bool | None = None) -> int:
+        """Append a batch as ONE write: all records land or none do (see module docstring).
+
+        Returns the shard size; an empty batch writes nothing.
+        """
+        if not records:
+            return self._size
+        for record in records:
+            refuse_record(record, self._path)
+        joined = b"\n".join(records)
+        buffer = b"\n" + joined + b"\n" if self._heal else joined + b"\n"
+        if sync is None:
+            policy = self._durability
+            if policy is Durability.PER_REQUEST:
+                sync = any(is_request_end(record) for record in records)
+            else:
+                sync = policy is Durability.EVERY_RECORD
+        return self._commit(buffer, len(records), sync)
+
+    def rotate(self, header_records: Sequence[bytes]) -> Path:
+        """Start the next shard (``_NNN+1``) with ``header_records`` and continue there.
+
+        The headers (``session_meta`` then ``tool_list_ready``) are written before
+        the new shard becomes visible; the old shard is fsynced and closed first.
+        Returns the new shard's path.
+        """
+        self._check_open()
+        if self._next_shard is None:
+            raise UsageError(
+                f"cannot rotate {self._path}: the writer was opened without next_shard",
+                hint="open the writer with open_session_writer(...) or pass next_shard=",
+            )
+        if not header_records:
+            raise UsageError(
+                f"cannot rotate {self._path}: a new shard must start with session_meta "
+                "and tool_list_ready, got no header records",
+                hint="pass the session_meta and tool_list_ready records",
+            )
+        for record in header_records:
+            refuse_record(record, self._path)
+        new_index = self._index + 1
+        new_path = self._next_shard(new_index).absolute()
+        dir_fsync = None if self._durability is Durability.NONE else self._fsync
+        make_dirs_durably(new_path.parent, dir_fsync)
+        new_lock = _sidecar_lock(new_path, None) if self._sidecar else None
+        try:
+            if os.path.lexists(new_path):
+                raise TraceWriteError(
+                    f"cannot rotate to {new_path}: it already exists (shard index {new_index})",
+                    hint="another writer rotated this session; reopen it at its latest shard",
+                )
+            if self._durability is not Durability.NONE:
+                self.sync()
+            body = b"\n".join(header_records) + b"\n"
+            fd = self._create(new_path, body, len(header_records))
+        except BaseException:
+            if new_lock is not None:
+                new_lock.release()
+            raise
+        old_fd, self._fd = self._fd, fd
+        if old_fd is not None:
+            os.close(old_fd)
+        if new_lock is not None:
+            self._lock.release()
+            self._lock = new_lock
+        self._path, self._index, self._size = new_path, new_index, len(body)
+        self._heal = self._dirty = False
+        return new_path
+
+    def sync(self) -> None:
+        """fsync the current shard now if anything was written since the last fsync."""
+        if self._fd is not None and self._dirty:
+            try:
+                self._fsync(self._fd)
+            except OSError as exc:
+                self._fail("fsync", exc, 0)
+            self._dirty = False
+
+    def close(self) -> None:
+        """fsync pending writes (unless the policy is NONE), close the shard, release the lock."""
+        if self._closed:
+            return
+        try:
+            if self._durability is not Durability.NONE:
+                self.sync()
+        finally:
+            self._closed = True
+            fd, self._fd = self._fd, None
+            try:
+                if fd is not None:
+                    os.close(fd)
+            finally:
+                self._lock.release()
+
+    def __enter__(self) -> ShardWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals -----------------------------------------------------------
+
+    def _open_existing(self) -> None:
+        try:
+            fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return  # created with its first batch, see _create
+        except OSError as exc:
+            raise TraceWriteError(
+                f"cannot open {self._path} for appending: {exc.strerror or type(exc).__name__}",
+                hint="check the file's permissions and the disk",
+            ) from exc
+        self._fd = fd
+        self._size, self._heal = _probe_tail(self._path, fd)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise UsageError(
+                f"the trace writer for {self._path} is closed",
+                hint="open a new writer for the session",
+            )
+
+    def _commit(self, buffer: bytes, count: int, sync: bool) -> int:
+        fd = self._fd
+        if fd is None:
+            self._check_open()
+            self._fd = self._create(self._path, buffer, count)
+            self._size = len(buffer)
+            self._heal = self._dirty = False
+            return self._size
+        before = self._size
+        try:
+            written = os.write(fd, buffer)
+            if written != len(buffer):
+                _finish_short_write(fd, buffer, written)
+        except OSError as exc:
+            self._fail("write", exc, count, before)
+        self._size = before + len(buffer)
+        self._heal = False
+        self._dirty = True
+        if sync:
+            try:
+                self._fsync(fd)
+            except OSError as exc:
+                self._fail("fsync", exc, count, before)
+            self._dirty = False
+        return self._size
+
+    def _create(self, path: Path, buffer: bytes, count: int) -> int:
+        """Write a new shard's first batch under a temporary name, then rename it into place."""
+        durable = self._durability is not Durability.NONE
+        temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        renamed = False
+        try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            try:
+                view = memoryview(buffer)
+                written = os.write(fd, view)
+                if written != len(buffer):
+                    _finish_short_write(fd, buffer, written)
+                if durable:
+                    self._fsync(fd)
+            finally:
+                os.close(fd)
+            if os.path.lexists(path):
+                raise FileExistsError(17, "the shard appeared while it was being created")
+            os.rename(temp, path)
+            renamed = True
+            if durable:
+                fsync_directory(path.parent, self._fsync)
+            return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        except OSError as exc:
+            # All or nothing: a shard that is not fully durable is removed again.
+            (path if renamed else temp).unlink(missing_ok=True)
+            raise TraceWriteError(
+                f"could not create {path} with its first {count} record(s) "
+                f"({len(buffer)} bytes): {exc.strerror or type(exc).__name__}",
+                hint="check free disk space and the folder's permissions, then save again",
+            ) from exc
+
+    def _fail(self, step: str, exc: OSError, count: int, before: int | None = None) -> NoReturn:
+        """Roll the shard back to ``before`` bytes and raise one TraceWriteError."""
+        rolled = ""
+        if before is not None and self._fd is not None:
+            try:
+                os.ftruncate(self._fd, before)
+                rolled = f"; the shard was rolled back to {before} bytes"
+            except OSError:
+                # The tail is unknown now: re-read it so the next record heals it.
+                self._size, self._heal = _probe_tail(self._path, self._fd)
+                rolled = "; rolling back failed, the next record starts on a new line"
+        raise TraceWriteError(
+            f"{step} of {count} record(s) to {self._path} failed: "
+            f"{exc.strerror or type(exc).__name__}{rolled}",
+            hint="check free disk space and the file system, then save again",
+        ) from exc
+
+
+def _finish_short_write(fd: int, buffer: bytes, written: int) -> None:
+    """Write the rest of a buffer after a short write; only we append, so it stays contiguous."""
+    view = memoryview(buffer)
+    while written < len(buffer):
+        step = os.write(fd, view[written:])
+        if step <= 0:
+            raise OSError(28, "no progress writing the rest of a record")
+        written += step
+
+
+def _probe_tail(path: Path, fd: int) -> tuple[int, bool]:
+    """The shard's size and whether its last byte is not ``\\n`` (a torn tail to heal)."""
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return 0, False
+        with open(path, "rb") as handle:
+            handle.seek(size - 1)
+            return size, handle.read(1) != b"\n"
+    except OSError:
+        # Unknown tail: a leading newline is harmless (blank lines are not records).
+        return os.lseek(fd, 0, os.SEEK_END), True
+
+
+def _sidecar_lock(path: Path, wait: float | None) -> SessionLock:
+    return SessionLock(path.with_name(path.name + ".lock"), label=f"trace shard {path}", wait=wait)
+
+
+def open_session_writer(
+    root: DataRoot,
+    project: str,
+    agent: str,
+    session_id: str,
+    *,
+    durability: Durability = Durability.PER_REQUEST,
+    wait: float | None = None,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    today: Callable[[], date] | None = None,
+    fsync: FsyncFn = os.fsync,
+) -> ShardWriter:
+    """Lock a session and open a writer on its latest shard (``_001`` for a new session).
+
+    The lock is ``traces/.locks/<session_id>.lock``: ONE lock per session, held
+    across rotations, taken BEFORE the latest shard is looked up so a writer
+    that waited never appends to a shard another writer has rotated away from.
+    Rotation names the next shard's date folder with ``today()`` (default:
+    ``clock().date()``), so a rotated shard may land in a newer folder (PR #271).
+    """
+    lock_dir = root.traces_dir(project, agent) / ".locks"
+    make_dirs_durably(lock_dir, None if durability is Durability.NONE else fsync)
+    lock = SessionLock(
+        lock_dir / f"{validate_name('session id', session_id)}.lock",
+        label=f"session {session_id}",
+        wait=wait,
+        clock=clock,
+    )
+    day = today if today is not None else (lambda: clock().date())
+    try:
+        latest = root.latest_shard(project, agent, session_id)
+        path = latest.path if latest else root.shard_path(project, agent, session_id, 1, day())
+        return ShardWriter(
+            path,
+            durability=durability,
+            lock=lock,
+            next_shard=lambda index: root.shard_path(project, agent, session_id, index, day()),
+            index=latest.index if latest else 1,
+            fsync=fsync,
+        )
+    except BaseException:
+        lock.release()
+        raise
