@@ -79,6 +79,10 @@ class TraceLockedError(TraceError):
     """Another writer holds the exclusive lock on a session's shard."""
 
 
+class EnvelopeFormatError(TraceError):
+    """A value is not a valid OmniMessage envelope; the message names the field path."""
+
+
 class TraceWriteError(TraceError):
     """Appending to a trace shard failed; the shard was rolled back to its last whole record."""
 
