@@ -42,6 +42,10 @@ class NotFoundError(PentraceError):
     """A session, trace file or other named thing does not exist."""
 
 
+class SessionExistsError(UsageError):
+    """An import names a session id that already exists under the agent."""
+
+
 class AmbiguousIdError(UsageError):
     """A short id prefix matches more than one session."""
 
