@@ -1,0 +1,182 @@
+"""The one redaction policy for everything that leaves a trace.
+
+Ledger rows, the SSE stream and redacted exports all pass through
+:func:`redact`.  It applies, in one depth-first walk:
+
+* **key rules** (:mod:`pentrace.domain.secret_keys`): the whole value under a
+  secret key becomes ``"[redacted]"`` and the walk does not descend below it,
+  exactly as Penguin does, but with the names Penguin misses (W12);
+* **structure rules**: ``["--api-key", "sk-..."]`` argument lists, header pair
+  lists ``[["Authorization", "..."]]`` and ``{"name": "OPENAI_API_KEY",
+  "value": "..."}`` objects hide the value that follows the secret name;
+* **value rules** (:mod:`pentrace.domain.secret_patterns`): secret shapes
+  inside any string are replaced in place by ``[redacted:<kind>]`` so the
+  surrounding text stays readable; a string that holds JSON (tool arguments)
+  is parsed and redacted as a structure, then re-encoded compactly.
+
+Paths are Penguin's: dotted keys with ``[i]`` for list indices.  The walk is
+pure and deterministic; :func:`is_redacted` holds for every output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+import msgspec
+
+from pentrace.domain.secret_keys import is_secret_key, normalize_key
+from pentrace.domain.secret_patterns import redact_secrets_in_text
+
+__all__ = [
+    "REDACTED",
+    "Classification",
+    "Redacted",
+    "is_redacted",
+    "is_secret_key",
+    "normalize_key",
+    "redact",
+    "redact_text",
+]
+
+REDACTED: Final = "[redacted]"
+Classification = Literal["public", "sensitive"]
+
+_NAME_FIELDS: Final = ("name", "key", "header", "Name", "Key", "Header")
+_VALUE_FIELDS: Final = ("value", "Value", "val")
+_MAX_NAME_LENGTH: Final = 64
+_json_decoder: Final = msgspec.json.Decoder()
+_json_encoder: Final = msgspec.json.Encoder()
+
+
+@dataclass(frozen=True, slots=True)
+class Redacted:
+    """A redacted deep copy of a value, the paths that were hidden, and its class."""
+
+    value: Any
+    paths: list[str] = field(default_factory=list)
+    classification: Classification = "public"
+
+    @property
+    def redacted(self) -> bool:
+        """True when anything was hidden."""
+        return bool(self.paths)
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
+
+
+def _names_a_secret(candidate: object) -> bool:
+    return (
+        isinstance(candidate, str)
+        and 0 < len(candidate) <= _MAX_NAME_LENGTH
+        and " " not in candidate
+        and "=" not in candidate
+        and is_secret_key(candidate)
+    )
+
+
+def _is_scalar(value: object) -> bool:
+    return isinstance(value, str | int | float | bool)
+
+
+class _Walker:
+    __slots__ = ("paths",)
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+
+    def walk(self, value: Any, path: str) -> Any:
+        if isinstance(value, dict):
+            return self._mapping(value, path)
+        if isinstance(value, list | tuple):
+            return self._sequence(value, path)
+        if isinstance(value, str):
+            return self._string(value, path)
+        return value
+
+    def _mapping(self, value: dict[Any, Any], path: str) -> dict[Any, Any]:
+        hidden_value_field = self._name_value_field(value)
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            child = _join(path, str(key))
+            if is_secret_key(str(key)) or key == hidden_value_field:
+                out[key] = REDACTED
+                self.paths.append(child)
+            else:
+                out[key] = self.walk(item, child)
+        return out
+
+    @staticmethod
+    def _name_value_field(value: dict[Any, Any]) -> str | None:
+        # {"name": "OPENAI_API_KEY", "value": "..."}: env lists, header objects.
+        for value_field in _VALUE_FIELDS:
+            if value_field in value:
+                for name_field in _NAME_FIELDS:
+                    if _names_a_secret(value.get(name_field)):
+                        return value_field
+        return None
+
+    def _sequence(self, value: list[Any] | tuple[Any, ...], path: str) -> list[Any]:
+        out: list[Any] = []
+        hide_next = False
+        pair = len(value) == 2
+        for index, item in enumerate(value):
+            child = f"{path}[{index}]"
+            if hide_next and _is_scalar(item):
+                out.append(REDACTED)
+                self.paths.append(child)
+                hide_next = False
+                continue
+            out.append(self.walk(item, child))
+            # ["--api-key", "sk-..."] and ["Authorization", "Bearer ..."]: the name
+            # hides the element after it (a flag anywhere, a name in a pair).
+            hide_next = _names_a_secret(item) and (pair or str(item).startswith("-"))
+        return out
+
+    def _string(self, value: str, path: str) -> str:
+        stripped = value.strip()
+        if len(stripped) >= 2 and stripped[0] in "[{" and stripped[-1] in "]}":
+            nested = self._json_string(stripped, path)
+            if nested is not None:
+                return nested
+        result = redact_secrets_in_text(value)
+        if result != value:
+            self.paths.append(path)
+        return result
+
+    def _json_string(self, text: str, path: str) -> str | None:
+        try:
+            decoded = _json_decoder.decode(text)
+        except (msgspec.DecodeError, RecursionError):
+            return None
+        inner = _Walker()
+        redacted = inner.walk(decoded, "")
+        if redacted == decoded:
+            return text
+        self.paths.append(path)
+        return _json_encoder.encode(redacted).decode("utf-8")
+
+
+def redact(value: Any) -> Redacted:
+    """Redact a deep copy of ``value`` (dicts, lists, strings, scalars).
+
+    >>> redact({"apiKey": "x", "tokens": 5}).value
+    {'apiKey': '[redacted]', 'tokens': 5}
+    """
+    walker = _Walker()
+    result = walker.walk(value, "")
+    classification: Classification = "sensitive" if walker.paths else "public"
+    return Redacted(result, walker.paths, classification)
+
+
+def redact_text(text: str) -> str:
+    """Redact the secrets inside one string, keeping the text around them."""
+    result = redact(text).value
+    return result if isinstance(result, str) else text
+
+
+def is_redacted(value: Any) -> bool:
+    """True when redacting ``value`` again would change nothing."""
+    return bool(redact(value).value == value)
