@@ -37,10 +37,14 @@ class Pairing:
         self.committed: set[Any] = set()
         self.open: dict[Any, TraceRecord] = {}
 
-    def eligible(self, messages: list[TraceRecord]) -> tuple[list[TraceRecord], list[Any]]:
-        """Messages that may be sent: plain input, or outputs answering an open call."""
+    def eligible(self, messages: list[TraceRecord]) -> tuple[list[TraceRecord], set[Any]]:
+        """Messages that may be sent: plain input, or outputs answering an open call.
+
+        Returns them with the ids they answer.  The reference lets duplicate
+        answers through; strict pairing keeps the first and drops id-less outputs.
+        """
         kept: list[TraceRecord] = []
-        keys: list[Any] = []
+        keys: set[Any] = set()
         open_calls = self.open
         strict = self.strict
         for message in messages:
@@ -53,7 +57,7 @@ class Pairing:
                     key = call_id if call_id.__class__ is str else _id_key(call_id)
                     if key not in open_calls or (strict and key in keys):
                         continue
-                    keys.append(key)
+                    keys.add(key)
             kept.append(message)
         return kept, keys
 
@@ -64,9 +68,8 @@ class Pairing:
         eligible, answered = self.eligible(snapshot)
         open_calls = self.open
         if open_calls:
-            answered_now = set(answered)
             for key, call in open_calls.items():
-                if key not in answered_now:
+                if key not in answered:
                     history.append(placeholder_for(call))
             # Every open call is now answered, by an eligible output or a placeholder.
             open_calls.clear()
@@ -119,8 +122,7 @@ class Pairing:
         """Filter the tail input and add a placeholder for every call still unanswered."""
         carry_over, answered = self.eligible(pending)
         if self.open:
-            paired = set(answered)
             for key, call in self.open.items():
-                if key not in paired:
+                if key not in answered:
                     carry_over.append(placeholder_for(call))
         return carry_over
