@@ -1,0 +1,94 @@
+"""Encoding the trace lines the Session aggregate writes, and reading back their stamps.
+
+A line is one OmniMessage envelope ``{"timestamp", "type", "payload"}`` with
+keys in the order PenguinHarness writes them.  The timestamp is JavaScript's
+``Date.toISOString()`` form (UTC, milliseconds, ``Z``), so an event's
+``timestamp`` is always truncated to whole milliseconds: reading the line back
+gives an equal event.  Opaque provider ``fidelity`` is passed through as
+:class:`msgspec.Raw`, byte for byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import msgspec
+
+from pentrace.errors import UsageError
+
+__all__ = [
+    "EPOCH",
+    "encode_line",
+    "meta_copy_line",
+    "raw_payload",
+    "read_timestamp",
+    "stamp",
+]
+
+EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+_encoder: Final = msgspec.json.Encoder()
+
+
+class _Stamp(msgspec.Struct):
+    timestamp: Any = None
+
+
+class _RawPayload(msgspec.Struct):
+    payload: msgspec.Raw = msgspec.Raw(b"null")
+
+
+_stamp_decoder: Final = msgspec.json.Decoder(_Stamp)
+_payload_decoder: Final = msgspec.json.Decoder(_RawPayload)
+
+
+def stamp(now: datetime) -> tuple[str, datetime]:
+    """``now`` as the trace's ISO text and as the millisecond-exact UTC datetime it denotes."""
+    if now.tzinfo is None:
+        raise UsageError(
+            f"expected a timezone-aware datetime, found naive {now.isoformat()}",
+            hint="pass datetime.now(UTC) or a clock that returns aware datetimes",
+        )
+    utc = now.astimezone(UTC)
+    millis = utc.microsecond // 1000
+    exact = utc.replace(microsecond=millis * 1000)
+    return f"{utc:%Y-%m-%dT%H:%M:%S}.{millis:03d}Z", exact
+
+
+def encode_line(kind: str, payload: Mapping[str, Any], timestamp: str) -> bytes:
+    """One envelope line (without its newline); ``payload`` keys keep their order."""
+    return _encoder.encode({"timestamp": timestamp, "type": kind, "payload": payload})
+
+
+def raw_payload(line: bytes) -> bytes:
+    """The payload of ``line`` exactly as written (``null`` when it has none)."""
+    try:
+        return bytes(_payload_decoder.decode(line).payload)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return b"null"
+
+
+def meta_copy_line(kind: str, payload: bytes, timestamp: str) -> bytes:
+    """A copy of a session_meta / tool_list_ready line with the payload kept byte for byte."""
+    return _encoder.encode({"timestamp": timestamp, "type": kind, "payload": msgspec.Raw(payload)})
+
+
+def read_timestamp(line: bytes) -> datetime:
+    """The envelope's timestamp as an aware datetime; the Unix epoch when absent or unreadable.
+
+    Foreign traces may carry odd stamps; a record must still load, so the
+    fallback is a fixed value rather than the clock (replays stay deterministic).
+    """
+    try:
+        text = _stamp_decoder.decode(line).timestamp
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return EPOCH
+    if not isinstance(text, str):
+        return EPOCH
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return EPOCH
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
