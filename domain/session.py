@@ -20,8 +20,9 @@ from typing import Any, Final
 import msgspec
 from eventsourcing.domain import BaseAggregate
 
+from pentrace.domain import omnimessage as om
 from pentrace.domain import session_events as ev
-from pentrace.domain.session_lines import encode_line, meta_copy_line, stamp
+from pentrace.domain.session_lines import meta_copy_line, stamp
 from pentrace.errors import (
     CompactionStateError,
     DuplicateToolOutputError,
@@ -31,22 +32,47 @@ from pentrace.errors import (
     SessionDeletedError,
     SessionNotStartedError,
     UnknownToolCallError,
-    UsageError,
 )
 
-__all__ = ["Session"]
+__all__ = ["Fidelity", "Session", "ToolSpec"]
 
-_EVENT: Final = "event_msg"
-_MODEL: Final = "model_msg"
+UNSET: Final = msgspec.UNSET
+# Opaque provider fidelity: raw JSON bytes (kept byte for byte), a Raw, or a mapping.
+Fidelity = bytes | msgspec.Raw | Mapping[str, Any] | None
+# A tool definition, or a mapping with name, description and optional JSON Schema parameters.
+ToolSpec = om.ToolDefinition | Mapping[str, Any]
+_COMPLETED: Final = "completed"
 
 
-def _put(payload: dict[str, Any], **optional: Any) -> dict[str, Any]:
-    """Add the optional fields that are set, in the order given; fidelity stays raw."""
-    for key, value in optional.items():
-        if value is None:
-            continue
-        payload[key] = msgspec.Raw(value) if key == "fidelity" else value
-    return payload
+def _fidelity(value: Fidelity) -> msgspec.Raw | msgspec.UnsetType:
+    if value is None:
+        return UNSET
+    if isinstance(value, bytes):
+        return msgspec.Raw(value)
+    return om.as_fidelity(value)
+
+
+def _opt(value: Any) -> Any:
+    return UNSET if value is None else value
+
+
+def _tool(spec: ToolSpec) -> om.ToolDefinition:
+    if isinstance(spec, om.ToolDefinition):
+        return spec
+    parameters = spec.get("parameters")
+    raw = UNSET if parameters is None else msgspec.Raw(msgspec.json.encode(parameters))
+    return om.ToolDefinition(name=spec["name"], description=spec["description"], parameters=raw)
+
+
+_MODEL_CLASS: Final[dict[type, type[ev.SessionEvent]]] = {
+    om.Text: ev.TextRecorded,
+    om.Thinking: ev.ThinkingRecorded,
+    om.InlineThinking: ev.InlineThinkingRecorded,
+    om.ToolCall: ev.ToolCallRecorded,
+    om.ToolCallOutput: ev.ToolCallOutputRecorded,
+    om.ImageUrl: ev.ImageUrlRecorded,
+    om.InlineData: ev.InlineDataRecorded,
+}
 
 
 class Session(BaseAggregate[str]):
@@ -70,18 +96,18 @@ class Session(BaseAggregate[str]):
         self.meta_payload: bytes = b"null"
         self.tools_payload: bytes | None = None
 
-    # ----------------------------------------------------------------- reading
-
     @property
     def records(self) -> int:
-        """How many trace records (lines) the session has; the last one's position."""
+        """How many trace records (lines) the session has: the last one's position."""
         return self.version
 
     def awaiting_output(self) -> list[str]:
         """Call ids that may still get a tool_call_output: open-request calls, then committed."""
         return [*self.open_calls, *(c for c in self.unanswered if c not in self.open_calls)]
 
-    # ---------------------------------------------------------------- creation
+    def meta(self) -> om.SessionMeta:
+        """The current session_meta payload (provider, model, workspace, ...)."""
+        return msgspec.json.decode(self.meta_payload, type=om.SessionMeta)
 
     @classmethod
     def start(
@@ -95,27 +121,25 @@ class Session(BaseAggregate[str]):
         system_prompt: str,
         agent_state: str,
         workspace: str,
-        tools: Sequence[Mapping[str, Any]] = (),
+        tools: Sequence[ToolSpec] = (),
         source: str | None = None,
     ) -> Session:
         """Start a session: writes ``session_meta`` then ``tool_list_ready``."""
-        text, exact = stamp(now)
-        meta = _put(
-            {
-                "session_id": session_id,
-                "provider": provider,
-                "model_id": model_id,
-                "model_context_window": model_context_window,
-                "system_prompt": system_prompt,
-                "agent_state": agent_state,
-                "workspace": workspace,
-            },
-            source=source,
+        meta = om.SessionMeta(
+            session_id=session_id,
+            provider=provider,
+            model_id=model_id,
+            model_context_window=model_context_window,
+            system_prompt=system_prompt,
+            agent_state=agent_state,
+            workspace=workspace,
+            source=_opt(source),
         )
-        line = encode_line("session_meta", meta, text)
+        text, exact = stamp(now)
+        line = om.encode_envelope(om.make_envelope(text, meta))
         session = cls._create(ev.SessionStarted, id=session_id, timestamp=exact, line=line)
-        tool_list = {"type": "tool_list_ready", "tools": list(tools)}
-        session._emit(ev.ToolsListed, _EVENT, tool_list, now)
+        tool_list = om.ToolListReady(tools=tuple(_tool(t) for t in tools))
+        session._emit(ev.ToolsListed, tool_list, now)
         return session
 
     # ---------------------------------------------------------------- commands
@@ -129,8 +153,7 @@ class Session(BaseAggregate[str]):
         sender: str | None = None,
     ) -> None:
         """User input (written before ``request_begin``): a text message, then image_url ones."""
-        payload = _put({"type": "text", "role": "user", "text": text}, sender=sender)
-        self._write(ev.TextRecorded, payload, now)
+        self._write(ev.TextRecorded, om.Text(role="user", text=text, sender=_opt(sender)), now)
         for url in images:
             self.record_image_url(url, now=now)
 
@@ -142,7 +165,7 @@ class Session(BaseAggregate[str]):
                 self._where("request_begin") + "expected no open request, found one open",
                 hint="end the open request with end_request() first",
             )
-        self._write(ev.RequestBegan, {"type": "request_begin"}, now, _EVENT)
+        self._write(ev.RequestBegan, om.RequestBegin(), now)
 
     def end_request(
         self,
@@ -155,30 +178,31 @@ class Session(BaseAggregate[str]):
     ) -> None:
         """``request_end(status, ...)``; ``completed`` commits the request."""
         self._require_open_request("request_end")
-        payload = _put(
-            {"type": "request_end", "status": status},
-            error_message=error_message,
-            attempt=attempt,
-            retry_in_ms=retry_in_ms,
+        payload = om.RequestEnd(
+            status=status,
+            error_message=_opt(error_message),
+            attempt=_opt(attempt),
+            retry_in_ms=_opt(retry_in_ms),
         )
-        self._write(ev.RequestEnded, payload, now, _EVENT)
+        self._write(ev.RequestEnded, payload, now)
 
     def record_text(
         self,
         text: str,
         *,
         now: datetime,
-        role: str = "assistant",
+        role: om.Role = "assistant",
         sender: str | None = None,
-        fidelity: bytes | None = None,
-        stop_reason: str | None = None,
+        fidelity: Fidelity = None,
+        stop_reason: str | None = _COMPLETED,
     ) -> None:
-        """A complete ``text`` message (``fidelity`` is raw JSON bytes, kept verbatim)."""
-        payload = _put(
-            {"type": "text", "role": role, "text": text},
-            sender=sender,
-            fidelity=fidelity,
-            stop_reason=stop_reason,
+        """A complete ``text`` message (``fidelity`` is kept verbatim)."""
+        payload = om.Text(
+            role=role,
+            text=text,
+            sender=_opt(sender),
+            stop_reason=_opt(stop_reason),
+            fidelity=_fidelity(fidelity),
         )
         self._write(ev.TextRecorded, payload, now)
 
@@ -187,14 +211,15 @@ class Session(BaseAggregate[str]):
         thinking: str,
         *,
         now: datetime,
-        fidelity: bytes | None = None,
-        stop_reason: str | None = None,
+        fidelity: Fidelity = None,
+        stop_reason: str | None = _COMPLETED,
     ) -> None:
         """A complete ``thinking`` message from the assistant."""
-        payload = _put(
-            {"type": "thinking", "role": "assistant", "thinking": thinking},
-            fidelity=fidelity,
-            stop_reason=stop_reason,
+        payload = om.Thinking(
+            role="assistant",
+            thinking=thinking,
+            stop_reason=_opt(stop_reason),
+            fidelity=_fidelity(fidelity),
         )
         self._write(ev.ThinkingRecorded, payload, now)
 
@@ -204,14 +229,16 @@ class Session(BaseAggregate[str]):
         mime_type: str,
         *,
         now: datetime,
-        fidelity: bytes | None = None,
-        stop_reason: str | None = None,
+        fidelity: Fidelity = None,
+        stop_reason: str | None = _COMPLETED,
     ) -> None:
         """An ``inline_thinking`` message (base64 ``data``)."""
-        payload = _put(
-            {"type": "inline_thinking", "data": data, "mime_type": mime_type},
-            fidelity=fidelity,
-            stop_reason=stop_reason,
+        payload = om.InlineThinking(
+            role="assistant",
+            data=data,
+            mime_type=mime_type,
+            stop_reason=_opt(stop_reason),
+            fidelity=_fidelity(fidelity),
         )
         self._write(ev.InlineThinkingRecorded, payload, now)
 
@@ -222,23 +249,19 @@ class Session(BaseAggregate[str]):
         tool_call_id: str,
         *,
         now: datetime,
-        fidelity: bytes | None = None,
-        stop_reason: str | None = None,
+        fidelity: Fidelity = None,
+        stop_reason: str | None = _COMPLETED,
     ) -> None:
         """A ``tool_call`` (``arguments`` is a JSON string); needs an open request."""
-        self._require_open_request("tool_call")
-        payload = _put(
-            {
-                "type": "tool_call",
-                "role": "assistant",
-                "name": name,
-                "arguments": arguments,
-                "tool_call_id": tool_call_id,
-            },
-            fidelity=fidelity,
-            stop_reason=stop_reason,
+        payload = om.ToolCall(
+            role="assistant",
+            name=name,
+            arguments=arguments,
+            tool_call_id=tool_call_id,
+            stop_reason=_opt(stop_reason),
+            fidelity=_fidelity(fidelity),
         )
-        self._write(ev.ToolCallRecorded, payload, now)
+        self.record_model_message(payload, now=now)
 
     def record_tool_output(
         self,
@@ -246,24 +269,22 @@ class Session(BaseAggregate[str]):
         output: str,
         *,
         now: datetime,
-        images: Sequence[str] | None = None,
+        images: Sequence[str] = (),
         stop_reason: str | None = None,
     ) -> None:
         """A ``tool_call_output`` for a call awaiting output (unknown or answered ids: refused)."""
-        self._check_writable("tool_call_output")
-        self._check_output_allowed(tool_call_id)
-        payload = _put(
-            {"type": "tool_call_output", "role": "user", "output": output},
-            images=list(images) if images is not None else None,
+        payload = om.ToolCallOutput(
+            role="user",
+            output=output,
+            images=tuple(images) if images else UNSET,
+            tool_call_id=tool_call_id,
+            stop_reason=_opt(stop_reason),
         )
-        payload["tool_call_id"] = tool_call_id
-        _put(payload, stop_reason=stop_reason)
-        self._write(ev.ToolCallOutputRecorded, payload, now)
+        self.record_model_message(payload, now=now)
 
-    def record_image_url(self, image_url: str, *, now: datetime, role: str = "user") -> None:
+    def record_image_url(self, image_url: str, *, now: datetime, role: om.Role = "user") -> None:
         """An ``image_url`` message."""
-        payload = {"type": "image_url", "role": role, "image_url": image_url}
-        self._write(ev.ImageUrlRecorded, payload, now)
+        self._write(ev.ImageUrlRecorded, om.ImageUrl(role=role, image_url=image_url), now)
 
     def record_inline_data(
         self,
@@ -271,50 +292,53 @@ class Session(BaseAggregate[str]):
         mime_type: str,
         *,
         now: datetime,
-        role: str = "user",
-        fidelity: bytes | None = None,
+        role: om.Role = "user",
+        fidelity: Fidelity = None,
     ) -> None:
         """An ``inline_data`` message (base64 ``data``)."""
-        payload = _put(
-            {"type": "inline_data", "role": role, "data": data, "mime_type": mime_type},
-            fidelity=fidelity,
+        payload = om.InlineData(
+            role=role, data=data, mime_type=mime_type, fidelity=_fidelity(fidelity)
         )
         self._write(ev.InlineDataRecorded, payload, now)
 
-    def record_model_message(self, payload: Mapping[str, Any], *, now: datetime) -> None:
-        """Any complete model message given as a payload mapping; ``partial_*`` is refused."""
-        ptype = payload.get("type")
-        if isinstance(ptype, str) and ptype.startswith("partial_"):
+    def record_model_message(self, payload: om.ModelPayload, *, now: datetime) -> None:
+        """Any complete model message given as an OmniMessage payload; ``partial_*`` is refused."""
+        if om.is_partial(payload):
+            ptype = om.payload_type(payload)
             raise PartialMessageError(
-                self._where(ptype) + "expected a complete model message, found a streaming "
-                f"fragment {ptype!r}",
+                self._where(str(ptype))
+                + f"expected a complete model message, found a streaming fragment {ptype!r}",
                 hint="append the complete message once the stream segment ends",
             )
-        if ptype == "tool_call":
+        if isinstance(payload, om.ToolCall):
             self._require_open_request("tool_call")
-        if ptype == "tool_call_output":
+        elif isinstance(payload, om.ToolCallOutput):
             self._check_writable("tool_call_output")
-            self._check_output_allowed(payload.get("tool_call_id"))
-        self._write(_model_class(ptype), dict(payload), now)
+            self._check_output_allowed(payload.tool_call_id)
+        self._write(_MODEL_CLASS.get(type(payload), ev.RecordAppended), payload, now)
 
     def decide_approval(self, tool_call_id: str, decision: str, *, now: datetime) -> None:
         """``approval_decision`` (allow, deny or forbidden) for a tool call."""
-        payload = {"type": "approval_decision", "decision": decision, "tool_call_id": tool_call_id}
-        self._write(ev.ApprovalDecided, payload, now, _EVENT)
+        payload = om.ApprovalDecision(decision=decision, tool_call_id=tool_call_id)
+        self._write(ev.ApprovalDecided, payload, now)
 
     def abort(self, *, now: datetime, reason: str | None = None) -> None:
-        """``abort`` with an optional reason."""
-        self._write(ev.Aborted, _put({"type": "abort"}, reason=reason), now, _EVENT)
+        """``abort``; like PenguinHarness, a missing reason is written as ``null``."""
+        self._write(ev.Aborted, om.abort(reason), now)
 
     def record_token_usage(
-        self, session: Mapping[str, int], request: Mapping[str, int], *, now: datetime
+        self,
+        session: om.TokenCounts | Mapping[str, int],
+        request: om.TokenCounts | Mapping[str, int],
+        *,
+        now: datetime,
     ) -> None:
         """``token_usage``: session totals and this request's counts."""
-        payload = {"type": "token_usage", "session": dict(session), "request": dict(request)}
-        self._write(ev.TokenUsageRecorded, payload, now, _EVENT)
+        payload = om.TokenUsage(session=_counts(session), request=_counts(request))
+        self._write(ev.TokenUsageRecorded, payload, now)
 
     def begin_compaction(
-        self, reason: str, mode: str, *, now: datetime, context: int, turns: int
+        self, reason: str, mode: str, *, now: datetime, context: int = 0, turns: int = 0
     ) -> None:
         """``compaction_begin``; refused while another compaction is open."""
         if self.compaction is not None:
@@ -322,14 +346,8 @@ class Session(BaseAggregate[str]):
                 self._where("compaction_begin") + "expected no open compaction, found one open",
                 hint="end it with end_compaction() first",
             )
-        payload = {
-            "type": "compaction_begin",
-            "reason": reason,
-            "mode": mode,
-            "context": context,
-            "turns": turns,
-        }
-        self._write(ev.CompactionBegan, payload, now, _EVENT)
+        payload = om.CompactionBegin(reason=reason, mode=mode, context=context, turns=turns)
+        self._write(ev.CompactionBegan, payload, now)
 
     def end_compaction(
         self,
@@ -346,39 +364,34 @@ class Session(BaseAggregate[str]):
                 hint="call begin_compaction() first",
             )
         reason, mode = self.compaction
-        payload = _put(
-            {"type": "compaction_end", "reason": reason, "mode": mode, "status": status},
-            attempt=attempt,
-            error_message=error_message,
+        payload = om.CompactionEnd(
+            reason=reason,
+            mode=mode,
+            status=status,
+            attempt=_opt(attempt),
+            error_message=_opt(error_message),
         )
-        self._write(ev.CompactionEnded, payload, now, _EVENT)
+        self._write(ev.CompactionEnded, payload, now)
 
     def record_subagent(self, child_session_id: str, *, now: datetime) -> None:
         """``subagent``: the pointer to a child session's own trace."""
-        payload = {"type": "subagent", "session_id": child_session_id}
-        self._write(ev.SubagentSpawned, payload, now, _EVENT)
+        self._write(ev.SubagentSpawned, om.Subagent(session_id=child_session_id), now)
 
     def finish_goal(self, outcome: str, *, now: datetime, rounds: int, tokens_used: int) -> None:
         """``goal_finished`` with its outcome."""
-        payload = {
-            "type": "goal_finished",
-            "outcome": outcome,
-            "rounds": rounds,
-            "tokens_used": tokens_used,
-        }
-        self._write(ev.GoalFinished, payload, now, _EVENT)
+        payload = om.GoalFinished(outcome=outcome, rounds=rounds, tokens_used=tokens_used)
+        self._write(ev.GoalFinished, payload, now)
 
     def begin_mcp_connect(self, servers: Sequence[str], *, now: datetime) -> None:
         """``mcp_connect_begin`` for the named servers."""
-        payload = {"type": "mcp_connect_begin", "servers": list(servers)}
-        self._write(ev.McpConnectBegan, payload, now, _EVENT)
+        self._write(ev.McpConnectBegan, om.McpConnectBegin(servers=tuple(servers)), now)
 
     def end_mcp_connect(
-        self, status: str, results: Sequence[Mapping[str, Any]], *, now: datetime
+        self, status: str, results: Sequence[om.McpServerResult], *, now: datetime
     ) -> None:
         """``mcp_connect_end`` with one result per server."""
-        payload = {"type": "mcp_connect_end", "status": status, "results": list(results)}
-        self._write(ev.McpConnectEnded, payload, now, _EVENT)
+        payload = om.McpConnectEnd(status=status, results=tuple(results))
+        self._write(ev.McpConnectEnded, payload, now)
 
     def mark_deleted(self) -> None:
         """Refuse every later write; deletion removes the trace, so it is not itself a line."""
@@ -409,7 +422,7 @@ class Session(BaseAggregate[str]):
                 hint="call begin_request() first",
             )
 
-    def _check_output_allowed(self, tool_call_id: Any) -> None:
+    def _check_output_allowed(self, tool_call_id: str) -> None:
         if tool_call_id in self.open_calls or tool_call_id in self.unanswered:
             return
         if tool_call_id in self.answered_recent:
@@ -421,27 +434,20 @@ class Session(BaseAggregate[str]):
         raise UnknownToolCallError(
             self._where("tool_call_output")
             + f"expected a call id awaiting output, found {tool_call_id!r}"
-            + f" (awaiting: {len(self.awaiting_output())})",
-            hint="record the tool_call first; outputs of failed requests are dropped",
+            + f" ({len(self.awaiting_output())} call(s) await output)",
+            hint="record the tool_call first; calls of failed requests get no output",
         )
 
-    def _write(
-        self,
-        cls: type[ev.SessionEvent],
-        payload: Mapping[str, Any],
-        now: datetime,
-        kind: str = _MODEL,
-    ) -> None:
-        self._check_writable(str(payload.get("type")))
+    def _write(self, cls: type[ev.SessionEvent], payload: om.Payload, now: datetime) -> None:
+        self._check_writable(str(om.payload_type(payload)))
         if self.rotation_pending:
             self._rotate(now)
-        self._emit(cls, kind, payload, now)
+        self._emit(cls, payload, now)
 
-    def _emit(
-        self, cls: type[ev.SessionEvent], kind: str, payload: Mapping[str, Any], now: datetime
-    ) -> None:
+    def _emit(self, cls: type[ev.SessionEvent], payload: om.Payload, now: datetime) -> None:
         text, exact = stamp(now)
-        self.trigger_event(cls, timestamp=exact, line=encode_line(kind, payload, text))
+        line = om.encode_envelope(om.make_envelope(text, payload))
+        self.trigger_event(cls, timestamp=exact, line=line)
 
     def _rotate(self, now: datetime) -> None:
         """Open the next shard with copies of session_meta and tool_list_ready."""
@@ -449,14 +455,11 @@ class Session(BaseAggregate[str]):
         meta = meta_copy_line("session_meta", self.meta_payload, text)
         self.trigger_event(ev.ShardOpened, timestamp=exact, line=meta)
         if self.tools_payload is not None:
-            tools = meta_copy_line(_EVENT, self.tools_payload, text)
+            tools = meta_copy_line("event_msg", self.tools_payload, text)
             self.trigger_event(ev.ToolsListed, timestamp=exact, line=tools)
 
 
-def _model_class(ptype: Any) -> type[ev.SessionEvent]:
-    if not isinstance(ptype, str):
-        raise UsageError(
-            f"expected a model message payload with a string 'type', found {type(ptype).__name__}",
-            hint="pass a payload such as {'type': 'text', 'role': 'assistant', 'text': '...'}",
-        )
-    return ev.model_message_class(ptype)
+def _counts(value: om.TokenCounts | Mapping[str, int]) -> om.TokenCounts:
+    if isinstance(value, om.TokenCounts):
+        return value
+    return om.TokenCounts(**value)

@@ -10,17 +10,15 @@ gives an equal event.  Opaque provider ``fidelity`` is passed through as
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
 import msgspec
 
-from pentrace.errors import UsageError
+from pentrace.domain.omnimessage import format_timestamp
 
 __all__ = [
     "EPOCH",
-    "encode_line",
     "meta_copy_line",
     "raw_payload",
     "read_timestamp",
@@ -46,20 +44,9 @@ _payload_decoder: Final = msgspec.json.Decoder(_RawPayload)
 
 def stamp(now: datetime) -> tuple[str, datetime]:
     """``now`` as the trace's ISO text and as the millisecond-exact UTC datetime it denotes."""
-    if now.tzinfo is None:
-        raise UsageError(
-            f"expected a timezone-aware datetime, found naive {now.isoformat()}",
-            hint="pass datetime.now(UTC) or a clock that returns aware datetimes",
-        )
+    text = format_timestamp(now)  # refuses naive datetimes
     utc = now.astimezone(UTC)
-    millis = utc.microsecond // 1000
-    exact = utc.replace(microsecond=millis * 1000)
-    return f"{utc:%Y-%m-%dT%H:%M:%S}.{millis:03d}Z", exact
-
-
-def encode_line(kind: str, payload: Mapping[str, Any], timestamp: str) -> bytes:
-    """One envelope line (without its newline); ``payload`` keys keep their order."""
-    return _encoder.encode({"timestamp": timestamp, "type": kind, "payload": payload})
+    return text, utc.replace(microsecond=utc.microsecond // 1000 * 1000)
 
 
 def raw_payload(line: bytes) -> bytes:
