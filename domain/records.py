@@ -41,7 +41,9 @@ class MalformedLine(ValueError):
     """A non-empty trace line that is not strict JSON."""
 
 
-class _Payload(msgspec.Struct):
+# gc=False: these structs live only inside TraceRecord.__init__ and hold JSON values,
+# which cannot form cycles; untracked structs are much cheaper to allocate.
+class _Payload(msgspec.Struct, gc=False):
     type: Any = None
     role: Any = None
     tool_call_id: Any = None
@@ -49,7 +51,7 @@ class _Payload(msgspec.Struct):
     stop_reason: Any = None
 
 
-class _Envelope(msgspec.Struct):
+class _Envelope(msgspec.Struct, gc=False):
     type: Any = None
     payload: _Payload | None = None
     origin: Any = None
@@ -121,7 +123,8 @@ class TraceRecord:
         except msgspec.ValidationError:
             self._set_head_from_value(self.value())
             return
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
+            # msgspec raises RecursionError on deep nesting; the slow path reports it as malformed.
             text = raw.decode("utf-8", "replace")
             self._value = _slow_decode(text)
             # Invalid UTF-8 is kept as U+FFFD, as a JavaScript TextDecoder does.
@@ -129,8 +132,8 @@ class TraceRecord:
             self._set_head_from_value(self._value)
             return
         self.kind = head.type
-        self.origin = head.origin
-        self.has_origin = bool(head.origin)
+        origin = self.origin = head.origin
+        self.has_origin = origin is not None and bool(origin)
         payload = head.payload
         if payload is None:
             self.has_payload = False
@@ -162,7 +165,7 @@ class TraceRecord:
         if self._value is _NO_VALUE:
             try:
                 self._value = _any_decoder.decode(self.raw)
-            except msgspec.DecodeError:
+            except (msgspec.DecodeError, RecursionError):
                 self._value = _slow_decode(self.raw.decode("utf-8", "replace"))
         return self._value
 
@@ -213,9 +216,13 @@ def decode_line(raw: bytes, line: int = 0) -> TraceRecord | None:
     Returns ``None`` for a line that is empty after the trim, raises
     :class:`MalformedLine` for one that is not strict JSON.
     """
-    trimmed = js_trim(raw)
-    if not trimmed:
-        return None
+    # Hot path: an object line starting with "{" and ending with "}" has nothing to trim.
+    if raw[:1] == b"{" and raw[-1:] == b"}":
+        trimmed = raw
+    else:
+        trimmed = js_trim(raw)
+        if not trimmed:
+            return None
     if not trimmed.isascii():
         try:
             trimmed.decode("utf-8")

@@ -1,0 +1,231 @@
+"""Read trace shards exactly as PenguinHarness does, streaming in constant memory.
+
+The rules (``docs/trace-format.md``, reference ``resume-semantics.md``):
+
+* the bytes are split on ``b"\\n"`` only - never ``splitlines`` - so ``\\r``,
+  U+2028 and U+0085 stay inside a line;
+* each line goes through :func:`pentrace.domain.records.decode_line` (JS trim,
+  strict JSON); lines empty after the trim are ignored but keep their number;
+* a malformed line that is followed by another non-empty line is skipped and
+  reported (strict mode raises :class:`~pentrace.errors.TraceFormatError`);
+* the *last* non-empty line, when it does not parse, is a torn tail left by a
+  crash: it is dropped silently, even in strict mode, and noted as
+  ``torn_tail`` so an audit can show it.
+
+A failing line is therefore held back until the next non-empty line arrives:
+one line of look-ahead.  Files are read in large chunks with the partial last
+line carried over, so memory is bounded by the chunk size plus the longest line.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from pentrace.domain.records import MalformedLine, TraceRecord, decode_line
+from pentrace.errors import NotFoundError, TraceError, TraceFormatError, UsageError
+from pentrace.infrastructure.layout import ShardRef
+
+__all__ = [
+    "DEFAULT_CHUNK_SIZE",
+    "BadLine",
+    "ParseReport",
+    "read_records_from_bytes",
+    "read_session",
+    "read_shard",
+]
+
+DEFAULT_CHUNK_SIZE: Final = 1024 * 1024
+_MAX_REASON: Final = 160
+
+
+@dataclass(frozen=True, slots=True)
+class BadLine:
+    """A line that did not parse: where it is (``path`` is None for in-memory data) and why."""
+
+    path: Path | None
+    line: int
+    reason: str
+
+
+@dataclass(slots=True)
+class ParseReport:
+    """What a read saw besides records: bad lines, torn tails and counts.
+
+    Only the first ``max_kept`` skipped lines are kept in ``skipped``;
+    ``skipped_count`` always counts them all.  One report may be shared by
+    several reads (``read_session`` does this); the counts then add up.
+    """
+
+    max_kept: int = 1000
+    skipped: list[BadLine] = field(default_factory=list)
+    skipped_count: int = 0
+    torn_tails: list[BadLine] = field(default_factory=list)
+    files: int = 0
+    lines: int = 0
+    blank_lines: int = 0
+    records: int = 0
+    bytes_read: int = 0
+
+    @property
+    def torn_tail(self) -> BadLine | None:
+        """The torn last line of the most recently read file, or of any file read before."""
+        return self.torn_tails[-1] if self.torn_tails else None
+
+    @property
+    def clean(self) -> bool:
+        """True when no line was skipped and no tail was torn."""
+        return self.skipped_count == 0 and not self.torn_tails
+
+    def note(self, limit: int = 20) -> str:
+        """A one-line summary naming up to ``limit`` skipped line numbers, like the reference."""
+        if self.skipped_count == 0:
+            return "no malformed lines"
+        shown = ", ".join(str(bad.line) for bad in self.skipped[:limit])
+        more = self.skipped_count - min(limit, len(self.skipped))
+        extra = f" (and {more} more)" if more > 0 else ""
+        return f"skipped {self.skipped_count} malformed line(s): {shown}{extra}"
+
+    def _skip(self, bad: BadLine) -> None:
+        self.skipped_count += 1
+        if len(self.skipped) < self.max_kept:
+            self.skipped.append(bad)
+
+
+def _reason(exc: Exception) -> str:
+    # Decoder messages name positions and kinds of token, never the line's content.
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= _MAX_REASON else text[: _MAX_REASON - 3] + "..."
+
+
+def _complete_lines(chunks: Iterable[bytes], report: ParseReport) -> Iterator[list[bytes]]:
+    """Lists of whole lines (split on ``\\n`` only); a partial line waits for the next chunk."""
+    carry: list[bytes] = []
+    for chunk in chunks:
+        report.bytes_read += len(chunk)
+        pieces = chunk.split(b"\n")
+        if carry:
+            carry.append(pieces[0])
+            if len(pieces) == 1:
+                continue  # a line longer than a chunk: keep collecting its parts
+            pieces[0] = b"".join(carry)
+            carry = []
+        last = pieces.pop()
+        if last:
+            carry = [last]
+        yield pieces
+    if carry:
+        yield [b"".join(carry)]
+
+
+def _parse(
+    chunks: Iterable[bytes], path: Path | None, strict: bool, report: ParseReport
+) -> Iterator[TraceRecord]:
+    """The one reading loop: decode every line, holding one failing line back."""
+    line = records = blanks = 0
+    held: BadLine | None = None
+    report.files += 1
+    try:
+        for pieces in _complete_lines(chunks, report):
+            for piece in pieces:
+                line += 1
+                try:
+                    record = decode_line(piece, line)
+                except MalformedLine as exc:
+                    if held is not None:
+                        _middle(held, strict, report)
+                    held = BadLine(path, line, _reason(exc))
+                    continue
+                if record is None:
+                    blanks += 1
+                    continue
+                if held is not None:
+                    _middle(held, strict, report)
+                    held = None
+                records += 1
+                yield record
+        if held is not None:
+            report.torn_tails.append(held)
+    finally:
+        report.lines += line
+        report.blank_lines += blanks
+        report.records += records
+
+
+def _middle(bad: BadLine, strict: bool, report: ParseReport) -> None:
+    """A failing line followed by more content: report it, and raise in strict mode."""
+    report._skip(bad)
+    if strict:
+        raise TraceFormatError(bad.path, bad.line, bad.reason)
+
+
+def _file_chunks(path: Path, chunk_size: int) -> Iterator[bytes]:
+    """The file's bytes in chunks; every OS error becomes a pentrace error naming the file."""
+    try:
+        with path.open("rb", buffering=0) as handle:
+            while chunk := handle.read(chunk_size):
+                yield chunk
+    except FileNotFoundError:
+        raise NotFoundError(
+            f"trace file {path} does not exist", hint="list sessions with `pentrace sessions`"
+        ) from None
+    except OSError as exc:
+        raise TraceError(
+            f"cannot read trace file {path}: {exc.strerror or type(exc).__name__}",
+            hint="check that the path is a readable file",
+        ) from exc
+
+
+def read_shard(
+    path: Path,
+    *,
+    strict: bool = False,
+    report: ParseReport | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> Iterator[TraceRecord]:
+    """Stream the records of one shard; ``record.line`` is the 1-based line number."""
+    if chunk_size < 1:
+        raise UsageError(f"expected chunk_size >= 1, found {chunk_size}", hint="omit chunk_size")
+    path = Path(path)
+    return _parse(_file_chunks(path, chunk_size), path, strict, report or ParseReport())
+
+
+def read_records_from_bytes(
+    data: bytes,
+    *,
+    strict: bool = False,
+    report: ParseReport | None = None,
+    path: Path | None = None,
+) -> Iterator[TraceRecord]:
+    """The same reading rules over bytes already in memory (``path`` only labels errors)."""
+    return _parse((data,) if data else (), path, strict, report or ParseReport())
+
+
+def read_session(
+    shards: Iterable[ShardRef],
+    *,
+    strict: bool = False,
+    report: ParseReport | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> Iterator[TraceRecord]:
+    """Stream a whole session: every shard in index order, each with its own line numbers.
+
+    Two shards with the same index (in different date folders) make the
+    order ambiguous, so that raises :class:`~pentrace.errors.TraceError`.
+    """
+    ordered = sorted(shards, key=lambda shard: shard.index)
+    for before, after in itertools.pairwise(ordered):
+        if before.index == after.index:
+            raise TraceError(
+                f"expected one shard with index {before.index:03d}, found two: "
+                f"{before.path} and {after.path}",
+                hint="move the stray copy out of the traces folder",
+            )
+    shared = report or ParseReport()
+    return itertools.chain.from_iterable(
+        read_shard(shard.path, strict=strict, report=shared, chunk_size=chunk_size)
+        for shard in ordered
+    )
