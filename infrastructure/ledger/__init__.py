@@ -1,0 +1,24 @@
+"""The durable RuntimeEvent ledger (SQLite by default, PostgreSQL by URL).
+
+``RuntimeEventLedger`` stores redacted RuntimeEvent envelopes, replays them
+after a cursor with honest gaps, applies retention, and is an eventsourcing
+``ProcessRecorder`` so the library's projections run on it.  See docs/ledger.md.
+"""
+
+from pentrace.infrastructure.ledger.database import LedgerDatabase
+from pentrace.infrastructure.ledger.replay import LedgerEntry, ReplayGap, ReplayResult
+from pentrace.infrastructure.ledger.retention import RetentionPolicy, RetentionReport
+from pentrace.infrastructure.ledger.settings import LedgerSettings, default_ledger_path
+from pentrace.infrastructure.ledger.store import RuntimeEventLedger
+
+__all__ = [
+    "LedgerDatabase",
+    "LedgerEntry",
+    "LedgerSettings",
+    "ReplayGap",
+    "ReplayResult",
+    "RetentionPolicy",
+    "RetentionReport",
+    "RuntimeEventLedger",
+    "default_ledger_path",
+]

@@ -1,0 +1,152 @@
+"""Connections to the ledger database: SQLite file or PostgreSQL URL.
+
+SQLite is opened in WAL mode with ``auto_vacuum=INCREMENTAL`` (set before the
+first table exists) and a busy timeout.  Write transactions start with
+``BEGIN IMMEDIATE`` so that two writers queue on the busy timeout instead of
+failing on a read-to-write lock upgrade.  PostgreSQL write transactions take
+the events table in EXCLUSIVE mode (readers still read), so notification ids
+become visible in order and a reader never skips one that commits late.
+
+W13: before each operation the SQLite file's inode is compared with the one
+we opened.  When the file vanished or was replaced, the pool is dropped and
+the schema is created again in a fresh file.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final
+
+from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy.engine import make_url
+
+from pentrace.infrastructure.ledger.errors import converted
+from pentrace.infrastructure.ledger.schema import LedgerTables, ledger_tables
+from pentrace.infrastructure.ledger.settings import safe_url
+
+__all__ = ["LedgerDatabase"]
+
+_BUSY_TIMEOUT_MS: Final = 30_000
+_BEGIN: Final = "pentrace_begin"
+
+
+class LedgerDatabase:
+    """An engine, the table objects and the transactions of one ledger."""
+
+    def __init__(self, url: str, *, table_prefix: str = "") -> None:
+        self.url = url
+        self.tables: LedgerTables = ledger_tables(table_prefix)
+        parsed = make_url(url)
+        self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        self.where = safe_url(url)
+        self.path: Path | None = None
+        if self.is_sqlite:
+            if not parsed.database or parsed.database == ":memory:":
+                raise ValueError("the SQLite ledger needs a file path, not an in-memory database")
+            self.path = Path(parsed.database)
+            self.where = str(self.path)
+        self._write_lock = threading.Lock()
+        self._inode: tuple[int, int] | None = None
+        self._reopen_lock = threading.Lock()
+        self.engine: Engine = self._open()
+
+    @classmethod
+    def for_path(cls, path: Path, *, table_prefix: str = "") -> LedgerDatabase:
+        """A SQLite ledger in ``path``; parent folders are created."""
+        return cls(f"sqlite:///{path}", table_prefix=table_prefix)
+
+    def _open(self) -> Engine:
+        if self.path is None:
+            engine = create_engine(self.url, pool_pre_ping=True)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            engine = create_engine(
+                self.url, connect_args={"timeout": _BUSY_TIMEOUT_MS / 1000}, pool_size=8
+            )
+            event.listen(engine, "connect", _configure_sqlite)
+            event.listen(engine, "begin", _begin_sqlite)
+        with converted("create the ledger schema", self.where):
+            self.tables.metadata.create_all(engine)
+        if self.path is not None:
+            self._inode = _inode(self.path)
+        return engine
+
+    def check_file(self) -> bool:
+        """Reopen when the SQLite file vanished or was replaced (W13); True when it did."""
+        if self.path is None:
+            return False
+        if _inode(self.path) == self._inode:
+            return False
+        with self._reopen_lock:
+            if _inode(self.path) == self._inode:
+                return False
+            self.engine.dispose()
+            self.engine = self._open()
+            return True
+
+    @contextmanager
+    def reading(self, operation: str) -> Iterator[Connection]:
+        """A read transaction (a consistent snapshot on both backends)."""
+        self.check_file()
+        with converted(operation, self.where), self.engine.connect() as conn:
+            yield conn
+            conn.rollback()
+
+    @contextmanager
+    def writing(self, operation: str) -> Iterator[Connection]:
+        """A write transaction that commits when the block ends, and rolls back on any error."""
+        self.check_file()
+        with self._write_lock, converted(operation, self.where):
+            engine = self.engine.execution_options(**{_BEGIN: "BEGIN IMMEDIATE"})
+            with engine.begin() as conn:
+                if not self.is_sqlite:
+                    conn.execute(text(f"LOCK TABLE {self.tables.events.name} IN EXCLUSIVE MODE"))
+                yield conn
+
+    @contextmanager
+    def raw_sqlite(self, operation: str) -> Iterator[sqlite3.Connection]:
+        """The driver connection, outside any transaction (PRAGMAs such as wal_checkpoint)."""
+        self.check_file()
+        with converted(operation, self.where), self.engine.connect() as conn:
+            driver = conn.connection.driver_connection
+            if not isinstance(driver, sqlite3.Connection):
+                raise TypeError("raw_sqlite() is for SQLite ledgers")
+            yield driver
+
+    def drop_all(self) -> None:
+        """Drop the ledger's tables (tests and rebuilds)."""
+        with converted("drop the ledger tables", self.where):
+            self.tables.metadata.drop_all(self.engine)
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        self.engine.dispose()
+
+
+def _inode(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (stat.st_dev, stat.st_ino)
+
+
+def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
+    # Driver autocommit: we emit BEGIN ourselves (see _begin_sqlite).
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    # auto_vacuum only takes effect before the first table is created.
+    cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def _begin_sqlite(conn: Connection) -> None:
+    conn.exec_driver_sql(conn.get_execution_options().get(_BEGIN, "BEGIN"))

@@ -1,0 +1,66 @@
+"""The one place where database driver errors become pentrace errors.
+
+Every database call of the ledger runs inside :func:`converted`.  SQLAlchemy
+wraps the driver's exception (sqlite3, psycopg); we look at the PEP 249 class
+and turn it into a :class:`~pentrace.errors.LedgerError` subclass.  Messages
+name the operation and the database (password hidden), never row values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from eventsourcing.persistence import IntegrityError as RecorderIntegrityError
+from sqlalchemy import exc
+
+from pentrace.errors import LedgerConflictError, LedgerError, LedgerLockedError
+
+__all__ = ["LedgerIntegrityError", "converted"]
+
+
+class LedgerIntegrityError(LedgerConflictError, RecorderIntegrityError):
+    """A unique key was violated; also eventsourcing's IntegrityError, as its recorders expect."""
+
+
+_LOCKED_HINT = (
+    "another process holds a write lock on the ledger; retry, or raise "
+    "busy_timeout; `pentrace ledger sync` fills in events the live path missed"
+)
+
+
+@contextmanager
+def converted(operation: str, where: str) -> Iterator[None]:
+    """Run a block of database work, converting driver errors raised inside it."""
+    try:
+        yield
+    except exc.IntegrityError as error:
+        raise LedgerIntegrityError(
+            f"{operation} on {where}: a unique key already holds a different row "
+            f"({_reason(error)})",
+            hint="event ids and (stream, sequence) pairs are unique; "
+            "rebuild the ledger with `pentrace ledger rebuild` if it disagrees with the traces",
+        ) from error
+    except exc.OperationalError as error:
+        reason = _reason(error)
+        if "locked" in reason or "busy" in reason:
+            raise LedgerLockedError(
+                f"{operation} on {where}: database is locked", hint=_LOCKED_HINT
+            ) from error
+        raise LedgerError(
+            f"{operation} on {where}: the database refused the operation ({reason})",
+            hint="check that the database is reachable, writable and not full",
+        ) from error
+    except exc.DBAPIError as error:
+        raise LedgerError(
+            f"{operation} on {where}: database error ({_reason(error)})",
+            hint="check the ledger URL and that the server is running",
+        ) from error
+
+
+def _reason(error: exc.DBAPIError) -> str:
+    """The driver's first message line: no SQL text, no parameters (they may hold payloads)."""
+    original = error.orig
+    text = str(original) if original is not None else type(error).__name__
+    first = text.strip().splitlines()[0] if text.strip() else type(original).__name__
+    return first[:200]

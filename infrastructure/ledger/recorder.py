@@ -1,0 +1,211 @@
+"""The ledger as an eventsourcing ProcessRecorder.
+
+A ledger row *is* a ``Notification``: ``id`` = ``notification_id`` (global
+order), ``originator_id`` = ``stream_id`` (``session:<id>`` for session
+events), ``originator_version`` = ``sequence`` (the record's position in its
+trace), ``topic`` = ``event_type`` and ``state`` = ``event_json``.  So the
+library's ``Projection`` and ``ProjectionRunner`` read RuntimeEvents straight
+from the ledger, and track their position in the ledger's tracking table.
+
+Originator ids are strings (the ledger's streams); a UUID given to
+``insert_events`` is stored as its hex string and read back as a string.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import (
+    Notification,
+    ProcessRecorder,
+    StoredEvent,
+    Subscription,
+    Tracking,
+)
+from sqlalchemy import Connection, func, insert, select, text, update
+
+from pentrace.infrastructure.ledger.database import LedgerDatabase
+from pentrace.infrastructure.ledger.errors import LedgerIntegrityError
+from pentrace.infrastructure.ledger.rows import stored_event_row
+from pentrace.infrastructure.ledger.subscription import LedgerSubscription, Waker
+
+__all__ = ["LedgerRecorder"]
+
+
+class LedgerRecorder(ProcessRecorder):
+    """Application and tracking recorder over the ledger's tables."""
+
+    def __init__(self, db: LedgerDatabase, *, clock: Callable[[], float] = time.time) -> None:
+        self.db = db
+        self.clock = clock
+        self.waker = Waker()
+        self.poll_interval = 0.1
+        self._notify_channel = f"{db.tables.events.name}_appended"
+
+    def now_ms(self) -> int:
+        """The ledger clock in milliseconds (``inserted_at``, retention)."""
+        return int(self.clock() * 1000)
+
+    # -- writing -----------------------------------------------------------------
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """Insert stored events (and an optional ``tracking=``) atomically.
+
+        A (stream, version) the ledger already holds raises IntegrityError.
+        """
+        if not stored_events:
+            return None
+        now = self.now_ms()
+        rows = [stored_event_row(stored, now) for stored in stored_events]
+        tracking = kwargs.get("tracking")
+        with self.db.writing("insert events into the ledger") as conn:
+            ids = self._insert_rows(conn, rows)
+            if isinstance(tracking, Tracking):
+                self._insert_tracking(conn, tracking)
+        self.waker.wake()
+        return ids
+
+    def _insert_rows(self, conn: Connection, rows: list[dict[str, Any]]) -> list[int]:
+        """Insert rows inside a write transaction; returns their notification ids in order."""
+        events = self.db.tables.events
+        if self.db.is_sqlite:
+            # Under BEGIN IMMEDIATE no other writer runs, so AUTOINCREMENT hands this
+            # executemany a contiguous block of ids ending at last_insert_rowid().
+            conn.execute(insert(events), rows)
+            last = conn.exec_driver_sql("SELECT last_insert_rowid()").scalar_one()
+            return list(range(last - len(rows) + 1, last + 1))
+        result = conn.execute(
+            insert(events).returning(events.c.notification_id, sort_by_parameter_order=True),
+            rows,
+        )
+        ids = [int(row[0]) for row in result]
+        conn.execute(text("SELECT pg_notify(:channel, '')"), {"channel": self._notify_channel})
+        return ids
+
+    # -- reading -----------------------------------------------------------------
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        """Stored events of one stream, by sequence."""
+        events = self.db.tables.events
+        stream = originator_id.hex if isinstance(originator_id, UUID) else originator_id
+        query = select(
+            events.c.stream_id, events.c.sequence, events.c.event_type, events.c.event_json
+        ).where(events.c.stream_id == stream)
+        if gt is not None:
+            query = query.where(events.c.sequence > gt)
+        if lte is not None:
+            query = query.where(events.c.sequence <= lte)
+        query = query.order_by(events.c.sequence.desc() if desc else events.c.sequence)
+        if limit is not None:
+            query = query.limit(limit)
+        with self.db.reading("select ledger events") as conn:
+            return [
+                StoredEvent(row[0], row[1], row[2], bytes(row[3])) for row in conn.execute(query)
+            ]
+
+    def select_notifications(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        """Rows in notification-id order, as eventsourcing Notifications."""
+        events = self.db.tables.events
+        query = select(
+            events.c.notification_id,
+            events.c.stream_id,
+            events.c.sequence,
+            events.c.event_type,
+            events.c.event_json,
+        )
+        if start is not None:
+            query = query.where(
+                events.c.notification_id >= start
+                if inclusive_of_start
+                else events.c.notification_id > start
+            )
+        if stop is not None:
+            query = query.where(events.c.notification_id <= stop)
+        if topics:
+            query = query.where(events.c.event_type.in_(list(topics)))
+        query = query.order_by(events.c.notification_id).limit(limit)
+        with self.db.reading("select ledger notifications") as conn:
+            return [
+                Notification(
+                    id=row[0],
+                    originator_id=row[1],
+                    originator_version=row[2],
+                    topic=row[3],
+                    state=bytes(row[4]),
+                )
+                for row in conn.execute(query)
+            ]
+
+    def max_notification_id(self) -> int | None:
+        """The newest notification id ever handed out, or None for an empty ledger."""
+        events = self.db.tables.events
+        with self.db.reading("read the newest ledger notification id") as conn:
+            value = conn.execute(select(func.max(events.c.notification_id))).scalar_one_or_none()
+        return None if value is None else int(value)
+
+    def subscribe(
+        self, gt: int | None = None, topics: Sequence[str] = ()
+    ) -> Subscription[LedgerRecorder]:
+        """Follow the ledger: catch up after ``gt``, then block for new rows."""
+        return LedgerSubscription(self, gt=gt, topics=topics)
+
+    # -- tracking ----------------------------------------------------------------
+    def insert_tracking(self, tracking: Tracking) -> None:
+        """Record how far an application has processed; never moves backwards."""
+        with self.db.writing("record a ledger tracking position") as conn:
+            self._insert_tracking(conn, tracking)
+
+    def _insert_tracking(self, conn: Connection, tracking: Tracking) -> None:
+        table = self.db.tables.tracking
+        current = conn.execute(
+            select(table.c.notification_id).where(
+                table.c.application_name == tracking.application_name
+            )
+        ).scalar_one_or_none()
+        if current is None:
+            conn.execute(
+                insert(table).values(
+                    application_name=tracking.application_name,
+                    notification_id=tracking.notification_id,
+                )
+            )
+            return
+        if current >= tracking.notification_id:
+            raise LedgerIntegrityError(
+                f"tracking for application {tracking.application_name!r}: expected a notification "
+                f"id above {current}, found {tracking.notification_id}",
+                hint="a projection may not record a position it has already passed",
+            )
+        conn.execute(
+            update(table)
+            .where(table.c.application_name == tracking.application_name)
+            .values(notification_id=tracking.notification_id)
+        )
+
+    def max_tracking_id(self, application_name: str) -> int | None:
+        """The highest notification id recorded for an application, or None."""
+        table = self.db.tables.tracking
+        with self.db.reading("read a ledger tracking position") as conn:
+            value = conn.execute(
+                select(table.c.notification_id).where(table.c.application_name == application_name)
+            ).scalar_one_or_none()
+        return None if value is None else int(value)

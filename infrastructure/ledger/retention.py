@@ -1,0 +1,175 @@
+"""Retention: by age, then count, then size, in Penguin's order.
+
+Differences from Penguin, each a fixed weakness:
+
+* Age is measured on ``inserted_at`` (the ledger's clock when the row was
+  written), not on the producer's ``time``; an event stamped 0, missing, or
+  with a skewed clock is never deleted by the write that stored it (W3, W4).
+* A limit of ``None`` (``0``/``off`` in the environment) disables that limit;
+  ``max_events=0`` never wipes the ledger (W5).
+* Every deletion first records, per stream, the highest sequence and
+  notification id it removed (the *watermarks* table), so replay can tell an
+  evicted cursor from one that never existed (W6).
+
+Size on SQLite is measured after ``wal_checkpoint(TRUNCATE)``; a checkpoint
+that cannot finish skips size pruning, and an incremental vacuum follows a
+size prune.  On PostgreSQL the size is ``pg_total_relation_size`` scaled by
+the live share of tuples (dead tuples only go away with VACUUM, which we
+leave to autovacuum).  The newest row is never deleted by size pruning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import ColumnElement, Connection, case, delete, func, select, text
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from pentrace.infrastructure.ledger.database import LedgerDatabase
+
+__all__ = ["RetentionPolicy", "RetentionReport", "apply_retention", "ledger_size"]
+
+_DAY_MS = 86_400_000
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """Limits; ``None`` disables one."""
+
+    max_events: int | None = 100_000
+    max_age_days: float | None = 14.0
+    max_bytes: int | None = 268_435_456
+
+
+@dataclass(frozen=True)
+class RetentionReport:
+    """How many rows each rule deleted, and whether size pruning was skipped."""
+
+    by_age: int = 0
+    by_count: int = 0
+    by_size: int = 0
+    size_skipped: bool = False
+
+    @property
+    def deleted(self) -> int:
+        """Rows deleted in total."""
+        return self.by_age + self.by_count + self.by_size
+
+
+def apply_retention(db: LedgerDatabase, policy: RetentionPolicy, now_ms: int) -> RetentionReport:
+    """Apply the policy once; ``now_ms`` is the ledger clock (milliseconds)."""
+    events = db.tables.events
+    by_age = by_count = 0
+    with db.writing("apply ledger retention") as conn:
+        if policy.max_age_days is not None and policy.max_age_days > 0:
+            cutoff = now_ms - int(policy.max_age_days * _DAY_MS)
+            by_age = _prune(db, conn, events.c.inserted_at < cutoff)
+        if policy.max_events is not None and policy.max_events > 0:
+            by_count = _keep_newest(db, conn, policy.max_events)
+    if policy.max_bytes is None or policy.max_bytes <= 0:
+        return RetentionReport(by_age, by_count)
+    size = ledger_size(db)
+    if size is None:
+        return RetentionReport(by_age, by_count, size_skipped=True)
+    by_size = 0
+    if size > policy.max_bytes:
+        with db.writing("apply ledger size retention") as conn:
+            rows = conn.execute(select(func.count()).select_from(events)).scalar_one()
+            if rows > 1:
+                per_row = max(1, size // rows)
+                target = min(rows - 1, max(1, int(policy.max_bytes * 0.9) // per_row))
+                by_size = _keep_newest(db, conn, target)
+        if by_size and db.is_sqlite:
+            with db.raw_sqlite("vacuum the ledger") as raw:
+                raw.execute("PRAGMA incremental_vacuum").fetchall()
+    return RetentionReport(by_age, by_count, by_size)
+
+
+def ledger_size(db: LedgerDatabase) -> int | None:
+    """Bytes the ledger takes, or ``None`` when SQLite's WAL checkpoint could not finish."""
+    if db.is_sqlite:
+        assert db.path is not None
+        with db.raw_sqlite("measure the ledger size") as raw:
+            busy = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if busy is None or busy[0] != 0:
+                return None
+            pages = raw.execute("PRAGMA page_count").fetchone()[0]
+            page_size = raw.execute("PRAGMA page_size").fetchone()[0]
+        wal = db.path.with_name(db.path.name + "-wal")
+        file_size = db.path.stat().st_size if db.path.exists() else 0
+        wal_size = wal.stat().st_size if wal.exists() else 0
+        return int(max(pages * page_size, file_size) + wal_size)
+    name = db.tables.events.name
+    with db.reading("measure the ledger size") as conn:
+        total = conn.execute(
+            text("SELECT pg_total_relation_size(CAST(:name AS regclass))"), {"name": name}
+        ).scalar_one()
+        live, dead = conn.execute(
+            text(
+                "SELECT coalesce(n_live_tup, 0), coalesce(n_dead_tup, 0) "
+                "FROM pg_stat_user_tables WHERE relid = CAST(:name AS regclass)"
+            ),
+            {"name": name},
+        ).one_or_none() or (0, 0)
+    share = live / (live + dead) if live + dead else 1.0
+    return int(total * share)
+
+
+def _keep_newest(db: LedgerDatabase, conn: Connection, keep: int) -> int:
+    events = db.tables.events
+    cutoff = conn.execute(
+        select(events.c.notification_id)
+        .order_by(events.c.notification_id.desc())
+        .limit(1)
+        .offset(keep)
+    ).scalar_one_or_none()
+    if cutoff is None:
+        return 0
+    return _prune(db, conn, events.c.notification_id <= cutoff)
+
+
+def _prune(db: LedgerDatabase, conn: Connection, condition: ColumnElement[bool]) -> int:
+    events, marks = db.tables.events, db.tables.watermarks
+    groups = conn.execute(
+        select(
+            events.c.stream_id,
+            func.max(events.c.sequence),
+            func.max(events.c.notification_id),
+            func.max(events.c.event_id),
+            func.count(),
+        )
+        .where(condition)
+        .group_by(events.c.stream_id)
+    ).all()
+    if not groups:
+        return 0
+    insert: Any = sqlite_insert if db.is_sqlite else pg_insert
+    for stream_id, max_sequence, max_notification_id, some_id, count in groups:
+        statement = insert(marks).values(
+            stream_id=stream_id,
+            id_prefix=some_id.rpartition(":")[0],
+            max_sequence=max_sequence,
+            max_notification_id=max_notification_id,
+            pruned_rows=count,
+        )
+        new = statement.excluded
+        conn.execute(
+            statement.on_conflict_do_update(
+                index_elements=[marks.c.stream_id],
+                set_={
+                    "max_sequence": _greatest(marks.c.max_sequence, new.max_sequence),
+                    "max_notification_id": _greatest(
+                        marks.c.max_notification_id, new.max_notification_id
+                    ),
+                    "pruned_rows": marks.c.pruned_rows + new.pruned_rows,
+                },
+            )
+        )
+    conn.execute(delete(events).where(condition))
+    return int(sum(group[4] for group in groups))
+
+
+def _greatest(left: Any, right: Any) -> Any:
+    return case((left > right, left), else_=right)

@@ -1,0 +1,171 @@
+"""From a RuntimeEvent envelope (or an eventsourcing StoredEvent) to a ledger row.
+
+The envelope is checked the way Penguin checks it (schema version, non-empty
+id and type, mapping payload and privacy) and then *re-redacted*: when the
+redaction policy would still change anything, the ledger refuses the event
+with a :class:`~pentrace.errors.RedactionError` naming the paths, never the
+values.  Unlike Penguin, nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, Final
+from uuid import UUID
+
+import msgspec
+from eventsourcing.persistence import StoredEvent
+
+from pentrace.domain.redaction import is_redacted, redact
+from pentrace.errors import LedgerError, RedactionError
+
+__all__ = ["SCHEMA_VERSION", "as_envelope", "envelope_row", "stored_event_row"]
+
+SCHEMA_VERSION: Final = "penguin.runtime_event.v1"
+_SCOPE_COLUMNS: Final = (
+    "session_id",
+    "conversation_id",
+    "agent_id",
+    "task_id",
+    "run_id",
+    "project_id",
+    "directory",
+)
+_encode: Final = msgspec.json.Encoder().encode
+
+
+def as_envelope(event: object) -> Mapping[str, Any]:
+    """The envelope as builtins: a mapping, or a msgspec Struct converted field by field."""
+    if isinstance(event, Mapping):
+        return event
+    if isinstance(event, msgspec.Struct):
+        value = msgspec.to_builtins(event)
+        if isinstance(value, dict):
+            return value
+    raise LedgerError(
+        "expected a RuntimeEvent envelope (mapping or msgspec Struct), "
+        f"found {type(event).__name__}",
+        hint="build events with pentrace.domain.runtime_events",
+    )
+
+
+def envelope_row(envelope: Mapping[str, Any], inserted_at: int) -> dict[str, Any]:
+    """Validate one envelope and return its column values (``notification_id`` excluded)."""
+    event_id = envelope.get("id")
+    if not isinstance(event_id, str) or not event_id:
+        raise LedgerError(
+            "expected a non-empty string `id` in the RuntimeEvent envelope, found "
+            f"{type(event_id).__name__}",
+            hint="build events with pentrace.domain.runtime_events",
+        )
+    _check_shape(envelope, event_id)
+    if not is_redacted(envelope):
+        paths = sorted(set(changed_paths(envelope, redact(envelope).value)))
+        shown = ", ".join(paths[:20]) + (
+            f" (and {len(paths) - 20} more)" if len(paths) > 20 else ""
+        )
+        raise RedactionError(
+            f"event {event_id}: the envelope is not fully redacted at {shown or '(unknown path)'}",
+            hint="build the envelope with pentrace.domain.runtime_events, which redacts "
+            "payload, actor, correlation, scope and projections",
+        )
+    scope = envelope.get("scope")
+    scope = scope if isinstance(scope, Mapping) else {}
+    privacy = envelope["privacy"]
+    projections = envelope.get("projections")
+    row: dict[str, Any] = {
+        "event_id": event_id,
+        "stream_id": _text(envelope.get("stream_id")) or "global",
+        "sequence": _positive(envelope.get("sequence")),
+        "event_type": envelope["type"],
+        "category": _text(envelope.get("category")) or "session_lifecycle",
+        "event_time": _positive(envelope.get("time")),
+        "inserted_at": inserted_at,
+        "privacy_classification": _text(privacy.get("classification")) or "public",
+        "redacted": bool(privacy.get("redacted")),
+        "payload_json": _encode(envelope["payload"]).decode(),
+        "projection_json": _encode(projections).decode() if projections else None,
+        "event_json": _encode(envelope),
+    }
+    for column in _SCOPE_COLUMNS:
+        row[column] = _text(scope.get(column))
+    return row
+
+
+def stored_event_row(stored: StoredEvent, inserted_at: int) -> dict[str, Any]:
+    """Columns for a bare eventsourcing StoredEvent (the library's recorder interface).
+
+    Its id follows the ledger's scheme, ``evt:<originator_id>:<version:08d>``;
+    the state is stored as given, after the same redaction check as envelopes.
+    """
+    stream = (
+        stored.originator_id.hex if isinstance(stored.originator_id, UUID) else stored.originator_id
+    )
+    event_id = f"evt:{stream}:{stored.originator_version:08d}"
+    state_text = stored.state.decode("utf-8", "replace")
+    if not is_redacted(state_text):
+        raise RedactionError(
+            f"event {event_id}: the stored state is not fully redacted",
+            hint="redact event state with pentrace.domain.redaction before recording it",
+        )
+    row = dict.fromkeys(_SCOPE_COLUMNS)
+    row.update(
+        event_id=event_id,
+        stream_id=stream,
+        sequence=stored.originator_version,
+        event_type=stored.topic,
+        category="session_lifecycle",
+        event_time=0,
+        inserted_at=inserted_at,
+        privacy_classification="public",
+        redacted=False,
+        payload_json=None,
+        projection_json=None,
+        event_json=stored.state,
+    )
+    return row
+
+
+def changed_paths(before: Any, after: Any, path: str = "") -> Iterator[str]:
+    """Dotted paths (``[i]`` for list items) where ``after`` differs from ``before``."""
+    if isinstance(before, Mapping) and isinstance(after, Mapping):
+        for key, value in before.items():
+            child = f"{path}.{key}" if path else str(key)
+            if key not in after:
+                yield child
+            else:
+                yield from changed_paths(value, after[key], child)
+    elif isinstance(before, list | tuple) and isinstance(after, list | tuple):
+        for index, (old, new) in enumerate(zip(before, after, strict=False)):
+            yield from changed_paths(old, new, f"{path}[{index}]")
+    elif before != after:
+        yield path or "$"
+
+
+def _check_shape(envelope: Mapping[str, Any], event_id: str) -> None:
+    problems = []
+    if envelope.get("schema_version") != SCHEMA_VERSION:
+        problems.append(f"schema_version is not {SCHEMA_VERSION}")
+    event_type = envelope.get("type")
+    if not isinstance(event_type, str) or not event_type:
+        problems.append("type is not a non-empty string")
+    if not isinstance(envelope.get("payload"), Mapping):
+        problems.append("payload is not an object")
+    privacy = envelope.get("privacy")
+    if not isinstance(privacy, Mapping):
+        problems.append("privacy is not an object")
+    elif not isinstance(privacy.get("redacted_fields", []), list):
+        problems.append("privacy.redacted_fields is not a list")
+    if problems:
+        raise LedgerError(
+            f"event {event_id}: not a valid RuntimeEvent envelope: {'; '.join(problems)}",
+            hint="build events with pentrace.domain.runtime_events",
+        )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _positive(value: Any) -> int:
+    return value if type(value) is int and value > 0 else 0

@@ -1,0 +1,101 @@
+"""The ledger's tables, in SQLAlchemy Core.
+
+One ledger row is one redacted RuntimeEvent *and* one eventsourcing
+``Notification``: ``notification_id`` is the global order (``Notification.id``),
+``stream_id`` / ``sequence`` are ``originator_id`` / ``originator_version``,
+``event_type`` is the ``topic`` and ``event_json`` (the whole envelope, bytes)
+is the ``state``.  The other columns are Penguin's, kept for filtering.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+__all__ = ["LedgerTables", "ledger_tables"]
+
+# SQLite wants exactly INTEGER for an alias of rowid; PostgreSQL gets BIGINT.
+_Id = BigInteger().with_variant(Integer(), "sqlite")
+
+
+@dataclass(frozen=True)
+class LedgerTables:
+    """The three tables of one ledger, named with a common prefix."""
+
+    metadata: MetaData
+    events: Table
+    watermarks: Table
+    tracking: Table
+
+
+def ledger_tables(prefix: str = "") -> LedgerTables:
+    """Build the table objects; ``prefix`` keeps parallel ledgers in one database apart."""
+    metadata = MetaData()
+    name = f"{prefix}runtime_events"
+    events = Table(
+        name,
+        metadata,
+        Column("notification_id", _Id, primary_key=True, autoincrement=True),
+        Column("event_id", String, nullable=False),
+        Column("stream_id", String, nullable=False),
+        Column("sequence", BigInteger, nullable=False),
+        Column("event_type", String, nullable=False),
+        Column("category", String, nullable=False),
+        Column("event_time", BigInteger, nullable=False),
+        Column("inserted_at", BigInteger, nullable=False),
+        Column("session_id", String),
+        Column("conversation_id", String),
+        Column("agent_id", String),
+        Column("task_id", String),
+        Column("run_id", String),
+        Column("project_id", String),
+        Column("directory", String),
+        Column("privacy_classification", String, nullable=False),
+        Column("redacted", Boolean, nullable=False),
+        Column("payload_json", Text),
+        Column("projection_json", Text),
+        Column("event_json", LargeBinary, nullable=False),
+        UniqueConstraint("event_id", name=f"{name}_event_id_key"),
+        UniqueConstraint("stream_id", "sequence", name=f"{name}_stream_sequence_key"),
+        # AUTOINCREMENT: a notification id is never reused after retention deletes rows.
+        sqlite_autoincrement=True,
+    )
+    Index(f"{name}_type_idx", events.c.event_type)
+    Index(f"{name}_category_idx", events.c.category)
+    Index(f"{name}_time_idx", events.c.event_time)
+    Index(f"{name}_inserted_idx", events.c.inserted_at)
+    Index(f"{name}_scope_idx", events.c.session_id, events.c.agent_id, events.c.directory)
+    Index(f"{name}_conversation_idx", events.c.conversation_id)
+    Index(f"{name}_task_idx", events.c.task_id)
+    Index(f"{name}_run_idx", events.c.run_id)
+    Index(f"{name}_project_idx", events.c.project_id)
+    watermarks = Table(
+        f"{prefix}runtime_event_watermarks",
+        metadata,
+        # What retention deleted, per stream: tells "evicted" from "never existed".
+        Column("stream_id", String, primary_key=True),
+        Column("id_prefix", String, nullable=False, index=True),
+        Column("max_sequence", BigInteger, nullable=False),
+        Column("max_notification_id", BigInteger, nullable=False),
+        Column("pruned_rows", BigInteger, nullable=False),
+    )
+    tracking = Table(
+        f"{prefix}runtime_event_tracking",
+        metadata,
+        Column("application_name", String, primary_key=True),
+        Column("notification_id", BigInteger, nullable=False),
+    )
+    return LedgerTables(metadata, events, watermarks, tracking)

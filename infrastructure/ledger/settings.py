@@ -1,0 +1,138 @@
+"""Ledger settings, read from environment variables with Penguin's names.
+
+Every limit uses one rule: ``0`` or ``off`` (also ``none``, ``false``, ``no``)
+disables it.  Penguin reads ``PENGUIN_RUNTIME_EVENT_LEDGER_MAX_EVENTS=0`` as
+"keep nothing" and wipes the ledger on every write (W5); here it means "no
+count limit", the same as ``0`` for the age and size limits.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from pentrace.errors import ConfigError
+
+__all__ = [
+    "ENV_CLEANUP_INTERVAL_SECONDS",
+    "ENV_MAX_AGE_DAYS",
+    "ENV_MAX_BYTES",
+    "ENV_MAX_EVENTS",
+    "ENV_PATH",
+    "ENV_URL",
+    "ENV_URL_ALIAS",
+    "LedgerSettings",
+    "default_ledger_path",
+    "safe_url",
+]
+
+ENV_PATH: Final = "PENGUIN_RUNTIME_EVENT_LEDGER_PATH"
+ENV_URL: Final = "PENTRACE_LEDGER_URL"
+ENV_URL_ALIAS: Final = "PENGUIN_RUNTIME_EVENT_LEDGER_URL"
+ENV_MAX_EVENTS: Final = "PENGUIN_RUNTIME_EVENT_LEDGER_MAX_EVENTS"
+ENV_MAX_AGE_DAYS: Final = "PENGUIN_RUNTIME_EVENT_LEDGER_MAX_AGE_DAYS"
+ENV_MAX_BYTES: Final = "PENGUIN_RUNTIME_EVENT_LEDGER_MAX_BYTES"
+ENV_CLEANUP_INTERVAL_SECONDS: Final = "PENGUIN_RUNTIME_EVENT_LEDGER_CLEANUP_INTERVAL_SECONDS"
+
+_OFF: Final = frozenset({"0", "off", "none", "false", "no", "disabled"})
+
+
+def default_ledger_path(data_root: Path) -> Path:
+    """The SQLite ledger of a data root: ``<root>/runtime_events/runtime_events.db``."""
+    return data_root / "runtime_events" / "runtime_events.db"
+
+
+def safe_url(url: str) -> str:
+    """The URL with any password replaced by ``***``, fit for messages and logs."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    userinfo, at, host = rest.rpartition("@")
+    if not at:
+        return url
+    user = userinfo.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}" if ":" in userinfo else url
+
+
+class LedgerSettings(BaseModel):
+    """Where the ledger lives and how much it keeps; ``None`` means no limit.
+
+    ``url`` (a SQLAlchemy URL) wins over ``path``; with neither, the caller
+    uses :func:`default_ledger_path`.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    path: Path | None = None
+    url: str | None = None
+    max_events: int | None = 100_000
+    max_age_days: float | None = 14.0
+    max_bytes: int | None = 268_435_456
+    cleanup_interval_seconds: float | None = 60.0
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> LedgerSettings:
+        """Read every setting from ``environ`` (default ``os.environ``), defaults for the rest."""
+        env = os.environ if environ is None else environ
+        defaults = cls()
+        url = (env.get(ENV_URL) or env.get(ENV_URL_ALIAS) or "").strip() or None
+        if url is not None and "://" not in url:
+            name = ENV_URL if env.get(ENV_URL) else ENV_URL_ALIAS
+            raise ConfigError(
+                f"{name}: expected a SQLAlchemy URL such as "
+                f"postgresql+psycopg://user@host/db, found a value without '://'",
+                hint=f"set {name} to a database URL or unset it to use SQLite",
+            )
+        raw_path = (env.get(ENV_PATH) or "").strip()
+        return cls(
+            path=Path(raw_path).expanduser() if raw_path else None,
+            url=url,
+            max_events=_limit(env, ENV_MAX_EVENTS, int, defaults.max_events),
+            max_age_days=_limit(env, ENV_MAX_AGE_DAYS, float, defaults.max_age_days),
+            max_bytes=_limit(env, ENV_MAX_BYTES, int, defaults.max_bytes),
+            cleanup_interval_seconds=_limit(
+                env, ENV_CLEANUP_INTERVAL_SECONDS, float, defaults.cleanup_interval_seconds
+            ),
+        )
+
+    def with_limits_off(self) -> LedgerSettings:
+        """A copy that keeps everything (tests, rebuilds, benchmarks)."""
+        return self.model_copy(
+            update={
+                "max_events": None,
+                "max_age_days": None,
+                "max_bytes": None,
+                "cleanup_interval_seconds": None,
+            }
+        )
+
+
+_Number = TypeVar("_Number", int, float)
+
+
+def _limit(
+    env: Mapping[str, str], name: str, kind: type[_Number], default: _Number | None
+) -> _Number | None:
+    raw = env.get(name)
+    if raw is None or not raw.strip():
+        return default
+    text = raw.strip().lower()
+    if text in _OFF:
+        return None
+    try:
+        value = kind(text)
+    except ValueError:
+        raise ConfigError(
+            f"{name}: expected a non-negative {kind.__name__} or 0/off, found {raw.strip()[:40]!r}",
+            hint=f"set {name} to a number, or to 0 to disable this limit",
+        ) from None
+    if value < 0 or value != value:
+        raise ConfigError(
+            f"{name}: expected a non-negative {kind.__name__} or 0/off, found {raw.strip()[:40]!r}",
+            hint=f"set {name} to a number, or to 0 to disable this limit",
+        )
+    return None if value == 0 else value

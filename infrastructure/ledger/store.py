@@ -1,0 +1,242 @@
+"""The durable RuntimeEvent ledger: append, extend, replay and retention.
+
+``append`` and ``extend`` are each one transaction that rolls back on any
+error.  An event id the ledger already holds is a no-op when the envelope is
+byte-identical and a :class:`~pentrace.errors.LedgerConflictError` when it is
+not: Penguin's ``INSERT OR IGNORE`` silently dropped the new content (W1).
+Because ids come from trace positions, a restart or a rebuild produces the
+same ids for the same events, and new events get new ids.
+
+Retention runs after a write commits, at most once per cleanup interval; a
+retention error is raised to the caller, but the committed write stands (and
+writing it again is a harmless no-op).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, delete, func, select
+
+from pentrace.errors import ConfigError
+from pentrace.infrastructure.ledger.database import LedgerDatabase
+from pentrace.infrastructure.ledger.errors import LedgerIntegrityError
+from pentrace.infrastructure.ledger.recorder import LedgerRecorder
+from pentrace.infrastructure.ledger.replay import (
+    LedgerEntry,
+    ReplayResult,
+    replay_after,
+    scope_bounds,
+)
+from pentrace.infrastructure.ledger.retention import (
+    RetentionPolicy,
+    RetentionReport,
+    apply_retention,
+)
+from pentrace.infrastructure.ledger.rows import as_envelope, envelope_row
+from pentrace.infrastructure.ledger.settings import LedgerSettings, default_ledger_path
+
+__all__ = ["RuntimeEventLedger"]
+
+_CHUNK = 500
+
+
+class RuntimeEventLedger(LedgerRecorder):
+    """Redacted RuntimeEvents in SQLite or PostgreSQL; also an eventsourcing ProcessRecorder."""
+
+    def __init__(
+        self,
+        db: LedgerDatabase,
+        settings: LedgerSettings | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(db, clock=clock)
+        self.settings = settings if settings is not None else LedgerSettings()
+        self.policy = RetentionPolicy(
+            max_events=self.settings.max_events,
+            max_age_days=self.settings.max_age_days,
+            max_bytes=self.settings.max_bytes,
+        )
+        self._monotonic = monotonic
+        self._last_cleanup: float | None = None
+
+    @classmethod
+    def open(
+        cls,
+        data_root: Path | None = None,
+        settings: LedgerSettings | None = None,
+        *,
+        table_prefix: str = "",
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> RuntimeEventLedger:
+        """Open the ledger the settings (default: the environment) point at.
+
+        A URL wins; otherwise the SQLite file is ``settings.path`` or
+        ``<data_root>/runtime_events/runtime_events.db``.
+        """
+        settings = settings if settings is not None else LedgerSettings.from_env()
+        if settings.url is not None:
+            db = LedgerDatabase(settings.url, table_prefix=table_prefix)
+        else:
+            path = settings.path
+            if path is None:
+                if data_root is None:
+                    raise ConfigError(
+                        "the ledger location is unknown: expected a data root, "
+                        "PENGUIN_RUNTIME_EVENT_LEDGER_PATH or PENTRACE_LEDGER_URL, found none",
+                        hint="set PENGUIN_HOME or PENGUIN_RUNTIME_EVENT_LEDGER_PATH",
+                    )
+                path = default_ledger_path(data_root)
+            db = LedgerDatabase.for_path(path, table_prefix=table_prefix)
+        return cls(db, settings, clock=clock, monotonic=monotonic)
+
+    # -- writing -----------------------------------------------------------------
+    def append(self, event: object) -> bool:
+        """Store one envelope; True when stored, False when an identical copy was already there."""
+        return self.extend([event]) == 1
+
+    def extend(self, events: Iterable[object]) -> int:
+        """Store envelopes in one transaction; returns how many were new."""
+        now = self.now_ms()
+        rows = [envelope_row(as_envelope(event), now) for event in events]
+        if not rows:
+            return 0
+        with self.db.writing("append to the ledger") as conn:
+            fresh = self._without_duplicates(conn, rows)
+            if fresh:
+                self._insert_rows(conn, fresh)
+        if fresh:
+            self.waker.wake()
+        self.cleanup_if_due()
+        return len(fresh)
+
+    def _without_duplicates(
+        self, conn: Connection, rows: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """Drop rows already stored byte-identically; refuse different content under a held id."""
+        unique: dict[str, dict[str, Any]] = {}
+        for row in rows:
+            prior = unique.setdefault(row["event_id"], row)
+            if prior is not row and prior["event_json"] != row["event_json"]:
+                raise _conflict(row["event_id"], "twice in one batch")
+        events = self.db.tables.events
+        ids = list(unique)
+        for start in range(0, len(ids), _CHUNK):
+            held = conn.execute(
+                select(events.c.event_id, events.c.event_json).where(
+                    events.c.event_id.in_(ids[start : start + _CHUNK])
+                )
+            )
+            for event_id, stored in held:
+                if bytes(stored) != unique[event_id]["event_json"]:
+                    raise _conflict(event_id, "already in the ledger")
+                del unique[event_id]
+        return list(unique.values())
+
+    # -- reading -----------------------------------------------------------------
+    def replay_after(
+        self,
+        last_event_id: str | None,
+        limit: int | None = 1000,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        directory: str | None = None,
+    ) -> ReplayResult:
+        """Retained events after a cursor in global order; see :mod:`.replay` for gaps."""
+        return replay_after(
+            self.db,
+            last_event_id,
+            limit,
+            session_id=session_id,
+            agent_id=agent_id,
+            directory=directory,
+        )
+
+    def bounds(
+        self,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        directory: str | None = None,
+    ) -> tuple[str | None, str | None]:
+        """Oldest and newest retained event ids within the filter scope."""
+        return scope_bounds(self.db, session_id, agent_id, directory)
+
+    def contains(self, event_id: str) -> bool:
+        """Whether the event is currently retained."""
+        events = self.db.tables.events
+        with self.db.reading("look up a ledger event") as conn:
+            found = conn.execute(
+                select(events.c.notification_id).where(events.c.event_id == event_id)
+            ).first()
+        return found is not None
+
+    def newest(self, limit: int = 100) -> list[LedgerEntry]:
+        """The last ``limit`` retained events, oldest first."""
+        events = self.db.tables.events
+        query = (
+            select(events.c.event_id, events.c.event_json, events.c.notification_id)
+            .order_by(events.c.notification_id.desc())
+            .limit(limit)
+        )
+        with self.db.reading("read the newest ledger events") as conn:
+            rows = conn.execute(query).all()
+        return [LedgerEntry(row[0], bytes(row[1]), row[2]) for row in reversed(rows)]
+
+    def count(self) -> int:
+        """Retained rows."""
+        with self.db.reading("count ledger events") as conn:
+            return int(
+                conn.execute(select(func.count()).select_from(self.db.tables.events)).scalar_one()
+            )
+
+    def indexed_through(self, stream_id: str) -> int:
+        """The highest sequence of a stream the ledger holds or has pruned (0 when none)."""
+        events, marks = self.db.tables.events, self.db.tables.watermarks
+        with self.db.reading("read a stream's ledger position") as conn:
+            held = conn.execute(
+                select(func.max(events.c.sequence)).where(events.c.stream_id == stream_id)
+            ).scalar_one_or_none()
+            pruned = conn.execute(
+                select(marks.c.max_sequence).where(marks.c.stream_id == stream_id)
+            ).scalar_one_or_none()
+        return int(max(held or 0, pruned or 0))
+
+    # -- retention ---------------------------------------------------------------
+    def cleanup(self) -> RetentionReport:
+        """Apply retention now (age, count, size)."""
+        self._last_cleanup = self._monotonic()
+        return apply_retention(self.db, self.policy, self.now_ms())
+
+    def cleanup_if_due(self) -> RetentionReport | None:
+        """Apply retention when the cleanup interval has passed (never when it is off)."""
+        interval = self.settings.cleanup_interval_seconds
+        if interval is None:
+            return None
+        last = self._last_cleanup
+        if last is not None and self._monotonic() - last < interval:
+            return None
+        return self.cleanup()
+
+    def clear(self) -> None:
+        """Delete every event and watermark; notification ids keep counting up."""
+        with self.db.writing("clear the ledger") as conn:
+            conn.execute(delete(self.db.tables.events))
+            conn.execute(delete(self.db.tables.watermarks))
+
+    def close(self) -> None:
+        """Close the database connections."""
+        self.db.close()
+
+
+def _conflict(event_id: str, where: str) -> LedgerIntegrityError:
+    return LedgerIntegrityError(
+        f"event {event_id}: different content under an id {where}; "
+        "expected identical content for a repeated id",
+        hint="ids come from trace positions; if the traces changed, run `pentrace ledger rebuild`",
+    )

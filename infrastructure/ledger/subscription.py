@@ -1,0 +1,114 @@
+"""Following the ledger: a subscription that catches up, then waits for new rows.
+
+eventsourcing's SQLite recorder offers no ``subscribe()``; ours polls the
+notification-id index (one indexed range query per ``poll_interval``) and is
+woken at once when a writer in this process commits.  On PostgreSQL a
+listener thread also turns ``NOTIFY`` (sent in the writing transaction) into
+a wake-up, so writers on other hosts are seen without waiting for the poll.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from eventsourcing.persistence import Notification, Subscription
+from sqlalchemy.engine import make_url
+
+if TYPE_CHECKING:
+    from pentrace.infrastructure.ledger.recorder import LedgerRecorder
+
+__all__ = ["LedgerSubscription", "Waker"]
+
+_PAGE = 500
+
+
+class Waker:
+    """In-process fan-out of "something was committed" to waiting subscriptions."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._events: set[threading.Event] = set()
+
+    def register(self, event: threading.Event) -> None:
+        """Start waking ``event`` on every commit."""
+        with self._lock:
+            self._events.add(event)
+
+    def unregister(self, event: threading.Event) -> None:
+        """Stop waking ``event``."""
+        with self._lock:
+            self._events.discard(event)
+
+    def wake(self) -> None:
+        """Wake every registered waiter."""
+        with self._lock:
+            waiting = list(self._events)
+        for event in waiting:
+            event.set()
+
+
+class LedgerSubscription(Subscription["LedgerRecorder"]):
+    """Iterator of Notifications after ``gt``; blocks at the end until more arrive or stop()."""
+
+    def __init__(
+        self, recorder: LedgerRecorder, gt: int | None = None, topics: Sequence[str] = ()
+    ) -> None:
+        super().__init__(recorder=recorder, gt=gt, topics=topics)
+        self._buffer: deque[Notification] = deque()
+        self._wake = threading.Event()
+        recorder.waker.register(self._wake)
+        self._listener: threading.Thread | None = None
+        if not recorder.db.is_sqlite:
+            self._listener = threading.Thread(target=self._listen, daemon=True)
+            self._listener.start()
+
+    def __next__(self) -> Notification:
+        while not self._has_been_stopped:
+            if self._buffer:
+                return self._buffer.popleft()
+            self._wake.clear()
+            batch = self._recorder.select_notifications(
+                start=self._last_notification_id or 0,
+                limit=_PAGE,
+                topics=self._topics,
+                inclusive_of_start=False,
+            )
+            if batch:
+                self._last_notification_id = batch[-1].id
+                self._buffer.extend(batch)
+            else:
+                self._wake.wait(self._recorder.poll_interval)
+        raise StopIteration
+
+    def stop(self) -> None:
+        """Stop the iteration; a blocked ``next()`` returns promptly."""
+        super().stop()
+        self._recorder.waker.unregister(self._wake)
+        self._wake.set()
+
+    def __exit__(self, *args: object, **kwargs: Any) -> None:
+        try:
+            super().__exit__(*args, **kwargs)
+        finally:
+            if self._listener is not None:
+                self._listener.join()
+
+    def _listen(self) -> None:
+        """Turn PostgreSQL NOTIFY into wake-ups until stopped (polling covers any failure)."""
+        url = make_url(self._recorder.db.url).set(drivername="postgresql")
+        channel = self._recorder._notify_channel
+        try:
+            with psycopg.connect(
+                url.render_as_string(hide_password=False), autocommit=True
+            ) as conn:
+                conn.execute(f'LISTEN "{channel}"')
+                while not self._has_been_stopped:
+                    for _ in conn.notifies(timeout=0.2, stop_after=1):
+                        self._wake.set()
+        except psycopg.Error:
+            # The subscription still polls every poll_interval; NOTIFY only cuts latency.
+            return
