@@ -27,8 +27,9 @@ from pentrace.testing.commands import (
     ToolOutput,
     UserInput,
 )
+from pentrace.testing.drive import apply_command, drive_session, start_session
 from pentrace.testing.files import truncate_file, write_shards, write_trace
-from pentrace.testing.render import format_timestamp, payload_for, render_shards
+from pentrace.testing.render import command_time, format_timestamp, payload_for, render_shards
 from pentrace.testing.strategies import (
     crash_points,
     cut,
@@ -55,13 +56,17 @@ __all__ = [
     "ToolCall",
     "ToolOutput",
     "UserInput",
+    "apply_command",
+    "command_time",
     "crash_points",
     "cut",
+    "drive_session",
     "format_timestamp",
     "payload_for",
     "render_shards",
     "session_commands",
     "split_lines",
+    "start_session",
     "trace_records",
     "truncate_file",
     "write_shards",

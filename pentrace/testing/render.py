@@ -1,7 +1,8 @@
 """Turn a command sequence into the trace lines PenguinHarness would write.
 
-Pure: the clock is an argument (``start`` plus one millisecond per record), so
-the same commands always give the same bytes.  A completed ``compaction_end``
+Pure: the clock is an argument (``start`` plus one millisecond per command;
+every record a command writes shares its timestamp), so the same commands
+always give the same bytes.  A completed ``compaction_end``
 makes the *next* record open a new shard that starts with copies of
 ``session_meta`` and ``tool_list_ready``, as the PenguinHarness writer does.
 """
@@ -35,6 +36,7 @@ from pentrace.testing.commands import (
 __all__ = [
     "DEFAULT_SESSION_ID",
     "DEFAULT_START",
+    "command_time",
     "envelope_line",
     "format_timestamp",
     "payload_for",
@@ -50,6 +52,11 @@ def format_timestamp(moment: datetime) -> str:
     """``YYYY-MM-DDTHH:MM:SS.mmmZ`` in UTC, the way JavaScript's toISOString writes it."""
     utc = moment.astimezone(UTC)
     return f"{utc:%Y-%m-%dT%H:%M:%S}.{utc.microsecond // 1000:03d}Z"
+
+
+def command_time(start: datetime, number: int) -> datetime:
+    """When command ``number`` (0-based) happens: one millisecond after the previous one."""
+    return start + timedelta(milliseconds=number)
 
 
 def envelope_line(timestamp: str, kind: str, payload: dict[str, Any]) -> bytes:
@@ -126,31 +133,28 @@ def render_shards(
 ) -> list[list[bytes]]:
     """The shards (each a list of lines without ``\\n``) the commands write, in index order.
 
+    These are exactly the lines :func:`pentrace.testing.drive.drive_session`
+    makes the Session aggregate write with the same clock.
+
     The first command must be :class:`StartSession`; a later one is refused.
     """
     shards: list[list[bytes]] = []
     header: Sequence[tuple[str, dict[str, Any]]] = ()
     rotate = False
-    count = 0
-
-    def stamp() -> str:
-        nonlocal count
-        count += 1
-        return format_timestamp(start + timedelta(milliseconds=count - 1))
-
-    for command in commands:
+    for number, command in enumerate(commands):
+        stamp = format_timestamp(command_time(start, number))
         if isinstance(command, StartSession):
             if shards:
                 raise ValueError("StartSession may only be the first command")
             header = (("session_meta", _meta(command, session_id)), ("event_msg", _tools(command)))
-            shards.append([envelope_line(stamp(), kind, body) for kind, body in header])
+            shards.append([envelope_line(stamp, kind, body) for kind, body in header])
             continue
         if not shards:
             raise ValueError(f"expected StartSession first, found {type(command).__name__}")
         if rotate:
-            shards.append([envelope_line(stamp(), kind, body) for kind, body in header])
+            shards.append([envelope_line(stamp, kind, body) for kind, body in header])
             rotate = False
         kind, payload = payload_for(command)
-        shards[-1].append(envelope_line(stamp(), kind, payload))
+        shards[-1].append(envelope_line(stamp, kind, payload))
         rotate = isinstance(command, CompactionEnd) and command.status == "completed"
     return shards
