@@ -1,0 +1,266 @@
+"""The ledger's own behaviour, one suite run against SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from eventsourcing.persistence import StoredEvent
+
+from pentrace.domain.redaction import redact
+from pentrace.errors import LedgerConflictError, RedactionError
+from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
+
+PG_URL = os.environ.get("PENTRACE_TEST_DATABASE_URL")
+NO_LIMITS = LedgerSettings().with_limits_off()
+
+MakeLedger = Callable[..., RuntimeEventLedger]
+
+
+class FakeClock:
+    """A clock the test moves by hand (seconds)."""
+
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make_event(
+    session: str | None,
+    sequence: int,
+    payload: dict[str, Any] | None = None,
+    *,
+    time_ms: Any = 1_700_000_000_000,
+    agent: str | None = "agent-a",
+    directory: str | None = "/srv/work",
+    stream: str | None = None,
+) -> dict[str, Any]:
+    """A redacted RuntimeEvent envelope in Penguin's key order, id from the stream position."""
+    stream_id = stream or (f"session:{session}" if session else "global")
+    redacted = redact(payload if payload is not None else {"text": f"message {sequence}"})
+    scope = {
+        key: value
+        for key, value in (("session_id", session), ("agent_id", agent), ("directory", directory))
+        if value is not None
+    }
+    event: dict[str, Any] = {
+        "id": f"evt:{stream_id}:{sequence:08d}",
+        "schema_version": "penguin.runtime_event.v1",
+        "type": "message.updated",
+        "category": "message_lifecycle",
+        "source": "pentrace",
+        "subject": f"session_id:{session}" if session else "message.updated",
+        "stream_id": stream_id,
+        "sequence": sequence,
+        "scope": scope,
+        "correlation": {},
+        "actor": {},
+        "privacy": {
+            "classification": redacted.classification,
+            "redacted": bool(redacted.paths),
+            "redacted_fields": redacted.paths,
+        },
+        "payload": redacted.value,
+        "projections": {},
+    }
+    if time_ms is not None:
+        event["time"] = time_ms
+    return event
+
+
+def ids(result_events: Any) -> list[str]:
+    """The event ids of replayed entries."""
+    return [entry.event_id for entry in result_events]
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def make_ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeLedger]:
+    """Open ledgers on the parametrised backend; every one is closed (and dropped) afterwards."""
+    opened: list[RuntimeEventLedger] = []
+    prefix = f"t{uuid.uuid4().hex[:12]}_"
+    if request.param == "postgres" and PG_URL is None:
+        pytest.skip("PostgreSQL runs need PENTRACE_TEST_DATABASE_URL")
+
+    def make(settings: LedgerSettings = NO_LIMITS, **kwargs: Any) -> RuntimeEventLedger:
+        if request.param == "sqlite":
+            db = LedgerDatabase.for_path(tmp_path / "runtime_events.db")
+        else:
+            assert PG_URL is not None
+            db = LedgerDatabase(PG_URL, table_prefix=prefix)
+        ledger = RuntimeEventLedger(db, settings, **kwargs)
+        opened.append(ledger)
+        return ledger
+
+    yield make
+    for ledger in opened:
+        if request.param == "postgres":
+            ledger.db.drop_all()
+        ledger.close()
+
+
+@pytest.fixture
+def ledger(make_ledger: MakeLedger) -> RuntimeEventLedger:
+    """A ledger without retention limits."""
+    return make_ledger()
+
+
+def test_an_appended_event_is_replayed_with_its_envelope_unchanged(
+    ledger: RuntimeEventLedger,
+) -> None:
+    event = make_event("s1", 1, {"text": "hello", "password": "hunter2"})
+    assert ledger.append(event) is True
+    result = ledger.replay_after(None)
+    assert result.found is True
+    assert [entry.envelope() for entry in result.events] == [event]
+    assert "hunter2" not in result.events[0].event_json.decode()
+
+
+def test_extend_stores_a_batch_and_counts_only_new_events(ledger: RuntimeEventLedger) -> None:
+    assert ledger.extend([make_event("s1", n) for n in (1, 2, 3)]) == 3
+    assert ledger.extend([make_event("s1", n) for n in (2, 3, 4, 4)]) == 1
+    assert ids(ledger.replay_after(None).events) == [
+        f"evt:session:s1:{n:08d}" for n in (1, 2, 3, 4)
+    ]
+
+
+def test_an_identical_repeat_is_an_idempotent_no_op(ledger: RuntimeEventLedger) -> None:
+    ledger.append(make_event("s1", 1))
+    assert ledger.append(make_event("s1", 1)) is False
+    assert ledger.count() == 1
+
+
+def test_different_content_under_a_held_id_is_refused_not_dropped(
+    ledger: RuntimeEventLedger,
+) -> None:
+    ledger.append(make_event("s1", 1, {"text": "first"}))
+    with pytest.raises(LedgerConflictError, match=r"evt:session:s1:00000001.*different content"):
+        ledger.append(make_event("s1", 1, {"text": "second"}))
+    assert ledger.replay_after(None).events[0].envelope()["payload"] == {"text": "first"}
+
+
+def test_a_batch_that_fails_in_the_database_rolls_back_every_row(
+    ledger: RuntimeEventLedger,
+) -> None:
+    ledger.append(make_event("s1", 1))
+    clash = make_event("s1", 1, {"text": "same position, other id"})
+    clash["id"] = "evt:other-id:00000001"
+    with pytest.raises(LedgerConflictError):
+        ledger.extend([make_event("s1", 2), make_event("s1", 3), clash])
+    assert ids(ledger.replay_after(None).events) == ["evt:session:s1:00000001"]
+
+
+def test_an_unredacted_envelope_is_refused_naming_paths_but_not_values(
+    ledger: RuntimeEventLedger,
+) -> None:
+    event = make_event("s1", 1)
+    event["actor"] = {"api_key": "sk-live-value-that-must-not-leak"}
+    with pytest.raises(RedactionError, match=r"evt:session:s1:00000001.*actor\.api_key") as caught:
+        ledger.append(event)
+    assert "sk-live-value" not in str(caught.value)
+    assert ledger.count() == 0
+
+
+def test_replay_pages_in_global_order_across_streams(ledger: RuntimeEventLedger) -> None:
+    ledger.extend([make_event("s1", 1), make_event("s2", 1), make_event("s1", 2)])
+    ledger.append(make_event("s2", 2))
+    first = ledger.replay_after(None, limit=2)
+    assert ids(first.events) == ["evt:session:s1:00000001", "evt:session:s2:00000001"]
+    second = ledger.replay_after(first.next_cursor, limit=2)
+    assert ids(second.events) == ["evt:session:s1:00000002", "evt:session:s2:00000002"]
+    assert ledger.replay_after(second.next_cursor).events == []
+    assert ledger.replay_after(second.next_cursor).found is True
+
+
+def test_filters_match_their_scope_or_unscoped_events(ledger: RuntimeEventLedger) -> None:
+    ledger.extend(
+        [
+            make_event("s1", 1, agent="a"),
+            make_event("s2", 1, agent="b"),
+            make_event(None, 1, agent=None, directory=None),
+            make_event("s1", 2, agent="a", directory="/elsewhere"),
+        ]
+    )
+    by_session = ledger.replay_after(None, session_id="s1")
+    assert ids(by_session.events) == [
+        "evt:session:s1:00000001",
+        "evt:global:00000001",
+        "evt:session:s1:00000002",
+    ]
+    by_agent_and_dir = ledger.replay_after(None, agent_id="b", directory="/srv/work")
+    assert ids(by_agent_and_dir.events) == ["evt:session:s2:00000001", "evt:global:00000001"]
+
+
+def test_an_unknown_cursor_is_a_gap_followed_by_the_oldest_retained_page(
+    ledger: RuntimeEventLedger,
+) -> None:
+    ledger.extend([make_event("s1", n) for n in (1, 2, 3)])
+    result = ledger.replay_after("evt:session:s1:00000099", limit=2)
+    assert result.found is False
+    assert result.gap is not None
+    assert result.gap.reason == "unknown_event_id"
+    assert (result.gap.oldest_event_id, result.gap.newest_event_id) == (
+        "evt:session:s1:00000001",
+        "evt:session:s1:00000003",
+    )
+    assert ids(result.events) == ["evt:session:s1:00000001", "evt:session:s1:00000002"]
+
+
+def test_count_retention_keeps_the_newest_events(make_ledger: MakeLedger) -> None:
+    ledger = make_ledger(NO_LIMITS.model_copy(update={"max_events": 3}))
+    ledger.extend([make_event("s1", n) for n in range(1, 8)])
+    report = ledger.cleanup()
+    assert report.by_count == 4
+    assert ids(ledger.replay_after(None).events) == [f"evt:session:s1:{n:08d}" for n in (5, 6, 7)]
+
+
+def test_age_retention_deletes_by_insertion_time(make_ledger: MakeLedger) -> None:
+    clock = FakeClock()
+    ledger = make_ledger(NO_LIMITS.model_copy(update={"max_age_days": 1.0}), clock=clock)
+    ledger.append(make_event("s1", 1))
+    clock.now += 2 * 86_400
+    ledger.append(make_event("s1", 2))
+    assert ledger.cleanup().by_age == 1
+    assert ids(ledger.replay_after(None).events) == ["evt:session:s1:00000002"]
+
+
+def test_size_retention_prunes_the_oldest_but_never_the_last_event(
+    make_ledger: MakeLedger,
+) -> None:
+    ledger = make_ledger(NO_LIMITS.model_copy(update={"max_bytes": 1}))
+    ledger.extend([make_event("s1", n, {"text": "x" * 2000}) for n in range(1, 30)])
+    report = ledger.cleanup()
+    assert not report.size_skipped
+    assert report.by_size == 28
+    assert ids(ledger.replay_after(None).events) == ["evt:session:s1:00000029"]
+
+
+def test_automatic_cleanup_runs_at_most_once_per_interval(make_ledger: MakeLedger) -> None:
+    ticks = FakeClock(100.0)
+    settings = NO_LIMITS.model_copy(update={"max_events": 1, "cleanup_interval_seconds": 60.0})
+    ledger = make_ledger(settings, monotonic=ticks)
+    ledger.append(make_event("s1", 1))
+    ledger.append(make_event("s1", 2))
+    ledger.append(make_event("s1", 3))
+    assert ledger.count() == 3  # the first write cleaned (one row), the next two did not clean
+    ticks.now += 60
+    ledger.append(make_event("s1", 4))
+    assert ids(ledger.replay_after(None).events) == ["evt:session:s1:00000004"]
+
+
+def test_ledger_rows_are_eventsourcing_notifications(ledger: RuntimeEventLedger) -> None:
+    event = make_event("s1", 7)
+    ledger.append(event)
+    (notification,) = ledger.select_notifications(start=None, limit=10)
+    assert notification.id == ledger.max_notification_id()
+    assert (notification.originator_id, notification.originator_version) == ("session:s1", 7)
+    assert notification.topic == "message.updated"
+    assert ledger.replay_after(None).events[0].event_json == notification.state
+    assert ledger.select_events("session:s1") == [
+        StoredEvent("session:s1", 7, "message.updated", notification.state)
+    ]
