@@ -1,0 +1,122 @@
+"""The resume-check JSON contract and the file-reading wrapper, on real bytes and files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pentrace.errors import NotFoundError, TraceError, TraceFormatError
+from pentrace.infrastructure.resume_io import resume_trace_file
+from pentrace.infrastructure.trace_reader import ParseReport, read_records_from_bytes
+from pentrace.projections.resume import resume_trace
+from pentrace.projections.resume_report import encode_resume_report, resume_report
+
+META = (
+    b'{"timestamp":"2026-11-29T10:00:00.000Z","type":"session_meta","payload":{"session_id":"s"}}'
+)
+USER = (
+    b'{"timestamp":"2026-11-29T10:00:01.000Z","type":"model_msg",'
+    b'"payload":{"type":"text","role":"user","text":"go"}}'
+)
+BEGIN = b'{"type":"event_msg","payload":{"type":"request_begin"}}'
+# Key order, a float written as 10.0 and an integer beyond 2**64 must survive verbatim.
+CALL = (
+    b'{"payload":{"tool_call_id":"c1","type":"tool_call","role":"assistant","name":"x",'
+    b'"arguments":"{}","stop_reason":"completed","fidelity":{"n":10.0,"big":123456789012345678901}},'
+    b'"type":"model_msg","timestamp":"2026-11-29T10:00:02.000Z"}'
+)
+END = b'{"type":"event_msg","payload":{"type":"request_end","status":"completed"}}'
+USAGE = (
+    b'{"type":"event_msg","payload":{"type":"token_usage",'
+    b'"session":{"cache_read":0,"cache_write":0,"output":2,"total":10.0},"request":{"total":7}}}'
+)
+TRACE = b"\n".join([META, USER, BEGIN, CALL, b"{broken", END, USAGE, b'{"torn'])
+
+
+def _report(data: bytes) -> tuple[dict[str, object], bytes]:
+    parse = ParseReport()
+    result = resume_trace(read_records_from_bytes(data, report=parse))
+    return resume_report(result, parse), encode_resume_report(result, parse)
+
+
+def test_the_report_has_every_contract_field() -> None:
+    report, _ = _report(TRACE)
+    assert list(report) == [
+        "history",
+        "carry_over",
+        "context_closed",
+        "pending_summary",
+        "session_tokens",
+        "last_request_total",
+        "session_turns",
+        "render_messages",
+        "meta",
+        "dangling_compaction",
+        "synthesized",
+        "parse",
+    ]
+
+
+def test_messages_are_embedded_byte_for_byte_as_they_stand_in_the_trace() -> None:
+    _, encoded = _report(TRACE)
+    assert b'"history":[' + USER + b"," + CALL + b"]" in encoded
+    assert b'"meta":' + META in encoded
+
+
+def test_synthesized_placeholders_are_flagged_outside_the_envelopes() -> None:
+    _, encoded = _report(TRACE)
+    decoded = json.loads(encoded)
+    assert decoded["carry_over"][0]["payload"]["output"].startswith("[interrupted:")
+    assert decoded["carry_over"][0]["timestamp"] == "2026-11-29T10:00:02.000Z"
+    assert "synthesized" not in decoded["carry_over"][0]
+    assert decoded["synthesized"] == {"history": [], "carry_over": [0]}
+
+
+def test_the_parse_section_names_skipped_lines_and_the_torn_tail() -> None:
+    report, _ = _report(TRACE)
+    assert report["parse"] == {"skipped_lines": [5], "skipped_count": 1, "torn_tail": 8}
+
+
+def test_counters_keep_numbers_as_written() -> None:
+    _, encoded = _report(TRACE)
+    decoded = json.loads(encoded)
+    assert b'"session_tokens":{"cache_read":0,"cache_write":0,"output":2,"total":10.0}' in encoded
+    assert (decoded["last_request_total"], decoded["session_turns"]) == (7, 1)
+
+
+def test_without_a_parse_report_the_parse_section_is_null() -> None:
+    result = resume_trace(read_records_from_bytes(TRACE))
+    report = json.loads(encode_resume_report(result))
+    assert report["parse"] is None
+    assert report["dangling_compaction"] is None
+    assert report["pending_summary"] is None
+
+
+def test_an_undefined_last_request_total_is_null() -> None:
+    data = b'{"type":"event_msg","payload":{"type":"token_usage","session":{},"request":{}}}'
+    report = json.loads(encode_resume_report(resume_trace(read_records_from_bytes(data))))
+    assert (report["session_tokens"], report["last_request_total"]) == ({}, None)
+
+
+def test_a_trace_file_resumes_with_its_torn_tail_ignored(tmp_path: Path) -> None:
+    shard = tmp_path / "session-2026-11-29-10-00-00-0badcafe_001.jsonl"
+    shard.write_bytes(TRACE)
+    parse = ParseReport()
+    result = resume_trace_file(shard, report=parse)
+    assert [record.raw for record in result.history] == [USER, CALL]
+    assert parse.torn_tail is not None
+    assert parse.torn_tail.line == 8
+
+
+def test_a_trace_file_in_strict_mode_refuses_a_broken_middle_line(tmp_path: Path) -> None:
+    shard = tmp_path / "broken_001.jsonl"
+    shard.write_bytes(TRACE)
+    with pytest.raises(TraceFormatError, match=r"broken_001\.jsonl:5"):
+        resume_trace_file(shard, strict=True)
+
+
+def test_a_missing_trace_file_is_named_in_the_error(tmp_path: Path) -> None:
+    with pytest.raises((NotFoundError, TraceError), match="absent_001"):
+        resume_trace_file(tmp_path / "absent_001.jsonl")
