@@ -13,7 +13,7 @@ the session and the sequence (position) the write would have taken.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
@@ -34,7 +34,7 @@ from pentrace.errors import (
     UnknownToolCallError,
 )
 
-__all__ = ["Fidelity", "Session", "ToolSpec"]
+__all__ = ["Fidelity", "Session", "ToolSpec", "project_session"]
 
 UNSET: Final = msgspec.UNSET
 # Opaque provider fidelity: raw JSON bytes (kept byte for byte), a Raw, or a mapping.
@@ -117,7 +117,7 @@ class Session(BaseAggregate[str]):
         now: datetime,
         provider: str,
         model_id: str,
-        model_context_window: int | str,
+        model_context_window: float | str,
         system_prompt: str,
         agent_state: str,
         workspace: str,
@@ -393,6 +393,16 @@ class Session(BaseAggregate[str]):
         payload = om.McpConnectEnd(status=status, results=tuple(results))
         self._write(ev.McpConnectEnded, payload, now)
 
+    def abandon_open_request(self) -> None:
+        """Forget a request left open by a process that died (resume does this).
+
+        Nothing is written: replay drops an open round when the next
+        ``request_begin`` arrives, and so does ``apply`` on a rebuild.  The
+        dropped round's tool calls get no output.
+        """
+        self.open_request = False
+        self.open_calls.clear()
+
     def mark_deleted(self) -> None:
         """Refuse every later write; deletion removes the trace, so it is not itself a line."""
         self.deleted = True
@@ -463,3 +473,15 @@ def _counts(value: om.TokenCounts | Mapping[str, int]) -> om.TokenCounts:
     if isinstance(value, om.TokenCounts):
         return value
     return om.TokenCounts(**value)
+
+
+def project_session(session: Session | None, events: Iterable[Any]) -> Session | None:
+    """Fold events into a session with no per-event protocol check.
+
+    eventsourcing's default projector asserts ``isinstance(event,
+    CanMutateProtocol)`` per event, a runtime-checkable Protocol check that
+    dominates rebuild time; every Session event can mutate, so this skips it.
+    """
+    for event in events:
+        session = event.mutate(session)
+    return session

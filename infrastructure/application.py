@@ -1,0 +1,295 @@
+"""SessionApplication: an eventsourcing Application whose event store is the trace.
+
+Bound to one ``(data_root, project, agent)``; ``Repository.get(session_id)``
+rebuilds a :class:`~pentrace.domain.session.Session` from its shards with a
+plain projector.  Commands go through a :class:`SessionHandle` that stamps
+them with the application's injectable clock and saves per request (or per
+event).  After each successful trace write, ``on_recorded(session_id,
+[(position, line), ...])`` is called best-effort: the ledger hangs here, and
+its failures are logged (no payload text) and never fail the save.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from eventsourcing.application import Application, ProcessingEvent, Repository
+from eventsourcing.persistence import Recording
+from eventsourcing.utils import Environment, EnvType
+
+from pentrace.domain.session import Session, ToolSpec, project_session
+from pentrace.errors import NotFoundError
+from pentrace.infrastructure.durability import Durability
+from pentrace.infrastructure.layout import DataRoot, new_session_id
+from pentrace.infrastructure.session_handle import SaveMode, SessionHandle
+from pentrace.infrastructure.session_meta import read_latest_meta, switch_block
+from pentrace.infrastructure.trace_persistence import Factory, TraceRecorder
+from pentrace.infrastructure.trace_reader import read_shard
+from pentrace.projections.resume import ResumeResult, resume_trace
+
+__all__ = ["OnRecorded", "ResumedSession", "SaveMode", "SessionApplication", "SessionHandle"]
+
+logger = logging.getLogger(__name__)
+
+OnRecorded = Callable[[str, Sequence[tuple[int, bytes]]], None]
+DANGLING_COMPACTION_ERROR = "compaction interrupted: the process exited before it ended"
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class ResumedSession:
+    """What :meth:`SessionApplication.resume_session` returns."""
+
+    result: ResumeResult
+    handle: SessionHandle
+    trace_path: Path
+
+
+class SessionRepository(Repository[str]):
+    """A Repository whose default projector is :func:`project_session`."""
+
+    def get(
+        self,
+        aggregate_id: str,
+        *,
+        version: int | None = None,
+        projector_func: Any = project_session,
+        fastforward_skipping: bool = False,
+        deepcopy_from_cache: bool = True,
+    ) -> Any:
+        """Rebuild a session from its trace (see ``Repository.get``)."""
+        return super().get(
+            aggregate_id,
+            version=version,
+            projector_func=projector_func,
+            fastforward_skipping=fastforward_skipping,
+            deepcopy_from_cache=deepcopy_from_cache,
+        )
+
+
+class SessionApplication(Application[str]):
+    """Record, reload and resume the sessions of one agent (see the module docstring)."""
+
+    name = "pentrace"
+
+    def __init__(
+        self,
+        data_root: DataRoot | Path | str,
+        project: str,
+        agent: str,
+        *,
+        durability: Durability = Durability.PER_REQUEST,
+        clock: Callable[[], datetime] = _utc_now,
+        on_recorded: OnRecorded | None = None,
+        lock_wait: float | None = None,
+        env: EnvType | None = None,
+    ) -> None:
+        root = data_root if isinstance(data_root, DataRoot) else DataRoot(Path(data_root))
+        self.root = DataRoot(root.path.expanduser().absolute())
+        self.project = project
+        self.agent = agent
+        self.clock = clock
+        self.on_recorded = on_recorded
+        settings = {
+            "PENTRACE_DATA_ROOT": str(self.root.path),
+            "PENTRACE_PROJECT": project,
+            "PENTRACE_AGENT": agent,
+            "PENTRACE_DURABILITY": durability.value,
+        }
+        if lock_wait is not None:
+            settings["PENTRACE_LOCK_WAIT"] = str(lock_wait)
+        super().__init__({**settings, **dict(env or {})})
+
+    # -------------------------------------------------------- eventsourcing hooks
+
+    def construct_factory(self, env: Environment) -> Factory:
+        """The trace persistence module, with this application's clock."""
+        return Factory(env, clock=self.clock)
+
+    def construct_repository(self) -> Repository[str]:
+        """A repository with the plain projector."""
+        return SessionRepository(self.events)
+
+    @property
+    def trace_recorder(self) -> TraceRecorder:
+        """The recorder writing this application's traces."""
+        assert isinstance(self.recorder, TraceRecorder)
+        return self.recorder
+
+    def _record(self, processing_event: ProcessingEvent[str]) -> list[Recording[str]]:
+        recordings = super()._record(processing_event)
+        hook = self.on_recorded
+        if hook is not None:
+            written: dict[str, list[tuple[int, bytes]]] = {}
+            for event in processing_event.events:
+                line: bytes = event.line  # type: ignore[attr-defined]  # Session events only
+                written.setdefault(event.originator_id, []).append((event.originator_version, line))
+            for session_id, lines in written.items():
+                try:
+                    hook(session_id, lines)
+                except Exception as exc:  # noqa: BLE001  # best-effort by contract: never fail a save
+                    logger.warning(
+                        "on_recorded hook failed for session %s positions %d-%d: %s "
+                        "(the trace write succeeded; run `pentrace ledger sync` to catch up)",
+                        session_id,
+                        lines[0][0],
+                        lines[-1][0],
+                        type(exc).__name__,
+                    )
+        return recordings
+
+    # ------------------------------------------------------------------ sessions
+
+    def start_session(
+        self,
+        *,
+        provider: str,
+        model_id: str,
+        model_context_window: float | str,
+        system_prompt: str,
+        workspace: Path | str | None = None,
+        tools: Sequence[ToolSpec] = (),
+        source: str | None = None,
+        session_id: str | None = None,
+        mode: SaveMode = SaveMode.REQUEST,
+    ) -> SessionHandle:
+        """Create a session (``session_meta`` + ``tool_list_ready`` saved at once).
+
+        ``workspace`` must exist; ``None`` creates a temporary ``workspaces/tmp-<8hex>``.
+        """
+        if workspace is None:
+            folder = self.root.new_temp_workspace(self.project, self.agent)
+        else:
+            folder = Path(workspace).expanduser().absolute()
+            if not folder.is_dir():
+                raise NotFoundError(
+                    f"workspace {folder} does not exist (starting a session of agent "
+                    f"{self.agent!r} in project {self.project!r})",
+                    hint="create the folder first, or omit workspace for a temporary one",
+                )
+        self.root.ensure_agent_dirs(self.project, self.agent)
+        session = Session.start(
+            session_id or new_session_id(self.clock()),
+            now=self.clock(),
+            provider=provider,
+            model_id=model_id,
+            model_context_window=model_context_window,
+            system_prompt=system_prompt,
+            agent_state=str(self.root.agent_state_dir(self.project, self.agent)),
+            workspace=str(folder),
+            tools=tools,
+            source=source,
+        )
+        handle = SessionHandle(self, session, mode)
+        handle.save()
+        return handle
+
+    def open_session(self, session_id: str, mode: SaveMode = SaveMode.REQUEST) -> SessionHandle:
+        """A handle on an existing session, rebuilt from its trace (no resume checks)."""
+        return SessionHandle(self, self.repository.get(session_id), mode)
+
+    def trace_path(self, session_id: str) -> Path:
+        """The absolute path of a session's highest-index shard."""
+        latest = self.root.latest_shard(self.project, self.agent, session_id)
+        if latest is None:
+            raise NotFoundError(
+                f"session {session_id} has no trace under "
+                f"{self.root.traces_dir(self.project, self.agent)}",
+                hint="check the session id, project and agent",
+            )
+        return latest.path.absolute()
+
+    def resume_session(
+        self,
+        session_id: str,
+        *,
+        model_available: Callable[[str, str], bool] | None = None,
+        mode: SaveMode = SaveMode.REQUEST,
+    ) -> ResumedSession:
+        """Resume from the highest-index shard, as PenguinHarness's ``resumeSession`` does.
+
+        Checks session_meta, provider, model (``model_available(provider,
+        model_id)``) and workspace (:class:`~pentrace.errors.ResumeError`);
+        forgets a request left open (replay drops it; nothing is written);
+        closes a dangling compaction with ``compaction_end(status="failed")``
+        first (once: a second resume finds nothing to close); folds the
+        latest shard with :func:`~pentrace.projections.resume.resume_trace`.
+        """
+        read_latest_meta(self.root, self.project, self.agent, session_id, model_available)
+        handle = SessionHandle(self, self.repository.get(session_id), mode)
+        handle.session.abandon_open_request()
+        if handle.session.compaction is not None:
+            handle.session.end_compaction(
+                "failed", now=self.clock(), error_message=DANGLING_COMPACTION_ERROR
+            )
+            handle.save()
+        path = self.trace_path(session_id)
+        return ResumedSession(resume_trace(read_shard(path)), handle, path)
+
+    def switch_model(
+        self,
+        source_session_id: str,
+        *,
+        provider: str,
+        model_id: str,
+        model_context_window: int | str,
+        system_prompt: str,
+        text: str,
+        tools: Sequence[ToolSpec] = (),
+        mode: SaveMode = SaveMode.REQUEST,
+    ) -> SessionHandle:
+        """A new session in the source's workspace whose first input opens with the
+        ``[model_switch_from]`` block; the source session is not touched."""
+        meta = read_latest_meta(self.root, self.project, self.agent, source_session_id)
+        handle = self.start_session(
+            provider=provider,
+            model_id=model_id,
+            model_context_window=model_context_window,
+            system_prompt=system_prompt,
+            workspace=meta.workspace,
+            tools=tools,
+            mode=mode,
+        )
+        handle.record_user_input(switch_block(meta) + text)
+        handle.save()
+        return handle
+
+    def spawn_subagent(
+        self,
+        parent: SessionHandle,
+        *,
+        system_prompt: str,
+        provider: str | None = None,
+        model_id: str | None = None,
+        model_context_window: float | str | None = None,
+        tools: Sequence[ToolSpec] = (),
+        mode: SaveMode = SaveMode.REQUEST,
+    ) -> SessionHandle:
+        """A child session (``source: "subagent"``) with its own trace, in the parent's
+        workspace; the parent gets one ``subagent`` pointer, saved after the child exists."""
+        meta = parent.session.meta()
+        child = self.start_session(
+            provider=provider or meta.provider,
+            model_id=model_id or meta.model_id,
+            model_context_window=model_context_window or meta.model_context_window,
+            system_prompt=system_prompt,
+            workspace=meta.workspace,
+            tools=tools,
+            source="subagent",
+            mode=mode,
+        )
+        parent.record_subagent(child.session_id)
+        parent.save()
+        return child
+
+    def release(self, session_id: str) -> None:
+        """Close a session's trace writer and release its lock."""
+        self.trace_recorder.release(session_id)

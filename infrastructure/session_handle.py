@@ -1,0 +1,191 @@
+"""A thin handle on one live session: call commands without passing the time, and save.
+
+The handle reads the application's clock for every command and saves the
+aggregate according to its :class:`SaveMode`:
+
+- ``EVENT``: one save (one atomic trace write) per command;
+- ``REQUEST`` (default): one save when a request ends (``end_request``), when a
+  compaction ends, and on :meth:`SessionHandle.save` / :meth:`SessionHandle.close`;
+  records written between requests (user input, ``token_usage``) travel with
+  the next save;
+- ``MANUAL``: only :meth:`SessionHandle.save` and :meth:`SessionHandle.close` save.
+
+If a save fails, the handle reloads the session from its trace, so its state
+matches what is on disk, and re-raises the error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eventsourcing.application import AggregateNotFoundError
+
+from pentrace.domain.session import Session
+
+if TYPE_CHECKING:
+    from pentrace.infrastructure.application import SessionApplication
+
+__all__ = ["SaveMode", "SessionHandle"]
+
+
+class SaveMode(enum.Enum):
+    """When a :class:`SessionHandle` saves its pending records (see the module docstring)."""
+
+    EVENT = "event"
+    REQUEST = "request"
+    MANUAL = "manual"
+
+
+class SessionHandle:
+    """Commands on one session, stamped with the application's clock and saved per ``mode``."""
+
+    def __init__(
+        self, app: SessionApplication, session: Session, mode: SaveMode = SaveMode.REQUEST
+    ) -> None:
+        self._app = app
+        self._session = session
+        self.mode = mode
+
+    @property
+    def session(self) -> Session:
+        """The aggregate (read its counters; call commands through the handle)."""
+        return self._session
+
+    @property
+    def session_id(self) -> str:
+        """The session id."""
+        return self._session.id
+
+    @property
+    def trace_path(self) -> Path:
+        """The absolute path of the session's latest shard."""
+        return self._app.trace_path(self.session_id)
+
+    @property
+    def pending(self) -> int:
+        """How many records wait for the next save."""
+        return len(self._session.pending_events)
+
+    def save(self) -> None:
+        """Write the pending records as one atomic batch (nothing to do when there are none)."""
+        if not self._session.pending_events:
+            return
+        try:
+            self._app.save(self._session)
+        except BaseException:
+            # The aggregate applied records that did not reach the trace: reload from disk.
+            # Nothing of a brand-new session may have reached the disk: keep its state then.
+            with contextlib.suppress(AggregateNotFoundError):
+                self._session = self._app.repository.get(self.session_id)
+            raise
+
+    def close(self) -> None:
+        """Save what is pending, then release the session's writer and lock."""
+        try:
+            self.save()
+        finally:
+            self._app.release(self.session_id)
+
+    def __enter__(self) -> SessionHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _run(self, command: Callable[..., None], *args: Any, **options: Any) -> None:
+        command(*args, now=self._app.clock(), **options)
+        if self.mode is SaveMode.EVENT:
+            self.save()
+
+    def _run_and_save(self, command: Callable[..., None], *args: Any, **options: Any) -> None:
+        command(*args, now=self._app.clock(), **options)
+        if self.mode is not SaveMode.MANUAL:
+            self.save()
+
+    # The commands: see Session for each one's arguments and refusals.
+
+    def record_user_input(self, text: str, **options: Any) -> None:
+        """User input, written before ``request_begin`` (``images=``, ``sender=``)."""
+        self._run(self._session.record_user_input, text, **options)
+
+    def begin_request(self) -> None:
+        """``request_begin``."""
+        self._run(self._session.begin_request)
+
+    def end_request(self, status: str, **options: Any) -> None:
+        """``request_end``; saves in EVENT and REQUEST mode."""
+        self._run_and_save(self._session.end_request, status, **options)
+
+    def record_text(self, text: str, **options: Any) -> None:
+        """An assistant (or ``role=``) ``text`` message."""
+        self._run(self._session.record_text, text, **options)
+
+    def record_thinking(self, thinking: str, **options: Any) -> None:
+        """A ``thinking`` message."""
+        self._run(self._session.record_thinking, thinking, **options)
+
+    def record_inline_thinking(self, data: str, mime_type: str, **options: Any) -> None:
+        """An ``inline_thinking`` message."""
+        self._run(self._session.record_inline_thinking, data, mime_type, **options)
+
+    def record_tool_call(
+        self, name: str, arguments: str, tool_call_id: str, **options: Any
+    ) -> None:
+        """A ``tool_call``."""
+        self._run(self._session.record_tool_call, name, arguments, tool_call_id, **options)
+
+    def record_tool_output(self, tool_call_id: str, output: str, **options: Any) -> None:
+        """A ``tool_call_output``."""
+        self._run(self._session.record_tool_output, tool_call_id, output, **options)
+
+    def record_image_url(self, image_url: str, **options: Any) -> None:
+        """An ``image_url`` message."""
+        self._run(self._session.record_image_url, image_url, **options)
+
+    def record_inline_data(self, data: str, mime_type: str, **options: Any) -> None:
+        """An ``inline_data`` message."""
+        self._run(self._session.record_inline_data, data, mime_type, **options)
+
+    def record_model_message(self, payload: Any) -> None:
+        """Any complete OmniMessage model payload."""
+        self._run(self._session.record_model_message, payload)
+
+    def decide_approval(self, tool_call_id: str, decision: str) -> None:
+        """``approval_decision``."""
+        self._run(self._session.decide_approval, tool_call_id, decision)
+
+    def abort(self, reason: str | None = None) -> None:
+        """``abort``."""
+        self._run(self._session.abort, reason=reason)
+
+    def record_token_usage(self, session: Any, request: Any) -> None:
+        """``token_usage`` (TokenCounts or mappings)."""
+        self._run(self._session.record_token_usage, session, request)
+
+    def begin_compaction(self, reason: str, mode: str, **options: Any) -> None:
+        """``compaction_begin`` (``context=``, ``turns=``)."""
+        self._run(self._session.begin_compaction, reason, mode, **options)
+
+    def end_compaction(self, status: str, **options: Any) -> None:
+        """``compaction_end``; saves in EVENT and REQUEST mode."""
+        self._run_and_save(self._session.end_compaction, status, **options)
+
+    def finish_goal(self, outcome: str, *, rounds: int, tokens_used: int) -> None:
+        """``goal_finished``."""
+        self._run(self._session.finish_goal, outcome, rounds=rounds, tokens_used=tokens_used)
+
+    def begin_mcp_connect(self, servers: Any) -> None:
+        """``mcp_connect_begin``."""
+        self._run(self._session.begin_mcp_connect, servers)
+
+    def end_mcp_connect(self, status: str, results: Any) -> None:
+        """``mcp_connect_end``."""
+        self._run(self._session.end_mcp_connect, status, results)
+
+    def record_subagent(self, child_session_id: str) -> None:
+        """``subagent`` pointer (``SessionApplication.spawn_subagent`` writes it for you)."""
+        self._run(self._session.record_subagent, child_session_id)
