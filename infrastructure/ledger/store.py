@@ -195,17 +195,18 @@ class RuntimeEventLedger(LedgerRecorder):
                 conn.execute(select(func.count()).select_from(self.db.tables.events)).scalar_one()
             )
 
-    def indexed_through(self, stream_id: str) -> int:
-        """The highest sequence of a stream the ledger holds or has pruned (0 when none)."""
+    def held_sequences(self, stream_id: str) -> tuple[set[int], int]:
+        """Sequences of a stream the ledger holds, and the highest one retention pruned (0)."""
         events, marks = self.db.tables.events, self.db.tables.watermarks
-        with self.db.reading("read a stream's ledger position") as conn:
+        with self.db.reading("read a stream's ledger positions") as conn:
             held = conn.execute(
-                select(func.max(events.c.sequence)).where(events.c.stream_id == stream_id)
-            ).scalar_one_or_none()
+                select(events.c.sequence).where(events.c.stream_id == stream_id)
+            ).scalars()
+            sequences = {int(value) for value in held}
             pruned = conn.execute(
                 select(marks.c.max_sequence).where(marks.c.stream_id == stream_id)
             ).scalar_one_or_none()
-        return int(max(held or 0, pruned or 0))
+        return sequences, int(pruned or 0)
 
     # -- retention ---------------------------------------------------------------
     def cleanup(self) -> RetentionReport:
