@@ -66,10 +66,15 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _parse_int(digits: str) -> Any:
+    # Python refuses int() on more than 4300 digits; JSON.parse gives a double (maybe Infinity).
+    return int(digits) if len(digits) <= 4000 else float(digits)
+
+
 def _slow_decode(text: str) -> Any:
-    """Decode what msgspec refuses but JSON.parse accepts (lone surrogates, 1e400)."""
+    """Decode what msgspec refuses but JSON.parse accepts (lone surrogates, 1e400, 1e5000)."""
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=_reject_constant, parse_int=_parse_int)
     except (ValueError, RecursionError) as exc:
         raise MalformedLine(str(exc)) from None
 

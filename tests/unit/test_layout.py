@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Callable
 from datetime import date, datetime
 from pathlib import Path
 
@@ -91,14 +92,15 @@ def test_nothing_is_written_when_a_name_is_refused(
     root: DataRoot, value: str, _problem: str
 ) -> None:
     root.path.mkdir()
-    for call in (
+    calls: list[Callable[[], object]] = [
         lambda: root.ensure_agent_dirs(value, "agent"),
         lambda: root.ensure_agent_dirs("project", value),
         lambda: root.ensure_project_config(value),
         lambda: root.new_temp_workspace("project", value),
         lambda: root.shard_path("project", "agent", value, 1, date(2026, 7, 18)),
         lambda: root.scratchpad_dir("project", "agent", value),
-    ):
+    ]
+    for call in calls:
         with pytest.raises(InvalidNameError):
             call()
     assert list(root.path.iterdir()) == []
