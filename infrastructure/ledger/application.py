@@ -32,7 +32,7 @@ _decode: Final = msgspec.json.Decoder().decode
 
 @dataclass(frozen=True)
 class LedgerEvent:
-    """One ledger row as a domain event: the stream, its sequence, the type and the envelope JSON."""
+    """One ledger row as a domain event: stream, sequence, type and the envelope JSON."""
 
     originator_id: str
     originator_version: int
