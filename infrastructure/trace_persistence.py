@@ -104,14 +104,20 @@ class TraceRecorder(ApplicationRecorder):
         self._cursors: dict[str, _Cursor] = {}
         self._lock = threading.Lock()
 
-    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
-        """Append each session's events as one atomic batch; IntegrityError on a version clash."""
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """Append each session's events as one atomic batch; IntegrityError on a version clash.
+
+        Returns ``None``: traces have no application-wide notification ids.
+        """
         by_session: dict[str, list[StoredEvent]] = {}
         for stored in stored_events:
             by_session.setdefault(str(stored.originator_id), []).append(stored)
         with self._lock:
             for session_id, events in by_session.items():
                 self._insert(session_id, events)
+        return None
 
     def _insert(self, session_id: str, events: list[StoredEvent]) -> None:
         first = events[0].originator_version
