@@ -595,7 +595,7 @@ def a_duplicated_tool_call_record_is_committed_once() -> tuple[list[Any], dict[s
 def a_null_line_and_payloadless_messages_are_tolerated() -> tuple[list[Any], dict[str, Any]]:
     bare_model = envelope("model_msg")
     u = user("hi")
-    trace = [None, u, envelope("event_msg"), begin(), bare_model, end(), [], "text", 7]
+    trace: list[Any] = [None, u, envelope("event_msg"), begin(), bare_model, end(), [], "text", 7]
     # The reference throws a TypeError here; pentrace reads a missing payload as {}.
     return trace, expect(trace, history=[u, bare_model], session_turns=1)
 
