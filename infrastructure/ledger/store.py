@@ -215,9 +215,9 @@ class RuntimeEventLedger(LedgerRecorder):
         return apply_retention(self.db, self.policy, self.now_ms())
 
     def cleanup_if_due(self) -> RetentionReport | None:
-        """Apply retention when the cleanup interval has passed (never when it is off)."""
+        """Apply retention when the cleanup interval has passed (never when it is 0/None)."""
         interval = self.settings.cleanup_interval_seconds
-        if interval is None:
+        if not interval:
             return None
         last = self._last_cleanup
         if last is not None and self._monotonic() - last < interval:

@@ -1,0 +1,76 @@
+"""Ledger settings from the environment: Penguin's names, one meaning for 0/off."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pentrace.errors import ConfigError
+from pentrace.infrastructure.ledger.settings import LedgerSettings, default_ledger_path, safe_url
+
+PREFIX = "PENGUIN_RUNTIME_EVENT_LEDGER_"
+
+
+def test_defaults_match_penguin() -> None:
+    settings = LedgerSettings.from_env({})
+    assert settings.path is None
+    assert settings.url is None
+    assert settings.max_events == 100_000
+    assert settings.max_age_days == 14.0
+    assert settings.max_bytes == 268_435_456
+    assert settings.cleanup_interval_seconds == 60.0
+
+
+def test_every_setting_is_read_from_its_variable() -> None:
+    settings = LedgerSettings.from_env(
+        {
+            f"{PREFIX}PATH": "/var/lib/pentrace/events.db",
+            f"{PREFIX}MAX_EVENTS": "500",
+            f"{PREFIX}MAX_AGE_DAYS": "0.5",
+            f"{PREFIX}MAX_BYTES": "1048576",
+            f"{PREFIX}CLEANUP_INTERVAL_SECONDS": "5",
+            "PENTRACE_LEDGER_URL": "postgresql+psycopg://app@db/ledger",
+        }
+    )
+    assert settings.path == Path("/var/lib/pentrace/events.db")
+    assert (settings.max_events, settings.max_age_days, settings.max_bytes) == (500, 0.5, 1048576)
+    assert settings.cleanup_interval_seconds == 5.0
+    assert settings.url == "postgresql+psycopg://app@db/ledger"
+
+
+@pytest.mark.parametrize("off", ["0", "off", "OFF", " none "])
+def test_zero_or_off_disables_every_limit_alike(off: str) -> None:
+    names = ["MAX_EVENTS", "MAX_AGE_DAYS", "MAX_BYTES", "CLEANUP_INTERVAL_SECONDS"]
+    settings = LedgerSettings.from_env({f"{PREFIX}{name}": off for name in names})
+    assert settings.max_events is None
+    assert settings.max_age_days is None
+    assert settings.max_bytes is None
+    assert settings.cleanup_interval_seconds is None
+
+
+@pytest.mark.parametrize(("value", "problem"), [("lots", "found 'lots'"), ("-3", "found '-3'")])
+def test_a_bad_number_names_the_variable_and_the_problem(value: str, problem: str) -> None:
+    with pytest.raises(
+        ConfigError, match=rf"{PREFIX}MAX_EVENTS: expected a non-negative int.*{problem}"
+    ):
+        LedgerSettings.from_env({f"{PREFIX}MAX_EVENTS": value})
+
+
+def test_a_url_without_a_scheme_is_refused_without_echoing_it() -> None:
+    with pytest.raises(ConfigError, match="PENGUIN_RUNTIME_EVENT_LEDGER_URL") as caught:
+        LedgerSettings.from_env({"PENGUIN_RUNTIME_EVENT_LEDGER_URL": "user:s3cret@dbhost/ledger"})
+    assert "s3cret" not in str(caught.value)
+
+
+def test_a_urls_password_is_hidden_in_messages() -> None:
+    assert (
+        safe_url("postgresql+psycopg://app:s3cret@db:5432/x")
+        == "postgresql+psycopg://app:***@db:5432/x"
+    )
+    assert safe_url("postgresql://app@db/x") == "postgresql://app@db/x"
+    assert safe_url("sqlite:////tmp/x.db") == "sqlite:////tmp/x.db"
+
+
+def test_the_default_file_lives_under_the_data_root() -> None:
+    assert default_ledger_path(Path("/data")) == Path("/data/runtime_events/runtime_events.db")
