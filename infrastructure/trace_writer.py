@@ -118,6 +118,8 @@ class ShardWriter:
         self._path = Path(path).absolute()
         self._index = index if index is not None else _index_of(self._path)
         self._durability = durability
+        self._sync_every = durability is Durability.EVERY_RECORD
+        self._sync_at_end = durability is Durability.PER_REQUEST
         self._fsync = fsync
         self._next_shard = next_shard
         self._fd: int | None = None
@@ -161,15 +163,14 @@ class ShardWriter:
         ``sync=None`` lets the policy decide (PER_REQUEST: fsync after a
         ``request_end``), ``True`` forces an fsync, ``False`` skips it.
         """
-        refuse_record(record, self._path)
-        buffer = b"\n" + record + b"\n" if self._heal else record + b"\n"
+        # The common record fails all three probes; only a hit pays for the full check.
+        if not record or b"\n" in record or _PARTIAL_PROBE in record or record.isspace():
+            refuse_record(record, self._path)
         if sync is None:
-            policy = self._durability
-            if policy is Durability.PER_REQUEST:
-                sync = is_request_end(record)
-            else:
-                sync = policy is Durability.EVERY_RECORD
-        return self._commit(buffer, 1, sync)
+            sync = self._sync_every or (
+                self._sync_at_end and _REQUEST_END_PROBE in record and is_request_end(record)
+            )
+        return self._commit(b"\n" + record + b"\n" if self._heal else record + b"\n", 1, sync)
 
     def append_many(self, records: Sequence[bytes], *, sync: bool | None = None) -> int:
         """Append a batch as ONE write: all records land or none do (see module docstring).
@@ -183,11 +184,9 @@ class ShardWriter:
         joined = b"\n".join(records)
         buffer = b"\n" + joined + b"\n" if self._heal else joined + b"\n"
         if sync is None:
-            policy = self._durability
-            if policy is Durability.PER_REQUEST:
-                sync = any(is_request_end(record) for record in records)
-            else:
-                sync = policy is Durability.EVERY_RECORD
+            sync = self._sync_every or (
+                self._sync_at_end and any(is_request_end(record) for record in records)
+            )
         return self._commit(buffer, len(records), sync)
 
     def rotate(self, header_records: Sequence[bytes]) -> Path:
