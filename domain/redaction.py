@@ -20,6 +20,7 @@ pure and deterministic; :func:`is_redacted` holds for every output.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -44,7 +45,8 @@ Classification = Literal["public", "sensitive"]
 
 _NAME_FIELDS: Final = ("name", "key", "header", "Name", "Key", "Header")
 _VALUE_FIELDS: Final = ("value", "Value", "val")
-_MAX_NAME_LENGTH: Final = 64
+_MAX_NAME_LENGTH: Final = 66
+_NAME_SHAPE: Final = re.compile(r"-{0,2}[A-Za-z_][A-Za-z0-9_.-]*")
 _json_decoder: Final = msgspec.json.Decoder()
 _json_encoder: Final = msgspec.json.Encoder()
 
@@ -68,11 +70,12 @@ def _join(prefix: str, key: str) -> str:
 
 
 def _names_a_secret(candidate: object) -> bool:
+    # Only identifier-shaped strings are names: a marker like "[redacted:api_key]"
+    # normalises to a secret-looking name but must not hide its neighbour.
     return (
         isinstance(candidate, str)
-        and 0 < len(candidate) <= _MAX_NAME_LENGTH
-        and " " not in candidate
-        and "=" not in candidate
+        and len(candidate) <= _MAX_NAME_LENGTH
+        and _NAME_SHAPE.fullmatch(candidate) is not None
         and is_secret_key(candidate)
     )
 

@@ -1,19 +1,23 @@
 """Well-known secret shapes inside free text, and their replacement.
 
-Every pattern is scanned on its own over the original string and yields the
-span to hide; overlapping spans are merged and each merged span becomes one
-marker such as ``[redacted:github_token]``.  Scanning the patterns separately
-(rather than one alternation in one pass) means a match of one pattern can
-never swallow the first half of another secret and leave its tail behind.
+Every rule is scanned on its own over the original string and yields the span
+to hide; overlapping spans are merged and each merged span becomes one marker
+such as ``[redacted:github_token]``.  Scanning the rules separately (rather
+than one alternation in one pass) means a match of one rule can never swallow
+the first half of another secret and leave its tail behind.
 
-Each pattern has cheap literal triggers checked against the lowercased text
-first, so ordinary prose and code never reach a regex at all.
+Speed matters: this runs on every string of every ledger row.  Shape regexes
+start with a literal so the regex engine skips to candidates with a fast
+substring search (a leading ``\\b`` would defeat that, so word boundaries are
+checked in Python on the few hits).  Case-insensitive rules are gated by a
+substring test on the lowercased text.  ``name=value`` and ``name: value``
+rules visit only the ``=`` and ``:`` characters and look back for the name.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+import string
 from typing import Final, NamedTuple
 
 from pentrace.domain.secret_keys import is_secret_key, normalize_key
@@ -24,8 +28,8 @@ MARKER: Final = re.compile(r"\[redacted(?::[a-z0-9_]+)?\]")
 _QUERY_ONLY_NAMES: Final = frozenset(
     {"key", "sig", "signature", "x_amz_signature", "x_amz_credential", "x_amz_security_token"}
 )
-_NAME: Final = r"-{0,2}[A-Za-z_][A-Za-z0-9_.-]{0,63}"
-_B64URL: Final = r"[A-Za-z0-9_-]"
+# Every secret name contains one of these (lowercased); ``name=value`` rules
+# start from their occurrences.  ``str.find`` per word beats one alternation.
 _SECRET_WORDS: Final = (
     "pass",
     "pwd",
@@ -34,8 +38,7 @@ _SECRET_WORDS: Final = (
     "key",
     "auth",
     "cookie",
-    "credential",
-    "creds",
+    "cred",
     "jwt",
     "dsn",
     "sig",
@@ -45,197 +48,229 @@ _SECRET_WORDS: Final = (
     "database",
     "db_ur",
     "connection",
+    "conn_str",
     "otp",
 )
+_ASCII_LOWER: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+_NAME_CHARS: Final = string.ascii_letters + string.digits + "_.-"
+_ASSIGNED_VALUE: Final = re.compile(r"[ \t]*(\"[^\"\r\n]*\"|'[^'\r\n]*'|[^\s&\"',;<>]+)")
+_COLON_VALUE: Final = re.compile(
+    r"[ \t]*(?:\"((?:[^\"\\\r\n]|\\.)*)\"|'((?:[^'\\\r\n]|\\.)*)'|(?![\"'/])(\S[^\r\n,}]*))"
+)
+_ESCAPED_PAIR: Final = re.compile(
+    r"\\\"([A-Za-z_][A-Za-z0-9_.-]{0,63})\\\"[ \t]*:[ \t]*\\\"(.*?)\\\""
+)
+_NAME_WINDOW: Final = 72
+_B64URL: Final = r"[A-Za-z0-9_-]"
 
 
-class _Pattern(NamedTuple):
+class _Shape(NamedTuple):
     kind: str
     regex: re.Pattern[str]
-    group: int
-    triggers: tuple[str, ...]
-    accept: Callable[[re.Match[str]], bool] | None = None
-    # Name-driven patterns only run when the text mentions a secret-ish word.
-    needs_word: bool = False
+    group: int = 0
+    # Checked on the lowercased text before the regex runs (None: always run).
+    gate: str | None = None
+    # The match must not continue a word (what a leading ``\b`` would say).
+    boundary: bool = True
 
 
-def _named_secret(match: re.Match[str]) -> bool:
-    return is_secret_key(match.group(1).lstrip("-"))
-
-
-def _assignment(match: re.Match[str]) -> bool:
-    name = match.group(1).lstrip("-")
-    if is_secret_key(name):
-        return True
-    start = match.start(1)
-    in_query = start > 0 and match.string[start - 1] in "?&;"
-    return in_query and normalize_key(name) in _QUERY_ONLY_NAMES
-
-
-_PATTERNS: Final = (
-    _Pattern(
+_SHAPES: Final = (
+    _Shape(
         "private_key",
         re.compile(
             r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----.*?"
             r"(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
             re.DOTALL,
         ),
-        0,
-        ("-----begin",),
+        boundary=False,
     ),
-    _Pattern(
+    _Shape(
         "authorization",
-        re.compile(r"(?i)\b(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*[\"']?([^\r\n\"']+)"),
+        re.compile(r"(?i)(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*[\"']?([^\r\n\"']+)"),
         1,
-        ("authorization",),
+        "authorization",
     ),
-    _Pattern(
+    _Shape(
         "cookie",
-        re.compile(r"(?i)\b(?:set-)?cookie[\"']?[ \t]*:[ \t]*[\"']?([^\r\n\"']+)"),
+        re.compile(r"(?i)(?:set-)?cookie[\"']?[ \t]*:[ \t]*[\"']?([^\r\n\"']+)"),
         1,
-        ("cookie",),
+        "cookie",
     ),
-    _Pattern(
-        "bearer_token",
-        re.compile(r"(?i)\bbearer[ \t]+([A-Za-z0-9._~+/=-]{8,})"),
-        1,
-        ("bearer",),
-    ),
-    _Pattern(
+    _Shape("bearer_token", re.compile(r"(?i)bearer[ \t]+([A-Za-z0-9._~+/=-]{8,})"), 1, "bearer"),
+    _Shape(
         "api_key",
         re.compile(
-            r"\bsk-(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[a-z])"
+            r"sk-(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[a-z])"
             r"[A-Za-z0-9_-]{20,}"
         ),
-        0,
-        ("sk-",),
     ),
-    _Pattern("stripe_key", re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"), 0, ("k_",)),
-    _Pattern(
+    _Shape("stripe_key", re.compile(r"sk_(?:live|test)_[A-Za-z0-9]{16,}")),
+    _Shape("stripe_key", re.compile(r"rk_(?:live|test)_[A-Za-z0-9]{16,}")),
+    _Shape(
         "aws_access_key",
-        re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|ABIA|ACCA)[A-Z0-9]{16}"),
-        0,
-        ("akia", "asia", "agpa", "aida", "aroa", "aipa", "anpa", "anva", "abia", "acca"),
+        re.compile(r"A(?:KIA|SIA|GPA|IDA|ROA|IPA|NPA|NVA|BIA|CCA)[A-Z0-9]{16}"),
     ),
-    _Pattern(
-        "jwt",
-        re.compile(rf"\beyJ{_B64URL}{{8,}}\.{_B64URL}{{8,}}\.{_B64URL}*"),
-        0,
-        ("eyj",),
-    ),
-    _Pattern(
-        "github_token",
-        re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),
-        0,
-        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
-    ),
-    _Pattern("gitlab_token", re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}"), 0, ("glpat-",)),
-    _Pattern(
-        "slack_token",
-        re.compile(
-            r"\b(?:xox[abposr]-[A-Za-z0-9-]{10,}|xapp-[A-Za-z0-9-]{10,})"
-            r"|hooks\.slack\.com/services/[A-Za-z0-9/_-]+"
-        ),
-        0,
-        ("xox", "xapp-", "hooks.slack.com"),
-    ),
-    _Pattern("google_api_key", re.compile(rf"\bAIza{_B64URL}{{35}}"), 0, ("aiza",)),
-    _Pattern("huggingface_token", re.compile(r"\bhf_[A-Za-z0-9]{30,}"), 0, ("hf_",)),
-    _Pattern("npm_token", re.compile(r"\bnpm_[A-Za-z0-9]{36}"), 0, ("npm_",)),
-    _Pattern("webhook_secret", re.compile(r"\bwhsec_[A-Za-z0-9+/=]{16,}"), 0, ("whsec_",)),
-    _Pattern(
+    _Shape("jwt", re.compile(rf"eyJ{_B64URL}{{8,}}\.{_B64URL}{{8,}}\.{_B64URL}*")),
+    _Shape("github_token", re.compile(r"gh[pousr]_[A-Za-z0-9]{30,}")),
+    _Shape("github_token", re.compile(r"github_pat_[A-Za-z0-9_]{30,}")),
+    _Shape("gitlab_token", re.compile(r"glpat-[A-Za-z0-9_-]{20,}")),
+    _Shape("slack_token", re.compile(r"xox[abposr]-[A-Za-z0-9-]{10,}")),
+    _Shape("slack_token", re.compile(r"xapp-[A-Za-z0-9-]{10,}")),
+    _Shape("slack_webhook", re.compile(r"hooks\.slack\.com/services/([A-Za-z0-9/_-]+)"), 1),
+    _Shape("google_api_key", re.compile(rf"AIza{_B64URL}{{35}}")),
+    _Shape("huggingface_token", re.compile(r"hf_[A-Za-z0-9]{30,}")),
+    _Shape("npm_token", re.compile(r"npm_[A-Za-z0-9]{36}")),
+    _Shape("webhook_secret", re.compile(r"whsec_[A-Za-z0-9+/=]{16,}")),
+    _Shape(
         "url_password",
-        re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@\"'<>]*:([^/\s@\"'<>]+)@"),
+        re.compile(r"://[^/\s:@\"'<>]*:([^/\s@\"'<>]+)@"),
         1,
-        ("://",),
+        boundary=False,
     ),
-    _Pattern(
+    _Shape(
         "url_token",
-        re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://([A-Za-z0-9_.~-]{20,})@"),
+        re.compile(r"://([A-Za-z0-9_.~-]{20,})@"),
         1,
-        ("://",),
-    ),
-    _Pattern(
-        "secret",
-        re.compile(
-            rf"(?<![A-Za-z0-9_])({_NAME})[ \t]*:?=[ \t]*"
-            r"(\"[^\"\r\n]*\"|'[^'\r\n]*'|[^\s&\"',;<>]+)"
-        ),
-        2,
-        ("=",),
-        _assignment,
-        True,
-    ),
-    _Pattern(
-        "secret",
-        re.compile(
-            r"(?<![A-Za-z0-9_])[\"']?([A-Za-z_][A-Za-z0-9_.-]{0,63})[\"']?[ \t]*:[ \t]*"
-            r"(?:\"((?:[^\"\\\r\n]|\\.)*)\"|'((?:[^'\\\r\n]|\\.)*)'|(?!\")(\S[^\r\n,}]*))"
-        ),
-        -1,
-        (":",),
-        _named_secret,
-        True,
-    ),
-    _Pattern(
-        "secret",
-        re.compile(r"\\\"([A-Za-z_][A-Za-z0-9_.-]{0,63})\\\"[ \t]*:[ \t]*\\\"(.*?)\\\""),
-        2,
-        ('\\"',),
-        _named_secret,
-        True,
+        boundary=False,
     ),
 )
 
 
 def is_marker(text: str) -> bool:
-    """True when ``text`` is nothing but redaction markers (already redacted)."""
-    return MARKER.sub("", text).strip() == ""
+    """True when ``text`` holds only redaction markers, spaces and punctuation."""
+    return not any(char.isalnum() for char in MARKER.sub("", text))
 
 
-def _span(pattern: _Pattern, match: re.Match[str]) -> tuple[int, int] | None:
-    if pattern.group >= 0:
-        start, end = match.span(pattern.group)
-    else:
-        # The colon form has one group per quoting style; the one that matched wins.
-        group = next(index for index in (2, 3, 4) if match.group(index) is not None)
-        start, end = match.span(group)
-        end = start + len(match.group(group).rstrip())
-    if end <= start or is_marker(match.string[start:end]):
+def _continues_word(text: str, start: int) -> bool:
+    if start == 0:
+        return False
+    before = text[start - 1]
+    return before.isalnum() or before == "_"
+
+
+def _shape_spans(text: str, lowered: str, spans: list[tuple[int, int, str]]) -> None:
+    for shape in _SHAPES:
+        if shape.gate is not None and shape.gate not in lowered:
+            continue
+        for match in shape.regex.finditer(text):
+            if shape.boundary and _continues_word(text, match.start()):
+                continue
+            start, end = match.span(shape.group)
+            spans.append((start, end, shape.kind))
+
+
+def _name_around(text: str, start: int, end: int) -> tuple[int, int]:
+    # str.rstrip/lstrip with a character set run in C: far cheaper than a regex
+    # that tries every position of a long text.
+    before = text[max(0, start - _NAME_WINDOW) : start]
+    after = text[end : end + _NAME_WINDOW]
+    return (
+        start - (len(before) - len(before.rstrip(_NAME_CHARS))),
+        end + (len(after) - len(after.lstrip(_NAME_CHARS))),
+    )
+
+
+def _separator(text: str, name_end: int) -> tuple[str, int] | None:
+    """The ``=``/``:=``/``:`` after a name (past a closing quote and blanks)."""
+    index = name_end
+    if text[index : index + 1] in ('"', "'"):
+        index += 1
+    while text[index : index + 1] in (" ", "\t"):
+        index += 1
+    two = text[index : index + 2]
+    if two == ":=":
+        return "=", index + 2
+    if two == "==" or two == "::" or text[index : index + 3] == "://":
         return None
-    return start, end
+    if two[:1] in ("=", ":"):
+        return two[:1], index + 1
+    return None
+
+
+def _value_span(text: str, separator: str, at: int) -> tuple[int, int] | None:
+    if separator == "=":
+        value = _ASSIGNED_VALUE.match(text, at)
+        return None if value is None else value.span(1)
+    colon = _COLON_VALUE.match(text, at)
+    if colon is None:
+        return None
+    group = next(g for g in (1, 2, 3) if colon.group(g) is not None)
+    start = colon.start(group)
+    return start, start + len(colon.group(group).rstrip())
+
+
+def _named_spans(text: str, lowered: str, spans: list[tuple[int, int, str]]) -> None:
+    """``name=value``, ``name := value`` and ``name: value`` where the name is secret.
+
+    Driven by the secret words in the text, so a long text full of ``:`` and
+    ``=`` but without such words costs one regex scan.
+    """
+    hits: list[tuple[int, int]] = []
+    for word in _SECRET_WORDS:
+        index = lowered.find(word)
+        while index != -1:
+            hits.append((index, index + len(word)))
+            index = lowered.find(word, index + 1)
+    hits.sort()
+    done = -1
+    for word_start, word_end in hits:
+        if word_start < done:
+            continue
+        name_start, name_end = _name_around(text, word_start, word_end)
+        done = name_end
+        name = text[name_start:name_end].lstrip("-")
+        found = _separator(text, name_end)
+        if found is None or not name or not (name[0].isalpha() or name[0] == "_"):
+            continue
+        separator, at = found
+        bare_start = name_end - len(name)
+        in_query = separator == "=" and bare_start > 0 and text[bare_start - 1] in "?&;"
+        if is_secret_key(name) or (in_query and normalize_key(name) in _QUERY_ONLY_NAMES):
+            value = _value_span(text, separator, at)
+            if value is not None:
+                spans.append((value[0], value[1], "secret"))
+
+
+def _escaped_pair_spans(text: str, spans: list[tuple[int, int, str]]) -> None:
+    for match in _ESCAPED_PAIR.finditer(text):
+        if is_secret_key(match.group(1)):
+            spans.append((match.start(2), match.end(2), "secret"))
+
+
+def _merge(spans: list[tuple[int, int, str]], text: str) -> list[tuple[int, int, str]]:
+    markers = [m.span() for m in MARKER.finditer(text)] if "[redacted" in text else []
+    kept = sorted(
+        (start, end, kind)
+        for start, end, kind in spans
+        # Text that is already a marker is never a secret, even where a marker's
+        # ``:`` looks like a URL userinfo or a ``name: value`` pair to some rule.
+        if end > start
+        and not is_marker(text[start:end])
+        and not any(left <= start and end <= right for left, right in markers)
+    )
+    merged: list[tuple[int, int, str]] = []
+    for start, end, kind in kept:
+        if merged and start < merged[-1][1]:
+            last_start, last_end, last_kind = merged[-1]
+            merged[-1] = (last_start, max(last_end, end), last_kind)
+        else:
+            merged.append((start, end, kind))
+    return merged
 
 
 def find_secret_spans(text: str) -> list[tuple[int, int, str]]:
     """Merged, sorted ``(start, end, kind)`` spans of every secret found in ``text``."""
     lowered = text.lower()
-    has_word: bool | None = None
+    if len(lowered) != len(text):
+        # Some non-ASCII letters grow when lowercased; keep offsets aligned.
+        lowered = text.translate(_ASCII_LOWER)
     spans: list[tuple[int, int, str]] = []
-    for pattern in _PATTERNS:
-        if not any(trigger in lowered for trigger in pattern.triggers):
-            continue
-        if pattern.needs_word:
-            if has_word is None:
-                has_word = any(word in lowered for word in _SECRET_WORDS)
-            if not has_word:
-                continue
-        for match in pattern.regex.finditer(text):
-            if pattern.accept is not None and not pattern.accept(match):
-                continue
-            found = _span(pattern, match)
-            if found is not None:
-                spans.append((found[0], found[1], pattern.kind))
-    if not spans:
-        return []
-    spans.sort()
-    merged = [spans[0]]
-    for start, end, kind in spans[1:]:
-        last_start, last_end, last_kind = merged[-1]
-        if start < last_end:
-            merged[-1] = (last_start, max(last_end, end), last_kind)
-        else:
-            merged.append((start, end, kind))
-    return merged
+    _shape_spans(text, lowered, spans)
+    if "=" in text or ":" in text:
+        _named_spans(text, lowered, spans)
+        if '\\"' in text:
+            _escaped_pair_spans(text, spans)
+    return _merge(spans, text) if spans else []
 
 
 def redact_secrets_in_text(text: str) -> str:
