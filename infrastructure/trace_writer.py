@@ -27,67 +27,21 @@ import os
 from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Final, NoReturn
+from typing import NoReturn
 
-from pentrace.domain.records import MalformedLine, decode_line
-from pentrace.errors import RecordRefusedError, TraceWriteError, UsageError
-from pentrace.infrastructure.durability import (
-    Durability,
-    FsyncFn,
-    fsync_directory,
-    make_dirs_durably,
-)
+from pentrace.errors import TraceWriteError, UsageError
+from pentrace.infrastructure.durability import Durability, FsyncFn, make_dirs_durably
 from pentrace.infrastructure.layout import DataRoot, parse_shard_name, validate_name
 from pentrace.infrastructure.locking import SessionLock
+from pentrace.infrastructure.record_checks import (
+    PARTIAL_PROBE,
+    REQUEST_END_PROBE,
+    is_request_end,
+    refuse_record,
+)
+from pentrace.infrastructure.shard_files import create_shard, finish_short_write, probe_tail
 
 __all__ = ["Durability", "ShardWriter", "is_request_end", "open_session_writer", "refuse_record"]
-
-# A JSON string or key can only start with an unescaped quote, so these probes
-# never miss the real field; a hit is confirmed by decoding the record's header.
-_PARTIAL_PROBE: Final = b'"partial_'
-_REQUEST_END_PROBE: Final = b'"request_end"'
-
-
-def is_request_end(record: bytes) -> bool:
-    """True when ``record`` is an ``event_msg`` whose payload type is ``request_end``."""
-    if _REQUEST_END_PROBE not in record:
-        return False
-    try:
-        head = decode_line(record)
-    except MalformedLine:
-        return True  # cannot tell: an extra fsync is the safe side
-    return head is not None and head.kind == "event_msg" and head.ptype == "request_end"
-
-
-def refuse_record(record: bytes, where: Path) -> None:
-    """Raise :class:`RecordRefusedError` for a record no trace may hold; return otherwise.
-
-    Refused: empty or blank records, records containing ``\\n`` (they would
-    become several lines) and ``partial_*`` payloads (live-only fragments).
-    """
-    if not record or record.isspace():
-        raise RecordRefusedError(
-            f"refused an empty record for {where}: a trace line must hold one JSON envelope",
-            hint="encode the envelope before appending it",
-        )
-    if b"\n" in record:
-        raise RecordRefusedError(
-            f"refused a record of {len(record)} bytes for {where}: it contains a raw newline "
-            "and would become several trace lines",
-            hint="encode records as compact JSON (msgspec.json.encode escapes newlines)",
-        )
-    if _PARTIAL_PROBE in record:
-        try:
-            head = decode_line(record)
-        except MalformedLine:
-            return
-        ptype = head.ptype if head is not None else None
-        if isinstance(ptype, str) and ptype.startswith("partial_"):
-            raise RecordRefusedError(
-                f"refused a {ptype} record for {where}: partial_* fragments are live-only "
-                "and never written to a trace",
-                hint="append the complete message once its stream segment ends",
-            )
 
 
 def _index_of(path: Path) -> int:
@@ -127,8 +81,9 @@ class ShardWriter:
         self._heal = False
         self._dirty = False
         self._closed = False
-        dir_fsync = None if durability is Durability.NONE else fsync
-        make_dirs_durably(self._path.parent, dir_fsync)
+        # None under Durability.NONE: no fsync at all, not even for new files.
+        self._dir_fsync = None if durability is Durability.NONE else fsync
+        make_dirs_durably(self._path.parent, self._dir_fsync)
         self._sidecar = lock is None
         self._lock = lock or _sidecar_lock(self._path, wait)
         try:
@@ -164,11 +119,11 @@ class ShardWriter:
         ``request_end``), ``True`` forces an fsync, ``False`` skips it.
         """
         # The common record fails all three probes; only a hit pays for the full check.
-        if not record or b"\n" in record or _PARTIAL_PROBE in record or record.isspace():
+        if not record or b"\n" in record or PARTIAL_PROBE in record or record.isspace():
             refuse_record(record, self._path)
         if sync is None:
             sync = self._sync_every or (
-                self._sync_at_end and _REQUEST_END_PROBE in record and is_request_end(record)
+                self._sync_at_end and REQUEST_END_PROBE in record and is_request_end(record)
             )
         return self._commit(b"\n" + record + b"\n" if self._heal else record + b"\n", 1, sync)
 
@@ -212,8 +167,7 @@ class ShardWriter:
             refuse_record(record, self._path)
         new_index = self._index + 1
         new_path = self._next_shard(new_index).absolute()
-        dir_fsync = None if self._durability is Durability.NONE else self._fsync
-        make_dirs_durably(new_path.parent, dir_fsync)
+        make_dirs_durably(new_path.parent, self._dir_fsync)
         new_lock = _sidecar_lock(new_path, None) if self._sidecar else None
         try:
             if os.path.lexists(new_path):
@@ -224,7 +178,7 @@ class ShardWriter:
             if self._durability is not Durability.NONE:
                 self.sync()
             body = b"\n".join(header_records) + b"\n"
-            fd = self._create(new_path, body, len(header_records))
+            fd = create_shard(new_path, body, len(header_records), self._dir_fsync)
         except BaseException:
             if new_lock is not None:
                 new_lock.release()
@@ -276,14 +230,14 @@ class ShardWriter:
         try:
             fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
         except FileNotFoundError:
-            return  # created with its first batch, see _create
+            return  # created whole with its first batch, see create_shard
         except OSError as exc:
             raise TraceWriteError(
                 f"cannot open {self._path} for appending: {exc.strerror or type(exc).__name__}",
                 hint="check the file's permissions and the disk",
             ) from exc
         self._fd = fd
-        self._size, self._heal = _probe_tail(self._path, fd)
+        self._size, self._heal = probe_tail(self._path, fd)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -296,7 +250,7 @@ class ShardWriter:
         fd = self._fd
         if fd is None:
             self._check_open()
-            self._fd = self._create(self._path, buffer, count)
+            self._fd = create_shard(self._path, buffer, count, self._dir_fsync)
             self._size = len(buffer)
             self._heal = self._dirty = False
             return self._size
@@ -304,7 +258,7 @@ class ShardWriter:
         try:
             written = os.write(fd, buffer)
             if written != len(buffer):
-                _finish_short_write(fd, buffer, written)
+                finish_short_write(fd, buffer, written)
         except OSError as exc:
             self._fail("write", exc, count, before)
         self._size = before + len(buffer)
@@ -318,38 +272,6 @@ class ShardWriter:
             self._dirty = False
         return self._size
 
-    def _create(self, path: Path, buffer: bytes, count: int) -> int:
-        """Write a new shard's first batch under a temporary name, then rename it into place."""
-        durable = self._durability is not Durability.NONE
-        temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        renamed = False
-        try:
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-            try:
-                view = memoryview(buffer)
-                written = os.write(fd, view)
-                if written != len(buffer):
-                    _finish_short_write(fd, buffer, written)
-                if durable:
-                    self._fsync(fd)
-            finally:
-                os.close(fd)
-            if os.path.lexists(path):
-                raise FileExistsError(17, "the shard appeared while it was being created")
-            os.rename(temp, path)
-            renamed = True
-            if durable:
-                fsync_directory(path.parent, self._fsync)
-            return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
-        except OSError as exc:
-            # All or nothing: a shard that is not fully durable is removed again.
-            (path if renamed else temp).unlink(missing_ok=True)
-            raise TraceWriteError(
-                f"could not create {path} with its first {count} record(s) "
-                f"({len(buffer)} bytes): {exc.strerror or type(exc).__name__}",
-                hint="check free disk space and the folder's permissions, then save again",
-            ) from exc
-
     def _fail(self, step: str, exc: OSError, count: int, before: int | None = None) -> NoReturn:
         """Roll the shard back to ``before`` bytes and raise one TraceWriteError."""
         rolled = ""
@@ -359,37 +281,13 @@ class ShardWriter:
                 rolled = f"; the shard was rolled back to {before} bytes"
             except OSError:
                 # The tail is unknown now: re-read it so the next record heals it.
-                self._size, self._heal = _probe_tail(self._path, self._fd)
+                self._size, self._heal = probe_tail(self._path, self._fd)
                 rolled = "; rolling back failed, the next record starts on a new line"
         raise TraceWriteError(
             f"{step} of {count} record(s) to {self._path} failed: "
             f"{exc.strerror or type(exc).__name__}{rolled}",
             hint="check free disk space and the file system, then save again",
         ) from exc
-
-
-def _finish_short_write(fd: int, buffer: bytes, written: int) -> None:
-    """Write the rest of a buffer after a short write; only we append, so it stays contiguous."""
-    view = memoryview(buffer)
-    while written < len(buffer):
-        step = os.write(fd, view[written:])
-        if step <= 0:
-            raise OSError(28, "no progress writing the rest of a record")
-        written += step
-
-
-def _probe_tail(path: Path, fd: int) -> tuple[int, bool]:
-    """The shard's size and whether its last byte is not ``\\n`` (a torn tail to heal)."""
-    try:
-        size = os.fstat(fd).st_size
-        if size == 0:
-            return 0, False
-        with open(path, "rb") as handle:
-            handle.seek(size - 1)
-            return size, handle.read(1) != b"\n"
-    except OSError:
-        # Unknown tail: a leading newline is harmless (blank lines are not records).
-        return os.lseek(fd, 0, os.SEEK_END), True
 
 
 def _sidecar_lock(path: Path, wait: float | None) -> SessionLock:
