@@ -1,0 +1,397 @@
+"""The signature property: whatever a legal session does and wherever it crashes, resume is legal.
+
+A Hypothesis state machine drives the real Session aggregate through an
+eventsourcing application whose persistence module is the trace store, in a
+temporary data root.  Between commands it saves (one save per command or one
+per batch), restarts cleanly, or crashes: the unsaved events are lost and the
+latest shard is truncated at any byte.  After every restart it resumes from
+the latest shard and checks:
+
+1. history holds committed rounds only (it equals the model's, see resume_model.py);
+2. every tool call in history + carry-over is answered exactly once, after it,
+   with no orphan outputs;
+3. resuming is idempotent (and writes nothing the second time);
+4. resume, continue, resume gives what one fold over the whole shard gives;
+5. the token counters equal the last surviving token_usage;
+6. no placeholder ever reaches the disk (the files hold exactly the saved lines);
+7. folding in one batch equals folding in many (reading in 7-byte chunks;
+   the aggregate rebuilt in one go equals the one built event by event).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from eventsourcing.application import Application
+from hypothesis import HealthCheck, event, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from pentrace.domain.records import TraceRecord
+from pentrace.domain.session import Session
+from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.trace_reader import read_shard
+from pentrace.projections.resume import ResumeResult, resume_trace
+from pentrace.projections.synthetic import INTERRUPTED_OUTPUT, SyntheticRecord
+from pentrace.testing import (
+    STOP_STATUSES,
+    Command,
+    StartSession,
+    TokenCounts,
+    apply_command,
+    command_time,
+    crash_points,
+    start_session,
+    truncate_file,
+)
+from pentrace.testing import commands as c
+from pentrace.testing.render import DEFAULT_SESSION_ID, DEFAULT_START
+from tests.property.resume_model import Expected, Message, expected_resume, surviving_records
+
+PROJECT, AGENT, SID = "proj", "agent", DEFAULT_SESSION_ID
+STATUSES = st.sampled_from(("completed",) * 3 + STOP_STATUSES[1:])
+COUNTERS = ("started", "shard_index", "requests", "turns", "open_request", "open_calls",
+            "unanswered", "compaction", "rotation_pending")  # fmt: skip
+
+
+def _canon(result: ResumeResult) -> tuple[Any, ...]:
+    def raws(messages: list[TraceRecord]) -> tuple[bytes, ...]:
+        return tuple(m.raw for m in messages)
+
+    summary = result.pending_summary.raw if result.pending_summary is not None else None
+    meta = result.meta.raw if result.meta is not None else None
+    return (
+        raws(result.history), raws(result.carry_over), result.context_closed, summary,
+        json.dumps(result.session_tokens), result.last_request_total, result.session_turns,
+        raws(result.render_messages), meta, result.dangling_compaction,
+    )  # fmt: skip
+
+
+def _messages(messages: list[TraceRecord]) -> list[Message]:
+    shown: list[Message] = []
+    for message in messages:
+        if isinstance(message, SyntheticRecord):
+            assert message.payload()["output"] == INTERRUPTED_OUTPUT
+            shown.append(("placeholder", message.tool_call_id))
+        else:
+            shown.append(message.raw)
+    return shown
+
+
+def _check_pairing(messages: list[TraceRecord]) -> None:
+    """Invariant 2: each call answered exactly once, after it; no output without its call."""
+    called: set[Any] = set()
+    answered: set[Any] = set()
+    for message in messages:
+        if message.ptype == "tool_call":
+            assert message.tool_call_id not in called, f"call {message.tool_call_id} twice"
+            called.add(message.tool_call_id)
+        elif message.ptype == "tool_call_output":
+            call_id = message.tool_call_id
+            assert call_id in called, f"orphan output for {call_id}"
+            assert call_id not in answered, f"call {call_id} answered twice"
+            answered.add(call_id)
+    assert called == answered, f"unanswered calls {sorted(called - answered)}"
+
+
+class ResumeLegality(RuleBasedStateMachine):
+    """Random legal commands, saves, restarts and crashes against the real aggregate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tmp = Path(tempfile.mkdtemp(prefix="pentrace-legality-"))
+        self.root = DataRoot(self.tmp)
+        self.app = self._open()
+        self.session: Session | None = None
+        self.files: list[bytearray] = []  # the model of each shard's bytes, in index order
+        self.clock = 0
+        self.serial = 0
+        self.tokens = TokenCounts()
+        self.last_resume: tuple[Any, ...] | None = None
+
+    # ------------------------------------------------------------ plumbing
+
+    def _open(self) -> Application[str]:
+        return Application[str](
+            env={
+                "PERSISTENCE_MODULE": "pentrace.infrastructure.trace_persistence",
+                "PENTRACE_DATA_ROOT": str(self.tmp),
+                "PENTRACE_PROJECT": PROJECT,
+                "PENTRACE_AGENT": AGENT,
+                "PENTRACE_DURABILITY": "none",
+            }
+        )
+
+    def _do(self, command: Command, save: bool = True) -> None:
+        self.clock += 1
+        now = command_time(DEFAULT_START, self.clock)
+        if isinstance(command, StartSession):
+            self.session = start_session(command, session_id=SID, now=now)
+        else:
+            assert self.session is not None
+            apply_command(self.session, command, now=now)
+        if save:
+            self._save()
+
+    def _save(self) -> None:
+        if self.session is None:
+            return
+        lines = [event.line for event in self.session.pending_events]  # type: ignore[attr-defined]
+        first = self.session.version - len(lines) + 1
+        self.app.save(self.session)
+        for position, line in enumerate(lines, start=first):
+            # A session_meta after position 1 opens the next shard (rotation).
+            if not self.files or (position > 1 and TraceRecord(line).kind == "session_meta"):
+                self.files.append(bytearray())
+            shard = self.files[-1]
+            if shard and not shard.endswith(b"\n"):
+                shard += b"\n"  # the writer heals a torn tail before the next record
+            shard += line + b"\n"
+
+    def _label(self, prefix: str) -> str:
+        self.serial += 1
+        return f"{prefix} #{self.serial}"
+
+    def _restart(self) -> None:
+        """Drop the in-memory aggregate, reopen the application, rebuild from the trace."""
+        self.app.close()
+        self.app = self._open()
+        survivors = sum(len(surviving_records(bytes(f))) for f in self.files)
+        self.session = self._rebuild() if survivors else None
+
+    def _rebuild(self) -> Session:
+        session: object = self.app.repository.get(SID)
+        assert isinstance(session, Session)
+        return session
+
+    def _shard_paths(self) -> list[Path]:
+        return [shard.path for shard in self.root.find_shards(PROJECT, AGENT, SID)]
+
+    # --------------------------------------------------------------- rules
+
+    @initialize()
+    def start_session(self) -> None:
+        self._do(StartSession())
+
+    @precondition(lambda self: self.session is None)
+    @rule()
+    def start_again(self) -> None:
+        """A crash that lost even the first line leaves no session: the harness starts anew."""
+        self._do(StartSession())
+
+    @precondition(lambda self: self.session is not None and not self.session.open_request)
+    @rule(
+        calls=st.lists(st.sampled_from(("inside", "after", "never")), max_size=3),
+        status=STATUSES,
+        usage=st.booleans(),
+    )
+    def whole_round(self, calls: list[str], status: str, usage: bool) -> None:
+        """One round as a harness writes it: input, request, tool calls, reply, end, usage."""
+        self._do(c.UserInput(self._label("input")), save=False)
+        self._do(c.BeginRequest(), save=False)
+        after = []
+        for when in calls:
+            call_id = f"call_{self._label('c').split('#')[1]}"
+            self._do(c.ToolCall(call_id, "read_file", '{"path":"a"}'), save=False)
+            if when == "inside":
+                self._do(c.ToolOutput(call_id, self._label("output")), save=False)
+            elif when == "after":
+                after.append(call_id)
+        self._do(c.AssistantText(self._label("reply")), save=False)
+        self._do(c.EndRequest(status), save=status == "completed" and not after)
+        for call_id in after if status == "completed" else ():
+            self._do(c.ToolOutput(call_id, self._label("late output")))
+        if usage:
+            self.token_usage(output=len(calls) * 7, cache=3)
+
+    @precondition(lambda self: self.session is not None)
+    @rule(save=st.booleans())
+    def user_input(self, save: bool) -> None:
+        self._do(c.UserInput(self._label("input")), save)
+
+    @precondition(lambda self: self.session is not None and not self.session.open_request)
+    @rule()
+    def begin_request(self) -> None:
+        self._do(c.BeginRequest())
+
+    @precondition(lambda self: self.session is not None and self.session.open_request)
+    @rule(thinking=st.booleans(), save=st.booleans())
+    def assistant_message(self, thinking: bool, save: bool) -> None:
+        self._do(c.Thinking(self._label("thought")) if thinking else c.AssistantText(
+            self._label("reply")), save)  # fmt: skip
+
+    @precondition(lambda self: self.session is not None and self.session.open_request)
+    @rule(decision=st.sampled_from((None, "allow", "deny", "forbidden")), save=st.booleans())
+    def tool_call(self, decision: str | None, save: bool) -> None:
+        call_id = f"call_{self._label('c').split('#')[1]}"
+        self._do(c.ToolCall(call_id, "exec_command", '{"cmd":"ls"}'), save)
+        if decision is not None:
+            self._do(c.Approval(call_id, decision), save)
+
+    @precondition(lambda self: self.session is not None and bool(self.session.awaiting_output()))
+    @rule(data=st.data(), save=st.booleans())
+    def tool_output(self, data: st.DataObject, save: bool) -> None:
+        assert self.session is not None
+        call_id = data.draw(st.sampled_from(self.session.awaiting_output()))
+        self._do(c.ToolOutput(call_id, self._label("output")), save)
+
+    @precondition(lambda self: self.session is not None and self.session.open_request)
+    @rule(status=STATUSES, aborted=st.booleans())
+    def end_request(self, status: str, aborted: bool) -> None:
+        if aborted:
+            self._do(c.Abort())
+        self._do(c.EndRequest("aborted" if aborted else status))
+
+    @precondition(lambda self: self.session is not None)
+    @rule(output=st.integers(0, 900), cache=st.integers(0, 90))
+    def token_usage(self, output: int, cache: int) -> None:
+        request = TokenCounts(cache, 0, output, cache + output)
+        self.tokens = self.tokens + request
+        self._do(c.TokenUsage(self.tokens, request))
+
+    @precondition(lambda self: self.session is not None)
+    @rule()
+    def subagent(self) -> None:
+        self._do(c.SubagentPointer(f"session-2026-07-18-11-11-00-{self.serial:08x}"))
+
+    @precondition(
+        lambda self: (
+            self.session is not None
+            and not self.session.open_request
+            and self.session.compaction is None
+        )
+    )
+    @rule(mode=st.sampled_from(("summarize", "discard")), status=STATUSES, finish=st.booleans())
+    def compaction(self, mode: str, status: str, finish: bool) -> None:
+        self._do(c.CompactionBegin("context", mode))
+        if mode == "summarize":
+            self._do(c.UserInput("Summarize the conversation so far."))
+            self._do(c.BeginRequest())
+            self._do(c.AssistantText(f"[summary]{self._label('summary')}[/summary]"))
+            self._do(c.EndRequest(status))
+        if finish:
+            self._do(
+                c.CompactionEnd("context", mode, status if mode == "summarize" else "completed")
+            )
+
+    @precondition(lambda self: self.session is not None)
+    @rule()
+    def clean_restart(self) -> None:
+        self._save()
+        self._restart()
+        self._resume_and_check()
+
+    @precondition(lambda self: self.files)
+    @rule(data=st.data())
+    def crash(self, data: st.DataObject) -> None:
+        """The process dies: unsaved events are lost and the latest shard is cut at any byte."""
+        self.app.close()
+        path = self._shard_paths()[-1]
+        offset = data.draw(crash_points(path.read_bytes()), label="crash offset")
+        truncate_file(path, offset)
+        del self.files[-1][offset:]
+        self._restart()
+        self._resume_and_check()
+
+    # ---------------------------------------------------------- invariants
+
+    def _resume(self) -> ResumeResult:
+        return resume_trace(read_shard(self._shard_paths()[-1]))
+
+    def _verify(self, result: ResumeResult) -> None:
+        """Invariants 1, 2 and 5: the model's rounds, strict pairing, the counters."""
+        self._check_against_model(result, expected_resume(bytes(self.files[-1])))
+        _check_pairing(result.history + result.carry_over)
+        placeholders = sum(isinstance(m, SyntheticRecord) for m in result.history)
+        event(f"history: {min(len(result.history), 5)}+ messages")
+        event(f"history: {min(placeholders, 2)}+ placeholders")
+        event(f"context closed: {result.context_closed}")
+
+    def _resume_and_check(self) -> None:
+        if self.session is None:
+            return
+        result = self._resume()
+        self._verify(result)
+        # The aggregate and the fold agree on an unfinished compaction; resume closes it once.
+        assert (result.dangling_compaction is not None) == (self.session.compaction is not None)
+        if result.dangling_compaction is not None:
+            self._do(c.CompactionEnd(status="failed"))
+            result = self._resume()
+        before = [p.read_bytes() for p in self._shard_paths()]
+        again = self._resume()
+        assert _canon(again) == _canon(result)  # 3: idempotent
+        assert [p.read_bytes() for p in self._shard_paths()] == before
+        chunked = resume_trace(read_shard(self._shard_paths()[-1], chunk_size=7))
+        assert _canon(chunked) == _canon(result)  # 7: many small reads, one fold
+        self.last_resume = _canon(result)
+
+    @invariant()
+    def resume_is_legal_at_every_step(self) -> None:
+        """1, 2, 5 after every step, as if the process died right now."""
+        if self.files and self._shard_paths():
+            self._verify(self._resume())
+
+    def _check_against_model(self, result: ResumeResult, expected: Expected) -> None:
+        assert result.context_closed == expected.closed
+        assert _messages(result.history) == expected.history  # 1: committed rounds only
+        assert _messages(result.carry_over) == expected.carry_over
+        assert result.session_turns == expected.turns
+        assert result.session_tokens == expected.tokens  # 5: counters = last token_usage
+        assert result.last_request_total == expected.last_request_total
+        assert result.dangling_compaction == expected.dangling
+        if expected.closed and expected.summary is not None:
+            assert result.pending_summary is not None
+            text = result.pending_summary.payload()["text"]
+            assert text == f"[context_summary]\n{expected.summary}\n[/context_summary]"
+        else:
+            assert result.pending_summary is None
+
+    @invariant()
+    def the_disk_holds_exactly_the_saved_lines(self) -> None:
+        """6: no placeholder (nor anything else unsaved) ever reaches the disk."""
+        paths = self._shard_paths()
+        assert [p.read_bytes() for p in paths] == [bytes(f) for f in self.files]
+        for path in paths:
+            assert INTERRUPTED_OUTPUT.encode() not in path.read_bytes()
+            assert b"[context_summary]" not in path.read_bytes()
+
+    @invariant()
+    def a_rebuilt_aggregate_equals_the_live_one(self) -> None:
+        """7: the aggregate folded from the trace in one go equals the one built event by event."""
+        if self.session is None or self.session.pending_events:
+            return
+        rebuilt = self._rebuild()
+        for name in COUNTERS:
+            assert getattr(rebuilt, name) == getattr(self.session, name), name
+        assert rebuilt.version == self.session.version
+
+    @invariant()
+    def resume_continue_resume_equals_one_fold(self) -> None:
+        """4: after continuing a resumed session, resuming equals one fold over the shard."""
+        if self.last_resume is None or not self._shard_paths():
+            return
+        records = [TraceRecord(line) for line, _ in surviving_records(bytes(self.files[-1]))]
+        assert _canon(self._resume()) == _canon(resume_trace(records))
+
+    def teardown(self) -> None:
+        self.app.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+ResumeLegality.TestCase.settings = settings(
+    max_examples=40,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+TestResumeLegality = ResumeLegality.TestCase
