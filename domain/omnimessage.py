@@ -1,9 +1,10 @@
 """OmniMessage: the typed trace-line schema shared with PenguinHarness.
 
-This thin public module re-exports three private-ish parts:
+This thin public module re-exports four parts; import from here:
 
-- ``omnimessage_payloads``: one frozen msgspec Struct per payload type, fields
-  in PenguinHarness's wire order, partials included;
+- ``omnimessage_payloads`` and ``omnimessage_events``: one frozen msgspec
+  Struct per payload type, fields in PenguinHarness's wire order, partials
+  included;
 - ``omnimessage_codec``: :class:`Envelope`, :func:`decode_envelope`,
   :func:`encode_envelope` (faithful: an unmodified decoded line re-encodes to
   its original bytes), predicates and the JSON Schema export;
@@ -47,24 +48,32 @@ from pentrace.domain.omnimessage_codec import (
     is_recordable,
     payload_type,
 )
-from pentrace.domain.omnimessage_payloads import (
-    COMPLETE_MODEL_TYPES,
+from pentrace.domain.omnimessage_events import (
     EVENT_TYPES,
-    PARTIAL_TYPES,
-    STOP_REASONS,
     Abort,
     ApprovalDecision,
     CompactionBegin,
     CompactionEnd,
-    CompleteModelPayload,
     EventPayload,
     GoalFinished,
-    ImageUrl,
-    InlineData,
-    InlineThinking,
     McpConnectBegin,
     McpConnectEnd,
     McpServerResult,
+    RequestBegin,
+    RequestEnd,
+    Subagent,
+    TokenUsage,
+    ToolDefinition,
+    ToolListReady,
+)
+from pentrace.domain.omnimessage_payloads import (
+    COMPLETE_MODEL_TYPES,
+    PARTIAL_TYPES,
+    STOP_REASONS,
+    CompleteModelPayload,
+    ImageUrl,
+    InlineData,
+    InlineThinking,
     ModelPayload,
     Number,
     PartialPayload,
@@ -72,21 +81,15 @@ from pentrace.domain.omnimessage_payloads import (
     PartialThinking,
     PartialToolCall,
     PartialToolCallOutput,
-    RequestBegin,
-    RequestEnd,
     Role,
     SessionMeta,
     StopReason,
     StreamEventType,
-    Subagent,
     Text,
     Thinking,
     TokenCounts,
-    TokenUsage,
     ToolCall,
     ToolCallOutput,
-    ToolDefinition,
-    ToolListReady,
 )
 
 __all__ = [

@@ -17,8 +17,8 @@ import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
 from pentrace.domain.omnimessage_codec import Envelope, Payload, envelope_type_for
+from pentrace.domain.omnimessage_events import Abort
 from pentrace.domain.omnimessage_payloads import (
-    Abort,
     ImageUrl,
     InlineData,
     InlineThinking,

@@ -11,17 +11,17 @@ remembered bytes, so stale bytes can never be emitted.  See ADR 0003.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Final
 
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
+from pentrace.domain.omnimessage_events import EVENT_TYPES, EventPayload
 from pentrace.domain.omnimessage_payloads import (
     COMPLETE_MODEL_TYPES,
-    EVENT_TYPES,
     PARTIAL_TYPES,
     CompleteModelPayload,
-    EventPayload,
     ModelPayload,
     SessionMeta,
 )
@@ -149,6 +149,26 @@ def _shape_error(exc: msgspec.ValidationError, prefix: str, where: str) -> Envel
     return EnvelopeFormatError(f"{where}invalid OmniMessage envelope: {message}", hint=_HINT)
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not strict JSON")
+
+
+def _json_error(exc: msgspec.DecodeError, data: bytes, where: str) -> EnvelopeFormatError:
+    """Tell invalid JSON apart from JSON that JavaScript accepts but msgspec cannot hold."""
+    try:
+        json.loads(data, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        return EnvelopeFormatError(
+            f"{where}expected one strict JSON object per line, found invalid JSON ({exc})",
+            hint=_HINT,
+        )
+    return EnvelopeFormatError(
+        f"{where}the line is valid JSON but holds a lone surrogate escape, which typed "
+        f"decoding cannot represent ({exc})",
+        hint=_HINT,
+    )
+
+
 def _strip_legacy(payload_raw: Raw) -> Raw | None:
     """Return the payload's bytes without legacy keys, or ``None`` when it has none."""
     data = bytes(payload_raw)
@@ -172,6 +192,8 @@ def _decode_payload(kind: str, payload_raw: Raw, where: str) -> Payload:
         if kind in _TAGS and isinstance(ptype, str) and ptype not in _TAGS[kind]:
             return UnknownPayload(raw=payload_raw, payload_type=ptype)
         raise _shape_error(exc, ".payload", where) from None
+    except msgspec.DecodeError as exc:
+        raise _json_error(exc, bytes(payload_raw), where) from None
     _remember(payload, payload_raw)
     return payload
 
@@ -198,10 +220,7 @@ def decode_envelope(raw: bytes, *, where: str = "") -> Envelope:
     except msgspec.ValidationError as exc:
         raise _shape_error(exc, "", where) from None
     except msgspec.DecodeError as exc:
-        raise EnvelopeFormatError(
-            f"{where}expected one strict JSON object per line, found invalid JSON ({exc})",
-            hint=_HINT,
-        ) from None
+        raise _json_error(exc, data, where) from None
     payload_raw = wire.payload
     if wire.type == "session_meta":
         stripped = _strip_legacy(payload_raw)

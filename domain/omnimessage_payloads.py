@@ -1,4 +1,6 @@
-"""OmniMessage payload Structs, field for field as PenguinHarness writes them.
+"""OmniMessage ``session_meta`` and ``model_msg`` payload Structs (events are in
+``omnimessage_events``), field for field as PenguinHarness writes them.  Import
+them from ``pentrace.domain.omnimessage``.
 
 Field order is wire order: msgspec encodes a Struct's fields in declaration
 order, the tag ``type`` first, so each class lists its fields in the order
@@ -27,48 +29,6 @@ from typing import Final, Literal
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
-__all__ = [
-    "COMPLETE_MODEL_TYPES",
-    "EVENT_TYPES",
-    "PARTIAL_TYPES",
-    "STOP_REASONS",
-    "Abort",
-    "ApprovalDecision",
-    "CompactionBegin",
-    "CompactionEnd",
-    "CompleteModelPayload",
-    "EventPayload",
-    "GoalFinished",
-    "ImageUrl",
-    "InlineData",
-    "InlineThinking",
-    "McpConnectBegin",
-    "McpConnectEnd",
-    "McpServerResult",
-    "ModelPayload",
-    "Number",
-    "PartialPayload",
-    "PartialText",
-    "PartialThinking",
-    "PartialToolCall",
-    "PartialToolCallOutput",
-    "RequestBegin",
-    "RequestEnd",
-    "Role",
-    "SessionMeta",
-    "StopReason",
-    "StreamEventType",
-    "Subagent",
-    "Text",
-    "Thinking",
-    "TokenCounts",
-    "TokenUsage",
-    "ToolCall",
-    "ToolCallOutput",
-    "ToolDefinition",
-    "ToolListReady",
-]
-
 Number = int | float
 """A JSON number as written: ``int`` for integer literals, ``float`` otherwise."""
 
@@ -80,13 +40,13 @@ Role = Literal["user", "assistant"]
 StreamEventType = Literal["start", "delta", "stop"]
 
 
-class _Payload(
+class TaggedPayload(
     msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, dict=True, tag_field="type"
 ):
     """Base of every tagged payload: frozen, tag ``type`` first, unset fields omitted."""
 
 
-class _Part(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class NestedPart(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Base of nested objects inside a payload (tool definitions, MCP results)."""
 
 
@@ -133,7 +93,7 @@ class SessionMeta(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
 # --- model_msg: complete messages -------------------------------------------
 
 
-class Text(_Payload, frozen=True, tag="text"):
+class Text(TaggedPayload, frozen=True, tag="text"):
     """Plain text from the user, the assistant or a harness (``sender``)."""
 
     role: str
@@ -143,7 +103,7 @@ class Text(_Payload, frozen=True, tag="text"):
     fidelity: Raw | UnsetType = UNSET
 
 
-class Thinking(_Payload, frozen=True, tag="thinking"):
+class Thinking(TaggedPayload, frozen=True, tag="thinking"):
     """Model reasoning text; ``fidelity`` often holds a required signature."""
 
     role: str
@@ -152,7 +112,7 @@ class Thinking(_Payload, frozen=True, tag="thinking"):
     fidelity: Raw | UnsetType = UNSET
 
 
-class InlineThinking(_Payload, frozen=True, tag="inline_thinking"):
+class InlineThinking(TaggedPayload, frozen=True, tag="inline_thinking"):
     """Opaque reasoning bytes (base64) with their MIME type."""
 
     role: str
@@ -162,7 +122,7 @@ class InlineThinking(_Payload, frozen=True, tag="inline_thinking"):
     fidelity: Raw | UnsetType = UNSET
 
 
-class ToolCall(_Payload, frozen=True, tag="tool_call"):
+class ToolCall(TaggedPayload, frozen=True, tag="tool_call"):
     """A tool request; ``arguments`` is a JSON document kept as a string."""
 
     role: str
@@ -173,7 +133,7 @@ class ToolCall(_Payload, frozen=True, tag="tool_call"):
     fidelity: Raw | UnsetType = UNSET
 
 
-class ToolCallOutput(_Payload, frozen=True, tag="tool_call_output", kw_only=True):
+class ToolCallOutput(TaggedPayload, frozen=True, tag="tool_call_output", kw_only=True):
     """The answer to one tool call; ``images`` are data URLs."""
 
     role: str
@@ -183,7 +143,7 @@ class ToolCallOutput(_Payload, frozen=True, tag="tool_call_output", kw_only=True
     stop_reason: str | UnsetType = UNSET
 
 
-class ImageUrl(_Payload, frozen=True, tag="image_url"):
+class ImageUrl(TaggedPayload, frozen=True, tag="image_url"):
     """An image given by web URL or data URL."""
 
     role: str
@@ -191,7 +151,7 @@ class ImageUrl(_Payload, frozen=True, tag="image_url"):
     stop_reason: str | UnsetType = UNSET
 
 
-class InlineData(_Payload, frozen=True, tag="inline_data"):
+class InlineData(TaggedPayload, frozen=True, tag="inline_data"):
     """Inline bytes (base64) with their MIME type."""
 
     role: str
@@ -204,7 +164,7 @@ class InlineData(_Payload, frozen=True, tag="inline_data"):
 # --- model_msg: streaming partials (live only, never in a trace) ------------
 
 
-class PartialText(_Payload, frozen=True, tag="partial_text"):
+class PartialText(TaggedPayload, frozen=True, tag="partial_text"):
     """A streamed text fragment."""
 
     role: str
@@ -213,7 +173,7 @@ class PartialText(_Payload, frozen=True, tag="partial_text"):
     stop_reason: str | UnsetType = UNSET
 
 
-class PartialThinking(_Payload, frozen=True, tag="partial_thinking"):
+class PartialThinking(TaggedPayload, frozen=True, tag="partial_thinking"):
     """A streamed thinking fragment."""
 
     role: str
@@ -222,7 +182,7 @@ class PartialThinking(_Payload, frozen=True, tag="partial_thinking"):
     stop_reason: str | UnsetType = UNSET
 
 
-class PartialToolCall(_Payload, frozen=True, tag="partial_tool_call"):
+class PartialToolCall(TaggedPayload, frozen=True, tag="partial_tool_call"):
     """A streamed fragment of a tool call's arguments."""
 
     role: str
@@ -233,7 +193,9 @@ class PartialToolCall(_Payload, frozen=True, tag="partial_tool_call"):
     stop_reason: str | UnsetType = UNSET
 
 
-class PartialToolCallOutput(_Payload, frozen=True, tag="partial_tool_call_output", kw_only=True):
+class PartialToolCallOutput(
+    TaggedPayload, frozen=True, tag="partial_tool_call_output", kw_only=True
+):
     """A streamed fragment of a tool's output."""
 
     role: str
@@ -244,134 +206,12 @@ class PartialToolCallOutput(_Payload, frozen=True, tag="partial_tool_call_output
     stop_reason: str | UnsetType = UNSET
 
 
-# --- event_msg ----------------------------------------------------------------
-
-
-class RequestBegin(_Payload, frozen=True, tag="request_begin"):
-    """Opens one LLM request."""
-
-
-class RequestEnd(_Payload, frozen=True, tag="request_end"):
-    """Closes one LLM request; ``status == "completed"`` commits the turn."""
-
-    status: str
-    error_message: str | UnsetType = UNSET
-    attempt: Number | UnsetType = UNSET
-    retry_in_ms: Number | UnsetType = UNSET
-
-
-class ApprovalDecision(_Payload, frozen=True, tag="approval_decision"):
-    """The approval outcome for one tool call (allow, deny, forbidden)."""
-
-    decision: str
-    tool_call_id: str
-
-
-class Abort(_Payload, frozen=True, tag="abort"):
-    """The user or the harness aborted the run; PenguinHarness writes ``reason: null``."""
-
-    reason: str | UnsetType | None = UNSET
-
-
-class TokenUsage(_Payload, frozen=True, tag="token_usage"):
-    """Cumulative session usage and the last request's usage."""
-
-    session: TokenCounts
-    request: TokenCounts
-
-
-class CompactionBegin(_Payload, frozen=True, tag="compaction_begin"):
-    """Context compaction starts (reason context|turns|manual, mode summarize|discard)."""
-
-    reason: str
-    mode: str
-    context: Number
-    turns: Number
-
-
-class CompactionEnd(_Payload, frozen=True, tag="compaction_end"):
-    """Context compaction ends; ``completed`` closes the shard's context."""
-
-    reason: str
-    mode: str
-    status: str
-    attempt: Number | UnsetType = UNSET
-    error_message: str | UnsetType = UNSET
-
-
-class GoalFinished(_Payload, frozen=True, tag="goal_finished"):
-    """A goal-mode run ended (complete, blocked, budget_limited, aborted)."""
-
-    outcome: str
-    rounds: Number
-    tokens_used: Number
-
-
-class Subagent(_Payload, frozen=True, tag="subagent"):
-    """Pointer to a direct child session, written where it was spawned."""
-
-    session_id: str
-
-
-class ToolDefinition(_Part, frozen=True):
-    """One tool as sent to the model; ``parameters`` is an opaque JSON Schema."""
-
-    name: str
-    description: str
-    parameters: Raw | UnsetType = UNSET
-
-
-class ToolListReady(_Payload, frozen=True, tag="tool_list_ready"):
-    """The session's full tool list, once known."""
-
-    tools: tuple[ToolDefinition, ...]
-
-
-class McpConnectBegin(_Payload, frozen=True, tag="mcp_connect_begin"):
-    """MCP servers are being contacted."""
-
-    servers: tuple[str, ...]
-
-
-class McpServerResult(_Part, frozen=True):
-    """One MCP server's connect outcome (transport stdio|http|sse)."""
-
-    server: str
-    transport: str
-    status: str
-    duration_ms: Number
-    tools: Number | UnsetType = UNSET
-    error: str | UnsetType = UNSET
-
-
-class McpConnectEnd(_Payload, frozen=True, tag="mcp_connect_end"):
-    """The MCP connect phase ended, with one result per server."""
-
-    status: str
-    results: tuple[McpServerResult, ...]
-
-
 CompleteModelPayload = (
     Text | Thinking | InlineThinking | ToolCall | ToolCallOutput | ImageUrl | InlineData
 )
 PartialPayload = PartialText | PartialThinking | PartialToolCall | PartialToolCallOutput
 ModelPayload = CompleteModelPayload | PartialPayload
-EventPayload = (
-    RequestBegin
-    | RequestEnd
-    | ApprovalDecision
-    | Abort
-    | TokenUsage
-    | CompactionBegin
-    | CompactionEnd
-    | GoalFinished
-    | Subagent
-    | ToolListReady
-    | McpConnectBegin
-    | McpConnectEnd
-)
-
-COMPLETE_MODEL_TYPES: Final[tuple[type[_Payload], ...]] = (
+COMPLETE_MODEL_TYPES: Final[tuple[type[TaggedPayload], ...]] = (
     Text,
     Thinking,
     InlineThinking,
@@ -380,23 +220,9 @@ COMPLETE_MODEL_TYPES: Final[tuple[type[_Payload], ...]] = (
     ImageUrl,
     InlineData,
 )
-PARTIAL_TYPES: Final[tuple[type[_Payload], ...]] = (
+PARTIAL_TYPES: Final[tuple[type[TaggedPayload], ...]] = (
     PartialText,
     PartialThinking,
     PartialToolCall,
     PartialToolCallOutput,
-)
-EVENT_TYPES: Final[tuple[type[_Payload], ...]] = (
-    RequestBegin,
-    RequestEnd,
-    ApprovalDecision,
-    Abort,
-    TokenUsage,
-    CompactionBegin,
-    CompactionEnd,
-    GoalFinished,
-    Subagent,
-    ToolListReady,
-    McpConnectBegin,
-    McpConnectEnd,
 )

@@ -445,6 +445,29 @@ def test_invalid_json_is_reported_without_echoing_the_line() -> None:
     assert "s3cret" not in str(caught.value)
 
 
+@pytest.mark.parametrize("text", [b"NaN", b"Infinity"])
+def test_non_strict_json_constants_are_invalid_json(text: bytes) -> None:
+    line = (
+        b'{"timestamp":"t","type":"event_msg","payload":{"type":"goal_finished","rounds":'
+        + text
+        + b"}}"
+    )
+    with pytest.raises(EnvelopeFormatError, match="found invalid JSON"):
+        om.decode_envelope(line)
+
+
+def test_a_lone_surrogate_is_reported_as_valid_json_that_typing_cannot_hold() -> None:
+    line = (
+        b'{"timestamp":"t","type":"model_msg",'
+        b'"payload":{"type":"text","role":"user","text":"\\ud800"}}'
+    )
+    with pytest.raises(EnvelopeFormatError, match="valid JSON but holds a lone surrogate"):
+        om.decode_envelope(line)
+    record = decode_line(line)
+    assert record is not None
+    assert record.payload()["text"] == "\ud800"
+
+
 def test_an_envelope_whose_type_contradicts_its_payload_cannot_be_encoded() -> None:
     wrong = om.Envelope(timestamp=TS, type="model_msg", payload=om.RequestBegin())
     with pytest.raises(EnvelopeFormatError, match="RequestBegin belongs in 'event_msg'"):
