@@ -41,7 +41,14 @@ from pentrace.infrastructure.record_checks import (
 )
 from pentrace.infrastructure.shard_files import create_shard, finish_short_write, probe_tail
 
-__all__ = ["Durability", "ShardWriter", "is_request_end", "open_session_writer", "refuse_record"]
+__all__ = [
+    "Durability",
+    "ShardWriter",
+    "is_request_end",
+    "open_session_writer",
+    "refuse_record",
+    "session_lock_path",
+]
 
 
 def _index_of(path: Path) -> int:
@@ -294,6 +301,16 @@ def _sidecar_lock(path: Path, wait: float | None) -> SessionLock:
     return SessionLock(path.with_name(path.name + ".lock"), label=f"trace shard {path}", wait=wait)
 
 
+def session_lock_path(root: DataRoot, project: str, agent: str, session_id: str) -> Path:
+    """``<agent>/traces/.locks/<session_id>.lock``: the one writer lock of a session (ADR 0005).
+
+    Anything that changes a session's shards (writer, import, delete) takes this
+    lock with :class:`~pentrace.infrastructure.locking.SessionLock`.
+    """
+    sid = validate_name("session id", session_id)
+    return root.traces_dir(project, agent) / ".locks" / f"{sid}.lock"
+
+
 def open_session_writer(
     root: DataRoot,
     project: str,
@@ -314,10 +331,10 @@ def open_session_writer(
     Rotation names the next shard's date folder with ``today()`` (default:
     ``clock().date()``), so a rotated shard may land in a newer folder (PR #271).
     """
-    lock_dir = root.traces_dir(project, agent) / ".locks"
-    make_dirs_durably(lock_dir, None if durability is Durability.NONE else fsync)
+    lock_path = session_lock_path(root, project, agent, session_id)
+    make_dirs_durably(lock_path.parent, None if durability is Durability.NONE else fsync)
     lock = SessionLock(
-        lock_dir / f"{validate_name('session id', session_id)}.lock",
+        lock_path,
         label=f"session {session_id}",
         wait=wait,
         clock=clock,

@@ -17,11 +17,13 @@ import pytest
 from pentrace.domain.records import MalformedLine, decode_line
 from pentrace.errors import RecordRefusedError, TraceLockedError, TraceWriteError, UsageError
 from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.locking import SessionLock
 from pentrace.infrastructure.trace_writer import (
     Durability,
     ShardWriter,
     is_request_end,
     open_session_writer,
+    session_lock_path,
 )
 
 SESSION = "session-2026-11-29-10-00-00-0123abcd"
@@ -343,6 +345,20 @@ def test_a_session_lock_is_one_per_session_across_rotations(tmp_path: Path) -> N
         w.rotate([text("meta")])
         with pytest.raises(TraceLockedError, match=f"session {SESSION} is being written"):
             open_session_writer(root, "p", "a", SESSION)
+
+
+def test_a_session_lock_held_by_an_import_or_delete_keeps_writers_out(tmp_path: Path) -> None:
+    root = DataRoot(tmp_path)
+    path = session_lock_path(root, "p", "a", SESSION)
+    assert path == tmp_path / "p" / "agents" / "a" / "traces" / ".locks" / f"{SESSION}.lock"
+    path.parent.mkdir(parents=True)
+    with (
+        SessionLock(path, label=f"session {SESSION}"),
+        pytest.raises(TraceLockedError, match="held by pid"),
+    ):
+        open_session_writer(root, "p", "a", SESSION)
+    with open_session_writer(root, "p", "a", SESSION) as writer:
+        writer.append(text("after"))
 
 
 def test_a_negative_wait_is_a_usage_error(tmp_path: Path) -> None:
