@@ -19,31 +19,18 @@ import sys
 import time
 from pathlib import Path
 
-from pentrace.domain.records import MalformedLine, TraceRecord, decode_line
+from pentrace.domain.records import TraceRecord
+from pentrace.infrastructure.trace_reader import ParseReport, read_shard
 
 CHILD = Path(__file__).with_name("writer_child.py")
 ITERATIONS = 25
 
 
 def read_like_the_reader(path: Path) -> tuple[list[TraceRecord], int, bool]:
-    """Records, malformed middle lines and whether the last line is torn (the reader's rules)."""
-    lines = path.read_bytes().split(b"\n")
-    records: list[TraceRecord] = []
-    malformed = 0
-    last_content = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
-    torn = False
-    for number, line in enumerate(lines):
-        try:
-            parsed = decode_line(line, number + 1)
-        except MalformedLine:
-            if number == last_content:
-                torn = True
-            else:
-                malformed += 1
-            continue
-        if parsed is not None:
-            records.append(parsed)
-    return records, malformed, torn
+    """Records, malformed middle lines and whether the last line is torn, per the trace reader."""
+    report = ParseReport()
+    records = list(read_shard(path, report=report))
+    return records, report.skipped_count, report.torn_tail is not None
 
 
 def check_acknowledged(records: list[TraceRecord], acked: set[int]) -> None:
