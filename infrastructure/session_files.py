@@ -26,8 +26,9 @@ from pentrace.infrastructure.atomic_files import publish_file
 from pentrace.infrastructure.layout import DataRoot, ShardRef, validate_name
 from pentrace.infrastructure.locking import SessionLock
 from pentrace.infrastructure.session_archive import ArchiveResult, export_archive
-from pentrace.infrastructure.session_import import ImportResult, import_session, session_lock_path
+from pentrace.infrastructure.session_import import ImportResult, import_session
 from pentrace.infrastructure.trace_reader import ParseReport, read_shard
+from pentrace.infrastructure.trace_writer import session_lock_path
 
 __all__ = [
     "ArchiveResult",

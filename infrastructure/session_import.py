@@ -37,8 +37,9 @@ from pentrace.infrastructure.atomic_files import publish_file
 from pentrace.infrastructure.layout import DataRoot, validate_name
 from pentrace.infrastructure.locking import SessionLock
 from pentrace.infrastructure.trace_reader import ParseReport, read_shard
+from pentrace.infrastructure.trace_writer import session_lock_path
 
-__all__ = ["ImportResult", "import_session", "session_lock_path"]
+__all__ = ["ImportResult", "import_session"]
 
 _COPY_CHUNK: Final = 1024 * 1024
 
@@ -54,12 +55,6 @@ class ImportResult:
     tool_calls: int
     bytes: int
     torn_tail_dropped: bool
-
-
-def session_lock_path(root: DataRoot, project: str, agent: str, session_id: str) -> Path:
-    """The per-session writer lock (the trace writer's ``traces/.locks/<id>.lock``)."""
-    sid = validate_name("session id", session_id)
-    return root.traces_dir(project, agent) / ".locks" / f"{sid}.lock"
 
 
 @dataclass(slots=True)
