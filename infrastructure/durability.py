@@ -11,6 +11,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from pentrace.errors import TraceWriteError
+
 __all__ = ["Durability", "FsyncFn", "fsync_directory", "make_dirs_durably"]
 
 FsyncFn = Callable[[int], None]
@@ -44,7 +46,8 @@ def fsync_directory(path: Path, fsync: FsyncFn = os.fsync) -> None:
 def make_dirs_durably(path: Path, fsync: FsyncFn | None = os.fsync) -> None:
     """``mkdir -p path`` (mode 0700 for new folders), fsyncing the parent of each folder it creates.
 
-    With ``fsync=None`` the folders are created without any fsync.
+    With ``fsync=None`` the folders are created without any fsync.  OS errors
+    become :class:`~pentrace.errors.TraceWriteError` naming the folder.
     """
     missing: list[Path] = []
     probe = path
@@ -59,5 +62,16 @@ def make_dirs_durably(path: Path, fsync: FsyncFn | None = os.fsync) -> None:
         except FileExistsError:
             # Another process made it between our check and mkdir; it fsyncs its own.
             continue
+        except OSError as exc:
+            raise TraceWriteError(
+                f"cannot create the trace folder {folder}: {exc.strerror or type(exc).__name__}",
+                hint="check the data root's permissions and free disk space",
+            ) from exc
         if fsync is not None:
-            fsync_directory(folder.parent, fsync)
+            try:
+                fsync_directory(folder.parent, fsync)
+            except OSError as exc:
+                raise TraceWriteError(
+                    f"cannot fsync {folder.parent}: {exc.strerror or type(exc).__name__}",
+                    hint="check the file system; use Durability.NONE where it cannot fsync",
+                ) from exc

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
-from pentrace.errors import TraceLockedError, UsageError
+from pentrace.errors import TraceError, TraceLockedError, UsageError
 
 __all__ = ["LockHolder", "SessionLock", "read_holder"]
 
@@ -102,7 +102,14 @@ class SessionLock:
             )
         self.path = lock_path
         self.label = label
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise TraceError(
+                f"cannot open the lock file {lock_path} for {label}: "
+                f"{exc.strerror or type(exc).__name__}",
+                hint="check the traces folder's permissions",
+            ) from exc
         try:
             self._acquire(fd, wait)
             self._write_holder(fd, clock())

@@ -60,7 +60,9 @@ class ShardWriter:
     """The single writer of one session's current shard (see the module docstring).
 
     ``lock`` is the session lock to hold (the writer releases it on close); by
-    default a sidecar ``<shard>.lock`` is locked, honouring ``wait`` (ADR 0005).
+    default a sidecar ``<shard>.lock`` is locked, honouring ``wait`` (ADR 0005;
+    ``wait`` is ignored when ``lock`` is given).  Not thread-safe: one thread
+    appends at a time (the recorder serialises its saves).
     ``next_shard(index)`` names the shard :meth:`rotate` opens next.
     ``fsync`` is called with a file descriptor; tests wrap :func:`os.fsync`.
     """
@@ -170,6 +172,11 @@ class ShardWriter:
                 "and tool_list_ready, got no header records",
                 hint="pass the session_meta and tool_list_ready records",
             )
+        if self._fd is None:
+            raise UsageError(
+                f"cannot rotate away from {self._path}: it has no records yet",
+                hint="write the session's first records before rotating",
+            )
         for record in header_records:
             refuse_record(record, self._path)
         new_index = self._index + 1
@@ -206,7 +213,7 @@ class ShardWriter:
             try:
                 self._fsync(self._fd)
             except OSError as exc:
-                self._fail("fsync", exc, 0)
+                self._fail("fsync", exc, 0)  # earlier appends stay; only durability is unknown
             self._dirty = False
 
     def close(self) -> None:
@@ -290,8 +297,9 @@ class ShardWriter:
                 # The tail is unknown now: re-read it so the next record heals it.
                 self._size, self._heal = probe_tail(self._path, self._fd)
                 rolled = "; rolling back failed, the next record starts on a new line"
+        what = f"{count} record(s)" if count else "pending records"
         raise TraceWriteError(
-            f"{step} of {count} record(s) to {self._path} failed: "
+            f"{step} of {what} to {self._path} failed: "
             f"{exc.strerror or type(exc).__name__}{rolled}",
             hint="check free disk space and the file system, then save again",
         ) from exc

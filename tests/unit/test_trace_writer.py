@@ -296,6 +296,11 @@ def test_rotation_needs_a_way_to_name_the_next_shard_and_headers(tmp_path: Path)
     with ShardWriter(tmp_path / "s_001.jsonl") as w, pytest.raises(UsageError, match="next_shard"):
         w.rotate([text("meta")])
     with (
+        ShardWriter(tmp_path / "t_001.jsonl", next_shard=lambda i: tmp_path / "t_002.jsonl") as w,
+        pytest.raises(UsageError, match="has no records yet"),
+    ):
+        w.rotate([text("meta")])
+    with (
         ShardWriter(tmp_path / "s_001.jsonl", next_shard=lambda i: tmp_path / "x") as w,
         pytest.raises(UsageError, match="no header records"),
     ):
@@ -366,6 +371,12 @@ def test_a_negative_wait_is_a_usage_error(tmp_path: Path) -> None:
         ShardWriter(tmp_path / "s_001.jsonl", wait=-1)
     with ShardWriter(tmp_path / "s_001.jsonl"):
         pass  # the failed open released its lock
+
+
+def test_a_folder_that_cannot_be_made_is_a_trace_write_error_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "taken").write_bytes(b"a file where a folder should be")
+    with pytest.raises(TraceWriteError, match=r"cannot create the trace folder .*taken/day"):
+        ShardWriter(tmp_path / "taken" / "day" / "s_001.jsonl")
 
 
 def test_a_closed_writer_refuses_to_append(tmp_path: Path) -> None:
