@@ -535,3 +535,31 @@ def test_the_json_schema_covers_every_recordable_payload() -> None:
     assert kinds == ["session_meta", "model_msg", "event_msg"]
     assert schema["$defs"]["Text"]["required"] == ["type", "role", "text"]
     json.dumps(schema)
+
+
+# --- the format document ------------------------------------------------------------
+
+TRACE_FORMAT_DOC = Path(__file__).parent.parent.parent / "docs" / "trace-format.md"
+
+
+def _doc_blocks(language: str) -> list[str]:
+    text = TRACE_FORMAT_DOC.read_text(encoding="utf-8")
+    fence = f"```{language}\n"
+    return [part.split("```", 1)[0] for part in text.split(fence)[1:]]
+
+
+def test_the_python_example_in_trace_format_md_runs() -> None:
+    blocks = _doc_blocks("python")
+    assert blocks
+    for block in blocks:
+        exec(compile(block, str(TRACE_FORMAT_DOC), "exec"), {})  # noqa: S102 - our own docs
+
+
+def test_the_example_trace_in_trace_format_md_is_valid_and_round_trips() -> None:
+    (block,) = _doc_blocks("json")
+    lines = [line.encode() for line in block.splitlines()]
+    for line in lines:
+        envelope = om.decode_envelope(line)
+        assert not isinstance(envelope.payload, om.UnknownPayload)
+        assert om.is_recordable(envelope)
+        assert om.encode_envelope(_retyped(envelope)) == line
