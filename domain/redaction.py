@@ -44,6 +44,7 @@ REDACTED: Final = "[redacted]"
 Classification = Literal["public", "sensitive"]
 
 _NAME_FIELDS: Final = ("name", "key", "header", "Name", "Key", "Header")
+_PATH_LIST_KEYS: Final = frozenset({"redacted_fields"})
 _VALUE_FIELDS: Final = ("value", "Value", "val")
 _MAX_NAME_LENGTH: Final = 66
 _NAME_SHAPE: Final = re.compile(r"-{0,2}[A-Za-z_][A-Za-z0-9_.-]*")
@@ -107,6 +108,10 @@ class _Walker:
             if is_secret_key(str(key)) or key == hidden_value_field:
                 out[key] = REDACTED
                 self.paths.append(child)
+            elif key in _PATH_LIST_KEYS and isinstance(item, list):
+                # A list of redacted paths ("password", "headers[0][1]") names
+                # fields; the name/value pair rule must not hide one of them.
+                out[key] = [self.walk(entry, f"{child}[{i}]") for i, entry in enumerate(item)]
             else:
                 out[key] = self.walk(item, child)
         return out
@@ -127,7 +132,8 @@ class _Walker:
         pair = len(value) == 2
         for index, item in enumerate(value):
             child = f"{path}[{index}]"
-            if hide_next and _is_scalar(item):
+            # A secret name after a secret name is a list of names, not a value.
+            if hide_next and _is_scalar(item) and not _names_a_secret(item):
                 out.append(REDACTED)
                 self.paths.append(child)
                 hide_next = False
