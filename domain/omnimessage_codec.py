@@ -170,11 +170,15 @@ def _json_error(exc: msgspec.DecodeError, data: bytes, where: str) -> EnvelopeFo
 
 
 def _strip_legacy(payload_raw: Raw) -> Raw | None:
-    """Return the payload's bytes without legacy keys, or ``None`` when it has none."""
-    data = bytes(payload_raw)
-    if b'"tools"' not in data and b'"thinking_level"' not in data:
-        return None
-    fields = _fields_decoder.decode(data)
+    """Return the payload's bytes without legacy keys, or ``None`` when it has none.
+
+    Only ``session_meta`` payloads come here, one per shard, so a full key scan
+    is cheap and also catches keys spelled with escapes.
+    """
+    try:
+        fields = _fields_decoder.decode(payload_raw)
+    except msgspec.DecodeError:
+        return None  # not an object: the typed decode reports the shape error
     if LEGACY_META_KEYS.isdisjoint(fields):
         return None
     kept = {key: value for key, value in fields.items() if key not in LEGACY_META_KEYS}

@@ -563,3 +563,17 @@ def test_the_example_trace_in_trace_format_md_is_valid_and_round_trips() -> None
         assert not isinstance(envelope.payload, om.UnknownPayload)
         assert om.is_recordable(envelope)
         assert om.encode_envelope(_retyped(envelope)) == line
+
+
+def test_a_legacy_key_spelled_with_escapes_is_still_dropped() -> None:
+    line = (
+        b'{"timestamp":"t","type":"session_meta","payload":{"session_id":"s","provider":"p",'
+        b'"model_id":"m","model_context_window":1,"system_prompt":"","t\\u006fols":[],'
+        b'"agent_state":"a","workspace":"w"}}'
+    )
+    assert b"ools" not in om.encode_envelope(om.decode_envelope(line))
+
+
+def test_a_session_meta_payload_that_is_not_an_object_is_a_shape_error() -> None:
+    with pytest.raises(EnvelopeFormatError, match=r"got `int` - at `\$.payload`"):
+        om.decode_envelope(b'{"timestamp":"t","type":"session_meta","payload":5}')
