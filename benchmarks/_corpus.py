@@ -29,6 +29,15 @@ _WORDS = (
     *("install", "package", "version", "result", "status", "commit", "branch", "merge"),
 )
 _NON_ASCII = ("naïve café", "日本語のテキスト", "emoji ✅ 🚀", "Grüße", "привет мир")
+_CODE = (
+    '    if {0} == "{1}":',
+    "\tself.{0} = {0}_{1}  # type: ignore",
+    '        raise ValueError(f"bad {0}: {{value!r}}")',
+    "C:\\Users\\dev\\{0}\\file_{1}.py:12: warning",
+    '  File "/usr/lib/python3.11/{0}.py", line {1}, in <module>',
+    '{{"{0}": {1}, "ok": true}}',
+    "-rw-r--r-- 1 u u {1} Jul 18 11:10 {0}.txt",
+)
 _TOOLS = ("exec_command", "read_file", "write_file", "search", "list_dir")
 _OUTPUT_CAP = 16000
 _encode = msgspec.json.encode
@@ -47,7 +56,11 @@ def _output(rng: random.Random) -> str:
     lines: list[str] = []
     total = 0
     while total < size:
-        line = _text(rng, rng.randint(3, 14))
+        # Real tool output is largely source code and logs: indentation, quotes, backslashes.
+        if rng.random() < 0.5:
+            line = rng.choice(_CODE).format(rng.choice(_WORDS), rng.randint(0, 999))
+        else:
+            line = _text(rng, rng.randint(3, 14))
         lines.append(line)
         total += len(line) + 1
     text = "\n".join(lines)[:size]

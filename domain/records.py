@@ -222,7 +222,7 @@ def decode_line(raw: bytes, line: int = 0) -> TraceRecord | None:
     :class:`MalformedLine` for one that is not strict JSON.
     """
     # Hot path: an object line starting with "{" and ending with "}" has nothing to trim.
-    if raw[:1] == b"{" and raw[-1:] == b"}":
+    if raw and raw[0] == 0x7B and raw[-1] == 0x7D:
         trimmed = raw
     else:
         trimmed = js_trim(raw)
