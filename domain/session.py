@@ -456,17 +456,38 @@ class Session(BaseAggregate[str]):
 
     def _emit(self, cls: type[ev.SessionEvent], payload: om.Payload, now: datetime) -> None:
         text, exact = stamp(now)
-        line = om.encode_envelope(om.make_envelope(text, payload))
-        self.trigger_event(cls, timestamp=exact, line=line)
+        self._trigger(cls, exact, om.encode_envelope(om.make_envelope(text, payload)))
+
+    def _trigger(self, cls: type[ev.SessionEvent], timestamp: datetime, line: bytes) -> None:
+        """``trigger_event`` without its generic keyword handling (the hot path).
+
+        The event is built the way eventsourcing's Mapper rebuilds events
+        (``__dict__`` set directly) and applied as ``mutate`` would, minus its
+        id and version checks, which hold by construction here.  Rebuilds from
+        the trace still go through ``mutate``.
+        """
+        event = object.__new__(cls)
+        version = self.version + 1
+        state = {
+            "originator_id": self.id,
+            "originator_version": version,
+            "timestamp": timestamp,
+            "line": line,
+        }
+        object.__setattr__(event, "__dict__", state)
+        event.apply(self)
+        self.version = version
+        self.modified_on = timestamp
+        self.pending_events.append(event)
 
     def _rotate(self, now: datetime) -> None:
         """Open the next shard with copies of session_meta and tool_list_ready."""
         text, exact = stamp(now)
         meta = meta_copy_line("session_meta", self.meta_payload, text)
-        self.trigger_event(ev.ShardOpened, timestamp=exact, line=meta)
+        self._trigger(ev.ShardOpened, exact, meta)
         if self.tools_payload is not None:
             tools = meta_copy_line("event_msg", self.tools_payload, text)
-            self.trigger_event(ev.ToolsListed, timestamp=exact, line=tools)
+            self._trigger(ev.ToolsListed, exact, tools)
 
 
 def _counts(value: om.TokenCounts | Mapping[str, int]) -> om.TokenCounts:

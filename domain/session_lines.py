@@ -38,15 +38,42 @@ class _RawPayload(msgspec.Struct):
     payload: msgspec.Raw = msgspec.Raw(b"null")
 
 
+_last: tuple[str, datetime] = ("1970-01-01T00:00:00.000Z", EPOCH)
 _stamp_decoder: Final = msgspec.json.Decoder(_Stamp)
 _payload_decoder: Final = msgspec.json.Decoder(_RawPayload)
 
 
 def stamp(now: datetime) -> tuple[str, datetime]:
     """``now`` as the trace's ISO text and as the millisecond-exact UTC datetime it denotes."""
-    text = format_timestamp(now)  # refuses naive datetimes
-    utc = now.astimezone(UTC)
-    return text, utc.replace(microsecond=utc.microsecond // 1000 * 1000)
+    global _last  # a one-entry cache: the records of one millisecond share a stamp
+    tz = now.tzinfo
+    if tz is None:
+        format_timestamp(now)  # raises UsageError: a naive datetime names no instant
+    utc = now if tz is UTC else now.astimezone(UTC)
+    last = _last
+    seen = last[1]
+    if (
+        utc.microsecond // 1000 == seen.microsecond // 1000
+        and utc.second == seen.second
+        and utc.minute == seen.minute
+        and utc.hour == seen.hour
+        and utc.day == seen.day
+        and utc.month == seen.month
+        and utc.year == seen.year
+    ):
+        return last
+    exact = datetime(
+        utc.year,
+        utc.month,
+        utc.day,
+        utc.hour,
+        utc.minute,
+        utc.second,
+        utc.microsecond // 1000 * 1000,
+        UTC,
+    )
+    _last = (format_timestamp(utc), exact)
+    return _last
 
 
 def raw_payload(line: bytes) -> bytes:

@@ -124,6 +124,27 @@ class SessionApplication(Application[str]):
         assert isinstance(self.recorder, TraceRecorder)
         return self.recorder
 
+    def save(self, *objs: Any, **kwargs: Any) -> list[Recording[str]]:
+        """Save sessions (and anything else ``Application.save`` takes).
+
+        Same steps as ``Application.save``, but Session aggregates are
+        collected directly: the library's runtime Protocol ``isinstance``
+        checks cost more than writing a request's records.
+        """
+        processing_event: ProcessingEvent[str] = ProcessingEvent()
+        others = []
+        for obj in objs:
+            if type(obj) is Session:
+                processing_event.events.extend(obj.collect_events())
+                processing_event.aggregates[obj.id] = obj
+            else:
+                others.append(obj)
+        processing_event.collect_events(*others, **kwargs)
+        recordings = self._record(processing_event)
+        self._take_snapshots(processing_event)
+        self._notify(recordings)
+        return recordings
+
     def _record(self, processing_event: ProcessingEvent[str]) -> list[Recording[str]]:
         recordings = super()._record(processing_event)
         hook = self.on_recorded
