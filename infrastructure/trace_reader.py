@@ -97,8 +97,8 @@ class ParseReport:
 
 def _reason(exc: Exception) -> str:
     # Decoder messages name positions and kinds of token, never the line's content.
-    text = str(exc) or type(exc).__name__
-    return text if len(text) <= _MAX_REASON else text[: _MAX_REASON - 3] + "..."
+    text = f"not valid JSON ({exc})"
+    return text if len(text) <= _MAX_REASON else text[: _MAX_REASON - 4] + "...)"
 
 
 def _complete_lines(chunks: Iterable[bytes], report: ParseReport) -> Iterator[list[bytes]]:
@@ -170,7 +170,7 @@ def _file_chunks(path: Path, chunk_size: int) -> Iterator[bytes]:
                 yield chunk
     except FileNotFoundError:
         raise NotFoundError(
-            f"trace file {path} does not exist", hint="list sessions with `pentrace sessions`"
+            f"trace file {path} does not exist", hint="list sessions with `pentrace sessions list`"
         ) from None
     except OSError as exc:
         raise TraceError(
@@ -190,7 +190,8 @@ def read_shard(
     if chunk_size < 1:
         raise UsageError(f"expected chunk_size >= 1, found {chunk_size}", hint="omit chunk_size")
     path = Path(path)
-    return _parse(_file_chunks(path, chunk_size), path, strict, report or ParseReport())
+    report = report if report is not None else ParseReport()
+    return _parse(_file_chunks(path, chunk_size), path, strict, report)
 
 
 def read_records_from_bytes(
@@ -201,7 +202,8 @@ def read_records_from_bytes(
     path: Path | None = None,
 ) -> Iterator[TraceRecord]:
     """The same reading rules over bytes already in memory (``path`` only labels errors)."""
-    return _parse((data,) if data else (), path, strict, report or ParseReport())
+    report = report if report is not None else ParseReport()
+    return _parse((data,) if data else (), path, strict, report)
 
 
 def read_session(
@@ -224,7 +226,7 @@ def read_session(
                 f"{before.path} and {after.path}",
                 hint="move the stray copy out of the traces folder",
             )
-    shared = report or ParseReport()
+    shared = report if report is not None else ParseReport()
     return itertools.chain.from_iterable(
         read_shard(shard.path, strict=strict, report=shared, chunk_size=chunk_size)
         for shard in ordered
