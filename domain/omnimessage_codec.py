@@ -46,6 +46,10 @@ __all__ = [
 ENVELOPE_TYPES: Final = ("session_meta", "model_msg", "event_msg")
 LEGACY_META_KEYS: Final = frozenset(("tools", "thinking_level"))
 _SOURCE: Final = "_pentrace_source"
+_OPAQUE_OBJECTS: Final = {
+    "fidelity": "opaque provider data, kept byte for byte",
+    "parameters": "the tool's JSON Schema, kept byte for byte",
+}
 _JSON_WHITESPACE: Final = b" \t\r\n"
 _HINT: Final = (
     "read the line with pentrace.domain.records.decode_line, which accepts any JSON value, "
@@ -289,6 +293,11 @@ def envelope_json_schema() -> dict[str, Any]:
         {"properties": {"type": {"const": kind}, "payload": ref}}
         for kind, ref in zip(groups, refs, strict=True)
     ]
+    for definition in defs.values():
+        properties = definition.get("properties", {})
+        for name in _OPAQUE_OBJECTS.keys() & properties.keys():
+            # msgspec describes Raw as "any JSON"; these hold JSON objects.
+            properties[name] = {"type": "object", "description": _OPAQUE_OBJECTS[name]}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "OmniMessage envelope (one trace line)",

@@ -8,6 +8,7 @@ import subprocess
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
+import jsonschema
 import msgspec
 import pytest
 
@@ -534,7 +535,27 @@ def test_the_json_schema_covers_every_recordable_payload() -> None:
     kinds = [variant["properties"]["type"]["const"] for variant in schema["oneOf"]]
     assert kinds == ["session_meta", "model_msg", "event_msg"]
     assert schema["$defs"]["Text"]["required"] == ["type", "role", "text"]
-    json.dumps(schema)
+    assert schema["$defs"]["Thinking"]["properties"]["fidelity"]["type"] == "object"
+
+
+def test_the_json_schema_accepts_penguin_harness_lines_and_rejects_bad_ones() -> None:
+    validator = jsonschema.Draft202012Validator(om.envelope_json_schema())
+    validator.check_schema(validator.schema)
+    for line in _fixture_lines(CURRENT_FIXTURES):
+        validator.validate(json.loads(line))
+    bad = [
+        {"timestamp": TS, "type": "model_msg", "payload": {"type": "text", "role": "user"}},
+        {
+            "timestamp": TS,
+            "type": "event_msg",
+            "payload": {"type": "text", "role": "u", "text": ""},
+        },
+        {"timestamp": TS, "type": "model_msg", "payload": {"type": "partial_text", "text": ""}},
+        {"timestamp": TS, "type": "session_meta", "payload": {"session_id": "s"}},
+        {"type": "event_msg", "payload": {"type": "request_begin"}},
+    ]
+    for value in bad:
+        assert not validator.is_valid(value), value
 
 
 # --- the format document ------------------------------------------------------------
