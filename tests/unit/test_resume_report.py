@@ -120,3 +120,46 @@ def test_a_trace_file_in_strict_mode_refuses_a_broken_middle_line(tmp_path: Path
 def test_a_missing_trace_file_is_named_in_the_error(tmp_path: Path) -> None:
     with pytest.raises((NotFoundError, TraceError), match="absent_001"):
         resume_trace_file(tmp_path / "absent_001.jsonl")
+
+
+_COMPACTION = [
+    b'{"type":"model_msg","payload":{"type":"text","role":"user","text":"task"}}',
+    BEGIN,
+    b'{"type":"model_msg","payload":{"type":"text","role":"assistant","text":"did it"}}',
+    END,
+    b'{"type":"event_msg","payload":{"type":"compaction_begin","reason":"context","mode":"summarize"}}',
+    b'{"type":"model_msg","payload":{"type":"text","role":"user","text":"summarize"}}',
+    BEGIN,
+    b'{"type":"model_msg","payload":{"type":"text","role":"assistant","text":"[summary]s[/summary]"}}',
+    END,
+]
+_CLOSING = (
+    b'{"timestamp":"2026-11-29T10:09:00.000Z","type":"event_msg","payload":'
+    b'{"type":"compaction_end","reason":"context","mode":"summarize","status":"completed"}}'
+)
+
+
+def test_a_torn_compaction_end_leaves_the_compaction_dangling() -> None:
+    data = b"\n".join([*_COMPACTION, _CLOSING[:-9]])
+    result = resume_trace(read_records_from_bytes(data))
+    assert result.context_closed is False
+    assert result.dangling_compaction == {"reason": "context", "mode": "summarize"}
+    assert [record.raw for record in result.history] == [_COMPACTION[i] for i in (0, 2, 5, 7)]
+    assert result.session_turns == 1
+
+
+def test_a_malformed_middle_line_does_not_stop_the_closure() -> None:
+    data = b"\n".join([*_COMPACTION[:3], b"{torn by #215", *_COMPACTION[3:], _CLOSING])
+    result = resume_trace(read_records_from_bytes(data))
+    assert result.context_closed is True
+    assert result.pending_summary is not None
+    assert result.pending_summary.value() == {
+        "timestamp": "2026-11-29T10:09:00.000Z",
+        "type": "model_msg",
+        "payload": {
+            "type": "text",
+            "role": "user",
+            "text": "[context_summary]\ns\n[/context_summary]",
+            "stop_reason": "completed",
+        },
+    }
