@@ -1,13 +1,14 @@
 """OmniMessage: the typed trace-line schema shared with PenguinHarness.
 
-This thin public module re-exports four parts; import from here:
+This thin public module re-exports five parts; import from here:
 
 - ``omnimessage_payloads`` and ``omnimessage_events``: one frozen msgspec
   Struct per payload type, fields in PenguinHarness's wire order, partials
   included;
 - ``omnimessage_codec``: :class:`Envelope`, :func:`decode_envelope`,
   :func:`encode_envelope` (faithful: an unmodified decoded line re-encodes to
-  its original bytes), predicates and the JSON Schema export;
+  its original bytes) and predicates;
+- ``omnimessage_schema``: the JSON Schema export;
 - ``omnimessage_build``: builders with PenguinHarness's defaults, and
   :func:`format_timestamp` (the domain takes time as an argument).
 
@@ -42,7 +43,6 @@ from pentrace.domain.omnimessage_codec import (
     decode_envelope,
     encode_envelope,
     envelope_from_record,
-    envelope_json_schema,
     envelope_type_for,
     is_partial,
     is_recordable,
@@ -91,6 +91,7 @@ from pentrace.domain.omnimessage_payloads import (
     ToolCall,
     ToolCallOutput,
 )
+from pentrace.domain.omnimessage_schema import envelope_json_schema
 
 __all__ = [
     "COMPLETE_MODEL_TYPES",

@@ -21,7 +21,6 @@ from pentrace.domain.omnimessage_events import EVENT_TYPES, EventPayload
 from pentrace.domain.omnimessage_payloads import (
     COMPLETE_MODEL_TYPES,
     PARTIAL_TYPES,
-    CompleteModelPayload,
     ModelPayload,
     SessionMeta,
 )
@@ -36,7 +35,6 @@ __all__ = [
     "decode_envelope",
     "encode_envelope",
     "envelope_from_record",
-    "envelope_json_schema",
     "envelope_type_for",
     "is_partial",
     "is_recordable",
@@ -46,10 +44,6 @@ __all__ = [
 ENVELOPE_TYPES: Final = ("session_meta", "model_msg", "event_msg")
 LEGACY_META_KEYS: Final = frozenset(("tools", "thinking_level"))
 _SOURCE: Final = "_pentrace_source"
-_OPAQUE_OBJECTS: Final = {
-    "fidelity": "opaque provider data, kept byte for byte",
-    "parameters": "the tool's JSON Schema, kept byte for byte",
-}
 _JSON_WHITESPACE: Final = b" \t\r\n"
 _HINT: Final = (
     "read the line with pentrace.domain.records.decode_line, which accepts any JSON value, "
@@ -277,38 +271,3 @@ def encode_envelope(envelope: Envelope) -> bytes:
         return _encoder.encode(envelope)
     wire = _Wire(envelope.timestamp, envelope.type, payload_raw, envelope.origin)
     return _encoder.encode(wire)
-
-
-def envelope_json_schema() -> dict[str, Any]:
-    """JSON Schema (2020-12) of a trace line: the envelope with every recordable payload."""
-    groups: dict[str, Any] = {
-        "session_meta": SessionMeta,
-        "model_msg": CompleteModelPayload,
-        "event_msg": EventPayload,
-    }
-    refs, defs = msgspec.json.schema_components(
-        list(groups.values()), ref_template="#/$defs/{name}"
-    )
-    variants = [
-        {"properties": {"type": {"const": kind}, "payload": ref}}
-        for kind, ref in zip(groups, refs, strict=True)
-    ]
-    for definition in defs.values():
-        properties = definition.get("properties", {})
-        for name in _OPAQUE_OBJECTS.keys() & properties.keys():
-            # msgspec describes Raw as "any JSON"; these hold JSON objects.
-            properties[name] = {"type": "object", "description": _OPAQUE_OBJECTS[name]}
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "OmniMessage envelope (one trace line)",
-        "type": "object",
-        "properties": {
-            "timestamp": {"type": "string", "description": "ISO 8601 UTC, milliseconds, Z"},
-            "type": {"enum": list(ENVELOPE_TYPES)},
-            "payload": {"type": "object"},
-            "origin": {"type": "array", "items": {"type": "string"}},
-        },
-        "required": ["timestamp", "type", "payload"],
-        "oneOf": variants,
-        "$defs": defs,
-    }
