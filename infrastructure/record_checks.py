@@ -22,7 +22,7 @@ REQUEST_END_PROBE: Final = b'"request_end"'
 
 def is_request_end(record: bytes) -> bool:
     """True when ``record`` is an ``event_msg`` whose payload type is ``request_end``."""
-    if REQUEST_END_PROBE not in record:
+    if record.find(REQUEST_END_PROBE) < 0:
         return False
     try:
         head = decode_line(record)
@@ -42,13 +42,13 @@ def refuse_record(record: bytes, where: Path) -> None:
             f"refused an empty record for {where}: a trace line must hold one JSON envelope",
             hint="encode the envelope before appending it",
         )
-    if b"\n" in record:
+    if record.find(b"\n") >= 0:
         raise RecordRefusedError(
             f"refused a record of {len(record)} bytes for {where}: it contains a raw newline "
             "and would become several trace lines",
             hint="encode records as compact JSON (msgspec.json.encode escapes newlines)",
         )
-    if PARTIAL_PROBE in record:
+    if record.find(PARTIAL_PROBE) >= 0:
         try:
             head = decode_line(record)
         except MalformedLine:
