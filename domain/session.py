@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, Final
 
 import msgspec
-from eventsourcing.domain import BaseAggregate
+from eventsourcing.domain import BaseAggregate, OriginatorIDError, OriginatorVersionError
 
 from pentrace.domain import omnimessage as om
 from pentrace.domain import session_events as ev
@@ -497,12 +497,33 @@ def _counts(value: om.TokenCounts | Mapping[str, int]) -> om.TokenCounts:
 
 
 def project_session(session: Session | None, events: Iterable[Any]) -> Session | None:
-    """Fold events into a session with no per-event protocol check.
+    """Fold events into a session: a plain projector for ``Repository.get``.
 
     eventsourcing's default projector asserts ``isinstance(event,
-    CanMutateProtocol)`` per event, a runtime-checkable Protocol check that
-    dominates rebuild time; every Session event can mutate, so this skips it.
+    CanMutateProtocol)`` per event (a runtime Protocol check that dominates
+    rebuild time) and ``mutate`` sets ``modified_on`` on every event.  Here
+    the created event goes through ``mutate``, later ones are checked for id
+    and version inline and applied, and ``modified_on`` is set once.
     """
-    for event in events:
-        session = event.mutate(session)
+    iterator = iter(events)
+    if session is None:
+        first = next(iterator, None)
+        if first is None:
+            return None
+        session = first.mutate(None)
+        assert session is not None
+    session_id = session.id
+    version = session.version
+    last = None
+    for event in iterator:
+        version += 1
+        if event.originator_version != version:
+            raise OriginatorVersionError(event.originator_version, version)
+        if event.originator_id != session_id:
+            raise OriginatorIDError(event.originator_id, session_id)
+        event.apply(session)
+        last = event
+    if last is not None:
+        session.version = version
+        session.modified_on = last.timestamp
     return session

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EVENT_CLASSES",
+    "HEADER",
     "Aborted",
     "ApprovalDecided",
     "CompactionBegan",
@@ -55,6 +56,9 @@ __all__ = [
 ]
 
 COMPLETED: Final = "completed"
+# Where a mapper may leave the reader's TraceRecord on an event: not a field, so
+# it takes no part in equality and is never stored.
+HEADER: Final = "_header"
 
 
 @dataclass(frozen=True, eq=True)
@@ -68,6 +72,11 @@ class SessionEvent(CanMutateAggregate[str]):
 
     def apply(self, aggregate: Session) -> None:
         """Lines that change no counter (the default)."""
+
+    def header(self) -> TraceRecord:
+        """The line's parsed header; reused when the reader already parsed it."""
+        record = self.__dict__.get(HEADER)
+        return record if record is not None else TraceRecord(self.line)
 
 
 @dataclass(frozen=True, eq=True)
@@ -90,7 +99,7 @@ class TraceOpened(SessionEvent, CanInitAggregate[str]):
 
     def apply(self, aggregate: Session) -> None:
         """Apply the line as the event class its header names would (without starting)."""
-        record = TraceRecord(self.line)
+        record = self.header()
         cls = event_class_for(record, 2)
         if cls is not ShardOpened:
             cls.apply(self, aggregate)
@@ -135,7 +144,7 @@ class RequestEnded(SessionEvent):
 
     def apply(self, aggregate: Session) -> None:
         """Commit or drop the round's tool calls; a completed end counts a turn."""
-        if TraceRecord(self.line).status == COMPLETED:
+        if self.header().status == COMPLETED:
             unanswered = aggregate.unanswered
             for call_id, completed in aggregate.open_calls.items():
                 if completed:
@@ -177,7 +186,7 @@ class ToolCallRecorded(SessionEvent):
 
     def apply(self, aggregate: Session) -> None:
         """Track the call id; only calls that stopped ``completed`` survive a commit."""
-        record = TraceRecord(self.line)
+        record = self.header()
         call_id = record.tool_call_id
         if isinstance(call_id, str):
             stop = record.stop_reason
@@ -190,7 +199,7 @@ class ToolCallOutputRecorded(SessionEvent):
 
     def apply(self, aggregate: Session) -> None:
         """The call is answered: it no longer awaits output."""
-        call_id = TraceRecord(self.line).tool_call_id
+        call_id = self.header().tool_call_id
         if isinstance(call_id, str):
             aggregate.open_calls.pop(call_id, None)
             aggregate.unanswered.pop(call_id, None)
@@ -218,7 +227,7 @@ class CompactionBegan(SessionEvent):
 
     def apply(self, aggregate: Session) -> None:
         """Remember reason and mode, so a dangling compaction can be closed alike."""
-        payload = TraceRecord(self.line).payload()
+        payload = self.header().payload()
         reason, mode = payload.get("reason"), payload.get("mode")
         aggregate.compaction = (
             reason if isinstance(reason, str) else "manual",
@@ -233,7 +242,7 @@ class CompactionEnded(SessionEvent):
     def apply(self, aggregate: Session) -> None:
         """Close the compaction span; a completed one defers a rotation to the next write."""
         aggregate.compaction = None
-        aggregate.rotation_pending = TraceRecord(self.line).status == COMPLETED
+        aggregate.rotation_pending = self.header().status == COMPLETED
 
 
 @dataclass(frozen=True, eq=True)

@@ -39,6 +39,9 @@ class _RawPayload(msgspec.Struct):
 
 
 _last: tuple[str, datetime] = ("1970-01-01T00:00:00.000Z", EPOCH)
+_STAMP_PREFIX: Final = b'{"timestamp":"'
+_STAMP_END: Final = len(_STAMP_PREFIX) + len("2026-07-18T03:10:22.531Z")
+_last_read: tuple[bytes, datetime] = (b"", EPOCH)
 _stamp_decoder: Final = msgspec.json.Decoder(_Stamp)
 _payload_decoder: Final = msgspec.json.Decoder(_RawPayload)
 
@@ -94,15 +97,28 @@ def read_timestamp(line: bytes) -> datetime:
 
     Foreign traces may carry odd stamps; a record must still load, so the
     fallback is a fixed value rather than the clock (replays stay deterministic).
+    Lines written the usual way start with the stamp, which is then sliced out
+    instead of decoding the whole line, and consecutive equal stamps are
+    parsed once.
     """
+    global _last_read
+    if line.startswith(_STAMP_PREFIX) and line[_STAMP_END : _STAMP_END + 2] == b'",':
+        text = line[len(_STAMP_PREFIX) : _STAMP_END]
+    else:
+        try:
+            value = _stamp_decoder.decode(line).timestamp
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return EPOCH
+        if not isinstance(value, str):
+            return EPOCH
+        text = value.encode("utf-8", "surrogatepass")
+    last_text, last_moment = _last_read
+    if text == last_text:
+        return last_moment
     try:
-        text = _stamp_decoder.decode(line).timestamp
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return EPOCH
-    if not isinstance(text, str):
-        return EPOCH
-    try:
-        parsed = datetime.fromisoformat(text)
+        parsed = datetime.fromisoformat(text.decode("utf-8", "replace"))
     except ValueError:
         return EPOCH
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+    moment = parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+    _last_read = (text, moment)
+    return moment

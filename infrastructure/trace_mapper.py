@@ -20,6 +20,7 @@ from pentrace.domain.records import TraceRecord
 from pentrace.domain.session import Session
 from pentrace.domain.session_events import (
     EVENT_CLASSES,
+    HEADER,
     SessionEvent,
     ShardOpened,
     event_class_for,
@@ -49,10 +50,22 @@ def topic_for(record: TraceRecord, position: int) -> str:
 
 
 def stored_event_for(session_id: str, record: TraceRecord, position: int) -> StoredEvent:
-    """The StoredEvent for a trace record read at ``position`` of ``session_id``."""
-    return StoredEvent(
-        session_id, position, _TOPIC_OF[event_class_for(record, position)], record.raw
-    )
+    """The StoredEvent for a trace record read at ``position`` of ``session_id``.
+
+    The parsed header rides along outside the dataclass fields (so equality
+    and the stored state are untouched) and :class:`TraceMapper` hands it to
+    the event, so ``apply`` does not parse the line a second time.
+    """
+    stored = object.__new__(StoredEvent)
+    state = {
+        "originator_id": session_id,
+        "originator_version": position,
+        "topic": _TOPIC_OF[event_class_for(record, position)],
+        "state": record.raw,
+        HEADER: record,
+    }
+    object.__setattr__(stored, "__dict__", state)
+    return stored
 
 
 class TraceMapper(Mapper[str]):
@@ -98,6 +111,9 @@ class TraceMapper(Mapper[str]):
         }
         if topic in _CREATED:
             state["originator_topic"] = SESSION_TOPIC
+        header = stored_event.__dict__.get(HEADER)
+        if header is not None:
+            state[HEADER] = header
         event = object.__new__(cls)
         object.__setattr__(event, "__dict__", state)
         return event
