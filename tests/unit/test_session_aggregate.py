@@ -31,19 +31,25 @@ TS = "2026-07-18T03:10:22.531Z"
 SID = "session-2026-07-18-11-10-22-3f8a1c2d"
 
 
-def started(**extra: Any) -> Session:
-    session = Session.start(
-        SID,
-        now=NOW,
-        provider="deepseek",
-        model_id="deepseek-v4-pro",
-        model_context_window=1_000_000,
-        system_prompt="be careful",
-        agent_state="/home/u/.penguin/data/p/agents/a/agent_state",
-        workspace="/home/u/work",
-        tools=[{"name": "exec_command", "description": "run a command"}],
-        **extra,
-    )
+def new_session(**overrides: Any) -> Session:
+    """A fresh session whose start records are still pending."""
+    arguments: dict[str, Any] = {
+        "now": NOW,
+        "provider": "deepseek",
+        "model_id": "deepseek-v4-pro",
+        "model_context_window": 1_000_000,
+        "system_prompt": "be careful",
+        "agent_state": "/home/u/.penguin/data/p/agents/a/agent_state",
+        "workspace": "/home/u/work",
+        "tools": [{"name": "exec_command", "description": "run a command"}],
+    }
+    arguments.update(overrides)
+    return Session.start(SID, **arguments)
+
+
+def started(**overrides: Any) -> Session:
+    """A started session whose start records were already saved."""
+    session = new_session(**overrides)
     session.collect_events()
     return session
 
@@ -85,17 +91,7 @@ def test_start_writes_session_meta_then_tool_list_ready() -> None:
 
 
 def test_a_subagent_session_says_so_in_its_meta() -> None:
-    session = Session.start(
-        SID,
-        now=NOW,
-        provider="p",
-        model_id="m",
-        model_context_window="128k",
-        system_prompt="s",
-        agent_state="/a",
-        workspace="/w",
-        source="subagent",
-    )
+    session = new_session(model_context_window="128k", source="subagent")
     meta = json.loads(lines(session)[0])["payload"]
     assert (meta["source"], meta["model_context_window"]) == ("subagent", "128k")
 
@@ -372,16 +368,7 @@ def test_an_abandoned_open_request_lets_the_next_request_begin() -> None:
 
 
 def test_events_round_trip_through_the_line_mapper_and_rebuild_the_same_state() -> None:
-    session = Session.start(
-        SID,
-        now=NOW,
-        provider="p",
-        model_id="m",
-        model_context_window=5,
-        system_prompt="s",
-        agent_state="/a",
-        workspace="/w",
-    )
+    session = new_session(tools=())
     session.record_user_input("go", now=NOW)
     session.begin_request(now=NOW)
     session.record_tool_call("exec", "{}", "c1", now=NOW)
