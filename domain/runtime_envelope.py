@@ -142,15 +142,25 @@ def event_id_for(stream_id: str, sequence: int) -> str:
 
 
 class _Hidden:
-    """Redacts envelope fields one by one, collecting their paths."""
+    """Redacts envelope fields one by one; paths come out in envelope key order."""
+
+    _ORDER: Final = ("subject", "scope", "correlation", "actor", "projections")
 
     def __init__(self, payload_paths: list[str]) -> None:
-        self.paths = list(payload_paths)
+        self._payload = payload_paths
+        self._fields: dict[str, list[str]] = {}
 
     def field(self, name: str, value: Any) -> Any:
         result = redact(value)
-        self.paths.extend(f"@{name}.{path}" if path else f"@{name}" for path in result.paths)
+        self._fields[name] = [f"@{name}.{path}" if path else f"@{name}" for path in result.paths]
         return result.value
+
+    @property
+    def paths(self) -> list[str]:
+        ordered = list(self._payload)
+        for name in self._ORDER:
+            ordered.extend(self._fields.get(name, ()))
+        return ordered
 
 
 def _explicit_scope(
@@ -205,6 +215,9 @@ def build_event(
     about = hidden.field("subject", subject or derive_subject(event_type, merged_scope, body))
     stream = stream_id or derive_stream_id(merged_scope)
     number = sequence(stream) if callable(sequence) else sequence
+    kept_actor = hidden.field("actor", dict(actor or {}))
+    kept_projections = hidden.field("projections", dict(projections or {}))
+    paths = hidden.paths
     return RuntimeEvent(
         id=event_id or event_id_for(stream, number),
         schema_version=SCHEMA_VERSION,
@@ -217,14 +230,14 @@ def build_event(
         sequence=number,
         scope=merged_scope,
         correlation=kept_correlation,
-        actor=hidden.field("actor", dict(actor or {})),
+        actor=kept_actor,
         privacy=Privacy(
-            classification="sensitive" if hidden.paths else "public",
-            redacted=bool(hidden.paths),
-            redacted_fields=hidden.paths,
+            classification="sensitive" if paths else "public",
+            redacted=bool(paths),
+            redacted_fields=paths,
         ),
         payload=body,
-        projections=hidden.field("projections", dict(projections or {})),
+        projections=kept_projections,
     )
 
 
