@@ -20,8 +20,8 @@ import gc
 import tempfile
 import time
 from collections.abc import Callable
-from functools import partial
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
