@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pentrace.domain.redaction import is_redacted, redact
+from pentrace.domain.runtime_events import build_event
 
 CORPUS = json.loads(
     (Path(__file__).parent.parent / "fixtures" / "redaction_corpus.json").read_text("utf-8")
@@ -110,3 +111,44 @@ def test_redaction_returns_a_copy_and_never_mutates_its_input(value: Any) -> Non
     before = msgspec.json.encode(value)
     redact(value)
     assert msgspec.json.encode(value) == before
+
+
+envelope_fields = st.dictionaries(st.text(max_size=10), structures, max_size=3)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    payload=envelope_fields,
+    actor=envelope_fields,
+    scope=envelope_fields,
+    correlation=envelope_fields,
+    projections=envelope_fields,
+    subject=st.text(max_size=30),
+    planted_secret=planted(),
+)
+def test_every_built_envelope_is_a_fixed_point_the_ledger_accepts(
+    payload: dict[str, Any],
+    actor: dict[str, Any],
+    scope: dict[str, Any],
+    correlation: dict[str, Any],
+    projections: dict[str, Any],
+    subject: str,
+    planted_secret: tuple[Any, list[str]],
+) -> None:
+    item, secrets = planted_secret
+    event = build_event(
+        event_type="message.updated",
+        payload={**payload, "planted": item},
+        time_ms=0,
+        sequence=1,
+        actor={**actor, "planted": item},
+        scope=scope,
+        correlation=correlation,
+        projections=projections,
+        subject=subject,
+    )
+    envelope = event.to_builtins()
+    assert is_redacted(envelope)
+    encoded = msgspec.json.encode(envelope).decode("utf-8")
+    for secret in secrets:
+        assert secret not in encoded
