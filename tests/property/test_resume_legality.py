@@ -23,10 +23,11 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from eventsourcing.application import Application
+import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -39,6 +40,9 @@ from hypothesis.stateful import (
 
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.session import Session
+from pentrace.errors import ResumeError
+from pentrace.infrastructure.application import SessionApplication
+from pentrace.infrastructure.durability import Durability
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.trace_reader import read_shard
 from pentrace.projections.resume import ResumeResult, resume_trace
@@ -110,32 +114,35 @@ class ResumeLegality(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp(prefix="pentrace-legality-"))
-        self.root = DataRoot(self.tmp)
+        self.root = DataRoot(self.tmp / "data")
+        self.workspace = self.tmp / "work"
+        self.workspace.mkdir()
+        self.clock = 0
         self.app = self._open()
         self.session: Session | None = None
+        # After resume forgets a request left open (nothing is written), the live aggregate
+        # has no open request while a rebuild from the trace still sees one, until the next begin.
+        self.abandoned = False
         self.files: list[bytearray] = []  # the model of each shard's bytes, in index order
-        self.clock = 0
         self.serial = 0
         self.tokens = TokenCounts()
         self.last_resume: tuple[Any, ...] | None = None
 
     # ------------------------------------------------------------ plumbing
 
-    def _open(self) -> Application[str]:
-        return Application[str](
-            env={
-                "PERSISTENCE_MODULE": "pentrace.infrastructure.trace_persistence",
-                "PENTRACE_DATA_ROOT": str(self.tmp),
-                "PENTRACE_PROJECT": PROJECT,
-                "PENTRACE_AGENT": AGENT,
-                "PENTRACE_DURABILITY": "none",
-            }
+    def _open(self) -> SessionApplication:
+        return SessionApplication(
+            self.root, PROJECT, AGENT, durability=Durability.NONE, clock=self._now
         )
+
+    def _now(self) -> datetime:
+        return command_time(DEFAULT_START, self.clock)
 
     def _do(self, command: Command, save: bool = True) -> None:
         self.clock += 1
         now = command_time(DEFAULT_START, self.clock)
         if isinstance(command, StartSession):
+            command = StartSession(workspace=str(self.workspace))
             self.session = start_session(command, session_id=SID, now=now)
         else:
             assert self.session is not None
@@ -149,7 +156,12 @@ class ResumeLegality(RuleBasedStateMachine):
         lines = [event.line for event in self.session.pending_events]  # type: ignore[attr-defined]
         first = self.session.version - len(lines) + 1
         self.app.save(self.session)
+        self._extend_model(lines, first)
+
+    def _extend_model(self, lines: list[bytes], first: int) -> None:
         for position, line in enumerate(lines, start=first):
+            if TraceRecord(line).ptype == "request_begin":
+                self.abandoned = False
             # A session_meta after position 1 opens the next shard (rotation).
             if not self.files or (position > 1 and TraceRecord(line).kind == "session_meta"):
                 self.files.append(bytearray())
@@ -163,11 +175,20 @@ class ResumeLegality(RuleBasedStateMachine):
         return f"{prefix} #{self.serial}"
 
     def _restart(self) -> None:
-        """Drop the in-memory aggregate, reopen the application, rebuild from the trace."""
+        """Drop the in-memory aggregate, reopen the application, resume from the trace."""
         self.app.close()
         self.app = self._open()
-        survivors = sum(len(surviving_records(bytes(f))) for f in self.files)
-        self.session = self._rebuild() if survivors else None
+        if not sum(len(surviving_records(bytes(f))) for f in self.files):
+            self.session = None  # even session_meta was lost: there is no session
+            return
+        latest = surviving_records(bytes(self.files[-1]))
+        if not latest or latest[0][1].get("type") != "session_meta":
+            # The latest shard lost its copied session_meta: resume must refuse, clearly.
+            with pytest.raises(ResumeError, match=f"session {SID}"):
+                self.app.resume_session(SID)
+            self.session = self._rebuild()
+            return
+        self._resume_and_check()
 
     def _rebuild(self) -> Session:
         session: object = self.app.repository.get(SID)
@@ -289,7 +310,6 @@ class ResumeLegality(RuleBasedStateMachine):
     def clean_restart(self) -> None:
         self._save()
         self._restart()
-        self._resume_and_check()
 
     @precondition(lambda self: self.files)
     @rule(data=st.data())
@@ -301,7 +321,6 @@ class ResumeLegality(RuleBasedStateMachine):
         truncate_file(path, offset)
         del self.files[-1][offset:]
         self._restart()
-        self._resume_and_check()
 
     # ---------------------------------------------------------- invariants
 
@@ -318,19 +337,32 @@ class ResumeLegality(RuleBasedStateMachine):
         event(f"context closed: {result.context_closed}")
 
     def _resume_and_check(self) -> None:
-        if self.session is None:
-            return
-        result = self._resume()
-        self._verify(result)
-        # The aggregate and the fold agree on an unfinished compaction; resume closes it once.
-        assert (result.dangling_compaction is not None) == (self.session.compaction is not None)
-        if result.dangling_compaction is not None:
-            self._do(c.CompactionEnd(status="failed"))
-            result = self._resume()
+        """Resume with the application; check the result, what it wrote, and idempotence."""
         before = [p.read_bytes() for p in self._shard_paths()]
-        again = self._resume()
-        assert _canon(again) == _canon(result)  # 3: idempotent
-        assert [p.read_bytes() for p in self._shard_paths()] == before
+        dangling = expected_resume(bytes(self.files[-1])).dangling
+        resumed = self.app.resume_session(SID)
+        self.session = resumed.handle.session
+        self.abandoned = True
+        self.clock += 1
+        after = [p.read_bytes() for p in self._shard_paths()]
+        if dangling is None:
+            assert after == before  # resume writes nothing else
+        else:
+            # Only a dangling compaction makes resume write: one failed compaction_end.
+            assert after[:-1] == before[:-1]
+            assert after[-1].startswith(before[-1])
+            added = after[-1][len(before[-1]) :].lstrip(b"\n").splitlines()
+            assert len(added) == 1
+            closing = TraceRecord(added[0])
+            assert (closing.ptype, closing.status) == ("compaction_end", "failed")
+            self._extend_model(added, self.session.version)
+        result = resumed.result
+        self._verify(result)
+        assert result.dangling_compaction is None
+        again = self.app.resume_session(SID)
+        assert _canon(again.result) == _canon(result)  # 3: idempotent
+        assert [p.read_bytes() for p in self._shard_paths()] == after
+        self.session = again.handle.session
         chunked = resume_trace(read_shard(self._shard_paths()[-1], chunk_size=7))
         assert _canon(chunked) == _canon(result)  # 7: many small reads, one fold
         self.last_resume = _canon(result)
@@ -372,6 +404,8 @@ class ResumeLegality(RuleBasedStateMachine):
             return
         rebuilt = self._rebuild()
         for name in COUNTERS:
+            if self.abandoned and name in ("open_request", "open_calls"):
+                continue
             assert getattr(rebuilt, name) == getattr(self.session, name), name
         assert rebuilt.version == self.session.version
 
