@@ -42,6 +42,7 @@ Fidelity = bytes | msgspec.Raw | Mapping[str, Any] | None
 # A tool definition, or a mapping with name, description and optional JSON Schema parameters.
 ToolSpec = om.ToolDefinition | Mapping[str, Any]
 _COMPLETED: Final = "completed"
+_encode: Final = msgspec.json.Encoder().encode
 
 
 def _fidelity(value: Fidelity) -> msgspec.Raw | msgspec.UnsetType:
@@ -136,7 +137,7 @@ class Session(BaseAggregate[str]):
             source=_opt(source),
         )
         text, exact = stamp(now)
-        line = om.encode_envelope(om.make_envelope(text, meta))
+        line = _encode(om.Envelope(timestamp=text, type="session_meta", payload=meta))
         session = cls._create(ev.SessionStarted, id=session_id, timestamp=exact, line=line)
         tool_list = om.ToolListReady(tools=tuple(_tool(t) for t in tools))
         session._emit(ev.ToolsListed, tool_list, now)
@@ -449,14 +450,20 @@ class Session(BaseAggregate[str]):
         )
 
     def _write(self, cls: type[ev.SessionEvent], payload: om.Payload, now: datetime) -> None:
-        self._check_writable(str(om.payload_type(payload)))
+        if self.deleted or not self.started:
+            self._check_writable(str(om.payload_type(payload)))
         if self.rotation_pending:
             self._rotate(now)
         self._emit(cls, payload, now)
 
     def _emit(self, cls: type[ev.SessionEvent], payload: om.Payload, now: datetime) -> None:
         text, exact = stamp(now)
-        self._trigger(cls, exact, om.encode_envelope(om.make_envelope(text, payload)))
+        kind = om.envelope_type_for(payload)
+        assert kind is not None, "commands only build known payloads"
+        # A fresh envelope has no remembered bytes, so encode_envelope() would
+        # come down to this same encode; skipping its checks keeps the hot path short.
+        envelope = om.Envelope(timestamp=text, type=kind, payload=payload)
+        self._trigger(cls, exact, _encode(envelope))
 
     def _trigger(self, cls: type[ev.SessionEvent], timestamp: datetime, line: bytes) -> None:
         """``trigger_event`` without its generic keyword handling (the hot path).
