@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 from datetime import date
 from pathlib import Path
 
@@ -339,3 +340,17 @@ def test_the_report_keeps_a_bounded_number_of_skipped_lines() -> None:
     assert len(records) == 1
     assert report.skipped_count == 50
     assert [bad.line for bad in report.skipped] == [1, 2, 3, 4, 5]
+
+
+def test_reading_a_large_file_keeps_memory_bounded_by_chunk_and_line(tmp_path: Path) -> None:
+    line = json.dumps({"type": "model_msg", "payload": {"type": "text", "text": "y" * 2000}})
+    path = write(tmp_path / "s_001.jsonl", (line.encode() + b"\n") * 3000)
+    tracemalloc.start()
+    try:
+        count = sum(1 for _ in read_shard(path, chunk_size=64 * 1024))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert count == 3000
+    assert path.stat().st_size > 6_000_000
+    assert peak < 600_000
