@@ -1,6 +1,6 @@
 """Import a trace file as a new session under an agent (the Web Traces page's import).
 
-Rules (docs/sessions.md, "Import and export"):
+Rules:
 
 * The file is read strictly: any malformed line raises
   :class:`~pentrace.errors.TraceFormatError` naming the file and the line.  A
