@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
@@ -15,7 +16,9 @@ from pentrace.errors import (
     SessionExistsError,
     TraceFormatError,
     TraceLockedError,
+    UsageError,
 )
+from pentrace.infrastructure.atomic_files import publish_file
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.session_files import (
     delete_session,
@@ -316,3 +319,24 @@ def test_the_same_traces_always_give_the_same_archive_bytes(root: DataRoot, tmp_
     export_archive(root, PROJECT, AGENT, SID, first)
     export_archive(root, PROJECT, AGENT, SID, second)
     assert first.getvalue() == second.getvalue()
+
+
+def test_a_failed_publish_leaves_neither_the_file_nor_a_temp_file(tmp_path: Path) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield b'{"first":"line"}\n'
+        raise TraceFormatError(tmp_path / "src.jsonl", 2, "expected JSON, found garbage")
+
+    with pytest.raises(TraceFormatError, match=r"src.jsonl:2: expected JSON"):
+        publish_file(tmp_path / "dest.jsonl", chunks(), overwrite=False)
+
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_publishing_without_overwrite_refuses_an_existing_file(tmp_path: Path) -> None:
+    (tmp_path / "dest.jsonl").write_bytes(b"kept\n")
+
+    with pytest.raises(UsageError, match=r"dest.jsonl already exists; refusing to overwrite"):
+        publish_file(tmp_path / "dest.jsonl", [b"new\n"], overwrite=False)
+
+    assert (tmp_path / "dest.jsonl").read_bytes() == b"kept\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["dest.jsonl"]
