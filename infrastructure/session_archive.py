@@ -28,7 +28,9 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import os
 import tarfile
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +46,9 @@ from pentrace.infrastructure.trace_reader import read_session
 __all__ = ["ARCHIVE_FORMAT", "ArchiveResult", "child_session_ids", "export_archive"]
 
 ARCHIVE_FORMAT: Final = "pentrace.session_archive.v1"
+_CHUNK: Final = 1024 * 1024
+# Small archives are built in memory; larger ones spill to a temporary file.
+_SPOOL_IN_MEMORY: Final = 16 * 1024 * 1024
 _encoder: Final = msgspec.json.Encoder()
 
 
@@ -99,47 +104,48 @@ def _collect(
     return found, missing
 
 
-def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+def _tar_info(name: str, size: int) -> tarfile.TarInfo:
     info = tarfile.TarInfo(name)
-    info.size = len(data)
+    info.size = size
     info.mode = 0o600
     info.mtime = 0
-    tar.addfile(info, io.BytesIO(data))
+    return info
+
+
+def _snapshot(path: Path) -> tuple[int, str]:
+    """Size and sha256 of the shard as it is now; a writer may only append after it."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        left = size = os.fstat(handle.fileno()).st_size
+        while left > 0 and (chunk := handle.read(min(_CHUNK, left))):
+            digest.update(chunk)
+            left -= len(chunk)
+    return size - left, digest.hexdigest()
 
 
 def _build(
+    out: IO[bytes],
     project: str,
     agent: str,
     sessions: list[tuple[str, str | None, list[ShardRef]]],
     missing: list[tuple[str, str]],
-) -> bytes:
-    buffer = io.BytesIO()
+) -> None:
+    """Write the archive to ``out``, one shard at a time (memory stays bounded)."""
     entries: list[dict[str, Any]] = []
-    with (
-        gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as zipped,
-        tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar,
-    ):
-        files: list[tuple[str, bytes]] = []
-        for session_id, parent, shards in sessions:
-            listed = []
-            for shard in shards:
-                data = shard.path.read_bytes()
-                name = f"traces/{shard.day.isoformat()}/{shard.path.name}"
-                files.append((name, data))
-                digest = hashlib.sha256(data).hexdigest()
-                listed.append(
-                    {
-                        "path": name,
-                        "index": shard.index,
-                        "day": shard.day.isoformat(),
-                        "bytes": len(data),
-                        "sha256": digest,
-                    }
-                )
-            entries.append(
-                {"session_id": session_id, "parent_session_id": parent, "shards": listed}
+    files: list[tuple[str, Path, int]] = []
+    for session_id, parent, shards in sessions:
+        listed = []
+        for shard in shards:
+            size, digest = _snapshot(shard.path)
+            name = f"traces/{shard.day.isoformat()}/{shard.path.name}"
+            files.append((name, shard.path, size))
+            day = shard.day.isoformat()
+            listed.append(
+                {"path": name, "index": shard.index, "day": day, "bytes": size, "sha256": digest}
             )
-        manifest = {
+        entries.append({"session_id": session_id, "parent_session_id": parent, "shards": listed})
+    manifest = _encoder.encode(
+        {
             "format": ARCHIVE_FORMAT,
             "project": project,
             "agent": agent,
@@ -147,10 +153,23 @@ def _build(
             "sessions": entries,
             "missing": [{"session_id": c, "parent_session_id": p} for c, p in missing],
         }
-        _add(tar, "manifest.json", _encoder.encode(manifest) + b"\n")
-        for name, data in sorted(files):
-            _add(tar, name, data)
-    return buffer.getvalue()
+    )
+    with (
+        gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as zipped,
+        tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        body = manifest + b"\n"
+        tar.addfile(_tar_info("manifest.json", len(body)), io.BytesIO(body))
+        for name, path, size in sorted(files):
+            with path.open("rb") as handle:
+                # Exactly the bytes hashed above, even if a writer appended since.
+                tar.addfile(_tar_info(name, size), handle)
+
+
+def _chunks(spool: IO[bytes]) -> Iterator[bytes]:
+    spool.seek(0)
+    while chunk := spool.read(_CHUNK):
+        yield chunk
 
 
 def export_archive(
@@ -169,15 +188,14 @@ def export_archive(
             hint="list sessions with `pentrace sessions`",
         )
     sessions, missing = _collect(root, project, agent, sid)
-    data = _build(project, agent, sessions, missing)
     ids = tuple(s[0] for s in sessions)
     gone = tuple(m[0] for m in missing)
-    if isinstance(dest, Path):
-        publish_file(dest, _once(data), overwrite=True)
-        return ArchiveResult(dest, ids, gone, len(data))
-    dest.write(data)
-    return ArchiveResult(None, ids, gone, len(data))
-
-
-def _once(data: bytes) -> Iterator[bytes]:
-    yield data
+    with tempfile.SpooledTemporaryFile(max_size=_SPOOL_IN_MEMORY) as spool:
+        _build(spool, project, agent, sessions, missing)
+        size = spool.tell()
+        if isinstance(dest, Path):
+            publish_file(dest, _chunks(spool), overwrite=True)
+            return ArchiveResult(dest, ids, gone, size)
+        for chunk in _chunks(spool):
+            dest.write(chunk)
+    return ArchiveResult(None, ids, gone, size)

@@ -46,8 +46,12 @@ from pentrace.testing import (
 )
 from pentrace.testing import commands as c
 from pentrace.testing.render import DEFAULT_SESSION_ID, DEFAULT_START
-from tests.property.resume_model import expected_resume, surviving_records
-from tests.property.test_resume_legality import _check_pairing, _messages
+from tests.property.resume_model import (
+    check_pairing,
+    expected_resume,
+    shown_messages,
+    surviving_records,
+)
 
 PROJECT, AGENT, SID = "proj", "agent", DEFAULT_SESSION_ID
 REPO = Path(__file__).resolve().parents[2]
@@ -127,11 +131,11 @@ def _check_resume(root: DataRoot) -> None:
     assert latest is not None
     result = resume_trace(read_shard(latest.path))
     expected = expected_resume(latest.path.read_bytes())
-    assert _messages(result.history) == expected.history
-    assert _messages(result.carry_over) == expected.carry_over
+    assert shown_messages(result.history) == expected.history
+    assert shown_messages(result.carry_over) == expected.carry_over
     assert result.session_tokens == expected.tokens
     assert result.session_turns == expected.turns
-    _check_pairing(result.history + result.carry_over)
+    check_pairing(result.history + result.carry_over)
 
 
 @settings(max_examples=5, deadline=None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import tarfile
@@ -310,6 +311,10 @@ def test_an_archive_holds_the_session_its_children_and_a_manifest(
         (GRANDCHILD, CHILD),
     ]
     assert manifest["missing"] == [{"session_id": missing, "parent_session_id": SID}]
+    for entry in manifest["sessions"]:
+        for shard in entry["shards"]:
+            data = contents[shard["path"]]
+            assert (shard["bytes"], shard["sha256"]) == (len(data), hashlib.sha256(data).hexdigest())
 
 
 def test_the_same_traces_always_give_the_same_archive_bytes(root: DataRoot, tmp_path: Path) -> None:

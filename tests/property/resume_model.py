@@ -15,6 +15,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from pentrace.domain.records import TraceRecord
+from pentrace.projections.synthetic import INTERRUPTED_OUTPUT, SyntheticRecord
+
 Message = bytes | tuple[str, str]  # a line as written, or ("placeholder", call_id)
 ZERO_TOKENS = {"cache_read": 0, "cache_write": 0, "output": 0, "total": 0}
 
@@ -139,3 +142,31 @@ def expected_resume(data: bytes) -> Expected:
     expected.carry_over = [i.line for i in waiting if i.call_id in (None, *answers)]
     expected.carry_over += [("placeholder", c) for c in open_calls if c not in answers]
     return expected
+
+
+def shown_messages(messages: list[TraceRecord]) -> list[Message]:
+    """Messages as the model writes them: raw lines, placeholders as ('placeholder', id)."""
+    shown: list[Message] = []
+    for message in messages:
+        if isinstance(message, SyntheticRecord):
+            assert message.payload()["output"] == INTERRUPTED_OUTPUT
+            shown.append(("placeholder", message.tool_call_id))
+        else:
+            shown.append(message.raw)
+    return shown
+
+
+def check_pairing(messages: list[TraceRecord]) -> None:
+    """Invariant 2: each call answered exactly once, after it; no output without its call."""
+    called: set[Any] = set()
+    answered: set[Any] = set()
+    for message in messages:
+        if message.ptype == "tool_call":
+            assert message.tool_call_id not in called, f"call {message.tool_call_id} twice"
+            called.add(message.tool_call_id)
+        elif message.ptype == "tool_call_output":
+            call_id = message.tool_call_id
+            assert call_id in called, f"orphan output for {call_id}"
+            assert call_id not in answered, f"call {call_id} answered twice"
+            answered.add(call_id)
+    assert called == answered, f"unanswered calls {sorted(called - answered)}"

@@ -60,7 +60,13 @@ from pentrace.testing import (
 )
 from pentrace.testing import commands as c
 from pentrace.testing.render import DEFAULT_SESSION_ID, DEFAULT_START
-from tests.property.resume_model import Expected, Message, expected_resume, surviving_records
+from tests.property.resume_model import (
+    Expected,
+    check_pairing,
+    expected_resume,
+    shown_messages,
+    surviving_records,
+)
 
 PROJECT, AGENT, SID = "proj", "agent", DEFAULT_SESSION_ID
 STATUSES = st.sampled_from(("completed",) * 3 + STOP_STATUSES[1:])
@@ -79,33 +85,6 @@ def _canon(result: ResumeResult) -> tuple[Any, ...]:
         json.dumps(result.session_tokens), result.last_request_total, result.session_turns,
         raws(result.render_messages), meta, result.dangling_compaction,
     )  # fmt: skip
-
-
-def _messages(messages: list[TraceRecord]) -> list[Message]:
-    shown: list[Message] = []
-    for message in messages:
-        if isinstance(message, SyntheticRecord):
-            assert message.payload()["output"] == INTERRUPTED_OUTPUT
-            shown.append(("placeholder", message.tool_call_id))
-        else:
-            shown.append(message.raw)
-    return shown
-
-
-def _check_pairing(messages: list[TraceRecord]) -> None:
-    """Invariant 2: each call answered exactly once, after it; no output without its call."""
-    called: set[Any] = set()
-    answered: set[Any] = set()
-    for message in messages:
-        if message.ptype == "tool_call":
-            assert message.tool_call_id not in called, f"call {message.tool_call_id} twice"
-            called.add(message.tool_call_id)
-        elif message.ptype == "tool_call_output":
-            call_id = message.tool_call_id
-            assert call_id in called, f"orphan output for {call_id}"
-            assert call_id not in answered, f"call {call_id} answered twice"
-            answered.add(call_id)
-    assert called == answered, f"unanswered calls {sorted(called - answered)}"
 
 
 class ResumeLegality(RuleBasedStateMachine):
@@ -330,7 +309,7 @@ class ResumeLegality(RuleBasedStateMachine):
     def _verify(self, result: ResumeResult) -> None:
         """Invariants 1, 2 and 5: the model's rounds, strict pairing, the counters."""
         self._check_against_model(result, expected_resume(bytes(self.files[-1])))
-        _check_pairing(result.history + result.carry_over)
+        check_pairing(result.history + result.carry_over)
         placeholders = sum(isinstance(m, SyntheticRecord) for m in result.history)
         event(f"history: {min(len(result.history), 5)}+ messages")
         event(f"history: {min(placeholders, 2)}+ placeholders")
@@ -375,8 +354,8 @@ class ResumeLegality(RuleBasedStateMachine):
 
     def _check_against_model(self, result: ResumeResult, expected: Expected) -> None:
         assert result.context_closed == expected.closed
-        assert _messages(result.history) == expected.history  # 1: committed rounds only
-        assert _messages(result.carry_over) == expected.carry_over
+        assert shown_messages(result.history) == expected.history  # 1: committed rounds only
+        assert shown_messages(result.carry_over) == expected.carry_over
         assert result.session_turns == expected.turns
         assert result.session_tokens == expected.tokens  # 5: counters = last token_usage
         assert result.last_request_total == expected.last_request_total
