@@ -564,7 +564,9 @@ TRACE_FORMAT_DOC = Path(__file__).parent.parent.parent / "docs" / "trace-format.
 
 
 def _doc_blocks(language: str) -> list[str]:
+    """Code blocks of one language in the document's "Example" section."""
     text = TRACE_FORMAT_DOC.read_text(encoding="utf-8")
+    text = text.split("\n## Example\n", 1)[1].split("\n## ", 1)[0]
     fence = f"```{language}\n"
     return [part.split("```", 1)[0] for part in text.split(fence)[1:]]
 
