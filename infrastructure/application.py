@@ -285,7 +285,7 @@ class SessionApplication(Application[str]):
 
     def spawn_subagent(
         self,
-        parent: SessionHandle,
+        parent: SessionHandle | str,
         *,
         system_prompt: str,
         provider: str | None = None,
@@ -295,7 +295,13 @@ class SessionApplication(Application[str]):
         mode: SaveMode = SaveMode.REQUEST,
     ) -> SessionHandle:
         """A child session (``source: "subagent"``) with its own trace, in the parent's
-        workspace; the parent gets one ``subagent`` pointer, saved after the child exists."""
+        workspace; the parent gets one ``subagent`` pointer, saved after the child exists.
+
+        Pass the parent's handle when you hold one; given an id, the parent is
+        loaded from its trace (a handle held elsewhere then becomes stale).
+        """
+        if isinstance(parent, str):
+            parent = self.open_session(parent)
         meta = parent.session.meta()
         child = self.start_session(
             provider=provider or meta.provider,

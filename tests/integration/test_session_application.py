@@ -346,3 +346,17 @@ def test_a_foreign_trace_with_unknown_records_still_loads(
 def test_a_missing_workspace_is_refused_at_start(app: SessionApplication, tmp_path: Path) -> None:
     with pytest.raises(NotFoundError, match="does not exist"):
         start(app, tmp_path / "missing")
+
+
+def test_a_subagent_can_be_spawned_from_a_parent_id(
+    app: SessionApplication, workspace: Path
+) -> None:
+    parent = start(app, workspace)
+    parent.close()
+    child = app.spawn_subagent(parent.session_id, system_prompt="helper", model_id="small")
+    meta = records(child.trace_path)[0]["payload"]
+    assert (meta["provider"], meta["model_id"], meta["source"]) == ("deepseek", "small", "subagent")
+    assert records(parent.trace_path)[-1]["payload"] == {
+        "type": "subagent",
+        "session_id": child.session_id,
+    }
