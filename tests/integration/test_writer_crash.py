@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from pentrace.domain.records import TraceRecord
+from pentrace.domain.records import MalformedLine, TraceRecord, decode_line
 from pentrace.infrastructure.trace_reader import ParseReport, read_shard
 
 CHILD = Path(__file__).with_name("writer_child.py")
@@ -76,7 +76,9 @@ def run_and_kill(shard: Path, first: int, seed: int, rng: random.Random) -> set[
                 break
         if big_after >= 0:
             wait_for_growth(shard)
-        time.sleep(rng.uniform(0, 0.004))
+            time.sleep(rng.uniform(0, 0.001))
+        else:
+            time.sleep(rng.uniform(0, 0.004))
     finally:
         os.kill(child.pid, signal.SIGKILL)
         child.wait(timeout=30)
@@ -98,10 +100,20 @@ def wait_for_growth(path: Path) -> None:
 
 
 def ends_torn(path: Path) -> bool:
-    """True when the shard's last line was cut off (it does not end in a newline)."""
+    """True when the shard's last line is a fragment that does not parse (a torn tail).
+
+    A kill can also cut a write exactly before a record's newline: that last
+    line parses, so it is a record, not a torn tail.
+    """
     with path.open("rb") as handle:
-        handle.seek(-1, os.SEEK_END)
-        return handle.read(1) != b"\n"
+        handle.seek(max(0, path.stat().st_size - 9_000_000))
+        tail = handle.read()
+    fragment = tail[tail.rfind(b"\n") + 1 :]
+    try:
+        decode_line(fragment)
+    except MalformedLine:
+        return True
+    return False
 
 
 def test_acknowledged_requests_survive_sigkill_and_the_next_writer_heals_the_tail(
