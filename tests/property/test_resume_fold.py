@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 from pentrace.domain.records import TraceRecord
 from pentrace.infrastructure.trace_reader import read_records_from_bytes
 from pentrace.projections import pairing, resume, summary, synthetic
-from pentrace.projections.resume import resume_trace
+from pentrace.projections.resume import ResumeResult, resume_trace
 from pentrace.projections.synthetic import SyntheticRecord
+from tests.property.resume_oracle import oracle
 from tests.unit.resume_builders import (
     begin,
     call,
@@ -55,6 +56,7 @@ _any_record: st.SearchStrategy[Any] = st.one_of(
     st.builds(compaction_end, st.sampled_from(["completed", "failed"]), st.just("summarize")),
     st.builds(event, st.just("abort"), origin=st.sampled_from([None, [], ["child"]])),
     st.builds(model, st.just("partial_text"), st.just("assistant"), text=st.just("p")),
+    st.builds(model, st.just("text"), st.just("system"), text=st.just("[summary]sys[/summary]")),
     st.builds(meta),
     st.sampled_from([None, 42, "s", []]),
 )
@@ -92,6 +94,40 @@ def _shown(sequence: list[TraceRecord]) -> list[Any]:
     return [
         ("synthetic", r.value()) if isinstance(r, SyntheticRecord) else r.value() for r in sequence
     ]
+
+
+def _as_oracle(result: ResumeResult) -> dict[str, Any]:
+    def message(record: TraceRecord) -> Any:
+        if isinstance(record, SyntheticRecord):
+            return ("placeholder", record.tool_call_id)
+        return record.value()
+
+    summary = None
+    if result.pending_summary is not None:
+        text = result.pending_summary.payload()["text"]
+        summary = text.removeprefix("[context_summary]\n").removesuffix("\n[/context_summary]")
+    return {
+        "meta": None if result.meta is None else result.meta.value(),
+        "session_tokens": result.session_tokens,
+        "last_request_total": result.last_request_total,
+        "history": [message(r) for r in result.history],
+        "carry_over": [message(r) for r in result.carry_over],
+        "context_closed": result.context_closed,
+        "pending_summary": summary,
+        "session_turns": result.session_turns,
+        "render_messages": [r.value() for r in result.render_messages],
+        "dangling_compaction": result.dangling_compaction,
+    }
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_any_record, max_size=60), st.booleans())
+def test_the_fold_agrees_with_a_literal_port_of_the_reference(
+    trace: list[Any], close: bool
+) -> None:
+    if close:  # closures need the very last record: make them common
+        trace = [*trace, compaction_end("completed", "summarize")]
+    assert _as_oracle(resume_trace(records(trace))) == oracle(trace)
 
 
 # --- linear: work per record stays flat as the trace grows ---------------------------------

@@ -239,9 +239,12 @@ def a_failed_compaction_request_takes_the_summary_from_an_ordinary_reply() -> tu
 
 
 @case
-def user_text_is_not_summary_text() -> tuple[list[Any], dict[str, Any]]:
+def only_assistant_text_is_summary_text() -> tuple[list[Any], dict[str, Any]]:
     trace, closing = _compaction("[summary]assistant[/summary]")
-    trace[9:9] = [user("[summary]user side[/summary]")]
+    trace[9:9] = [
+        user("[summary]user side[/summary]"),
+        model("text", "system", text="[summary]system side[/summary]"),
+    ]
     return trace, closed(
         trace, session_tokens=tokens(70), pending_summary=summary_text("assistant", closing)
     )
