@@ -153,6 +153,17 @@ def _compaction(reply: Any, mode: str = "summarize") -> tuple[list[Any], Envelop
     return trace, closing
 
 
+def _replayed(trace: list[Any], session: int = 70, request: int = 60) -> dict[str, Any]:
+    """A compaction trace that did not close: both committed rounds replay into history."""
+    return expect(
+        trace,
+        history=[trace[1], trace[3], trace[7], trace[9]],
+        session_tokens=tokens(session),
+        last_request_total=request,
+        session_turns=1,
+    )
+
+
 @case
 def a_discard_closure_starts_an_empty_context() -> tuple[list[Any], dict[str, Any]]:
     trace, _ = _compaction("[summary]ignored[/summary]", mode="discard")
@@ -200,28 +211,14 @@ for _name, (_reply, _summary) in SUMMARIES.items():
 @case
 def a_textless_summary_voids_the_closure_and_replays() -> tuple[list[Any], dict[str, Any]]:
     trace, _ = _compaction("[summary] [/summary]")
-    u, working, prompt, reply = trace[1], trace[3], trace[7], trace[9]
-    return trace, expect(
-        trace,
-        history=[u, working, prompt, reply],
-        session_tokens=tokens(70),
-        last_request_total=60,
-        session_turns=1,
-    )
+    return trace, _replayed(trace)
 
 
 @case
 def an_empty_completed_request_wins_over_an_earlier_reply() -> tuple[list[Any], dict[str, Any]]:
     trace, _ = _compaction("")
     trace[9] = think("no text at all")
-    u, working, prompt, thought = trace[1], trace[3], trace[7], trace[9]
-    return trace, expect(
-        trace,
-        history=[u, working, prompt, thought],
-        session_tokens=tokens(70),
-        last_request_total=60,
-        session_turns=1,
-    )
+    return trace, _replayed(trace)
 
 
 @case
@@ -254,42 +251,21 @@ def only_assistant_text_is_summary_text() -> tuple[list[Any], dict[str, Any]]:
 def a_record_after_compaction_end_cancels_the_closure() -> tuple[list[Any], dict[str, Any]]:
     trace, _ = _compaction("[summary]state[/summary]")
     trace.append(usage(tokens(71), tokens(1)))
-    u, working, prompt, reply = trace[1], trace[3], trace[7], trace[9]
-    return trace, expect(
-        trace,
-        history=[u, working, prompt, reply],
-        session_tokens=tokens(71),
-        last_request_total=1,
-        session_turns=1,
-    )
+    return trace, _replayed(trace, session=71, request=1)
 
 
 @case
 def a_non_object_last_record_cancels_the_closure() -> tuple[list[Any], dict[str, Any]]:
     trace, _ = _compaction("[summary]state[/summary]")
     trace.append(42)
-    u, working, prompt, reply = trace[1], trace[3], trace[7], trace[9]
-    return trace, expect(
-        trace,
-        history=[u, working, prompt, reply],
-        session_tokens=tokens(70),
-        last_request_total=60,
-        session_turns=1,
-    )
+    return trace, _replayed(trace)
 
 
 @case
 def a_failed_compaction_end_is_no_closure() -> tuple[list[Any], dict[str, Any]]:
     trace, _ = _compaction("[summary]state[/summary]")
     trace[-1] = compaction_end("failed")
-    u, working, prompt, reply = trace[1], trace[3], trace[7], trace[9]
-    return trace, expect(
-        trace,
-        history=[u, working, prompt, reply],
-        session_tokens=tokens(70),
-        last_request_total=60,
-        session_turns=1,
-    )
+    return trace, _replayed(trace)
 
 
 @case
