@@ -66,10 +66,6 @@ class Redacted:
         return bool(self.paths)
 
 
-def _join(prefix: str, key: str) -> str:
-    return f"{prefix}.{key}" if prefix else key
-
-
 def _names_a_secret(candidate: object) -> bool:
     # Only identifier-shaped strings are names: a marker like "[redacted:api_key]"
     # normalises to a secret-looking name but must not hide its neighbour.
@@ -85,36 +81,66 @@ def _is_scalar(value: object) -> bool:
     return isinstance(value, str | int | float | bool)
 
 
+def _format_path(stack: list[str | int]) -> str:
+    pieces: list[str] = []
+    for part in stack:
+        if isinstance(part, int):
+            pieces.append(f"[{part}]")
+        else:
+            pieces.append(f".{part}" if pieces else part)
+    return "".join(pieces)
+
+
 class _Walker:
-    __slots__ = ("paths",)
+    # The path is a stack of keys and indices, formatted only when something is
+    # hidden: most values are not secrets, so most paths are never needed.
+    __slots__ = ("paths", "stack")
 
     def __init__(self) -> None:
         self.paths: list[str] = []
+        self.stack: list[str | int] = []
 
-    def walk(self, value: Any, path: str) -> Any:
-        if isinstance(value, dict):
-            return self._mapping(value, path)
-        if isinstance(value, list | tuple):
-            return self._sequence(value, path)
+    def _hidden(self) -> None:
+        self.paths.append(_format_path(self.stack))
+
+    def walk(self, value: Any) -> Any:
+        kind = type(value)
+        if kind is str:
+            return self._string(value)
+        if kind is dict or isinstance(value, dict):
+            return self._mapping(value)
+        if kind is list or isinstance(value, list | tuple):
+            return self._sequence(value)
         if isinstance(value, str):
-            return self._string(value, path)
+            return self._string(str(value))
         return value
 
-    def _mapping(self, value: dict[Any, Any], path: str) -> dict[Any, Any]:
+    def _mapping(self, value: dict[Any, Any]) -> dict[Any, Any]:
         hidden_value_field = self._name_value_field(value)
         out: dict[Any, Any] = {}
+        stack = self.stack
         for key, item in value.items():
-            child = _join(path, str(key))
-            if is_secret_key(str(key)) or key == hidden_value_field:
+            name = key if type(key) is str else str(key)
+            stack.append(name)
+            if is_secret_key(name) or key == hidden_value_field:
                 out[key] = REDACTED
-                self.paths.append(child)
+                self._hidden()
             elif key in _PATH_LIST_KEYS and isinstance(item, list):
                 # A list of redacted paths ("password", "headers[0][1]") names
                 # fields; the name/value pair rule must not hide one of them.
-                out[key] = [self.walk(entry, f"{child}[{i}]") for i, entry in enumerate(item)]
+                out[key] = [self._at(index, entry) for index, entry in enumerate(item)]
+            elif type(item) is int or type(item) is bool or item is None:
+                out[key] = item
             else:
-                out[key] = self.walk(item, child)
+                out[key] = self.walk(item)
+            stack.pop()
         return out
+
+    def _at(self, index: int, item: Any) -> Any:
+        self.stack.append(index)
+        result = self.walk(item)
+        self.stack.pop()
+        return result
 
     @staticmethod
     def _name_value_field(value: dict[Any, Any]) -> str | None:
@@ -126,45 +152,46 @@ class _Walker:
                         return value_field
         return None
 
-    def _sequence(self, value: list[Any] | tuple[Any, ...], path: str) -> list[Any]:
+    def _sequence(self, value: list[Any] | tuple[Any, ...]) -> list[Any]:
         out: list[Any] = []
         hide_next = False
         pair = len(value) == 2
         for index, item in enumerate(value):
-            child = f"{path}[{index}]"
             # A secret name after a secret name is a list of names, not a value.
             if hide_next and _is_scalar(item) and not _names_a_secret(item):
                 out.append(REDACTED)
-                self.paths.append(child)
+                self.stack.append(index)
+                self._hidden()
+                self.stack.pop()
                 hide_next = False
                 continue
-            out.append(self.walk(item, child))
+            out.append(self._at(index, item))
             # ["--api-key", "sk-..."] and ["Authorization", "Bearer ..."]: the name
             # hides the element after it (a flag anywhere, a name in a pair).
             hide_next = _names_a_secret(item) and (pair or str(item).startswith("-"))
         return out
 
-    def _string(self, value: str, path: str) -> str:
-        stripped = value.strip()
-        if len(stripped) >= 2 and stripped[0] in "[{" and stripped[-1] in "]}":
-            nested = self._json_string(stripped, path)
-            if nested is not None:
-                return nested
+    def _string(self, value: str) -> str:
+        if value and (value[0] in "[{" or value[0].isspace()):
+            stripped = value.strip()
+            if len(stripped) >= 2 and stripped[0] in "[{" and stripped[-1] in "]}":
+                nested = self._json_string(stripped)
+                if nested is not None:
+                    return nested
         result = redact_secrets_in_text(value)
         if result != value:
-            self.paths.append(path)
+            self._hidden()
         return result
 
-    def _json_string(self, text: str, path: str) -> str | None:
+    def _json_string(self, text: str) -> str | None:
         try:
             decoded = _json_decoder.decode(text)
         except (msgspec.DecodeError, RecursionError):
             return None
-        inner = _Walker()
-        redacted = inner.walk(decoded, "")
+        redacted = _Walker().walk(decoded)
         if redacted == decoded:
             return text
-        self.paths.append(path)
+        self._hidden()
         return _json_encoder.encode(redacted).decode("utf-8")
 
 
@@ -175,7 +202,7 @@ def redact(value: Any) -> Redacted:
     {'apiKey': '[redacted]', 'tokens': 5}
     """
     walker = _Walker()
-    result = walker.walk(value, "")
+    result = walker.walk(value)
     classification: Classification = "sensitive" if walker.paths else "public"
     return Redacted(result, walker.paths, classification)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import string
+from functools import lru_cache
 from typing import Final, NamedTuple
 
 from pentrace.domain.secret_keys import is_secret_key, normalize_key
@@ -61,75 +62,87 @@ _ESCAPED_PAIR: Final = re.compile(
     r"\\\"([A-Za-z_][A-Za-z0-9_.-]{0,63})\\\"[ \t]*:[ \t]*\\\"(.*?)\\\""
 )
 _NAME_WINDOW: Final = 72
+# ``pwd=x`` is the shortest text any rule hides a value in.
+_SHORTEST_SECRET: Final = 5
+_CACHED_LENGTH: Final = 256
 _B64URL: Final = r"[A-Za-z0-9_-]"
 
 
 class _Shape(NamedTuple):
     kind: str
     regex: re.Pattern[str]
+    # A literal the text must contain before the regex runs at all.
+    gate: str
     group: int = 0
-    # Checked on the lowercased text before the regex runs (None: always run).
-    gate: str | None = None
-    # The match must not continue a word (what a leading ``\b`` would say).
+    # Case-insensitive rules check their gate on the lowercased text.
+    lowered: bool = False
+    # The match must not continue a word (what a leading ``\\b`` would say).
     boundary: bool = True
 
 
+_PEM: Final = (
+    r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----.*?"
+    r"(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|\Z)"
+)
+_SK: Final = r"sk-(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[a-z])"
 _SHAPES: Final = (
-    _Shape(
-        "private_key",
-        re.compile(
-            r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----.*?"
-            r"(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
-            re.DOTALL,
-        ),
-        boundary=False,
-    ),
+    _Shape("private_key", re.compile(_PEM, re.DOTALL), "-----BEGIN", boundary=False),
     _Shape(
         "authorization",
         re.compile(r"(?i)(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*[\"']?([^\r\n\"']+)"),
-        1,
         "authorization",
+        1,
+        lowered=True,
     ),
     _Shape(
         "cookie",
         re.compile(r"(?i)(?:set-)?cookie[\"']?[ \t]*:[ \t]*[\"']?([^\r\n\"']+)"),
-        1,
         "cookie",
+        1,
+        lowered=True,
     ),
-    _Shape("bearer_token", re.compile(r"(?i)bearer[ \t]+([A-Za-z0-9._~+/=-]{8,})"), 1, "bearer"),
     _Shape(
-        "api_key",
-        re.compile(
-            r"sk-(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[a-z])"
-            r"[A-Za-z0-9_-]{20,}"
-        ),
+        "bearer_token",
+        re.compile(r"(?i)bearer[ \t]+([A-Za-z0-9._~+/=-]{8,})"),
+        "bearer",
+        1,
+        lowered=True,
     ),
-    _Shape("stripe_key", re.compile(r"sk_(?:live|test)_[A-Za-z0-9]{16,}")),
-    _Shape("stripe_key", re.compile(r"rk_(?:live|test)_[A-Za-z0-9]{16,}")),
+    _Shape("api_key", re.compile(_SK + r"[A-Za-z0-9_-]{20,}"), "sk-"),
+    _Shape("stripe_key", re.compile(r"sk_(?:live|test)_[A-Za-z0-9]{16,}"), "sk_"),
+    _Shape("stripe_key", re.compile(r"rk_(?:live|test)_[A-Za-z0-9]{16,}"), "rk_"),
     _Shape(
         "aws_access_key",
         re.compile(r"A(?:KIA|SIA|GPA|IDA|ROA|IPA|NPA|NVA|BIA|CCA)[A-Z0-9]{16}"),
+        "A",
     ),
-    _Shape("jwt", re.compile(rf"eyJ{_B64URL}{{8,}}\.{_B64URL}{{8,}}\.{_B64URL}*")),
-    _Shape("github_token", re.compile(r"gh[pousr]_[A-Za-z0-9]{30,}")),
-    _Shape("github_token", re.compile(r"github_pat_[A-Za-z0-9_]{30,}")),
-    _Shape("gitlab_token", re.compile(r"glpat-[A-Za-z0-9_-]{20,}")),
-    _Shape("slack_token", re.compile(r"xox[abposr]-[A-Za-z0-9-]{10,}")),
-    _Shape("slack_token", re.compile(r"xapp-[A-Za-z0-9-]{10,}")),
-    _Shape("slack_webhook", re.compile(r"hooks\.slack\.com/services/([A-Za-z0-9/_-]+)"), 1),
-    _Shape("google_api_key", re.compile(rf"AIza{_B64URL}{{35}}")),
-    _Shape("huggingface_token", re.compile(r"hf_[A-Za-z0-9]{30,}")),
-    _Shape("npm_token", re.compile(r"npm_[A-Za-z0-9]{36}")),
-    _Shape("webhook_secret", re.compile(r"whsec_[A-Za-z0-9+/=]{16,}")),
+    _Shape("jwt", re.compile(rf"eyJ{_B64URL}{{8,}}\.{_B64URL}{{8,}}\.{_B64URL}*"), "eyJ"),
+    _Shape("github_token", re.compile(r"gh[pousr]_[A-Za-z0-9]{30,}"), "_"),
+    _Shape("github_token", re.compile(r"github_pat_[A-Za-z0-9_]{30,}"), "github_pat_"),
+    _Shape("gitlab_token", re.compile(r"glpat-[A-Za-z0-9_-]{20,}"), "glpat-"),
+    _Shape("slack_token", re.compile(r"xox[abposr]-[A-Za-z0-9-]{10,}"), "xox"),
+    _Shape("slack_token", re.compile(r"xapp-[A-Za-z0-9-]{10,}"), "xapp-"),
+    _Shape(
+        "slack_webhook",
+        re.compile(r"hooks\.slack\.com/services/([A-Za-z0-9/_-]+)"),
+        "hooks.slack.com",
+        1,
+    ),
+    _Shape("google_api_key", re.compile(rf"AIza{_B64URL}{{35}}"), "AIza"),
+    _Shape("huggingface_token", re.compile(r"hf_[A-Za-z0-9]{30,}"), "hf_"),
+    _Shape("npm_token", re.compile(r"npm_[A-Za-z0-9]{36}"), "npm_"),
+    _Shape("webhook_secret", re.compile(r"whsec_[A-Za-z0-9+/=]{16,}"), "whsec_"),
     _Shape(
         "url_password",
         re.compile(r"://[^/\s:@\"'<>]*:([^/\s@\"'<>]+)@"),
+        "://",
         1,
         boundary=False,
     ),
     _Shape(
         "url_token",
         re.compile(r"://([A-Za-z0-9_.~-]{20,})@"),
+        "://",
         1,
         boundary=False,
     ),
@@ -150,7 +163,7 @@ def _continues_word(text: str, start: int) -> bool:
 
 def _shape_spans(text: str, lowered: str, spans: list[tuple[int, int, str]]) -> None:
     for shape in _SHAPES:
-        if shape.gate is not None and shape.gate not in lowered:
+        if shape.gate not in (lowered if shape.lowered else text):
             continue
         for match in shape.regex.finditer(text):
             if shape.boundary and _continues_word(text, match.start()):
@@ -273,8 +286,7 @@ def find_secret_spans(text: str) -> list[tuple[int, int, str]]:
     return _merge(spans, text) if spans else []
 
 
-def redact_secrets_in_text(text: str) -> str:
-    """``text`` with every secret span replaced by ``[redacted:<kind>]``."""
+def _replace(text: str) -> str:
     spans = find_secret_spans(text)
     if not spans:
         return text
@@ -286,3 +298,14 @@ def redact_secrets_in_text(text: str) -> str:
         cursor = end
     pieces.append(text[cursor:])
     return "".join(pieces)
+
+
+# Ids, names, paths and enum-like values repeat in every event of a session.
+_replace_short: Final = lru_cache(maxsize=8192)(_replace)
+
+
+def redact_secrets_in_text(text: str) -> str:
+    """``text`` with every secret span replaced by ``[redacted:<kind>]``."""
+    if len(text) < _SHORTEST_SECRET:
+        return text
+    return _replace_short(text) if len(text) <= _CACHED_LENGTH else _replace(text)

@@ -1,0 +1,125 @@
+"""Redaction and RuntimeEvent building throughput, against a key-only baseline.
+
+Run ``python -m benchmarks.redaction`` (50k realistic records) or
+``python -m benchmarks.redaction 5000`` for a quick look.  The baseline is a
+deep copy that applies Penguin's key-only rule (what Penguin pays per event);
+pentrace's policy adds structure and value rules, so the interesting figure is
+the ratio.  Each contender is timed ``--repeat`` times, interleaved, best run
+kept.  Only ratios within one run matter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import re
+import time
+from itertools import pairwise
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from benchmarks._corpus import generate_records
+from pentrace.domain.records import TraceRecord, decode_line
+from pentrace.domain.redaction import redact
+from pentrace.domain.runtime_events import runtime_event_from_record
+
+_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
+_PUNCT = re.compile(r"[^A-Za-z0-9_]+")
+_EXACT = frozenset(
+    {"authorization", "bearer_token", "client_secret", "id_token", "password"}
+    | {"private_key", "refresh_token", "secret", "secret_key", "token"}
+)
+_encode = msgspec.json.Encoder().encode
+
+
+def _penguin_secret(key: str) -> bool:
+    normal = _PUNCT.sub("_", _CAMEL.sub(r"\1_\2", key).replace("-", "_")).strip("_").lower()
+    parts = normal.split("_")
+    if normal in _EXACT or {"authorization", "password", "secret"} & set(parts):
+        return True
+    if {"key", "keys"} & set(parts) and {"api", "private"} & set(parts):
+        return True
+    prefixes = {"access", "auth", "bearer", "id", "refresh", "session"}
+    return any(a in prefixes and b == "token" for a, b in pairwise(parts))
+
+
+def key_only(value: Any) -> Any:
+    """Penguin's policy: deep copy, whole value hidden under a secret key, nothing else."""
+    if isinstance(value, dict):
+        return {k: "[redacted]" if _penguin_secret(k) else key_only(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [key_only(item) for item in value]
+    return value
+
+
+def timed(run: Callable[[], int]) -> tuple[float, int]:
+    """Seconds one run takes, with the collector off, and what it returned."""
+    gc.collect()
+    gc.disable()
+    try:
+        started = time.perf_counter()
+        result = run()
+        return time.perf_counter() - started, result
+    finally:
+        gc.enable()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Build the corpus, time every contender and print a Markdown table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("records", nargs="?", type=int, default=50_000, help="records to process")
+    parser.add_argument("--seed", type=int, default=1, help="corpus seed")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs per contender")
+    args = parser.parse_args(argv)
+
+    lines = list(generate_records(args.records, args.seed))
+    records = [record for record in map(decode_line, lines) if record is not None]
+    payloads = [record.payload() for record in records]
+
+    def baseline() -> int:
+        return sum(1 for payload in payloads if key_only(payload) is not None)
+
+    def policy() -> int:
+        return sum(len(redact(payload).paths) >= 0 for payload in payloads)
+
+    def events() -> int:
+        count = 0
+        for position, line in enumerate(lines, start=1):
+            event = runtime_event_from_record(
+                TraceRecord(line, position),
+                session_id="session-bench",
+                position=position,
+                project="bench",
+                agent="agent",
+                directory="/srv/bench",
+            )
+            count += len(_encode(event)) > 0
+        return count
+
+    contenders: dict[str, Callable[[], int]] = {
+        "key-only deep copy (Penguin's policy, baseline)": baseline,
+        "pentrace redact(payload)": policy,
+        "runtime_event_from_record + msgspec encode": events,
+    }
+    best: dict[str, float] = {}
+    for _ in range(args.repeat):
+        for name, run in contenders.items():
+            elapsed, count = timed(run)
+            if count != len(records):
+                raise SystemExit(f"{name} processed {count} of {len(records)} records")
+            best[name] = min(elapsed, best.get(name, elapsed))
+
+    size = sum(len(line) for line in lines)
+    base = len(records) / best["key-only deep copy (Penguin's policy, baseline)"]
+    print(f"{len(records)} records, {size / 1e6:.1f} MB, best of {args.repeat}\n")
+    print("| step | rec/s | MB/s | vs key-only baseline |")
+    print("| --- | ---: | ---: | ---: |")
+    for name, elapsed in best.items():
+        rate = len(records) / elapsed
+        print(f"| {name} | {rate / 1e3:,.1f}k | {size / elapsed / 1e6:,.1f} | {rate / base:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
