@@ -14,8 +14,8 @@ import argparse
 import gc
 import re
 import time
-from itertools import pairwise
 from collections.abc import Callable
+from itertools import pairwise
 from typing import Any
 
 import msgspec
