@@ -307,6 +307,16 @@ def test_a_crashed_legal_session_resumes_to_committed_rounds_with_every_call_ans
     completed_outside_compaction = _completed_turns(read)
     assert result.session_turns == completed_outside_compaction
     assert not any(isinstance(r, SyntheticRecord) for r in read)
+    assert observed(resume_trace(read, strict_pairing=True)) == observed(result)
+
+
+@settings(max_examples=300, deadline=None)
+@given(any_trace)
+def test_strict_pairing_answers_every_call_exactly_once_whatever_the_input(
+    trace: list[Any],
+) -> None:
+    result = resume_trace(records(trace), strict_pairing=True)
+    _assert_paired([*result.history, *result.carry_over])
 
 
 def _completed_turns(read: list[TraceRecord]) -> int:
