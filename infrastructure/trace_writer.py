@@ -92,9 +92,14 @@ class ShardWriter:
         self._closed = False
         # None under Durability.NONE: no fsync at all, not even for new files.
         self._dir_fsync = None if durability is Durability.NONE else fsync
-        make_dirs_durably(self._path.parent, self._dir_fsync)
         self._sidecar = lock is None
-        self._lock = lock or _sidecar_lock(self._path, wait)
+        try:
+            make_dirs_durably(self._path.parent, self._dir_fsync)
+            self._lock = lock if lock is not None else _sidecar_lock(self._path, wait)
+        except BaseException:
+            if lock is not None:
+                lock.release()  # the writer owns a lock it was given, even when it fails
+            raise
         try:
             self._open_existing()
         except BaseException:
