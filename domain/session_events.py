@@ -22,7 +22,7 @@ from pentrace.domain.records import TraceRecord
 from pentrace.domain.session_lines import raw_payload
 
 if TYPE_CHECKING:
-    from pentrace.domain.session import Session
+    from pentrace.domain.session_state import SessionState as Session
 
 __all__ = [
     "EVENT_CLASSES",
@@ -323,6 +323,6 @@ def event_class_for(record: TraceRecord, position: int) -> type[SessionEvent]:
     return RecordAppended
 
 
-def model_message_class(ptype: str) -> type[SessionEvent]:
+def model_message_class(ptype: str | None) -> type[SessionEvent]:
     """The event class of a complete model message of payload type ``ptype``."""
     return _MODEL_MESSAGES.get(ptype, RecordAppended)

@@ -10,19 +10,27 @@ gives an equal event.  Opaque provider ``fidelity`` is passed through as
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
 import msgspec
 
+from pentrace.domain import omnimessage as om
 from pentrace.domain.omnimessage import format_timestamp
 
 __all__ = [
     "EPOCH",
+    "Fidelity",
+    "ToolSpec",
+    "fidelity_raw",
     "meta_copy_line",
+    "optional",
     "raw_payload",
     "read_timestamp",
     "stamp",
+    "token_counts",
+    "tool_definition",
 ]
 
 EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
@@ -122,3 +130,39 @@ def read_timestamp(line: bytes) -> datetime:
     moment = parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
     _last_read = (text, moment)
     return moment
+
+
+# Opaque provider fidelity: raw JSON bytes (kept byte for byte), a Raw, or a mapping.
+Fidelity = bytes | msgspec.Raw | Mapping[str, Any] | None
+# A tool definition, or a mapping with name, description and optional JSON Schema parameters.
+ToolSpec = om.ToolDefinition | Mapping[str, Any]
+
+
+def optional(value: Any) -> Any:
+    """``None`` becomes UNSET, so the field is left out of the line."""
+    return msgspec.UNSET if value is None else value
+
+
+def fidelity_raw(value: Fidelity) -> msgspec.Raw | msgspec.UnsetType:
+    """Fidelity as raw JSON for a payload field; bytes and Raw are kept byte for byte."""
+    if value is None:
+        return msgspec.UNSET
+    if isinstance(value, bytes):
+        return msgspec.Raw(value)
+    return om.as_fidelity(value)
+
+
+def tool_definition(spec: ToolSpec) -> om.ToolDefinition:
+    """A tool definition from a struct or a mapping (``parameters`` encoded once, as given)."""
+    if isinstance(spec, om.ToolDefinition):
+        return spec
+    parameters = spec.get("parameters")
+    raw = msgspec.UNSET if parameters is None else msgspec.Raw(msgspec.json.encode(parameters))
+    return om.ToolDefinition(name=spec["name"], description=spec["description"], parameters=raw)
+
+
+def token_counts(value: om.TokenCounts | Mapping[str, int]) -> om.TokenCounts:
+    """TokenCounts from a struct or a mapping of its four fields."""
+    if isinstance(value, om.TokenCounts):
+        return value
+    return om.TokenCounts(**value)

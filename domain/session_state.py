@@ -1,0 +1,202 @@
+"""The Session aggregate's state and write plumbing; the commands live in ``session``.
+
+State is small on purpose (counters, the open request, call ids awaiting
+output, the shard index, an open compaction, a pending rotation); the
+transcript lives only in the trace.  ``apply`` methods in
+:mod:`pentrace.domain.session_events` update it from each line's header, so
+rebuilding from a trace gives the same state as recording did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, Final
+
+import msgspec
+from eventsourcing.domain import BaseAggregate, OriginatorIDError, OriginatorVersionError
+
+from pentrace.domain import omnimessage as om
+from pentrace.domain import session_events as ev
+from pentrace.domain.session_lines import meta_copy_line, stamp
+from pentrace.errors import (
+    DuplicateToolOutputError,
+    RequestNotOpenError,
+    SessionDeletedError,
+    SessionNotStartedError,
+    UnknownToolCallError,
+)
+
+__all__ = ["SessionState", "project_session"]
+
+_encode: Final = msgspec.json.Encoder().encode
+
+
+class SessionState(BaseAggregate[str]):
+    """Counters and plumbing shared by every Session command (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.started: bool = False
+        self.deleted: bool = False
+        self.shard_index: int = 1
+        self.requests: int = 0
+        self.turns: int = 0
+        self.open_request: bool = False
+        # Calls of the open request awaiting output -> whether they stopped "completed".
+        self.open_calls: dict[str, bool] = {}
+        # Committed calls still unanswered (insertion-ordered, like replay's list).
+        self.unanswered: dict[str, None] = {}
+        # Calls answered since the last request_begin, to tell duplicates from unknown ids.
+        self.answered_recent: set[str] = set()
+        self.compaction: tuple[str, str] | None = None
+        self.rotation_pending: bool = False
+        self.meta_payload: bytes = b"null"
+        self.tools_payload: bytes | None = None
+
+    @property
+    def records(self) -> int:
+        """How many trace records (lines) the session has: the last one's position."""
+        return self.version
+
+    def awaiting_output(self) -> list[str]:
+        """Call ids that may still get a tool_call_output: open-request calls, then committed."""
+        return [*self.open_calls, *(c for c in self.unanswered if c not in self.open_calls)]
+
+    def meta(self) -> om.SessionMeta:
+        """The current session_meta payload (provider, model, workspace, ...)."""
+        return msgspec.json.decode(self.meta_payload, type=om.SessionMeta)
+
+    def abandon_open_request(self) -> None:
+        """Forget a request left open by a process that died (resume does this).
+
+        Nothing is written: replay drops an open round when the next
+        ``request_begin`` arrives, and so does ``apply`` on a rebuild.  The
+        dropped round's tool calls get no output.
+        """
+        self.open_request = False
+        self.open_calls.clear()
+
+    def mark_deleted(self) -> None:
+        """Refuse every later write; deletion removes the trace, so it is not itself a line."""
+        self.deleted = True
+
+    # ------------------------------------------------------------- internals
+
+    def _where(self, what: str) -> str:
+        return f"session {self.id}: {what} at sequence {self.version + 1}: "
+
+    def _check_writable(self, what: str) -> None:
+        if self.deleted:
+            raise SessionDeletedError(
+                self._where(what) + "expected a live session, found it deleted",
+                hint="start a new session; a deleted one takes no more records",
+            )
+        if not self.started:
+            raise SessionNotStartedError(
+                self._where(what) + "expected a session_meta record first, found none",
+                hint="start the session with Session.start() (its trace has no session_meta)",
+            )
+
+    def _require_open_request(self, what: str) -> None:
+        self._check_writable(what)
+        if not self.open_request:
+            raise RequestNotOpenError(
+                self._where(what) + "expected an open request, found none",
+                hint="call begin_request() first",
+            )
+
+    def _check_output_allowed(self, tool_call_id: str) -> None:
+        if tool_call_id in self.open_calls or tool_call_id in self.unanswered:
+            return
+        if tool_call_id in self.answered_recent:
+            raise DuplicateToolOutputError(
+                self._where("tool_call_output")
+                + f"expected one output for call {tool_call_id!r}, found it already answered",
+                hint="write each tool call's output once",
+            )
+        raise UnknownToolCallError(
+            self._where("tool_call_output")
+            + f"expected a call id awaiting output, found {tool_call_id!r}"
+            + f" ({len(self.awaiting_output())} call(s) await output)",
+            hint="record the tool_call first; calls of failed requests get no output",
+        )
+
+    def _write(self, cls: type[ev.SessionEvent], payload: om.Payload, now: datetime) -> None:
+        if self.deleted or not self.started:
+            self._check_writable(str(om.payload_type(payload)))
+        if self.rotation_pending:
+            self._rotate(now)
+        self._emit(cls, payload, now)
+
+    def _emit(self, cls: type[ev.SessionEvent], payload: om.Payload, now: datetime) -> None:
+        text, exact = stamp(now)
+        kind = om.envelope_type_for(payload)
+        assert kind is not None, "commands only build known payloads"
+        # A fresh envelope has no remembered bytes, so encode_envelope() would
+        # come down to this same encode; skipping its checks keeps the hot path short.
+        envelope = om.Envelope(timestamp=text, type=kind, payload=payload)
+        self._trigger(cls, exact, _encode(envelope))
+
+    def _trigger(self, cls: type[ev.SessionEvent], timestamp: datetime, line: bytes) -> None:
+        """``trigger_event`` without its generic keyword handling (the hot path).
+
+        The event is built the way eventsourcing's Mapper rebuilds events
+        (``__dict__`` set directly) and applied as ``mutate`` would, minus its
+        id and version checks, which hold by construction here.  Rebuilds from
+        the trace still go through ``mutate``.
+        """
+        event = object.__new__(cls)
+        version = self.version + 1
+        state = {
+            "originator_id": self.id,
+            "originator_version": version,
+            "timestamp": timestamp,
+            "line": line,
+        }
+        object.__setattr__(event, "__dict__", state)
+        event.apply(self)
+        self.version = version
+        self.modified_on = timestamp
+        self.pending_events.append(event)
+
+    def _rotate(self, now: datetime) -> None:
+        """Open the next shard with copies of session_meta and tool_list_ready."""
+        text, exact = stamp(now)
+        meta = meta_copy_line("session_meta", self.meta_payload, text)
+        self._trigger(ev.ShardOpened, exact, meta)
+        if self.tools_payload is not None:
+            tools = meta_copy_line("event_msg", self.tools_payload, text)
+            self._trigger(ev.ToolsListed, exact, tools)
+
+
+def project_session(session: SessionState | None, events: Iterable[Any]) -> SessionState | None:
+    """Fold events into a session: a plain projector for ``Repository.get``.
+
+    eventsourcing's default projector asserts ``isinstance(event,
+    CanMutateProtocol)`` per event (a runtime Protocol check that dominates
+    rebuild time) and ``mutate`` sets ``modified_on`` on every event.  Here
+    the created event goes through ``mutate``, later ones are checked for id
+    and version inline and applied, and ``modified_on`` is set once.
+    """
+    iterator = iter(events)
+    if session is None:
+        first = next(iterator, None)
+        if first is None:
+            return None
+        session = first.mutate(None)
+        assert session is not None
+    session_id = session.id
+    version = session.version
+    last = None
+    for event in iterator:
+        version += 1
+        if event.originator_version != version:
+            raise OriginatorVersionError(event.originator_version, version)
+        if event.originator_id != session_id:
+            raise OriginatorIDError(event.originator_id, session_id)
+        event.apply(session)
+        last = event
+    if last is not None:
+        session.version = version
+        session.modified_on = last.timestamp
+    return session
