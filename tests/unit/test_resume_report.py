@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -163,3 +165,16 @@ def test_a_malformed_middle_line_does_not_stop_the_closure() -> None:
             "stop_reason": "completed",
         },
     }
+
+
+def test_the_example_on_the_resume_page_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = Path(__file__).resolve().parents[2] / "docs" / "resume.md"
+    blocks = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL)
+    assert blocks
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the example's temp folder
+    for index, block in enumerate(blocks):
+        exec(compile(block, f"{page}:block{index}", "exec"), {"__name__": "docs"})  # noqa: S102  # running our own docs is the test
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["parse"] == {"skipped_lines": [], "skipped_count": 0, "torn_tail": 2}
