@@ -58,6 +58,10 @@ _ASSIGNED_VALUE: Final = re.compile(r"[ \t]*(\"[^\"\r\n]*\"|'[^'\r\n]*'|[^\s&\"'
 _COLON_VALUE: Final = re.compile(
     r"[ \t]*(?:\"((?:[^\"\\\r\n]|\\.)*)\"|'((?:[^'\\\r\n]|\\.)*)'|(?![\"'/])(\S[^\r\n,}]*))"
 )
+_TYPE_WORD: Final = re.compile(
+    r"(?:str|string|int|bytes|bool|boolean|float|number|None|null|undefined|Any|any"
+    r"|Optional|SecretStr|SecretBytes|Union|list|dict)(?![A-Za-z0-9_])"
+)
 _ESCAPED_PAIR: Final = re.compile(
     r"\\\"([A-Za-z_][A-Za-z0-9_.-]{0,63})\\\"[ \t]*:[ \t]*\\\"(.*?)\\\""
 )
@@ -65,6 +69,10 @@ _NAME_WINDOW: Final = 72
 # ``pwd=x`` is the shortest text any rule hides a value in.
 _SHORTEST_SECRET: Final = 5
 _CACHED_LENGTH: Final = 256
+_BLOB_LENGTH: Final = 512
+_BLOB: Final = re.compile(r"[A-Za-z0-9+/_=-]+")
+_KNOWN_PREFIXES: Final = ("sk-", "sk_", "rk_", "gh", "github_pat_", "glpat-", "xox", "xapp-")
+_KNOWN_PREFIXES_MORE: Final = ("AIza", "hf_", "npm_", "whsec_", "eyJ", "AKIA", "ASIA")
 _B64URL: Final = r"[A-Za-z0-9_-]"
 
 
@@ -208,6 +216,9 @@ def _value_span(text: str, separator: str, at: int) -> tuple[int, int] | None:
     if colon is None:
         return None
     group = next(g for g in (1, 2, 3) if colon.group(g) is not None)
+    if group == 3 and _TYPE_WORD.match(colon.group(3)) is not None:
+        # ``def login(password: str)``, ``token: string;``: source code, not a secret.
+        return None
     start = colon.start(group)
     return start, start + len(colon.group(group).rstrip())
 
@@ -304,8 +315,24 @@ def _replace(text: str) -> str:
 _replace_short: Final = lru_cache(maxsize=8192)(_replace)
 
 
+def _is_opaque_blob(text: str) -> bool:
+    # Base64 image data and provider ``fidelity`` signatures are opaque bytes: a
+    # random ``sk-…`` or ``AKIA…`` run inside one is chance, and rewriting it
+    # would corrupt the blob in a redacted export.
+    if text.startswith("data:"):
+        comma = text.find(";base64,", 0, 200)
+        return comma != -1 and _BLOB.fullmatch(text, comma + 8) is not None
+    return _BLOB.fullmatch(text) is not None and not text.startswith(
+        _KNOWN_PREFIXES + _KNOWN_PREFIXES_MORE
+    )
+
+
 def redact_secrets_in_text(text: str) -> str:
     """``text`` with every secret span replaced by ``[redacted:<kind>]``."""
     if len(text) < _SHORTEST_SECRET:
         return text
-    return _replace_short(text) if len(text) <= _CACHED_LENGTH else _replace(text)
+    if len(text) <= _CACHED_LENGTH:
+        return _replace_short(text)
+    if len(text) >= _BLOB_LENGTH and _is_opaque_blob(text):
+        return text
+    return _replace(text)
