@@ -1,0 +1,316 @@
+"""A session at a glance: one pure fold over its trace records.
+
+:class:`SummaryFold` takes a session's :class:`~pentrace.domain.records.TraceRecord`
+objects in order (every shard, ``_001`` first) and :meth:`SummaryFold.finish`
+returns a :class:`SessionSummary`.  Feeding the records in one batch or in
+many gives the same summary.  The fold branches on the header fields every
+record already carries and decodes a payload only where a value is needed
+(the first ``session_meta``, tool call names, approvals, compactions, goals,
+subagent pointers, and the last ``token_usage``), so it stays cheap enough
+to run over every session for ``pentrace sessions list``.
+
+Definitions (they are the CLI's ``--json`` contract, ``docs/cli-json.md``):
+
+* **requests** are counted by how they ended: ``request_end.status`` for the
+  known statuses, ``other`` for any other value, ``open`` for a request that
+  never ended (a new ``request_begin`` came first, or the trace stops).
+* **turns** follow resume's rule (``docs/resume.md``): a ``request_end`` whose
+  status is exactly ``"completed"`` outside a compaction span.  On a shard
+  without a closing compaction this equals ``ResumeResult.session_turns``.
+* **tokens** are the ``session`` counts of the last ``token_usage`` that has
+  them, as resume reads them.
+* a **tool call fails** when the first output answering it states a
+  ``stop_reason`` other than ``completed`` (outputs usually state none); it is
+  **unanswered** when no output names its id.
+* **has_errors** is true when a request ended ``failed``, ``timeout``,
+  ``malformed`` or ``auth``, a tool call failed, a compaction ended other than
+  ``completed``, or a compaction is dangling.  Aborts are the user's choice,
+  not errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Final
+
+import msgspec
+
+from pentrace.domain.records import TraceRecord
+from pentrace.projections.resume import empty_token_counts
+from pentrace.projections.summary import js_truthy
+
+__all__ = [
+    "ERROR_STATUSES",
+    "REQUEST_STATUSES",
+    "CompactionCount",
+    "SessionSummary",
+    "SummaryFold",
+    "ToolStats",
+    "summarize_session",
+]
+
+REQUEST_STATUSES: Final = ("completed", "failed", "aborted", "timeout", "malformed", "auth")
+ERROR_STATUSES: Final = frozenset({"failed", "timeout", "malformed", "auth"})
+_COMPLETED: Final = "completed"
+_TOKEN_KEYS: Final = ("cache_read", "cache_write", "output", "total")
+
+
+class ToolStats(msgspec.Struct, kw_only=True):
+    """One tool's calls, failed calls and calls no output ever answered."""
+
+    calls: int = 0
+    failures: int = 0
+    unanswered: int = 0
+
+
+class CompactionCount(msgspec.Struct, kw_only=True):
+    """How many compactions of one mode ended with one status (``open``: no end yet)."""
+
+    mode: str
+    status: str
+    count: int
+
+
+class SessionSummary(msgspec.Struct, kw_only=True):
+    """Everything ``pentrace show`` prints about a session; fields are only ever added.
+
+    Meta fields come from the first ``session_meta`` (``None`` when absent or
+    not a string).  ``first_timestamp``/``last_timestamp`` are the first and
+    last records' timestamps as written.  ``forked_from`` is the
+    ``session_meta.forked_from`` object a fork writes, else ``None``.
+    """
+
+    session_id: str | None = None
+    provider: str | None = None
+    model_id: str | None = None
+    workspace: str | None = None
+    source: str | None = None
+    forked_from: dict[str, Any] | None = None
+    first_timestamp: str | None = None
+    last_timestamp: str | None = None
+    records: int = 0
+    requests: dict[str, int] = msgspec.field(default_factory=dict)
+    turns: int = 0
+    tokens: dict[str, Any] = msgspec.field(default_factory=empty_token_counts)
+    last_request_status: str | None = None
+    tool_calls: dict[str, ToolStats] = msgspec.field(default_factory=dict)
+    approvals: dict[str, int] = msgspec.field(default_factory=dict)
+    compactions: list[CompactionCount] = msgspec.field(default_factory=list)
+    dangling_compactions: int = 0
+    aborts: int = 0
+    subagents: list[str] = msgspec.field(default_factory=list)
+    goals: dict[str, int] = msgspec.field(default_factory=dict)
+    has_errors: bool = False
+
+    @property
+    def total_tokens(self) -> int:
+        """``tokens.total`` as an int (0 when it is not a number)."""
+        total = self.tokens.get("total")
+        return int(total) if isinstance(total, int | float) and not isinstance(total, bool) else 0
+
+    @property
+    def tool_failures(self) -> int:
+        """Failed tool calls over every tool."""
+        return sum(stats.failures for stats in self.tool_calls.values())
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _key(value: Any) -> str:
+    """A dictionary key for a payload value (a status, a decision, a tool name)."""
+    return value if isinstance(value, str) else "unknown"
+
+
+def _timestamp(record: TraceRecord) -> str | None:
+    value = record.value()
+    return _text(value.get("timestamp")) if isinstance(value, dict) else None
+
+
+class SummaryFold:
+    """The incremental fold: :meth:`feed` records in order, then :meth:`finish`."""
+
+    def __init__(self) -> None:
+        self._meta_seen = False
+        self._summary = SessionSummary()
+        self._first: TraceRecord | None = None
+        self._last: TraceRecord | None = None
+        self._tokens: TraceRecord | None = None
+        self._in_request = False
+        self._in_compaction = False
+        self._open_compaction: tuple[str, str] | None = None
+        self._compactions: dict[tuple[str, str], int] = {}
+        self._call_names: dict[Any, str] = {}
+        self._answered: set[Any] = set()
+        self._requests = dict.fromkeys((*REQUEST_STATUSES, "other", "open"), 0)
+        self._subagents: dict[str, None] = {}
+        self._dangling = 0
+
+    def feed(self, records: Iterable[TraceRecord]) -> None:
+        """Fold more records (the next ones of the same session, in order)."""
+        summary = self._summary
+        for record in records:
+            summary.records += 1
+            if self._first is None:
+                self._first = record
+            self._last = record
+            kind = record.kind
+            if kind == "event_msg":
+                self._event(record)
+            elif kind == "model_msg":
+                ptype = record.ptype
+                if ptype == "tool_call":
+                    self._tool_call(record)
+                elif ptype == "tool_call_output":
+                    self._tool_output(record)
+            elif kind == "session_meta" and not self._meta_seen:
+                self._meta(record)
+
+    def _meta(self, record: TraceRecord) -> None:
+        self._meta_seen = True
+        payload = record.payload()
+        summary = self._summary
+        summary.session_id = _text(payload.get("session_id"))
+        summary.provider = _text(payload.get("provider"))
+        summary.model_id = _text(payload.get("model_id"))
+        summary.workspace = _text(payload.get("workspace"))
+        summary.source = _text(payload.get("source"))
+        forked = payload.get("forked_from")
+        summary.forked_from = forked if isinstance(forked, dict) else None
+
+    def _event(self, record: TraceRecord) -> None:
+        ptype = record.ptype
+        summary = self._summary
+        if ptype == "request_begin":
+            if self._in_request:
+                self._requests["open"] += 1
+            self._in_request = True
+        elif ptype == "request_end":
+            status = record.status
+            name = status if status in REQUEST_STATUSES else "other"
+            self._requests[name] += 1
+            summary.last_request_status = _key(status)
+            if status == _COMPLETED and not self._in_compaction:
+                summary.turns += 1
+            if status in ERROR_STATUSES:
+                summary.has_errors = True
+            self._in_request = False
+        elif ptype == "token_usage":
+            if js_truthy(record.payload().get("session")):
+                self._tokens = record
+        elif ptype == "approval_decision":
+            decision = _key(record.payload().get("decision"))
+            summary.approvals[decision] = summary.approvals.get(decision, 0) + 1
+        elif ptype == "compaction_begin":
+            self._compaction_begin(record)
+        elif ptype == "compaction_end":
+            self._compaction_end(record)
+        elif ptype == "abort":
+            summary.aborts += 1
+        elif ptype == "subagent":
+            child = record.payload().get("session_id")
+            if isinstance(child, str):
+                self._subagents.setdefault(child, None)
+        elif ptype == "goal_finished":
+            outcome = _key(record.payload().get("outcome"))
+            summary.goals[outcome] = summary.goals.get(outcome, 0) + 1
+
+    def _compaction_begin(self, record: TraceRecord) -> None:
+        if self._open_compaction is not None:
+            # A second begin leaves the first one without an end: it dangles.
+            self._count_compaction(self._open_compaction[0], "open")
+            self._dangling += 1
+        self._in_compaction = True
+        self._open_compaction = (_key(record.payload().get("mode")), "open")
+
+    def _compaction_end(self, record: TraceRecord) -> None:
+        payload = record.payload()
+        mode = payload.get("mode")
+        if not isinstance(mode, str) and self._open_compaction is not None:
+            mode = self._open_compaction[0]
+        status = _key(record.status)
+        self._count_compaction(_key(mode), status)
+        if status != _COMPLETED:
+            self._summary.has_errors = True
+        self._in_compaction = False
+        self._open_compaction = None
+
+    def _count_compaction(self, mode: str, status: str) -> None:
+        key = (mode, status)
+        self._compactions[key] = self._compactions.get(key, 0) + 1
+
+    def _tool_call(self, record: TraceRecord) -> None:
+        name = _key(record.payload().get("name"))
+        stats = self._summary.tool_calls.get(name)
+        if stats is None:
+            stats = self._summary.tool_calls[name] = ToolStats()
+        stats.calls += 1
+        call_id = record.tool_call_id
+        if isinstance(call_id, str) and call_id not in self._call_names:
+            self._call_names[call_id] = name
+
+    def _tool_output(self, record: TraceRecord) -> None:
+        call_id = record.tool_call_id
+        if not isinstance(call_id, str) or call_id in self._answered:
+            return
+        self._answered.add(call_id)
+        name = self._call_names.get(call_id)
+        stop = record.stop_reason
+        # Outputs usually carry no stop_reason at all; only a stated non-completed one is a failure.
+        if name is not None and stop is not None and stop != _COMPLETED:
+            self._summary.tool_calls[name].failures += 1
+            self._summary.has_errors = True
+
+    def finish(self) -> SessionSummary:
+        """The summary of everything fed so far (the fold may be fed again afterwards)."""
+        summary = msgspec.structs.replace(
+            self._summary,
+            requests=dict(self._requests),
+            tool_calls={
+                name: ToolStats(calls=s.calls, failures=s.failures)
+                for name, s in sorted(self._summary.tool_calls.items())
+            },
+            approvals=dict(sorted(self._summary.approvals.items())),
+            goals=dict(sorted(self._summary.goals.items())),
+            subagents=list(self._subagents),
+        )
+        if self._in_request:
+            summary.requests["open"] += 1
+            summary.last_request_status = "open"
+        for call_id, name in self._call_names.items():
+            if call_id not in self._answered:
+                summary.tool_calls[name].unanswered += 1
+        counts = dict(self._compactions)
+        summary.dangling_compactions = self._dangling
+        if self._open_compaction is not None:
+            key = self._open_compaction
+            counts[key] = counts.get(key, 0) + 1
+            summary.dangling_compactions += 1
+        if summary.dangling_compactions:
+            summary.has_errors = True
+        summary.compactions = [
+            CompactionCount(mode=mode, status=status, count=count)
+            for (mode, status), count in sorted(counts.items())
+        ]
+        summary.tokens = self._token_counts()
+        if self._first is not None:
+            summary.first_timestamp = _timestamp(self._first)
+        if self._last is not None:
+            summary.last_timestamp = _timestamp(self._last)
+        return summary
+
+    def _token_counts(self) -> dict[str, Any]:
+        if self._tokens is None:
+            return empty_token_counts()
+        session = self._tokens.payload().get("session")
+        if isinstance(session, dict):
+            return {key: session.get(key, 0) for key in _TOKEN_KEYS}
+        return empty_token_counts()
+
+
+def summarize_session(records: Iterable[TraceRecord]) -> SessionSummary:
+    """Fold a whole session's records (all shards, in order) into a :class:`SessionSummary`."""
+    fold = SummaryFold()
+    fold.feed(records)
+    return fold.finish()
