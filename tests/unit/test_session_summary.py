@@ -127,7 +127,12 @@ def test_a_tool_output_that_states_a_failure_counts_against_its_tool() -> None:
 
 
 def test_a_clean_session_has_no_errors() -> None:
-    commands = [StartSession(), UserInput("hi"), BeginRequest(), AssistantText("hello")]
+    commands: list[Command] = [
+        StartSession(),
+        UserInput("hi"),
+        BeginRequest(),
+        AssistantText("hello"),
+    ]
     summary = summarize_session(_records([*commands, EndRequest("completed")]))
 
     assert summary.has_errors is False
