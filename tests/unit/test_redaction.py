@@ -1,0 +1,94 @@
+"""The redaction API: what ``redact``, ``redact_text`` and ``is_redacted`` promise."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from pentrace.domain.redaction import REDACTED, Redacted, is_redacted, redact, redact_text
+from pentrace.domain.secret_keys import is_secret_key, normalize_key
+
+GHP = "ghp_R4nd0mT0k3nV4lu3F0rT3st1ngPurp0s3sXy"
+
+
+def test_value_rules_replace_only_the_secret_and_keep_the_text_readable() -> None:
+    text = f"pushing with {GHP} to origin\nAuthorization: Bearer abcdefgh12345678"
+    assert redact_text(text) == (
+        "pushing with [redacted:github_token] to origin\nAuthorization: [redacted:authorization]"
+    )
+
+
+def test_key_rules_replace_the_whole_value_with_the_plain_marker() -> None:
+    result = redact({"outer": {"client_secret": {"nested": [1, 2]}}, "ok": "fine"})
+    assert result == Redacted(
+        {"outer": {"client_secret": REDACTED}, "ok": "fine"}, ["outer.client_secret"], "sensitive"
+    )
+    assert result.redacted
+
+
+def test_a_clean_value_is_public_and_equal() -> None:
+    value = {"text": "hello", "n": [1, 2.5, None, True]}
+    result = redact(value)
+    assert (result.value, result.paths, result.classification, result.redacted) == (
+        value,
+        [],
+        "public",
+        False,
+    )
+
+
+def test_a_json_string_is_redacted_as_a_structure_and_re_encoded() -> None:
+    result = redact({"arguments": '{"query": "x", "headers": {"X-Api-Key": "k-123456"}}'})
+    assert result.paths == ["arguments"]
+    assert msgspec.json.decode(result.value["arguments"]) == {
+        "query": "x",
+        "headers": {"X-Api-Key": REDACTED},
+    }
+
+
+def test_a_json_string_without_secrets_is_kept_byte_for_byte() -> None:
+    text = '{ "query" :  "tokens: 5" }'
+    assert redact({"arguments": text}).value == {"arguments": text}
+
+
+def test_tuples_become_lists_and_non_string_keys_are_judged_by_their_text() -> None:
+    result = redact({1: ("a", "b"), "token": 1})
+    assert result.value == {1: ["a", "b"], "token": REDACTED}
+
+
+def test_paths_name_list_positions_inside_and_at_the_root() -> None:
+    result = redact([{"a": [{"password": 1}]}, "x", ["--token", "t"]])
+    assert result.paths == ["[0].a[0].password", "[2][1]"]
+
+
+def test_a_secret_in_a_redacted_paths_list_is_never_hidden_as_a_pair() -> None:
+    value = {"redacted_fields": ["password", "headers[0][1]"]}
+    assert redact(value).value == value
+
+
+def test_is_redacted_is_false_until_the_value_is_redacted() -> None:
+    leaky = {"note": f"token {GHP}"}
+    assert not is_redacted(leaky)
+    assert is_redacted(redact(leaky).value)
+
+
+def test_redaction_is_deterministic() -> None:
+    value = {"a": f"x {GHP}", "password": "p", "list": ["--api-key", "v"]}
+    assert msgspec.json.encode(redact(value)) == msgspec.json.encode(redact(value))
+
+
+@pytest.mark.parametrize(
+    ("key", "normal"),
+    [
+        ("apiKey", "api_key"),
+        ("APIKey", "apikey"),
+        ("XApiKey", "xapi_key"),
+        ("x-api-key", "x_api_key"),
+        ("Set-Cookie", "set_cookie"),
+        ("__private.key__", "private_key"),
+        ("HUGGING_FACE_HUB_TOKEN", "hugging_face_hub_token"),
+    ],
+)
+def test_keys_normalise_the_way_penguin_normalises_them(key: str, normal: str) -> None:
+    assert normalize_key(key) == normal
+    assert is_secret_key(key)
