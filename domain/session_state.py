@@ -24,6 +24,7 @@ from pentrace.errors import (
     RequestNotOpenError,
     SessionDeletedError,
     SessionNotStartedError,
+    TraceError,
     UnknownToolCallError,
 )
 
@@ -64,7 +65,14 @@ class SessionState(BaseAggregate[str]):
 
     def meta(self) -> om.SessionMeta:
         """The current session_meta payload (provider, model, workspace, ...)."""
-        return msgspec.json.decode(self.meta_payload, type=om.SessionMeta)
+        try:
+            return msgspec.json.decode(self.meta_payload, type=om.SessionMeta)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            # msgspec names the field and the expected type, never the value.
+            raise TraceError(
+                f"session {self.id}: expected a complete session_meta, found: {exc}",
+                hint="the trace was written by another tool; read its first line with `pentrace`",
+            ) from None
 
     def abandon_open_request(self) -> None:
         """Forget a request left open by a process that died (resume does this).

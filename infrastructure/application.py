@@ -302,7 +302,7 @@ class SessionApplication(Application[str]):
         """
         if isinstance(parent, str):
             parent = self.open_session(parent)
-        meta = parent.session.meta()
+        meta = read_latest_meta(self.root, self.project, self.agent, parent.session_id)
         child = self.start_session(
             provider=provider or meta.provider,
             model_id=model_id or meta.model_id,

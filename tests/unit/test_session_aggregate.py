@@ -21,6 +21,7 @@ from pentrace.errors import (
     RequestNotOpenError,
     SessionDeletedError,
     SessionNotStartedError,
+    TraceError,
     UnknownToolCallError,
     UsageError,
 )
@@ -404,3 +405,10 @@ def test_foreign_and_unknown_records_map_to_record_appended() -> None:
     assert ev.event_class_for(meta, 1) is ev.SessionStarted
     assert ev.event_class_for(meta, 9) is ev.ShardOpened
     assert ev.event_class_for(TraceRecord(b"42"), 1) is ev.TraceOpened
+
+
+def test_a_foreign_meta_without_required_fields_is_reported_by_field() -> None:
+    meta = b'{"timestamp":"x","type":"session_meta","payload":{"session_id":"imported"}}'
+    session = Session._create(ev.SessionStarted, id="imported", timestamp=NOW, line=meta)
+    with pytest.raises(TraceError, match=r"session imported: expected a complete session_meta"):
+        session.meta()
