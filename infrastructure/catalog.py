@@ -1,0 +1,335 @@
+"""The session catalog: list, filter, sort and resolve the sessions of a data root.
+
+Each session's row is its :class:`~pentrace.projections.session_summary.SessionSummary`
+plus what the reader saw on disk (shards, bytes, malformed lines, torn tails).
+Rows are kept in a derived cache, ``<root>/.pentrace/catalog.db`` (SQLite),
+keyed by every shard's ``(name, size, mtime_ns)``: a session whose shards did
+not change is never read again, so a warm listing costs one folder walk, one
+``stat`` per shard and one query.  The cache can be deleted at any time; a
+corrupt or foreign file is replaced, and when the root is read-only the
+catalog works without a cache.
+
+Short ids: :func:`resolve_session` accepts a session id, any unique prefix of
+one, or a prefix of its 8-hex token (``3f8a1c2d``, ``3f8a``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Final
+
+import msgspec
+
+from pentrace.errors import AmbiguousIdError, NotFoundError, PentraceError, UsageError
+from pentrace.infrastructure.catalog_cache import CatalogCache, Key, cache_path, open_cache
+from pentrace.infrastructure.layout import DataRoot, SessionRef, is_session_id, iter_sessions
+from pentrace.infrastructure.trace_reader import ParseReport, read_session
+from pentrace.projections.session_summary import SessionSummary, summarize_session
+
+__all__ = [
+    "SORT_KEYS",
+    "STATUS_CHOICES",
+    "SessionFilter",
+    "SessionRow",
+    "cache_path",
+    "list_sessions",
+    "parse_time_bound",
+    "read_row",
+    "resolve_session",
+    "short_id",
+]
+
+
+SORT_KEYS: Final = ("start", "tokens", "turns", "id")
+STATUS_CHOICES: Final = (
+    "completed",
+    "failed",
+    "aborted",
+    "timeout",
+    "malformed",
+    "auth",
+    "open",
+    "none",
+)
+Progress = Callable[[Sequence[SessionRef]], Iterable[SessionRef]]
+
+
+class SessionRow(msgspec.Struct, kw_only=True):
+    """One session of the catalog: where it lives, its files and its summary.
+
+    ``problem`` names why the session could not be read (an unreadable
+    shard, two shards with one index); its summary is then empty.
+    """
+
+    project: str
+    agent: str
+    session_id: str
+    shards: int
+    bytes: int
+    skipped_lines: int
+    torn_tails: int
+    summary: SessionSummary
+    problem: str | None = None
+
+    @property
+    def start(self) -> str | None:
+        """The first record's timestamp, as written."""
+        return self.summary.first_timestamp
+
+    @property
+    def has_errors(self) -> bool:
+        """Errors in the session's history, or damage in its files."""
+        return (
+            self.summary.has_errors
+            or self.skipped_lines > 0
+            or self.torn_tails > 0
+            or self.problem is not None
+        )
+
+    @property
+    def status(self) -> str:
+        """The last request's status; ``none`` when the session made no request."""
+        return self.summary.last_request_status or "none"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionFilter:
+    """Which sessions :func:`list_sessions` keeps; ``None`` means any."""
+
+    project: str | None = None
+    agent: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    model: str | None = None
+    status: str | None = None
+    has_errors: bool | None = None
+
+    def keeps(self, row: SessionRow) -> bool:
+        """True when ``row`` passes every filter."""
+        if self.model is not None and self.model not in (
+            row.summary.model_id,
+            f"{row.summary.provider}/{row.summary.model_id}",
+        ):
+            return False
+        if self.status is not None and row.status != self.status:
+            return False
+        if self.has_errors is not None and row.has_errors != self.has_errors:
+            return False
+        if self.since is not None or self.until is not None:
+            start = _parse_timestamp(row.start)
+            if start is None:
+                return False
+            if self.since is not None and start < self.since:
+                return False
+            if self.until is not None and start > self.until:
+                return False
+        return True
+
+
+def short_id(session_id: str) -> str:
+    """The 8-hex token of a native id (what an operator types); other ids as they are."""
+    return session_id[-8:] if is_session_id(session_id) else session_id
+
+
+def _parse_timestamp(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_time_bound(text: str, now: datetime) -> datetime:
+    """A time bound: ``2026-11-01``, an ISO 8601 time, or an age such as ``7d`` / ``12h`` ago."""
+    value = text.strip()
+    if value[-1:].lower() in _UNITS and value[:-1].isdigit():
+        seconds = int(value[:-1]) * _UNITS[value[-1].lower()]
+        return now.astimezone(UTC) - timedelta(seconds=seconds)
+    moment = _parse_timestamp(value)
+    if moment is None:
+        raise UsageError(
+            f"expected a date (2026-11-01), an ISO time or an age (7d, 12h), found {text!r}",
+            hint="for example --since 2026-11-01 or --since 7d",
+        )
+    return moment.astimezone(UTC)
+
+
+def _signature(ref: SessionRef) -> bytes:
+    """Every shard's identity and state; any append, rotation or rewrite changes it."""
+    parts = []
+    for shard in ref.shards:
+        stat = os.stat(shard.path)
+        parts.append(f"{shard.day.isoformat()}/{shard.path.name}:{stat.st_size}:{stat.st_mtime_ns}")
+    return "|".join(parts).encode()
+
+
+def read_row(ref: SessionRef) -> SessionRow:
+    """Read one session from its shards (no cache) into a :class:`SessionRow`."""
+    report = ParseReport(max_kept=0)
+    problem: str | None = None
+    try:
+        summary = summarize_session(read_session(ref.shards, report=report))
+    except PentraceError as exc:
+        summary, problem = SessionSummary(session_id=ref.session_id), exc.message
+    size = 0
+    for shard in ref.shards:
+        try:
+            size += os.stat(shard.path).st_size
+        except OSError:
+            continue  # gone since the walk (a concurrent delete): it adds nothing
+    return SessionRow(
+        project=ref.project,
+        agent=ref.agent,
+        session_id=ref.session_id,
+        shards=len(ref.shards),
+        bytes=size,
+        skipped_lines=report.skipped_count,
+        torn_tails=len(report.torn_tails),
+        summary=summary,
+        problem=problem,
+    )
+
+
+def _decode(blob: bytes) -> SessionRow | None:
+    try:
+        return msgspec.msgpack.decode(blob, type=SessionRow)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None  # written by another version: read the session again
+
+
+def _rows(
+    root: DataRoot, refs: list[SessionRef], scope: SessionFilter, progress: Progress | None
+) -> list[SessionRow]:
+    """Rows for ``refs``: from the cache when the shards are unchanged, else read and cached."""
+    cache: CatalogCache = open_cache(root.path)
+    try:
+        cached = cache.load()
+        rows: dict[Key, SessionRow] = {}
+        stale: list[tuple[SessionRef, bytes]] = []
+        for ref in refs:
+            key = (ref.project, ref.agent, ref.session_id)
+            try:
+                signature = _signature(ref)
+            except OSError:
+                signature = b""  # a shard vanished or is unreadable: read it, never cache it
+            hit = cached.get(key)
+            row = _decode(hit[1]) if hit is not None and signature == hit[0] else None
+            if row is not None and signature:
+                rows[key] = row
+            else:
+                stale.append((ref, signature))
+        fresh: list[tuple[Key, bytes, bytes]] = []
+        signatures = {(r.project, r.agent, r.session_id): sig for r, sig in stale}
+        scan = [ref for ref, _ in stale]
+        for ref in progress(scan) if progress is not None and scan else scan:
+            key = (ref.project, ref.agent, ref.session_id)
+            row = rows[key] = read_row(ref)
+            if signatures[key] and row.problem is None:
+                fresh.append((key, signatures[key], msgspec.msgpack.encode(row)))
+        present = {(r.project, r.agent, r.session_id) for r in refs}
+        gone = [
+            key
+            for key in cached
+            if key not in present
+            and scope.project in (None, key[0])
+            and scope.agent in (None, key[1])
+        ]
+        cache.store(fresh, gone)
+    finally:
+        cache.close()
+    return [rows[(r.project, r.agent, r.session_id)] for r in refs]
+
+
+def _sort_key(sort: str) -> Callable[[SessionRow], tuple[object, ...]]:
+    if sort == "start":
+        return lambda row: (row.start or "", row.session_id)
+    if sort == "tokens":
+        return lambda row: (row.summary.total_tokens, row.session_id)
+    if sort == "turns":
+        return lambda row: (row.summary.turns, row.session_id)
+    if sort == "id":
+        return lambda row: (row.session_id, row.project, row.agent)
+    raise UsageError(
+        f"expected a sort key among {', '.join(SORT_KEYS)}, found {sort!r}",
+        hint="for example --sort tokens",
+    )
+
+
+def list_sessions(
+    root: DataRoot,
+    filters: SessionFilter | None = None,
+    sort: str = "start",
+    *,
+    reverse: bool = False,
+    progress: Progress | None = None,
+) -> list[SessionRow]:
+    """Every session under ``root`` that passes ``filters``, sorted by ``sort``.
+
+    ``sort`` is one of :data:`SORT_KEYS` (ascending; ``reverse`` flips it).
+    ``progress`` wraps the sessions that must be read (not cached), for a
+    progress bar.
+    """
+    chosen = filters or SessionFilter()
+    key = _sort_key(sort)
+    if chosen.status is not None and chosen.status not in STATUS_CHOICES:
+        raise UsageError(
+            f"expected a status among {', '.join(STATUS_CHOICES)}, found {chosen.status!r}",
+            hint="for example --status failed",
+        )
+    if not root.path.is_dir():
+        return []
+    refs = list(iter_sessions(root, chosen.project, chosen.agent))
+    rows = [row for row in _rows(root, refs, chosen, progress) if chosen.keeps(row)]
+    rows.sort(key=key, reverse=reverse)
+    return rows
+
+
+def _token_of(session_id: str) -> str | None:
+    return session_id[-8:] if is_session_id(session_id) else None
+
+
+def resolve_session(
+    root: DataRoot, id_or_prefix: str, *, project: str | None = None, agent: str | None = None
+) -> SessionRef:
+    """The one session named by a full id, a unique id prefix, or a prefix of its 8-hex token.
+
+    An exact id wins over longer ids it prefixes.  Raises
+    :class:`~pentrace.errors.AmbiguousIdError` listing the candidates, or
+    :class:`~pentrace.errors.NotFoundError` when nothing matches.
+    """
+    wanted = id_or_prefix.strip()
+    if not wanted:
+        raise UsageError("expected a session id or prefix, found an empty string", hint=_HINT)
+    exact: list[SessionRef] = []
+    partial: list[SessionRef] = []
+    refs = iter_sessions(root, project, agent) if root.path.is_dir() else iter(())
+    for ref in refs:
+        sid = ref.session_id
+        if sid == wanted:
+            exact.append(ref)
+        elif sid.startswith(wanted) or (_token_of(sid) or "\0").startswith(wanted):
+            partial.append(ref)
+    found = exact or partial
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        where = "/".join(p for p in (project, agent) if p) or "any project"
+        raise NotFoundError(
+            f"no session id or 8-hex token starts with {wanted!r} under {root.path} ({where})",
+            hint=_HINT,
+        )
+    names = sorted(f"{r.project}/{r.agent}/{r.session_id}" for r in found)
+    raise AmbiguousIdError(wanted, names)
+
+
+_HINT: Final = (
+    "list sessions with `pentrace sessions list` (use --data-root or PENGUIN_HOME for another root)"
+)
