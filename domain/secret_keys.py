@@ -61,6 +61,7 @@ _SECRET_WORDS: Final = (
     "connectionstring",
     "openaikey",
     "anthropickey",
+    "webhookurl",
 )
 _SECRET_EXACT_SEGMENTS: Final = frozenset(
     {"pwd", "dsn", "creds", "jwt", "dburl", "dburi", "connstr", "otp", "totp"}
@@ -98,6 +99,12 @@ _TOKEN_TELEMETRY: Final = frozenset(
 _CREDENTIAL_TOKEN_OWNERS: Final = frozenset(
     {"api", "access", "auth", "refresh", "oauth", "bearer", "id", "github", "gh", "hf", "slack"}
     | {"npm", "csrf", "xsrf", "personal", "deploy", "bot"}
+)
+# ``<word>_pass`` is a password for these (``DB_PASS``), a test count otherwise.
+_PASS_OWNERS: Final = frozenset(
+    {"db", "smtp", "mysql", "postgres", "pg", "redis", "mongo", "ftp", "sftp", "ssh", "ldap"}
+    | {"proxy", "admin", "root", "user", "mail", "email", "imap", "vnc", "wifi", "amqp", "basic"}
+    | {"http", "auth", "login", "account", "app", "api", "service", "sql", "database", "rabbitmq"}
 )
 # ``<word>_key`` is a secret unless <word> says it is a lookup or public key.
 _BENIGN_KEY_QUALIFIERS: Final = frozenset(
@@ -212,6 +219,8 @@ def _is_extra_secret(segments: list[str]) -> bool:
             return before not in _TOKEN_TELEMETRY
         if index == len(stems) - 1 and stem == "tokens":
             return before in _CREDENTIAL_TOKEN_OWNERS
+        if index == len(stems) - 1 and stem == "pass":
+            return before in _PASS_OWNERS
         if stem in _KEY_SEGMENTS and before and before not in _BENIGN_KEY_QUALIFIERS:
             return True
     return False
