@@ -62,6 +62,7 @@ _TYPE_WORD: Final = re.compile(
     r"(?:str|string|int|bytes|bool|boolean|float|number|None|null|undefined|Any|any"
     r"|Optional|SecretStr|SecretBytes|Union|list|dict)(?![A-Za-z0-9_])"
 )
+_ELEMENT: Final = re.compile(r"<([A-Za-z_][A-Za-z0-9_.:-]{0,63})>([^<]{1,1024})</\1>")
 _ESCAPED_PAIR: Final = re.compile(
     r"\\\"([A-Za-z_][A-Za-z0-9_.-]{0,63})\\\"[ \t]*:[ \t]*\\\"(.*?)\\\""
 )
@@ -269,6 +270,13 @@ def _named_spans(text: str, lowered: str, spans: list[tuple[int, int, str]]) -> 
                 spans.append((value[0], value[1], "secret"))
 
 
+def _element_spans(text: str, spans: list[tuple[int, int, str]]) -> None:
+    """``<password>…</password>`` in XML configuration (Maven, .NET, plists)."""
+    for match in _ELEMENT.finditer(text):
+        if is_secret_key(match.group(1)):
+            spans.append((match.start(2), match.end(2), "secret"))
+
+
 def _escaped_pair_spans(text: str, spans: list[tuple[int, int, str]]) -> None:
     for match in _ESCAPED_PAIR.finditer(text):
         if is_secret_key(match.group(1)):
@@ -308,6 +316,8 @@ def find_secret_spans(text: str) -> list[tuple[int, int, str]]:
         _named_spans(text, lowered, spans)
         if '\\"' in text:
             _escaped_pair_spans(text, spans)
+    if "</" in text:
+        _element_spans(text, spans)
     return _merge(spans, text) if spans else []
 
 
