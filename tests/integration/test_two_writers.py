@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from pentrace.domain.records import decode_line
@@ -68,3 +71,20 @@ def test_waiting_writers_take_turns_and_no_line_is_interleaved(tmp_path: Path) -
     assert sorted(tags) == ["a", "b", "c"]
     for tag, block in zip(tags, blocks, strict=True):
         assert block == [f"{tag}-{i}-" + tag * (i % 7) * 3000 for i in range(count)]
+
+
+def test_a_killed_holder_leaves_no_stale_lock(tmp_path: Path) -> None:
+    shard = tmp_path / "session-2026-11-29-10-00-00-0123abcd_001.jsonl"
+    holder = start(shard, "a", 1, "nowait", "hold")
+    assert holder.stdout is not None
+    assert holder.stdout.readline() == "LOCKED\n"
+    assert f'"pid": {holder.pid}' in (tmp_path / f"{shard.name}.lock").read_text()
+    give_up = time.monotonic() + 30
+    while not shard.exists() and time.monotonic() < give_up:
+        time.sleep(0.01)  # its one record, written right after it printed LOCKED
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.communicate(timeout=30)
+    code, out = finish(start(shard, "b", 1, "nowait"))
+    assert (code, out) == (0, "LOCKED\nDONE\n")
+    assert f'"pid": {holder.pid}' not in (tmp_path / f"{shard.name}.lock").read_text()
+    assert texts(shard) == ["a-0-", "b-0-"]
