@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from pentrace import __version__
+from pentrace.cli.serve import serve
 from pentrace.errors import PentraceError
 
 app = typer.Typer(
@@ -65,6 +66,9 @@ def version() -> None:
     Example: pentrace version
     """
     typer.echo(__version__)
+
+
+app.command()(serve)
 
 
 def _debug_requested(argv: list[str]) -> bool:

@@ -45,6 +45,11 @@ class LedgerRecorder(ProcessRecorder):
         self.poll_interval = 0.1
         self._notify_channel = f"{db.tables.events.name}_appended"
 
+    @property
+    def notify_channel(self) -> str:
+        """The PostgreSQL channel every committed write is NOTIFYed on."""
+        return self._notify_channel
+
     def now_ms(self) -> int:
         """The ledger clock in milliseconds (``inserted_at``, retention)."""
         return int(self.clock() * 1000)

@@ -1,0 +1,74 @@
+"""``pentrace serve``: run the event service on uvicorn.
+
+Binds 127.0.0.1 by default.  Any other address needs a bearer token from
+``PENTRACE_API_TOKEN``, ``PENTRACE_API_TOKEN_FILE`` or ``--token-file``; the
+token is never accepted as a command-line value, and never logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.ledger import LedgerSettings
+from pentrace.service.settings import ServiceSettings, read_token
+
+__all__ = ["serve"]
+
+
+def serve(
+    ctx: typer.Context,
+    host: Annotated[
+        str, typer.Option(help="Address to bind; non-loopback needs a token.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8765,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--token-file",
+            help="File holding the bearer token (else $PENTRACE_API_TOKEN_FILE, "
+            "$PENTRACE_API_TOKEN).",
+            show_default=False,
+        ),
+    ] = None,
+    keepalive: Annotated[
+        float, typer.Option(help="Seconds between keepalive comments on SSE streams; 0 = off.")
+    ] = 15.0,
+    poll_interval: Annotated[
+        float, typer.Option(help="Seconds between ledger head checks (SQLite).")
+    ] = 0.05,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    test_page: Annotated[
+        bool, typer.Option("--test-page", hidden=True, help="Serve /_test/sse.html (tests).")
+    ] = False,
+) -> None:
+    """Serve the SSE event stream and the read-only session API.
+
+    Endpoints: /api/v1/events/sse, /api/v1/sessions, /api/v1/sessions/{id},
+    /api/v1/sessions/{id}/trace and /openapi.json (see docs/service.md).
+
+    Example: pentrace serve --port 8765
+    """
+    import uvicorn  # imported here: the other commands should not pay for it
+
+    from pentrace.service.app import create_app
+
+    data_root = ctx.obj.data_root if ctx.obj is not None else None
+    root = DataRoot(data_root.expanduser().absolute()) if data_root else DataRoot.from_env()
+    settings = ServiceSettings(
+        data_root=root.path,
+        ledger=LedgerSettings.from_env(),
+        host=host,
+        port=port,
+        token=read_token(token_file),
+        keepalive_seconds=keepalive,
+        poll_interval_seconds=poll_interval,
+        test_page=test_page,
+    )
+    app = create_app(settings)
+    logging.getLogger("pentrace").setLevel(log_level.upper())
+    uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=2)

@@ -1,0 +1,80 @@
+"""SSE frames: ledger events with ``id:``, control frames without one.
+
+An event frame is ``id: <event id>`` + ``data: <OpenCode projection>``.  The
+control frames (``server.connected``, ``server.replay_gap``) carry **no**
+``id:`` line: EventSource keeps the last id it saw, so a control frame can
+never replace the client's cursor with an id from the ledger's namespace
+(Penguin numbered them ``evt:session:<sid>:00000001``, W10).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from threading import Lock
+from typing import Any, Final
+
+import msgspec
+
+from pentrace.domain.runtime_events import opencode_payload
+from pentrace.infrastructure.ledger import LedgerEntry, ReplayGap
+
+__all__ = ["FrameCache", "connected_frame", "event_frame", "gap_frame"]
+
+_encode: Final = msgspec.json.Encoder().encode
+_decode: Final = msgspec.json.Decoder().decode
+
+
+def event_frame(entry: LedgerEntry) -> bytes:
+    """``id:`` + ``data:`` for one ledger event (ids and compact JSON hold no newline)."""
+    envelope = _decode(entry.event_json)
+    data = _encode(opencode_payload(envelope if isinstance(envelope, dict) else {}))
+    return b"id: " + entry.event_id.encode() + b"\ndata: " + data + b"\n\n"
+
+
+def connected_frame(properties: dict[str, Any], retry_ms: int) -> bytes:
+    """The first frame of every stream: no id, and the reconnect delay for EventSource."""
+    data = _encode({"type": "server.connected", "properties": properties})
+    return b"retry: " + str(retry_ms).encode() + b"\ndata: " + data + b"\n\n"
+
+
+def gap_frame(gap: ReplayGap, session_id: str | None, replay_from: str | None) -> bytes:
+    """``server.replay_gap``: the cursor is not retained; what follows starts at ``replay_from``."""
+    properties = {
+        "lastEventID": gap.last_event_id,
+        "oldestEventID": gap.oldest_event_id,
+        "newestEventID": gap.newest_event_id,
+        "reason": gap.reason,
+        "replayFrom": replay_from,
+        "sessionID": session_id,
+    }
+    return b"data: " + _encode({"type": "server.replay_gap", "properties": properties}) + b"\n\n"
+
+
+class FrameCache:
+    """Encoded frames by notification id, shared by every stream of a server (bounded LRU).
+
+    Rows never change under a notification id (ids are never reused), so 50
+    clients reading the same new rows decode and encode each one once.
+    """
+
+    def __init__(self, capacity: int = 8192) -> None:
+        self._capacity = capacity
+        self._frames: OrderedDict[int, bytes] = OrderedDict()
+        self._lock = Lock()
+
+    def frame(self, entry: LedgerEntry) -> bytes:
+        """The frame of an entry, from the cache when another stream already built it."""
+        key = entry.notification_id
+        if key is None:
+            return event_frame(entry)
+        with self._lock:
+            cached = self._frames.get(key)
+            if cached is not None:
+                self._frames.move_to_end(key)
+                return cached
+        frame = event_frame(entry)
+        with self._lock:
+            self._frames[key] = frame
+            if len(self._frames) > self._capacity:
+                self._frames.popitem(last=False)
+        return frame

@@ -1,0 +1,100 @@
+"""Reading the ledger by notification id, one bounded page at a time.
+
+Each SSE client keeps only an integer position (the notification id of the
+last row it has looked at) and reads the next page from the ledger when the
+ledger's head moves past it.  Nothing un-persisted is ever delivered, and a
+slow client costs one page of memory, never a growing queue.
+
+A page is read in one read transaction against a *head* taken first: rows
+``after < notification_id <= head`` in scope.  Writers hand out notification
+ids in commit order (SQLite: one writer at a time; PostgreSQL: the table is
+locked in EXCLUSIVE mode while ids are assigned), so once ``head`` is visible
+every smaller id is either visible too or never will be.  That is what makes
+the position safe to advance to ``head`` even when no row of the page is in
+scope.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import ColumnElement, func, not_, or_, select, true
+
+from pentrace.infrastructure.ledger import LedgerEntry, RuntimeEventLedger
+from pentrace.infrastructure.ledger.replay import scope_condition
+
+__all__ = ["Page", "Scope", "ledger_head", "locate", "read_page"]
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """The SSE filters (already normalised); None means "any"."""
+
+    session_id: str | None = None
+    agent_id: str | None = None
+    directory: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """Rows in scope after a position, and how far the read looked.
+
+    ``through`` is the position to continue from; ``full`` says more rows may
+    follow at once; ``pruned_through`` is the highest notification id that
+    retention has deleted from streams this scope can see (0 when none).
+    """
+
+    entries: list[LedgerEntry]
+    through: int
+    full: bool
+    pruned_through: int
+
+
+def ledger_head(ledger: RuntimeEventLedger) -> int:
+    """The newest notification id handed out, 0 for an empty ledger."""
+    return ledger.max_notification_id() or 0
+
+
+def locate(ledger: RuntimeEventLedger, event_id: str) -> int | None:
+    """The notification id of a retained event, or None."""
+    events = ledger.db.tables.events
+    with ledger.db.reading("locate an SSE cursor") as conn:
+        value = conn.execute(
+            select(events.c.notification_id).where(events.c.event_id == event_id)
+        ).scalar_one_or_none()
+    return None if value is None else int(value)
+
+
+def read_page(ledger: RuntimeEventLedger, after: int, scope: Scope, limit: int) -> Page:
+    """Up to ``limit`` rows in scope with ``after < notification_id <= head``, in order."""
+    db = ledger.db
+    events, marks = db.tables.events, db.tables.watermarks
+    condition = scope_condition(db, scope.session_id, scope.agent_id, scope.directory)
+    with db.reading("read an SSE page from the ledger") as conn:
+        head = int(conn.execute(select(func.max(events.c.notification_id))).scalar() or 0)
+        pruned = int(
+            conn.execute(
+                select(func.max(marks.c.max_notification_id)).where(_visible_streams(ledger, scope))
+            ).scalar()
+            or 0
+        )
+        if head <= after:
+            return Page([], after, False, pruned)
+        rows = conn.execute(
+            select(events.c.event_id, events.c.event_json, events.c.notification_id)
+            .where(events.c.notification_id > after, events.c.notification_id <= head, condition)
+            .order_by(events.c.notification_id)
+            .limit(limit)
+        ).all()
+    entries = [LedgerEntry(row[0], bytes(row[1]), int(row[2])) for row in rows]
+    full = len(entries) >= limit
+    through = entries[-1].notification_id if full and entries[-1].notification_id else head
+    return Page(entries, through, full, pruned)
+
+
+def _visible_streams(ledger: RuntimeEventLedger, scope: Scope) -> ColumnElement[bool]:
+    """Watermark streams that can hold events in scope: the session's own, and unscoped ones."""
+    if scope.session_id is None:
+        return true()
+    stream = ledger.db.tables.watermarks.c.stream_id
+    return or_(stream == f"session:{scope.session_id}", not_(stream.like("session:%")))

@@ -1,0 +1,100 @@
+"""Settings of the event service: where it binds, what it reads, who may call it.
+
+The bearer token comes from ``PENTRACE_API_TOKEN`` or from a file (``--token-file``
+or ``PENTRACE_API_TOKEN_FILE``), never from a command-line value (it would show in
+``ps``).  It is held as a pydantic ``SecretStr`` so no repr, log line or error ever
+prints it.  Binding to anything but a loopback address without a token is refused.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from pentrace.errors import ConfigError
+from pentrace.infrastructure.ledger import LedgerSettings
+
+__all__ = [
+    "ENV_TOKEN",
+    "ENV_TOKEN_FILE",
+    "ServiceSettings",
+    "is_loopback",
+    "read_token",
+]
+
+ENV_TOKEN: Final = "PENTRACE_API_TOKEN"  # noqa: S105  # a variable name, not a secret
+ENV_TOKEN_FILE: Final = "PENTRACE_API_TOKEN_FILE"  # noqa: S105  # a variable name
+_MIN_TOKEN_CHARS: Final = 16
+
+
+class ServiceSettings(BaseModel):
+    """Everything :func:`pentrace.service.app.create_app` needs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    data_root: Path
+    ledger: LedgerSettings = Field(default_factory=LedgerSettings)
+    ledger_table_prefix: str = ""
+    host: str = "127.0.0.1"
+    port: int = 8765
+    token: SecretStr | None = None
+    keepalive_seconds: float = 15.0
+    poll_interval_seconds: float = 0.05
+    page_size: int = 500
+    retry_ms: int = 1000
+    test_page: bool = False
+
+    def check_binding(self) -> None:
+        """Refuse a non-loopback bind without a token (``ConfigError``)."""
+        if self.token is None and not is_loopback(self.host):
+            raise ConfigError(
+                f"binding the event service to {self.host}: expected a bearer token for a "
+                "non-loopback address, found none",
+                hint=f"set {ENV_TOKEN} or pass --token-file, or bind to 127.0.0.1",
+            )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names only this machine (``localhost``, 127.0.0.0/8, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def read_token(
+    token_file: Path | None = None, environ: Mapping[str, str] | None = None
+) -> SecretStr | None:
+    """The configured token: ``token_file``, else ``$PENTRACE_API_TOKEN_FILE``, else
+    ``$PENTRACE_API_TOKEN``; None when nothing is configured."""
+    env = os.environ if environ is None else environ
+    path = token_file or (Path(env[ENV_TOKEN_FILE]) if env.get(ENV_TOKEN_FILE) else None)
+    if path is not None:
+        try:
+            value = path.read_text(encoding="utf-8").strip()
+        except OSError as error:
+            raise ConfigError(
+                f"cannot read the API token file {path}: {error.strerror or type(error).__name__}",
+                hint="check the path and its permissions",
+            ) from None
+        where = str(path)
+    else:
+        value = env.get(ENV_TOKEN, "").strip()
+        where = ENV_TOKEN
+        if not value:
+            return None
+    if len(value) < _MIN_TOKEN_CHARS or any(ch.isspace() for ch in value):
+        # The message names the source and the rule, never the value.
+        raise ConfigError(
+            f"the API token from {where}: expected at least {_MIN_TOKEN_CHARS} characters "
+            "without whitespace, found a shorter or spaced value",
+            hint="generate one with `python -c 'import secrets; print(secrets.token_urlsafe(32))'`",
+        )
+    return SecretStr(value)

@@ -1,0 +1,138 @@
+"""``GET /api/v1/events/sse``: durable replay after a cursor, then live, from the ledger only.
+
+The stream is a tail of the ledger by notification id (``docs/service.md``):
+
+1. ``server.connected`` (no ``id:``, so it cannot clobber Last-Event-ID - W10).
+2. The cursor (``last_event_id`` query, else the ``Last-Event-ID`` header) is
+   looked up; a cursor the ledger no longer holds gives ``server.replay_gap``
+   with scoped bounds and an ``evicted`` / ``unknown_event_id`` reason, and the
+   stream carries on from the oldest retained event in scope (W6).
+3. Pages of at most ``page_size`` rows after the position are read and sent;
+   when a page comes back short, the stream waits for the ledger head to move.
+
+Replay and live are the same loop, so the hand-over has no gap and no
+duplicate.  Every delivered event is already committed in the ledger (W8,
+W9 cannot happen: there is no in-memory batch and no live queue to drop
+from, W9/"QueueFull"), and a slow client only holds its position.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
+from starlette.responses import Response
+
+from pentrace.domain.runtime_events import normalize_directory
+from pentrace.infrastructure.ledger import ReplayGap
+from pentrace.service.context import ServiceContext
+from pentrace.service.errors import BadRequest
+from pentrace.service.frames import connected_frame, gap_frame
+from pentrace.service.ledger_tail import Page, Scope, ledger_head, locate, read_page
+
+__all__ = ["parse_scope", "sse_endpoint", "stream_events"]
+
+
+def parse_scope(request: Request) -> Scope:
+    """The filters of a request: ``session_id`` (alias ``conversation_id``), agent, directory."""
+    query = request.query_params
+    session = query.get("session_id") or None
+    conversation = query.get("conversation_id") or None
+    if session and conversation and session != conversation:
+        raise BadRequest(
+            "session_id and conversation_id name different sessions: expected one value "
+            "(conversation_id is an alias)",
+            hint="pass only session_id",
+        )
+    raw_directory = query.get("directory")
+    directory = None
+    if raw_directory is not None and raw_directory.strip():
+        # The same normalisation the ledger's scope uses, so filters and rows agree (W11).
+        directory = normalize_directory(raw_directory, home=str(Path.home()), cwd=os.getcwd())
+    return Scope(session or conversation, query.get("agent_id") or None, directory)
+
+
+def cursor_of(request: Request) -> str | None:
+    """The ``last_event_id`` query parameter, else the ``Last-Event-ID`` header (query wins)."""
+    value = request.query_params.get("last_event_id")
+    if value is None:
+        value = request.headers.get("last-event-id")
+    if value is None or not value.strip():
+        return None
+    return value.strip()
+
+
+async def sse_endpoint(request: Request) -> Response:
+    """The SSE route."""
+    context: ServiceContext = request.app.state.context
+    scope = parse_scope(request)
+    cursor = cursor_of(request)
+    keepalive = context.settings.keepalive_seconds
+    return EventSourceResponse(
+        stream_events(context, scope, cursor),
+        headers={"Cache-Control": "no-cache"},
+        ping=keepalive if keepalive > 0 else 0,
+        ping_message_factory=lambda: ServerSentEvent(comment="keepalive", sep="\n"),
+        sep="\n",
+    )
+
+
+async def stream_events(
+    context: ServiceContext, scope: Scope, cursor: str | None
+) -> AsyncIterator[bytes]:
+    """The frames of one SSE connection (see the module docstring)."""
+    ledger = context.ledger
+    yield connected_frame(
+        {
+            "sessionID": scope.session_id,
+            "agentID": scope.agent_id,
+            "directory": scope.directory,
+            "lastEventID": cursor,
+        },
+        context.settings.retry_ms,
+    )
+    last_id = cursor
+    reported_pruned = 0
+    if cursor is None:
+        position = await context.run(ledger_head, ledger)
+    else:
+        found = await context.run(locate, ledger, cursor)
+        if found is None:
+            result = await context.run(
+                ledger.replay_after, cursor, 1, scope.session_id, scope.agent_id, scope.directory
+            )
+            assert result.gap is not None  # a cursor that locate() missed is a gap
+            first = result.events[0].event_id if result.events else None
+            yield gap_frame(result.gap, scope.session_id, first)
+            position, reported_pruned = 0, -1
+        else:
+            position = found
+    while True:
+        page, chunk = await context.run(_next_page, context, position, scope)
+        if reported_pruned < 0:
+            # Everything pruned before the connect-time gap was just reported.
+            reported_pruned = page.pruned_through
+        if page.pruned_through > max(position, reported_pruned):
+            # Retention deleted rows after our position before we could send them.
+            reported_pruned = page.pruned_through
+            oldest, newest = await context.run(
+                ledger.bounds, scope.session_id, scope.agent_id, scope.directory
+            )
+            gap = ReplayGap(last_id or "", "evicted", oldest, newest)
+            first = page.entries[0].event_id if page.entries else None
+            yield gap_frame(gap, scope.session_id, first)
+        if page.entries:
+            yield chunk
+            last_id = page.entries[-1].event_id
+        position = page.through
+        if not page.full:
+            await context.follower.wait_past(position)
+
+
+def _next_page(context: ServiceContext, position: int, scope: Scope) -> tuple[Page, bytes]:
+    """In a worker thread: read a page and encode its frames (keeps the event loop free)."""
+    page = read_page(context.ledger, position, scope, context.settings.page_size)
+    return page, b"".join([context.frames.frame(entry) for entry in page.entries])

@@ -1,0 +1,323 @@
+"""Real parts for the service tests: uvicorn in a subprocess, a streaming SSE client,
+and a recorder in another process writing through SessionApplication + the ledger hook.
+
+Run as a script, it is that recorder::
+
+    python -m tests.integration.sse_harness write ROOT SESSION_ID COUNT [DELAY] [BATCH]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+
+PROJECT, AGENT = "demo", "coder"
+REPO = Path(__file__).resolve().parents[2]
+PREFIX_ENV = "PENTRACE_LEDGER_TABLE_PREFIX"
+
+
+def session_id(n: int) -> str:
+    """A valid native session id, distinct per ``n``."""
+    return f"session-2026-11-29-10-00-00-{n:08x}"
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def child_env(root: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a server or writer child: this root, ledger limits off."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PENTRACE_API_TOKEN")}
+    env.update(
+        PENGUIN_HOME=str(root),
+        PENGUIN_RUNTIME_EVENT_LEDGER_MAX_EVENTS="0",
+        PENGUIN_RUNTIME_EVENT_LEDGER_MAX_AGE_DAYS="0",
+        PENGUIN_RUNTIME_EVENT_LEDGER_MAX_BYTES="0",
+        PENGUIN_RUNTIME_EVENT_LEDGER_CLEANUP_INTERVAL_SECONDS="0",
+        PYTHONPATH=str(REPO),
+    )
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class Server:
+    """``pentrace serve`` in a subprocess on a fixed port (so a restart keeps the URL)."""
+
+    root: Path
+    port: int = field(default_factory=free_port)
+    env: dict[str, str] = field(default_factory=dict)
+    args: list[str] = field(default_factory=list)
+    process: subprocess.Popen[bytes] | None = None
+    log: Path | None = None
+
+    @property
+    def url(self) -> str:
+        """The base URL."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, token: str | None = None) -> Server:
+        """Start and wait until ``/openapi.json`` answers."""
+        self.log = self.root / f"server-{self.port}-{time.monotonic_ns()}.log"
+        command = [sys.executable, "-m", "pentrace", "--data-root", str(self.root), "serve"]
+        command += ["--port", str(self.port), "--keepalive", "0.5", "--log-level", "info"]
+        with self.log.open("wb") as sink:
+            self.process = subprocess.Popen(
+                [*command, *self.args],
+                env=child_env(self.root, self.env),
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+            )
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited early:\n{self.output()}")
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(self.url + "/openapi.json", headers=headers, timeout=1).status_code:
+                    return self
+            time.sleep(0.05)
+        raise RuntimeError(f"server did not come up:\n{self.output()}")
+
+    def output(self) -> str:
+        """Everything the server printed (stdout and stderr)."""
+        return self.log.read_text(errors="replace") if self.log else ""
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL if it lingers."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def rss_kib(self) -> int:
+        """The server's resident memory (Linux /proc)."""
+        assert self.process is not None
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        raise RuntimeError("no VmRSS")
+
+
+@dataclass
+class Frame:
+    """One SSE frame as a client sees it."""
+
+    id: str | None = None
+    data: Any = None
+    retry: int | None = None
+    comments: list[str] = field(default_factory=list)
+
+    @property
+    def type(self) -> str | None:
+        """``data.type`` when data is an object."""
+        return self.data.get("type") if isinstance(self.data, dict) else None
+
+
+def parse_frames(lines: Iterator[str]) -> Iterator[Frame]:
+    """SSE frames from text lines (no trailing newlines), per the EventSource rules we use."""
+    frame = Frame()
+    seen = False
+    for line in lines:
+        if line == "":
+            if seen:
+                yield frame
+            frame, seen = Frame(), False
+            continue
+        seen = True
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "":
+            frame.comments.append(value)
+        elif name == "id":
+            frame.id = value
+        elif name == "data":
+            frame.data = msgspec.json.decode(value)
+        elif name == "retry":
+            frame.retry = int(value)
+
+
+class SseClient:
+    """Streams an SSE URL in a thread; frames land in a queue the test reads with timeouts."""
+
+    def __init__(
+        self,
+        url: str,
+        params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.frames: queue.Queue[Frame | BaseException | None] = queue.Queue()
+        self.status: int | None = None
+        self.headers: httpx.Headers | None = None
+        self._client = httpx.Client(timeout=httpx.Timeout(30, connect=5))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(url, dict(params or {}), dict(headers or {})), daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, url: str, params: dict[str, str], headers: dict[str, str]) -> None:
+        try:
+            with self._client.stream("GET", url, params=params, headers=headers) as response:
+                self.status, self.headers = response.status_code, response.headers
+                for frame in parse_frames(response.iter_lines()):
+                    if self._stop.is_set():
+                        break
+                    self.frames.put(frame)
+        except (httpx.HTTPError, RuntimeError) as error:
+            if not self._stop.is_set():
+                self.frames.put(error)
+        self.frames.put(None)
+
+    def next(self, timeout: float = 10) -> Frame:
+        """The next frame that is not only a comment; raises on end of stream or timeout."""
+        while True:
+            item = self.frames.get(timeout=timeout)
+            if item is None or isinstance(item, BaseException):
+                raise EOFError(f"stream ended: {item!r}")
+            if item.data is not None or item.id is not None:
+                return item
+
+    def events(self, count: int, timeout: float = 15) -> list[Frame]:
+        """The next ``count`` event frames (frames with an id), control frames skipped."""
+        got: list[Frame] = []
+        deadline = time.monotonic() + timeout
+        while len(got) < count:
+            frame = self.next(max(0.01, deadline - time.monotonic()))
+            if frame.id is not None:
+                got.append(frame)
+        return got
+
+    def until_closed(self, timeout: float = 15) -> list[Frame]:
+        """Every frame until the stream breaks (a killed server)."""
+        got: list[Frame] = []
+        while True:
+            item = self.frames.get(timeout=timeout)
+            if item is None:
+                return got
+            if isinstance(item, Frame):
+                got.append(item)
+
+    def close(self) -> None:
+        """Stop reading and close the connection."""
+        self._stop.set()
+        self._client.close()
+        self._thread.join(5)
+
+
+# -- the recorder in another process --------------------------------------------------------
+
+
+def write_session(root: Path, sid: str, count: int, delay: float, batch: int) -> None:
+    """Record a session of ``count`` turns (4 records each) through the library + ledger hook."""
+    from pentrace.infrastructure.application import SessionApplication
+    from pentrace.infrastructure.layout import DataRoot
+    from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
+    from pentrace.infrastructure.ledger.live import LedgerHook
+
+    ledger = RuntimeEventLedger.open(
+        root, LedgerSettings.from_env(), table_prefix=os.environ.get(PREFIX_ENV, "")
+    )
+    hook = LedgerHook(ledger, data_root=DataRoot(root), project=PROJECT, agent=AGENT)
+    start = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+    ticks = iter(range(10**9))
+    application = SessionApplication(
+        root,
+        PROJECT,
+        AGENT,
+        on_recorded=hook,
+        clock=lambda: start + timedelta(milliseconds=next(ticks)),
+    )
+    workspace = root / "workspace"
+    workspace.mkdir(exist_ok=True)
+    existing = DataRoot(root).find_shards(PROJECT, AGENT, sid)
+    if existing:
+        handle = application.open_session(sid)
+    else:
+        handle = application.start_session(
+            provider="openai",
+            model_id="gpt-5",
+            model_context_window=200000,
+            system_prompt="be brief",
+            workspace=workspace,
+            session_id=sid,
+        )
+    print("ready", flush=True)
+    for turn in range(count):
+        handle.record_user_input(f"question {turn}")
+        handle.begin_request()
+        handle.record_text(f"answer {turn}")
+        handle.end_request("completed")
+        if delay and (turn + 1) % batch == 0:
+            time.sleep(delay)
+    handle.close()
+    ledger.close()
+    print("done", flush=True)
+
+
+def start_writer(
+    root: Path,
+    sid: str,
+    count: int,
+    delay: float = 0.0,
+    batch: int = 1,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start the recorder process (see :func:`write_session`)."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.integration.sse_harness",
+            "write",
+            str(root),
+            sid,
+            str(count),
+            str(delay),
+            str(batch),
+        ],  # fmt: skip
+        env=child_env(root, env),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+    )
+
+
+def write(root: Path, sid: str, count: int, env: Mapping[str, str] | None = None) -> None:
+    """Record ``count`` turns in another process and wait for it to finish."""
+    process = start_writer(root, sid, count, env=env)
+    assert process.wait(60) == 0
+
+
+if __name__ == "__main__":
+    _, command, root_arg, sid_arg, count_arg, *rest = sys.argv
+    assert command == "write"
+    delay_arg = float(rest[0]) if rest else 0.0
+    batch_arg = int(rest[1]) if len(rest) > 1 else 1
+    write_session(Path(root_arg), sid_arg, int(count_arg), delay_arg, batch_arg)
