@@ -21,8 +21,7 @@ pure and deterministic; :func:`is_redacted` holds for every output.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 import msgspec
 
@@ -52,12 +51,11 @@ _json_decoder: Final = msgspec.json.Decoder()
 _json_encoder: Final = msgspec.json.Encoder()
 
 
-@dataclass(frozen=True, slots=True)
-class Redacted:
+class Redacted(NamedTuple):
     """A redacted deep copy of a value, the paths that were hidden, and its class."""
 
     value: Any
-    paths: list[str] = field(default_factory=list)
+    paths: list[str]
     classification: Classification = "public"
 
     @property

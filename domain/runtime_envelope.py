@@ -151,6 +151,8 @@ class _Hidden:
         self._fields: dict[str, list[str]] = {}
 
     def field(self, name: str, value: Any) -> Any:
+        if not value:
+            return value
         result = redact(value)
         self._fields[name] = [f"@{name}.{path}" if path else f"@{name}" for path in result.paths]
         return result.value

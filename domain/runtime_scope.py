@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any, Final
 
 __all__ = [
@@ -166,6 +167,7 @@ def derive_stream_id(scope: Mapping[str, Any]) -> str:
     return "global"
 
 
+@lru_cache(maxsize=4096)
 def slug_stream_id(stream_id: str) -> str:
     """The stream id as it appears inside event ids; injective, unlike Penguin's (W2).
 
