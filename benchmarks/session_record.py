@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
+import msgspec
 from eventsourcing.application import Application, project_aggregate
 from eventsourcing.domain import Aggregate, event
 
@@ -32,6 +34,7 @@ from pentrace.infrastructure.application import SaveMode, SessionApplication
 from pentrace.infrastructure.durability import Durability
 
 RECORDS_PER_REQUEST = 8
+_encode = msgspec.json.Encoder().encode
 _TEXT = "I will create the file and check that it is there. " * 4
 _OUTPUT = "total 12\n-rw-r--r-- 1 u u 2 Jul 18 hello.txt\n" * 20
 
@@ -132,6 +135,29 @@ def _stock_run(base: Path | None, requests: int, per_event: bool) -> Callable[[]
     return run
 
 
+def floor_record(folder: Path, requests: int, per_event: bool) -> None:
+    """The floor: msgspec-encode the same envelopes and ``os.write`` them, nothing else."""
+    workload = [
+        {"timestamp": "2026-07-18T03:10:22.531Z", "type": kind, "payload": payload}
+        for kind, payload in _workload()
+    ]
+    fd = os.open(folder / "floor.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        for _ in range(requests):
+            lines = [_encode(value) for value in workload]
+            if per_event:
+                for line in lines:
+                    os.write(fd, line + b"\n")
+            else:
+                os.write(fd, b"\n".join(lines) + b"\n")
+    finally:
+        os.close(fd)
+
+
+def _floor_run(base: Path, requests: int, per_event: bool) -> None:
+    floor_record(_fresh(base), requests, per_event)
+
+
 def _pentrace_run(base: Path, requests: int, mode: SaveMode) -> None:
     pentrace_record(_fresh(base), requests, mode)
 
@@ -175,6 +201,7 @@ def main(argv: list[str] | None = None) -> None:
     # Stock saves on a file fsync every commit: a smaller workload keeps the run short.
     n_file_event = min(n, 250)
     rows: list[tuple[str, float, float, float]] = []
+    floors: list[tuple[str, float, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         for label, mode, per_event, n_file in (
@@ -182,9 +209,11 @@ def main(argv: list[str] | None = None) -> None:
             ("record, save per event (events/s)", SaveMode.EVENT, True, n_file_event),
         ):
             ours = _best(partial(_pentrace_run, base, n, mode), args.repeat)
+            floor = _best(partial(_floor_run, base, n, per_event), args.repeat)
             on_file = _best(_stock_run(base, n_file, per_event), args.repeat)
             in_memory = _best(_stock_run(None, n, per_event), args.repeat)
             records = n * RECORDS_PER_REQUEST
+            floors.append((label, _throughput(records, ours), _throughput(records, floor)))
             rows.append(
                 (
                     label,
@@ -221,6 +250,11 @@ def main(argv: list[str] | None = None) -> None:
             f"{label:42} {ours_v:10,.2f} {file_v:11,.2f} {mem_v:10,.2f}"
             f" {ratios[0]:7.1f}x {ratios[1]:6.1f}x"
         )
+    print()
+    print(f"{'same run, against the floor':42} {'pentrace':>10} {'floor':>11} {'share':>10}")
+    for label, ours_v, floor_v in floors:
+        print(f"{label:42} {ours_v:10,.2f} {floor_v:11,.2f} {ours_v / floor_v:9.0%}")
+    print("floor: msgspec encode of the same envelopes plus one os.write per save, nothing else.")
     print(
         "stock file: PERSISTENCE_MODULE=eventsourcing.sqlite on a temporary file (it fsyncs "
         f"each commit; save-per-event used {n_file_event} requests); stock mem: SQLITE_DBNAME="
