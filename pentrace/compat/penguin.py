@@ -206,17 +206,26 @@ class OpenCodeOptions(TypedDict, total=False):
     time_ms: int | None
 
 
+def _type_and_properties(
+    event: Mapping[str, Any] | str, properties: Mapping[str, Any] | None
+) -> tuple[str, dict[str, Any]]:
+    if isinstance(event, str):
+        return event, dict(properties or {})
+    given = event.get("properties")
+    return str(event.get("type") or ""), dict(given) if isinstance(given, Mapping) else {}
+
+
 def runtime_event_from_opencode(
-    event: Mapping[str, Any], **options: Unpack[OpenCodeOptions]
+    event: Mapping[str, Any] | str,
+    properties: Mapping[str, Any] | None = None,
+    **options: Unpack[OpenCodeOptions],
 ) -> dict[str, Any]:
-    """The envelope of an OpenCode event ``{type, properties}``.
+    """The envelope of an OpenCode event: ``{type, properties}``, or the type and properties.
 
     Its ``projections.opencode.id`` is ``<type>:<top-level session or ->:<source id>``;
     without a source id the sequence stands in for it.
     """
-    event_type = str(event.get("type") or "")
-    properties = event.get("properties")
-    payload = dict(properties) if isinstance(properties, Mapping) else {}
+    event_type, payload = _type_and_properties(event, properties)
     found = _projection_source(redact(payload).value)
     projection_id = f"{event_type}:{_top_level_session(payload)}:{found or _PENDING}"
     envelope = build_runtime_event(
@@ -233,10 +242,12 @@ def runtime_event_from_opencode(
 
 
 def wrap_opencode_event(
-    event: Mapping[str, Any], **options: Unpack[OpenCodeOptions]
+    event: Mapping[str, Any] | str,
+    properties: Mapping[str, Any] | None = None,
+    **options: Unpack[OpenCodeOptions],
 ) -> dict[str, Any]:
     """Build the envelope of an OpenCode event, then project it back to OpenCode's shape."""
-    return opencode_payload(runtime_event_from_opencode(event, **options))
+    return opencode_payload(runtime_event_from_opencode(event, properties, **options))
 
 
 def normalize_runtime_event(event: Mapping[str, Any]) -> dict[str, Any]:

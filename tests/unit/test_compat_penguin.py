@@ -503,6 +503,20 @@ def test_without_a_source_id_the_projection_id_ends_in_the_sequence() -> None:
     assert event["projections"]["opencode"]["id"] == "session.idle:s1:12"
 
 
+def test_opencode_functions_also_take_the_type_and_properties_separately() -> None:
+    properties = {"id": "q1", "sessionID": "s1"}
+    as_event = runtime_event_from_opencode(
+        {"type": "question.asked", "properties": properties}, time_ms=1
+    )
+    reset_runtime_event_sequences()
+    as_pair = runtime_event_from_opencode("question.asked", properties, time_ms=1)
+    assert as_pair == as_event
+    reset_runtime_event_sequences()
+    assert wrap_opencode_event("question.asked", properties, time_ms=1) == (
+        opencode_payload_from_runtime_event(as_event)
+    )
+
+
 # normalize -----------------------------------------------------------------------------------
 
 
