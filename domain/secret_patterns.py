@@ -1,4 +1,4 @@
-"""Well-known secret shapes inside free text, and their replacement.
+"""Secrets inside free text: where they are, and their replacement by markers.
 
 Every rule is scanned on its own over the original string and yields the span
 to hide; overlapping spans are merged and each merged span becomes one marker
@@ -6,12 +6,10 @@ such as ``[redacted:github_token]``.  Scanning the rules separately (rather
 than one alternation in one pass) means a match of one rule can never swallow
 the first half of another secret and leave its tail behind.
 
-Speed matters: this runs on every string of every ledger row.  Shape regexes
-start with a literal so the regex engine skips to candidates with a fast
-substring search (a leading ``\\b`` would defeat that, so word boundaries are
-checked in Python on the few hits).  Case-insensitive rules are gated by a
-substring test on the lowercased text.  ``name=value`` and ``name: value``
-rules visit only the ``=`` and ``:`` characters and look back for the name.
+Speed matters: this runs on every string of every ledger row.  The shape
+rules (:mod:`pentrace.domain.secret_shapes`) are gated by a literal each;
+``name=value`` and ``name: value`` rules start from the few secret words in
+the text and look around them for the name, the separator and the value.
 """
 
 from __future__ import annotations
@@ -19,9 +17,10 @@ from __future__ import annotations
 import re
 import string
 from functools import lru_cache
-from typing import Final, NamedTuple
+from typing import Final
 
 from pentrace.domain.secret_keys import is_secret_key, normalize_key
+from pentrace.domain.secret_shapes import shape_spans
 
 __all__ = ["MARKER", "find_secret_spans", "is_marker", "redact_secrets_in_text"]
 
@@ -74,125 +73,11 @@ _BLOB_LENGTH: Final = 512
 _BLOB: Final = re.compile(r"[A-Za-z0-9+/_=-]+")
 _KNOWN_PREFIXES: Final = ("sk-", "sk_", "rk_", "gh", "github_pat_", "glpat-", "xox", "xapp-")
 _KNOWN_PREFIXES_MORE: Final = ("AIza", "hf_", "npm_", "whsec_", "eyJ", "AKIA", "ASIA")
-_B64URL: Final = r"[A-Za-z0-9_-]"
-
-
-class _Shape(NamedTuple):
-    kind: str
-    regex: re.Pattern[str]
-    # A literal the text must contain before the regex runs at all.
-    gate: str
-    group: int = 0
-    # Case-insensitive rules check their gate on the lowercased text.
-    lowered: bool = False
-    # The match must not continue a word (what a leading ``\\b`` would say).
-    boundary: bool = True
-
-
-_PEM: Final = (
-    r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----.*?"
-    r"(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|\Z)"
-)
-_SK: Final = r"sk-(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[a-z])"
-_SHAPES: Final = (
-    _Shape("private_key", re.compile(_PEM, re.DOTALL), "-----BEGIN", boundary=False),
-    _Shape(
-        "authorization",
-        re.compile(r"(?i)(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*[\"']?([^\r\n\"']+)"),
-        "authorization",
-        1,
-        lowered=True,
-    ),
-    _Shape(
-        "cookie",
-        re.compile(r"(?i)(?:set-)?cookie[\"']?[ \t]*:[ \t]*[\"']?([^\r\n\"']+)"),
-        "cookie",
-        1,
-        lowered=True,
-    ),
-    _Shape(
-        "bearer_token",
-        re.compile(r"(?i)bearer[ \t]+([A-Za-z0-9._~+/=-]{8,})"),
-        "bearer",
-        1,
-        lowered=True,
-    ),
-    _Shape("api_key", re.compile(_SK + r"[A-Za-z0-9_-]{20,}"), "sk-"),
-    _Shape("stripe_key", re.compile(r"sk_(?:live|test)_[A-Za-z0-9]{16,}"), "sk_"),
-    _Shape("stripe_key", re.compile(r"rk_(?:live|test)_[A-Za-z0-9]{16,}"), "rk_"),
-    _Shape(
-        "aws_access_key",
-        re.compile(r"A(?:KIA|SIA|GPA|IDA|ROA|IPA|NPA|NVA|BIA|CCA)[A-Z0-9]{16}"),
-        "A",
-    ),
-    _Shape("jwt", re.compile(rf"eyJ{_B64URL}{{8,}}\.{_B64URL}{{8,}}\.{_B64URL}*"), "eyJ"),
-    _Shape("github_token", re.compile(r"gh[pousr]_[A-Za-z0-9]{30,}"), "_"),
-    _Shape("github_token", re.compile(r"github_pat_[A-Za-z0-9_]{30,}"), "github_pat_"),
-    _Shape("gitlab_token", re.compile(r"glpat-[A-Za-z0-9_-]{20,}"), "glpat-"),
-    _Shape("slack_token", re.compile(r"xox[abposr]-[A-Za-z0-9-]{10,}"), "xox"),
-    _Shape("slack_token", re.compile(r"xapp-[A-Za-z0-9-]{10,}"), "xapp-"),
-    _Shape(
-        "slack_webhook",
-        re.compile(r"hooks\.slack\.com/services/([A-Za-z0-9/_-]+)"),
-        "hooks.slack.com",
-        1,
-    ),
-    _Shape(
-        "discord_webhook",
-        re.compile(r"discord(?:app)?\.com/api/webhooks/([0-9]+/[A-Za-z0-9_-]+)"),
-        "/api/webhooks/",
-        1,
-        boundary=False,
-    ),
-    _Shape(
-        "user_password",
-        re.compile(r"(?<![^\s\"'])(?:-u|--user)[ =][\"']?[^\s:\"']+:([^\s\"']+)"),
-        "-u",
-        1,
-        boundary=False,
-    ),
-    _Shape("google_api_key", re.compile(rf"AIza{_B64URL}{{35}}"), "AIza"),
-    _Shape("huggingface_token", re.compile(r"hf_[A-Za-z0-9]{30,}"), "hf_"),
-    _Shape("npm_token", re.compile(r"npm_[A-Za-z0-9]{36}"), "npm_"),
-    _Shape("webhook_secret", re.compile(r"whsec_[A-Za-z0-9+/=]{16,}"), "whsec_"),
-    _Shape(
-        "url_password",
-        re.compile(r"://[^/\s:@\"'<>]*:([^/\s@\"'<>]+)@"),
-        "://",
-        1,
-        boundary=False,
-    ),
-    _Shape(
-        "url_token",
-        re.compile(r"://([A-Za-z0-9_.~-]{20,})@"),
-        "://",
-        1,
-        boundary=False,
-    ),
-)
 
 
 def is_marker(text: str) -> bool:
     """True when ``text`` holds only redaction markers, spaces and punctuation."""
     return not any(char.isalnum() for char in MARKER.sub("", text))
-
-
-def _continues_word(text: str, start: int) -> bool:
-    if start == 0:
-        return False
-    before = text[start - 1]
-    return before.isalnum() or before == "_"
-
-
-def _shape_spans(text: str, lowered: str, spans: list[tuple[int, int, str]]) -> None:
-    for shape in _SHAPES:
-        if shape.gate not in (lowered if shape.lowered else text):
-            continue
-        for match in shape.regex.finditer(text):
-            if shape.boundary and _continues_word(text, match.start()):
-                continue
-            start, end = match.span(shape.group)
-            spans.append((start, end, shape.kind))
 
 
 def _name_around(text: str, start: int, end: int) -> tuple[int, int]:
@@ -311,7 +196,7 @@ def find_secret_spans(text: str) -> list[tuple[int, int, str]]:
         # Some non-ASCII letters grow when lowercased; keep offsets aligned.
         lowered = text.translate(_ASCII_LOWER)
     spans: list[tuple[int, int, str]] = []
-    _shape_spans(text, lowered, spans)
+    shape_spans(text, lowered, spans)
     if "=" in text or ":" in text:
         _named_spans(text, lowered, spans)
         if '\\"' in text:
