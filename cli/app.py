@@ -15,6 +15,10 @@ from typing import Annotated
 import typer
 
 from pentrace import __version__
+from pentrace.cli import replay as _replay
+from pentrace.cli import session_io as _session_io
+from pentrace.cli import sessions as _sessions
+from pentrace.cli.audit import audit
 from pentrace.cli.serve import serve
 from pentrace.errors import PentraceError
 
@@ -69,6 +73,14 @@ def version() -> None:
 
 
 app.command()(serve)
+
+# Session commands: sessions list, show, replay, resume-check, export, import, fork, delete, prune.
+_sessions.register(app)
+_replay.register(app)
+_session_io.register(app)
+
+# Audit, search and the ledger commands.
+app.command()(audit)
 
 
 def _debug_requested(argv: list[str]) -> bool:

@@ -1,0 +1,73 @@
+"""What the session commands share: the data root, SESSION arguments and confirmations."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from pentrace.errors import UsageError
+from pentrace.infrastructure.catalog import resolve_session
+from pentrace.infrastructure.layout import DataRoot, SessionRef
+
+__all__ = [
+    "AgentOption",
+    "JsonOption",
+    "ProjectOption",
+    "SessionArgument",
+    "confirm_or_refuse",
+    "data_root",
+    "resolve",
+]
+
+SessionArgument = Annotated[
+    str,
+    typer.Argument(
+        help="Session id, a unique prefix of it, or (a prefix of) its 8-hex token.",
+        show_default=False,
+    ),
+]
+ProjectOption = Annotated[
+    str | None, typer.Option("--project", "-p", help="Only this project.", show_default=False)
+]
+AgentOption = Annotated[
+    str | None, typer.Option("--agent", "-a", help="Only this agent.", show_default=False)
+]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Machine output (docs/cli-json.md); fields are only added.")
+]
+
+
+def data_root(ctx: typer.Context) -> DataRoot:
+    """The root given by ``--data-root`` / ``PENGUIN_HOME``, else ``~/.penguin/data``."""
+    settings: Any = ctx.find_root().obj
+    configured: Path | None = getattr(settings, "data_root", None)
+    if configured is not None:
+        return DataRoot(configured.expanduser().absolute())
+    return DataRoot.from_env()
+
+
+def resolve(
+    ctx: typer.Context, session: str, project: str | None = None, agent: str | None = None
+) -> tuple[DataRoot, SessionRef]:
+    """The data root and the one session ``session`` names (a full id or a short one)."""
+    root = data_root(ctx)
+    return root, resolve_session(root, session, project=project, agent=agent)
+
+
+def confirm_or_refuse(question: str, *, yes: bool, what: str) -> bool:
+    """True to go ahead: ``--yes``, or a ``y`` typed at a terminal.
+
+    Without a terminal and without ``--yes`` nothing is deleted: refusing is
+    safer than guessing what a script meant.
+    """
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        raise UsageError(
+            f"refusing to {what} without confirmation: standard input is not a terminal",
+            hint="pass --yes to confirm in scripts",
+        )
+    return typer.confirm(question, default=False)
