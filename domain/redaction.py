@@ -119,6 +119,12 @@ class _Walker:
         stack = self.stack
         for key, item in value.items():
             name = key if type(key) is str else str(key)
+            clean = redact_secrets_in_text(name)
+            if clean != name:
+                # A secret used as a key (a token-keyed cache, say): the key is
+                # masked and its value hidden, so neither value nor path leaks it.
+                key = name = clean
+                hidden_value_field = key
             stack.append(name)
             if is_secret_key(name) or key == hidden_value_field:
                 out[key] = REDACTED

@@ -5,9 +5,10 @@ order, so ``msgspec.json.encode(event)`` is byte-compatible with Penguin's
 envelopes.  :func:`build_event` applies Penguin's rules (category, scope,
 correlation, subject, stream id, id) with three deliberate differences:
 
-* every envelope field that can carry caller data - actor, correlation,
-  explicit scope, projections, subject - goes through the same redaction as
-  the payload (Penguin copies them verbatim, W7);
+* every envelope field that can carry caller data - type, category, source,
+  subject, scope, correlation, actor, projections - goes through the same
+  redaction as the payload (Penguin copies them verbatim, W7); ids are never
+  rewritten, so an id or stream id that holds a secret is refused by the ledger;
 * an explicit ``scope.directory`` is normalised like a payload one and
   replaces ``workspace`` too (W11);
 * stream ids are slugged injectively (W2).
@@ -144,7 +145,16 @@ def event_id_for(stream_id: str, sequence: int) -> str:
 class _Hidden:
     """Redacts envelope fields one by one; paths come out in envelope key order."""
 
-    _ORDER: Final = ("subject", "scope", "correlation", "actor", "projections")
+    _ORDER: Final = (
+        "type",
+        "category",
+        "source",
+        "subject",
+        "scope",
+        "correlation",
+        "actor",
+        "projections",
+    )
 
     def __init__(self, payload_paths: list[str]) -> None:
         self._payload = payload_paths
@@ -213,7 +223,9 @@ def build_event(
         "scope", _explicit_scope(extract_scope(body, home=home, cwd=cwd), scope, home, cwd)
     )
     kept_correlation = hidden.field("correlation", extract_correlation(body, correlation))
-    kind = category or event_category(event_type, body)
+    event_type = hidden.field("type", event_type)
+    kind = hidden.field("category", category or event_category(event_type, body))
+    source = hidden.field("source", source)
     about = hidden.field("subject", subject or derive_subject(event_type, merged_scope, body))
     stream = stream_id or derive_stream_id(merged_scope)
     number = sequence(stream) if callable(sequence) else sequence

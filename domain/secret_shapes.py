@@ -97,7 +97,8 @@ _SHAPES: Final = (
     _Shape("webhook_secret", re.compile(r"whsec_[A-Za-z0-9+/=]{16,}"), "whsec_"),
     _Shape(
         "url_password",
-        re.compile(r"://[^/\s:@\"'<>]*:([^/\s@\"'<>]+)@"),
+        # Greedy up to the last ``@`` of the authority: a raw ``@`` may sit in the password.
+        re.compile(r"://[^/\s:@\"'<>]*:([^/\s\"'<>]+)@"),
         "://",
         1,
         boundary=False,

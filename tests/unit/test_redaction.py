@@ -92,3 +92,19 @@ def test_redaction_is_deterministic() -> None:
 def test_keys_normalise_the_way_penguin_normalises_them(key: str, normal: str) -> None:
     assert normalize_key(key) == normal
     assert is_secret_key(key)
+
+
+def test_a_secret_used_as_a_key_is_masked_with_its_value() -> None:
+    token = "sk-proj-Q7vX2mN9pL4kR8tW1yZ3aB6cD0eF5gH7jK2lM4nP6qR8sT0uV"
+    result = redact({"cache": {token: {"hits": 3}, "size": 1}})
+    assert result.value == {"cache": {"[redacted:api_key]": REDACTED, "size": 1}}
+    assert result.paths == ["cache.[redacted:api_key]"]
+    assert token not in msgspec.json.encode(result).decode()
+    assert is_redacted(result.value)
+
+
+def test_a_url_password_holding_a_raw_at_sign_is_hidden_whole() -> None:
+    assert (
+        redact_text("postgres://app:p@ss@db/prod")
+        == "postgres://app:[redacted:url_password]@db/prod"
+    )

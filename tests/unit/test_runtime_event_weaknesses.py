@@ -134,6 +134,7 @@ def test_w7_actor_correlation_scope_projections_and_subject_are_redacted() -> No
         scope={"tenant": "acme", "password": "scope-secret-3"},
         projections={"opencode": {"id": "x", "auth_token": "proj-secret-4"}},
         subject="Authorization: Bearer subj-secret-5abc",
+        source="worker password=src-secret-6",
         time_ms=1,
     )
     encoded = msgspec.json.encode(event).decode()
@@ -149,6 +150,7 @@ def test_w7_actor_correlation_scope_projections_and_subject_are_redacted() -> No
         "classification": "sensitive",
         "redacted": True,
         "redacted_fields": [
+            "@source",
             "@subject",
             "@scope.password",
             "@correlation.api_key",
