@@ -8,6 +8,7 @@ token is never accepted as a command-line value, and never logged.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -15,6 +16,7 @@ import typer
 
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger import LedgerSettings
+from pentrace.infrastructure.ledger.application import ENV_TABLE_PREFIX
 from pentrace.service.settings import ServiceSettings, read_token
 
 __all__ = ["serve"]
@@ -41,6 +43,9 @@ def serve(
     poll_interval: Annotated[
         float, typer.Option(help="Seconds between ledger head checks (SQLite).")
     ] = 0.05,
+    page_size: Annotated[
+        int, typer.Option(help="Events per ledger read of one SSE stream.", min=1)
+    ] = 500,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
     test_page: Annotated[
         bool, typer.Option("--test-page", hidden=True, help="Serve /_test/sse.html (tests).")
@@ -62,11 +67,13 @@ def serve(
     settings = ServiceSettings(
         data_root=root.path,
         ledger=LedgerSettings.from_env(),
+        ledger_table_prefix=os.environ.get(ENV_TABLE_PREFIX, ""),
         host=host,
         port=port,
         token=read_token(token_file),
         keepalive_seconds=keepalive,
         poll_interval_seconds=poll_interval,
+        page_size=page_size,
         test_page=test_page,
     )
     app = create_app(settings)

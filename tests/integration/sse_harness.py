@@ -205,6 +205,16 @@ class SseClient:
             if item.data is not None or item.id is not None:
                 return item
 
+    def comment(self, timeout: float = 10) -> str:
+        """The next comment line (keepalive), skipping other frames."""
+        deadline = time.monotonic() + timeout
+        while True:
+            item = self.frames.get(timeout=max(0.01, deadline - time.monotonic()))
+            if item is None or isinstance(item, BaseException):
+                raise EOFError(f"stream ended: {item!r}")
+            if item.comments:
+                return item.comments[0]
+
     def events(self, count: int, timeout: float = 15) -> list[Frame]:
         """The next ``count`` event frames (frames with an id), control frames skipped."""
         got: list[Frame] = []
@@ -235,8 +245,20 @@ class SseClient:
 # -- the recorder in another process --------------------------------------------------------
 
 
-def write_session(root: Path, sid: str, count: int, delay: float, batch: int) -> None:
-    """Record a session of ``count`` turns (4 records each) through the library + ledger hook."""
+def write_session(
+    root: Path,
+    sid: str,
+    count: int,
+    delay: float = 0.0,
+    batch: int = 1,
+    *,
+    agent: str = AGENT,
+    workspace: str = "workspace",
+    hang: bool = False,
+) -> None:
+    """Record ``count`` turns (4 records each; a new session starts with 2 more) through
+    SessionApplication with the ledger hook.  ``hang``: print ``written`` and wait to be killed
+    without closing anything."""
     from pentrace.infrastructure.application import SessionApplication
     from pentrace.infrastructure.layout import DataRoot
     from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
@@ -245,19 +267,19 @@ def write_session(root: Path, sid: str, count: int, delay: float, batch: int) ->
     ledger = RuntimeEventLedger.open(
         root, LedgerSettings.from_env(), table_prefix=os.environ.get(PREFIX_ENV, "")
     )
-    hook = LedgerHook(ledger, data_root=DataRoot(root), project=PROJECT, agent=AGENT)
+    hook = LedgerHook(ledger, data_root=DataRoot(root), project=PROJECT, agent=agent)
     start = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
     ticks = iter(range(10**9))
     application = SessionApplication(
         root,
         PROJECT,
-        AGENT,
+        agent,
         on_recorded=hook,
         clock=lambda: start + timedelta(milliseconds=next(ticks)),
     )
-    workspace = root / "workspace"
-    workspace.mkdir(exist_ok=True)
-    existing = DataRoot(root).find_shards(PROJECT, AGENT, sid)
+    folder = root / workspace
+    folder.mkdir(exist_ok=True)
+    existing = DataRoot(root).find_shards(PROJECT, agent, sid)
     if existing:
         handle = application.open_session(sid)
     else:
@@ -266,7 +288,7 @@ def write_session(root: Path, sid: str, count: int, delay: float, batch: int) ->
             model_id="gpt-5",
             model_context_window=200000,
             system_prompt="be brief",
-            workspace=workspace,
+            workspace=folder,
             session_id=sid,
         )
     print("ready", flush=True)
@@ -277,6 +299,9 @@ def write_session(root: Path, sid: str, count: int, delay: float, batch: int) ->
         handle.end_request("completed")
         if delay and (turn + 1) % batch == 0:
             time.sleep(delay)
+    if hang:
+        print("written", flush=True)
+        time.sleep(600)
     handle.close()
     ledger.close()
     print("done", flush=True)
@@ -288,31 +313,37 @@ def start_writer(
     count: int,
     delay: float = 0.0,
     batch: int = 1,
+    *,
+    hang: bool = False,
     env: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start the recorder process (see :func:`write_session`)."""
+    argv = ["write", str(root), sid, str(count), str(delay), str(batch), "hang" if hang else ""]
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.integration.sse_harness",
-            "write",
-            str(root),
-            sid,
-            str(count),
-            str(delay),
-            str(batch),
-        ],  # fmt: skip
+        [sys.executable, "-m", "tests.integration.sse_harness", *argv],
         env=child_env(root, env),
         cwd=REPO,
         stdout=subprocess.PIPE,
     )
 
 
+def finish(process: subprocess.Popen[bytes], timeout: float = 60) -> int:
+    """Wait for a writer process, close its pipe, and return its exit code."""
+    try:
+        return process.wait(timeout)
+    finally:
+        if process.stdout is not None:
+            process.stdout.close()
+
+
 def write(root: Path, sid: str, count: int, env: Mapping[str, str] | None = None) -> None:
     """Record ``count`` turns in another process and wait for it to finish."""
-    process = start_writer(root, sid, count, env=env)
-    assert process.wait(60) == 0
+    assert finish(start_writer(root, sid, count, env=env)) == 0
+
+
+def event_ids(sid: str, first: int, last: int) -> list[str]:
+    """The ledger ids of positions ``first..last`` of a session."""
+    return [f"evt:session:{sid}:{n:08d}" for n in range(first, last + 1)]
 
 
 if __name__ == "__main__":
@@ -320,4 +351,5 @@ if __name__ == "__main__":
     assert command == "write"
     delay_arg = float(rest[0]) if rest else 0.0
     batch_arg = int(rest[1]) if len(rest) > 1 else 1
-    write_session(Path(root_arg), sid_arg, int(count_arg), delay_arg, batch_arg)
+    hang_arg = len(rest) > 2 and rest[2] == "hang"
+    write_session(Path(root_arg), sid_arg, int(count_arg), delay_arg, batch_arg, hang=hang_arg)
