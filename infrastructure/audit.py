@@ -1,0 +1,164 @@
+"""``pentrace audit``: read sessions from disk and the ledger, and report every problem.
+
+The checks themselves are pure (:mod:`pentrace.projections.audit_checks`,
+:mod:`pentrace.projections.ledger_drift`); this module feeds them: it reads
+every shard of a session with the tolerant trace reader (one report per shard,
+so each malformed line and torn tail names its file and line), numbers the
+records across shards (positions), and, when a ledger exists, loads the
+session's ledger rows to compare.  Auditing never writes anything and never
+creates a ledger; repairs live in :mod:`pentrace.infrastructure.audit_fix`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from sqlalchemy import select
+
+from pentrace.infrastructure.layout import DataRoot, SessionRef
+from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger, default_ledger_path
+from pentrace.infrastructure.trace_reader import ParseReport, read_shard
+from pentrace.projections.audit_checks import (
+    Problem,
+    SessionChecks,
+    parse_problems,
+    shard_index_problems,
+    worst_exit_code,
+)
+from pentrace.projections.ledger_drift import LedgerDrift
+
+__all__ = [
+    "AuditReport",
+    "SessionAudit",
+    "audit_session",
+    "audit_sessions",
+    "open_existing_ledger",
+]
+
+
+@dataclass(frozen=True)
+class SessionAudit:
+    """One session's findings: its records, shards and problems (in trace order)."""
+
+    ref: SessionRef
+    records: int
+    problems: list[Problem]
+
+    @property
+    def exit_code(self) -> int:
+        """0 clean, 1 warnings, 2 errors."""
+        return worst_exit_code(self.problems)
+
+
+@dataclass
+class AuditReport:
+    """Findings over many sessions; ``ledger`` says whether ledger drift was checked."""
+
+    sessions: list[SessionAudit] = field(default_factory=list)
+    ledger: str | None = None
+
+    @property
+    def problems(self) -> list[Problem]:
+        """Every problem of every session."""
+        return [problem for audit in self.sessions for problem in audit.problems]
+
+    @property
+    def exit_code(self) -> int:
+        """The worst session's code: 0 clean, 1 warnings, 2 errors."""
+        return max((audit.exit_code for audit in self.sessions), default=0)
+
+    def counts(self) -> dict[str, int]:
+        """Sessions audited, records read, errors and warnings."""
+        problems = self.problems
+        errors = sum(1 for problem in problems if problem.severity == "error")
+        return {
+            "sessions": len(self.sessions),
+            "records": sum(audit.records for audit in self.sessions),
+            "errors": errors,
+            "warnings": len(problems) - errors,
+        }
+
+
+def open_existing_ledger(
+    root: DataRoot, settings: LedgerSettings | None = None
+) -> RuntimeEventLedger | None:
+    """The configured ledger, or ``None`` when it is a SQLite file that does not exist yet.
+
+    Retention is switched off: an audit or a repair must never prune rows.
+    """
+    settings = settings if settings is not None else LedgerSettings.from_env()
+    settings = settings.with_limits_off()
+    if settings.url is None:
+        path = settings.path if settings.path is not None else default_ledger_path(root.path)
+        if not path.is_file():
+            return None
+    return RuntimeEventLedger.open(root.path, settings)
+
+
+def _ledger_rows(
+    ledger: RuntimeEventLedger, session_id: str
+) -> tuple[dict[int, tuple[str, int]], int]:
+    """A session's ledger rows as ``sequence -> (event_type, event_time)``, and its watermark."""
+    db = ledger.db
+    events, marks = db.tables.events, db.tables.watermarks
+    stream = f"session:{session_id}"
+    with db.reading("read a session's ledger rows for audit") as conn:
+        rows = conn.execute(
+            select(events.c.sequence, events.c.event_type, events.c.event_time).where(
+                events.c.stream_id == stream
+            )
+        )
+        held = {int(row[0]): (str(row[1]), int(row[2])) for row in rows}
+        pruned = conn.execute(
+            select(marks.c.max_sequence).where(marks.c.stream_id == stream)
+        ).scalar_one_or_none()
+    return held, int(pruned or 0)
+
+
+def audit_session(ref: SessionRef, ledger: RuntimeEventLedger | None = None) -> SessionAudit:
+    """Check one session's shards, records and (with a ledger) its ledger rows."""
+    sid = ref.session_id
+    shards = sorted(ref.shards, key=lambda shard: (shard.index, shard.day))
+    problems = shard_index_problems(sid, [(shard.index, str(shard.path)) for shard in shards])
+    ambiguous = any(problem.code == "duplicate_shard" for problem in problems)
+    checks = SessionChecks(sid)
+    drift: LedgerDrift | None = None
+    if ledger is not None and not ambiguous:
+        held, pruned = _ledger_rows(ledger, sid)
+        drift = LedgerDrift(sid, held, pruned)
+    position = 0
+    for shard in shards:
+        path = str(shard.path)
+        report = ParseReport(max_kept=10_000)
+        checks.start_shard(shard.index, path)
+        for record in read_shard(shard.path, report=report):
+            position += 1
+            checks.record(record)
+            if drift is not None:
+                drift.record(record, position, path)
+        problems.extend(
+            parse_problems(
+                sid,
+                [(path, bad.line, bad.reason) for bad in report.skipped],
+                [(path, bad.line, bad.reason) for bad in report.torn_tails],
+            )
+        )
+    problems.extend(checks.finish())
+    if drift is not None:
+        problems.extend(drift.finish())
+    return SessionAudit(ref, position, _in_file_order(problems))
+
+
+def _in_file_order(problems: list[Problem]) -> list[Problem]:
+    return sorted(problems, key=lambda p: (p.path or "~", p.line or 0, p.code))
+
+
+def audit_sessions(
+    refs: Iterable[SessionRef], ledger: RuntimeEventLedger | None = None
+) -> AuditReport:
+    """Audit every session in ``refs``; ``ledger=None`` skips the drift checks."""
+    report = AuditReport(ledger=ledger.db.where if ledger is not None else None)
+    for ref in refs:
+        report.sessions.append(audit_session(ref, ledger))
+    return report

@@ -1,0 +1,267 @@
+"""`pentrace audit` on real data roots: every problem type with file and line, exit codes, --fix."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from pentrace.cli.app import app
+from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
+from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.testing import (
+    AssistantText,
+    BeginRequest,
+    Command,
+    CompactionBegin,
+    CompactionEnd,
+    EndRequest,
+    StartSession,
+    ToolCall,
+    ToolOutput,
+    UserInput,
+    render_shards,
+    write_shards,
+    write_trace,
+)
+
+SID = "session-2026-07-18-11-10-22-3f8a1c2d"
+OTHER = "session-2026-07-18-11-10-22-0badcafe"
+
+
+@pytest.fixture(autouse=True)
+def _no_ledger_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("PENGUIN_RUNTIME_EVENT_LEDGER_PATH", "PENTRACE_LEDGER_URL", "PENGUIN_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("PENGUIN_RUNTIME_EVENT_LEDGER_URL", raising=False)
+
+
+def good_session() -> list[Command]:
+    return [
+        StartSession(),
+        UserInput("list the files"),
+        BeginRequest(),
+        ToolCall("call_1", "exec_command", '{"cmd":"ls"}'),
+        ToolOutput("call_1", "a.txt"),
+        AssistantText("one file"),
+        EndRequest(),
+    ]
+
+
+def run(root: Path, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, ["--data-root", str(root), "audit", *args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.output
+
+
+def run_json(root: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    code, out = run(root, *args, "--json")
+    return code, json.loads(out)
+
+
+def problems(report: dict[str, Any], code: str) -> list[dict[str, Any]]:
+    return [p for p in report["problems"] if p["code"] == code]
+
+
+def write(root: Path, shards: Sequence[Sequence[bytes]], sid: str = SID) -> list[Path]:
+    return write_shards(root, "default_project", "default_agent", sid, shards)
+
+
+def test_a_clean_session_is_clean_with_exit_code_zero(tmp_path: Path) -> None:
+    write_trace(tmp_path, good_session())
+    code, out = run(tmp_path)
+    assert code == 0
+    assert out.startswith("clean: 1 session(s), 8 record(s), 0 error(s), 0 warning(s)")
+
+
+def test_a_torn_tail_is_a_warning_naming_file_and_line(tmp_path: Path) -> None:
+    [shard] = write_trace(tmp_path, good_session())
+    with shard.open("ab") as handle:
+        handle.write(b'{"timestamp":"2026-07-18T03:10:2')
+    code, report = run_json(tmp_path)
+    assert code == 1
+    [torn] = problems(report, "torn_tail")
+    assert (torn["path"], torn["line"], torn["severity"]) == (str(shard), 9, "warning")
+    assert torn["fix"] == "heal_torn_tail"
+
+
+def test_fix_quarantines_the_torn_bytes_before_cutting_them_off(tmp_path: Path) -> None:
+    [shard] = write_trace(tmp_path, good_session())
+    whole = shard.read_bytes()
+    fragment = b'{"timestamp":"2026-07-18T03:10:2\n\n'
+    with shard.open("ab") as handle:
+        handle.write(fragment)
+    code, out = run(tmp_path, "--fix")
+    assert code == 0, out
+    sidecar = shard.with_name(shard.name + ".torn")
+    assert sidecar.read_bytes() == fragment
+    assert shard.read_bytes() == whole
+    assert f"changed: [heal_torn_tail] {SID} {shard}: moved {len(fragment)} torn bytes" in out
+    code, out = run(tmp_path, "--fix")
+    assert (code, out.splitlines()[0]) == (0, "--fix: nothing to change")
+
+
+def test_a_malformed_line_in_the_middle_is_an_error(tmp_path: Path) -> None:
+    [lines] = render_shards(good_session(), session_id=SID)
+    write(tmp_path, [[*lines[:3], b"{not json", *lines[3:]]])
+    code, report = run_json(tmp_path)
+    assert code == 2
+    [bad] = problems(report, "malformed_line")
+    assert (bad["line"], bad["severity"], bad["fix"]) == (4, "error", None)
+    assert report["records"] == 8
+
+
+def test_a_dangling_compaction_is_closed_once_by_fix(tmp_path: Path) -> None:
+    [shard] = write_trace(tmp_path, [*good_session(), CompactionBegin()])
+    code, report = run_json(tmp_path)
+    assert code == 1
+    [dangling] = problems(report, "dangling_compaction")
+    assert (dangling["path"], dangling["line"], dangling["position"]) == (str(shard), 9, 9)
+    code, out = run(tmp_path, "--fix")
+    assert code == 0, out
+    assert "changed: [close_compaction]" in out
+    last = json.loads(shard.read_bytes().splitlines()[-1])
+    assert last["payload"]["type"] == "compaction_end"
+    assert last["payload"]["status"] == "failed"
+    size = shard.stat().st_size
+    code, out = run(tmp_path, "--fix")
+    assert (code, shard.stat().st_size) == (0, size)
+    assert "nothing to change" in out
+
+
+def test_tool_pairing_problems_name_their_lines(tmp_path: Path) -> None:
+    commands: list[Command] = [
+        StartSession(),
+        UserInput("go"),
+        BeginRequest(),
+        ToolOutput("call_early", "too soon"),
+        ToolCall("call_early", "read_file", "{}"),
+        ToolCall("call_lost", "exec_command", "{}"),
+        ToolOutput("call_nobody", "from nowhere"),
+        EndRequest(),
+    ]
+    write_trace(tmp_path, commands)
+    code, report = run_json(tmp_path)
+    assert code == 2
+    assert [p["line"] for p in problems(report, "output_before_call")] == [5]
+    assert [p["line"] for p in problems(report, "orphan_tool_output")] == [8]
+    [lost] = problems(report, "unanswered_tool_call")
+    assert (lost["line"], lost["severity"]) == (7, "warning")
+
+
+def test_an_open_request_is_an_error_mid_trace_and_a_warning_at_the_end(tmp_path: Path) -> None:
+    crashed: list[Command] = [
+        StartSession(),
+        UserInput("a"),
+        BeginRequest(),
+        UserInput("b"),
+        BeginRequest(),
+    ]
+    write_trace(tmp_path, crashed)
+    code, report = run_json(tmp_path)
+    assert code == 2
+    assert [p["line"] for p in problems(report, "open_request")] == [4]
+    assert [p["line"] for p in problems(report, "open_request_at_end")] == [6]
+
+
+def test_shard_gaps_duplicates_and_headless_shards_are_errors(tmp_path: Path) -> None:
+    [lines] = render_shards(good_session(), session_id=SID)
+    root = DataRoot(tmp_path)
+    for index in (1, 3):
+        path = root.shard_path("default_project", "default_agent", SID, index, date(2026, 7, 18))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"\n".join(lines if index == 1 else lines[1:]) + b"\n")
+    twin = root.shard_path("default_project", "default_agent", SID, 1, date(2026, 7, 19))
+    twin.parent.mkdir(parents=True)
+    twin.write_bytes(b"\n".join(lines) + b"\n")
+    code, report = run_json(tmp_path)
+    assert code == 2
+    [gap] = problems(report, "shard_gap")
+    assert gap["path"].endswith(f"{SID}_003.jsonl")
+    assert "_002" in gap["message"]
+    assert len(problems(report, "duplicate_shard")) == 1
+    [headless] = problems(report, "shard_without_meta")
+    assert headless["path"].endswith("_003.jsonl")
+    assert headless["line"] == 1
+
+
+def _ledger(root: Path) -> RuntimeEventLedger:
+    return RuntimeEventLedger.open(root, LedgerSettings().with_limits_off())
+
+
+def test_ledger_drift_missing_rows_are_synced_by_fix(tmp_path: Path) -> None:
+    write_trace(tmp_path, good_session())
+    ledger = _ledger(tmp_path)
+    sync(ledger, tmp_path)
+    with ledger.db.writing("test: drop rows") as conn:
+        events = ledger.db.tables.events
+        conn.execute(events.delete().where(events.c.sequence.in_([4, 5])))
+    ledger.close()
+    code, report = run_json(tmp_path)
+    assert code == 1
+    [missing] = problems(report, "ledger_missing")
+    assert (missing["position"], missing["line"], missing["fix"]) == (4, 4, "ledger_sync")
+    assert "2 trace record(s) at positions 4-5" in missing["message"]
+    code, out = run(tmp_path, "--fix")
+    assert code == 0, out
+    assert "indexed 2 missing event(s)" in out
+
+
+def test_ledger_rows_beyond_or_unlike_the_trace_are_errors(tmp_path: Path) -> None:
+    [shard] = write_trace(tmp_path, good_session())
+    ledger = _ledger(tmp_path)
+    sync(ledger, tmp_path)
+    ledger.close()
+    lines = shard.read_bytes().splitlines()
+    changed = lines[2].replace(b"03:10:22.532Z", b"03:59:59.000Z")
+    assert changed != lines[2]
+    shard.write_bytes(b"\n".join([*lines[:2], changed, *lines[3:6]]) + b"\n")
+    code, report = run_json(tmp_path)
+    assert code == 2
+    [mismatch] = problems(report, "ledger_mismatch")
+    assert (mismatch["position"], mismatch["line"]) == (3, 3)
+    [orphan] = problems(report, "ledger_orphan")
+    assert "sequence 7-8" in orphan["message"]
+    code, report = run_json(tmp_path, "--no-ledger")
+    assert (code, report["ledger"]) == (1, None)
+    assert {p["code"] for p in report["problems"]} == {"open_request_at_end"}
+
+
+def test_all_sessions_are_audited_and_one_can_be_named_by_prefix(tmp_path: Path) -> None:
+    write_trace(tmp_path, good_session())
+    write_trace(tmp_path, [*good_session(), CompactionBegin()], session_id=OTHER)
+    code, report = run_json(tmp_path)
+    assert (code, report["sessions"]) == (1, 2)
+    code, report = run_json(tmp_path, "3f8a")
+    assert (code, report["sessions"], report["problems"]) == (0, 1, [])
+
+
+def test_a_missing_session_is_a_clean_error_without_traceback(tmp_path: Path) -> None:
+    write_trace(tmp_path, good_session())
+    done = subprocess.run(
+        [sys.executable, "-m", "pentrace", "--data-root", str(tmp_path), "audit", "ffff0000"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr.startswith("error: no session id")
+    assert "hint:" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_completed_compaction_that_rotated_is_clean(tmp_path: Path) -> None:
+    commands = [*good_session(), CompactionBegin(), CompactionEnd(), UserInput("next")]
+    paths = write_trace(tmp_path, commands)
+    assert len(paths) == 2
+    code, out = run(tmp_path)
+    assert code == 0, out
