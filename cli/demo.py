@@ -1,0 +1,185 @@
+"""``pentrace demo``: record a realistic session through the library, then look at it with the CLI.
+
+The session is written with :class:`~pentrace.infrastructure.application.SessionApplication`
+exactly as a harness would: tool calls with approvals (one denied, one whose
+output failed), a request that fails and is retried, token usage, a subagent
+child session, a ``summarize`` compaction (so the trace rotates to a second
+shard) and a finished goal.  Then the demo runs ``sessions list``, ``replay``,
+``audit`` (``resume-check`` when audit is not installed), ``show`` and
+``stats`` when present, printing what each shows.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from pentrace.cli.session_args import data_root
+from pentrace.infrastructure.application import SessionApplication, SessionHandle
+from pentrace.infrastructure.layout import DataRoot
+
+__all__ = ["demo", "record_demo_session", "register"]
+
+PROJECT = "demo_project"
+AGENT = "demo_agent"
+TOOLS = [
+    {"name": "exec_command", "description": "Run a shell command in the workspace."},
+    {"name": "write_file", "description": "Write a file in the workspace."},
+]
+
+
+def _stepping_clock(start: datetime) -> Callable[[], datetime]:
+    """A clock that moves 350 ms per reading, so the trace reads like a real run."""
+    ticks = [start]
+
+    def now() -> datetime:
+        ticks[0] += timedelta(milliseconds=350)
+        return ticks[0]
+
+    return now
+
+
+def _call(handle: SessionHandle, call_id: str, name: str, arguments: str, **answer: Any) -> None:
+    handle.record_tool_call(name, arguments, call_id, stop_reason="completed")
+    handle.decide_approval(call_id, answer.pop("decision", "allow"))
+    if "output" in answer:
+        handle.record_tool_output(call_id, answer.pop("output"), **answer)
+
+
+def _usage(handle: SessionHandle, total: int, last: int) -> None:
+    handle.record_token_usage(
+        {"cache_read": total // 3, "cache_write": 1536, "output": total // 10, "total": total},
+        {"cache_read": last // 3, "cache_write": 0, "output": last // 10, "total": last},
+    )
+
+
+def _record_turns(app: SessionApplication, main: SessionHandle) -> str:
+    main.record_user_input("Add a greeting script and run it.")
+    main.begin_request()
+    main.record_thinking("The user wants hello.py; write it, then run it.", stop_reason="completed")
+    _call(
+        main, "call_1", "write_file", '{"path":"hello.py","text":"print(\'hello\')"}', output="ok"
+    )
+    _call(main, "call_2", "exec_command", '{"cmd":"python hello.py"}', output="hello")
+    main.record_text("hello.py prints 'hello'.", stop_reason="completed")
+    main.end_request("completed")
+    _usage(main, 2400, 2400)
+
+    main.record_user_input("Now run the test suite.")
+    main.begin_request()
+    main.end_request("failed", error_message="provider overloaded (HTTP 529)", attempt=1)
+    main.begin_request()  # the harness retries the same input
+    denied = "[denied: the user refused this command]"
+    _call(main, "call_3", "exec_command", '{"cmd":"rm -rf build"}', decision="deny", output=denied)
+    _call(
+        main,
+        "call_4",
+        "exec_command",
+        '{"cmd":"pytest -q"}',
+        output="1 failed, 3 passed\nFAILED test_hello.py::test_greeting",
+        stop_reason="failed",
+    )
+    main.record_text(
+        "One test fails: it expects 'Hello' with a capital H.", stop_reason="completed"
+    )
+    main.end_request("completed")
+    _usage(main, 5900, 3500)
+
+    child = app.spawn_subagent(main, system_prompt="You review small diffs.")
+    child.record_user_input("Review: print('hello') -> print('Hello')")
+    child.begin_request()
+    child.record_text("The change is correct and minimal.", stop_reason="completed")
+    child.end_request("completed")
+    _usage(child, 800, 800)
+    child.close()
+    return child.session_id
+
+
+def _record_compaction_and_finish(main: SessionHandle) -> None:
+    main.begin_compaction("context", "summarize", context=5900, turns=2)
+    main.begin_request()
+    summary = "[summary]Wrote hello.py; one failing test expects a capital H.[/summary]"
+    main.record_text(summary, stop_reason="completed")
+    main.end_request("completed")
+    main.end_compaction("completed")  # the next record opens shard _002
+
+    main.record_user_input("Fix the greeting and rerun the tests.")
+    main.begin_request()
+    _call(
+        main, "call_5", "write_file", '{"path":"hello.py","text":"print(\'Hello\')"}', output="ok"
+    )
+    _call(main, "call_6", "exec_command", '{"cmd":"pytest -q"}', output="4 passed")
+    main.record_text("Fixed: all 4 tests pass.", stop_reason="completed")
+    main.end_request("completed")
+    _usage(main, 7300, 1400)
+    main.finish_goal("complete", rounds=4, tokens_used=7300)
+
+
+def record_demo_session(root: DataRoot, start: datetime) -> tuple[str, str]:
+    """Write the demo session and its subagent child under ``root``; return both ids."""
+    with SessionApplication(root, PROJECT, AGENT, clock=_stepping_clock(start)) as app:
+        main = app.start_session(
+            provider="deepseek",
+            model_id="deepseek-v4-pro",
+            model_context_window=1_000_000,
+            system_prompt="You are a careful coding agent.",
+            workspace=None,  # a fresh workspaces/tmp-<8hex>, as PenguinHarness makes one
+            tools=TOOLS,
+        )
+        child_id = _record_turns(app, main)
+        _record_compaction_and_finish(main)
+        main.close()
+        return main.session_id, child_id
+
+
+def _run(root: DataRoot, *args: str) -> None:
+    from pentrace.cli.app import app  # app imports this module to register it
+
+    typer.secho(f"\n$ pentrace {' '.join(args)}", bold=True)
+    command = typer.main.get_command(app)
+    argv = ["--data-root", str(root.path), *args]
+    code = command.main(args=argv, prog_name="pentrace", standalone_mode=False)
+    if isinstance(code, int) and code != 0:
+        typer.echo(f"(exit code {code})")
+
+
+def demo(ctx: typer.Context) -> None:
+    """Record a realistic sample session, then list, replay, audit and summarise it.
+
+    Writes into --data-root when given, else into a new temporary folder (kept,
+    so you can explore it with the commands the demo prints).
+
+    Example: pentrace demo
+    """
+    settings: Any = ctx.find_root().obj
+    if getattr(settings, "data_root", None) is not None:
+        root = data_root(ctx)
+    else:
+        root = DataRoot(Path(tempfile.mkdtemp(prefix="pentrace-demo-")) / "data")
+    main_id, child_id = record_demo_session(root, datetime.now(UTC))
+    typer.echo(f"data root: {root.path}")
+    typer.echo(f"recorded session {main_id} and its subagent {child_id}")
+    from pentrace.cli.app import app  # see _run
+
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    short = main_id[-8:]
+    _run(root, "sessions", "list")
+    _run(root, "replay", short, "--no-pager", "--include-uncommitted")
+    if "audit" in commands:
+        _run(root, "audit", short)
+    else:
+        _run(root, "resume-check", short)
+    _run(root, "show", short)
+    if "stats" in commands:
+        _run(root, "stats")
+    typer.echo(f"\nexplore further: pentrace --data-root {root.path} sessions list")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``demo`` to the ``pentrace`` app."""
+    app.command()(demo)
