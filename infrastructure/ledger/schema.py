@@ -73,15 +73,12 @@ def ledger_tables(prefix: str = "") -> LedgerTables:
         # AUTOINCREMENT: a notification id is never reused after retention deletes rows.
         sqlite_autoincrement=True,
     )
+    # Each index costs every insert; these serve replay filters, topics and retention.
+    # Filters on task, run, project or conversation scan until a query needs them.
     Index(f"{name}_type_idx", events.c.event_type)
     Index(f"{name}_category_idx", events.c.category)
-    Index(f"{name}_time_idx", events.c.event_time)
     Index(f"{name}_inserted_idx", events.c.inserted_at)
     Index(f"{name}_scope_idx", events.c.session_id, events.c.agent_id, events.c.directory)
-    Index(f"{name}_conversation_idx", events.c.conversation_id)
-    Index(f"{name}_task_idx", events.c.task_id)
-    Index(f"{name}_run_idx", events.c.run_id)
-    Index(f"{name}_project_idx", events.c.project_id)
     watermarks = Table(
         f"{prefix}runtime_event_watermarks",
         metadata,

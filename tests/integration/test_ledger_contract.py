@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from eventsourcing.persistence import StoredEvent
 
-from pentrace.domain.redaction import redact
+from pentrace.domain.runtime_events import build_event
 from pentrace.errors import LedgerConflictError, RedactionError
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
 
@@ -39,37 +39,27 @@ def make_event(
     time_ms: Any = 1_700_000_000_000,
     agent: str | None = "agent-a",
     directory: str | None = "/srv/work",
-    stream: str | None = None,
 ) -> dict[str, Any]:
-    """A redacted RuntimeEvent envelope in Penguin's key order, id from the stream position."""
-    stream_id = stream or (f"session:{session}" if session else "global")
-    redacted = redact(payload if payload is not None else {"text": f"message {sequence}"})
+    """A RuntimeEvent from the domain builder, as builtins; ``time_ms=None`` drops ``time``.
+
+    Non-integer times make the raw envelopes other producers send (Penguin's W3 cases).
+    """
     scope = {
         key: value
         for key, value in (("session_id", session), ("agent_id", agent), ("directory", directory))
         if value is not None
     }
-    event: dict[str, Any] = {
-        "id": f"evt:{stream_id}:{sequence:08d}",
-        "schema_version": "penguin.runtime_event.v1",
-        "type": "message.updated",
-        "category": "message_lifecycle",
-        "source": "pentrace",
-        "subject": f"session_id:{session}" if session else "message.updated",
-        "stream_id": stream_id,
-        "sequence": sequence,
-        "scope": scope,
-        "correlation": {},
-        "actor": {},
-        "privacy": {
-            "classification": redacted.classification,
-            "redacted": bool(redacted.paths),
-            "redacted_fields": redacted.paths,
-        },
-        "payload": redacted.value,
-        "projections": {},
-    }
-    if time_ms is not None:
+    event = build_event(
+        event_type="message.updated",
+        payload=payload if payload is not None else {"text": f"message {sequence}"},
+        time_ms=1_700_000_000_000,
+        sequence=sequence,
+        stream_id=f"session:{session}" if session else "global",
+        scope=scope,
+    ).to_builtins()
+    if time_ms is None:
+        del event["time"]
+    else:
         event["time"] = time_ms
     return event
 
