@@ -269,3 +269,16 @@ def test_directory_normalisation_is_pure_and_explicit_about_home_and_cwd(
     raw: object, home: str | None, cwd: str | None, expected: str | None
 ) -> None:
     assert normalize_directory(raw, home=home, cwd=cwd) == expected
+
+
+DOC_BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text("utf-8"), re.DOTALL)
+
+
+def test_the_runtime_events_page_has_examples() -> None:
+    assert len(DOC_BLOCKS) >= 2
+
+
+@pytest.mark.parametrize("index", range(len(DOC_BLOCKS)))
+def test_each_example_on_the_runtime_events_page_runs(index: int) -> None:
+    code = compile(DOC_BLOCKS[index], f"{DOC}:block{index}", "exec")
+    exec(code, {"__name__": "docs"})  # noqa: S102  # running our own docs is the test
