@@ -29,7 +29,8 @@ source.onmessage = (message) => {
   if (message.lastEventId && data.id === message.lastEventId) {
     window.pentrace.events.push(message.lastEventId);
   } else {
-    window.pentrace.control.push({type: data.type, lastEventId: message.lastEventId});
+    window.pentrace.control.push(
+      {type: data.type, lastEventId: message.lastEventId, properties: data.properties});
   }
   document.getElementById("log").textContent += data.type + "\\n";
 };
