@@ -38,8 +38,11 @@ _BEGIN: Final = "pentrace_begin"
 class LedgerDatabase:
     """An engine, the table objects and the transactions of one ledger."""
 
-    def __init__(self, url: str, *, table_prefix: str = "") -> None:
+    def __init__(
+        self, url: str, *, table_prefix: str = "", busy_timeout_ms: int = _BUSY_TIMEOUT_MS
+    ) -> None:
         self.url = url
+        self.busy_timeout_ms = busy_timeout_ms
         self.tables: LedgerTables = ledger_tables(table_prefix)
         parsed = make_url(url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
@@ -56,9 +59,11 @@ class LedgerDatabase:
         self.engine: Engine = self._open()
 
     @classmethod
-    def for_path(cls, path: Path, *, table_prefix: str = "") -> LedgerDatabase:
+    def for_path(
+        cls, path: Path, *, table_prefix: str = "", busy_timeout_ms: int = _BUSY_TIMEOUT_MS
+    ) -> LedgerDatabase:
         """A SQLite ledger in ``path``; parent folders are created."""
-        return cls(f"sqlite:///{path}", table_prefix=table_prefix)
+        return cls(f"sqlite:///{path}", table_prefix=table_prefix, busy_timeout_ms=busy_timeout_ms)
 
     def _open(self) -> Engine:
         if self.path is None:
@@ -66,7 +71,7 @@ class LedgerDatabase:
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             engine = create_engine(
-                self.url, connect_args={"timeout": _BUSY_TIMEOUT_MS / 1000}, pool_size=8
+                self.url, connect_args={"timeout": self.busy_timeout_ms / 1000}, pool_size=8
             )
             event.listen(engine, "connect", _configure_sqlite)
             event.listen(engine, "begin", _begin_sqlite)
@@ -143,7 +148,6 @@ def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
     # auto_vacuum only takes effect before the first table is created.
     cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
 

@@ -28,12 +28,11 @@ GapReason = Literal["evicted", "unknown_event_id"]
 _decode: Final = msgspec.json.Decoder().decode
 
 
-@dataclass(frozen=True, slots=True)
-class LedgerEntry:
+class LedgerEntry(msgspec.Struct, frozen=True):
     """One stored RuntimeEvent: its id, the redacted envelope as JSON bytes, its global position.
 
     ``notification_id`` is ``None`` for events published live before (or
-    without) reaching the ledger.
+    without) reaching the ledger.  A msgspec Struct: a page builds a thousand.
     """
 
     event_id: str
@@ -139,7 +138,8 @@ def _page(
 ) -> list[LedgerEntry]:
     if limit is not None and limit > 0:
         query = query.limit(limit)
-    return [LedgerEntry(row[0], bytes(row[1]), row[2]) for row in conn.execute(query)]
+    rows = conn.execute(query).fetchall()
+    return [LedgerEntry(row[0], bytes(row[1]), row[2]) for row in rows]
 
 
 def _bounds(
