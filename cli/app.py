@@ -20,6 +20,7 @@ from pentrace.cli import replay as _replay
 from pentrace.cli import session_io as _session_io
 from pentrace.cli import sessions as _sessions
 from pentrace.cli.audit import audit
+from pentrace.cli.search import search
 from pentrace.cli.serve import serve
 from pentrace.errors import PentraceError
 
@@ -83,6 +84,7 @@ _demo.register(app)
 
 # Audit, search and the ledger commands.
 app.command()(audit)
+app.command()(search)
 
 
 def _debug_requested(argv: list[str]) -> bool:

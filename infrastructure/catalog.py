@@ -19,12 +19,14 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Final
 
 import msgspec
 
 from pentrace.errors import AmbiguousIdError, NotFoundError, PentraceError, UsageError
-from pentrace.infrastructure.catalog_cache import CatalogCache, Key, cache_path, open_cache
+from pentrace.infrastructure.catalog_cache import CatalogCache, Key, open_cache
+from pentrace.infrastructure.catalog_cache import cache_path as _cache_path
 from pentrace.infrastructure.layout import DataRoot, SessionRef, is_session_id, iter_sessions
 from pentrace.infrastructure.trace_reader import ParseReport, read_session
 from pentrace.projections.session_summary import SessionSummary, summarize_session
@@ -127,6 +129,11 @@ class SessionFilter:
             if self.until is not None and start > self.until:
                 return False
         return True
+
+
+def cache_path(root: DataRoot) -> Path:
+    """Where the catalog cache of ``root`` lives (``<root>/.pentrace/catalog.db``)."""
+    return _cache_path(root.path)
 
 
 def short_id(session_id: str) -> str:
