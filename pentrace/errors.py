@@ -151,5 +151,13 @@ class LedgerConflictError(LedgerError):
     """An event id or stream position the ledger holds was offered with different content."""
 
 
+class SearchIndexError(PentraceError):
+    """The full-text search index could not be read, written or rebuilt."""
+
+
+class SearchQueryError(UsageError):
+    """A full-text search query is not valid FTS5 syntax."""
+
+
 class ConfigError(UsageError):
     """A setting, environment variable or configuration file is invalid."""

@@ -18,13 +18,13 @@ from pentrace.domain.records import TraceRecord
 from pentrace.domain.runtime_events import event_type_for, time_ms_of
 from pentrace.projections.audit_checks import Problem
 
-__all__ = ["LedgerDrift", "expected_ledger_row"]
+__all__ = ["LedgerDrift", "expected_ledger_row", "record_time_ms"]
 
 _TIMESTAMP_HEAD: Final = b'{"timestamp":"'
 _TIMESTAMP_LENGTH: Final = len("2026-07-18T03:10:22.531Z")
 
 
-def _fast_time_ms(record: TraceRecord) -> int:
+def record_time_ms(record: TraceRecord) -> int:
     """``time_ms_of`` for the common line that starts with its timestamp, without decoding it."""
     raw = record.raw
     if raw.startswith(_TIMESTAMP_HEAD):
@@ -40,7 +40,7 @@ def _fast_time_ms(record: TraceRecord) -> int:
 
 def expected_ledger_row(record: TraceRecord, position: int) -> tuple[str, int]:
     """The ``(event_type, event_time)`` the ledger row of this record must hold."""
-    return event_type_for(record, position), _fast_time_ms(record)
+    return event_type_for(record, position), record_time_ms(record)
 
 
 def _ranges(positions: Sequence[int]) -> list[tuple[int, int]]:

@@ -1,0 +1,393 @@
+"""Full-text search over every session: a derived SQLite FTS5 index in ``<root>/.pentrace``.
+
+The index is derived from the traces and can be deleted at any time;
+:meth:`SearchIndex.refresh` brings it up to date and :meth:`SearchIndex.rebuild`
+recreates it.  Traces are append-only, so a refresh reads only the bytes added
+since the last one: each shard's byte offset, line count, size, mtime and the
+last bytes before the offset are stored, and a session whose shards changed in
+any other way (truncated, replaced, renumbered) is dropped and indexed again.
+A final line without its newline is left for a later refresh, so a torn or
+half-written line is never indexed.
+
+A document's rowid is ``session_key << 32 | position``, so a session's
+documents are one rowid range (cheap to delete) and the position comes back
+from the rowid.  What is indexed, and the redaction that keeps secrets out,
+is :mod:`pentrace.projections.search_docs`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from pentrace.domain.records import MalformedLine, decode_line
+from pentrace.errors import SearchIndexError
+from pentrace.infrastructure.layout import DataRoot, SessionRef
+from pentrace.infrastructure.search_query import SearchHit, SearchQuery, run_query
+from pentrace.projections.search_docs import SearchDoc, SearchDocFold
+
+__all__ = ["RefreshReport", "SearchHit", "SearchIndex", "SearchQuery", "search_index_path"]
+
+SCHEMA_VERSION: Final = "1"
+_CHUNK: Final = 4 * 1024 * 1024
+_TAIL: Final = 32
+_BATCH: Final = 2000
+_SCHEMA: Final = (
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS sessions(id INTEGER PRIMARY KEY AUTOINCREMENT, project TEXT NOT "
+    "NULL, agent TEXT NOT NULL, session_id TEXT NOT NULL, position INTEGER NOT NULL, turns "
+    "INTEGER NOT NULL, in_compaction INTEGER NOT NULL, UNIQUE(project, agent, session_id))",
+    "CREATE TABLE IF NOT EXISTS shards(session INTEGER NOT NULL, path TEXT NOT NULL, idx INTEGER "
+    "NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, offset INTEGER NOT NULL, lines "
+    "INTEGER NOT NULL, tail BLOB NOT NULL, PRIMARY KEY(session, path))",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5(body, kind UNINDEXED, role UNINDEXED, "
+    "turn UNINDEXED, time UNINDEXED, shard UNINDEXED, line UNINDEXED, "
+    "tokenize='unicode61 remove_diacritics 2')",
+)
+
+
+def search_index_path(root: DataRoot) -> Path:
+    """``<root>/.pentrace/search.db``."""
+    return root.path / ".pentrace" / "search.db"
+
+
+@dataclass
+class RefreshReport:
+    """What a refresh did: sessions seen, (re)indexed and removed, documents added."""
+
+    sessions: int = 0
+    updated: int = 0
+    reset: int = 0
+    removed: int = 0
+    documents: int = 0
+
+
+@dataclass
+class _Shard:
+    path: str
+    idx: int
+    size: int
+    mtime_ns: int
+    offset: int = 0
+    lines: int = 0
+    tail: bytes = b""
+
+
+class SearchIndex:
+    """The search index of one data root (see the module docstring)."""
+
+    def __init__(self, root: DataRoot, path: Path | None = None) -> None:
+        self.root = root
+        self.path = path if path is not None else search_index_path(root)
+        self.conn = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            return self._connect()
+        except sqlite3.DatabaseError as error:
+            if _is_busy(error):
+                raise _locked(self.path) from error
+            # A derived index that cannot be read is rebuilt, never a crash.
+            self._delete_files()
+            return self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            found = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            if found is None:
+                conn.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+            elif found[0] != SCHEMA_VERSION:
+                raise sqlite3.DatabaseError("search index schema version differs")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _delete_files(self) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{self.path}{suffix}")
+
+    def close(self) -> None:
+        """Close the database."""
+        self.conn.close()
+
+    def __enter__(self) -> SearchIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- building ----------------------------------------------------------------
+    def rebuild(self, refs: Iterable[SessionRef] | None = None) -> RefreshReport:
+        """Delete the index and build it again from the traces."""
+        self.conn.close()
+        self._delete_files()
+        self.conn = self._connect()
+        return self.refresh(refs)
+
+    def refresh(self, refs: Iterable[SessionRef] | None = None) -> RefreshReport:
+        """Index what changed since the last refresh; sessions no longer on disk are dropped.
+
+        ``refs`` defaults to every session of the root (pass them to draw a progress bar).
+        """
+        report = RefreshReport()
+        if refs is None:
+            refs = self.root.iter_sessions() if self.root.path.is_dir() else iter(())
+        known = {
+            (row[1], row[2], row[3]): int(row[0])
+            for row in self._execute("SELECT id, project, agent, session_id FROM sessions")
+        }
+        for ref in refs:
+            report.sessions += 1
+            key = known.pop((ref.project, ref.agent, ref.session_id), None)
+            self._refresh_session(ref, key, report)
+        for key in known.values():
+            self._write(lambda k=key: self._drop(k, forget=True))
+            report.removed += 1
+        return report
+
+    def _refresh_session(self, ref: SessionRef, key: int | None, report: RefreshReport) -> None:
+        disk = _stat_shards(ref)
+        if disk is None:
+            return
+        state = (0, 0, False)
+        stored: list[_Shard] = []
+        if key is not None:
+            stored = self._stored_shards(key)
+            if _unchanged(stored, disk):
+                return
+            if _appendable(stored, disk):
+                row = self._execute(
+                    "SELECT position, turns, in_compaction FROM sessions WHERE id=?", (key,)
+                ).fetchone()
+                state = (int(row[0]), int(row[1]), bool(row[2]))
+            else:
+                self._write(lambda: self._drop(key, forget=False))
+                stored = []
+                report.reset += 1
+        report.updated += 1
+        self._write(lambda: self._index(ref, key, disk, stored, state, report))
+
+    def _index(
+        self,
+        ref: SessionRef,
+        key: int | None,
+        disk: list[_Shard],
+        stored: list[_Shard],
+        state: tuple[int, int, bool],
+        report: RefreshReport,
+    ) -> None:
+        if key is None:
+            cursor = self.conn.execute(
+                "INSERT INTO sessions(project, agent, session_id, position, turns, in_compaction)"
+                " VALUES (?, ?, ?, 0, 0, 0)",
+                (ref.project, ref.agent, ref.session_id),
+            )
+            key = int(cursor.lastrowid or 0)
+        fold = SearchDocFold(*state)
+        base = key << 32
+        done = {shard.path: shard for shard in stored}
+        for shard in disk:
+            before = done.get(shard.path)
+            if before is not None:
+                shard.offset, shard.lines, shard.tail = before.offset, before.lines, before.tail
+            batch: list[tuple[object, ...]] = []
+            for doc in _read_docs(shard, fold):
+                batch.append(_doc_row(base, shard.idx, doc))
+                if len(batch) >= _BATCH:
+                    report.documents += self._insert(batch)
+                    batch = []
+            report.documents += self._insert(batch)
+            self.conn.execute(
+                "INSERT OR REPLACE INTO shards VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    shard.path,
+                    shard.idx,
+                    shard.size,
+                    shard.mtime_ns,
+                    shard.offset,
+                    shard.lines,
+                    shard.tail,
+                ),
+            )
+        self.conn.execute(
+            "UPDATE sessions SET position=?, turns=?, in_compaction=? WHERE id=?",
+            (fold.position, fold.turns, int(fold.in_compaction), key),
+        )
+
+    def _insert(self, rows: list[tuple[object, ...]]) -> int:
+        if rows:
+            self.conn.executemany(
+                "INSERT INTO docs(rowid, body, kind, role, turn, time, shard, "
+                "line) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+        return len(rows)
+
+    def _drop(self, key: int, *, forget: bool) -> None:
+        self.conn.execute(
+            "DELETE FROM docs WHERE rowid BETWEEN ? AND ?", (key << 32, (key << 32) | 0xFFFFFFFF)
+        )
+        self.conn.execute("DELETE FROM shards WHERE session=?", (key,))
+        if forget:
+            self.conn.execute("DELETE FROM sessions WHERE id=?", (key,))
+        else:
+            self.conn.execute(
+                "UPDATE sessions SET position=0, turns=0, in_compaction=0 WHERE id=?", (key,)
+            )
+
+    def _stored_shards(self, key: int) -> list[_Shard]:
+        rows = self._execute(
+            "SELECT path, idx, size, mtime_ns, offset, lines, tail FROM shards "
+            "WHERE session=? ORDER BY idx, path",
+            (key,),
+        )
+        return [_Shard(r[0], r[1], r[2], r[3], r[4], r[5], bytes(r[6])) for r in rows]
+
+    # -- plumbing ----------------------------------------------------------------
+    def _execute(self, sql: str, params: tuple[object, ...] = ()) -> sqlite3.Cursor:
+        try:
+            return self.conn.execute(sql, params)
+        except sqlite3.OperationalError as error:
+            raise _converted(self.path, error) from error
+
+    def _write(self, work: object) -> None:
+        """Run ``work()`` in one IMMEDIATE transaction, rolled back on any error."""
+        assert callable(work)
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as error:
+            raise _converted(self.path, error) from error
+        try:
+            work()
+        except BaseException as error:
+            self.conn.execute("ROLLBACK")
+            if isinstance(error, sqlite3.OperationalError):
+                raise _converted(self.path, error) from error
+            raise
+        self.conn.execute("COMMIT")
+
+    # -- searching ---------------------------------------------------------------
+    def search(self, query: SearchQuery) -> list[SearchHit]:
+        """The best hits for ``query`` (see :class:`SearchQuery`); refresh first to be current."""
+        return run_query(self.conn, self.path, query)
+
+
+def _doc_row(base: int, shard: int, doc: SearchDoc) -> tuple[object, ...]:
+    return (
+        base | doc.position,
+        doc.body,
+        doc.kind,
+        doc.role,
+        doc.turn,
+        doc.time_ms,
+        shard,
+        doc.line,
+    )
+
+
+def _stat_shards(ref: SessionRef) -> list[_Shard] | None:
+    shards = []
+    for shard in sorted(ref.shards, key=lambda s: (s.index, str(s.path))):
+        try:
+            stat = os.stat(shard.path)
+        except FileNotFoundError:
+            return None  # deleted while we looked: the next refresh sees the new state
+        shards.append(_Shard(str(shard.path), shard.index, stat.st_size, stat.st_mtime_ns))
+    return shards
+
+
+def _unchanged(stored: list[_Shard], disk: list[_Shard]) -> bool:
+    return [(s.path, s.size, s.mtime_ns) for s in stored] == [
+        (s.path, s.size, s.mtime_ns) for s in disk
+    ]
+
+
+def _appendable(stored: list[_Shard], disk: list[_Shard]) -> bool:
+    """Only the last stored shard grew and new shards follow it; its indexed bytes are intact."""
+    if not stored or len(disk) < len(stored):
+        return False
+    for old, new in zip(stored[:-1], disk, strict=False):
+        if (old.path, old.size, old.mtime_ns) != (new.path, new.size, new.mtime_ns):
+            return False
+    last, now = stored[-1], disk[len(stored) - 1]
+    if last.path != now.path or now.size < last.offset:
+        return False
+    return _tail_of(Path(now.path), last.offset) == last.tail
+
+
+def _tail_of(path: Path, offset: int) -> bytes:
+    start = max(0, offset - _TAIL)
+    try:
+        with path.open("rb") as handle:
+            handle.seek(start)
+            return handle.read(offset - start)
+    except OSError:
+        return b"\0"  # unreadable now: never equal to a stored tail
+
+
+def _read_docs(shard: _Shard, fold: SearchDocFold) -> Iterator[SearchDoc]:
+    """Documents from ``shard.offset`` up to its last newline; updates offset, lines and tail."""
+    path = Path(shard.path)
+    try:
+        handle = path.open("rb")
+    except FileNotFoundError:
+        return
+    with handle:
+        handle.seek(shard.offset)
+        remaining = shard.size - shard.offset
+        carry = b""
+        while remaining > 0:
+            chunk = handle.read(min(_CHUNK, remaining))
+            if not chunk:
+                break
+            remaining -= len(chunk)
+            pieces = (carry + chunk).split(b"\n")
+            carry = pieces.pop()
+            for piece in pieces:
+                shard.lines += 1
+                shard.offset += len(piece) + 1
+                try:
+                    record = decode_line(piece, shard.lines)
+                except MalformedLine:
+                    continue  # not a record: positions skip it, as the reader does
+                if record is None:
+                    continue
+                doc = fold.record(record)
+                if doc is not None:
+                    yield doc
+    shard.tail = _tail_of(path, shard.offset)
+
+
+def _is_busy(error: sqlite3.Error) -> bool:
+    text = str(error).lower()
+    return "locked" in text or "busy" in text
+
+
+def _locked(path: Path) -> SearchIndexError:
+    return SearchIndexError(
+        f"the search index {path} is locked by another process",
+        hint="wait for the other search or rebuild to finish, then retry",
+    )
+
+
+def _converted(path: Path, error: sqlite3.Error) -> SearchIndexError:
+    if _is_busy(error):
+        return _locked(path)
+    return SearchIndexError(
+        f"the search index {path} failed: {str(error).splitlines()[0][:160]}",
+        hint="run `pentrace search --rebuild` to recreate it from the traces",
+    )
