@@ -1,0 +1,72 @@
+"""`pentrace demo` end to end, as `./dev demo` runs it: a real process, no setup."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from pentrace.infrastructure.catalog import list_sessions
+from pentrace.infrastructure.layout import DataRoot
+
+
+def test_the_demo_records_a_realistic_session_and_shows_it(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("PENGUIN_HOME", "PENTRACE_DEBUG")}
+    env["TMPDIR"] = str(tmp_path)  # the demo's temporary data root lands here
+    done = subprocess.run(
+        [sys.executable, "-m", "pentrace", "demo"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    found = re.search(r"^data root: (.+)$", out, re.MULTILINE)
+    assert found is not None
+    root = DataRoot(Path(found.group(1)))
+    assert root.path.is_relative_to(tmp_path)
+    for step in ("sessions list", "replay", "show"):
+        assert f"$ pentrace {step} " in out or f"$ pentrace {step}\n" in out
+    # The replay: a dropped (failed) request, tool calls paired with outputs, the compaction.
+    assert re.search(r"x-- dropped request 2 \(failed\)", out)
+    assert "output [failed]: 1 failed, 3 passed" in out
+    assert "approval: deny" in out
+    assert "=== shard 002 (new context after compaction) ===" in out
+    assert "assistant thinking: [collapsed," in out
+    # The audit (or resume-check) ran and found the session healthy.
+    assert "$ pentrace audit" in out or "$ pentrace resume-check" in out
+    assert "Traceback" not in done.stderr
+
+    rows = {row.summary.source: row for row in list_sessions(root)}
+    main, child = rows[None], rows["subagent"]
+    assert main.shards == 2
+    assert main.summary.turns == 3
+    assert main.summary.requests["failed"] == 1
+    assert main.summary.tool_calls["exec_command"].failures == 1
+    assert main.summary.approvals == {"allow": 5, "deny": 1}
+    assert main.summary.subagents == [child.session_id]
+    assert main.summary.goals == {"complete": 1}
+    assert child.summary.turns == 1
+
+
+def test_the_demo_writes_into_a_given_data_root(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PENGUIN_HOME"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pentrace", "--data-root", str(tmp_path / "root"), "demo"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert f"data root: {tmp_path / 'root'}" in done.stdout
+    assert len(list_sessions(DataRoot(tmp_path / "root"))) == 2
