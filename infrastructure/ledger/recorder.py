@@ -88,7 +88,7 @@ class LedgerRecorder(ProcessRecorder):
             rows,
         )
         ids = [int(row[0]) for row in result]
-        conn.execute(text("SELECT pg_notify(:channel, '')"), {"channel": self._notify_channel})
+        conn.execute(text("SELECT pg_notify(:channel, '')"), {"channel": self.notify_channel})
         return ids
 
     # -- reading -----------------------------------------------------------------

@@ -100,7 +100,7 @@ class LedgerSubscription(Subscription["LedgerRecorder"]):
     def _listen(self) -> None:
         """Turn PostgreSQL NOTIFY into wake-ups until stopped (polling covers any failure)."""
         url = make_url(self._recorder.db.url).set(drivername="postgresql")
-        channel = self._recorder._notify_channel
+        channel = self._recorder.notify_channel
         try:
             with psycopg.connect(
                 url.render_as_string(hide_password=False), autocommit=True

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pentrace.errors import LedgerLockedError
+from pentrace.errors import LedgerError, LedgerLockedError
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.retention import ledger_size
 from tests.integration.test_ledger_contract import make_event
@@ -52,3 +52,13 @@ def test_size_is_measured_after_a_wal_checkpoint(tmp_path: Path) -> None:
     wal = path.with_name(path.name + "-wal")
     assert not wal.exists() or wal.stat().st_size == 0
     ledger.close()
+
+
+def test_an_unreachable_server_is_a_ledger_error_that_hides_the_password() -> None:
+    url = "postgresql+psycopg://app:s3cret-pw@127.0.0.1:1/ledger"
+    with pytest.raises(
+        LedgerError, match=r"create the ledger schema on .*app:\*\*\*@127\.0\.0\.1:1"
+    ) as caught:
+        LedgerDatabase(url)
+    assert "s3cret-pw" not in str(caught.value)
+    assert caught.value.hint is not None
