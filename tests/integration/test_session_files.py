@@ -346,3 +346,35 @@ def test_publishing_without_overwrite_refuses_an_existing_file(tmp_path: Path) -
 
     assert (tmp_path / "dest.jsonl").read_bytes() == b"kept\n"
     assert [p.name for p in tmp_path.iterdir()] == ["dest.jsonl"]
+
+
+def test_an_import_whose_session_meta_has_no_timestamp_is_refused(
+    root: DataRoot, tmp_path: Path
+) -> None:
+    lines = render_shards([StartSession(), *ROUND], session_id=SID)[0]
+    first = json.loads(lines[0])
+    del first["timestamp"]
+    source = tmp_path / "undated.jsonl"
+    source.write_bytes(b"\n".join([json.dumps(first).encode(), *lines[1:]]) + b"\n")
+
+    with pytest.raises(TraceFormatError, match=r"undated.jsonl:1: expected session_meta to carry"):
+        import_session(root, PROJECT, AGENT, source)
+    assert _tree(root) == set()
+
+
+def test_delete_refuses_a_scratchpad_that_is_a_link_and_deletes_nothing(
+    root: DataRoot, tmp_path: Path
+) -> None:
+    paths = _write(root, ROUND)
+    elsewhere = tmp_path / "precious"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("mine")
+    scratchpad = root.scratchpad_dir(PROJECT, AGENT, SID)
+    scratchpad.parent.mkdir(parents=True)
+    scratchpad.symlink_to(elsewhere)
+
+    with pytest.raises(UsageError, match=r"is not a folder; nothing was deleted"):
+        delete_session(root, PROJECT, AGENT, SID)
+
+    assert paths[0].exists()
+    assert (elsewhere / "keep.txt").read_text() == "mine"
