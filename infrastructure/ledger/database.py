@@ -25,6 +25,7 @@ from typing import Any, Final
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 
+from pentrace.errors import ConfigError
 from pentrace.infrastructure.ledger.errors import converted
 from pentrace.infrastructure.ledger.schema import LedgerTables, ledger_tables
 from pentrace.infrastructure.ledger.settings import safe_url
@@ -50,7 +51,10 @@ class LedgerDatabase:
         self.path: Path | None = None
         if self.is_sqlite:
             if not parsed.database or parsed.database == ":memory:":
-                raise ValueError("the SQLite ledger needs a file path, not an in-memory database")
+                raise ConfigError(
+                    "the SQLite ledger needs a file path, found an in-memory database URL",
+                    hint="set PENGUIN_RUNTIME_EVENT_LEDGER_PATH to a file",
+                )
             self.path = Path(parsed.database)
             self.where = str(self.path)
         self._write_lock = threading.Lock()

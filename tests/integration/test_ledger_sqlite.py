@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pentrace.errors import LedgerError, LedgerLockedError
+from pentrace.errors import ConfigError, LedgerError, LedgerLockedError
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.retention import ledger_size
 from tests.integration.test_ledger_contract import make_event
@@ -62,3 +62,8 @@ def test_an_unreachable_server_is_a_ledger_error_that_hides_the_password() -> No
         LedgerDatabase(url)
     assert "s3cret-pw" not in str(caught.value)
     assert caught.value.hint is not None
+
+
+def test_an_in_memory_sqlite_url_is_refused_as_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="needs a file path"):
+        LedgerDatabase("sqlite://")
