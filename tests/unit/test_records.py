@@ -8,9 +8,16 @@ from pentrace.domain.records import MalformedLine, TraceRecord, decode_line
 
 
 def test_a_completed_request_end_exposes_its_header_fields() -> None:
-    record = decode_line(b'{"type":"event_msg","payload":{"type":"request_end","status":"completed"}}', 3)
+    record = decode_line(
+        b'{"type":"event_msg","payload":{"type":"request_end","status":"completed"}}', 3
+    )
     assert record is not None
-    assert (record.line, record.kind, record.ptype, record.status) == (3, "event_msg", "request_end", "completed")
+    assert (record.line, record.kind, record.ptype, record.status) == (
+        3,
+        "event_msg",
+        "request_end",
+        "completed",
+    )
     assert record.is_event
 
 
