@@ -21,6 +21,7 @@ pure and deterministic; :func:`is_redacted` holds for every output.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any, Final, Literal, NamedTuple
 
 import msgspec
@@ -79,6 +80,12 @@ def _is_scalar(value: object) -> bool:
     return isinstance(value, str | int | float | bool)
 
 
+@lru_cache(maxsize=16384)
+def _key_rule(name: str) -> tuple[str, bool]:
+    """A key with any secret inside it masked, and whether its value is a secret."""
+    return redact_secrets_in_text(name), is_secret_key(name)
+
+
 def _format_path(stack: list[str | int]) -> str:
     pieces: list[str] = []
     for part in stack:
@@ -119,14 +126,14 @@ class _Walker:
         stack = self.stack
         for key, item in value.items():
             name = key if type(key) is str else str(key)
-            clean = redact_secrets_in_text(name)
+            clean, secret = _key_rule(name)
             if clean != name:
                 # A secret used as a key (a token-keyed cache, say): the key is
                 # masked and its value hidden, so neither value nor path leaks it.
                 key = name = clean
-                hidden_value_field = key
+                secret = True
             stack.append(name)
-            if is_secret_key(name) or key == hidden_value_field:
+            if secret or key == hidden_value_field:
                 out[key] = REDACTED
                 self._hidden()
             elif key in _PATH_LIST_KEYS and isinstance(item, list):
@@ -213,8 +220,11 @@ def redact(value: Any) -> Redacted:
 
 def redact_text(text: str) -> str:
     """Redact the secrets inside one string, keeping the text around them."""
-    result = redact(text).value
-    return result if isinstance(result, str) else text
+    if text and (text[0] in "[{" or text[0].isspace()):
+        # Possibly JSON: the structure rules apply inside it.
+        result = redact(text).value
+        return result if isinstance(result, str) else text
+    return redact_secrets_in_text(text)
 
 
 def is_redacted(value: Any) -> bool:

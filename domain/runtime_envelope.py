@@ -25,7 +25,7 @@ from typing import Any, Final
 
 import msgspec
 
-from pentrace.domain.redaction import redact
+from pentrace.domain.redaction import redact, redact_text
 from pentrace.domain.runtime_scope import (
     derive_stream_id,
     derive_subject,
@@ -163,6 +163,10 @@ class _Hidden:
     def field(self, name: str, value: Any) -> Any:
         if not value:
             return value
+        if isinstance(value, str):
+            clean = redact_text(value)
+            self._fields[name] = [f"@{name}"] if clean != value else []
+            return clean
         result = redact(value)
         self._fields[name] = [f"@{name}.{path}" if path else f"@{name}" for path in result.paths]
         return result.value

@@ -108,3 +108,13 @@ def test_a_url_password_holding_a_raw_at_sign_is_hidden_whole() -> None:
         redact_text("postgres://app:p@ss@db/prod")
         == "postgres://app:[redacted:url_password]@db/prod"
     )
+
+
+def test_a_masked_key_does_not_unhide_a_name_value_pair_in_the_same_mapping() -> None:
+    token = "ghp_R4nd0mT0k3nV4lu3F0rT3st1ngPurp0s3sXy"
+    result = redact({"name": "OPENAI_API_KEY", token: 1, "value": "pair-secret-1"})
+    assert result.value == {
+        "name": "OPENAI_API_KEY",
+        "[redacted:github_token]": REDACTED,
+        "value": REDACTED,
+    }
