@@ -16,6 +16,7 @@ import typer
 
 from pentrace import __version__
 from pentrace.cli import demo as _demo
+from pentrace.cli import prune as _prune
 from pentrace.cli import replay as _replay
 from pentrace.cli import session_io as _session_io
 from pentrace.cli import sessions as _sessions
@@ -80,6 +81,7 @@ app.command()(serve)
 _sessions.register(app)
 _replay.register(app)
 _session_io.register(app)
+_prune.register(app)
 _demo.register(app)
 
 # Audit, search and the ledger commands.

@@ -1,8 +1,7 @@
-"""Session commands: ``sessions list``, ``show``, ``delete`` and ``prune``.
+"""Session commands: ``sessions list``, ``show`` and ``delete``.
 
-Thin wrappers over :mod:`pentrace.infrastructure.catalog`,
-:mod:`pentrace.infrastructure.session_files` and
-:mod:`pentrace.infrastructure.session_prune`.  ``--json`` shapes are
+Thin wrappers over :mod:`pentrace.infrastructure.catalog` and
+:mod:`pentrace.infrastructure.session_files`.  ``--json`` shapes are
 documented in ``docs/cli-json.md``.
 """
 
@@ -37,14 +36,6 @@ from pentrace.infrastructure.catalog import (
 )
 from pentrace.infrastructure.layout import SessionRef
 from pentrace.infrastructure.session_files import delete_session
-from pentrace.infrastructure.session_prune import (
-    PruneCandidate,
-    PruneOutcome,
-    apply_prune,
-    parse_age,
-    parse_size,
-    plan_prune,
-)
 
 __all__ = ["register", "row_json", "sessions_app"]
 
@@ -272,96 +263,8 @@ def delete(
     typer.echo(f"deleted {result.session_id}: {len(result.removed)} path(s) removed")
 
 
-def _candidate_json(candidate: PruneCandidate, error: str | None = None) -> dict[str, Any]:
-    return {
-        "project": candidate.project,
-        "agent": candidate.agent,
-        "session_id": candidate.session_id,
-        "last_write": candidate.last_write.isoformat().replace("+00:00", "Z"),
-        "bytes": candidate.bytes,
-        "reason": candidate.reason,
-        "error": error,
-    }
-
-
-def prune(
-    ctx: typer.Context,
-    older_than: Annotated[
-        str | None, typer.Option(help="Sessions last written longer ago than this (30d, 12h).")
-    ] = None,
-    max_size: Annotated[
-        str | None, typer.Option(help="Delete least recently written sessions down to this (1G).")
-    ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="List exactly what would go; change nothing.")
-    ] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
-    as_json: JsonOption = False,
-) -> None:
-    """Delete sessions by age (since their last write) or by total size.
-
-    Exit code 1 when a planned session could not be deleted (for example a live
-    writer holds it); the others are still deleted.
-
-    Example: pentrace prune --older-than 30d --dry-run
-    """
-    root = data_root(ctx)
-    plan = plan_prune(
-        root,
-        older_than=parse_age(older_than) if older_than is not None else None,
-        max_size=parse_size(max_size) if max_size is not None else None,
-        now=datetime.now(UTC),
-    )
-    if dry_run or not plan:
-        _report_plan(plan, as_json, dry_run)
-        return
-    total = sum(c.bytes for c in plan)
-    question = f"Delete {len(plan)} session(s), {total} bytes?"
-    if not as_json:
-        _report_plan(plan, False, True)
-    if not confirm_or_refuse(question, yes=yes, what=f"prune {len(plan)} session(s)"):
-        typer.echo("nothing deleted")
-        raise typer.Exit(1)
-
-    def echo(outcome: PruneOutcome) -> None:
-        if not as_json:
-            sid = outcome.candidate.session_id
-            typer.echo(
-                f"deleted {sid}" if outcome.error is None else f"kept {sid}: {outcome.error}"
-            )
-
-    outcomes = apply_prune(root, plan, echo)
-    if as_json:
-        emit_json(
-            {
-                "dry_run": False,
-                "sessions": [_candidate_json(o.candidate, o.error) for o in outcomes],
-            }
-        )
-    if any(o.error is not None for o in outcomes):
-        raise typer.Exit(1)
-
-
-def _report_plan(plan: list[PruneCandidate], as_json: bool, dry_run: bool) -> None:
-    if as_json:
-        emit_json({"dry_run": dry_run, "sessions": [_candidate_json(c) for c in plan]})
-        return
-    if not plan:
-        typer.echo("nothing to prune")
-        return
-    emit_table(
-        ("session", "project/agent", "last write", "bytes", "reason"),
-        [
-            (c.session_id, f"{c.project}/{c.agent}", c.last_write.isoformat(), c.bytes, c.reason)
-            for c in plan
-        ],
-        title=f"would delete {len(plan)} session(s)" if dry_run else None,
-    )
-
-
 def register(app: typer.Typer) -> None:
     """Add these commands to the ``pentrace`` app."""
     app.add_typer(sessions_app)
     app.command()(show)
     app.command()(delete)
-    app.command()(prune)

@@ -161,3 +161,11 @@ class SearchQueryError(UsageError):
 
 class ConfigError(UsageError):
     """A setting, environment variable or configuration file is invalid."""
+
+
+class AnalyticsError(PentraceError):
+    """An analytics projection or its read model failed."""
+
+
+class ProjectionGapError(AnalyticsError):
+    """Retention pruned ledger events a projection never saw; rebuild it from the traces."""
