@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from pentrace.domain.session_state import SessionState as Session
 
 __all__ = [
+    "APPLYING",
     "EVENT_CLASSES",
     "HEADER",
     "Aborted",
@@ -301,6 +302,12 @@ EVENT_CLASSES: Final[tuple[type[SessionEvent], ...]] = (
     RecordAppended,
     *_MODEL_MESSAGES.values(),
     *_EVENTS.values(),
+)
+
+
+# The classes whose apply() changes state; the others only take a position.
+APPLYING: Final[frozenset[type[SessionEvent]]] = frozenset(
+    cls for cls in EVENT_CLASSES if cls.apply is not SessionEvent.apply
 )
 
 

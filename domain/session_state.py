@@ -154,18 +154,21 @@ class SessionState(BaseAggregate[str]):
         the trace still go through ``mutate``.
         """
         event = object.__new__(cls)
-        version = self.version + 1
+        # BaseAggregate's own attributes (eventsourcing 9.5.6, pinned): the
+        # properties in front of them cost more than the rest of this method.
+        version = self._version + 1
         state = {
-            "originator_id": self.id,
+            "originator_id": self._id,
             "originator_version": version,
             "timestamp": timestamp,
             "line": line,
         }
         object.__setattr__(event, "__dict__", state)
-        event.apply(self)
-        self.version = version
-        self.modified_on = timestamp
-        self.pending_events.append(event)
+        if cls in ev.APPLYING:
+            event.apply(self)
+        self._version = version
+        self._modified_on = timestamp
+        self._pending_events.append(event)
 
     def _rotate(self, now: datetime) -> None:
         """Open the next shard with copies of session_meta and tool_list_ready."""

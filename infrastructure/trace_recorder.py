@@ -88,9 +88,15 @@ class TraceRecorder(ApplicationRecorder):
 
         Returns ``None``: traces have no application-wide notification ids.
         """
-        by_session: dict[str, list[StoredEvent]] = {}
-        for stored in stored_events:
-            by_session.setdefault(str(stored.originator_id), []).append(stored)
+        if not stored_events:
+            return None
+        first_id = stored_events[0].originator_id
+        if all(stored.originator_id == first_id for stored in stored_events):
+            by_session = {str(first_id): list(stored_events)}
+        else:
+            by_session = {}
+            for stored in stored_events:
+                by_session.setdefault(str(stored.originator_id), []).append(stored)
         with self._lock:
             for session_id, events in by_session.items():
                 self._insert(session_id, events)
