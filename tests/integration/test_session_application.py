@@ -360,3 +360,25 @@ def test_a_subagent_can_be_spawned_from_a_parent_id(
         "type": "subagent",
         "session_id": child.session_id,
     }
+
+
+def test_the_ledger_hook_hears_nothing_from_a_save_that_failed(
+    tmp_path: Path, workspace: Path
+) -> None:
+    heard: list[list[int]] = []
+    with SessionApplication(
+        tmp_path / "data",
+        "p",
+        "a",
+        durability=Durability.NONE,
+        clock=Clock(),
+        on_recorded=positions_into(heard),
+    ) as application:
+        handle = start(application, workspace)
+        stale = application.open_session(handle.session_id)
+        handle.record_user_input("first")
+        handle.save()
+        stale.record_user_input("second")
+        with pytest.raises(IntegrityError):
+            stale.save()
+    assert heard == [[1, 2], [3]]
