@@ -17,9 +17,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import click
 import typer
 
 from pentrace.cli.session_args import data_root
+from pentrace.errors import PentraceError
 from pentrace.infrastructure.application import SessionApplication, SessionHandle
 from pentrace.infrastructure.layout import DataRoot
 
@@ -137,15 +139,25 @@ def record_demo_session(root: DataRoot, start: datetime) -> tuple[str, str]:
         return main.session_id, child_id
 
 
-def _run(root: DataRoot, *args: str) -> None:
-    from pentrace.cli.app import app  # app imports this module to register it
+def _run(root: DataRoot, *args: str) -> bool:
+    """Run one CLI command in this process and print what it prints; False when it failed."""
+    from pentrace.cli.app import app, report_error  # app imports this module: import late
 
     typer.secho(f"\n$ pentrace {' '.join(args)}", bold=True)
     command = typer.main.get_command(app)
     argv = ["--data-root", str(root.path), *args]
-    code = command.main(args=argv, prog_name="pentrace", standalone_mode=False)
+    try:
+        code = command.main(args=argv, prog_name="pentrace", standalone_mode=False)
+    except PentraceError as error:
+        report_error(error)
+        return False
+    except click.ClickException as error:
+        error.show()
+        return False
     if isinstance(code, int) and code != 0:
+        # audit exits 1 for warnings: shown, but the demo itself went fine.
         typer.echo(f"(exit code {code})")
+    return True
 
 
 def demo(ctx: typer.Context) -> None:
@@ -161,23 +173,27 @@ def demo(ctx: typer.Context) -> None:
         root = data_root(ctx)
     else:
         root = DataRoot(Path(tempfile.mkdtemp(prefix="pentrace-demo-")) / "data")
-    main_id, child_id = record_demo_session(root, datetime.now(UTC))
+    # Start a little in the past: the stepping clock runs ahead of the wall clock.
+    main_id, child_id = record_demo_session(root, datetime.now(UTC) - timedelta(minutes=1))
     typer.echo(f"data root: {root.path}")
     typer.echo(f"recorded session {main_id} and its subagent {child_id}")
-    from pentrace.cli.app import app  # see _run
+    from pentrace.cli.app import app  # app imports this module: import late
 
     commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
     short = main_id[-8:]
-    _run(root, "sessions", "list")
-    _run(root, "replay", short, "--no-pager", "--include-uncommitted")
-    if "audit" in commands:
-        _run(root, "audit", short)
-    else:
-        _run(root, "resume-check", short)
-    _run(root, "show", short)
+    steps: list[tuple[str, ...]] = [
+        ("sessions", "list"),
+        ("replay", short, "--no-pager", "--include-uncommitted"),
+        ("audit", short) if "audit" in commands else ("resume-check", short),
+        ("show", short),
+    ]
     if "stats" in commands:
-        _run(root, "stats")
+        steps.append(("stats",))
+    failed = [step[0] for step in steps if not _run(root, *step)]
     typer.echo(f"\nexplore further: pentrace --data-root {root.path} sessions list")
+    if failed:
+        typer.echo(f"demo steps that failed: {', '.join(failed)}", err=True)
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
