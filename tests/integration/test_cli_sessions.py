@@ -290,3 +290,34 @@ def test_sessions_of_every_project_are_listed_with_their_place(root: Path) -> No
 
     assert places == {("p1", "a1"), ("p2", "a2")}
     assert SID_B in ids(root, "--project", "p1", "--agent", "a1")
+
+
+def test_a_torn_tail_and_a_malformed_line_are_reported_not_fatal(root: Path) -> None:
+    shard = build_corpus(root)[SID_A][0]
+    lines = shard.read_bytes().splitlines(keepends=True)
+    shard.write_bytes(
+        b"".join([*lines[:5], b"{broken\n", *lines[5:]]) + b'{"type":"event_msg","pay'
+    )
+
+    shown = json.loads(cli(root, "show", "3f8a", "--json").stdout)
+    text = cli(root, "replay", "3f8a").stdout
+
+    assert (shown["skipped_lines"], shown["torn_tails"], shown["has_errors"]) == (1, 1, True)
+    assert shown["summary"]["turns"] == 2
+    assert "(reader: skipped 1 malformed line(s): 6; torn tails 1)" in text
+    assert listed(root, "--errors")[0]["session_id"] == SID_A
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a chmod 000 file anyway")
+def test_an_unreadable_trace_file_is_a_clean_error(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shard = build_corpus(root)[SID_A][0]
+    shard.chmod(0)
+    try:
+        code, err = fails(capsys, root, "resume-check", str(shard))
+    finally:
+        shard.chmod(0o600)
+
+    assert code == 1
+    assert err.startswith(f"error: cannot read trace file {shard}: Permission denied")
