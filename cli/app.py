@@ -21,6 +21,7 @@ from pentrace.cli import replay as _replay
 from pentrace.cli import session_io as _session_io
 from pentrace.cli import sessions as _sessions
 from pentrace.cli.audit import audit
+from pentrace.cli.ledger import ledger_app
 from pentrace.cli.search import search
 from pentrace.cli.serve import serve
 from pentrace.errors import PentraceError
@@ -87,6 +88,7 @@ _demo.register(app)
 # Audit, search and the ledger commands.
 app.command()(audit)
 app.command()(search)
+app.add_typer(ledger_app)
 
 
 def _debug_requested(argv: list[str]) -> bool:

@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import select
 
+from pentrace.errors import NotFoundError
 from pentrace.infrastructure.layout import DataRoot, SessionRef
-from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger, default_ledger_path
+from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
+from pentrace.infrastructure.ledger_admin import open_ledger
 from pentrace.infrastructure.trace_reader import ParseReport, read_shard
 from pentrace.projections.audit_checks import (
     Problem,
@@ -87,13 +89,10 @@ def open_existing_ledger(
 
     Retention is switched off: an audit or a repair must never prune rows.
     """
-    settings = settings if settings is not None else LedgerSettings.from_env()
-    settings = settings.with_limits_off()
-    if settings.url is None:
-        path = settings.path if settings.path is not None else default_ledger_path(root.path)
-        if not path.is_file():
-            return None
-    return RuntimeEventLedger.open(root.path, settings)
+    try:
+        return open_ledger(root, must_exist=True, keep_everything=True, settings=settings)
+    except NotFoundError:
+        return None
 
 
 def _ledger_rows(

@@ -1,0 +1,329 @@
+"""``pentrace ledger ...``: tail, replay, sync, rebuild, cleanup and stats of the ledger.
+
+The ledger is derived from the traces; ``sync`` and ``rebuild`` make it agree
+with them.  ``--wait`` bounds how long a command waits for another process's
+write lock before it fails with a clean "locked" error.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+
+from pentrace.cli.output import emit_json, emit_json_lines, emit_table, progress
+from pentrace.cli.session_args import AgentOption, JsonOption, ProjectOption, data_root
+from pentrace.infrastructure.ledger import LedgerEntry, RuntimeEventLedger
+from pentrace.infrastructure.ledger.indexer import sync as sync_traces
+from pentrace.infrastructure.ledger_admin import (
+    entries_after,
+    ledger_stats,
+    newest_entries,
+    open_ledger,
+    rebuild_ledger,
+    retention_plan,
+)
+
+__all__ = ["ledger_app"]
+
+ledger_app = typer.Typer(
+    name="ledger",
+    no_args_is_help=True,
+    help="Inspect and maintain the RuntimeEvent ledger.\n\nExample: pentrace ledger tail -n 20",
+)
+
+_COLUMNS = ("notification", "event_id", "type", "category", "time", "session")
+
+
+class _Options:
+    def __init__(self, wait: float) -> None:
+        self.wait = wait
+
+
+@ledger_app.callback()
+def _group(
+    ctx: typer.Context,
+    wait: Annotated[
+        float, typer.Option(help="Seconds to wait for another process's lock before failing.")
+    ] = 5.0,
+) -> None:
+    """Inspect and maintain the RuntimeEvent ledger (derived from the traces).
+
+    Example: pentrace ledger --wait 1 sync
+    """
+    ctx.obj = _Options(wait)
+
+
+def _open(ctx: typer.Context, *, must_exist: bool = True, keep: bool = False) -> RuntimeEventLedger:
+    options: _Options = ctx.obj
+    return open_ledger(
+        data_root(ctx), wait_seconds=options.wait, must_exist=must_exist, keep_everything=keep
+    )
+
+
+def _iso(ms: Any) -> str | None:
+    if not isinstance(ms, int):
+        return None
+    moment = datetime.fromtimestamp(ms / 1000, UTC)
+    return f"{moment:%Y-%m-%dT%H:%M:%S}.{moment.microsecond // 1000:03d}Z"
+
+
+def _row(entry: LedgerEntry) -> tuple[Any, ...]:
+    envelope = entry.envelope()
+    scope = envelope.get("scope") if isinstance(envelope.get("scope"), dict) else {}
+    return (
+        entry.notification_id,
+        entry.event_id,
+        envelope.get("type"),
+        envelope.get("category"),
+        _iso(envelope.get("time")),
+        scope.get("session_id") if isinstance(scope, dict) else None,
+    )
+
+
+def _json_entry(entry: LedgerEntry) -> dict[str, Any]:
+    return {"notification_id": entry.notification_id, "event": entry.envelope()}
+
+
+@ledger_app.command()
+def tail(
+    ctx: typer.Context,
+    lines: Annotated[
+        int, typer.Option("-n", "--lines", help="How many of the newest events.")
+    ] = 20,
+    follow: Annotated[
+        bool, typer.Option("-f", "--follow", help="Keep printing new events as they arrive.")
+    ] = False,
+    session: Annotated[
+        str | None, typer.Option("--session", help="Only this session id.", show_default=False)
+    ] = None,
+    interval: Annotated[float, typer.Option(help="Seconds between polls with -f.")] = 0.5,
+    as_json: JsonOption = False,
+) -> None:
+    """Show the newest ledger events; -f follows new ones (polls the ledger; Ctrl-C stops).
+
+    With --json, one JSON document per line: {"notification_id", "event"}.
+
+    Example: pentrace ledger tail -n 50 -f --session session-2026-11-29-10-00-00-3f8a1c2d
+    """
+    ledger = _open(ctx)
+    try:
+        entries = newest_entries(ledger, lines, session_id=session)
+        _print_entries(entries, as_json, header=True)
+        cursor = entries[-1].notification_id or 0 if entries else _head(ledger)
+        while follow:
+            time.sleep(interval)
+            fresh = entries_after(ledger, cursor, session_id=session)
+            if fresh:
+                _print_entries(fresh, as_json, header=False)
+                cursor = fresh[-1].notification_id or cursor
+    finally:
+        ledger.close()
+
+
+def _head(ledger: RuntimeEventLedger) -> int:
+    newest = newest_entries(ledger, 1)
+    return newest[-1].notification_id or 0 if newest else 0
+
+
+def _print_entries(entries: list[LedgerEntry], as_json: bool, *, header: bool) -> None:
+    if as_json:
+        emit_json_lines(_json_entry(entry) for entry in entries)
+    elif header:
+        emit_table(_COLUMNS, (_row(entry) for entry in entries))
+    else:
+        for entry in entries:
+            typer.echo("\t".join("-" if v is None else str(v) for v in _row(entry)))
+
+
+@ledger_app.command()
+def replay(
+    ctx: typer.Context,
+    after: Annotated[
+        str,
+        typer.Option("--after", help="Event id to replay after (exclusive).", show_default=False),
+    ],
+    limit: Annotated[int, typer.Option("--limit", "-n", help="Most events to show.")] = 100,
+    session: Annotated[
+        str | None, typer.Option("--session", help="Only this session id.", show_default=False)
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Replay the events after an event id, in global order, with honest gap info.
+
+    When the cursor is no longer retained the gap says whether retention
+    evicted it or the id never existed here, the retained range in scope, and
+    the replay continues from the oldest retained event.
+
+    Example: pentrace ledger replay --after evt:session:session-2026-11-29-10-00-00-3f8a:00000042
+    """
+    ledger = _open(ctx)
+    try:
+        result = ledger.replay_after(after, limit, session_id=session)
+    finally:
+        ledger.close()
+    gap = result.gap
+    if as_json:
+        emit_json(
+            {
+                "found": result.found,
+                "gap": None
+                if gap is None
+                else {
+                    "last_event_id": gap.last_event_id,
+                    "reason": gap.reason,
+                    "oldest_event_id": gap.oldest_event_id,
+                    "newest_event_id": gap.newest_event_id,
+                },
+                "events": [_json_entry(entry) for entry in result.events],
+                "next_cursor": result.next_cursor,
+            }
+        )
+        return
+    if gap is not None:
+        why = "was evicted by retention" if gap.reason == "evicted" else "is not in this ledger"
+        typer.echo(
+            f"gap: {gap.last_event_id} {why}; retained: {gap.oldest_event_id or '-'} .. "
+            f"{gap.newest_event_id or '-'}; continuing from the oldest retained event",
+            err=True,
+        )
+    emit_table(_COLUMNS, (_row(entry) for entry in result.events))
+
+
+@ledger_app.command()
+def sync(
+    ctx: typer.Context,
+    project: ProjectOption = None,
+    agent: AgentOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Index every trace record the ledger is missing (idempotent: a second run adds nothing).
+
+    Example: pentrace ledger sync --project default_project
+    """
+    root = data_root(ctx)
+    ledger = _open(ctx, must_exist=False, keep=True)
+    try:
+        report = sync_traces(ledger, root, project=project, agent=agent)
+    finally:
+        ledger.close()
+    counts = {
+        "sessions": report.sessions,
+        "indexed": report.indexed,
+        "already_held": report.already_held,
+    }
+    if as_json:
+        emit_json(counts)
+        return
+    typer.echo(
+        f"synced {report.sessions} session(s): indexed {report.indexed} missing event(s), "
+        f"{report.already_held} already held"
+    )
+
+
+@ledger_app.command()
+def rebuild(
+    ctx: typer.Context,
+    project: ProjectOption = None,
+    agent: AgentOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Delete every ledger row and index all traces again, with the same event ids.
+
+    Example: pentrace ledger rebuild
+    """
+    root = data_root(ctx)
+    refs = list(root.iter_sessions(project, agent)) if root.path.is_dir() else []
+    ledger = _open(ctx, must_exist=False, keep=True)
+    try:
+        report = rebuild_ledger(ledger, progress(refs, total=len(refs), label="rebuilding"))
+    finally:
+        ledger.close()
+    if as_json:
+        emit_json({"sessions": report.sessions, "indexed": report.indexed})
+        return
+    typer.echo(f"rebuilt the ledger: {report.indexed} event(s) from {report.sessions} session(s)")
+
+
+@ledger_app.command()
+def cleanup(
+    ctx: typer.Context,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what each rule would delete; delete nothing.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Apply retention now: by age, then count, then size (PENGUIN_RUNTIME_EVENT_LEDGER_*).
+
+    Example: pentrace ledger cleanup --dry-run
+    """
+    ledger = _open(ctx)
+    try:
+        if dry_run:
+            plan = retention_plan(ledger)
+            rules = {"age": plan.by_age, "count": plan.by_count, "size": plan.by_size}
+        else:
+            done = ledger.cleanup()
+            rules = {"age": done.by_age, "count": done.by_count, "size": done.by_size}
+        policy = ledger.policy
+    finally:
+        ledger.close()
+    limits = {"age": policy.max_age_days, "count": policy.max_events, "size": policy.max_bytes}
+    if as_json:
+        emit_json({"dry_run": dry_run, "deleted": rules, "limits": limits})
+        return
+    verb = "would delete" if dry_run else "deleted"
+    emit_table(
+        ("rule", "limit", verb),
+        (
+            (rule, limits[rule] if limits[rule] is not None else "off", rows)
+            for rule, rows in rules.items()
+        ),
+    )
+    typer.echo(
+        f"{verb} {sum(rules.values())} row(s) in total"
+        + (" (size is an estimate)" if dry_run else "")
+    )
+
+
+@ledger_app.command()
+def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
+    """Rows, bytes, oldest and newest events, streams and rows by category.
+
+    Example: pentrace ledger stats --json
+    """
+    ledger = _open(ctx)
+    try:
+        figures = ledger_stats(ledger)
+    finally:
+        ledger.close()
+    value = {
+        "ledger": figures.where,
+        "rows": figures.rows,
+        "bytes": figures.bytes,
+        "oldest_event_id": figures.oldest_event_id,
+        "newest_event_id": figures.newest_event_id,
+        "oldest_inserted_at": _iso(figures.oldest_inserted_ms),
+        "newest_inserted_at": _iso(figures.newest_inserted_ms),
+        "streams": figures.streams,
+        "pruned_rows": figures.pruned_rows,
+        "by_category": figures.by_category,
+    }
+    if as_json:
+        emit_json(value)
+        return
+    for key in (
+        "ledger",
+        "rows",
+        "bytes",
+        "streams",
+        "pruned_rows",
+        "oldest_event_id",
+        "oldest_inserted_at",
+        "newest_event_id",
+        "newest_inserted_at",
+    ):
+        typer.echo(f"{key}: {'-' if value[key] is None else value[key]}")
+    emit_table(("category", "rows"), sorted(figures.by_category.items()))
