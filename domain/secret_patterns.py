@@ -168,10 +168,19 @@ def _escaped_pair_spans(text: str, spans: list[tuple[int, int, str]]) -> None:
             spans.append((match.start(2), match.end(2), "secret"))
 
 
+def _widen(start: int, end: int, markers: list[tuple[int, int]]) -> tuple[int, int]:
+    # A span that cuts into a marker takes the whole marker: half a marker is
+    # plain text again, and replacing must only ever shrink what is unredacted.
+    for left, right in markers:
+        if left < end and start < right:
+            start, end = min(start, left), max(end, right)
+    return start, end
+
+
 def _merge(spans: list[tuple[int, int, str]], text: str) -> list[tuple[int, int, str]]:
     markers = [m.span() for m in MARKER.finditer(text)] if "[redacted" in text else []
     kept = sorted(
-        (start, end, kind)
+        (*_widen(start, end, markers), kind)
         for start, end, kind in spans
         # Text that is already a marker is never a secret, even where a marker's
         # ``:`` looks like a URL userinfo or a ``name: value`` pair to some rule.
@@ -207,17 +216,23 @@ def find_secret_spans(text: str) -> list[tuple[int, int, str]]:
 
 
 def _replace(text: str) -> str:
+    # Replacing one span can change what a neighbouring rule sees (a swallowed
+    # quote no longer ends a header value), so repeat until nothing is found:
+    # the result is a fixed point, which is what makes redaction idempotent.
+    # Every round turns at least one letter or digit outside markers into a
+    # marker and never cuts a marker (``_widen``), so the loop ends.
     spans = find_secret_spans(text)
-    if not spans:
-        return text
-    pieces: list[str] = []
-    cursor = 0
-    for start, end, kind in spans:
-        pieces.append(text[cursor:start])
-        pieces.append(f"[redacted:{kind}]")
-        cursor = end
-    pieces.append(text[cursor:])
-    return "".join(pieces)
+    while spans:
+        pieces: list[str] = []
+        cursor = 0
+        for start, end, kind in spans:
+            pieces.append(text[cursor:start])
+            pieces.append(f"[redacted:{kind}]")
+            cursor = end
+        pieces.append(text[cursor:])
+        text = "".join(pieces)
+        spans = find_secret_spans(text)
+    return text
 
 
 # Ids, names, paths and enum-like values repeat in every event of a session.

@@ -23,7 +23,9 @@ CORPUS = json.loads(
 )
 TEXT_SECRETS = [case for case in CORPUS["positives"] if case.get("embeddable")]
 KEY_SECRETS = [case for case in CORPUS["positives"] if case["kind"] == "key"]
-SEPARATORS = st.sampled_from([" ", "\n", "\t", " \n", "\r\n"])
+SEPARATORS = st.sampled_from(
+    [" ", "\n", "\t", " \n", "\r\n", '"', "'", "(", ")", ",", ";", "<", ">", "[", "]", "`"]
+)
 
 safe_keys = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=8).filter(
     lambda key: not redact({key: 1}).paths
