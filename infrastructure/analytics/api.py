@@ -1,0 +1,155 @@
+"""The developer API: declare event types, handle them one at a time, write a read model.
+
+::
+
+    class ToolFailures(AnalyticsProjection):
+        name = "tool_failures"
+        schema = ("CREATE TABLE IF NOT EXISTS tool_failures (tool TEXT, day TEXT, "
+                  "failures BIGINT, PRIMARY KEY (tool, day))",)
+
+        @handles("tool.result")
+        def on_result(self, event: AnalyticsEvent, tx: Transaction) -> None:
+            ...
+
+An :class:`AnalyticsProjection` *is* an eventsourcing ``Projection`` whose
+view is a :class:`~pentrace.infrastructure.analytics.readmodel.ReadModel`;
+the library's runner feeds it ledger events, already redacted.  ``topics``
+is derived from the ``@handles`` declarations, so the ledger only sends the
+event types the projection asked for.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar, Final, TypeVar
+
+from eventsourcing.persistence import Tracking
+from eventsourcing.projection import Projection
+
+from pentrace.errors import AnalyticsError
+from pentrace.infrastructure.analytics.readmodel import ReadModel, Transaction
+from pentrace.infrastructure.ledger.application import LedgerEvent
+from pentrace.projections.analytics.events import AnalyticsEvent, decode_event
+
+__all__ = ["AnalyticsProjection", "Handler", "handles"]
+
+Handler = Callable[[Any, AnalyticsEvent, Transaction], None]
+_F = TypeVar("_F", bound=Callable[..., None])
+_MARK: Final = "__pentrace_handles__"
+
+
+def handles(*event_types: str) -> Callable[[_F], _F]:
+    """Declare the RuntimeEvent types (``tool.result``, ...) a method handles."""
+    if not event_types:
+        raise AnalyticsError(
+            "@handles() needs at least one event type, found none",
+            hint='for example @handles("tool.result")',
+        )
+
+    def mark(method: _F) -> _F:
+        setattr(method, _MARK, (*getattr(method, _MARK, ()), *event_types))
+        return method
+
+    return mark
+
+
+class AnalyticsProjection(Projection[ReadModel]):
+    """Base class of analytics projections (see the module docstring).
+
+    Class attributes:
+
+    * ``name``: the read model's name (tracking row, CLI name);
+    * ``schema``: ``CREATE TABLE IF NOT EXISTS`` statements, run on start;
+    * ``tables``: the tables a rebuild drops (default: the ones ``schema`` creates);
+    * ``batch_size`` / ``batch_seconds``: how many events, or how long, a batch
+      may grow before it commits with its tracking position.
+    """
+
+    schema: ClassVar[tuple[str, ...]] = ()
+    tables: ClassVar[tuple[str, ...]] = ()
+    batch_size: ClassVar[int] = 5000
+    batch_seconds: ClassVar[float] = 0.2
+    _handlers: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        found: dict[str, list[str]] = {}
+        for klass in reversed(cls.__mro__):
+            for attr, value in vars(klass).items():
+                for event_type in getattr(value, _MARK, ()):
+                    names = found.setdefault(event_type, [])
+                    if attr not in names:
+                        names.append(attr)
+        cls._handlers = {event_type: tuple(names) for event_type, names in found.items()}
+        cls.topics = tuple(sorted(found))
+        if "tables" not in cls.__dict__:
+            cls.tables = tuple(name for name in map(_created_table, cls.schema) if name)
+
+    def __init__(self, view: ReadModel) -> None:
+        super().__init__(view)
+        self._dispatch: dict[str, list[Callable[[AnalyticsEvent, Transaction], None]]] = {
+            event_type: [getattr(self, attr) for attr in attrs]
+            for event_type, attrs in self._handlers.items()
+        }
+        self._batch_started = time.monotonic()
+        self.guard: Callable[[int | None, list[int]], None] | None = None
+        self.create_schema()
+
+    def create_schema(self) -> None:
+        """Run the ``schema`` statements (idempotent)."""
+        if not self.schema:
+            return
+        with self.view.db.writing(f"create the read model of {self.name}") as conn:
+            for statement in self.schema:
+                conn.exec_driver_sql(statement)
+
+    def handle(self, event: AnalyticsEvent, tx: Transaction) -> None:
+        """Run every handler declared for the event's type."""
+        for handler in self._dispatch.get(event.type, ()):
+            handler(event, tx)
+
+    def process_event(self, domain_event: Any, tracking: Tracking) -> None:
+        """Handle one ledger event in the open batch; commit the batch when it is full or old."""
+        view = self.view
+        with view.lock:
+            try:
+                if view.pending == 0:
+                    self._batch_started = time.monotonic()
+                # Every notification advances the position (a topic filter in the query
+                # would leave it behind, and would hide pruned ids from the gap check).
+                if (
+                    isinstance(domain_event, LedgerEvent)
+                    and domain_event.event_type in self._dispatch
+                ):
+                    self.handle(decode_event(domain_event.event_json), view.transaction())
+                view.advance(tracking)
+                if (
+                    view.pending >= self.batch_size
+                    or time.monotonic() - self._batch_started >= self.batch_seconds
+                ):
+                    self.commit()
+            except BaseException:
+                view.rollback()
+                raise
+
+    def commit(self) -> int:
+        """Commit the open batch with its tracking position (after the gap check)."""
+        view = self.view
+        with view.lock:
+            if view.pending == 0:
+                return 0
+            if self.guard is not None:
+                self.guard(view.start, view.seen)
+            return view.commit()
+
+
+def _created_table(statement: str) -> str:
+    words = statement.replace("(", " ( ").split()
+    upper = [word.upper() for word in words]
+    if "TABLE" not in upper:
+        return ""
+    index = upper.index("TABLE") + 1
+    if upper[index : index + 3] == ["IF", "NOT", "EXISTS"]:
+        index += 3
+    return words[index]

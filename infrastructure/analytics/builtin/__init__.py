@@ -1,0 +1,1 @@
+"""The built-in analytics projections; each module is meant to be read as an example."""

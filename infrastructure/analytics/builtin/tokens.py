@@ -1,0 +1,94 @@
+"""Built-in: token use per request, and per day / project / agent / provider / model / session.
+
+Cost is not stored: ``pentrace stats cost`` prices these counts with the
+price table when it reads them, so editing ``prices.toml`` never needs a
+rebuild.  A request's model is the session's model when its ``token_usage``
+arrives (a later ``session_meta`` with another ``model_id`` is a switch).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pentrace.infrastructure.analytics.api import AnalyticsProjection, handles
+from pentrace.infrastructure.analytics.readmodel import Transaction
+from pentrace.projections.analytics.events import AnalyticsEvent
+from pentrace.projections.analytics.rules import token_delta
+
+__all__ = ["TokenUsage"]
+
+_COUNTS = "input BIGINT, output BIGINT, cache_read BIGINT, cache_write BIGINT, total BIGINT"
+
+
+class TokenUsage(AnalyticsProjection):
+    """Token counts from ``token.usage.updated``, attributed to the session's model at the time."""
+
+    name = "tokens"
+    schema: ClassVar[tuple[str, ...]] = (
+        "CREATE TABLE IF NOT EXISTS tok_sessions (session_id VARCHAR(200) PRIMARY KEY, "
+        "provider TEXT, model TEXT)",
+        "CREATE TABLE IF NOT EXISTS tok_daily (day VARCHAR(10), project VARCHAR(200), "
+        "agent VARCHAR(200), provider VARCHAR(200), model VARCHAR(200), session_id VARCHAR(200), "
+        f"requests BIGINT, {_COUNTS}, "
+        "PRIMARY KEY (day, project, agent, provider, model, session_id))",
+        "CREATE TABLE IF NOT EXISTS tok_requests (session_id VARCHAR(200), sequence BIGINT, "
+        f"time_ms BIGINT, model VARCHAR(200), {_COUNTS}, PRIMARY KEY (session_id, sequence))",
+    )
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        # Per-instance memo of tok_sessions; a runner that rolls back stops and is rebuilt.
+        self._models: dict[str, tuple[str, str]] = {}
+
+    @handles("session.created", "session.updated")
+    def on_meta(self, event: AnalyticsEvent, tx: Transaction) -> None:
+        """Remember the session's provider and model."""
+        model = event.payload.get("model_id")
+        provider = event.payload.get("provider")
+        entry = (
+            provider if isinstance(provider, str) else "unknown",
+            model if isinstance(model, str) else "unknown",
+        )
+        self._models[event.session] = entry
+        tx.put("tok_sessions", {"session_id": event.session}, provider=entry[0], model=entry[1])
+
+    @handles("token.usage.updated")
+    def on_usage(self, event: AnalyticsEvent, tx: Transaction) -> None:
+        """Add the request's counts to its day/model/session row and keep the request row."""
+        delta = token_delta(event.payload)
+        if delta is None:
+            return
+        session = event.session
+        provider, model = self._model_of(session, tx)
+        fresh, output, cache_read, cache_write, total = delta
+        key = {
+            "day": event.day,
+            "project": event.scope.project_id or "",
+            "agent": event.scope.agent_id or "",
+            "provider": provider,
+            "model": model,
+            "session_id": session,
+        }
+        counts = {
+            "input": fresh,
+            "output": output,
+            "cache_read": cache_read,
+            "cache_write": cache_write,
+            "total": total,
+        }
+        tx.add("tok_daily", key, requests=1, **counts)
+        tx.put(
+            "tok_requests",
+            {"session_id": session, "sequence": event.sequence},
+            time_ms=event.time,
+            model=model,
+            **counts,
+        )
+
+    def _model_of(self, session: str, tx: Transaction) -> tuple[str, str]:
+        known = self._models.get(session)
+        if known is None:
+            row = tx.get("tok_sessions", {"session_id": session})
+            known = (row["provider"], row["model"]) if row else ("unknown", "unknown")
+            self._models[session] = known
+        return known

@@ -1,0 +1,131 @@
+"""The analytics database: a SQLite file or a PostgreSQL URL, and its driver-error conversion.
+
+Read models of every projection live here, next to one tracking table
+(``analytics_tracking``) that records how far each projection has read the
+ledger.  Because both are in one database, a projection's writes and its
+tracking position commit in one transaction (exactly once).
+
+The default file is ``<data root>/analytics/analytics.db``;
+``PENTRACE_ANALYTICS_URL`` names another database (PostgreSQL by URL; give
+``?options=-csearch_path%3D<schema>`` to keep read models in a schema).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final
+
+from sqlalchemy import Connection, Engine, create_engine, event, exc
+from sqlalchemy.engine import make_url
+
+from pentrace.errors import AnalyticsError, ConfigError
+from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.ledger.settings import safe_url
+
+__all__ = ["ENV_ANALYTICS_URL", "AnalyticsDatabase", "analytics_url", "converted"]
+
+ENV_ANALYTICS_URL: Final = "PENTRACE_ANALYTICS_URL"
+TRACKING_TABLE: Final = "analytics_tracking"
+_BUSY_TIMEOUT_S: Final = 30.0
+
+
+def analytics_url(data_root: Path, environ: Mapping[str, str] | None = None) -> str:
+    """The analytics database URL: ``PENTRACE_ANALYTICS_URL``, else the data root's file."""
+    env = environ if environ is not None else {}
+    url = (env.get(ENV_ANALYTICS_URL) or "").strip()
+    if url:
+        return url
+    return f"sqlite:///{DataRoot(data_root).path / 'analytics' / 'analytics.db'}"
+
+
+@contextmanager
+def converted(operation: str, where: str) -> Iterator[None]:
+    """Turn driver errors raised in the block into :class:`AnalyticsError` (first line only)."""
+    try:
+        yield
+    except exc.DBAPIError as error:
+        original = error.orig
+        text = str(original).strip() if original is not None else type(error).__name__
+        reason = (text.splitlines() or [type(error).__name__])[0][:200]
+        raise AnalyticsError(
+            f"{operation} on {where}: the database refused it ({reason})",
+            hint="check that the analytics database is reachable and writable; "
+            "`pentrace projections rebuild NAME` recreates a read model",
+        ) from error
+
+
+def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
+    # Driver autocommit: transactions are begun explicitly (BEGIN IMMEDIATE for writers).
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def _begin_sqlite(conn: Connection) -> None:
+    conn.exec_driver_sql(conn.get_execution_options().get("pentrace_begin", "BEGIN"))
+
+
+class AnalyticsDatabase:
+    """An engine over the analytics database, with the tracking table created."""
+
+    def __init__(self, url: str) -> None:
+        parsed = make_url(url)
+        self.url = url
+        self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        self.where = safe_url(url)
+        if self.is_sqlite:
+            if not parsed.database or parsed.database == ":memory:":
+                raise ConfigError(
+                    "the analytics database needs a file path, found an in-memory SQLite URL",
+                    hint=f"set {ENV_ANALYTICS_URL} to sqlite:////path/analytics.db",
+                )
+            path = Path(parsed.database)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.where = str(path)
+            self.engine: Engine = create_engine(
+                url, connect_args={"timeout": _BUSY_TIMEOUT_S, "check_same_thread": False}
+            )
+            event.listen(self.engine, "connect", _configure_sqlite)
+            event.listen(self.engine, "begin", _begin_sqlite)
+        else:
+            self.engine = create_engine(url, pool_pre_ping=True)
+        with self.writing("create the tracking table") as conn:
+            conn.exec_driver_sql(
+                f"CREATE TABLE IF NOT EXISTS {TRACKING_TABLE} ("
+                "application_name VARCHAR(200) PRIMARY KEY, notification_id BIGINT NOT NULL)"
+            )
+
+    @property
+    def placeholder(self) -> str:
+        """The driver's positional parameter marker (sqlite3 ``?``, psycopg ``%s``)."""
+        return "?" if self.is_sqlite else "%s"
+
+    @contextmanager
+    def reading(self, operation: str) -> Iterator[Connection]:
+        """A read-only connection, rolled back at the end."""
+        with converted(operation, self.where), self.engine.connect() as conn:
+            yield conn
+            conn.rollback()
+
+    @contextmanager
+    def writing(self, operation: str) -> Iterator[Connection]:
+        """A write transaction (``BEGIN IMMEDIATE`` on SQLite) committed when the block ends."""
+        options = {"pentrace_begin": "BEGIN IMMEDIATE"} if self.is_sqlite else {}
+        with converted(operation, self.where):
+            engine = self.engine.execution_options(**options)
+            with engine.begin() as conn:
+                yield conn
+
+    def connect_for_writing(self) -> Connection:
+        """A connection whose next ``begin()`` takes the write lock (caller closes it)."""
+        options = {"pentrace_begin": "BEGIN IMMEDIATE"} if self.is_sqlite else {}
+        with converted("connect to the analytics database", self.where):
+            return self.engine.execution_options(**options).connect()
+
+    def close(self) -> None:
+        """Dispose of the connection pool."""
+        self.engine.dispose()

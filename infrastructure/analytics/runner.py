@@ -1,0 +1,167 @@
+"""Running projections: the library's runner over the ledger, a batch flusher, loud gaps.
+
+:class:`AnalyticsRunner` *is* eventsourcing's ``BaseProjectionRunner`` with
+:class:`~pentrace.infrastructure.ledger.application.LedgerApplication` as the
+application: it catches up from the read model's tracking position, then
+follows (polling on SQLite, LISTEN/NOTIFY on PostgreSQL).  A small thread
+commits a batch that has waited ``batch_seconds`` with no new event.
+
+Gaps are loud: when ledger retention deleted rows this projection never
+read, :class:`~pentrace.errors.ProjectionGapError` is raised (on start and
+before any commit) naming ``pentrace projections rebuild <name>``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+
+from eventsourcing.projection import BaseProjectionRunner
+from sqlalchemy import func, select
+
+from pentrace.errors import ProjectionGapError
+from pentrace.infrastructure.analytics.api import AnalyticsProjection
+from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
+from pentrace.infrastructure.analytics.readmodel import ReadModel
+from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
+from pentrace.infrastructure.ledger.application import ENV_TABLE_PREFIX, LedgerApplication
+
+__all__ = ["AnalyticsRunner", "catch_up", "check_gap", "open_ledger", "open_projection"]
+
+
+def _env(data_root: Path, env: Mapping[str, str] | None) -> dict[str, str]:
+    merged = dict(os.environ)
+    merged.update(env or {})
+    merged["PENGUIN_HOME"] = str(data_root)
+    return merged
+
+
+def open_ledger(data_root: Path, env: Mapping[str, str] | None = None) -> RuntimeEventLedger:
+    """The ledger the environment names (the same one the runner follows)."""
+    merged = _env(data_root, env)
+    return RuntimeEventLedger.open(
+        data_root, LedgerSettings.from_env(merged), table_prefix=merged.get(ENV_TABLE_PREFIX, "")
+    )
+
+
+def open_projection(
+    projection_class: type[AnalyticsProjection],
+    data_root: Path,
+    env: Mapping[str, str] | None = None,
+) -> AnalyticsProjection:
+    """A projection over its read model in the analytics database (schema created)."""
+    db = AnalyticsDatabase(analytics_url(data_root, _env(data_root, env)))
+    return projection_class(ReadModel(db, projection_class.name))
+
+
+def pruned_through(ledger: RuntimeEventLedger) -> int:
+    """The highest notification id ledger retention has deleted (0 when none)."""
+    marks = ledger.db.tables.watermarks
+    with ledger.db.reading("read the ledger retention watermark") as conn:
+        value = conn.execute(select(func.max(marks.c.max_notification_id))).scalar_one_or_none()
+    return int(value or 0)
+
+
+def check_gap(name: str, ledger: RuntimeEventLedger, start: int | None, seen: list[int]) -> None:
+    """Raise when retention deleted a ledger row after ``start`` that ``seen`` does not hold."""
+    pruned = pruned_through(ledger)
+    base = start or 0
+    if pruned <= base:
+        return
+    # Ids are handed out without holes, so every id in (base, pruned] should have been seen.
+    read = bisect.bisect_right(seen, pruned)
+    if read >= pruned - base:
+        return
+    raise ProjectionGapError(
+        f"projection {name!r}: ledger retention deleted events up to notification {pruned} "
+        f"that the projection never read (its position is {base}); expected none missing, "
+        f"found {pruned - base - read}",
+        hint=f"rebuild it from the traces: `pentrace projections rebuild {name}`",
+    )
+
+
+class AnalyticsRunner(BaseProjectionRunner[LedgerApplication]):
+    """Catch up, then follow the ledger with one projection (a context manager)."""
+
+    def __init__(
+        self,
+        projection_class: type[AnalyticsProjection],
+        *,
+        data_root: Path,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        merged = _env(data_root, env)
+        self.projection = open_projection(projection_class, data_root, merged)
+        self.view = self.projection.view
+        self._ledger = open_ledger(data_root, merged)
+        name = projection_class.name
+        check_gap(name, self._ledger, self.view.max_tracking_id(name), [])
+        ledger = self._ledger
+        self.projection.guard = lambda start, seen: check_gap(name, ledger, start, seen)
+        self._flusher_stop = threading.Event()
+        super().__init__(
+            projection=self.projection,
+            application_class=LedgerApplication,
+            tracking_recorder=self.view,
+            topics=(),
+            env=merged,
+        )
+        self._flusher = threading.Thread(target=self._flush_idle, daemon=True)
+        self._flusher.start()
+
+    def _flush_idle(self) -> None:
+        interval = self.projection.batch_seconds
+        while not self._flusher_stop.wait(interval / 2):
+            try:
+                self.projection.commit()
+            except BaseException as error:  # noqa: BLE001 - handed to run_forever()/__exit__
+                self._thread_error = error
+                self.stop()
+                return
+
+    def position(self) -> int | None:
+        """The committed tracking position."""
+        return self.view.max_tracking_id(self.projection.name)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        """Stop following, commit what was handled, close everything."""
+        self._flusher_stop.set()
+        self._flusher.join()
+        try:
+            self.stop()
+            self._stop_thread.join()
+            self._processing_thread.join()
+            if self._thread_error is None and exc_type is None:
+                self.projection.commit()
+            else:
+                self.view.rollback()
+            super().__exit__(exc_type, exc_val, exc_tb)
+        finally:
+            self._ledger.close()
+            self.view.db.close()
+
+
+def catch_up(
+    projection_class: type[AnalyticsProjection],
+    *,
+    data_root: Path,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 600.0,
+) -> int | None:
+    """Process every event the ledger holds now, commit, stop; returns the tracking position."""
+    runner = AnalyticsRunner(projection_class, data_root=data_root, env=env)
+    with runner:
+        target = runner._ledger.max_notification_id()
+        if target is not None:
+            runner.wait(target, timeout=timeout)
+        runner.projection.commit()
+        return runner.position()

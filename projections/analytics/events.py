@@ -1,0 +1,78 @@
+"""What an analytics projection receives: one redacted RuntimeEvent, decoded once.
+
+Projections never see trace lines.  The ledger path (a ledger row's
+``event_json``) and the rebuild path (a trace record mapped by
+:func:`pentrace.domain.runtime_events.runtime_event_from_record` and encoded)
+both give the same envelope bytes, so both give the same
+:class:`AnalyticsEvent` - that is why a rebuild equals the incremental result.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import msgspec
+
+__all__ = ["AnalyticsEvent", "Scope", "day_of", "decode_event", "iso_of"]
+
+
+class Scope(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The envelope's scope fields analytics group by (others are ignored)."""
+
+    session_id: str | None = None
+    agent_id: str | None = None
+    project_id: str | None = None
+    provider_id: str | None = None
+    model_id: str | None = None
+
+
+class AnalyticsEvent(msgspec.Struct, kw_only=True):
+    """One redacted RuntimeEvent: type, time (ms), stream position, scope, correlation, payload."""
+
+    id: str
+    type: str
+    time: int = 0
+    stream_id: str = "global"
+    sequence: int = 0
+    scope: Scope = msgspec.field(default_factory=Scope)
+    correlation: dict[str, Any] = msgspec.field(default_factory=dict)
+    payload: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    @property
+    def session(self) -> str:
+        """The session id ("" for events outside a session)."""
+        return self.scope.session_id or ""
+
+    @property
+    def day(self) -> str:
+        """The UTC day of the event time, ``YYYY-MM-DD``."""
+        return day_of(self.time)
+
+
+_decoder: Final = msgspec.json.Decoder(AnalyticsEvent)
+
+
+def decode_event(event_json: bytes) -> AnalyticsEvent:
+    """Decode a RuntimeEvent envelope (ledger ``event_json``) into an :class:`AnalyticsEvent`."""
+    return _decoder.decode(event_json)
+
+
+_DAY_MS: Final = 86_400_000
+_days: dict[int, str] = {}
+
+
+def day_of(time_ms: int) -> str:
+    """``YYYY-MM-DD`` of a millisecond timestamp, in UTC."""
+    number = time_ms // _DAY_MS
+    day = _days.get(number)
+    if day is None:
+        # Memoised per day number: this runs once per event on the catch-up path.
+        day = _days[number] = datetime.fromtimestamp(number * 86_400, UTC).strftime("%Y-%m-%d")
+    return day
+
+
+def iso_of(time_ms: int) -> str:
+    """ISO 8601 (UTC, milliseconds) of a millisecond timestamp."""
+    moment = datetime.fromtimestamp(time_ms / 1000, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{time_ms % 1000:03d}Z"

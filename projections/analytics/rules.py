@@ -1,0 +1,82 @@
+"""The pure rules behind the built-in analytics (no I/O, no clock).
+
+Where the session summary (:mod:`pentrace.projections.session_summary`)
+already defines a rule - request statuses, which statuses are errors, when a
+tool call failed - these rules import it instead of restating it, so
+``pentrace sessions show`` and ``pentrace stats`` never disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from pentrace.projections.session_summary import ERROR_STATUSES, REQUEST_STATUSES
+
+__all__ = [
+    "TOKEN_FIELDS",
+    "TRUNCATION_MARK",
+    "TokenDelta",
+    "is_error_status",
+    "is_truncated",
+    "request_bucket",
+    "token_delta",
+    "tool_outcome",
+]
+
+TOKEN_FIELDS: Final = ("input", "output", "cache_read", "cache_write", "total")
+TRUNCATION_MARK: Final = "[output truncated: "
+_OUTCOMES: Final = {"aborted": "aborts", "timeout": "timeouts"}
+
+TokenDelta = tuple[int, int, int, int, int]
+"""(input, output, cache_read, cache_write, total) of one request."""
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    return max(int(value), 0)
+
+
+def token_delta(payload: dict[str, Any]) -> TokenDelta | None:
+    """The last request's token counts of a ``token_usage`` payload, or None without them.
+
+    ``TokenCounts`` has ``cache_read``, ``cache_write``, ``output`` and
+    ``total``; fresh (uncached) input is what the total leaves over, never
+    below zero.
+    """
+    request = payload.get("request")
+    if not isinstance(request, dict):
+        return None
+    output = _count(request.get("output"))
+    cache_read = _count(request.get("cache_read"))
+    cache_write = _count(request.get("cache_write"))
+    total = _count(request.get("total"))
+    fresh = max(total - output - cache_read - cache_write, 0)
+    return (fresh, output, cache_read, cache_write, total)
+
+
+def request_bucket(status: Any) -> str:
+    """The request-status bucket of a ``request_end`` status (the session summary's names)."""
+    return status if isinstance(status, str) and status in REQUEST_STATUSES else "other"
+
+
+def is_error_status(status: Any) -> bool:
+    """True for the statuses the session summary counts as errors."""
+    return status in ERROR_STATUSES
+
+
+def tool_outcome(stop_reason: Any) -> str | None:
+    """Which counter a tool output adds to: None for success, else failures/aborts/timeouts.
+
+    The failure rule is the session summary's: a call fails when its output
+    *states* a ``stop_reason`` other than ``completed``; aborts and timeouts
+    are the two failures counted on their own as well.
+    """
+    if stop_reason is None or stop_reason == "completed":
+        return None
+    return _OUTCOMES.get(stop_reason, "failures") if isinstance(stop_reason, str) else "failures"
+
+
+def is_truncated(output: Any) -> bool:
+    """True when a tool output carries the trace's truncation note."""
+    return isinstance(output, str) and TRUNCATION_MARK in output
