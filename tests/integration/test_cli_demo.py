@@ -8,6 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from typer.testing import CliRunner
+
+from pentrace.cli.app import app
 from pentrace.infrastructure.catalog import list_sessions
 from pentrace.infrastructure.layout import DataRoot
 
@@ -56,17 +59,8 @@ def test_the_demo_records_a_realistic_session_and_shows_it(tmp_path: Path) -> No
 
 
 def test_the_demo_writes_into_a_given_data_root(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "PENGUIN_HOME"}
-    done = subprocess.run(
-        [sys.executable, "-m", "pentrace", "--data-root", str(tmp_path / "root"), "demo"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=env,
-        stdin=subprocess.DEVNULL,
-    )
+    result = CliRunner().invoke(app, ["--data-root", str(tmp_path / "root"), "demo"])
 
-    assert done.returncode == 0, done.stderr
-    assert f"data root: {tmp_path / 'root'}" in done.stdout
+    assert result.exit_code == 0, result.output
+    assert f"data root: {tmp_path / 'root'}" in result.stdout
     assert len(list_sessions(DataRoot(tmp_path / "root"))) == 2

@@ -260,14 +260,15 @@ def test_a_bad_option_is_a_usage_error_with_exit_code_2(
     assert "No such option: --no-such-option" in err
 
 
-def test_a_missing_session_is_one_clean_line_and_debug_shows_a_traceback(root: Path) -> None:
-    plain = run_process(root, "show", "cafecafe")
+def test_a_missing_session_is_one_clean_line_and_debug_shows_a_traceback(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = fails(capsys, root, "show", "cafecafe")
     debug = run_process(root, "--debug", "show", "cafecafe")
 
-    assert plain.returncode == 1
-    assert plain.stderr.count("\n") == 2
-    assert plain.stderr.startswith("error: no session id")
-    assert "Traceback" not in plain.stderr
+    assert code == 1
+    assert err.count("\n") == 2
+    assert err.startswith("error: no session id")
     assert "Traceback (most recent call last)" in debug.stderr
     assert "NotFoundError" in debug.stderr
 
