@@ -91,6 +91,7 @@ def _as_json(report: AuditReport, changes: list[Change] | None) -> dict[str, Any
         "exit_code": report.exit_code,
         "ledger": report.ledger,
         "problems": [msgspec.to_builtins(problem) for problem in report.problems],
+        "changes": None,
     }
     if changes is not None:
         value["changes"] = [

@@ -265,3 +265,20 @@ def test_a_completed_compaction_that_rotated_is_clean(tmp_path: Path) -> None:
     assert len(paths) == 2
     code, out = run(tmp_path)
     assert code == 0, out
+
+
+def test_fix_reports_its_changes_in_json_and_a_plain_audit_reports_none(tmp_path: Path) -> None:
+    [shard] = write_trace(tmp_path, [*good_session(), CompactionBegin()])
+    with shard.open("ab") as handle:
+        handle.write(b'{"type":"event_msg"')
+    code, report = run_json(tmp_path)
+    assert (code, report["changes"]) == (1, None)
+    code, report = run_json(tmp_path, "--fix")
+    assert code == 0
+    assert [change["action"] for change in report["changes"]] == [
+        "heal_torn_tail",
+        "close_compaction",
+    ]
+    assert {change["path"] for change in report["changes"]} == {str(shard)}
+    assert report["problems"] == []
+    assert shard.with_name(shard.name + ".torn").read_bytes() == b'{"type":"event_msg"'
