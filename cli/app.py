@@ -24,6 +24,7 @@ from pentrace.cli.audit import audit
 from pentrace.cli.ledger import ledger_app
 from pentrace.cli.search import search
 from pentrace.cli.serve import serve
+from pentrace.cli.stats import projections_app, stats_app
 from pentrace.errors import PentraceError
 
 app = typer.Typer(
@@ -89,6 +90,10 @@ _demo.register(app)
 app.command()(audit)
 app.command()(search)
 app.add_typer(ledger_app)
+
+# Analytics: stats over the built-in read models, and the projections themselves.
+app.add_typer(stats_app)
+app.add_typer(projections_app)
 
 
 def _debug_requested(argv: list[str]) -> bool:

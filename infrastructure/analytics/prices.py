@@ -14,22 +14,24 @@ A table looks like this (prices in US dollars per million tokens)::
     input = 1.0
     output = 3.0
 
-Parsing is pure (the text comes in, a :class:`PriceTable` comes out); the
-loader that reads the file lives in ``pentrace.infrastructure.analytics``.
+Parsing is pure (the text comes in, a :class:`PriceTable` comes out);
+:func:`load_prices` reads the file.
 A bad table raises :class:`~pentrace.errors.ConfigError` naming the file and
 the key.
 """
 
 from __future__ import annotations
 
+import os
 import tomllib
+from pathlib import Path
 from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pentrace.errors import ConfigError
 
-__all__ = ["ModelPrice", "PriceTable", "parse_prices"]
+__all__ = ["DEFAULT_PRICES", "ModelPrice", "PriceTable", "load_prices", "parse_prices"]
 
 _PER: Final = 1_000_000.0
 
@@ -87,3 +89,19 @@ def parse_prices(text: str, source: str) -> PriceTable:
             hint="prices are numbers >= 0 per million tokens: input, output, "
             "cache_read, cache_write",
         ) from None
+
+
+DEFAULT_PRICES: Final = Path(__file__).with_name("prices.toml")
+
+
+def load_prices(path: Path | None = None) -> PriceTable:
+    """Read a price table file (default: ``PENTRACE_PRICES``, else the shipped example)."""
+    chosen = path or Path(os.environ.get("PENTRACE_PRICES") or DEFAULT_PRICES)
+    try:
+        text = chosen.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(
+            f"price table {chosen}: expected a readable file, found {error.strerror or error}",
+            hint="pass --prices FILE or set PENTRACE_PRICES",
+        ) from None
+    return parse_prices(text, str(chosen))
