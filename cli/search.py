@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pentrace.cli.output import emit_json, emit_table, progress, stdout_is_tty
-from pentrace.cli.session_args import AgentOption, JsonOption, ProjectOption, data_root
+from pentrace.cli.session_args import AgentOption, JsonOption, ProjectOption, data_root, resolve
 from pentrace.errors import UsageError
 from pentrace.infrastructure.catalog import parse_time_bound, short_id
 from pentrace.infrastructure.layout import DataRoot
@@ -87,6 +87,12 @@ def search(
     ] = None,
     project: ProjectOption = None,
     agent: AgentOption = None,
+    session: Annotated[
+        str | None,
+        typer.Option(
+            "--session", help="Only this session (id or unique prefix).", show_default=False
+        ),
+    ] = None,
     since: Annotated[
         str | None,
         typer.Option(
@@ -135,6 +141,7 @@ def search(
     if query is None and not rebuild:
         raise UsageError("expected a search QUERY (or --rebuild)", hint='pentrace search "error"')
     root = data_root(ctx)
+    only = () if session is None else (resolve(ctx, session, project, agent)[1].session_id,)
     request = SearchQuery(
         text=query or "",
         project=project,
@@ -145,6 +152,7 @@ def search(
         thinking=thinking,
         limit=limit,
         order=order,
+        sessions=only,
     )
     with SearchIndex(root) as index:
         report = _refresh(index, root, rebuild) if rebuild or not no_refresh else None

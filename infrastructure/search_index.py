@@ -18,9 +18,10 @@ is :mod:`pentrace.projections.search_docs`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -154,7 +155,7 @@ class SearchIndex:
             key = known.pop((ref.project, ref.agent, ref.session_id), None)
             self._refresh_session(ref, key, report)
         for key in known.values():
-            self._write(lambda k=key: self._drop(k, forget=True))
+            self._write(functools.partial(self._drop, key, forget=True))
             report.removed += 1
         return report
 
@@ -264,9 +265,8 @@ class SearchIndex:
         except sqlite3.OperationalError as error:
             raise _converted(self.path, error) from error
 
-    def _write(self, work: object) -> None:
+    def _write(self, work: Callable[[], None]) -> None:
         """Run ``work()`` in one IMMEDIATE transaction, rolled back on any error."""
-        assert callable(work)
         try:
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as error:

@@ -8,7 +8,7 @@ into colour on a terminal and ``**`` in plain and JSON output.
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, Literal
@@ -44,7 +44,8 @@ class SearchQuery:
 
     ``kinds`` empty means text, tool calls and tool outputs (and thinking when
     ``thinking`` is true).  ``order`` is ``rank`` (best match first) or
-    ``recent`` (newest sessions first, then latest position).
+    ``recent`` (newest sessions first, then latest position).  ``sessions``
+    keeps only those session ids (empty: all).
     """
 
     text: str
@@ -56,7 +57,7 @@ class SearchQuery:
     thinking: bool = False
     limit: int = 20
     order: Literal["rank", "recent"] = "rank"
-    sessions: tuple[str, ...] = field(default=())
+    sessions: tuple[str, ...] = ()
 
 
 class SearchHit(msgspec.Struct, kw_only=True):

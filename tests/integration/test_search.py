@@ -101,6 +101,8 @@ def test_filters_narrow_by_agent_project_kind_and_time(tmp_path: Path) -> None:
     assert {h.session_id for h in find(tmp_path, "payments", agent="reviewer")} == {OTHER}
     assert find(tmp_path, "payments", project="elsewhere") == []
     assert {h.kind for h in find(tmp_path, "payments", kinds=("tool_output",))} == {"tool_output"}
+    only = cli(tmp_path, "payments", "--session", "0bad")["hits"]
+    assert {hit["session_id"] for hit in only} == {OTHER}
     # Both sessions' records carry the fixed test clock (2026-07-18T03:10:22.531Z + n ms).
     after_first_request = datetime(2026, 7, 18, 3, 10, 22, 539000, tzinfo=UTC)
     late = find(tmp_path, "invoices OR payments", since=after_first_request)
