@@ -31,6 +31,7 @@ from pentrace.domain.secret_patterns import redact_secrets_in_text
 
 __all__ = [
     "REDACTED",
+    "TOO_DEEP",
     "Classification",
     "Redacted",
     "is_redacted",
@@ -41,6 +42,8 @@ __all__ = [
 ]
 
 REDACTED: Final = "[redacted]"
+TOO_DEEP: Final = "[redacted:too_deep]"
+_MAX_DEPTH: Final = 200
 Classification = Literal["public", "sensitive"]
 
 _NAME_FIELDS: Final = ("name", "key", "header", "Name", "Key", "Header")
@@ -99,11 +102,13 @@ def _format_path(stack: list[str | int]) -> str:
 class _Walker:
     # The path is a stack of keys and indices, formatted only when something is
     # hidden: most values are not secrets, so most paths are never needed.
-    __slots__ = ("paths", "stack")
+    __slots__ = ("depth", "paths", "stack")
 
-    def __init__(self) -> None:
+    def __init__(self, depth: int = 0) -> None:
         self.paths: list[str] = []
         self.stack: list[str | int] = []
+        # Nesting already walked by an enclosing walker (JSON inside strings).
+        self.depth = depth
 
     def _hidden(self) -> None:
         self.paths.append(_format_path(self.stack))
@@ -112,9 +117,14 @@ class _Walker:
         kind = type(value)
         if kind is str:
             return self._string(value)
-        if kind is dict or isinstance(value, dict):
-            return self._mapping(value)
-        if kind is list or isinstance(value, list | tuple):
+        if kind is dict or isinstance(value, dict | list | tuple):
+            if len(self.stack) + self.depth >= _MAX_DEPTH:
+                # Deeper than any real payload; hidden whole rather than risk
+                # running out of stack half way through (and leaking nothing).
+                self._hidden()
+                return TOO_DEEP
+            if kind is dict or isinstance(value, dict):
+                return self._mapping(value)
             return self._sequence(value)
         if isinstance(value, str):
             return self._string(str(value))
@@ -199,7 +209,7 @@ class _Walker:
             decoded = _json_decoder.decode(text)
         except (msgspec.DecodeError, RecursionError):
             return None
-        redacted = _Walker().walk(decoded)
+        redacted = _Walker(self.depth + len(self.stack) + 1).walk(decoded)
         if redacted == decoded:
             return text
         self._hidden()

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 import pytest
 
-from pentrace.domain.redaction import REDACTED, Redacted, is_redacted, redact, redact_text
+from pentrace.domain.redaction import (
+    REDACTED,
+    TOO_DEEP,
+    Redacted,
+    is_redacted,
+    redact,
+    redact_text,
+)
 from pentrace.domain.secret_keys import is_secret_key, normalize_key
 
 GHP = "ghp_R4nd0mT0k3nV4lu3F0rT3st1ngPurp0s3sXy"
@@ -118,3 +127,25 @@ def test_a_masked_key_does_not_unhide_a_name_value_pair_in_the_same_mapping() ->
         "[redacted:github_token]": REDACTED,
         "value": REDACTED,
     }
+
+
+def test_nesting_deeper_than_any_real_payload_is_hidden_not_a_crash() -> None:
+    deep: Any = {"token": "t"}
+    for _ in range(2000):
+        deep = {"d": [deep]}
+    result = redact(deep)
+    assert TOO_DEEP in msgspec.json.encode(result.value).decode()
+    assert result.classification == "sensitive"
+    assert is_redacted(result.value)
+
+
+def test_json_strings_nested_inside_strings_count_towards_the_depth() -> None:
+    inner: Any = {"password": "deep-secret-1"}
+    for _ in range(150):
+        inner = {"d": inner}
+    outer: Any = {"arguments": msgspec.json.encode(inner).decode()}
+    for _ in range(150):
+        outer = {"d": outer}
+    encoded = msgspec.json.encode(redact(outer).value).decode()
+    assert "deep-secret-1" not in encoded
+    assert TOO_DEEP in encoded
