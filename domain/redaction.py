@@ -216,13 +216,17 @@ class _Walker:
         return _json_encoder.encode(redacted).decode("utf-8")
 
 
-def redact(value: Any) -> Redacted:
+def redact(value: Any, *, depth: int = 0) -> Redacted:
     """Redact a deep copy of ``value`` (dicts, lists, strings, scalars).
+
+    ``depth`` is how deep ``value`` sits in the document it belongs to (1 for
+    an envelope's payload), so that redacting the part and then the whole
+    cuts over-deep nesting at the same place.
 
     >>> redact({"apiKey": "x", "tokens": 5}).value
     {'apiKey': '[redacted]', 'tokens': 5}
     """
-    walker = _Walker()
+    walker = _Walker(depth)
     result = walker.walk(value)
     classification: Classification = "sensitive" if walker.paths else "public"
     return Redacted(result, walker.paths, classification)

@@ -167,7 +167,7 @@ class _Hidden:
             clean = redact_text(value)
             self._fields[name] = [f"@{name}"] if clean != value else []
             return clean
-        result = redact(value)
+        result = redact(value, depth=1)
         self._fields[name] = [f"@{name}.{path}" if path else f"@{name}" for path in result.paths]
         return result.value
 
@@ -220,7 +220,7 @@ def build_event(
     ``sequence`` is an int, or a function of the stream id that returns one
     (Penguin's per-stream counter lives in :mod:`pentrace.compat.penguin`).
     """
-    redacted = redact(dict(payload or {}))
+    redacted = redact(dict(payload or {}), depth=1)
     body: dict[str, Any] = redacted.value
     hidden = _Hidden(redacted.paths)
     merged_scope = hidden.field(

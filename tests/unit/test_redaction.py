@@ -15,6 +15,7 @@ from pentrace.domain.redaction import (
     redact,
     redact_text,
 )
+from pentrace.domain.runtime_events import build_event
 from pentrace.domain.secret_keys import is_secret_key, normalize_key
 
 GHP = "ghp_R4nd0mT0k3nV4lu3F0rT3st1ngPurp0s3sXy"
@@ -149,3 +150,12 @@ def test_json_strings_nested_inside_strings_count_towards_the_depth() -> None:
     encoded = msgspec.json.encode(redact(outer).value).decode()
     assert "deep-secret-1" not in encoded
     assert TOO_DEEP in encoded
+
+
+def test_an_envelope_around_an_over_deep_payload_is_still_a_fixed_point() -> None:
+    deep: Any = "leaf"
+    for _ in range(300):
+        deep = [deep]
+    event = build_event(event_type="x", payload={"deep": deep}, time_ms=0, sequence=1)
+    assert is_redacted(event.to_builtins())
+    assert event.privacy.classification == "sensitive"
