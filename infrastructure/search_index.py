@@ -21,22 +21,26 @@ import contextlib
 import functools
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from pentrace.domain.records import MalformedLine, decode_line
 from pentrace.errors import SearchIndexError
 from pentrace.infrastructure.layout import DataRoot, SessionRef
 from pentrace.infrastructure.search_query import SearchHit, SearchQuery, run_query
+from pentrace.infrastructure.search_shards import (
+    ShardState,
+    appendable,
+    read_docs,
+    stat_shards,
+    unchanged,
+)
 from pentrace.projections.search_docs import SearchDoc, SearchDocFold
 
 __all__ = ["RefreshReport", "SearchHit", "SearchIndex", "SearchQuery", "search_index_path"]
 
 SCHEMA_VERSION: Final = "1"
-_CHUNK: Final = 4 * 1024 * 1024
-_TAIL: Final = 32
 _BATCH: Final = 2000
 _SCHEMA: Final = (
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -66,17 +70,6 @@ class RefreshReport:
     reset: int = 0
     removed: int = 0
     documents: int = 0
-
-
-@dataclass
-class _Shard:
-    path: str
-    idx: int
-    size: int
-    mtime_ns: int
-    offset: int = 0
-    lines: int = 0
-    tail: bytes = b""
 
 
 class SearchIndex:
@@ -160,16 +153,16 @@ class SearchIndex:
         return report
 
     def _refresh_session(self, ref: SessionRef, key: int | None, report: RefreshReport) -> None:
-        disk = _stat_shards(ref)
+        disk = stat_shards(ref)
         if disk is None:
             return
         state = (0, 0, False)
-        stored: list[_Shard] = []
+        stored: list[ShardState] = []
         if key is not None:
             stored = self._stored_shards(key)
-            if _unchanged(stored, disk):
+            if unchanged(stored, disk):
                 return
-            if _appendable(stored, disk):
+            if appendable(stored, disk):
                 row = self._execute(
                     "SELECT position, turns, in_compaction FROM sessions WHERE id=?", (key,)
                 ).fetchone()
@@ -185,8 +178,8 @@ class SearchIndex:
         self,
         ref: SessionRef,
         key: int | None,
-        disk: list[_Shard],
-        stored: list[_Shard],
+        disk: list[ShardState],
+        stored: list[ShardState],
         state: tuple[int, int, bool],
         report: RefreshReport,
     ) -> None:
@@ -205,7 +198,7 @@ class SearchIndex:
             if before is not None:
                 shard.offset, shard.lines, shard.tail = before.offset, before.lines, before.tail
             batch: list[tuple[object, ...]] = []
-            for doc in _read_docs(shard, fold):
+            for doc in read_docs(shard, fold):
                 batch.append(_doc_row(base, shard.idx, doc))
                 if len(batch) >= _BATCH:
                     report.documents += self._insert(batch)
@@ -250,13 +243,13 @@ class SearchIndex:
                 "UPDATE sessions SET position=0, turns=0, in_compaction=0 WHERE id=?", (key,)
             )
 
-    def _stored_shards(self, key: int) -> list[_Shard]:
+    def _stored_shards(self, key: int) -> list[ShardState]:
         rows = self._execute(
             "SELECT path, idx, size, mtime_ns, offset, lines, tail FROM shards "
             "WHERE session=? ORDER BY idx, path",
             (key,),
         )
-        return [_Shard(r[0], r[1], r[2], r[3], r[4], r[5], bytes(r[6])) for r in rows]
+        return [ShardState(r[0], r[1], r[2], r[3], r[4], r[5], bytes(r[6])) for r in rows]
 
     # -- plumbing ----------------------------------------------------------------
     def _execute(self, sql: str, params: tuple[object, ...] = ()) -> sqlite3.Cursor:
@@ -297,79 +290,6 @@ def _doc_row(base: int, shard: int, doc: SearchDoc) -> tuple[object, ...]:
         shard,
         doc.line,
     )
-
-
-def _stat_shards(ref: SessionRef) -> list[_Shard] | None:
-    shards = []
-    for shard in sorted(ref.shards, key=lambda s: (s.index, str(s.path))):
-        try:
-            stat = os.stat(shard.path)
-        except FileNotFoundError:
-            return None  # deleted while we looked: the next refresh sees the new state
-        shards.append(_Shard(str(shard.path), shard.index, stat.st_size, stat.st_mtime_ns))
-    return shards
-
-
-def _unchanged(stored: list[_Shard], disk: list[_Shard]) -> bool:
-    return [(s.path, s.size, s.mtime_ns) for s in stored] == [
-        (s.path, s.size, s.mtime_ns) for s in disk
-    ]
-
-
-def _appendable(stored: list[_Shard], disk: list[_Shard]) -> bool:
-    """Only the last stored shard grew and new shards follow it; its indexed bytes are intact."""
-    if not stored or len(disk) < len(stored):
-        return False
-    for old, new in zip(stored[:-1], disk, strict=False):
-        if (old.path, old.size, old.mtime_ns) != (new.path, new.size, new.mtime_ns):
-            return False
-    last, now = stored[-1], disk[len(stored) - 1]
-    if last.path != now.path or now.size < last.offset:
-        return False
-    return _tail_of(Path(now.path), last.offset) == last.tail
-
-
-def _tail_of(path: Path, offset: int) -> bytes:
-    start = max(0, offset - _TAIL)
-    try:
-        with path.open("rb") as handle:
-            handle.seek(start)
-            return handle.read(offset - start)
-    except OSError:
-        return b"\0"  # unreadable now: never equal to a stored tail
-
-
-def _read_docs(shard: _Shard, fold: SearchDocFold) -> Iterator[SearchDoc]:
-    """Documents from ``shard.offset`` up to its last newline; updates offset, lines and tail."""
-    path = Path(shard.path)
-    try:
-        handle = path.open("rb")
-    except FileNotFoundError:
-        return
-    with handle:
-        handle.seek(shard.offset)
-        remaining = shard.size - shard.offset
-        carry = b""
-        while remaining > 0:
-            chunk = handle.read(min(_CHUNK, remaining))
-            if not chunk:
-                break
-            remaining -= len(chunk)
-            pieces = (carry + chunk).split(b"\n")
-            carry = pieces.pop()
-            for piece in pieces:
-                shard.lines += 1
-                shard.offset += len(piece) + 1
-                try:
-                    record = decode_line(piece, shard.lines)
-                except MalformedLine:
-                    continue  # not a record: positions skip it, as the reader does
-                if record is None:
-                    continue
-                doc = fold.record(record)
-                if doc is not None:
-                    yield doc
-    shard.tail = _tail_of(path, shard.offset)
 
 
 def _is_busy(error: sqlite3.Error) -> bool:
