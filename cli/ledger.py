@@ -8,14 +8,14 @@ write lock before it fails with a clean "locked" error.
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from pentrace.cli.output import emit_json, emit_json_lines, emit_table, progress
+from pentrace.cli.ledger_view import COLUMNS, iso, json_entry, print_entries, table_row
+from pentrace.cli.output import emit_json, emit_table, progress
 from pentrace.cli.session_args import AgentOption, JsonOption, ProjectOption, data_root
-from pentrace.infrastructure.ledger import LedgerEntry, RuntimeEventLedger
+from pentrace.infrastructure.ledger import RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import sync as sync_traces
 from pentrace.infrastructure.ledger_admin import (
     entries_after,
@@ -33,8 +33,6 @@ ledger_app = typer.Typer(
     no_args_is_help=True,
     help="Inspect and maintain the RuntimeEvent ledger.\n\nExample: pentrace ledger tail -n 20",
 )
-
-_COLUMNS = ("notification", "event_id", "type", "category", "time", "session")
 
 
 class _Options:
@@ -63,30 +61,6 @@ def _open(ctx: typer.Context, *, must_exist: bool = True, keep: bool = False) ->
     )
 
 
-def _iso(ms: Any) -> str | None:
-    if not isinstance(ms, int):
-        return None
-    moment = datetime.fromtimestamp(ms / 1000, UTC)
-    return f"{moment:%Y-%m-%dT%H:%M:%S}.{moment.microsecond // 1000:03d}Z"
-
-
-def _row(entry: LedgerEntry) -> tuple[Any, ...]:
-    envelope = entry.envelope()
-    scope = envelope.get("scope") if isinstance(envelope.get("scope"), dict) else {}
-    return (
-        entry.notification_id,
-        entry.event_id,
-        envelope.get("type"),
-        envelope.get("category"),
-        _iso(envelope.get("time")),
-        scope.get("session_id") if isinstance(scope, dict) else None,
-    )
-
-
-def _json_entry(entry: LedgerEntry) -> dict[str, Any]:
-    return {"notification_id": entry.notification_id, "event": entry.envelope()}
-
-
 @ledger_app.command()
 def tail(
     ctx: typer.Context,
@@ -111,13 +85,13 @@ def tail(
     ledger = _open(ctx)
     try:
         entries = newest_entries(ledger, lines, session_id=session)
-        _print_entries(entries, as_json, header=True)
+        print_entries(entries, as_json, header=True)
         cursor = entries[-1].notification_id or 0 if entries else _head(ledger)
         while follow:
             time.sleep(interval)
             fresh = entries_after(ledger, cursor, session_id=session)
             if fresh:
-                _print_entries(fresh, as_json, header=False)
+                print_entries(fresh, as_json, header=False)
                 cursor = fresh[-1].notification_id or cursor
     finally:
         ledger.close()
@@ -126,16 +100,6 @@ def tail(
 def _head(ledger: RuntimeEventLedger) -> int:
     newest = newest_entries(ledger, 1)
     return newest[-1].notification_id or 0 if newest else 0
-
-
-def _print_entries(entries: list[LedgerEntry], as_json: bool, *, header: bool) -> None:
-    if as_json:
-        emit_json_lines(_json_entry(entry) for entry in entries)
-    elif header:
-        emit_table(_COLUMNS, (_row(entry) for entry in entries))
-    else:
-        for entry in entries:
-            typer.echo("\t".join("-" if v is None else str(v) for v in _row(entry)))
 
 
 @ledger_app.command()
@@ -177,7 +141,7 @@ def replay(
                     "oldest_event_id": gap.oldest_event_id,
                     "newest_event_id": gap.newest_event_id,
                 },
-                "events": [_json_entry(entry) for entry in result.events],
+                "events": [json_entry(entry) for entry in result.events],
                 "next_cursor": result.next_cursor,
             }
         )
@@ -189,7 +153,7 @@ def replay(
             f"{gap.newest_event_id or '-'}; continuing from the oldest retained event",
             err=True,
         )
-    emit_table(_COLUMNS, (_row(entry) for entry in result.events))
+    emit_table(COLUMNS, (table_row(entry) for entry in result.events))
 
 
 @ledger_app.command()
@@ -305,8 +269,8 @@ def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
         "bytes": figures.bytes,
         "oldest_event_id": figures.oldest_event_id,
         "newest_event_id": figures.newest_event_id,
-        "oldest_inserted_at": _iso(figures.oldest_inserted_ms),
-        "newest_inserted_at": _iso(figures.newest_inserted_ms),
+        "oldest_inserted_at": iso(figures.oldest_inserted_ms),
+        "newest_inserted_at": iso(figures.newest_inserted_ms),
         "streams": figures.streams,
         "pruned_rows": figures.pruned_rows,
         "by_category": figures.by_category,

@@ -15,6 +15,7 @@ from typing import Final, Literal
 
 import msgspec
 
+from pentrace.domain.omnimessage import format_timestamp
 from pentrace.errors import SearchIndexError, SearchQueryError, UsageError
 from pentrace.projections.search_docs import KINDS
 
@@ -149,8 +150,7 @@ def run_query(conn: sqlite3.Connection, path: Path, query: SearchQuery) -> list[
 def _iso(ms: object) -> str | None:
     if not isinstance(ms, int) or ms <= 0:
         return None
-    moment = datetime.fromtimestamp(ms / 1000, UTC)
-    return f"{moment:%Y-%m-%dT%H:%M:%S}.{moment.microsecond // 1000:03d}Z"
+    return format_timestamp(datetime.fromtimestamp(ms / 1000, UTC))
 
 
 def _query_error(path: Path, error: sqlite3.OperationalError) -> Exception:
