@@ -19,18 +19,42 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import Final
 
 from eventsourcing.projection import BaseProjectionRunner
 from sqlalchemy import func, select
 
-from pentrace.errors import ProjectionGapError
+from pentrace.errors import ConfigError, ProjectionGapError
 from pentrace.infrastructure.analytics.api import AnalyticsProjection
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
 from pentrace.infrastructure.analytics.readmodel import ReadModel
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.application import ENV_TABLE_PREFIX, LedgerApplication
 
-__all__ = ["AnalyticsRunner", "catch_up", "check_gap", "open_ledger", "open_projection"]
+__all__ = [
+    "ENV_BATCH_SIZE",
+    "AnalyticsRunner",
+    "catch_up",
+    "check_gap",
+    "open_ledger",
+    "open_projection",
+]
+
+
+ENV_BATCH_SIZE: Final = "PENTRACE_ANALYTICS_BATCH_SIZE"
+
+
+def _positive(value: str, name: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ConfigError(
+            f"{name}: expected a whole number of events >= 1, found {value[:20]!r}",
+            hint=f"unset {name} to use the projection's own batch size",
+        )
+    return number
 
 
 def _env(data_root: Path, env: Mapping[str, str] | None) -> dict[str, str]:
@@ -96,6 +120,9 @@ class AnalyticsRunner(BaseProjectionRunner[LedgerApplication]):
     ) -> None:
         merged = _env(data_root, env)
         self.projection = open_projection(projection_class, data_root, merged)
+        batch = merged.get(ENV_BATCH_SIZE, "").strip()
+        if batch:
+            self.projection.batch_size = _positive(batch, ENV_BATCH_SIZE)
         self.view = self.projection.view
         self._ledger = open_ledger(data_root, merged)
         name = projection_class.name
