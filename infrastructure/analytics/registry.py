@@ -8,13 +8,13 @@ from typing import Final
 from pentrace.errors import UsageError
 from pentrace.infrastructure.analytics.api import AnalyticsProjection
 from pentrace.infrastructure.analytics.builtin.sessions import SessionActivity
-from pentrace.infrastructure.analytics.builtin.tokens import TokenUsage
+from pentrace.infrastructure.analytics.builtin.tokens import TokenUse
 from pentrace.infrastructure.analytics.builtin.tools import ToolCalls
 
 __all__ = ["BUILTINS", "resolve"]
 
 BUILTINS: Final[dict[str, type[AnalyticsProjection]]] = {
-    TokenUsage.name: TokenUsage,
+    TokenUse.name: TokenUse,
     ToolCalls.name: ToolCalls,
     SessionActivity.name: SessionActivity,
 }

@@ -15,12 +15,12 @@ from pentrace.infrastructure.analytics.readmodel import Transaction
 from pentrace.projections.analytics.events import AnalyticsEvent
 from pentrace.projections.analytics.rules import token_delta
 
-__all__ = ["TokenUsage"]
+__all__ = ["TokenUse"]
 
 _COUNTS = "input BIGINT, output BIGINT, cache_read BIGINT, cache_write BIGINT, total BIGINT"
 
 
-class TokenUsage(AnalyticsProjection):
+class TokenUse(AnalyticsProjection):
     """Token counts from ``token.usage.updated``, attributed to the session's model at the time."""
 
     name = "tokens"
