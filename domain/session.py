@@ -74,7 +74,7 @@ class Session(SessionState):
         line = _encode(om.Envelope(timestamp=text, type="session_meta", payload=meta))
         session = cls._create(ev.SessionStarted, id=session_id, timestamp=exact, line=line)
         tool_list = om.ToolListReady(tools=tuple(tool_definition(t) for t in tools))
-        session._emit(ev.ToolsListed, tool_list, now)
+        session._write(ev.ToolsListed, tool_list, now)
         return session
 
     # ---------------------------------------------------------------- commands

@@ -130,20 +130,34 @@ class SessionState(BaseAggregate[str]):
         )
 
     def _write(self, cls: type[ev.SessionEvent], payload: om.Payload, now: datetime) -> None:
+        """Encode ``payload`` as the next line and trigger ``cls`` with it (the hot path).
+
+        One flat method on purpose: it runs once per record.  A fresh envelope
+        has no remembered bytes, so ``encode_envelope()`` would come down to
+        the same msgspec encode; the event is built as in :meth:`_trigger`.
+        """
         if self.deleted or not self.started:
             self._check_writable(str(om.payload_type(payload)))
         if self.rotation_pending:
             self._rotate(now)
-        self._emit(cls, payload, now)
-
-    def _emit(self, cls: type[ev.SessionEvent], payload: om.Payload, now: datetime) -> None:
         text, exact = stamp(now)
         kind = om.envelope_type_for(payload)
         assert kind is not None, "commands only build known payloads"
-        # A fresh envelope has no remembered bytes, so encode_envelope() would
-        # come down to this same encode; skipping its checks keeps the hot path short.
-        envelope = om.Envelope(timestamp=text, type=kind, payload=payload)
-        self._trigger(cls, exact, _encode(envelope))
+        line = _encode(om.Envelope(timestamp=text, type=kind, payload=payload))
+        event = object.__new__(cls)
+        version = self._version + 1
+        state = {
+            "originator_id": self._id,
+            "originator_version": version,
+            "timestamp": exact,
+            "line": line,
+        }
+        object.__setattr__(event, "__dict__", state)
+        if cls in ev.APPLYING:
+            event.apply(self)
+        self._version = version
+        self._modified_on = exact
+        self._pending_events.append(event)
 
     def _trigger(self, cls: type[ev.SessionEvent], timestamp: datetime, line: bytes) -> None:
         """``trigger_event`` without its generic keyword handling (the hot path).
