@@ -196,7 +196,8 @@ class Session(SessionState):
             stop_reason=optional(stop_reason),
             fidelity=fidelity_raw(fidelity),
         )
-        self.record_model_message(payload, now=now)
+        self._require_open_request("tool_call")
+        self._write(ev.ToolCallRecorded, payload, now)
 
     def record_tool_output(
         self,
@@ -215,7 +216,9 @@ class Session(SessionState):
             tool_call_id=tool_call_id,
             stop_reason=optional(stop_reason),
         )
-        self.record_model_message(payload, now=now)
+        self._check_writable("tool_call_output")
+        self._check_output_allowed(tool_call_id)
+        self._write(ev.ToolCallOutputRecorded, payload, now)
 
     def record_image_url(self, image_url: str, *, now: datetime, role: om.Role = "user") -> None:
         """An ``image_url`` message."""
