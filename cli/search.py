@@ -117,7 +117,11 @@ def search(
     thinking: Annotated[bool, typer.Option("--thinking", help="Search thinking too.")] = False,
     limit: Annotated[int, typer.Option("--limit", "-n", help="Most hits to show.")] = 20,
     sort: Annotated[
-        str, typer.Option(help="rank (best match first) or recent (newest sessions first).")
+        str,
+        typer.Option(
+            help="rank (best match first among the newest 5,000 matches) or recent "
+            "(newest sessions first)."
+        ),
     ] = "rank",
     rebuild: Annotated[
         bool, typer.Option("--rebuild", help="Recreate the index from the traces first.")

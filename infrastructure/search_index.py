@@ -143,23 +143,24 @@ class SearchIndex:
             (row[1], row[2], row[3]): int(row[0])
             for row in self._execute("SELECT id, project, agent, session_id FROM sessions")
         }
+        stored = self._all_stored_shards()
         for ref in refs:
             report.sessions += 1
             key = known.pop((ref.project, ref.agent, ref.session_id), None)
-            self._refresh_session(ref, key, report)
+            self._refresh_session(ref, key, stored.get(key, []) if key is not None else [], report)
         for key in known.values():
             self._write(functools.partial(self._drop, key, forget=True))
             report.removed += 1
         return report
 
-    def _refresh_session(self, ref: SessionRef, key: int | None, report: RefreshReport) -> None:
+    def _refresh_session(
+        self, ref: SessionRef, key: int | None, stored: list[ShardState], report: RefreshReport
+    ) -> None:
         disk = stat_shards(ref)
         if disk is None:
             return
         state = (0, 0, False)
-        stored: list[ShardState] = []
         if key is not None:
-            stored = self._stored_shards(key)
             if unchanged(stored, disk):
                 return
             if appendable(stored, disk):
@@ -243,13 +244,17 @@ class SearchIndex:
                 "UPDATE sessions SET position=0, turns=0, in_compaction=0 WHERE id=?", (key,)
             )
 
-    def _stored_shards(self, key: int) -> list[ShardState]:
+    def _all_stored_shards(self) -> dict[int, list[ShardState]]:
+        """Every session's stored shards in one query (a refresh checks them all)."""
         rows = self._execute(
-            "SELECT path, idx, size, mtime_ns, offset, lines, tail FROM shards "
-            "WHERE session=? ORDER BY idx, path",
-            (key,),
+            "SELECT session, path, idx, size, mtime_ns, offset, lines, tail FROM shards "
+            "ORDER BY session, idx, path"
         )
-        return [ShardState(r[0], r[1], r[2], r[3], r[4], r[5], bytes(r[6])) for r in rows]
+        stored: dict[int, list[ShardState]] = {}
+        for r in rows:
+            shard = ShardState(r[1], r[2], r[3], r[4], r[5], r[6], bytes(r[7]))
+            stored.setdefault(int(r[0]), []).append(shard)
+        return stored
 
     # -- plumbing ----------------------------------------------------------------
     def _execute(self, sql: str, params: tuple[object, ...] = ()) -> sqlite3.Cursor:

@@ -11,7 +11,7 @@ import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 
@@ -44,9 +44,10 @@ class SearchQuery:
     """An FTS5 ``text`` query plus filters; ``since``/``until`` bound the record's time.
 
     ``kinds`` empty means text, tool calls and tool outputs (and thinking when
-    ``thinking`` is true).  ``order`` is ``rank`` (best match first) or
-    ``recent`` (newest sessions first, then latest position).  ``sessions``
-    keeps only those session ids (empty: all).
+    ``thinking`` is true).  ``order`` is ``rank`` (best match first among the
+    newest ``window`` matches, so the cost stays bounded however large the
+    corpus) or ``recent`` (newest sessions first, then latest position).
+    ``sessions`` keeps only those session ids (empty: all).
     """
 
     text: str
@@ -59,6 +60,7 @@ class SearchQuery:
     limit: int = 20
     order: Literal["rank", "recent"] = "rank"
     sessions: tuple[str, ...] = ()
+    window: int = 5000
 
 
 class SearchHit(msgspec.Struct, kw_only=True):
@@ -115,36 +117,50 @@ def run_query(conn: sqlite3.Connection, path: Path, query: SearchQuery) -> list[
     if query.sessions:
         where.append(f"s.session_id IN ({', '.join('?' * len(query.sessions))})")
         params.extend(query.sessions)
-    order = "rank" if query.order == "rank" else "docs.rowid DESC"
-    sql = (
+    # FTS5 must score every match to sort by rank, which grows with the corpus; so
+    # the newest ``window`` matches are scored and the best of them are shown.
+    window = max(query.window, query.limit) if query.order == "rank" else query.limit
+    candidates = (
+        "SELECT docs.rowid, bm25(docs) FROM docs JOIN sessions s ON s.id = (docs.rowid >> 32) "
+        f"WHERE {' AND '.join(where)} ORDER BY docs.rowid DESC LIMIT ?"
+    )
+    try:
+        found = conn.execute(candidates, [*params, window]).fetchall()
+        if query.order == "rank":
+            found.sort(key=lambda row: row[1])
+        chosen = [int(row[0]) for row in found[: query.limit]]
+        rows = conn.execute(_details(len(chosen)), [query.text, *chosen]).fetchall()
+    except sqlite3.OperationalError as error:
+        raise _query_error(path, error) from error
+    by_rowid = {int(row[0]): row for row in rows}
+    return [_hit(by_rowid[rowid]) for rowid in chosen if rowid in by_rowid]
+
+
+def _details(count: int) -> str:
+    return (
         "SELECT docs.rowid, docs.kind, docs.role, docs.turn, docs.time, docs.line, "
         f"snippet(docs, 0, '{MARK_START}', '{MARK_END}', '…', {_SNIPPET_TOKENS}), "
         "s.project, s.agent, s.session_id, sh.path "
         "FROM docs JOIN sessions s ON s.id = (docs.rowid >> 32) "
         "LEFT JOIN shards sh ON sh.session = s.id AND sh.idx = docs.shard "
-        f"WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?"
+        f"WHERE docs MATCH ? AND docs.rowid IN ({', '.join('?' * count)})"
     )
-    params.append(query.limit)
-    try:
-        rows = conn.execute(sql, params).fetchall()
-    except sqlite3.OperationalError as error:
-        raise _query_error(path, error) from error
-    return [
-        SearchHit(
-            session_id=row[9],
-            project=row[7],
-            agent=row[8],
-            turn=int(row[3]),
-            position=int(row[0]) & 0xFFFFFFFF,
-            kind=row[1],
-            role=row[2],
-            time=_iso(row[4]),
-            path=row[10],
-            line=int(row[5]),
-            snippet=row[6],
-        )
-        for row in rows
-    ]
+
+
+def _hit(row: Any) -> SearchHit:
+    return SearchHit(
+        session_id=row[9],
+        project=row[7],
+        agent=row[8],
+        turn=int(row[3]),
+        position=int(row[0]) & 0xFFFFFFFF,
+        kind=row[1],
+        role=row[2],
+        time=_iso(row[4]),
+        path=row[10],
+        line=int(row[5]),
+        snippet=row[6],
+    )
 
 
 def _iso(ms: object) -> str | None:

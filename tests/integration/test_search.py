@@ -203,3 +203,20 @@ def test_a_corrupt_index_is_rebuilt_not_a_crash(tmp_path: Path) -> None:
     path.parent.mkdir(parents=True)
     path.write_bytes(b"this is not a database" * 100)
     assert len(find(tmp_path, "payments")) == 4
+
+
+def test_rank_puts_the_best_match_first_among_the_newest_window(tmp_path: Path) -> None:
+    commands: list[Command] = [
+        StartSession(),
+        UserInput("ledger ledger ledger compaction"),
+        BeginRequest(),
+        AssistantText("one ledger mention in a long sentence about many other things"),
+        EndRequest(),
+    ]
+    write(tmp_path, commands)
+    ranked = find(tmp_path, "ledger")
+    assert [hit.position for hit in ranked] == [3, 5]
+    assert [hit.position for hit in find(tmp_path, "ledger", order="recent")] == [5, 3]
+    assert [hit.position for hit in find(tmp_path, "ledger", limit=1)] == [3]
+    # Only the newest `window` matches are scored: with a window of one, the newest wins.
+    assert [hit.position for hit in find(tmp_path, "ledger", limit=1, window=1)] == [5]
