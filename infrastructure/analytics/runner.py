@@ -103,8 +103,8 @@ def check_gap(name: str, ledger: RuntimeEventLedger, start: int | None, seen: li
     raise ProjectionGapError(
         f"projection {name!r}: ledger retention deleted events up to notification {pruned} "
         f"that the projection never read (its position is {base}); expected none missing, "
-        f"found {pruned - base - read}",
-        hint=f"rebuild it from the traces: `pentrace projections rebuild {name}`",
+        f"found {pruned - base - read}; rebuild it: `pentrace projections rebuild {name}`",
+        hint="a rebuild reads the traces, which retention never prunes",
     )
 
 
@@ -126,7 +126,12 @@ class AnalyticsRunner(BaseProjectionRunner[LedgerApplication]):
         self.view = self.projection.view
         self._ledger = open_ledger(data_root, merged)
         name = projection_class.name
-        check_gap(name, self._ledger, self.view.max_tracking_id(name), [])
+        try:
+            check_gap(name, self._ledger, self.view.max_tracking_id(name), [])
+        except BaseException:
+            self._ledger.close()
+            self.view.db.close()
+            raise
         ledger = self._ledger
         self.projection.guard = lambda start, seen: check_gap(name, ledger, start, seen)
         self._flusher_stop = threading.Event()

@@ -1,0 +1,155 @@
+"""The runner catches up, then follows live events; gaps are loud; projections see redacted
+events only.  SQLite always; PostgreSQL (ledger and read model) when configured."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar
+
+import psycopg
+import pytest
+
+from pentrace.errors import ProjectionGapError
+from pentrace.infrastructure.analytics import (
+    AnalyticsEvent,
+    AnalyticsProjection,
+    Transaction,
+    handles,
+)
+from pentrace.infrastructure.analytics.builtin.tokens import TokenUse
+from pentrace.infrastructure.analytics.checking import dump
+from pentrace.infrastructure.analytics.rebuild import rebuild
+from pentrace.infrastructure.analytics.runner import AnalyticsRunner, catch_up, open_ledger
+from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.testing import (
+    BeginRequest,
+    EndRequest,
+    StartSession,
+    TokenCounts,
+    TokenUsage,
+    ToolCall,
+    UserInput,
+    write_trace,
+)
+
+PG_URL = os.environ.get("PENTRACE_TEST_DATABASE_URL")
+
+
+class Arguments(AnalyticsProjection):
+    """Keeps every tool call's arguments as the projection received them."""
+
+    name = "arguments"
+    schema: ClassVar[tuple[str, ...]] = (
+        "CREATE TABLE IF NOT EXISTS seen_arguments (call_id VARCHAR(100) PRIMARY KEY, body TEXT)",
+    )
+
+    @handles("tool.called")
+    def on_call(self, event: AnalyticsEvent, tx: Transaction) -> None:
+        tx.put(
+            "seen_arguments",
+            {"call_id": event.correlation["tool_call_id"]},
+            body=event.payload["arguments"],
+        )
+
+
+def _session(root: Path, number: int, total: int = 30) -> None:
+    commands = [
+        StartSession(),
+        UserInput("go"),
+        BeginRequest(),
+        ToolCall(f"c{number}", "http", '{"url":"https://x","api_key":"plain-secret-1"}'),
+        EndRequest(),
+        TokenUsage(TokenCounts(0, 0, 0, total), TokenCounts(0, 0, 0, total)),
+    ]
+    write_trace(root, commands, session_id=f"session-2026-07-18-11-10-22-{number:08x}")
+
+
+def _sync(root: Path, env: dict[str, str]) -> None:
+    ledger = open_ledger(root, env)
+    try:
+        sync(ledger, root)
+    finally:
+        ledger.close()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
+    if request.param == "sqlite":
+        yield {"PENTRACE_ANALYTICS_URL": f"sqlite:///{tmp_path / 'analytics.db'}"}
+        return
+    if not PG_URL:
+        pytest.skip("PostgreSQL runs need PENTRACE_TEST_DATABASE_URL")
+    schema = f"analytics_{uuid.uuid4().hex[:10]}"
+    plain = PG_URL.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(plain, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield {
+            "PENTRACE_LEDGER_URL": PG_URL,
+            "PENTRACE_LEDGER_TABLE_PREFIX": f"{schema}_",
+            "PENTRACE_ANALYTICS_URL": f"{PG_URL}?options=-csearch_path%3D{schema}",
+        }
+    finally:
+        with psycopg.connect(plain, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+            for table in ("runtime_events", "runtime_event_watermarks", "runtime_event_tracking"):
+                conn.execute(f"DROP TABLE IF EXISTS {schema}_{table} CASCADE")
+
+
+def _totals(root: Path, env: dict[str, str]) -> int:
+    return sum(row[-1] for row in dump(TokenUse, root, env)["tok_daily"])
+
+
+def test_a_runner_catches_up_then_follows_events_indexed_while_it_runs(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    for number in range(3):
+        _session(tmp_path, number)
+    _sync(tmp_path, env)
+    with AnalyticsRunner(TokenUse, data_root=tmp_path, env=env) as runner:
+        ledger = open_ledger(tmp_path, env)
+        try:
+            runner.wait(ledger.max_notification_id(), timeout=20)
+            assert _totals(tmp_path, env) == 90
+            _session(tmp_path, 3, total=7)
+            sync(ledger, tmp_path)
+            runner.wait(ledger.max_notification_id(), timeout=20)
+        finally:
+            ledger.close()
+        assert _totals(tmp_path, env) == 97
+
+
+def test_projections_receive_redacted_events_only(tmp_path: Path, env: dict[str, str]) -> None:
+    _session(tmp_path, 1)
+    _sync(tmp_path, env)
+    catch_up(Arguments, data_root=tmp_path, env=env)
+    [(call_id, body)] = dump(Arguments, tmp_path, env)["seen_arguments"]
+    assert call_id == "c1"
+    assert "plain-secret-1" not in body
+    assert '"api_key":"[redacted]"' in body
+    rebuild(Arguments, data_root=tmp_path, env=env)
+    assert dump(Arguments, tmp_path, env)["seen_arguments"] == [(call_id, body)]
+
+
+def test_events_pruned_before_a_projection_read_them_are_a_loud_gap_until_a_rebuild(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    for number in range(4):
+        _session(tmp_path, number)
+    _sync(tmp_path, env)
+    pruning = {**env, "PENGUIN_RUNTIME_EVENT_LEDGER_MAX_EVENTS": "5"}
+    ledger = open_ledger(tmp_path, pruning)
+    try:
+        assert ledger.cleanup().deleted > 0
+    finally:
+        ledger.close()
+    with pytest.raises(ProjectionGapError, match=r"pentrace projections rebuild tokens"):
+        AnalyticsRunner(TokenUse, data_root=tmp_path, env=env)
+    report = rebuild(TokenUse, data_root=tmp_path, env=env)
+    assert report.sessions == 4
+    assert _totals(tmp_path, env) == 120  # every session, from the traces
+    catch_up(TokenUse, data_root=tmp_path, env=env)  # no gap any more
+    assert _totals(tmp_path, env) == 120
