@@ -76,13 +76,9 @@ def _print_report(report: AuditReport) -> None:
     )
 
 
-def _print_changes(changes: list[Change]) -> None:
-    if not changes:
-        typer.echo("--fix: nothing to change")
-        return
-    for change in changes:
-        where = f" {change.path}" if change.path else ""
-        typer.echo(f"changed: [{change.action}] {change.session_id}{where}: {change.detail}")
+def _print_change(change: Change) -> None:
+    where = f" {change.path}" if change.path else ""
+    typer.echo(f"changed: [{change.action}] {change.session_id}{where}: {change.detail}")
 
 
 def _as_json(report: AuditReport, changes: list[Change] | None) -> dict[str, Any]:
@@ -141,7 +137,11 @@ def audit(
         report = audit_sessions(progress(refs, total=len(refs), label="auditing"), ledger)
         changes: list[Change] | None = None
         if fix:
-            changes = fix_sessions(root, report.sessions, ledger)
+            # Text output shows each change as it happens, so a fix that fails
+            # later (a live writer holds a session's lock) still reports them.
+            changes = fix_sessions(
+                root, report.sessions, ledger, None if as_json else _print_change
+            )
             if changes:
                 fixed = [audit.ref for audit in report.sessions]
                 fresh = [_refresh(root_ref, root) for root_ref in fixed]
@@ -152,8 +152,8 @@ def audit(
     if as_json:
         emit_json(_as_json(report, changes))
     else:
-        if changes is not None:
-            _print_changes(changes)
+        if changes == []:
+            typer.echo("--fix: nothing to change")
         _print_report(report)
     raise typer.Exit(report.exit_code)
 

@@ -19,7 +19,7 @@ is never rewritten: whole records are never changed, moved or removed.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -141,14 +141,19 @@ def close_dangling_compaction(root: DataRoot, ref: SessionRef) -> Change | None:
 
 
 def fix_sessions(
-    root: DataRoot, audits: Iterable[SessionAudit], ledger: RuntimeEventLedger | None
+    root: DataRoot,
+    audits: Iterable[SessionAudit],
+    ledger: RuntimeEventLedger | None,
+    on_change: Callable[[Change], None] | None = None,
 ) -> list[Change]:
     """Apply every safe fix the audits call for, in a safe order; return what changed.
 
     Torn tails go first (the writer would otherwise keep the fragment as a
     malformed line), then compactions, then one ledger sync per agent.
+    ``on_change`` hears of each change as soon as it is made, so a caller can
+    report what was done even when a later fix fails (a live writer's lock).
     """
-    changes: list[Change] = []
+    changes = _Changes(on_change)
     to_sync: set[tuple[str, str]] = set()
     for audit in audits:
         fixes = {problem.fix for problem in audit.problems}
@@ -172,4 +177,17 @@ def fix_sessions(
                     f"event(s) over {result.sessions} session(s)"
                 )
                 changes.append(Change("ledger_sync", "*", ledger.db.where, detail))
-    return changes
+    return list(changes)
+
+
+class _Changes(list[Change]):
+    """A list of changes that tells a listener about each one as it is appended."""
+
+    def __init__(self, listener: Callable[[Change], None] | None) -> None:
+        super().__init__()
+        self.listener = listener
+
+    def append(self, change: Change) -> None:
+        super().append(change)
+        if self.listener is not None:
+            self.listener(change)

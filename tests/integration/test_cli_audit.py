@@ -17,6 +17,8 @@ from pentrace.cli.app import app
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.locking import SessionLock
+from pentrace.infrastructure.trace_writer import session_lock_path
 from pentrace.testing import (
     AssistantText,
     BeginRequest,
@@ -282,3 +284,26 @@ def test_fix_reports_its_changes_in_json_and_a_plain_audit_reports_none(tmp_path
     assert {change["path"] for change in report["changes"]} == {str(shard)}
     assert report["problems"] == []
     assert shard.with_name(shard.name + ".torn").read_bytes() == b'{"type":"event_msg"'
+
+
+def test_fix_never_races_a_live_writer_and_reports_what_it_did_before(tmp_path: Path) -> None:
+    write_trace(tmp_path, [*good_session(), CompactionBegin()], session_id=OTHER)
+    [shard] = write_trace(tmp_path, good_session())
+    with shard.open("ab") as handle:
+        handle.write(b'{"torn')
+    lock_path = session_lock_path(DataRoot(tmp_path), "default_project", "default_agent", SID)
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with SessionLock(lock_path, label="a live writer"):
+        done = subprocess.run(
+            [sys.executable, "-m", "pentrace", "--data-root", str(tmp_path), "audit", "--fix"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    assert done.returncode == 1
+    assert done.stdout.startswith(f"changed: [close_compaction] {OTHER} ")
+    assert done.stderr.startswith("error: ")
+    assert "is being written by another writer" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert shard.read_bytes().endswith(b'{"torn')
+    assert not shard.with_name(shard.name + ".torn").exists()
