@@ -46,6 +46,9 @@ def serve(
     page_size: Annotated[
         int, typer.Option(help="Events per ledger read of one SSE stream.", min=1)
     ] = 500,
+    frame_cache_mib: Annotated[
+        float, typer.Option(help="MiB of encoded frames shared by all SSE streams.", min=0)
+    ] = 4.0,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
     test_page: Annotated[
         bool, typer.Option("--test-page", hidden=True, help="Serve /_test/sse.html (tests).")
@@ -74,6 +77,7 @@ def serve(
         keepalive_seconds=keepalive,
         poll_interval_seconds=poll_interval,
         page_size=page_size,
+        frame_cache_bytes=int(frame_cache_mib * 2**20),
         test_page=test_page,
     )
     app = create_app(settings)

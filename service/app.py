@@ -27,6 +27,7 @@ from pentrace.service.auth import BearerAuth
 from pentrace.service.context import ServiceContext
 from pentrace.service.errors import error_response, pentrace_error_response
 from pentrace.service.follower import LedgerFollower
+from pentrace.service.frames import FrameCache
 from pentrace.service.openapi import openapi_document
 from pentrace.service.sessions import list_route, show_route, trace_route
 from pentrace.service.settings import ServiceSettings
@@ -72,7 +73,8 @@ def create_app(settings: ServiceSettings) -> Starlette:
         )
         follower = LedgerFollower(ledger, settings.poll_interval_seconds)
         follower.start()
-        app.state.context = ServiceContext(settings, ledger, follower)
+        frames = FrameCache(settings.frame_cache_bytes)
+        app.state.context = ServiceContext(settings, ledger, follower, frames)
         try:
             yield
         finally:

@@ -51,14 +51,16 @@ def gap_frame(gap: ReplayGap, session_id: str | None, replay_from: str | None) -
 
 
 class FrameCache:
-    """Encoded frames by notification id, shared by every stream of a server (bounded LRU).
+    """Encoded frames by notification id, shared by every stream of a server (LRU, bounded
+    in bytes).
 
     Rows never change under a notification id (ids are never reused), so 50
     clients reading the same new rows decode and encode each one once.
     """
 
-    def __init__(self, capacity: int = 8192) -> None:
-        self._capacity = capacity
+    def __init__(self, max_bytes: int = 4 * 1024 * 1024) -> None:
+        self._max_bytes = max_bytes
+        self._bytes = 0
         self._frames: OrderedDict[int, bytes] = OrderedDict()
         self._lock = Lock()
 
@@ -74,7 +76,9 @@ class FrameCache:
                 return cached
         frame = event_frame(entry)
         with self._lock:
-            self._frames[key] = frame
-            if len(self._frames) > self._capacity:
-                self._frames.popitem(last=False)
+            if key not in self._frames:
+                self._frames[key] = frame
+                self._bytes += len(frame)
+            while self._bytes > self._max_bytes and self._frames:
+                self._bytes -= len(self._frames.popitem(last=False)[1])
         return frame

@@ -46,6 +46,7 @@ class ServiceSettings(BaseModel):
     keepalive_seconds: float = 15.0
     poll_interval_seconds: float = 0.05
     page_size: int = 500
+    frame_cache_bytes: int = 4 * 1024 * 1024
     retry_ms: int = 1000
     test_page: bool = False
 

@@ -341,6 +341,47 @@ def write(root: Path, sid: str, count: int, env: Mapping[str, str] | None = None
     assert finish(start_writer(root, sid, count, env=env)) == 0
 
 
+def seed(root: Path, sid: str, turns: int, text_bytes: int = 100) -> int:
+    """Write a session's trace file directly (1 + 4 records per turn, two of them carrying
+    ``text_bytes`` of text) and index it into the ledger in batches, far faster than recording
+    it; returns the number of events."""
+    from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
+    from pentrace.infrastructure.ledger.indexer import sync
+    from pentrace.testing.files import write_shards
+    from pentrace.testing.render import envelope_line
+
+    stamp = "2026-11-29T10:00:00.000Z"
+    meta = {
+        "session_id": sid,
+        "provider": "openai",
+        "model_id": "gpt-5",
+        "model_context_window": 200000,
+        "system_prompt": "be brief",
+        "agent_state": str(root / "state"),
+        "workspace": str(root / "workspace"),
+    }
+    filler = "x" * text_bytes
+    lines = [envelope_line(stamp, "session_meta", meta)]
+    for turn in range(turns):
+        lines += [
+            envelope_line(
+                stamp, "model_msg", {"type": "text", "role": "user", "text": f"q{turn} {filler}"}
+            ),
+            envelope_line(stamp, "event_msg", {"type": "request_begin"}),
+            envelope_line(
+                stamp, "model_msg", {"type": "text", "role": "assistant", "text": filler}
+            ),
+            envelope_line(stamp, "event_msg", {"type": "request_end", "status": "completed"}),
+        ]
+    write_shards(root, PROJECT, AGENT, sid, [lines])
+    ledger = RuntimeEventLedger.open(root, LedgerSettings().with_limits_off())
+    try:
+        sync(ledger, root, project=PROJECT, agent=AGENT)
+    finally:
+        ledger.close()
+    return len(lines)
+
+
 def event_ids(sid: str, first: int, last: int) -> list[str]:
     """The ledger ids of positions ``first..last`` of a session."""
     return [f"evt:session:{sid}:{n:08d}" for n in range(first, last + 1)]
