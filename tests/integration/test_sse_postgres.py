@@ -1,0 +1,89 @@
+"""The SSE stream over a PostgreSQL ledger: live events from another process via LISTEN/NOTIFY.
+
+Skipped without ``PENTRACE_TEST_DATABASE_URL``.  Each run uses its own table
+prefix, dropped at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pentrace.infrastructure.ledger import LedgerDatabase
+from tests.integration.sse_harness import (
+    PREFIX_ENV,
+    Server,
+    SseClient,
+    event_ids,
+    finish,
+    session_id,
+    start_writer,
+)
+
+URL = os.environ.get("PENTRACE_TEST_DATABASE_URL")
+SSE = "/api/v1/events/sse"
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.skipif(URL is None, reason="set PENTRACE_TEST_DATABASE_URL to a PostgreSQL URL"),
+]
+
+
+@pytest.fixture
+def pg_env() -> Iterator[dict[str, str]]:
+    assert URL is not None
+    prefix = f"sse_{uuid.uuid4().hex[:10]}_"
+    yield {"PENTRACE_LEDGER_URL": URL, PREFIX_ENV: prefix}
+    database = LedgerDatabase(URL, table_prefix=prefix)
+    database.drop_all()
+    database.close()
+
+
+def test_live_events_from_another_process_reach_the_client_and_replay_after_a_reconnect(
+    tmp_path: Path, pg_env: dict[str, str]
+) -> None:
+    sid = session_id(0x6006)
+    server = Server(tmp_path, env=pg_env).start()
+    try:
+        live = SseClient(server.url + SSE, {"session_id": sid})
+        assert live.next().type == "server.connected"
+        assert finish(start_writer(tmp_path, sid, 5, env=pg_env)) == 0  # positions 1..22
+        frames = live.events(22)
+        live.close()
+        assert [frame.id for frame in frames] == event_ids(sid, 1, 22)
+        assert frames[0].data["properties"]["sessionID"] == sid
+        writer = start_writer(tmp_path, sid, 25, delay=0.01, batch=5, env=pg_env)  # 23..122
+        resumed = SseClient(server.url + SSE, {"session_id": sid}, {"Last-Event-ID": frames[9].id})
+        got = resumed.events(112, timeout=60)
+        assert finish(writer) == 0
+        resumed.close()
+    finally:
+        server.stop()
+    assert [frame.id for frame in got] == event_ids(sid, 11, 122)
+    assert "LISTEN on the ledger failed" not in server.output()
+
+
+def test_an_unknown_cursor_on_postgres_is_a_scoped_gap(
+    tmp_path: Path, pg_env: dict[str, str]
+) -> None:
+    sid = session_id(0x6007)
+    assert finish(start_writer(tmp_path, sid, 1, env=pg_env)) == 0  # positions 1..6
+    server = Server(tmp_path, env=pg_env).start()
+    try:
+        client = SseClient(
+            server.url + SSE, {"session_id": sid, "last_event_id": "evt:session:gone:00000009"}
+        )
+        client.next()
+        gap = client.next()
+        events = client.events(6)
+        client.close()
+    finally:
+        server.stop()
+    assert gap.type == "server.replay_gap"
+    assert gap.data["properties"]["reason"] == "unknown_event_id"
+    assert gap.data["properties"]["oldestEventID"] == event_ids(sid, 1, 1)[0]
+    assert [frame.id for frame in events] == event_ids(sid, 1, 6)
