@@ -307,3 +307,20 @@ def test_fix_never_races_a_live_writer_and_reports_what_it_did_before(tmp_path: 
     assert "Traceback" not in done.stderr
     assert shard.read_bytes().endswith(b'{"torn')
     assert not shard.with_name(shard.name + ".torn").exists()
+
+
+def test_a_rotated_shard_holding_only_a_torn_line_is_moved_aside_whole(tmp_path: Path) -> None:
+    first, _ = render_shards(
+        [*good_session(), CompactionBegin(), CompactionEnd(), UserInput("next")], session_id=SID
+    )
+    [_, second] = write(tmp_path, [first, [b'{"timestamp":"2026-07-1']])
+    second.write_bytes(b'{"timestamp":"2026-07-1')
+    code, report = run_json(tmp_path)
+    assert code == 1
+    assert [(p["code"], p["line"]) for p in report["problems"]] == [("torn_tail", 1)]
+    code, report = run_json(tmp_path, "--fix")
+    assert not second.exists()
+    assert second.with_name(second.name + ".torn").read_bytes() == b'{"timestamp":"2026-07-1'
+    [change] = report["changes"]
+    assert "renamed it to" in change["detail"]
+    assert (code, report["problems"]) == (0, [])
