@@ -3,8 +3,8 @@
 * **Heal a torn tail.** The torn bytes (the last, unparseable line and any
   blank lines after it) are first copied to a ``<shard>.torn`` sidecar and
   fsynced; only then is the shard cut back to its last whole record.  Nothing
-  is ever truncated blind.  A shard holding nothing but a torn line is renamed
-  to its sidecar instead, so no empty shard is left behind.
+  is ever truncated blind.  A latest shard holding nothing but a torn line is
+  renamed to its sidecar instead, so no empty shard is left behind.
 * **Close a dangling compaction** with the ``compaction_end(status="failed")``
   record :meth:`SessionApplication.resume_session` writes (same message), after
   forgetting a request left open, exactly as resume does.  A second run finds
@@ -73,7 +73,9 @@ def _free_sidecar(shard: Path) -> Path:
 def heal_torn_tail(root: DataRoot, ref: SessionRef, shard: Path) -> Change | None:
     """Quarantine a shard's torn last line to a ``.torn`` sidecar, then cut it off.
 
-    Returns ``None`` when the shard's last line is whole (nothing to heal).
+    Returns ``None`` when the shard's last line is whole (nothing to heal), and
+    when a shard holding nothing but a torn line has later shards (moving it
+    aside would open a gap; the audit keeps reporting it).
     """
     with _session_lock(root, ref):
         data = shard.read_bytes()
@@ -84,6 +86,8 @@ def heal_torn_tail(root: DataRoot, ref: SessionRef, shard: Path) -> Change | Non
         torn = len(data) - start
         line = data.count(b"\n", 0, start) + 1
         if start == 0:
+            if any(other.index > _index_of(ref, shard) for other in ref.shards):
+                return None  # moving it would open a gap in the shard numbering
             os.rename(shard, sidecar)
             fsync_directory(shard.parent)
             detail = f"the shard held only a torn line ({torn} bytes): renamed it to {sidecar.name}"
@@ -97,6 +101,10 @@ def heal_torn_tail(root: DataRoot, ref: SessionRef, shard: Path) -> Change | Non
             f"the shard now ends at byte {start}, after its last whole record"
         )
         return Change("heal_torn_tail", ref.session_id, str(shard), detail)
+
+
+def _index_of(ref: SessionRef, shard: Path) -> int:
+    return next((s.index for s in ref.shards if s.path == shard), 0)
 
 
 def _write_durably(path: Path, data: bytes) -> None:
