@@ -127,10 +127,20 @@ class SessionApplication(Application[str]):
     def save(self, *objs: Any, **kwargs: Any) -> list[Recording[str]]:
         """Save sessions (and anything else ``Application.save`` takes).
 
-        Same steps as ``Application.save``, but Session aggregates are
-        collected directly: the library's runtime Protocol ``isinstance``
-        checks cost more than writing a request's records.
+        Same steps as ``Application.save``, minus what cannot apply to traces:
+        Session aggregates are collected without the library's runtime
+        Protocol ``isinstance`` checks (they cost more than writing a
+        request's records), and the common case (one session, no cache) goes
+        straight to the recorder.  Traces have no notification ids, so the
+        list of recordings is always empty.
         """
+        if len(objs) == 1 and not kwargs and type(objs[0]) is Session and not self._cached:
+            events = objs[0].collect_events()
+            if events:
+                to_stored = self.mapper.to_stored_event
+                self.recorder.insert_events([to_stored(event) for event in events])
+                self._tell_hook(events)
+            return []
         processing_event: ProcessingEvent[str] = ProcessingEvent()
         others = []
         for obj in objs:
@@ -145,27 +155,37 @@ class SessionApplication(Application[str]):
         self._notify(recordings)
         return recordings
 
+    @property
+    def _cached(self) -> bool:
+        return self.repository.cache is not None
+
     def _record(self, processing_event: ProcessingEvent[str]) -> list[Recording[str]]:
         recordings = super()._record(processing_event)
-        hook = self.on_recorded
-        if hook is not None:
-            written: dict[str, list[tuple[int, bytes]]] = {}
-            for event in processing_event.events:
-                line: bytes = event.line  # type: ignore[attr-defined]  # Session events only
-                written.setdefault(event.originator_id, []).append((event.originator_version, line))
-            for session_id, lines in written.items():
-                try:
-                    hook(session_id, lines)
-                except Exception as exc:  # noqa: BLE001  # best-effort by contract: never fail a save
-                    logger.warning(
-                        "on_recorded hook failed for session %s positions %d-%d: %s "
-                        "(the trace write succeeded; run `pentrace ledger sync` to catch up)",
-                        session_id,
-                        lines[0][0],
-                        lines[-1][0],
-                        type(exc).__name__,
-                    )
+        self._tell_hook(processing_event.events)
         return recordings
+
+    def _tell_hook(self, events: Sequence[Any]) -> None:
+        """Give ``on_recorded`` what was written; its failures are logged, never raised."""
+        hook = self.on_recorded
+        if hook is None:
+            return
+        written: dict[str, list[tuple[int, bytes]]] = {}
+        for event in events:
+            written.setdefault(event.originator_id, []).append(
+                (event.originator_version, event.line)
+            )
+        for session_id, lines in written.items():
+            try:
+                hook(session_id, lines)
+            except Exception as exc:  # noqa: BLE001  # best-effort by contract: never fail a save
+                logger.warning(
+                    "on_recorded hook failed for session %s positions %d-%d: %s "
+                    "(the trace write succeeded; run `pentrace ledger sync` to catch up)",
+                    session_id,
+                    lines[0][0],
+                    lines[-1][0],
+                    type(exc).__name__,
+                )
 
     # ------------------------------------------------------------------ sessions
 
