@@ -1,9 +1,10 @@
 """One parsed trace line: the unit every reader, fold and projection works on.
 
 A :class:`TraceRecord` keeps the line's JSON text exactly as written (``raw``)
-plus the handful of header fields the folds branch on, decoded once with a
-narrow msgspec Struct so that large payloads (tool output, fidelity blobs) are
-skipped rather than materialised.  The full value is decoded lazily, on demand.
+plus the handful of header fields the folds branch on.  msgspec decodes the
+line straight into the record, skipping large payloads (tool output, fidelity
+blobs) rather than materialising them.  The full value is decoded lazily, on
+demand.
 
 Parsing follows PenguinHarness's reader (``docs/trace-format.md``): lines are
 trimmed with the ECMAScript whitespace set, parsed as strict JSON (no ``NaN``
@@ -18,12 +19,16 @@ import json
 from typing import Any, Final
 
 import msgspec
+from msgspec import StructMeta
 
 __all__ = [
     "JS_WHITESPACE",
+    "NO_PAYLOAD",
     "MalformedLine",
+    "PayloadHead",
     "TraceRecord",
     "decode_line",
+    "decode_lines",
     "js_trim",
 ]
 
@@ -41,9 +46,9 @@ class MalformedLine(ValueError):
     """A non-empty trace line that is not strict JSON."""
 
 
-# gc=False: these structs live only inside TraceRecord.__init__ and hold JSON values,
-# which cannot form cycles; untracked structs are much cheaper to allocate.
-class _Payload(msgspec.Struct, gc=False):
+class PayloadHead(msgspec.Struct, frozen=True, gc=False):
+    """The payload fields the folds branch on; every other payload field is skipped."""
+
     type: Any = None
     role: Any = None
     tool_call_id: Any = None
@@ -51,15 +56,10 @@ class _Payload(msgspec.Struct, gc=False):
     stop_reason: Any = None
 
 
-class _Envelope(msgspec.Struct, gc=False):
-    type: Any = None
-    payload: _Payload | None = None
-    origin: Any = None
-
-
-_head_decoder: Final = msgspec.json.Decoder(_Envelope)
-_any_decoder: Final = msgspec.json.Decoder()
+NO_PAYLOAD: Final = PayloadHead()
 _NO_VALUE: Final = object()
+_any_decoder: Final = msgspec.json.Decoder()
+_decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {}
 
 
 def _reject_constant(name: str) -> Any:
@@ -79,99 +79,125 @@ def _slow_decode(text: str) -> Any:
         raise MalformedLine(str(exc)) from None
 
 
-class TraceRecord:
+def _decode_value(raw: bytes) -> Any:
+    try:
+        return _any_decoder.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return _slow_decode(raw.decode("utf-8", "replace"))
+
+
+class _ParsingMeta(StructMeta):
+    """``TraceRecord(raw, line)`` parses ``raw``; msgspec's decoder builds records without it."""
+
+    def __call__(cls, raw: bytes, line: int = 0) -> Any:
+        decoder = _decoders.get(cls)
+        if decoder is None:
+            decoder = _decoders[cls] = msgspec.json.Decoder(cls)
+        try:
+            record = decoder.decode(raw)
+        except msgspec.ValidationError:
+            record = StructMeta.__call__(cls)
+            record._set_head_from_value(_decode_value(raw))
+        except (msgspec.DecodeError, RecursionError):
+            # msgspec raises RecursionError on deep nesting; the slow path reports it as malformed.
+            text = raw.decode("utf-8", "replace")
+            value = _slow_decode(text)
+            # Invalid UTF-8 is kept as U+FFFD, as a JavaScript TextDecoder does.
+            raw = text.encode("utf-8", "surrogatepass")
+            record = StructMeta.__call__(cls)
+            record._set_head_from_value(value)
+        else:
+            record._value = _NO_VALUE  # in case the line spells out our private key
+        record.raw = raw
+        record.line = line
+        return record
+
+
+class TraceRecord(msgspec.Struct, metaclass=_ParsingMeta, gc=False, eq=False):
     """One parsed trace line.
 
     ``kind`` is the envelope ``type`` (``session_meta``, ``model_msg``,
     ``event_msg``; anything else is kept but ignored by the folds), ``ptype``
     the payload ``type``.  ``role``, ``tool_call_id``, ``status`` and
     ``stop_reason`` are the payload fields of the same names, ``None`` when
-    absent.  ``has_origin`` is true when the envelope carries a truthy
-    ``origin`` list.  ``line`` is the 1-based line number in the shard it came
-    from (0 when the record was not read from a file).
+    absent; ``head`` holds all five (:data:`NO_PAYLOAD` when the envelope has
+    no payload object).  ``has_origin`` is true when the envelope carries a
+    truthy ``origin`` list.  ``line`` is the 1-based line number in the shard
+    it came from (0 when the record was not read from a file).
+
+    ``TraceRecord(raw, line)`` parses ``raw``.  The line is decoded straight
+    into the record (the field names map to the envelope's keys), and with
+    ``gc=False``: a resume keeps a million records alive, and untracked ones
+    cost the cycle collector nothing.  That is safe because a record holds
+    only JSON values, which cannot refer back to it.  Records compare and
+    hash by identity.
     """
 
-    __slots__ = (
-        "_value",
-        "has_origin",
-        "has_payload",
-        "kind",
-        "line",
-        "origin",
-        "ptype",
-        "raw",
-        "role",
-        "status",
-        "stop_reason",
-        "tool_call_id",
-    )
+    # raw, line and the value cache are set after decoding; their keys only keep them
+    # apart from the envelope's own (a line that uses one is overwritten, or re-parsed).
+    raw: bytes = msgspec.field(default=b"", name="pentrace:raw")
+    line: int = msgspec.field(default=0, name="pentrace:line")
+    kind: Any = msgspec.field(default=None, name="type")
+    head: PayloadHead = msgspec.field(default=NO_PAYLOAD, name="payload")
+    origin: Any = None
+    _value: Any = msgspec.field(default=_NO_VALUE, name="pentrace:value")
 
-    line: int
-    raw: bytes
-    kind: Any
-    ptype: Any
-    role: Any
-    tool_call_id: Any
-    status: Any
-    stop_reason: Any
-    origin: Any
-    has_origin: bool
-    has_payload: bool
-    _value: Any
+    @property
+    def ptype(self) -> Any:
+        """The payload ``type``."""
+        return self.head.type
 
-    def __init__(self, raw: bytes, line: int = 0) -> None:
-        self.raw = raw
-        self.line = line
-        self._value = _NO_VALUE
-        try:
-            head = _head_decoder.decode(raw)
-        except msgspec.ValidationError:
-            self._set_head_from_value(self.value())
-            return
-        except (msgspec.DecodeError, RecursionError):
-            # msgspec raises RecursionError on deep nesting; the slow path reports it as malformed.
-            text = raw.decode("utf-8", "replace")
-            self._value = _slow_decode(text)
-            # Invalid UTF-8 is kept as U+FFFD, as a JavaScript TextDecoder does.
-            self.raw = text.encode("utf-8", "surrogatepass")
-            self._set_head_from_value(self._value)
-            return
-        self.kind = head.type
-        origin = self.origin = head.origin
-        self.has_origin = origin is not None and bool(origin)
-        payload = head.payload
-        if payload is None:
-            self.has_payload = False
-            self.ptype = self.role = self.tool_call_id = self.status = self.stop_reason = None
-        else:
-            self.has_payload = True
-            self.ptype = payload.type
-            self.role = payload.role
-            self.tool_call_id = payload.tool_call_id
-            self.status = payload.status
-            self.stop_reason = payload.stop_reason
+    @property
+    def role(self) -> Any:
+        """The payload ``role``."""
+        return self.head.role
+
+    @property
+    def tool_call_id(self) -> Any:
+        """The payload ``tool_call_id``."""
+        return self.head.tool_call_id
+
+    @property
+    def status(self) -> Any:
+        """The payload ``status``."""
+        return self.head.status
+
+    @property
+    def stop_reason(self) -> Any:
+        """The payload ``stop_reason``."""
+        return self.head.stop_reason
+
+    @property
+    def has_payload(self) -> bool:
+        """True when the envelope's ``payload`` is an object."""
+        return self.head is not NO_PAYLOAD
+
+    @property
+    def has_origin(self) -> bool:
+        """True when the envelope's ``origin`` is truthy."""
+        return bool(self.origin)
 
     def _set_head_from_value(self, value: Any) -> None:
+        self._value = value
         envelope = value if isinstance(value, dict) else {}
         payload = envelope.get("payload")
         self.kind = envelope.get("type")
         self.origin = envelope.get("origin")
-        self.has_origin = bool(self.origin)
-        self.has_payload = isinstance(payload, dict)
-        fields = payload if isinstance(payload, dict) else {}
-        self.ptype = fields.get("type")
-        self.role = fields.get("role")
-        self.tool_call_id = fields.get("tool_call_id")
-        self.status = fields.get("status")
-        self.stop_reason = fields.get("stop_reason")
+        if isinstance(payload, dict):
+            self.head = PayloadHead(
+                payload.get("type"),
+                payload.get("role"),
+                payload.get("tool_call_id"),
+                payload.get("status"),
+                payload.get("stop_reason"),
+            )
+        else:
+            self.head = NO_PAYLOAD
 
     def value(self) -> Any:
         """The whole line decoded to builtins (dict, list, str, int, float, ...)."""
         if self._value is _NO_VALUE:
-            try:
-                self._value = _any_decoder.decode(self.raw)
-            except (msgspec.DecodeError, RecursionError):
-                self._value = _slow_decode(self.raw.decode("utf-8", "replace"))
+            self._value = _decode_value(self.raw)
         return self._value
 
     def payload(self) -> dict[str, Any]:
@@ -182,17 +208,22 @@ class TraceRecord:
 
     @property
     def is_event(self) -> bool:
+        """An ``event_msg`` envelope."""
         return bool(self.kind == "event_msg")
 
     @property
     def is_model_msg(self) -> bool:
         """A complete model message: ``model_msg`` whose payload type is not a partial."""
+        ptype = self.head.type
         return bool(self.kind == "model_msg") and not (
-            isinstance(self.ptype, str) and self.ptype.startswith("partial_")
+            isinstance(ptype, str) and ptype.startswith("partial_")
         )
 
     def __repr__(self) -> str:
         return f"TraceRecord(line={self.line}, kind={self.kind!r}, ptype={self.ptype!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.raw, self.line))
 
     @classmethod
     def from_value(cls, value: Any, line: int = 0) -> TraceRecord:
@@ -200,6 +231,9 @@ class TraceRecord:
         record = cls(msgspec.json.encode(value), line)
         record._value = value
         return record
+
+
+_decoders[TraceRecord] = msgspec.json.Decoder(TraceRecord)
 
 
 def js_trim(raw: bytes) -> bytes:
@@ -235,3 +269,51 @@ def decode_line(raw: bytes, line: int = 0) -> TraceRecord | None:
             # Invalid UTF-8 becomes U+FFFD, as a JavaScript TextDecoder does.
             trimmed = trimmed.decode("utf-8", "replace").encode("utf-8")
     return TraceRecord(trimmed, line)
+
+
+def _is_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def decode_lines(lines: list[bytes], first_line: int) -> tuple[list[TraceRecord], int] | None:
+    """Parse consecutive lines (without their ``\\n``), numbered from ``first_line``.
+
+    Returns the records and how many lines were blank, or ``None`` when a
+    line is malformed: the caller then goes line by line with
+    :func:`decode_line` to place the error.  The same rules as
+    :func:`decode_line`, with the common line (a ``{...}`` object in valid
+    UTF-8) decoded inline: a resume spends most of its time here.
+    """
+    records: list[TraceRecord] = []
+    append = records.append
+    decode = _decoders[TraceRecord].decode
+    blanks = 0
+    number = first_line - 1
+    for raw in lines:
+        number += 1
+        # Nothing to trim and no UTF-8 to repair: decoding the header is the whole job.
+        if raw and raw[0] == 0x7B and raw[-1] == 0x7D and (raw.isascii() or _is_utf8(raw)):
+            try:
+                record = decode(raw)
+            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+                pass  # decode_line below sorts out odd values and malformed JSON
+            else:
+                record.raw = raw
+                record.line = number
+                if record._value is not _NO_VALUE:
+                    record._value = _NO_VALUE  # the line spells out our private key
+                append(record)
+                continue
+        try:
+            parsed = decode_line(raw, number)
+        except MalformedLine:
+            return None
+        if parsed is None:
+            blanks += 1
+        else:
+            append(parsed)
+    return records, blanks

@@ -20,12 +20,13 @@ line carried over, so memory is bounded by the chunk size plus the longest line.
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from pentrace.domain.records import MalformedLine, TraceRecord, decode_line
+from pentrace.domain.records import MalformedLine, TraceRecord, decode_line, decode_lines
 from pentrace.errors import NotFoundError, TraceError, TraceFormatError, UsageError
 from pentrace.infrastructure.layout import ShardRef
 
@@ -125,12 +126,36 @@ def _complete_lines(chunks: Iterable[bytes], report: ParseReport) -> Iterator[li
 def _parse(
     chunks: Iterable[bytes], path: Path | None, strict: bool, report: ParseReport
 ) -> Iterator[TraceRecord]:
-    """The one reading loop: decode every line, holding one failing line back."""
+    """The one reading loop: decode every line, holding one failing line back.
+
+    Each chunk's lines are decoded in one batch; a batch with a malformed
+    line, or one arriving while a failing line is held back, goes line by
+    line so errors land exactly where they would have.
+    """
     line = records = blanks = 0
     held: BadLine | None = None
     report.files += 1
     try:
         for pieces in _complete_lines(chunks, report):
+            batch = decode_lines(pieces, line + 1) if held is None else None
+            if batch is not None:
+                found, blank = batch
+                # Counts stay exact even when the consumer stops mid-batch.
+                unread = iter(found)
+                done = False
+                try:
+                    yield from unread
+                    done = True
+                finally:
+                    given = len(found) - operator.length_hint(unread)
+                    if done:
+                        line, blanks = line + len(pieces), blanks + blank
+                    else:
+                        last = found[given - 1].line
+                        blanks += last - line - given
+                        line = last
+                    records += given
+                continue
             for piece in pieces:
                 line += 1
                 try:

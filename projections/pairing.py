@@ -48,8 +48,9 @@ class Pairing:
         open_calls = self.open
         strict = self.strict
         for message in messages:
-            if message.ptype == "tool_call_output":
-                call_id = message.tool_call_id
+            head = message.head
+            if head.type == "tool_call_output":
+                call_id = head.tool_call_id
                 if call_id is None:
                     if strict:
                         continue
@@ -80,8 +81,9 @@ class Pairing:
         history.extend(outputs)
         committed = self.committed
         for message in outputs:
-            if message.ptype == "tool_call" and message.stop_reason == "completed":
-                call_id = message.tool_call_id
+            head = message.head
+            if head.type == "tool_call" and head.stop_reason == "completed":
+                call_id = head.tool_call_id
                 if call_id.__class__ is str:
                     if call_id and call_id not in committed:
                         committed.add(call_id)

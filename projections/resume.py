@@ -136,16 +136,18 @@ def resume_trace(records: Iterable[TraceRecord], *, strict_pairing: bool = False
         last = record
         kind = record.kind
         if kind == "model_msg":
-            ptype = record.ptype
+            head = record.head
+            ptype = head.type
             if ptype.__class__ is str and ptype in partial_types:
                 continue
             render.append(record)
-            if record.role == "user":
+            if head.role == "user":
                 pending.append(record)
             elif in_request:
                 outputs.append(record)
         elif kind == "event_msg":
-            ptype = record.ptype
+            head = record.head
+            ptype = head.type
             if ptype == "request_begin":
                 if in_request:
                     pending, pending_clean = _drop(snapshot, snapshot_clean, pending, in_compaction)
@@ -154,7 +156,7 @@ def resume_trace(records: Iterable[TraceRecord], *, strict_pairing: bool = False
                 outputs = begun_outputs = []
                 in_request = True
             elif ptype == "request_end":
-                if record.status == "completed":
+                if head.status == "completed":
                     pairing.commit_round(snapshot, outputs, history)
                     summary_outputs = begun_outputs
                     if not in_compaction:

@@ -21,10 +21,8 @@ __all__ = ["INTERRUPTED_OUTPUT", "SyntheticRecord", "placeholder_for", "summary_
 INTERRUPTED_OUTPUT: Final = "[interrupted: process exited before the tool finished]"
 
 
-class SyntheticRecord(TraceRecord):
+class SyntheticRecord(TraceRecord, gc=False, eq=False):
     """A record made by resume (placeholder output, pending summary), never read from disk."""
-
-    __slots__ = ()
 
 
 def _synthesize(envelope: dict[str, Any]) -> SyntheticRecord:
