@@ -11,7 +11,7 @@ gives an equal event.  Opaque provider ``fidelity`` is passed through as
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 import msgspec
@@ -46,7 +46,9 @@ class _RawPayload(msgspec.Struct):
     payload: msgspec.Raw = msgspec.Raw(b"null")
 
 
+_MILLISECOND: Final = timedelta(milliseconds=1)
 _last: tuple[str, datetime] = ("1970-01-01T00:00:00.000Z", EPOCH)
+_last_end: datetime = EPOCH + _MILLISECOND
 _STAMP_PREFIX: Final = b'{"timestamp":"'
 _STAMP_END: Final = len(_STAMP_PREFIX) + len("2026-07-18T03:10:22.531Z")
 _last_read: tuple[bytes, datetime] = (b"", EPOCH)
@@ -56,23 +58,14 @@ _payload_decoder: Final = msgspec.json.Decoder(_RawPayload)
 
 def stamp(now: datetime) -> tuple[str, datetime]:
     """``now`` as the trace's ISO text and as the millisecond-exact UTC datetime it denotes."""
-    global _last  # a one-entry cache: the records of one millisecond share a stamp
-    tz = now.tzinfo
-    if tz is None:
-        format_timestamp(now)  # raises UsageError: a naive datetime names no instant
-    utc = now if tz is UTC else now.astimezone(UTC)
+    global _last, _last_end  # a one-entry cache: the records of one millisecond share a stamp
     last = _last
-    seen = last[1]
-    if (
-        utc.microsecond // 1000 == seen.microsecond // 1000
-        and utc.second == seen.second
-        and utc.minute == seen.minute
-        and utc.hour == seen.hour
-        and utc.day == seen.day
-        and utc.month == seen.month
-        and utc.year == seen.year
-    ):
-        return last
+    try:
+        if last[1] <= now < _last_end:
+            return last
+    except TypeError:
+        format_timestamp(now)  # raises UsageError: a naive datetime names no instant
+    utc = now if now.tzinfo is UTC else now.astimezone(UTC)
     exact = datetime(
         utc.year,
         utc.month,
@@ -84,6 +77,7 @@ def stamp(now: datetime) -> tuple[str, datetime]:
         UTC,
     )
     _last = (format_timestamp(utc), exact)
+    _last_end = exact + _MILLISECOND
     return _last
 
 
