@@ -18,10 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, func, not_, or_, select, true
+from sqlalchemy import ColumnElement, and_, func, not_, or_, select, true
 
 from pentrace.infrastructure.ledger import LedgerEntry, RuntimeEventLedger
-from pentrace.infrastructure.ledger.replay import scope_condition
 
 __all__ = ["Page", "Scope", "ledger_head", "locate", "read_page"]
 
@@ -69,7 +68,7 @@ def read_page(ledger: RuntimeEventLedger, after: int, scope: Scope, limit: int) 
     """Up to ``limit`` rows in scope with ``after < notification_id <= head``, in order."""
     db = ledger.db
     events, marks = db.tables.events, db.tables.watermarks
-    condition = scope_condition(db, scope.session_id, scope.agent_id, scope.directory)
+    condition = _scope_condition(ledger, scope)
     with db.reading("read an SSE page from the ledger") as conn:
         head = int(conn.execute(select(func.max(events.c.notification_id))).scalar() or 0)
         pruned = int(
@@ -90,6 +89,28 @@ def read_page(ledger: RuntimeEventLedger, after: int, scope: Scope, limit: int) 
     full = len(entries) >= limit
     through = entries[-1].notification_id if full and entries[-1].notification_id else head
     return Page(entries, through, full, pruned)
+
+
+def _scope_condition(ledger: RuntimeEventLedger, scope: Scope) -> ColumnElement[bool]:
+    """Penguin's filter (the value, or no value) written as ``coalesce(col, v) = v``.
+
+    Same rows as the ledger's ``col = v OR col IS NULL``, but no index on the
+    scope columns can serve it, so both databases walk the notification-id
+    primary key from the position and stop at the page limit.  With the OR
+    form SQLite picked the scope index and sorted every row of the session
+    for each page: a 100k-event replay went quadratic.
+    """
+    events = ledger.db.tables.events
+    parts = [
+        func.coalesce(column, value) == value
+        for column, value in (
+            (events.c.session_id, scope.session_id),
+            (events.c.agent_id, scope.agent_id),
+            (events.c.directory, scope.directory),
+        )
+        if value is not None
+    ]
+    return and_(true(), *parts)
 
 
 def _visible_streams(ledger: RuntimeEventLedger, scope: Scope) -> ColumnElement[bool]:

@@ -255,10 +255,12 @@ def write_session(
     agent: str = AGENT,
     workspace: str = "workspace",
     hang: bool = False,
+    stamp: bool = False,
 ) -> None:
     """Record ``count`` turns (4 records each; a new session starts with 2 more) through
     SessionApplication with the ledger hook.  ``hang``: print ``written`` and wait to be killed
-    without closing anything."""
+    without closing anything.  ``stamp``: print ``saved <position> <unix time before save>``
+    per turn (latency benchmark)."""
     from pentrace.infrastructure.application import SessionApplication
     from pentrace.infrastructure.layout import DataRoot
     from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
@@ -296,7 +298,10 @@ def write_session(
         handle.record_user_input(f"question {turn}")
         handle.begin_request()
         handle.record_text(f"answer {turn}")
-        handle.end_request("completed")
+        before = time.time()
+        handle.end_request("completed")  # saves the request: trace, then ledger
+        if stamp:
+            print(f"saved {handle.session.version} {before!r}", flush=True)
         if delay and (turn + 1) % batch == 0:
             time.sleep(delay)
     if hang:
@@ -315,10 +320,12 @@ def start_writer(
     batch: int = 1,
     *,
     hang: bool = False,
+    stamp: bool = False,
     env: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start the recorder process (see :func:`write_session`)."""
-    argv = ["write", str(root), sid, str(count), str(delay), str(batch), "hang" if hang else ""]
+    mode = "hang" if hang else "stamp" if stamp else ""
+    argv = ["write", str(root), sid, str(count), str(delay), str(batch), mode]
     return subprocess.Popen(
         [sys.executable, "-m", "tests.integration.sse_harness", *argv],
         env=child_env(root, env),
@@ -392,5 +399,13 @@ if __name__ == "__main__":
     assert command == "write"
     delay_arg = float(rest[0]) if rest else 0.0
     batch_arg = int(rest[1]) if len(rest) > 1 else 1
-    hang_arg = len(rest) > 2 and rest[2] == "hang"
-    write_session(Path(root_arg), sid_arg, int(count_arg), delay_arg, batch_arg, hang=hang_arg)
+    mode_arg = rest[2] if len(rest) > 2 else ""
+    write_session(
+        Path(root_arg),
+        sid_arg,
+        int(count_arg),
+        delay_arg,
+        batch_arg,
+        hang=mode_arg == "hang",
+        stamp=mode_arg == "stamp",
+    )
