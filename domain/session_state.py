@@ -132,9 +132,8 @@ class SessionState(BaseAggregate[str]):
     def _write(self, cls: type[ev.SessionEvent], payload: om.Payload, now: datetime) -> None:
         """Encode ``payload`` as the next line and trigger ``cls`` with it (the hot path).
 
-        One flat method on purpose: it runs once per record.  A fresh envelope
-        has no remembered bytes, so ``encode_envelope()`` would come down to
-        the same msgspec encode; the event is built as in :meth:`_trigger`.
+        A fresh envelope has no remembered bytes, so ``encode_envelope()``
+        would come down to the same msgspec encode.
         """
         if self.deleted or not self.started:
             self._check_writable(str(om.payload_type(payload)))
@@ -143,29 +142,15 @@ class SessionState(BaseAggregate[str]):
         text, exact = stamp(now)
         kind = om.envelope_type_for(payload)
         assert kind is not None, "commands only build known payloads"
-        line = _encode(om.Envelope(timestamp=text, type=kind, payload=payload))
-        event = object.__new__(cls)
-        version = self._version + 1
-        state = {
-            "originator_id": self._id,
-            "originator_version": version,
-            "timestamp": exact,
-            "line": line,
-        }
-        object.__setattr__(event, "__dict__", state)
-        if cls in ev.APPLYING:
-            event.apply(self)
-        self._version = version
-        self._modified_on = exact
-        self._pending_events.append(event)
+        self._trigger(cls, exact, _encode(om.Envelope(timestamp=text, type=kind, payload=payload)))
 
     def _trigger(self, cls: type[ev.SessionEvent], timestamp: datetime, line: bytes) -> None:
         """``trigger_event`` without its generic keyword handling (the hot path).
 
         The event is built the way eventsourcing's Mapper rebuilds events
         (``__dict__`` set directly) and applied as ``mutate`` would, minus its
-        id and version checks, which hold by construction here.  Rebuilds from
-        the trace still go through ``mutate``.
+        id and version checks, which hold by construction here (rebuilds from
+        the trace check both, in :func:`project_session`).
         """
         event = object.__new__(cls)
         # BaseAggregate's own attributes (eventsourcing 9.5.6, pinned): the
