@@ -19,7 +19,7 @@ from, W9/"QueueFull"), and a slow client only holds its position.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -82,7 +82,7 @@ async def sse_endpoint(request: Request) -> Response:
 
 async def stream_events(
     context: ServiceContext, scope: Scope, cursor: str | None
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     """The frames of one SSE connection (see the module docstring)."""
     ledger = context.ledger
     yield connected_frame(

@@ -57,7 +57,8 @@ def test_live_events_from_another_process_reach_the_client_and_replay_after_a_re
         assert [frame.id for frame in frames] == event_ids(sid, 1, 22)
         assert frames[0].data["properties"]["sessionID"] == sid
         writer = start_writer(tmp_path, sid, 25, delay=0.01, batch=5, env=pg_env)  # 23..122
-        resumed = SseClient(server.url + SSE, {"session_id": sid}, {"Last-Event-ID": frames[9].id})
+        cursor = event_ids(sid, 10, 10)[0]
+        resumed = SseClient(server.url + SSE, {"session_id": sid}, {"Last-Event-ID": cursor})
         got = resumed.events(112, timeout=60)
         assert finish(writer) == 0
         resumed.close()

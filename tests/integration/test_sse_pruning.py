@@ -7,7 +7,7 @@ point is the order of pages and retention, which a socket would blur).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 
 import msgspec
@@ -34,7 +34,7 @@ def _data(chunk: bytes) -> dict[str, object]:
     return value
 
 
-async def _take(frames: AsyncIterator[bytes]) -> bytes:
+async def _take(frames: AsyncGenerator[bytes, None]) -> bytes:
     return await asyncio.wait_for(frames.__anext__(), 10)
 
 
