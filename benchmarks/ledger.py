@@ -239,18 +239,22 @@ def replay_pages(folder: Path, rows: int) -> dict[str, float]:
     insert = (
         f"INSERT INTO runtime_events ({','.join(columns)}) VALUES ({','.join('?' * len(columns))})"
     )
+    template_rows = [envelope_row(event, 0) for event in templates]  # redaction checked once
     ours_conn = sqlite3.connect(ours_path)
     for start in range(0, rows, 10_000):
-        batch = []
+        batch, ours_rows = [], []
         for number in range(start, min(rows, start + 10_000)):
-            event = dict(templates[number % 1000])
             stream = f"session:s{number % 500:04d}"
-            event.update(id=f"evt:{stream}:{number // 500 + 1:08d}", stream_id=stream)
-            event.update(sequence=number // 500 + 1)
-            batch.append(event)
-        ours_conn.executemany(
-            insert, [tuple(envelope_row(e, 0)[c] for c in columns) for e in batch]
-        )
+            renumbered = {
+                "id": f"evt:{stream}:{number // 500 + 1:08d}",
+                "stream_id": stream,
+                "sequence": number // 500 + 1,
+            }
+            batch.append({**templates[number % 1000], **renumbered})
+            row = {**template_rows[number % 1000], "event_id": renumbered["id"]}
+            row.update(stream_id=stream, sequence=renumbered["sequence"])
+            ours_rows.append(tuple(row[c] for c in columns))
+        ours_conn.executemany(insert, ours_rows)
         ours_conn.commit()
         original.conn.executemany(
             "INSERT INTO runtime_events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
