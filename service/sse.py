@@ -95,21 +95,11 @@ async def stream_events(
         context.settings.retry_ms,
     )
     last_id = cursor
-    reported_pruned = 0
-    if cursor is None:
-        position = await context.run(ledger_head, ledger)
-    else:
-        found = await context.run(locate, ledger, cursor)
-        if found is None:
-            result = await context.run(
-                ledger.replay_after, cursor, 1, scope.session_id, scope.agent_id, scope.directory
-            )
-            assert result.gap is not None  # a cursor that locate() missed is a gap
-            first = result.events[0].event_id if result.events else None
-            yield gap_frame(result.gap, scope.session_id, first)
-            position, reported_pruned = 0, -1
-        else:
-            position = found
+    position, opening_gap = await _start(context, scope, cursor)
+    # -1: whatever was pruned before a connect-time gap is covered by that gap.
+    reported_pruned = 0 if opening_gap is None else -1
+    if opening_gap is not None:
+        yield opening_gap
     while True:
         page, chunk = await context.run(_next_page, context, position, scope)
         if reported_pruned < 0:
@@ -121,15 +111,36 @@ async def stream_events(
             oldest, newest = await context.run(
                 ledger.bounds, scope.session_id, scope.agent_id, scope.directory
             )
-            gap = ReplayGap(last_id or "", "evicted", oldest, newest)
+            evicted = ReplayGap(last_id or "", "evicted", oldest, newest)
             first = page.entries[0].event_id if page.entries else None
-            yield gap_frame(gap, scope.session_id, first)
+            yield gap_frame(evicted, scope.session_id, first)
         if page.entries:
             yield chunk
             last_id = page.entries[-1].event_id
         position = page.through
         if not page.full:
             await context.follower.wait_past(position)
+
+
+async def _start(
+    context: ServiceContext, scope: Scope, cursor: str | None
+) -> tuple[int, bytes | None]:
+    """The position to stream from, and the gap frame to send first when the cursor is gone."""
+    ledger = context.ledger
+    if cursor is None:
+        return await context.run(ledger_head, ledger), None
+    found = await context.run(locate, ledger, cursor)
+    if found is not None:
+        return found, None
+    result = await context.run(
+        ledger.replay_after, cursor, 1, scope.session_id, scope.agent_id, scope.directory
+    )
+    if result.gap is None:
+        # The cursor's row was committed between the two reads: start after it.
+        relocated = await context.run(locate, ledger, cursor)
+        return (relocated or 0), None
+    first = result.events[0].event_id if result.events else None
+    return 0, gap_frame(result.gap, scope.session_id, first)
 
 
 def _next_page(context: ServiceContext, position: int, scope: Scope) -> tuple[Page, bytes]:
