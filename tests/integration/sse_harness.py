@@ -256,18 +256,20 @@ def write_session(
     workspace: str = "workspace",
     hang: bool = False,
     stamp: bool = False,
+    env: Mapping[str, str] | None = None,
 ) -> None:
     """Record ``count`` turns (4 records each; a new session starts with 2 more) through
     SessionApplication with the ledger hook.  ``hang``: print ``written`` and wait to be killed
     without closing anything.  ``stamp``: print ``saved <position> <unix time before save>``
-    per turn (latency benchmark)."""
+    per turn (latency benchmark).  ``env`` names the ledger (default: ``os.environ``)."""
     from pentrace.infrastructure.application import SessionApplication
     from pentrace.infrastructure.layout import DataRoot
     from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
     from pentrace.infrastructure.ledger.live import LedgerHook
 
+    ledger_env = os.environ if env is None else env
     ledger = RuntimeEventLedger.open(
-        root, LedgerSettings.from_env(), table_prefix=os.environ.get(PREFIX_ENV, "")
+        root, LedgerSettings.from_env(ledger_env), table_prefix=ledger_env.get(PREFIX_ENV, "")
     )
     hook = LedgerHook(ledger, data_root=DataRoot(root), project=PROJECT, agent=agent)
     start = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
@@ -332,6 +334,22 @@ def start_writer(
         cwd=REPO,
         stdout=subprocess.PIPE,
     )
+
+
+def writer_thread(
+    root: Path,
+    sid: str,
+    count: int,
+    delay: float = 0.0,
+    batch: int = 1,
+    env: Mapping[str, str] | None = None,
+) -> threading.Thread:
+    """Record in a thread of the test process (another process than the server), started."""
+    thread = threading.Thread(
+        target=write_session, args=(root, sid, count, delay, batch), kwargs={"env": env}
+    )
+    thread.start()
+    return thread
 
 
 def finish(process: subprocess.Popen[bytes], timeout: float = 60) -> int:

@@ -19,10 +19,9 @@ from tests.integration.sse_harness import (
     Server,
     SseClient,
     event_ids,
-    finish,
     seed,
     session_id,
-    start_writer,
+    write_session,
 )
 
 SSE = "/api/v1/events/sse"
@@ -110,8 +109,7 @@ def test_thirty_clients_and_a_stalled_one_get_everything_with_bounded_server_mem
                 clients.append(
                     SseClient(server.url + SSE, {"session_id": sid, "last_event_id": cursor})
                 )
-            writer = start_writer(tmp_path, sid, 25, delay=0.01, batch=5)  # 100 live events
-            assert finish(writer) == 0
+            write_session(tmp_path, sid, 25, delay=0.01, batch=5)  # 100 live events
             last = seeded + 100
             expected = event_ids(sid, tail_start + 1, last)
             for client in clients:

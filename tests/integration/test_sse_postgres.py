@@ -19,9 +19,9 @@ from tests.integration.sse_harness import (
     Server,
     SseClient,
     event_ids,
-    finish,
     session_id,
-    start_writer,
+    write_session,
+    writer_thread,
 )
 
 URL = os.environ.get("PENTRACE_TEST_DATABASE_URL")
@@ -51,16 +51,16 @@ def test_live_events_from_another_process_reach_the_client_and_replay_after_a_re
     try:
         live = SseClient(server.url + SSE, {"session_id": sid})
         assert live.next().type == "server.connected"
-        assert finish(start_writer(tmp_path, sid, 5, env=pg_env)) == 0  # positions 1..22
+        write_session(tmp_path, sid, 5, env=pg_env)  # positions 1..22, from this process
         frames = live.events(22)
         live.close()
         assert [frame.id for frame in frames] == event_ids(sid, 1, 22)
         assert frames[0].data["properties"]["sessionID"] == sid
-        writer = start_writer(tmp_path, sid, 25, delay=0.01, batch=5, env=pg_env)  # 23..122
+        writer = writer_thread(tmp_path, sid, 25, delay=0.01, batch=5, env=pg_env)  # 23..122
         cursor = event_ids(sid, 10, 10)[0]
         resumed = SseClient(server.url + SSE, {"session_id": sid}, {"Last-Event-ID": cursor})
         got = resumed.events(112, timeout=60)
-        assert finish(writer) == 0
+        writer.join()
         resumed.close()
     finally:
         server.stop()
@@ -72,7 +72,7 @@ def test_an_unknown_cursor_on_postgres_is_a_scoped_gap(
     tmp_path: Path, pg_env: dict[str, str]
 ) -> None:
     sid = session_id(0x6007)
-    assert finish(start_writer(tmp_path, sid, 1, env=pg_env)) == 0  # positions 1..6
+    write_session(tmp_path, sid, 1, env=pg_env)  # positions 1..6
     server = Server(tmp_path, env=pg_env).start()
     try:
         client = SseClient(

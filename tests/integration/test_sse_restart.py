@@ -8,10 +8,9 @@ from tests.integration.sse_harness import (
     Server,
     SseClient,
     event_ids,
-    finish,
     session_id,
-    start_writer,
     write_session,
+    writer_thread,
 )
 
 SSE = "/api/v1/events/sse"
@@ -23,7 +22,7 @@ def test_a_killed_and_restarted_server_resumes_the_stream_with_nothing_lost_or_r
     sid = session_id(0x51)
     write_session(tmp_path, sid, 20)  # positions 1..82
     server = Server(tmp_path, args=["--page-size", "20"]).start()
-    writer = start_writer(tmp_path, sid, 100, delay=0.03, batch=5)  # 83..482 while we work
+    writer = writer_thread(tmp_path, sid, 100, delay=0.03, batch=5)  # 83..482 while we work
     seen: list[str] = []
     try:
         first = SseClient(
@@ -35,14 +34,12 @@ def test_a_killed_and_restarted_server_resumes_the_stream_with_nothing_lost_or_r
         first.close()
         server.start()
         second = SseClient(server.url + SSE, {"session_id": sid}, {"Last-Event-ID": seen[-1]})
-        assert finish(writer) == 0
+        writer.join()
         remaining = 482 - 1 - len(seen)
         resumed = second.events(remaining, timeout=60)
         second.close()
     finally:
         server.stop()
-        if writer.poll() is None:
-            writer.kill()
-            finish(writer)
+        writer.join()
     seen += [frame.id for frame in resumed if frame.id]
     assert seen == event_ids(sid, 2, 482)

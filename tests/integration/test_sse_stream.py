@@ -18,6 +18,7 @@ from tests.integration.sse_harness import (
     session_id,
     start_writer,
     write_session,
+    writer_thread,
 )
 
 SSE = "/api/v1/events/sse"
@@ -159,12 +160,11 @@ def test_events_written_by_another_process_during_the_replay_arrive_once_in_orde
 ) -> None:
     sid = session_id(6)
     write_session(root, sid, 100)  # 402 events already in the ledger
-    writer = start_writer(root, sid, 150, delay=0.01, batch=5)  # 600 more, over ~0.5-1 s
-    assert writer.stdout is not None
-    assert writer.stdout.readline().strip() == b"ready"
+    # The test process is the recorder here: a different process from the server.
+    writer = writer_thread(root, sid, 150, delay=0.01, batch=5)  # 600 more, over ~0.5-1 s
     client = connect(server, client_factory, session_id=sid, last_event_id=event_ids(sid, 1, 1)[0])
     frames = client.events(1001, timeout=60)
-    assert finish(writer) == 0
+    writer.join()
     assert [frame.id for frame in frames] == event_ids(sid, 2, 1002)
     with pytest.raises(queue.Empty):
         client.events(1, timeout=0.5)
@@ -237,8 +237,7 @@ def test_w9_events_of_a_quiet_session_are_persisted_and_delivered_without_other_
     watcher_b = connect(server, client_factory, session_id=busy)
     assert watcher_a.next().type == "server.connected"
     assert watcher_b.next().type == "server.connected"
-    writer = start_writer(root, busy, 5)
-    assert finish(writer) == 0
+    write_session(root, busy, 5)  # in the test process, not the server's
     ledger = RuntimeEventLedger.open(root, LedgerSettings().with_limits_off())
     try:
         held = [ledger.contains(event_id) for event_id in event_ids(busy, 1, 22)]
