@@ -27,7 +27,6 @@ __all__ = ["LedgerFollower"]
 log = logging.getLogger(__name__)
 # With NOTIFY doing the waking, polling on PostgreSQL is only a safety net.
 _POSTGRES_POLL: Final = 1.0
-_RECHECK: Final = 1.0
 
 
 class LedgerFollower:
@@ -66,14 +65,9 @@ class LedgerFollower:
             thread.join(timeout=5)
 
     async def wait_past(self, position: int) -> None:
-        """Return once the head is beyond ``position`` (or after a short recheck delay)."""
-        if self.head > position:
-            return
-        moved = self._moved
-        try:
-            await asyncio.wait_for(moved.wait(), _RECHECK)
-        except TimeoutError:
-            return
+        """Return once the head is beyond ``position``; idle streams cost no query."""
+        while self.head <= position:
+            await self._moved.wait()
 
     def _advance(self, head: int) -> None:
         """On the loop: publish the new head and wake every waiter once."""
