@@ -23,6 +23,7 @@ from starlette.routing import Route
 
 from pentrace.errors import PentraceError
 from pentrace.infrastructure.ledger import RuntimeEventLedger
+from pentrace.service import analytics_routes
 from pentrace.service.auth import BearerAuth
 from pentrace.service.context import ServiceContext
 from pentrace.service.errors import error_response, pentrace_error_response
@@ -87,6 +88,7 @@ def create_app(settings: ServiceSettings) -> Starlette:
         Route("/api/v1/sessions/{session_id}", show_route, methods=["GET"]),
         Route("/api/v1/sessions/{session_id}/trace", trace_route, methods=["GET"]),
         Route("/openapi.json", _openapi, methods=["GET"]),
+        *analytics_routes.routes,
     ]
     if settings.test_page:
         routes.append(Route("/_test/sse.html", test_page_route, methods=["GET"]))

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from pentrace import __version__
+from pentrace.service import analytics_routes
 
 __all__ = ["openapi_document"]
 
@@ -233,6 +234,7 @@ def openapi_document() -> dict[str, Any]:
                     },
                 }
             },
+            **analytics_routes.openapi_paths,
             "/openapi.json": {
                 "get": {
                     "summary": "This document",

@@ -1,0 +1,167 @@
+"""Read-only HTTP endpoints over the analytics read models (mounted by the event service).
+
+``GET /api/v1/stats/{kind}`` with ``kind`` one of ``tokens``, ``cost``,
+``tools``, ``requests``, ``sessions``, ``tree`` returns the same JSON document
+as ``pentrace stats <kind> --json`` (``docs/projections.md``).  Query
+parameters: ``by``, ``since``, ``until`` (inclusive UTC days) and
+``catch_up=1`` to bring the built-in projections up to date with the ledger
+first (otherwise the read models are served as the runners left them).
+``GET /api/v1/projections`` lists each built-in projection's position.
+
+Mount with ``routes.extend(analytics_routes.routes)``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Final
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from pentrace.infrastructure.analytics import queries
+from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
+from pentrace.infrastructure.analytics.prices import load_prices
+from pentrace.infrastructure.analytics.registry import BUILTINS
+from pentrace.infrastructure.analytics.runner import catch_up, open_ledger, open_projection
+from pentrace.service.context import ServiceContext
+from pentrace.service.errors import BadRequest
+
+__all__ = ["openapi_paths", "routes"]
+
+_NEEDS: Final = {
+    "tokens": ("tokens",),
+    "cost": ("tokens",),
+    "tools": ("tools",),
+    "requests": ("sessions",),
+    "sessions": ("sessions",),
+    "tree": ("sessions", "tokens"),
+}
+_DAY: Final = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _day(request: Request, name: str) -> str | None:
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return None
+    if not _DAY.fullmatch(value):
+        raise BadRequest(
+            f"query parameter {name}: expected a day YYYY-MM-DD, found {value[:30]!r}",
+            hint=f"for example ?{name}=2026-11-01",
+        )
+    return value
+
+
+def _read(context: ServiceContext, kind: str, params: dict[str, Any]) -> Any:
+    root = context.settings.data_root
+    for name in _NEEDS[kind]:
+        if params["catch_up"]:
+            catch_up(BUILTINS[name], data_root=root)
+        else:
+            projection = open_projection(BUILTINS[name], root)  # creates empty tables once
+            projection.view.db.close()
+    db = AnalyticsDatabase(analytics_url(root, os.environ))
+    try:
+        since, until, by = params["since"], params["until"], params["by"]
+        if kind == "tokens":
+            return {"by": by or "model", "rows": queries.tokens(db, by or "model", since, until)}
+        if kind == "cost":
+            table = load_prices()
+            rows = queries.cost(db, table, by or "model", since, until)
+            return {"by": by or "model", "currency": table.currency, "rows": rows}
+        if kind == "tools":
+            return queries.tools(db, since, until)
+        if kind == "requests":
+            return queries.requests(db, since, until)
+        if kind == "sessions":
+            return {"by": by or "day", "rows": queries.sessions(db, by or "day", since, until)}
+        return {"trees": queries.tree(db, since, until)}
+    finally:
+        db.close()
+
+
+async def stats_route(request: Request) -> Response:
+    """``GET /api/v1/stats/{kind}``: one analytics document."""
+    kind = request.path_params["kind"]
+    if kind not in _NEEDS:
+        raise BadRequest(
+            f"stats kind: expected one of {', '.join(_NEEDS)}, found {kind[:30]!r}",
+            hint="for example /api/v1/stats/tokens?by=model",
+        )
+    params = {
+        "by": request.query_params.get("by") or None,
+        "since": _day(request, "since"),
+        "until": _day(request, "until"),
+        "catch_up": request.query_params.get("catch_up", "") in {"1", "true", "yes"},
+    }
+    context: ServiceContext = request.app.state.context
+    return JSONResponse(await context.run(_read, context, kind, params))
+
+
+def _status(context: ServiceContext) -> dict[str, Any]:
+    root = context.settings.data_root
+    ledger = open_ledger(root)
+    try:
+        newest = ledger.max_notification_id() or 0
+    finally:
+        ledger.close()
+    rows = []
+    for name, each in BUILTINS.items():
+        projection = open_projection(each, root)
+        try:
+            position = projection.view.max_tracking_id(name) or 0
+        finally:
+            projection.view.db.close()
+        rows.append({"name": name, "position": position, "ledger_newest": newest})
+    return {"projections": rows}
+
+
+async def projections_route(request: Request) -> Response:
+    """``GET /api/v1/projections``: each built-in projection's tracking position."""
+    context: ServiceContext = request.app.state.context
+    return JSONResponse(await context.run(_status, context))
+
+
+routes: Final = [
+    Route("/api/v1/stats/{kind}", stats_route, methods=["GET"]),
+    Route("/api/v1/projections", projections_route, methods=["GET"]),
+]
+
+_QUERY: Final = [
+    {"name": name, "in": "query", "required": False, "description": text, "schema": {"type": kind}}
+    for name, text, kind in (
+        ("by", "group by model, provider, agent, project, day or session", "string"),
+        ("since", "first UTC day (YYYY-MM-DD)", "string"),
+        ("until", "last UTC day (YYYY-MM-DD)", "string"),
+        ("catch_up", "bring the projections up to date first", "boolean"),
+    )
+]
+openapi_paths: Final[dict[str, Any]] = {
+    "/api/v1/stats/{kind}": {
+        "get": {
+            "summary": "Analytics: the document of `pentrace stats <kind> --json`",
+            "parameters": [
+                {
+                    "name": "kind",
+                    "in": "path",
+                    "required": True,
+                    "schema": {"type": "string", "enum": list(_NEEDS)},
+                },
+                *_QUERY,
+            ],
+            "responses": {
+                "200": {"description": "see docs/projections.md, the --json contract"},
+                "400": {"description": "a bad kind or query parameter"},
+            },
+        }
+    },
+    "/api/v1/projections": {
+        "get": {
+            "summary": "Each built-in projection's tracking position",
+            "responses": {"200": {"description": "{projections: [{name, position, ...}]}"}},
+        }
+    },
+}
+"""OpenAPI path items of these routes, merged into the service's document."""

@@ -1,0 +1,153 @@
+"""pentrace stats and projections on a real data root (the demo session and its subagent)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from pentrace.cli.app import app, main
+from pentrace.cli.demo import record_demo_session
+from pentrace.infrastructure.layout import DataRoot, iter_sessions
+from pentrace.infrastructure.trace_reader import read_session
+
+START = datetime(2026, 11, 28, 22, 0, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    data = tmp_path_factory.mktemp("stats") / "data"
+    record_demo_session(DataRoot(data), START)
+    return data
+
+
+def stats(root: Path, *args: str) -> Any:
+    result = CliRunner().invoke(app, ["--data-root", str(root), *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def payloads(root: Path) -> list[dict[str, Any]]:
+    """Every record's payload, read straight from the trace files (the test's own oracle)."""
+    found = []
+    for ref in iter_sessions(root):
+        found += [record.payload() for record in read_session(ref.shards)]
+    return found
+
+
+def test_tokens_by_model_add_up_every_request_in_the_traces(root: Path) -> None:
+    document = stats(root, "stats", "tokens", "--sync", "--by", "model")
+    usages = [p["request"] for p in payloads(root) if p.get("type") == "token_usage"]
+    [row] = document["rows"]
+    assert row["key"] == "deepseek-v4-pro"
+    assert row["requests"] == len(usages)
+    assert row["total"] == sum(u["total"] for u in usages)
+    assert row["output"] == sum(u["output"] for u in usages)
+    assert row["input"] + row["output"] + row["cache_read"] + row["cache_write"] == row["total"]
+
+
+def test_tokens_by_session_and_a_date_range_outside_the_data(root: Path) -> None:
+    by_session = stats(root, "stats", "tokens", "--by", "session")["rows"]
+    assert len(by_session) == 2
+    assert stats(root, "stats", "tokens", "--since", "2027-01-01")["rows"] == []
+
+
+def test_cost_uses_the_edited_price_table(root: Path, tmp_path: Path) -> None:
+    prices = tmp_path / "prices.toml"
+    prices.write_text('currency = "EUR"\n[models."deepseek-v4-pro"]\ninput = 1000000\noutput = 0\n')
+    document = stats(root, "stats", "cost", "--prices", str(prices))
+    tokens = stats(root, "stats", "tokens")["rows"][0]
+    [row] = document["rows"]
+    assert document["currency"] == "EUR"
+    # One unit per fresh input token; cache prices default to the input price.
+    assert row["cost"] == pytest.approx(
+        tokens["input"] + tokens["cache_read"] + tokens["cache_write"]
+    )
+    prices.write_text('[models."other"]\ninput = 1\noutput = 1\n')
+    assert stats(root, "stats", "cost", "--prices", str(prices))["rows"][0]["unpriced"] == [
+        "deepseek-v4-pro"
+    ]
+
+
+def test_a_bad_price_table_is_one_clean_line_naming_the_file_and_key(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prices = tmp_path / "bad.toml"
+    prices.write_text('[models."m"]\ninput = "cheap"\noutput = 1\n')
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--data-root", str(root), "stats", "cost", "--prices", str(prices)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2  # a usage error: the user's file is wrong
+    assert f"price table {prices}: key models.m.input" in err
+    assert "Traceback" not in err
+
+
+def test_tools_count_calls_failures_and_approvals_like_the_traces(root: Path) -> None:
+    document = stats(root, "stats", "tools")
+    records = payloads(root)
+    calls = Counter(p["name"] for p in records if p.get("type") == "tool_call")
+    names = {p["tool_call_id"]: p["name"] for p in records if p.get("type") == "tool_call"}
+    failed = Counter(
+        names[p["tool_call_id"]]
+        for p in records
+        if p.get("type") == "tool_call_output" and p.get("stop_reason") not in (None, "completed")
+    )
+    decisions = Counter(p["decision"] for p in records if p.get("type") == "approval_decision")
+    assert {row["tool"]: row["calls"] for row in document["tools"]} == dict(calls)
+    assert {row["tool"]: row["failures"] for row in document["tools"] if row["failures"]} == dict(
+        failed
+    )
+    assert document["approvals"] == dict(decisions)
+    assert sum(failed.values()) >= 1
+
+
+def test_requests_sessions_and_the_subagent_tree(root: Path) -> None:
+    records = payloads(root)
+    ends = Counter(p["status"] for p in records if p.get("type") == "request_end")
+    document = stats(root, "stats", "requests")
+    assert document["requests"] == dict(ends)
+    assert [c["mode"] for c in document["compactions"]] == ["summarize"]
+    sessions = stats(root, "stats", "sessions", "--by", "agent")["rows"]
+    assert sessions[0]["sessions"] == 2
+    [tree] = stats(root, "stats", "tree")["trees"]
+    [child] = tree["children"]
+    assert tree["subtree_tokens"] == tree["tokens"] + child["tokens"]
+    assert child["tokens"] > 0
+
+
+@pytest.mark.parametrize("suffix", [".png", ".svg"])
+def test_plots_are_written_as_png_or_svg(root: Path, tmp_path: Path, suffix: str) -> None:
+    for command in ("tokens", "cost", "tools"):
+        picture = tmp_path / f"{command}{suffix}"
+        stats(root, "stats", command, "--plot", str(picture))
+        head = picture.read_bytes()[:200]
+        assert (
+            head.startswith(b"\x89PNG") if suffix == ".png" else b"<svg" in head or b"<?xml" in head
+        )
+
+
+def test_an_unknown_grouping_and_a_plot_name_without_a_picture_suffix_are_usage_errors(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for args in (["--by", "colour"], ["--plot", str(tmp_path / "x.pdf")]):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["--data-root", str(root), "stats", "tokens", *args])
+        assert exit_info.value.code == 2
+        assert "error: " in capsys.readouterr().err
+
+
+def test_projections_status_and_rebuild(root: Path) -> None:
+    stats(root, "stats", "tools")
+    status = {row["name"]: row for row in stats(root, "projections", "status")["projections"]}
+    assert status["tools"]["behind"] == 0
+    assert status["tools"]["needs_rebuild"] is False
+    before = stats(root, "stats", "tools")
+    result = CliRunner().invoke(app, ["--data-root", str(root), "projections", "rebuild", "tools"])
+    assert result.exit_code == 0, result.output
+    assert "rebuilt from 2 session(s)" in result.stdout
+    assert stats(root, "stats", "tools") == before
