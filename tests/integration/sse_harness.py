@@ -198,8 +198,10 @@ class SseClient:
 
     def next(self, timeout: float = 10) -> Frame:
         """The next frame that is not only a comment; raises on end of stream or timeout."""
+        deadline = time.monotonic() + timeout
         while True:
-            item = self.frames.get(timeout=timeout)
+            # A deadline, not a per-get timeout: keepalive comments must not extend the wait.
+            item = self.frames.get(timeout=max(0.0, deadline - time.monotonic()))
             if item is None or isinstance(item, BaseException):
                 raise EOFError(f"stream ended: {item!r}")
             if item.data is not None or item.id is not None:
