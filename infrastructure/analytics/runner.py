@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import os
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
@@ -24,7 +25,7 @@ from typing import Final
 from eventsourcing.projection import BaseProjectionRunner
 from sqlalchemy import func, select
 
-from pentrace.errors import ConfigError, ProjectionGapError
+from pentrace.errors import AnalyticsError, ConfigError, ProjectionGapError
 from pentrace.infrastructure.analytics.api import AnalyticsProjection
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
 from pentrace.infrastructure.analytics.readmodel import ReadModel
@@ -155,6 +156,30 @@ class AnalyticsRunner(BaseProjectionRunner[LedgerApplication]):
                 self.stop()
                 return
 
+    @property
+    def ledger(self) -> RuntimeEventLedger:
+        """The ledger this runner follows (also used for the gap check)."""
+        return self._ledger
+
+    def wait_handled(self, notification_id: int, timeout: float) -> None:
+        """Block until the projection has *handled* (not yet committed) ``notification_id``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._thread_error is not None or self.is_interrupted.is_set():
+                self.run_forever(timeout=0)
+                return
+            with self.view.lock:
+                reached = self.view.position or self.view.max_tracking_id(self.projection.name)
+            if reached is not None and reached >= notification_id:
+                return
+            if time.monotonic() > deadline:
+                raise AnalyticsError(
+                    f"projection {self.projection.name!r}: expected to reach notification "
+                    f"{notification_id} within {timeout} s, found {reached or 0}",
+                    hint="a large backlog takes longer; run `pentrace projections run NAME`",
+                )
+            time.sleep(0.005)
+
     def position(self) -> int | None:
         """The committed tracking position."""
         return self.view.max_tracking_id(self.projection.name)
@@ -192,8 +217,8 @@ def catch_up(
     """Process every event the ledger holds now, commit, stop; returns the tracking position."""
     runner = AnalyticsRunner(projection_class, data_root=data_root, env=env)
     with runner:
-        target = runner._ledger.max_notification_id()
+        target = runner.ledger.max_notification_id()
         if target is not None:
-            runner.wait(target, timeout=timeout)
+            runner.wait_handled(target, timeout)
         runner.projection.commit()
         return runner.position()
