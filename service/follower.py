@@ -86,6 +86,9 @@ class LedgerFollower:
                 # A locked or unreachable ledger: streams keep their position and retry.
                 log.warning("reading the ledger head failed: %s", error.message)
                 head = last
+            except Exception as error:  # noqa: BLE001  # a dead follower would stall every stream
+                log.error("reading the ledger head failed unexpectedly: %s", type(error).__name__)
+                head = last
             if head > last and self._loop is not None:
                 last = head
                 self._loop.call_soon_threadsafe(self._advance, head)
