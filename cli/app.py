@@ -18,6 +18,7 @@ from pentrace import __version__
 from pentrace.cli import demo as _demo
 from pentrace.cli import prune as _prune
 from pentrace.cli import replay as _replay
+from pentrace.cli import report as _report
 from pentrace.cli import session_io as _session_io
 from pentrace.cli import sessions as _sessions
 from pentrace.cli.audit import audit
@@ -94,6 +95,7 @@ app.add_typer(ledger_app)
 # Analytics: stats over the built-in read models, and the projections themselves.
 app.add_typer(stats_app)
 app.add_typer(projections_app)
+_report.register(app)
 
 
 def _debug_requested(argv: list[str]) -> bool:

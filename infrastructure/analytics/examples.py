@@ -1,6 +1,7 @@
 """The tutorial's projection (docs/projections.md): tool-call failures per tool per day.
 
-Run it with ``pentrace projections run pentrace.infrastructure.analytics.examples:ToolFailuresPerDay``.
+Run it with ``pentrace projections run \
+pentrace.infrastructure.analytics.examples:ToolFailuresPerDay``.
 """
 
 from __future__ import annotations

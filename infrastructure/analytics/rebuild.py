@@ -23,23 +23,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-import msgspec
 from sqlalchemy import func, select
 
-from pentrace.domain.runtime_events import runtime_event_from_record
 from pentrace.infrastructure.analytics.api import AnalyticsProjection
 from pentrace.infrastructure.analytics.database import TRACKING_TABLE
 from pentrace.infrastructure.analytics.runner import open_ledger, open_projection
+from pentrace.infrastructure.analytics.trace_events import session_events
 from pentrace.infrastructure.layout import iter_sessions
 from pentrace.infrastructure.ledger import RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import sync
-from pentrace.infrastructure.trace_reader import read_session
-from pentrace.projections.analytics.events import decode_event
 
 __all__ = ["RebuildReport", "rebuild"]
 
 _FLUSH_EVERY: Final = 20_000
-_encode: Final = msgspec.json.Encoder().encode
 
 
 @dataclass(frozen=True)
@@ -99,24 +95,10 @@ def rebuild(
                 if limit == 0:
                     continue
                 sessions += 1
-                directory: str | None = None
-                for position, record in enumerate(read_session(ref.shards), start=1):
-                    if position > limit:
-                        break
-                    if position == 1 and record.kind == "session_meta":
-                        workspace = record.payload().get("workspace")
-                        directory = workspace if isinstance(workspace, str) and workspace else None
-                    event = runtime_event_from_record(
-                        record,
-                        session_id=ref.session_id,
-                        position=position,
-                        project=ref.project,
-                        agent=ref.agent,
-                        directory=directory,
-                    )
+                for event in session_events(ref, limit):
                     if event.type not in wanted:
                         continue
-                    projection.handle(decode_event(_encode(event)), tx)
+                    projection.handle(event, tx)
                     fed += 1
                     if fed % _FLUSH_EVERY == 0:
                         tx.flush()

@@ -1,0 +1,40 @@
+"""A session's trace records as the redacted envelopes the ledger would hold for them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Final
+
+import msgspec
+
+from pentrace.domain.runtime_events import runtime_event_from_record
+from pentrace.infrastructure.layout import SessionRef
+from pentrace.infrastructure.trace_reader import read_session
+from pentrace.projections.analytics.events import AnalyticsEvent, decode_event
+
+__all__ = ["session_events"]
+
+_encode: Final = msgspec.json.Encoder().encode
+
+
+def session_events(ref: SessionRef, limit: int | None = None) -> Iterator[AnalyticsEvent]:
+    """Each record (positions 1..``limit``) mapped, redacted and decoded as the ledger's would be.
+
+    The directory is the first ``session_meta``'s workspace, as the indexer takes it.
+    """
+    directory: str | None = None
+    for position, record in enumerate(read_session(ref.shards), start=1):
+        if limit is not None and position > limit:
+            return
+        if position == 1 and record.kind == "session_meta":
+            workspace = record.payload().get("workspace")
+            directory = workspace if isinstance(workspace, str) and workspace else None
+        event = runtime_event_from_record(
+            record,
+            session_id=ref.session_id,
+            position=position,
+            project=ref.project,
+            agent=ref.agent,
+            directory=directory,
+        )
+        yield decode_event(_encode(event))
