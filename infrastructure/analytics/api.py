@@ -68,8 +68,8 @@ class AnalyticsProjection(Projection[ReadModel]):
 
     schema: ClassVar[tuple[str, ...]] = ()
     tables: ClassVar[tuple[str, ...]] = ()
-    batch_size: ClassVar[int] = 5000
-    batch_seconds: ClassVar[float] = 0.2
+    batch_size: int = 5000
+    batch_seconds: float = 0.2
     _handlers: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

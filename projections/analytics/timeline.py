@@ -83,10 +83,11 @@ def build_timeline(session_id: str, events: Iterable[AnalyticsEvent]) -> Timelin
             timeline.tools.append(span)
             calls[_text(event.correlation.get("tool_call_id"), "")] = span
         elif kind == "tool.result":
-            span = calls.pop(_text(event.correlation.get("tool_call_id"), ""), None)
-            if span is not None:
+            answered = calls.pop(_text(event.correlation.get("tool_call_id"), ""), None)
+            if answered is not None:
                 outcome = tool_outcome(payload.get("stop_reason"))
-                span.end_ms, span.status = now, "completed" if outcome is None else outcome
+                answered.end_ms = now
+                answered.status = "completed" if outcome is None else outcome
         elif kind == "permission.replied":
             timeline.markers.append(Marker("approval", _text(payload.get("decision")), now))
         elif kind == "session.compaction.started":

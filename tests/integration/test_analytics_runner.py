@@ -26,6 +26,7 @@ from pentrace.infrastructure.analytics.runner import AnalyticsRunner, catch_up, 
 from pentrace.infrastructure.ledger.indexer import sync
 from pentrace.testing import (
     BeginRequest,
+    Command,
     EndRequest,
     StartSession,
     TokenCounts,
@@ -56,7 +57,7 @@ class Arguments(AnalyticsProjection):
 
 
 def _session(root: Path, number: int, total: int = 30) -> None:
-    commands = [
+    commands: list[Command] = [
         StartSession(),
         UserInput("go"),
         BeginRequest(),

@@ -21,6 +21,7 @@ from pentrace.infrastructure.ledger.indexer import sync
 from pentrace.testing import (
     Approval,
     BeginRequest,
+    Command,
     EndRequest,
     StartSession,
     TokenCounts,
@@ -36,7 +37,10 @@ pytestmark = pytest.mark.slow
 
 def _write_sessions(root: Path, first: int, count: int) -> None:
     for number in range(first, first + count):
-        commands = [StartSession(model_id=f"model-{number % 3}"), UserInput(f"task {number}")]
+        commands: list[Command] = [
+            StartSession(model_id=f"model-{number % 3}"),
+            UserInput(f"task {number}"),
+        ]
         for turn in range(4):
             call = f"call_{number}_{turn}"
             size = number * 10 + turn
