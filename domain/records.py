@@ -16,6 +16,7 @@ record - ``42`` and ``[]`` included; only a JSON object whose ``type`` is
 from __future__ import annotations
 
 import json
+from operator import attrgetter
 from typing import Any, Final
 
 import msgspec
@@ -142,30 +143,12 @@ class TraceRecord(msgspec.Struct, metaclass=_ParsingMeta, gc=False, eq=False):
     origin: Any = None
     _value: Any = msgspec.field(default=_NO_VALUE, name="pentrace:value")
 
-    @property
-    def ptype(self) -> Any:
-        """The payload ``type``."""
-        return self.head.type
-
-    @property
-    def role(self) -> Any:
-        """The payload ``role``."""
-        return self.head.role
-
-    @property
-    def tool_call_id(self) -> Any:
-        """The payload ``tool_call_id``."""
-        return self.head.tool_call_id
-
-    @property
-    def status(self) -> Any:
-        """The payload ``status``."""
-        return self.head.status
-
-    @property
-    def stop_reason(self) -> Any:
-        """The payload ``stop_reason``."""
-        return self.head.stop_reason
+    # Payload fields as read-only attributes; attrgetter keeps their access in C.
+    ptype = property(attrgetter("head.type"), doc="The payload ``type``.")
+    role = property(attrgetter("head.role"), doc="The payload ``role``.")
+    tool_call_id = property(attrgetter("head.tool_call_id"), doc="The payload ``tool_call_id``.")
+    status = property(attrgetter("head.status"), doc="The payload ``status``.")
+    stop_reason = property(attrgetter("head.stop_reason"), doc="The payload ``stop_reason``.")
 
     @property
     def has_payload(self) -> bool:
@@ -292,9 +275,7 @@ def decode_lines(lines: list[bytes], first_line: int) -> tuple[list[TraceRecord]
     append = records.append
     decode = _decoders[TraceRecord].decode
     blanks = 0
-    number = first_line - 1
-    for raw in lines:
-        number += 1
+    for number, raw in enumerate(lines, first_line):
         # Nothing to trim and no UTF-8 to repair: decoding the header is the whole job.
         if raw and raw[0] == 0x7B and raw[-1] == 0x7D and (raw.isascii() or _is_utf8(raw)):
             try:
