@@ -5,7 +5,9 @@ The rules (``docs/trace-format.md``, reference ``resume-semantics.md``):
 * the bytes are split on ``b"\\n"`` only - never ``splitlines`` - so ``\\r``,
   U+2028 and U+0085 stay inside a line;
 * each line goes through :func:`pentrace.domain.records.decode_line` (JS trim,
-  strict JSON); lines empty after the trim are ignored but keep their number;
+  strict JSON) - in bulk, a chunk's lines at a time, through
+  :func:`~pentrace.domain.records.decode_lines`, which applies the same rules;
+  lines empty after the trim are ignored but keep their number;
 * a malformed line that is followed by another non-empty line is skipped and
   reported (strict mode raises :class:`~pentrace.errors.TraceFormatError`);
 * the *last* non-empty line, when it does not parse, is a torn tail left by a
