@@ -33,7 +33,7 @@ pytestmark = [
 ]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def pg_env() -> Iterator[dict[str, str]]:
     assert URL is not None
     prefix = f"sse_{uuid.uuid4().hex[:10]}_"
@@ -43,48 +43,58 @@ def pg_env() -> Iterator[dict[str, str]]:
     database.close()
 
 
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("pg-root")
+
+
+@pytest.fixture(scope="module")
+def server(root: Path, pg_env: dict[str, str]) -> Iterator[Server]:
+    running = Server(root, env=pg_env).start()
+    yield running
+    running.stop()
+
+
 def test_live_events_from_another_process_reach_the_client_and_replay_after_a_reconnect(
-    tmp_path: Path, pg_env: dict[str, str]
+    root: Path, server: Server, pg_env: dict[str, str]
 ) -> None:
     sid = session_id(0x6006)
-    server = Server(tmp_path, env=pg_env).start()
+    live = SseClient(server.url + SSE, {"session_id": sid})
+    assert live.next().type == "server.connected"
+    write_session(root, sid, 5, env=pg_env)  # positions 1..22, from this process
+    frames = live.events(22)
+    live.close()
+    assert [frame.id for frame in frames] == event_ids(sid, 1, 22)
+    assert frames[0].data["properties"]["sessionID"] == sid
+    writer = writer_thread(root, sid, 25, delay=0.01, batch=5, env=pg_env)  # 23..122
+    cursor = event_ids(sid, 10, 10)[0]
+    resumed = SseClient(server.url + SSE, {"session_id": sid}, {"Last-Event-ID": cursor})
     try:
-        live = SseClient(server.url + SSE, {"session_id": sid})
-        assert live.next().type == "server.connected"
-        write_session(tmp_path, sid, 5, env=pg_env)  # positions 1..22, from this process
-        frames = live.events(22)
-        live.close()
-        assert [frame.id for frame in frames] == event_ids(sid, 1, 22)
-        assert frames[0].data["properties"]["sessionID"] == sid
-        writer = writer_thread(tmp_path, sid, 25, delay=0.01, batch=5, env=pg_env)  # 23..122
-        cursor = event_ids(sid, 10, 10)[0]
-        resumed = SseClient(server.url + SSE, {"session_id": sid}, {"Last-Event-ID": cursor})
         got = resumed.events(112, timeout=60)
+    finally:
         writer.join()
         resumed.close()
-    finally:
-        server.stop()
     assert [frame.id for frame in got] == event_ids(sid, 11, 122)
     assert "LISTEN on the ledger failed" not in server.output()
 
 
 def test_an_unknown_cursor_on_postgres_is_a_scoped_gap(
-    tmp_path: Path, pg_env: dict[str, str]
+    root: Path, server: Server, pg_env: dict[str, str]
 ) -> None:
     sid = session_id(0x6007)
-    write_session(tmp_path, sid, 1, env=pg_env)  # positions 1..6
-    server = Server(tmp_path, env=pg_env).start()
+    write_session(root, sid, 1, env=pg_env)  # positions 1..6
+    client = SseClient(
+        server.url + SSE, {"session_id": sid, "last_event_id": "evt:session:gone:00000009"}
+    )
     try:
-        client = SseClient(
-            server.url + SSE, {"session_id": sid, "last_event_id": "evt:session:gone:00000009"}
-        )
         client.next()
         gap = client.next()
         events = client.events(6)
-        client.close()
     finally:
-        server.stop()
+        client.close()
     assert gap.type == "server.replay_gap"
     assert gap.data["properties"]["reason"] == "unknown_event_id"
+    # W6: bounds within this session, though another session's rows are in the ledger.
     assert gap.data["properties"]["oldestEventID"] == event_ids(sid, 1, 1)[0]
+    assert gap.data["properties"]["newestEventID"] == event_ids(sid, 6, 6)[0]
     assert [frame.id for frame in events] == event_ids(sid, 1, 6)
