@@ -89,15 +89,13 @@ def rebuild(
             )
             for statement in projection.schema:
                 tx.execute(statement)
-            wanted = projection.topics
+            wanted = frozenset(projection.topics)
             for ref in iter_sessions(data_root):
                 limit = limits.get(f"session:{ref.session_id}", 0)
                 if limit == 0:
                     continue
                 sessions += 1
-                for event in session_events(ref, limit):
-                    if event.type not in wanted:
-                        continue
+                for event in session_events(ref, limit, wanted):
                     projection.handle(event, tx)
                     fed += 1
                     if fed % _FLUSH_EVERY == 0:

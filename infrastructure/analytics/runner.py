@@ -13,7 +13,6 @@ before any commit) naming ``pentrace projections rebuild <name>``.
 
 from __future__ import annotations
 
-import bisect
 import os
 import threading
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final
 
+from eventsourcing.persistence import Tracking
 from eventsourcing.projection import BaseProjectionRunner
 from sqlalchemy import func, select
 
@@ -39,6 +39,7 @@ __all__ = [
     "check_gap",
     "open_ledger",
     "open_projection",
+    "relevant_head",
 ]
 
 
@@ -92,21 +93,34 @@ def pruned_through(ledger: RuntimeEventLedger) -> int:
 
 
 def check_gap(name: str, ledger: RuntimeEventLedger, start: int | None, seen: list[int]) -> None:
-    """Raise when retention deleted a ledger row after ``start`` that ``seen`` does not hold."""
+    """Raise when retention has deleted ledger rows beyond what this projection has read.
+
+    ``start`` is the committed position, ``seen`` the ids handled since.  The
+    check is conservative: with a topic filter the projection cannot tell
+    whether a deleted row was one of its types, so any deletion past the
+    point it has read is a gap.
+    """
     pruned = pruned_through(ledger)
-    base = start or 0
-    if pruned <= base:
-        return
-    # Ids are handed out without holes, so every id in (base, pruned] should have been seen.
-    read = bisect.bisect_right(seen, pruned)
-    if read >= pruned - base:
+    reached = seen[-1] if seen else (start or 0)
+    if pruned <= reached:
         return
     raise ProjectionGapError(
-        f"projection {name!r}: ledger retention deleted events up to notification {pruned} "
-        f"that the projection never read (its position is {base}); expected none missing, "
-        f"found {pruned - base - read}; rebuild it: `pentrace projections rebuild {name}`",
+        f"projection {name!r}: ledger retention deleted events up to notification {pruned}; "
+        f"expected it to have read at least that far, found position {reached}; "
+        f"rebuild it: `pentrace projections rebuild {name}`",
         hint="a rebuild reads the traces, which retention never prunes",
     )
+
+
+def relevant_head(ledger: RuntimeEventLedger, topics: tuple[str, ...], upto: int) -> int:
+    """The newest notification id at or below ``upto`` whose type is in ``topics`` (0: none)."""
+    events = ledger.db.tables.events
+    query = select(func.max(events.c.notification_id)).where(events.c.notification_id <= upto)
+    if topics:
+        query = query.where(events.c.event_type.in_(topics))
+    with ledger.db.reading("read the newest relevant ledger event") as conn:
+        value = conn.execute(query).scalar_one_or_none()
+    return int(value or 0)
 
 
 class AnalyticsRunner(BaseProjectionRunner[LedgerApplication]):
@@ -140,7 +154,7 @@ class AnalyticsRunner(BaseProjectionRunner[LedgerApplication]):
             projection=self.projection,
             application_class=LedgerApplication,
             tracking_recorder=self.view,
-            topics=(),
+            topics=self.projection.topics,
             env=merged,
         )
         self._flusher = threading.Thread(target=self._flush_idle, daemon=True)
@@ -150,7 +164,8 @@ class AnalyticsRunner(BaseProjectionRunner[LedgerApplication]):
         interval = self.projection.batch_seconds
         while not self._flusher_stop.wait(interval / 2):
             try:
-                self.projection.commit()
+                if self.projection.commit() == 0:
+                    self.advance_idle()
             except BaseException as error:  # noqa: BLE001 - handed to run_forever()/__exit__
                 self._thread_error = error
                 self.stop()
@@ -179,6 +194,25 @@ class AnalyticsRunner(BaseProjectionRunner[LedgerApplication]):
                     hint="a large backlog takes longer; run `pentrace projections run NAME`",
                 )
             time.sleep(0.005)
+
+    def advance_idle(self, head: int | None = None) -> None:
+        """Move the tracking position to the ledger head when every event of ours up to it is in.
+
+        The ledger is read with the projection's topic filter, so without this
+        the position would stay at the last event of *our* types; the gap
+        check and ``projections status`` want to know how far it has looked.
+        """
+        name = self.projection.name
+        with self.view.lock:
+            if self.view.pending:
+                return
+            committed = self.view.max_tracking_id(name) or 0
+            newest = head if head is not None else self._ledger.max_notification_id() or 0
+            if newest <= committed:
+                return
+            if relevant_head(self._ledger, self.projection.topics, newest) > committed:
+                return  # one of ours is not handled yet; the subscription will deliver it
+            self.view.insert_tracking(Tracking(LedgerApplication.name, newest))
 
     def position(self) -> int | None:
         """The committed tracking position."""
@@ -217,8 +251,11 @@ def catch_up(
     """Process every event the ledger holds now, commit, stop; returns the tracking position."""
     runner = AnalyticsRunner(projection_class, data_root=data_root, env=env)
     with runner:
-        target = runner.ledger.max_notification_id()
-        if target is not None:
-            runner.wait_handled(target, timeout)
-        runner.projection.commit()
+        head = runner.ledger.max_notification_id()
+        if head is not None:
+            target = relevant_head(runner.ledger, runner.projection.topics, head)
+            if target:
+                runner.wait_handled(target, timeout)
+            runner.projection.commit()
+            runner.advance_idle(head)
         return runner.position()

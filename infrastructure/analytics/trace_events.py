@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Final
 
 import msgspec
 
-from pentrace.domain.runtime_events import runtime_event_from_record
+from pentrace.domain.runtime_events import event_type_for, runtime_event_from_record
 from pentrace.infrastructure.layout import SessionRef
 from pentrace.infrastructure.trace_reader import read_session
 from pentrace.projections.analytics.events import AnalyticsEvent, decode_event
@@ -17,10 +17,14 @@ __all__ = ["session_events"]
 _encode: Final = msgspec.json.Encoder().encode
 
 
-def session_events(ref: SessionRef, limit: int | None = None) -> Iterator[AnalyticsEvent]:
+def session_events(
+    ref: SessionRef, limit: int | None = None, types: Collection[str] = ()
+) -> Iterator[AnalyticsEvent]:
     """Each record (positions 1..``limit``) mapped, redacted and decoded as the ledger's would be.
 
     The directory is the first ``session_meta``'s workspace, as the indexer takes it.
+    With ``types``, records of other event types are skipped before the
+    (costly) mapping and redaction.
     """
     directory: str | None = None
     for position, record in enumerate(read_session(ref.shards), start=1):
@@ -29,6 +33,8 @@ def session_events(ref: SessionRef, limit: int | None = None) -> Iterator[Analyt
         if position == 1 and record.kind == "session_meta":
             workspace = record.payload().get("workspace")
             directory = workspace if isinstance(workspace, str) and workspace else None
+        if types and event_type_for(record, position) not in types:
+            continue
         event = runtime_event_from_record(
             record,
             session_id=ref.session_id,
