@@ -32,7 +32,12 @@ from pentrace.infrastructure.analytics.builtin.tokens import TokenUse
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
 from pentrace.infrastructure.analytics.prices import load_prices
 from pentrace.infrastructure.analytics.rebuild import rebuild
-from pentrace.infrastructure.analytics.runner import AnalyticsRunner, catch_up, open_ledger
+from pentrace.infrastructure.analytics.runner import (
+    AnalyticsRunner,
+    catch_up,
+    open_ledger,
+    relevant_head,
+)
 from pentrace.infrastructure.ledger.indexer import index_records, sync
 from pentrace.testing.files import write_shards
 
@@ -88,8 +93,8 @@ def live_lag(root: Path, env: Mapping[str, str], batches: int, per_batch: int) -
                 index_records(ledger, "session-2026-07-18-11-10-22-live0001", chunk,
                               project="live", agent="live")  # fmt: skip
                 written = time.perf_counter()
-                target = ledger.max_notification_id() or 0
-                runner.wait_handled(target, 60)
+                head = ledger.max_notification_id() or 0
+                runner.wait_handled(relevant_head(ledger, TokenUse.topics, head), 60)
                 lags.append(time.perf_counter() - written)
                 time.sleep(0.02)
         finally:
