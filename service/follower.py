@@ -36,6 +36,8 @@ class LedgerFollower:
         self.ledger = ledger
         self.poll_interval = poll_interval if ledger.db.is_sqlite else _POSTGRES_POLL
         self.head = 0
+        # Counts ledger replacements (the head went down: a new database restarted the ids).
+        self.epoch = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._moved = asyncio.Event()
         self._wake = threading.Event()
@@ -64,15 +66,18 @@ class LedgerFollower:
         for thread in self._threads:
             thread.join(timeout=5)
 
-    async def wait_past(self, position: int) -> None:
-        """Return once the head is beyond ``position``; idle streams cost no query."""
-        while self.head <= position:
+    async def wait_past(self, position: int, epoch: int) -> None:
+        """Return once the head is beyond ``position``, or the ledger was replaced since
+        ``epoch``; idle streams cost no query."""
+        while self.head <= position and self.epoch == epoch:
             await self._moved.wait()
 
     def _advance(self, head: int) -> None:
         """On the loop: publish the new head and wake every waiter once."""
-        if head <= self.head:
+        if head == self.head:
             return
+        if head < self.head:
+            self.epoch += 1
         self.head = head
         moved, self._moved = self._moved, asyncio.Event()
         moved.set()
@@ -89,7 +94,7 @@ class LedgerFollower:
             except Exception as error:  # noqa: BLE001  # a dead follower would stall every stream
                 log.error("reading the ledger head failed unexpectedly: %s", type(error).__name__)
                 head = last
-            if head > last and self._loop is not None:
+            if head != last and self._loop is not None:
                 last = head
                 self._loop.call_soon_threadsafe(self._advance, head)
             self._wake.wait(self.poll_interval)

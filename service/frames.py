@@ -37,13 +37,18 @@ def connected_frame(properties: dict[str, Any], retry_ms: int) -> bytes:
     return b"retry: " + str(retry_ms).encode() + b"\ndata: " + data + b"\n\n"
 
 
-def gap_frame(gap: ReplayGap, session_id: str | None, replay_from: str | None) -> bytes:
-    """``server.replay_gap``: the cursor is not retained; what follows starts at ``replay_from``."""
+def gap_frame(
+    gap: ReplayGap, session_id: str | None, replay_from: str | None, reason: str | None = None
+) -> bytes:
+    """``server.replay_gap``: the cursor is not retained; what follows starts at ``replay_from``.
+
+    ``reason`` overrides the ledger's (``ledger_replaced`` when the database was replaced).
+    """
     properties = {
         "lastEventID": gap.last_event_id,
         "oldestEventID": gap.oldest_event_id,
         "newestEventID": gap.newest_event_id,
-        "reason": gap.reason,
+        "reason": reason or gap.reason,
         "replayFrom": replay_from,
         "sessionID": session_id,
     }
@@ -54,14 +59,15 @@ class FrameCache:
     """Encoded frames by notification id, shared by every stream of a server (LRU, bounded
     in bytes).
 
-    Rows never change under a notification id (ids are never reused), so 50
-    clients reading the same new rows decode and encode each one once.
+    Fifty clients reading the same new rows decode and encode each one once.
+    A hit must also match the event id: a replaced ledger database hands out
+    the same notification ids again, for other events.
     """
 
     def __init__(self, max_bytes: int = 4 * 1024 * 1024) -> None:
         self._max_bytes = max_bytes
         self._bytes = 0
-        self._frames: OrderedDict[int, bytes] = OrderedDict()
+        self._frames: OrderedDict[int, tuple[str, bytes]] = OrderedDict()
         self._lock = Lock()
 
     def frame(self, entry: LedgerEntry) -> bytes:
@@ -71,14 +77,16 @@ class FrameCache:
             return event_frame(entry)
         with self._lock:
             cached = self._frames.get(key)
-            if cached is not None:
+            if cached is not None and cached[0] == entry.event_id:
                 self._frames.move_to_end(key)
-                return cached
+                return cached[1]
         frame = event_frame(entry)
         with self._lock:
-            if key not in self._frames:
-                self._frames[key] = frame
-                self._bytes += len(frame)
+            stale = self._frames.pop(key, None)
+            if stale is not None:
+                self._bytes -= len(stale[1])
+            self._frames[key] = (entry.event_id, frame)
+            self._bytes += len(frame)
             while self._bytes > self._max_bytes and self._frames:
-                self._bytes -= len(self._frames.popitem(last=False)[1])
+                self._bytes -= len(self._frames.popitem(last=False)[1][1])
         return frame

@@ -40,13 +40,15 @@ class Page:
 
     ``through`` is the position to continue from; ``full`` says more rows may
     follow at once; ``pruned_through`` is the highest notification id that
-    retention has deleted from streams this scope can see (0 when none).
+    retention has deleted from streams this scope can see (0 when none);
+    ``head`` is the newest notification id when the page was read.
     """
 
     entries: list[LedgerEntry]
     through: int
     full: bool
     pruned_through: int
+    head: int
 
 
 def ledger_head(ledger: RuntimeEventLedger) -> int:
@@ -78,7 +80,7 @@ def read_page(ledger: RuntimeEventLedger, after: int, scope: Scope, limit: int) 
             or 0
         )
         if head <= after:
-            return Page([], after, False, pruned)
+            return Page([], after, False, pruned, head)
         rows = conn.execute(
             select(events.c.event_id, events.c.event_json, events.c.notification_id)
             .where(events.c.notification_id > after, events.c.notification_id <= head, condition)
@@ -88,7 +90,7 @@ def read_page(ledger: RuntimeEventLedger, after: int, scope: Scope, limit: int) 
     entries = [LedgerEntry(row[0], bytes(row[1]), int(row[2])) for row in rows]
     full = len(entries) >= limit
     through = entries[-1].notification_id if full and entries[-1].notification_id else head
-    return Page(entries, through, full, pruned)
+    return Page(entries, through, full, pruned, head)
 
 
 def _scope_condition(ledger: RuntimeEventLedger, scope: Scope) -> ColumnElement[bool]:

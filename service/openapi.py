@@ -96,7 +96,7 @@ class GapProperties(BaseModel):
     lastEventID: str
     oldestEventID: str | None
     newestEventID: str | None
-    reason: Literal["evicted", "unknown_event_id"]
+    reason: Literal["evicted", "unknown_event_id", "ledger_replaced"]
     replayFrom: str | None
     sessionID: str | None
 

@@ -95,6 +95,7 @@ async def stream_events(
         context.settings.retry_ms,
     )
     last_id = cursor
+    epoch = context.follower.epoch
     position, opening_gap = await _start(context, scope, cursor)
     # -1: whatever was pruned before a connect-time gap is covered by that gap.
     reported_pruned = 0 if opening_gap is None else -1
@@ -102,6 +103,16 @@ async def stream_events(
         yield opening_gap
     while True:
         page, chunk = await context.run(_next_page, context, position, scope)
+        if context.follower.epoch != epoch or page.head < position:
+            # The database was replaced (W13): its ids restarted, our position means nothing.
+            epoch = context.follower.epoch
+            oldest, newest = await context.run(
+                ledger.bounds, scope.session_id, scope.agent_id, scope.directory
+            )
+            replaced = ReplayGap(last_id or "", "unknown_event_id", oldest, newest)
+            yield gap_frame(replaced, scope.session_id, oldest, reason="ledger_replaced")
+            position, reported_pruned = 0, -1
+            continue
         if reported_pruned < 0:
             # Everything pruned before the connect-time gap was just reported.
             reported_pruned = page.pruned_through
@@ -119,7 +130,7 @@ async def stream_events(
             last_id = page.entries[-1].event_id
         position = page.through
         if not page.full:
-            await context.follower.wait_past(position)
+            await context.follower.wait_past(position, epoch)
 
 
 async def _start(
