@@ -23,9 +23,10 @@ from pentrace.cli import session_io as _session_io
 from pentrace.cli import sessions as _sessions
 from pentrace.cli.audit import audit
 from pentrace.cli.ledger import ledger_app
+from pentrace.cli.projections import projections_app
 from pentrace.cli.search import search
 from pentrace.cli.serve import serve
-from pentrace.cli.stats import projections_app, stats_app
+from pentrace.cli.stats import stats_app
 from pentrace.errors import PentraceError
 
 app = typer.Typer(

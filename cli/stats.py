@@ -1,4 +1,4 @@
-"""``pentrace stats ...`` and ``pentrace projections ...``: analytics from the read models.
+"""``pentrace stats ...``: analytics from the built-in read models.
 
 ``stats`` first catches the built-in projections up with the ledger (``--sync``
 also indexes traces the ledger is missing), then reads their read models
@@ -20,12 +20,11 @@ from pentrace.cli.session_args import JsonOption, data_root
 from pentrace.infrastructure.analytics import plots, queries
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
 from pentrace.infrastructure.analytics.prices import load_prices
-from pentrace.infrastructure.analytics.rebuild import rebuild
-from pentrace.infrastructure.analytics.registry import BUILTINS, resolve
-from pentrace.infrastructure.analytics.runner import AnalyticsRunner, catch_up, open_ledger
+from pentrace.infrastructure.analytics.registry import BUILTINS
+from pentrace.infrastructure.analytics.runner import catch_up, open_ledger
 from pentrace.infrastructure.ledger.indexer import sync
 
-__all__ = ["projections_app", "stats_app"]
+__all__ = ["stats_app"]
 
 stats_app = typer.Typer(
     name="stats",
@@ -70,7 +69,7 @@ def _ready(ctx: typer.Context, names: tuple[str, ...], do_sync: bool) -> Analyti
     return AnalyticsDatabase(analytics_url(root, os.environ))
 
 
-def _done(value: Any, as_json: bool, columns: tuple[str, ...], rows: list[list[Any]]) -> None:
+def done(value: Any, as_json: bool, columns: tuple[str, ...], rows: list[list[Any]]) -> None:
     if as_json:
         emit_json(value)
     else:
@@ -100,7 +99,7 @@ def tokens_command(
             title="Tokens per day, by model",
             ylabel="tokens",
         )
-    _done(
+    done(
         {"by": by, "rows": rows},
         as_json,
         (by, *_TOKEN_COLUMNS),
@@ -136,7 +135,7 @@ def cost_command(
             title="Cost per day",
             ylabel=table.currency,
         )
-    _done(
+    done(
         {"by": by, "currency": table.currency, "rows": rows},
         as_json,
         (by, "cost", "total tokens", "unpriced models"),
@@ -172,7 +171,7 @@ def tools_command(
     names = ("calls", "failures", "aborts", "timeouts", "truncations", "unanswered")
     rows = [[row["tool"], *(row[n] for n in names), row["failure_rate"]] for row in value["tools"]]
     rows += [[f"approval: {d}", n, "", "", "", "", "", ""] for d, n in value["approvals"].items()]
-    _done(value, as_json, ("tool", *names, "failure_rate"), rows)
+    done(value, as_json, ("tool", *names, "failure_rate"), rows)
 
 
 @stats_app.command("requests")
@@ -196,7 +195,7 @@ def requests_command(
         for c in value["compactions"]
     ]
     rows += [["goal", outcome, n] for outcome, n in value["goals"].items()]
-    _done(value, as_json, ("what", "which", "count"), rows)
+    done(value, as_json, ("what", "which", "count"), rows)
 
 
 @stats_app.command("sessions")
@@ -215,7 +214,7 @@ def sessions_command(
     db = _ready(ctx, ("sessions",), do_sync)
     rows = queries.sessions(db, by, since, until)
     names = ("sessions", "turns", "requests", "model_switches", "mean_duration_s", "max_duration_s")
-    _done(
+    done(
         {"by": by, "rows": rows},
         as_json,
         (by, *names),
@@ -253,85 +252,4 @@ def tree_command(
 
     for root in roots:
         walk(root, 0)
-    _done({"trees": roots}, as_json, ("session", "model", "tokens", "subtree_tokens"), rows)
-
-
-@projections_app.command("run")
-def run_command(
-    ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="A built-in name or package.module:Class.")],
-    seconds: Annotated[
-        float | None, typer.Option("--seconds", help="Stop after this long (default: never).")
-    ] = None,
-) -> None:
-    """Catch a projection up with the ledger, then follow new events until stopped.
-
-    Example: pentrace projections run tokens --seconds 60
-    """
-    root = data_root(ctx).path
-    with AnalyticsRunner(resolve(name), data_root=root) as runner:
-        typer.echo(f"{name}: following the ledger from position {runner.position() or 0}")
-        runner.run_forever(timeout=seconds)
-    typer.echo(f"{name}: stopped at position {runner.position() or 0}")
-
-
-@projections_app.command("rebuild")
-def rebuild_command(
-    ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="A built-in name or package.module:Class.")],
-) -> None:
-    """Drop a read model and rebuild it from the traces (the ledger may be pruned).
-
-    Example: pentrace projections rebuild tools
-    """
-    report = rebuild(resolve(name), data_root=data_root(ctx).path)
-    typer.echo(
-        f"{name}: rebuilt from {report.sessions} session(s), {report.events} event(s); "
-        f"position {report.position}"
-    )
-
-
-@projections_app.command("status")
-def status_command(
-    ctx: typer.Context,
-    name: Annotated[str | None, typer.Argument(help="One projection (default: built-ins).")] = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Each projection's position and how far the ledger is ahead of it.
-
-    Example: pentrace projections status --json
-    """
-    from pentrace.infrastructure.analytics.runner import open_projection, pruned_through
-
-    root = data_root(ctx).path
-    ledger = open_ledger(root)
-    try:
-        newest = ledger.max_notification_id() or 0
-        pruned = pruned_through(ledger)
-    finally:
-        ledger.close()
-    rows = []
-    for each in [resolve(name)] if name else list(BUILTINS.values()):
-        projection = open_projection(each, root)
-        try:
-            position = projection.view.max_tracking_id(each.name) or 0
-        finally:
-            projection.view.db.close()
-        rows.append(
-            {
-                "name": each.name,
-                "position": position,
-                "ledger_newest": newest,
-                "behind": max(newest - position, 0),
-                "needs_rebuild": pruned > position,
-            }
-        )
-    _done(
-        {"projections": rows},
-        as_json,
-        ("name", "position", "ledger_newest", "behind", "needs_rebuild"),
-        [
-            [r["name"], r["position"], r["ledger_newest"], r["behind"], r["needs_rebuild"]]
-            for r in rows
-        ],
-    )
+    done({"trees": roots}, as_json, ("session", "model", "tokens", "subtree_tokens"), rows)

@@ -18,8 +18,6 @@ the read model ends up exactly as an uninterrupted run leaves it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
-from typing import Any, Final
 
 from eventsourcing.persistence import Tracking, TrackingRecorder
 from sqlalchemy import Connection, text
@@ -30,135 +28,9 @@ from pentrace.infrastructure.analytics.database import (
     AnalyticsDatabase,
     converted,
 )
+from pentrace.infrastructure.analytics.transaction import Transaction
 
 __all__ = ["ReadModel", "Transaction"]
-
-_ADD: Final = "add"
-_PUT: Final = "put"
-_LEAST: Final = "least"
-_GREATEST: Final = "greatest"
-Key = tuple[Any, ...]
-
-
-class Transaction:
-    """The write side a handler gets: merged upserts plus raw SQL, all in one transaction."""
-
-    def __init__(self, model: ReadModel) -> None:
-        self._model = model
-        # table -> (key names, key values) -> column -> [op, value]
-        self._pending: dict[str, dict[tuple[tuple[str, ...], Key], dict[str, list[Any]]]] = {}
-        self.count = 0
-
-    def _merge(
-        self, table: str, key: Mapping[str, Any], op: str, values: Mapping[str, Any]
-    ) -> None:
-        rows = self._pending.setdefault(table, {})
-        slot = (tuple(key), tuple(key.values()))
-        row = rows.get(slot)
-        if row is None:
-            rows[slot] = {column: [op, value] for column, value in values.items()}
-            return
-        for column, value in values.items():
-            cell = row.get(column)
-            if cell is None:
-                row[column] = [op, value]
-            elif op == _ADD and cell[0] in (_ADD, _PUT):
-                cell[1] += value
-            elif op == _PUT:
-                row[column] = [_PUT, value]
-            elif op == cell[0] == _LEAST:
-                cell[1] = min(cell[1], value)
-            elif op == cell[0] == _GREATEST:
-                cell[1] = max(cell[1], value)
-            else:
-                # Different kinds of update on one cell: write what we have, then start over.
-                self.flush()
-                self._merge(table, key, op, values)
-                return
-
-    def add(self, table: str, key: Mapping[str, Any], **values: int | float) -> None:
-        """Add ``values`` to the row's counters (a missing row starts at zero)."""
-        self._merge(table, key, _ADD, values)
-
-    def put(self, table: str, key: Mapping[str, Any], **values: Any) -> None:
-        """Set the row's columns to ``values``."""
-        self._merge(table, key, _PUT, values)
-
-    def least(self, table: str, key: Mapping[str, Any], **values: Any) -> None:
-        """Keep the smaller of the stored and the given value (None values are ignored)."""
-        kept = {column: value for column, value in values.items() if value is not None}
-        if kept:
-            self._merge(table, key, _LEAST, kept)
-
-    def greatest(self, table: str, key: Mapping[str, Any], **values: Any) -> None:
-        """Keep the larger of the stored and the given value (None values are ignored)."""
-        kept = {column: value for column, value in values.items() if value is not None}
-        if kept:
-            self._merge(table, key, _GREATEST, kept)
-
-    def get(self, table: str, key: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The row with this key as this transaction sees it, or None."""
-        if table in self._pending:
-            self.flush()
-        where = " AND ".join(f"{name} = :{name}" for name in key)
-        row = self.connection.execute(text(f"SELECT * FROM {table} WHERE {where}"), dict(key))
-        found = row.mappings().first()
-        return dict(found) if found is not None else None
-
-    def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> Any:
-        """Run SQL (``:name`` parameters) in this transaction, after the merged writes."""
-        self.flush()
-        return self.connection.execute(text(sql), dict(params or {}))
-
-    @property
-    def connection(self) -> Connection:
-        """The open SQLAlchemy connection of this transaction."""
-        return self._model.open_connection()
-
-    def flush(self) -> None:
-        """Write the merged upserts now (still uncommitted)."""
-        pending, self._pending = self._pending, {}
-        if not pending:
-            return
-        conn = self.connection
-        db = self._model.db
-        for table, rows in pending.items():
-            shapes: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
-            for (names, values), cells in rows.items():
-                columns = tuple(sorted(cells))
-                shape = (names, columns, tuple(cells[c][0] for c in columns))
-                params = values + tuple(cells[c][1] for c in columns)
-                shapes.setdefault(shape, []).append(params)
-            for (names, columns, ops), params_list in shapes.items():
-                sql = _upsert_sql(table, names, columns, ops, db.placeholder, db.is_sqlite)
-                conn.exec_driver_sql(sql, params_list)
-
-
-def _upsert_sql(
-    table: str,
-    keys: tuple[str, ...],
-    columns: tuple[str, ...],
-    ops: tuple[str, ...],
-    mark: str,
-    sqlite: bool,
-) -> str:
-    names = (*keys, *columns)
-    sets = []
-    low, high = ("MIN", "MAX") if sqlite else ("LEAST", "GREATEST")
-    for column, op in zip(columns, ops, strict=True):
-        old, new = f"{table}.{column}", f"excluded.{column}"
-        if op == _ADD:
-            sets.append(f"{column} = COALESCE({old}, 0) + {new}")
-        elif op == _PUT:
-            sets.append(f"{column} = {new}")
-        else:
-            fn = low if op == _LEAST else high
-            sets.append(f"{column} = {fn}(COALESCE({old}, {new}), {new})")
-    action = f"DO UPDATE SET {', '.join(sets)}" if sets else "DO NOTHING"
-    return (
-        f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join([mark] * len(names))}) "
-        f"ON CONFLICT ({', '.join(keys)}) {action}"
-    )
 
 
 class ReadModel(TrackingRecorder):

@@ -59,8 +59,10 @@ def test_an_envelope_decodes_with_scope_correlation_and_day() -> None:
         b'{"timestamp":"2026-11-28T23:59:59.999Z","type":"model_msg","payload":{"type":'
         b'"tool_call","role":"assistant","name":"x","arguments":"{}","tool_call_id":"c1"}}'
     )
+    record = decode_line(line)
+    assert record is not None
     event = runtime_event_from_record(
-        decode_line(line), session_id="s", position=3, project="p", agent="a", directory=None
+        record, session_id="s", position=3, project="p", agent="a", directory=None
     )
     decoded = decode_event(msgspec.json.encode(event))
     assert (decoded.type, decoded.session, decoded.sequence) == ("tool.called", "s", 3)
