@@ -102,13 +102,22 @@ def _ledger_rows(
     db = ledger.db
     events, marks = db.tables.events, db.tables.watermarks
     stream = f"session:{session_id}"
-    with db.reading("read a session's ledger rows for audit") as conn:
-        rows = conn.execute(
-            select(events.c.sequence, events.c.event_type, events.c.event_time).where(
-                events.c.stream_id == stream
-            )
-        )
-        held = {int(row[0]): (str(row[1]), int(row[2])) for row in rows}
+    query = select(events.c.sequence, events.c.event_type, events.c.event_time).where(
+        events.c.stream_id == stream
+    )
+    if db.is_sqlite:
+        # The driver's rows, without SQLAlchemy's per-row processing: an audit of
+        # every session reads every ledger row once.
+        with db.raw_sqlite("read a session's ledger rows for audit") as raw:
+            rows = raw.execute(
+                f"SELECT sequence, event_type, event_time FROM {events.name} WHERE stream_id = ?",
+                (stream,),
+            ).fetchall()
+    else:
+        with db.reading("read a session's ledger rows for audit") as conn:
+            rows = [tuple(row) for row in conn.execute(query).all()]
+    held = {int(row[0]): (str(row[1]), int(row[2])) for row in rows}
+    with db.reading("read a session's retention watermark") as conn:
         pruned = conn.execute(
             select(marks.c.max_sequence).where(marks.c.stream_id == stream)
         ).scalar_one_or_none()
