@@ -28,6 +28,7 @@ from pentrace.infrastructure.durability import Durability
 from pentrace.infrastructure.layout import DataRoot, new_session_id
 from pentrace.infrastructure.session_handle import SaveMode, SessionHandle
 from pentrace.infrastructure.session_meta import read_latest_meta, switch_block
+from pentrace.infrastructure.tool_output import DEFAULT_MAX_OUTPUT_CHARS
 from pentrace.infrastructure.trace_persistence import Factory, TraceRecorder
 from pentrace.infrastructure.trace_reader import read_shard
 from pentrace.projections.resume import ResumeResult, resume_trace
@@ -90,6 +91,7 @@ class SessionApplication(Application[str]):
         clock: Callable[[], datetime] = _utc_now,
         on_recorded: OnRecorded | None = None,
         lock_wait: float | None = None,
+        max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
         env: EnvType | None = None,
     ) -> None:
         root = data_root if isinstance(data_root, DataRoot) else DataRoot(Path(data_root))
@@ -98,6 +100,8 @@ class SessionApplication(Application[str]):
         self.agent = agent
         self.clock = clock
         self.on_recorded = on_recorded
+        # Tool output over this many UTF-16 units is archived and bounded; <= 0: no cap.
+        self.max_output_chars = max_output_chars
         settings = {
             "PENTRACE_DATA_ROOT": str(self.root.path),
             "PENTRACE_PROJECT": project,

@@ -12,6 +12,10 @@ aggregate according to its :class:`SaveMode`:
 
 If a save fails, the handle reloads the session from its trace, so its state
 matches what is on disk, and re-raises the error.
+
+Tool output longer than the application's ``max_output_chars`` is archived in
+the session's scratchpad and recorded as its head plus notes
+(:mod:`pentrace.infrastructure.tool_output`), so the trace holds what the model saw.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from eventsourcing.application import AggregateNotFoundError
 
 from pentrace.domain.session import Session
+from pentrace.infrastructure.tool_output import bound_tool_output, utf16_length
 
 if TYPE_CHECKING:
     from pentrace.infrastructure.application import SessionApplication
@@ -49,6 +54,8 @@ class SessionHandle:
         self._app = app
         self._session = session
         self.mode = mode
+        # Names of calls recorded through this handle, to name their output archives.
+        self._tool_names: dict[str, str] = {}
 
     @property
     def session(self) -> Session:
@@ -137,10 +144,36 @@ class SessionHandle:
     ) -> None:
         """A ``tool_call``."""
         self._run(self._session.record_tool_call, name, arguments, tool_call_id, **options)
+        self._tool_names[tool_call_id] = name
 
-    def record_tool_output(self, tool_call_id: str, output: str, **options: Any) -> None:
-        """A ``tool_call_output``."""
+    def record_tool_output(
+        self, tool_call_id: str, output: str, *, tool_name: str | None = None, **options: Any
+    ) -> None:
+        """A ``tool_call_output``, bounded to the application's ``max_output_chars``.
+
+        Longer output is archived under ``scratchpad/<session>/truncated-tool-output/``
+        first and recorded as its head plus the truncation and archive notes.
+        ``tool_name`` names the archive file; by default it is the name the call
+        was recorded with through this handle (``"tool"`` if unknown).
+        """
+        cap = self._app.max_output_chars
+        # An output the aggregate will refuse must not leave an archive behind.
+        if (
+            cap > 0
+            and utf16_length(output) > cap
+            and not self._session.deleted
+            and tool_call_id in self._session.awaiting_output()
+        ):
+            app = self._app
+            output = bound_tool_output(
+                output,
+                tool_name=tool_name or self._tool_names.get(tool_call_id, "tool"),
+                tool_call_id=tool_call_id,
+                archive_dir=app.root.truncated_output_dir(app.project, app.agent, self.session_id),
+                max_chars=cap,
+            )
         self._run(self._session.record_tool_output, tool_call_id, output, **options)
+        self._tool_names.pop(tool_call_id, None)
 
     def record_image_url(self, image_url: str, **options: Any) -> None:
         """An ``image_url`` message."""
