@@ -220,6 +220,7 @@ class SessionApplication(Application[str]):
                     f"{self.agent!r} in project {self.project!r})",
                     hint="create the folder first, or omit workspace for a temporary one",
                 )
+        self.root.ensure_project_config(self.project)  # the seed's layout: mode 0600
         self.root.ensure_agent_dirs(self.project, self.agent)
         session = Session.start(
             session_id or new_session_id(self.clock()),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import stat
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -221,6 +222,17 @@ def test_after_a_completed_compaction_the_next_save_rotates_and_reload_spans_sha
     resumed = app.resume_session(handle.session_id)
     assert resumed.trace_path == second
     assert [r.raw for r in resumed.result.carry_over] == [second.read_bytes().splitlines()[2]]
+
+
+def test_starting_a_session_lays_out_a_private_project_config_and_the_agent_folders(
+    app: SessionApplication, workspace: Path
+) -> None:
+    start(app, workspace)
+    config = app.root.project_config_path("proj")
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600
+    agent = app.root.agent_dir("proj", "agent")
+    for folder in ("agent_state", "traces", "scratchpad", "workspaces", "benchmarks", "snapshots"):
+        assert (agent / folder).is_dir(), folder
 
 
 def test_model_switch_starts_a_new_session_pointing_at_the_source(
