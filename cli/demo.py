@@ -53,11 +53,25 @@ def _call(handle: SessionHandle, call_id: str, name: str, arguments: str, **answ
         handle.record_tool_output(call_id, answer.pop("output"), **answer)
 
 
+_FIELDS = ("cache_read", "cache_write", "output", "total")
+
+
 def _usage(handle: SessionHandle, total: int, last: int) -> None:
-    handle.record_token_usage(
-        {"cache_read": total // 3, "cache_write": 1536, "output": total // 10, "total": total},
-        {"cache_read": last // 3, "cache_write": 0, "output": last // 10, "total": last},
-    )
+    """Record one request's tokens; session counts are running sums, as providers report."""
+    request = {
+        "cache_read": last // 3,
+        "cache_write": 512 if total == last else 0,  # the first request writes the prompt cache
+        "output": last // 10,
+        "total": last,
+    }
+    session = _running_totals.setdefault(id(handle), dict.fromkeys(_FIELDS, 0))
+    for name in _FIELDS:
+        session[name] += request[name]
+    assert session["total"] == total, "demo token totals must add up"
+    handle.record_token_usage(dict(session), request)
+
+
+_running_totals: dict[int, dict[str, int]] = {}
 
 
 def _record_turns(app: SessionApplication, main: SessionHandle) -> str:
@@ -177,18 +191,16 @@ def demo(ctx: typer.Context) -> None:
     main_id, child_id = record_demo_session(root, datetime.now(UTC) - timedelta(minutes=1))
     typer.echo(f"data root: {root.path}")
     typer.echo(f"recorded session {main_id} and its subagent {child_id}")
-    from pentrace.cli.app import app  # app imports this module: import late
-
-    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
     short = main_id[-8:]
     steps: list[tuple[str, ...]] = [
         ("sessions", "list"),
         ("replay", short, "--no-pager", "--include-uncommitted"),
-        ("audit", short) if "audit" in commands else ("resume-check", short),
         ("show", short),
+        ("ledger", "sync"),
+        ("audit", short),
+        ("stats", "tokens", "--by", "session"),
+        ("stats", "tools"),
     ]
-    if "stats" in commands:
-        steps.append(("stats",))
     failed = [step[0] for step in steps if not _run(root, *step)]
     typer.echo(f"\nexplore further: pentrace --data-root {root.path} sessions list")
     if failed:

@@ -42,8 +42,12 @@ def test_the_demo_records_a_realistic_session_and_shows_it(tmp_path: Path) -> No
     assert "approval: deny" in out
     assert "=== shard 002 (new context after compaction) ===" in out
     assert "assistant thinking: [collapsed," in out
-    # The audit (or resume-check) ran and found the session healthy.
-    assert "$ pentrace audit" in out or "$ pentrace resume-check" in out
+    # The ledger was indexed, the audit found the session healthy and ledger-consistent.
+    assert "indexed 54 missing event(s)" in out
+    assert re.search(r"^clean: 1 session\(s\), 47 record\(s\).*; ledger: /", out, re.MULTILINE)
+    # Stats read the analytics read models; request tokens add up to the session's.
+    assert re.search(r"^session-\S+\t3\t3626\t730\t2432\t512\t7300$", out, re.MULTILINE)
+    assert re.search(r"^exec_command\t4\t1\t", out, re.MULTILINE)
     assert "Traceback" not in done.stderr
 
     rows = {row.summary.source: row for row in list_sessions(root)}
@@ -55,6 +59,8 @@ def test_the_demo_records_a_realistic_session_and_shows_it(tmp_path: Path) -> No
     assert main.summary.approvals == {"allow": 5, "deny": 1}
     assert main.summary.subagents == [child.session_id]
     assert main.summary.goals == {"complete": 1}
+    assert main.summary.tokens["total"] == 7300
+    assert main.summary.tokens["cache_write"] == 512
     assert child.summary.turns == 1
 
 
