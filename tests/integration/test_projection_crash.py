@@ -3,9 +3,11 @@ model equals that of a run that was never interrupted (while new events keep arr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -69,6 +71,31 @@ def _runner(root: Path, name: str, env: dict[str, str]) -> subprocess.Popen[byte
     )
 
 
+def _position(path: Path, name: str) -> int:
+    """The committed tracking position in the killed runner's read model (0 before any)."""
+    if not path.exists():
+        return 0
+    with contextlib.closing(sqlite3.connect(path, timeout=30)) as db:
+        try:
+            row = db.execute(
+                "SELECT notification_id FROM analytics_tracking WHERE application_name = ?", (name,)
+            ).fetchone()
+        except sqlite3.OperationalError:
+            return 0
+    return int(row[0]) if row else 0
+
+
+def _until_committed_past(
+    process: subprocess.Popen[bytes], path: Path, name: str, before: int
+) -> None:
+    """Wait until the runner has committed a batch beyond ``before`` (it is really working)."""
+    deadline = time.monotonic() + 60
+    while _position(path, name) <= before:
+        assert process.poll() is None, process.stderr
+        assert time.monotonic() < deadline, "the runner never committed"
+        time.sleep(0.01)
+
+
 @pytest.mark.parametrize("projection", [TokenUse, ToolCalls], ids=["tokens", "tools"])
 def test_a_runner_killed_at_random_moments_ends_with_the_read_model_of_an_uninterrupted_run(
     tmp_path: Path, projection: type[TokenUse] | type[ToolCalls]
@@ -82,11 +109,15 @@ def test_a_runner_killed_at_random_moments_ends_with_the_read_model_of_an_uninte
     # Small batches: many commits, so kills land before, during and after them.
     env["PENTRACE_ANALYTICS_BATCH_SIZE"] = "7"
     _write_sessions(root, 0, 40)
+    killed_db = tmp_path / "killed.db"
     kills = 0
-    for round_number in range(4):
+    for round_number in range(3):
+        before = _position(killed_db, projection.name)
         process = _runner(root, projection.name, env)
-        time.sleep(rng.uniform(0.6, 1.4))
-        _write_sessions(root, 40 + round_number * 4, 4)  # live events arrive while it runs
+        if round_number:
+            _write_sessions(root, 40 + round_number * 4, 4)  # live events to follow
+        _until_committed_past(process, killed_db, projection.name, before)
+        # Round 0 dies mid catch-up; later rounds while they handle the fresh sessions.
         time.sleep(rng.uniform(0.0, 0.3))
         if process.poll() is None:
             os.kill(process.pid, signal.SIGKILL)
