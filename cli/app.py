@@ -15,22 +15,30 @@ from typing import Annotated
 import typer
 
 from pentrace import __version__
-from pentrace.cli import demo as _demo
 from pentrace.cli import prune as _prune
 from pentrace.cli import replay as _replay
-from pentrace.cli import report as _report
 from pentrace.cli import session_io as _session_io
 from pentrace.cli import sessions as _sessions
-from pentrace.cli.audit import audit
-from pentrace.cli.ledger import ledger_app
-from pentrace.cli.projections import projections_app
-from pentrace.cli.search import search
-from pentrace.cli.serve import serve
-from pentrace.cli.stats import stats_app
+from pentrace.cli.lazy import LazyGroup
 from pentrace.errors import PentraceError
+
+# Commands whose modules pull in heavy libraries (SQLAlchemy, psycopg, eventsourcing,
+# Starlette, matplotlib) load only when they run, or when help lists them, so that
+# quick commands start fast.  name -> "module:attribute" (a Typer app or a function).
+LazyGroup.lazy_commands = {
+    "audit": "pentrace.cli.audit:audit",
+    "demo": "pentrace.cli.demo:demo",
+    "ledger": "pentrace.cli.ledger:ledger_app",
+    "projections": "pentrace.cli.projections:projections_app",
+    "report": "pentrace.cli.report:report",
+    "search": "pentrace.cli.search:search",
+    "serve": "pentrace.cli.serve:serve",
+    "stats": "pentrace.cli.stats:stats_app",
+}
 
 app = typer.Typer(
     name="pentrace",
+    cls=LazyGroup,
     no_args_is_help=True,
     add_completion=True,
     # Pretty tracebacks print local variables, which may hold credentials.
@@ -79,24 +87,11 @@ def version() -> None:
     typer.echo(__version__)
 
 
-app.command()(serve)
-
 # Session commands: sessions list, show, replay, resume-check, export, import, fork, delete, prune.
 _sessions.register(app)
 _replay.register(app)
 _session_io.register(app)
 _prune.register(app)
-_demo.register(app)
-
-# Audit, search and the ledger commands.
-app.command()(audit)
-app.command()(search)
-app.add_typer(ledger_app)
-
-# Analytics: stats over the built-in read models, and the projections themselves.
-app.add_typer(stats_app)
-app.add_typer(projections_app)
-_report.register(app)
 
 
 def _debug_requested(argv: list[str]) -> bool:

@@ -25,7 +25,7 @@ from pentrace.errors import PentraceError
 from pentrace.infrastructure.application import SessionApplication, SessionHandle
 from pentrace.infrastructure.layout import DataRoot
 
-__all__ = ["demo", "record_demo_session", "register"]
+__all__ = ["demo", "record_demo_session"]
 
 PROJECT = "demo_project"
 AGENT = "demo_agent"
@@ -206,8 +206,3 @@ def demo(ctx: typer.Context) -> None:
     if failed:
         typer.echo(f"demo steps that failed: {', '.join(failed)}", err=True)
         raise typer.Exit(1)
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``demo`` to the ``pentrace`` app."""
-    app.command()(demo)

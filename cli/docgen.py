@@ -31,9 +31,13 @@ non-zero (2 for usage errors); `--debug` shows the traceback.
 
 def _walk(command: Any, path: list[str]) -> Iterator[tuple[list[str], Any]]:
     yield path, command
-    for name in sorted(getattr(command, "commands", {})):
-        sub = command.commands[name]
-        if not getattr(sub, "hidden", False):
+    if not hasattr(command, "list_commands"):
+        return
+    # list_commands/get_command, not .commands: the root group loads commands lazily.
+    ctx = command.make_context(path[-1], [], resilient_parsing=True)
+    for name in command.list_commands(ctx):
+        sub = command.get_command(ctx, name)
+        if sub is not None and not getattr(sub, "hidden", False):
             yield from _walk(sub, [*path, name])
 
 
