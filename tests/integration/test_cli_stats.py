@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,7 +49,9 @@ def test_tokens_by_model_add_up_every_request_in_the_traces(root: Path) -> None:
     assert row["requests"] == len(usages)
     assert row["total"] == sum(u["total"] for u in usages)
     assert row["output"] == sum(u["output"] for u in usages)
-    assert row["input"] + row["output"] + row["cache_read"] + row["cache_write"] == row["total"]
+    fresh = [u["total"] - u["output"] - u["cache_read"] - u["cache_write"] for u in usages]
+    assert row["input"] == sum(max(f, 0) for f in fresh)
+    assert row["cache_write"] == sum(u["cache_write"] for u in usages)
 
 
 def test_tokens_by_session_and_a_date_range_outside_the_data(root: Path) -> None:
@@ -151,3 +154,27 @@ def test_projections_status_and_rebuild(root: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "rebuilt from 2 session(s)" in result.stdout
     assert stats(root, "stats", "tools") == before
+
+
+def test_without_matplotlib_a_plot_is_a_clean_error_and_the_table_is_plain_text(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = CliRunner().invoke(app, ["--data-root", str(root), "stats", "tokens"])
+    assert result.exit_code == 0
+    assert result.stdout.splitlines()[0].split("\t")[:2] == ["model", "requests"]
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if the extra were not installed
+    with pytest.raises(SystemExit):
+        main(["--data-root", str(root), "stats", "tokens", "--plot", str(tmp_path / "t.png")])
+    err = capsys.readouterr().err
+    assert "--plot needs matplotlib" in err
+    assert "pentrace[plots]" in err
+
+
+def test_an_unknown_projection_name_is_a_usage_error(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("nope", "no.such.module:Thing"):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["--data-root", str(root), "projections", "rebuild", name])
+        assert exit_info.value.code == 2
+        assert "expected" in capsys.readouterr().err
