@@ -249,6 +249,16 @@ def catch_up(
     timeout: float = 600.0,
 ) -> int | None:
     """Process every event the ledger holds now, commit, stop; returns the tracking position."""
+    ledger = open_ledger(data_root, env)
+    projection = open_projection(projection_class, data_root, _env(data_root, env))
+    try:
+        head = ledger.max_notification_id()
+        position = projection.view.max_tracking_id(projection_class.name)
+    finally:
+        ledger.close()
+        projection.view.db.close()
+    if head is None or (position is not None and position >= head):
+        return position  # already caught up: no runner, no threads
     runner = AnalyticsRunner(projection_class, data_root=data_root, env=env)
     with runner:
         head = runner.ledger.max_notification_id()
