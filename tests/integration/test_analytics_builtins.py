@@ -1,0 +1,125 @@
+"""The built-in projections on a hand-written trace: every counter the issue names."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from pentrace.cli.app import app
+from pentrace.infrastructure.analytics.runner import open_ledger
+from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.testing.files import write_shards
+from pentrace.testing.render import envelope_line
+
+PARENT = "session-2026-11-28-09-00-00-0000aaaa"
+CHILD = "session-2026-11-28-09-00-00-0000bbbb"
+
+
+def _lines(session: str, model: str, body: list[tuple[str, dict[str, Any]]]) -> list[bytes]:
+    meta = {"session_id": session, "provider": "p", "model_id": model, "workspace": "/w"}
+    rows = [("session_meta", meta), *body]
+    return [
+        envelope_line(f"2026-11-28T09:00:{second:02d}.000Z", kind, payload)
+        for second, (kind, payload) in enumerate(rows)
+    ]
+
+
+def _call(call_id: str, name: str) -> tuple[str, dict[str, Any]]:
+    body = {"type": "tool_call", "role": "assistant", "name": name, "arguments": "{}"}
+    return ("model_msg", {**body, "tool_call_id": call_id})
+
+
+def _output(call_id: str, text: str, stop: str | None = None) -> tuple[str, dict[str, Any]]:
+    payload = {"type": "tool_call_output", "role": "user", "output": text, "tool_call_id": call_id}
+    return ("model_msg", payload if stop is None else {**payload, "stop_reason": stop})
+
+
+def _event(kind: str, **fields: Any) -> tuple[str, dict[str, Any]]:
+    return ("event_msg", {"type": kind, **fields})
+
+
+def _usage(total: int) -> tuple[str, dict[str, Any]]:
+    counts = {"cache_read": 0, "cache_write": 0, "output": 1, "total": total}
+    return _event("token_usage", session=counts, request=counts)
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    data = tmp_path_factory.mktemp("builtins")
+    parent = [
+        _event("request_begin"),
+        _call("a", "sh"), _event("approval_decision", decision="allow", tool_call_id="a"),
+        _output("a", "x\n[output truncated: exceeded 16000 chars]\n[output archived: /t]"),
+        _call("b", "sh"), _event("approval_decision", decision="forbidden", tool_call_id="b"),
+        _output("b", "late", "timeout"), _output("b", "second answer", "failed"),
+        _call("c", "web"), _output("c", "", "aborted"),
+        _call("d", "web"),  # never answered
+        _event("subagent", session_id=CHILD),
+        _event("request_end", status="failed", attempt=1), _usage(100),
+        _event("request_begin"), _event("request_end", status="completed", attempt=2), _usage(50),
+        _event("compaction_begin", reason="context", mode="summarize", context=9000, turns=2),
+        _event("request_begin"), _event("request_end", status="completed"), _usage(30),
+        _event("compaction_end", reason="context", mode="summarize", status="completed"),
+        _event("goal_finished", outcome="blocked", rounds=3, tokens_used=180),
+    ]  # fmt: skip
+    write_shards(data, "proj", "agent", PARENT, [_lines(PARENT, "m1", parent)])
+    switched = [*_lines(PARENT, "m2", [])[:1], envelope_line("2026-11-28T09:01:00.000Z",
+                *_event("request_begin")), envelope_line("2026-11-28T09:01:01.000Z",
+                *_event("request_end", status="completed")), envelope_line(
+                "2026-11-28T09:01:02.000Z", *_usage(7))]  # fmt: skip
+    write_shards(data, "proj", "agent", PARENT, [_lines(PARENT, "m1", parent), switched])
+    child = [_event("request_begin"), _event("request_end", status="completed"), _usage(20)]
+    write_shards(data, "proj", "helper", CHILD, [_lines(CHILD, "m1", child)])
+    ledger = open_ledger(data)
+    try:
+        sync(ledger, data)
+    finally:
+        ledger.close()
+    return data
+
+
+def stats(root: Path, *args: str) -> Any:
+    result = CliRunner().invoke(app, ["--data-root", str(root), "stats", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_tool_counters_truncations_unanswered_calls_and_approvals(root: Path) -> None:
+    document = stats(root, "tools")
+    tools = {row["tool"]: row for row in document["tools"]}
+    assert tools["sh"] | {"failure_rate": 0} == {
+        "tool": "sh", "calls": 2, "failures": 1, "aborts": 0, "timeouts": 1,
+        "truncations": 1, "unanswered": 0, "failure_rate": 0,
+    }  # fmt: skip
+    assert (tools["web"]["calls"], tools["web"]["aborts"], tools["web"]["unanswered"]) == (2, 1, 1)
+    assert document["approvals"] == {"allow": 1, "forbidden": 1}
+
+
+def test_requests_retries_compactions_goals_and_turns(root: Path) -> None:
+    document = stats(root, "requests")
+    assert document["requests"] == {"completed": 4, "failed": 1}
+    assert document["retries"] == 1
+    assert document["compactions"] == [
+        {"mode": "summarize", "outcome": "completed", "count": 1,
+         "avg_context": 9000.0, "max_context": 9000},
+    ]  # fmt: skip
+    assert document["goals"] == {"blocked": 1}
+    sessions = {row["key"]: row for row in stats(root, "sessions", "--by", "session")["rows"]}
+    # The request inside the compaction is not a turn (resume's rule).
+    assert (sessions[PARENT]["turns"], sessions[PARENT]["requests"]) == (2, 4)
+    assert sessions[PARENT]["model_switches"] == 1
+    assert sessions[PARENT]["max_duration_s"] == 61.0  # first record to the last request_end
+
+
+def test_tokens_follow_the_model_switch_and_the_subagent_tree(root: Path) -> None:
+    by_model = {row["key"]: row["total"] for row in stats(root, "tokens", "--by", "model")["rows"]}
+    assert by_model == {"m1": 200, "m2": 7}
+    by_agent = {row["key"]: row["total"] for row in stats(root, "tokens", "--by", "agent")["rows"]}
+    assert by_agent == {"agent": 187, "helper": 20}
+    [tree] = stats(root, "tree")["trees"]
+    assert (tree["session_id"], tree["tokens"], tree["subtree_tokens"]) == (PARENT, 187, 207)
+    assert [child["session_id"] for child in tree["children"]] == [CHILD]
