@@ -19,7 +19,7 @@ def test_the_shipped_example_table_parses_and_prices_a_request() -> None:
 
 
 def test_cache_prices_default_to_the_input_price() -> None:
-    table = parse_prices('[models.m]\ninput = 2.0\noutput = 8.0\ncache_read = 0.5\n', "t.toml")
+    table = parse_prices("[models.m]\ninput = 2.0\noutput = 8.0\ncache_read = 0.5\n", "t.toml")
     price = table.price_for("m")
     assert price is not None
     assert price.cost(1_000_000, 1_000_000, 1_000_000, 1_000_000) == pytest.approx(2 + 8 + 0.5 + 2)
