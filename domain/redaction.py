@@ -38,6 +38,7 @@ __all__ = [
     "is_secret_key",
     "normalize_key",
     "redact",
+    "redact_reference",
     "redact_text",
 ]
 
@@ -216,6 +217,52 @@ class _Walker:
         return _json_encoder.encode(redacted).decode("utf-8")
 
 
+_PLAIN: Final = frozenset({int, bool, float, type(None)})
+# Keys that make the walker look at a mapping's neighbours (name/value pairs,
+# lists of redacted paths): the plain walk below leaves those to it.
+_NEIGHBOUR_KEYS: Final = frozenset(_VALUE_FIELDS) | _PATH_LIST_KEYS
+
+
+def _plain_mapping(value: dict[Any, Any], depth: int, prefix: str, paths: list[str]) -> Any:
+    """The walker's result for dicts of str keys over strings, numbers and such dicts.
+
+    Most payloads and envelope fields are exactly that; without lists, masked
+    keys or JSON-looking strings no rule needs a neighbour or a path stack, so
+    one loop per level does what :class:`_Walker` does.  Returns None where
+    that does not hold (the caller then walks the whole value).
+    """
+    if depth >= _MAX_DEPTH or not _NEIGHBOUR_KEYS.isdisjoint(value):
+        return None
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if type(key) is not str:
+            return None
+        clean, secret = _key_rule(key)
+        if clean != key:
+            return None
+        kind = type(item)
+        if secret:
+            out[key] = REDACTED
+            paths.append(f"{prefix}.{key}" if prefix else key)
+        elif kind is str:
+            if item and (item[0] in "[{" or item[0].isspace()):
+                return None
+            result = redact_secrets_in_text(item)
+            if result != item:
+                paths.append(f"{prefix}.{key}" if prefix else key)
+            out[key] = result
+        elif kind in _PLAIN:
+            out[key] = item
+        elif kind is dict:
+            nested = _plain_mapping(item, depth + 1, f"{prefix}.{key}" if prefix else key, paths)
+            if nested is None:
+                return None
+            out[key] = nested
+        else:
+            return None
+    return out
+
+
 def redact(value: Any, *, depth: int = 0) -> Redacted:
     """Redact a deep copy of ``value`` (dicts, lists, strings, scalars).
 
@@ -226,6 +273,16 @@ def redact(value: Any, *, depth: int = 0) -> Redacted:
     >>> redact({"apiKey": "x", "tokens": 5}).value
     {'apiKey': '[redacted]', 'tokens': 5}
     """
+    if type(value) is dict:
+        paths: list[str] = []
+        plain = _plain_mapping(value, depth, "", paths)
+        if plain is not None:
+            return Redacted(plain, paths, "sensitive" if paths else "public")
+    return redact_reference(value, depth=depth)
+
+
+def redact_reference(value: Any, *, depth: int = 0) -> Redacted:
+    """:func:`redact` by the full walk only: the reference its fast paths are tested against."""
     walker = _Walker(depth)
     result = walker.walk(value)
     classification: Classification = "sensitive" if walker.paths else "public"

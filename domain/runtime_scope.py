@@ -52,6 +52,13 @@ _SOURCE_KEYS: Final = ("id", "requestID", "messageID", "partID")
 _SLUG_SAFE: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-")
 _SLUG_MAX: Final = 80
 _SLUG_HEAD: Final = 48
+# Every top-level key the scope and correlation rules read: a payload with
+# none of them (most records) has an empty scope and no correlation ids.
+_SCOPE_READS: Final = frozenset(
+    {key for _, keys in SCOPE_KEYS for key in keys}
+    | {"directory", *_DIRECTORY_CONTAINERS, *_NESTED}
+)
+_CORRELATION_READS: Final = frozenset(key for _, keys in CORRELATION_KEYS for key in keys)
 
 
 def _first_string(mapping: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
@@ -102,6 +109,8 @@ def extract_scope(
     The outer level wins over ``part``, which wins over ``info``, then ``status``.
     """
     scope: dict[str, str] = {}
+    if type(payload) is dict and _SCOPE_READS.isdisjoint(payload):
+        return scope
     for target, keys in SCOPE_KEYS:
         value = _first_string(payload, keys)
         if value is not None:
@@ -123,6 +132,8 @@ def extract_correlation(
 ) -> dict[str, Any]:
     """Explicit correlation, then request, trace and parent event ids from top-level strings."""
     correlation = dict(explicit or {})
+    if type(payload) is dict and _CORRELATION_READS.isdisjoint(payload):
+        return correlation
     for target, keys in CORRELATION_KEYS:
         if not correlation.get(target):
             value = _first_string(payload, keys)

@@ -1,0 +1,120 @@
+"""redact()'s plain-mapping fast path hides exactly what the full walk hides.
+
+The differential contract: for any input, :func:`redact` (fast path where it
+applies) and :func:`redact_reference` (the full walk) give equal values, equal
+paths in equal order and the same classification.  Inputs mix the redaction
+corpus's secrets (as values, as secret keys, as keys themselves), names that
+make the walk look at neighbours (``name``/``value``, ``redacted_fields``),
+JSON-looking strings, lists, odd key and scalar types, and depths at the
+200-level cut.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pentrace.domain.redaction import _plain_mapping, redact, redact_reference
+
+CORPUS = json.loads(
+    (Path(__file__).parent.parent / "fixtures" / "redaction_corpus.json").read_text("utf-8")
+)
+TEXT_SECRETS = [case["input"] for case in CORPUS["positives"] if case.get("embeddable")]
+KEY_SECRETS = [case["input"] for case in CORPUS["positives"] if case["kind"] == "key"]
+NEAR_MISSES = [case["input"] for case in CORPUS["negatives"] if isinstance(case["input"], str)]
+SECRET_KEY_NAMES = sorted({key for item in KEY_SECRETS for key in item})
+
+keys = (
+    st.sampled_from(["type", "role", "text", "tokens", "input_tokens", "session_id", "id"])
+    | st.sampled_from(SECRET_KEY_NAMES)
+    | st.sampled_from(["name", "value", "Value", "val", "key", "header", "redacted_fields"])
+    | st.sampled_from([TEXT_SECRETS[0][:40], "sk-proj-Q7vX2mN9pL4kR8tW1yZ3aB6cD0eF5gH7jK2"])
+    | st.text(max_size=10)
+)
+strings = (
+    st.sampled_from(TEXT_SECRETS)
+    | st.sampled_from(NEAR_MISSES or ["plain"])
+    | st.sampled_from(["OPENAI_API_KEY", "--api-key", "Authorization", '{"password": "x1y2z3"}'])
+    | st.sampled_from([" [1, 2]", "[redacted]", "[redacted:api_key]", "\tindented"])
+    | st.text(max_size=30)
+)
+scalars = strings | st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+odd_keys = st.integers() | st.booleans()
+values = st.recursive(
+    scalars,
+    lambda children: (
+        st.dictionaries(keys, children, max_size=5)
+        | st.dictionaries(odd_keys, children, max_size=2)
+        | st.lists(children, max_size=3)
+    ),
+    max_leaves=16,
+)
+
+
+def _not_json_like(text: str) -> bool:
+    # Strings the walk might parse as JSON leave the fast path by design.
+    return not text or not (text[0] in "[{" or text[0].isspace())
+
+
+plain_values = st.recursive(
+    st.text(max_size=30).filter(_not_json_like)
+    | st.sampled_from([text for text in TEXT_SECRETS if _not_json_like(text)])
+    | st.integers()
+    | st.none(),
+    lambda children: st.dictionaries(st.sampled_from(["a", "b", "text", "cmd"]), children),
+    max_leaves=10,
+)
+depths = st.integers(0, 3) | st.integers(195, 201)
+
+
+def _same(value: Any, depth: int) -> None:
+    fast = redact(value, depth=depth)
+    slow = redact_reference(value, depth=depth)
+    assert fast.value == slow.value
+    assert [type(item) for item in _leaves(fast.value)] == [
+        type(item) for item in _leaves(slow.value)
+    ]
+    assert fast.paths == slow.paths
+    assert fast.classification == slow.classification
+
+
+def _leaves(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in _leaves(item)]
+    if isinstance(value, list):
+        return [leaf for item in value for leaf in _leaves(item)]
+    return [value]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(keys, values, max_size=6), depths)
+def test_the_fast_path_redacts_any_mapping_exactly_as_the_full_walk(
+    value: dict[Any, Any], depth: int
+) -> None:
+    _same(value, depth)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.dictionaries(st.sampled_from(["a", "b", "text"]), plain_values, min_size=1), depths)
+def test_plain_mappings_take_the_fast_path_and_agree_with_the_full_walk(
+    value: dict[str, Any], depth: int
+) -> None:
+    if depth < 190:
+        # The differential test above is only worth something if the fast
+        # path really answers for plain inputs.
+        assert _plain_mapping(value, depth, "", []) is not None
+    _same(value, depth)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.sampled_from(KEY_SECRETS), st.sampled_from(TEXT_SECRETS))
+def test_corpus_secrets_nested_in_plain_mappings_are_hidden_the_same_way(
+    key_case: dict[str, Any], text: str
+) -> None:
+    value = {"outer": {**key_case, "note": text}, "cmd": text}
+    _same(value, 1)
+    assert redact(value).paths
