@@ -20,12 +20,19 @@ pure and deterministic; :func:`is_redacted` holds for every output.
 
 from __future__ import annotations
 
-import re
-from functools import lru_cache
-from typing import Any, Final, Literal, NamedTuple
+from typing import Any, Final
 
-import msgspec
-
+from pentrace.domain.redaction_walk import (
+    MAX_DEPTH,
+    NEIGHBOUR_KEYS,
+    REDACTED,
+    TOO_DEEP,
+    Classification,
+    Redacted,
+    Walker,
+    key_rule,
+    redact_reference,
+)
 from pentrace.domain.secret_keys import is_secret_key, normalize_key
 from pentrace.domain.secret_patterns import redact_secrets_in_text
 
@@ -42,224 +49,58 @@ __all__ = [
     "redact_text",
 ]
 
-REDACTED: Final = "[redacted]"
-TOO_DEEP: Final = "[redacted:too_deep]"
-_MAX_DEPTH: Final = 200
-Classification = Literal["public", "sensitive"]
-
-_NAME_FIELDS: Final = ("name", "key", "header", "Name", "Key", "Header")
-_PATH_LIST_KEYS: Final = frozenset({"redacted_fields"})
-_VALUE_FIELDS: Final = ("value", "Value", "val")
-_MAX_NAME_LENGTH: Final = 66
-_NAME_SHAPE: Final = re.compile(r"-{0,2}[A-Za-z_][A-Za-z0-9_.-]*")
-_json_decoder: Final = msgspec.json.Decoder()
-_json_encoder: Final = msgspec.json.Encoder()
-
-
-class Redacted(NamedTuple):
-    """A redacted deep copy of a value, the paths that were hidden, and its class."""
-
-    value: Any
-    paths: list[str]
-    classification: Classification = "public"
-
-    @property
-    def redacted(self) -> bool:
-        """True when anything was hidden."""
-        return bool(self.paths)
-
-
-def _names_a_secret(candidate: object) -> bool:
-    # Only identifier-shaped strings are names: a marker like "[redacted:api_key]"
-    # normalises to a secret-looking name but must not hide its neighbour.
-    return (
-        isinstance(candidate, str)
-        and len(candidate) <= _MAX_NAME_LENGTH
-        and _NAME_SHAPE.fullmatch(candidate) is not None
-        and is_secret_key(candidate)
-    )
-
-
-def _is_scalar(value: object) -> bool:
-    return isinstance(value, str | int | float | bool)
-
-
-@lru_cache(maxsize=16384)
-def _key_rule(name: str) -> tuple[str, bool]:
-    """A key with any secret inside it masked, and whether its value is a secret."""
-    return redact_secrets_in_text(name), is_secret_key(name)
-
-
-def _format_path(stack: list[str | int]) -> str:
-    pieces: list[str] = []
-    for part in stack:
-        if isinstance(part, int):
-            pieces.append(f"[{part}]")
-        else:
-            pieces.append(f".{part}" if pieces else part)
-    return "".join(pieces)
-
-
-class _Walker:
-    # The path is a stack of keys and indices, formatted only when something is
-    # hidden: most values are not secrets, so most paths are never needed.
-    __slots__ = ("depth", "paths", "stack")
-
-    def __init__(self, depth: int = 0) -> None:
-        self.paths: list[str] = []
-        self.stack: list[str | int] = []
-        # Nesting already walked by an enclosing walker (JSON inside strings).
-        self.depth = depth
-
-    def _hidden(self) -> None:
-        self.paths.append(_format_path(self.stack))
-
-    def walk(self, value: Any) -> Any:
-        kind = type(value)
-        if kind is str:
-            return self._string(value)
-        if kind is dict or isinstance(value, dict | list | tuple):
-            if len(self.stack) + self.depth >= _MAX_DEPTH:
-                # Deeper than any real payload; hidden whole rather than risk
-                # running out of stack half way through (and leaking nothing).
-                self._hidden()
-                return TOO_DEEP
-            if kind is dict or isinstance(value, dict):
-                return self._mapping(value)
-            return self._sequence(value)
-        if isinstance(value, str):
-            return self._string(str(value))
-        return value
-
-    def _mapping(self, value: dict[Any, Any]) -> dict[Any, Any]:
-        hidden_value_field = self._name_value_field(value)
-        out: dict[Any, Any] = {}
-        stack = self.stack
-        for key, item in value.items():
-            name = key if type(key) is str else str(key)
-            clean, secret = _key_rule(name)
-            if clean != name:
-                # A secret used as a key (a token-keyed cache, say): the key is
-                # masked and its value hidden, so neither value nor path leaks it.
-                key = name = clean
-                secret = True
-            stack.append(name)
-            if secret or key == hidden_value_field:
-                out[key] = REDACTED
-                self._hidden()
-            elif key in _PATH_LIST_KEYS and isinstance(item, list):
-                # A list of redacted paths ("password", "headers[0][1]") names
-                # fields; the name/value pair rule must not hide one of them.
-                out[key] = [self._at(index, entry) for index, entry in enumerate(item)]
-            elif type(item) is int or type(item) is bool or item is None:
-                out[key] = item
-            else:
-                out[key] = self.walk(item)
-            stack.pop()
-        return out
-
-    def _at(self, index: int, item: Any) -> Any:
-        self.stack.append(index)
-        result = self.walk(item)
-        self.stack.pop()
-        return result
-
-    @staticmethod
-    def _name_value_field(value: dict[Any, Any]) -> str | None:
-        # {"name": "OPENAI_API_KEY", "value": "..."}: env lists, header objects.
-        for value_field in _VALUE_FIELDS:
-            if value_field in value:
-                for name_field in _NAME_FIELDS:
-                    if _names_a_secret(value.get(name_field)):
-                        return value_field
-        return None
-
-    def _sequence(self, value: list[Any] | tuple[Any, ...]) -> list[Any]:
-        out: list[Any] = []
-        hide_next = False
-        pair = len(value) == 2
-        for index, item in enumerate(value):
-            # A secret name after a secret name is a list of names, not a value.
-            if hide_next and _is_scalar(item) and not _names_a_secret(item):
-                out.append(REDACTED)
-                self.stack.append(index)
-                self._hidden()
-                self.stack.pop()
-                hide_next = False
-                continue
-            out.append(self._at(index, item))
-            # ["--api-key", "sk-..."] and ["Authorization", "Bearer ..."]: the name
-            # hides the element after it (a flag anywhere, a name in a pair).
-            hide_next = _names_a_secret(item) and (pair or str(item).startswith("-"))
-        return out
-
-    def _string(self, value: str) -> str:
-        if value and (value[0] in "[{" or value[0].isspace()):
-            stripped = value.strip()
-            if len(stripped) >= 2 and stripped[0] in "[{" and stripped[-1] in "]}":
-                nested = self._json_string(stripped)
-                if nested is not None:
-                    return nested
-        result = redact_secrets_in_text(value)
-        if result != value:
-            self._hidden()
-        return result
-
-    def _json_string(self, text: str) -> str | None:
-        try:
-            decoded = _json_decoder.decode(text)
-        except (msgspec.DecodeError, RecursionError):
-            return None
-        redacted = _Walker(self.depth + len(self.stack) + 1).walk(decoded)
-        if redacted == decoded:
-            return text
-        self._hidden()
-        return _json_encoder.encode(redacted).decode("utf-8")
-
-
 _PLAIN: Final = frozenset({int, bool, float, type(None)})
-# Keys that make the walker look at a mapping's neighbours (name/value pairs,
-# lists of redacted paths): the plain walk below leaves those to it.
-_NEIGHBOUR_KEYS: Final = frozenset(_VALUE_FIELDS) | _PATH_LIST_KEYS
 
 
-def _plain_mapping(value: dict[Any, Any], depth: int, prefix: str, paths: list[str]) -> Any:
-    """The walker's result for dicts of str keys over strings, numbers and such dicts.
+def _walked(value: Any, stack: list[str], depth: int, paths: list[str]) -> Any:
+    # The full walk for one subtree, positioned where the fast loop stands so
+    # that its paths and its depth cut are the ones a walk from the root makes.
+    walker = Walker(depth - len(stack))
+    walker.stack = list(stack)
+    result = walker.walk(value)
+    paths.extend(walker.paths)
+    return result
 
-    Most payloads and envelope fields are exactly that; without lists, masked
-    keys or JSON-looking strings no rule needs a neighbour or a path stack, so
-    one loop per level does what :class:`_Walker` does.  Returns None where
-    that does not hold (the caller then walks the whole value).
+
+def _mapping(value: dict[Any, Any], stack: list[str], depth: int, paths: list[str]) -> Any:
+    """What the walk makes of a dict, one loop per level where the dict is plain.
+
+    Most payloads and envelope fields are dicts of str keys over strings,
+    numbers and such dicts: no rule there needs a neighbour or an index, so
+    each key is judged once (cached) and each string scanned once.  A dict
+    the loop cannot judge alone (name/value keys, masked or odd keys, the
+    depth cut) is walked whole; a list or JSON-looking string below a plain
+    dict is walked alone, in place.
     """
-    if depth >= _MAX_DEPTH or not _NEIGHBOUR_KEYS.isdisjoint(value):
-        return None
+    if depth >= MAX_DEPTH or not NEIGHBOUR_KEYS.isdisjoint(value):
+        return _walked(value, stack, depth, paths)
     out: dict[str, Any] = {}
+    found = len(paths)
     for key, item in value.items():
-        if type(key) is not str:
-            return None
-        clean, secret = _key_rule(key)
-        if clean != key:
-            return None
+        rule = key_rule(key) if type(key) is str else None
+        if rule is None or rule[0] != key:
+            del paths[found:]
+            return _walked(value, stack, depth, paths)
         kind = type(item)
-        if secret:
+        if rule[1]:
             out[key] = REDACTED
-            paths.append(f"{prefix}.{key}" if prefix else key)
+            paths.append(".".join((*stack, key)))
         elif kind is str:
             if item and (item[0] in "[{" or item[0].isspace()):
-                return None
+                out[key] = _walked(item, [*stack, key], depth + 1, paths)
+                continue
             result = redact_secrets_in_text(item)
             if result != item:
-                paths.append(f"{prefix}.{key}" if prefix else key)
+                paths.append(".".join((*stack, key)))
             out[key] = result
         elif kind in _PLAIN:
             out[key] = item
         elif kind is dict:
-            nested = _plain_mapping(item, depth + 1, f"{prefix}.{key}" if prefix else key, paths)
-            if nested is None:
-                return None
-            out[key] = nested
+            stack.append(key)
+            out[key] = _mapping(item, stack, depth + 1, paths)
+            stack.pop()
         else:
-            return None
+            out[key] = _walked(item, [*stack, key], depth + 1, paths)
     return out
 
 
@@ -273,20 +114,11 @@ def redact(value: Any, *, depth: int = 0) -> Redacted:
     >>> redact({"apiKey": "x", "tokens": 5}).value
     {'apiKey': '[redacted]', 'tokens': 5}
     """
-    if type(value) is dict:
-        paths: list[str] = []
-        plain = _plain_mapping(value, depth, "", paths)
-        if plain is not None:
-            return Redacted(plain, paths, "sensitive" if paths else "public")
-    return redact_reference(value, depth=depth)
-
-
-def redact_reference(value: Any, *, depth: int = 0) -> Redacted:
-    """:func:`redact` by the full walk only: the reference its fast paths are tested against."""
-    walker = _Walker(depth)
-    result = walker.walk(value)
-    classification: Classification = "sensitive" if walker.paths else "public"
-    return Redacted(result, walker.paths, classification)
+    if type(value) is not dict:
+        return redact_reference(value, depth=depth)
+    paths: list[str] = []
+    result = _mapping(value, [], depth, paths)
+    return Redacted(result, paths, "sensitive" if paths else "public")
 
 
 def redact_text(text: str) -> str:
