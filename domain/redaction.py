@@ -130,6 +130,40 @@ def redact_text(text: str) -> str:
     return redact_secrets_in_text(text)
 
 
+def _unchanged(value: dict[Any, Any], stack: list[str], depth: int) -> bool:
+    # ``_mapping`` without the copy: the first thing redaction would change
+    # answers, so a clean envelope (the ledger checks every one) costs one
+    # read-only pass.  Keys stay as they are in a plain dict, so the dict is
+    # unchanged exactly when every value is.
+    if depth >= MAX_DEPTH or not NEIGHBOUR_KEYS.isdisjoint(value):
+        return bool(_walked(value, stack, depth, []) == value)
+    for key, item in value.items():
+        rule = key_rule(key) if type(key) is str else None
+        if rule is None or rule[0] != key:
+            return bool(_walked(value, stack, depth, []) == value)
+        kind = type(item)
+        if rule[1]:
+            if item != REDACTED:
+                return False
+        elif kind is str:
+            if item and (item[0] in "[{" or item[0].isspace()):
+                if _walked(item, [*stack, key], depth + 1, []) != item:
+                    return False
+            elif redact_secrets_in_text(item) != item:
+                return False
+        elif kind is dict:
+            stack.append(key)
+            clean = _unchanged(item, stack, depth + 1)
+            stack.pop()
+            if not clean:
+                return False
+        elif kind not in _PLAIN and _walked(item, [*stack, key], depth + 1, []) != item:
+            return False
+    return True
+
+
 def is_redacted(value: Any) -> bool:
     """True when redacting ``value`` again would change nothing."""
-    return bool(redact(value).value == value)
+    if type(value) is dict:
+        return _unchanged(value, [], 0)
+    return bool(redact_reference(value).value == value)

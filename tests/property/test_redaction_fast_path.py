@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pentrace.domain import redaction
-from pentrace.domain.redaction import redact, redact_reference
+from pentrace.domain.redaction import is_redacted, redact, redact_reference
 
 CORPUS = json.loads(
     (Path(__file__).parent.parent / "fixtures" / "redaction_corpus.json").read_text("utf-8")
@@ -121,3 +121,13 @@ def test_corpus_secrets_nested_in_plain_mappings_are_hidden_the_same_way(
     value = {"outer": {**key_case, "note": text}, "cmd": text}
     _same(value, 1)
     assert redact(value).paths
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(keys, values, max_size=6), st.booleans())
+def test_is_redacted_answers_exactly_what_comparing_with_the_full_walk_answers(
+    value: dict[Any, Any], redact_first: bool
+) -> None:
+    # Redacted inputs make the True answer as common as the False one.
+    candidate = redact_reference(value).value if redact_first else value
+    assert is_redacted(candidate) == (redact_reference(candidate).value == candidate)
