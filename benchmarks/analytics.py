@@ -147,7 +147,10 @@ def run(sessions: int, events: int, lag_batches: int) -> dict[str, Any]:
         sqlite_env = {"PENTRACE_ANALYTICS_URL": f"sqlite:///{root / 'analytics.db'}"}
         for key in ("PENTRACE_LEDGER_URL", "PENGUIN_RUNTIME_EVENT_LEDGER_PATH"):
             os.environ.pop(key, None)
-        limits = {f"PENGUIN_RUNTIME_EVENT_LEDGER_{k}": "0" for k in ("MAX_EVENTS", "MAX_AGE_DAYS")}
+        limits = {
+            f"PENGUIN_RUNTIME_EVENT_LEDGER_{k}": "0"
+            for k in ("MAX_EVENTS", "MAX_AGE_DAYS", "MAX_BYTES")
+        }
         os.environ.update(limits)
         ledger = open_ledger(root, sqlite_env)
         start = time.perf_counter()
