@@ -26,6 +26,7 @@ from typing import Any, Final
 import msgspec
 
 from pentrace.domain.redaction import redact, redact_text
+from pentrace.domain.redaction_memo import redact_flat
 from pentrace.domain.runtime_scope import (
     derive_stream_id,
     derive_subject,
@@ -167,9 +168,9 @@ class _Hidden:
             clean = redact_text(value)
             self._fields[name] = [f"@{name}"] if clean != value else []
             return clean
-        result = redact(value, depth=1)
-        self._fields[name] = [f"@{name}.{path}" if path else f"@{name}" for path in result.paths]
-        return result.value
+        clean, paths = redact_flat(value, depth=1)
+        self._fields[name] = [f"@{name}.{path}" if path else f"@{name}" for path in paths]
+        return clean
 
     @property
     def paths(self) -> list[str]:
