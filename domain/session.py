@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Final
+from typing import Final, get_args
 
 import msgspec
 
@@ -33,11 +33,13 @@ from pentrace.errors import (
     CompactionStateError,
     PartialMessageError,
     RequestAlreadyOpenError,
+    UnknownStatusError,
 )
 
 __all__ = ["Fidelity", "Session", "ToolSpec", "project_session"]
 
 _COMPLETED: Final = "completed"
+_REQUEST_STATUSES: Final = get_args(om.StopReason)
 _encode: Final = msgspec.json.Encoder().encode
 
 
@@ -111,8 +113,17 @@ class Session(SessionState):
         attempt: int | None = None,
         retry_in_ms: int | None = None,
     ) -> None:
-        """``request_end(status, ...)``; ``completed`` commits the request."""
+        """``request_end(status, ...)``; ``completed`` commits the request.
+
+        ``status`` must be a StopReason value (readers treat any other as a failure).
+        """
         self._require_open_request("request_end")
+        if status not in _REQUEST_STATUSES:
+            raise UnknownStatusError(
+                self._where("request_end")
+                + f"expected a status in {'|'.join(_REQUEST_STATUSES)}, found {str(status)[:40]!r}",
+                hint="pass one of the StopReason values, e.g. 'completed' or 'failed'",
+            )
         payload = om.RequestEnd(
             status=status,
             error_message=optional(error_message),

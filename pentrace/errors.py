@@ -131,6 +131,10 @@ class CompactionStateError(IllegalCommandError):
     """compaction_begin while one is open, or compaction_end with none open."""
 
 
+class UnknownStatusError(IllegalCommandError):
+    """request_end with a status that is not one of the StopReason values."""
+
+
 class ResumeError(PentraceError):
     """A session cannot be resumed (no session_meta, no provider, workspace gone)."""
 

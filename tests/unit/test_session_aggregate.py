@@ -22,6 +22,7 @@ from pentrace.errors import (
     SessionDeletedError,
     SessionNotStartedError,
     TraceError,
+    UnknownStatusError,
     UnknownToolCallError,
     UsageError,
 )
@@ -264,6 +265,22 @@ def test_end_request_without_an_open_request_is_refused() -> None:
         session.end_request("completed", now=NOW)
     assert session.version == 2
     assert session.pending_events == []
+
+
+@pytest.mark.parametrize("status", ["complete", "Completed", "", "cancelled"])
+def test_end_request_with_a_status_outside_stop_reason_is_refused(status: str) -> None:
+    session = started()
+    session.begin_request(now=NOW)
+    session.collect_events()
+    with pytest.raises(
+        UnknownStatusError,
+        match=r"request_end at sequence 4: expected a status in completed\|failed\|",
+    ):
+        session.end_request(status, now=NOW)
+    assert (session.version, session.open_request) == (3, True)
+    assert session.pending_events == []
+    session.end_request("timeout", now=NOW)
+    assert not session.open_request
 
 
 def test_begin_request_while_one_is_open_is_refused() -> None:
