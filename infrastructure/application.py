@@ -24,6 +24,7 @@ from eventsourcing.utils import Environment, EnvType
 
 from pentrace.domain.session import Session, ToolSpec, project_session
 from pentrace.errors import NotFoundError
+from pentrace.infrastructure.checkpoints import load_checkpoint, restore_session, write_checkpoint
 from pentrace.infrastructure.durability import Durability
 from pentrace.infrastructure.layout import DataRoot, new_session_id
 from pentrace.infrastructure.session_handle import SaveMode, SessionHandle
@@ -66,7 +67,23 @@ class SessionRepository(Repository[str]):
         fastforward_skipping: bool = False,
         deepcopy_from_cache: bool = True,
     ) -> Any:
-        """Rebuild a session from its trace (see ``Repository.get``)."""
+        """Rebuild a session from its trace (see ``Repository.get``).
+
+        The plain whole-session read (no version, no cache, the default
+        projector) starts from the newest shard's checkpoint when it is valid
+        (:mod:`~pentrace.infrastructure.checkpoints`) and writes one after a
+        full read of a rotated session; the state is the same either way.
+        """
+        recorder = self.event_store.recorder
+        if (
+            version is None
+            and projector_func is project_session
+            and self.cache is None
+            and isinstance(recorder, TraceRecorder)
+        ):
+            session = self._get_by_shards(recorder, aggregate_id)
+            if session is not None:
+                return session
         return super().get(
             aggregate_id,
             version=version,
@@ -74,6 +91,26 @@ class SessionRepository(Repository[str]):
             fastforward_skipping=fastforward_skipping,
             deepcopy_from_cache=deepcopy_from_cache,
         )
+
+    def _get_by_shards(self, recorder: TraceRecorder, session_id: str) -> Session | None:
+        shards = recorder.root.find_shards(recorder.project, recorder.agent, session_id)
+        if len(shards) < 2:
+            return None
+        where = (recorder.root, recorder.project, recorder.agent)
+        to_domain = self.event_store.mapper.to_domain_event
+        checkpoint = load_checkpoint(*where, session_id, shards)
+        if checkpoint is None:
+            older = recorder.select_shard_events(session_id, shards[:-1], 0)
+            session = project_session(None, map(to_domain, older))
+            if not isinstance(session, Session):
+                return None
+            write_checkpoint(*where, session, shards)
+            before = len(older)
+        else:
+            session, before = restore_session(checkpoint), checkpoint.before
+        newest = recorder.select_shard_events(session_id, shards[-1:], before)
+        project_session(session, map(to_domain, newest))
+        return session
 
 
 class SessionApplication(Application[str]):

@@ -27,8 +27,9 @@ from eventsourcing.persistence import (
     StoredEvent,
 )
 
+from pentrace.infrastructure.checkpoints import load_checkpoint
 from pentrace.infrastructure.durability import Durability
-from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.layout import DataRoot, ShardRef
 from pentrace.infrastructure.trace_mapper import SHARD_OPENED_TOPIC, stored_event_for
 from pentrace.infrastructure.trace_reader import read_session
 from pentrace.infrastructure.trace_writer import ShardWriter, open_session_writer
@@ -151,15 +152,38 @@ class TraceRecorder(ApplicationRecorder):
             )
             try:
                 # Counted under the session lock, so no other writer can move it.
-                count = sum(1 for _ in read_session(self._shards(session_id)))
+                count = self._count(session_id)
             except BaseException:
                 writer.close()
                 raise
             cursor = self._cursors[session_id] = _Cursor(writer, count)
         return cursor
 
-    def _shards(self, session_id: str) -> list[Any]:
+    def _shards(self, session_id: str) -> list[ShardRef]:
         return self.root.find_shards(self.project, self.agent, session_id)
+
+    def _count(self, session_id: str) -> int:
+        shards = self._shards(session_id)
+        checkpoint = load_checkpoint(self.root, self.project, self.agent, session_id, shards)
+        if checkpoint is not None:
+            # A valid checkpoint counts the older shards: only the newest is read.
+            shards, start = shards[-1:], checkpoint.before
+        else:
+            start = 0
+        return start + sum(1 for _ in read_session(shards))
+
+    def select_shard_events(
+        self, session_id: str, shards: Sequence[ShardRef], before: int
+    ) -> list[StoredEvent]:
+        """The records of ``shards`` (a run of a session's shards) positioned after ``before``.
+
+        ``before`` must be the number of records in the session's earlier
+        shards (a checkpoint's ``before``); positions are ``before + 1`` on.
+        """
+        return [
+            stored_event_for(session_id, record, position)
+            for position, record in enumerate(read_session(list(shards)), before + 1)
+        ]
 
     def select_events(
         self,
