@@ -50,6 +50,25 @@ __all__ = [
 ]
 
 _PLAIN: Final = frozenset({int, bool, float, type(None)})
+# Strings known to be redaction's fixed points: its outputs (idempotence)
+# and the inputs it left alone.  Ids, names and paths repeat in every event,
+# and the ledger checks each envelope it is handed again, so a set lookup
+# (the string's hash is cached on it) replaces most scans.  Bounded by count
+# and by characters held; cleared whole when full (one rescan per live string).
+_FIXED_COUNT: Final = 65_536
+_FIXED_CHARS: Final = 4_000_000
+_fixed: set[str] = set()
+_fixed_chars = [0]
+
+
+def _keep(text: str) -> None:
+    # Without a lock: a racing add or clear can only skew the size count;
+    # the set never holds anything but fixed points.
+    if len(_fixed) >= _FIXED_COUNT or _fixed_chars[0] > _FIXED_CHARS:
+        _fixed.clear()
+        _fixed_chars[0] = 0
+    _fixed.add(text)
+    _fixed_chars[0] += len(text)
 
 
 def _walked(value: Any, stack: list[str], depth: int, paths: list[str]) -> Any:
@@ -89,9 +108,13 @@ def _mapping(value: dict[Any, Any], stack: list[str], depth: int, paths: list[st
             if item and (item[0] in "[{" or item[0].isspace()):
                 out[key] = _walked(item, [*stack, key], depth + 1, paths)
                 continue
+            if item in _fixed:
+                out[key] = item
+                continue
             result = redact_secrets_in_text(item)
             if result != item:
                 paths.append(".".join((*stack, key)))
+            _keep(result)
             out[key] = result
         elif kind in _PLAIN:
             out[key] = item
@@ -149,8 +172,10 @@ def _unchanged(value: dict[Any, Any], stack: list[str], depth: int) -> bool:
             if item and (item[0] in "[{" or item[0].isspace()):
                 if _walked(item, [*stack, key], depth + 1, []) != item:
                     return False
-            elif redact_secrets_in_text(item) != item:
-                return False
+            elif item not in _fixed:
+                if redact_secrets_in_text(item) != item:
+                    return False
+                _keep(item)
         elif kind is dict:
             stack.append(key)
             clean = _unchanged(item, stack, depth + 1)

@@ -1,4 +1,4 @@
-"""The envelope-field memo answers what redact() answers, call after call."""
+"""The redaction memos (envelope fields, known fixed-point strings) agree with the full walk."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pentrace.domain.redaction import redact_reference
+from pentrace.domain.redaction import is_redacted, redact, redact_reference
 from pentrace.domain.redaction_memo import redact_flat
 
 CORPUS = json.loads(
@@ -59,3 +59,15 @@ def test_a_caller_mutating_its_result_changes_no_later_result() -> None:
     again, paths = redact_flat({"session_id": "s1", "password": "hunter2-x"})
     assert again == {"session_id": "s1", "password": "[redacted]"}
     assert paths == ["password"]
+
+
+def test_a_string_redaction_has_seen_is_trusted_only_in_its_redacted_form() -> None:
+    secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    text = "log line " * 40 + f"GITHUB_TOKEN={secret} " + "more " * 40
+    first = redact({"output": text})
+    again = redact({"output": text})
+    assert secret not in first.value["output"]
+    assert again == first
+    assert is_redacted(first.value)
+    assert not is_redacted({"output": text})
+    assert not is_redacted({"other": text})
