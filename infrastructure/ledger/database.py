@@ -73,7 +73,8 @@ class LedgerDatabase:
         if self.path is None:
             engine = create_engine(self.url, pool_pre_ping=True)
         else:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with converted("create the ledger's folder", self.where):
+                self.path.parent.mkdir(parents=True, exist_ok=True)
             engine = create_engine(
                 self.url, connect_args={"timeout": self.busy_timeout_ms / 1000}, pool_size=8
             )

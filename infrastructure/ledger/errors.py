@@ -56,6 +56,12 @@ def converted(operation: str, where: str) -> Iterator[None]:
             f"{operation} on {where}: database error ({_reason(error)})",
             hint="check the ledger URL and that the server is running",
         ) from error
+    except OSError as error:
+        raise LedgerError(
+            f"{operation} on {where}: {error.strerror or type(error).__name__}",
+            hint="check that the ledger's folder exists, is a folder and is writable "
+            "(PENGUIN_RUNTIME_EVENT_LEDGER_PATH)",
+        ) from error
 
 
 def _reason(error: exc.DBAPIError) -> str:

@@ -1,0 +1,94 @@
+"""open_recording: saving a session indexes it into the ledger at once and publishes it live."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import re
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
+from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.recording import open_recording
+
+
+def _record_one_request(recording_root: Path, settings: LedgerSettings) -> tuple[str, list[str]]:
+    workspace = recording_root / "work"
+    workspace.mkdir(exist_ok=True)
+    with open_recording(recording_root / "data", "proj", "agent", ledger_settings=settings) as rec:
+        live = rec.subscribe_live()
+        handle = rec.application.start_session(
+            provider="deepseek",
+            model_id="deepseek-v4-pro",
+            model_context_window=1000,
+            system_prompt="be brief",
+            workspace=workspace,
+        )
+        handle.record_user_input("say hi; my key is sk-proj-Ab3dEfGh1jKlMn0pQrStUvWx9z")
+        handle.begin_request()
+        handle.record_text("hi")
+        handle.end_request("completed")
+        handle.close()
+        seen = []
+        while True:
+            try:
+                seen.append(live.get_nowait().event_id)
+            except queue.Empty:  # everything published has been read
+                break
+        return handle.session_id, seen
+
+
+def test_a_saved_request_is_in_the_ledger_and_published_live(tmp_path: Path) -> None:
+    settings = LedgerSettings(path=tmp_path / "ledger.db")
+    session_id, live_ids = _record_one_request(tmp_path, settings)
+
+    expected = [f"evt:session:{session_id}:{n:08d}" for n in range(1, 7)]
+    assert live_ids == expected
+    ledger = RuntimeEventLedger.open(tmp_path / "data", settings)
+    try:
+        assert [entry.event_id for entry in ledger.newest(10)] == expected
+        stored = b"".join(
+            entry.event_json.encode() if isinstance(entry.event_json, str) else entry.event_json
+            for entry in ledger.newest(10)
+        )
+        assert b"sk-proj-Ab3dEfGh1jKlMn0pQrStUvWx9z" not in stored
+    finally:
+        ledger.close()
+
+
+def test_recording_goes_on_when_the_ledger_cannot_be_opened(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the ledger's folder should be")
+    broken = LedgerSettings(path=blocker / "ledger.db")
+
+    with caplog.at_level(logging.WARNING):
+        session_id, live_ids = _record_one_request(tmp_path, broken)
+
+    assert len(live_ids) == 6  # live delivery does not depend on the ledger
+    assert "recording without the ledger" in caplog.text
+    # The trace is the source of truth: a sync indexes what the ledger missed.
+    settings = LedgerSettings(path=tmp_path / "ledger.db")
+    ledger = RuntimeEventLedger.open(tmp_path / "data", settings)
+    try:
+        sync(ledger, tmp_path / "data")
+        assert ledger.contains(f"evt:session:{session_id}:00000006")
+    finally:
+        ledger.close()
+
+
+def test_the_recording_example_in_docs_ledger_md_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    page = Path(__file__).resolve().parents[2] / "docs" / "ledger.md"
+    blocks = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL)
+    examples = [block for block in blocks if "open_recording" in block]
+    assert len(examples) == 1
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    for name in ("PENTRACE_LEDGER_URL", "PENGUIN_RUNTIME_EVENT_LEDGER_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    exec(compile(examples[0], f"{page}:open_recording", "exec"), {"__name__": "docs"})  # noqa: S102  # our own docs
