@@ -89,6 +89,10 @@ def test_the_recording_example_in_docs_ledger_md_runs(
     examples = [block for block in blocks if "open_recording" in block]
     assert len(examples) == 1
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    for name in ("PENTRACE_LEDGER_URL", "PENGUIN_RUNTIME_EVENT_LEDGER_PATH"):
+    for name in (
+        "PENTRACE_LEDGER_URL",
+        "PENGUIN_RUNTIME_EVENT_LEDGER_URL",
+        "PENGUIN_RUNTIME_EVENT_LEDGER_PATH",
+    ):
         monkeypatch.delenv(name, raising=False)
     exec(compile(examples[0], f"{page}:open_recording", "exec"), {"__name__": "docs"})  # noqa: S102  # our own docs
