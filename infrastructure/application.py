@@ -24,7 +24,12 @@ from eventsourcing.utils import Environment, EnvType
 
 from pentrace.domain.session import Session, ToolSpec, project_session
 from pentrace.errors import NotFoundError
-from pentrace.infrastructure.checkpoints import load_checkpoint, restore_session, write_checkpoint
+from pentrace.infrastructure.checkpoints import (
+    checkpoint_ahead,
+    load_checkpoint,
+    restore_session,
+    write_checkpoint,
+)
 from pentrace.infrastructure.durability import Durability
 from pentrace.infrastructure.layout import DataRoot, new_session_id
 from pentrace.infrastructure.session_handle import SaveMode, SessionHandle
@@ -104,7 +109,7 @@ class SessionRepository(Repository[str]):
             session = project_session(None, map(to_domain, older))
             if not isinstance(session, Session):
                 return None
-            write_checkpoint(*where, session, shards)
+            write_checkpoint(*where, session, shards[:-1], shards[-1].index)
             before = len(older)
         else:
             session, before = restore_session(checkpoint), checkpoint.before
@@ -181,6 +186,8 @@ class SessionApplication(Application[str]):
                 to_stored = self.mapper.to_stored_event
                 self.recorder.insert_events([to_stored(event) for event in events])
                 self._tell_hook(events)
+                if objs[0].rotation_pending:
+                    checkpoint_ahead(self.root, self.project, self.agent, objs[0])
             return []
         processing_event: ProcessingEvent[str] = ProcessingEvent()
         others = []
@@ -192,6 +199,9 @@ class SessionApplication(Application[str]):
                 others.append(obj)
         processing_event.collect_events(*others, **kwargs)
         recordings = self._record(processing_event)
+        for aggregate in processing_event.aggregates.values():
+            if type(aggregate) is Session and aggregate.rotation_pending:
+                checkpoint_ahead(self.root, self.project, self.agent, aggregate)
         self._take_snapshots(processing_event)
         self._notify(recordings)
         return recordings

@@ -140,16 +140,17 @@ def write_checkpoint(
     project: str,
     agent: str,
     session: Session,
-    shards: list[ShardRef],
+    older_shards: list[ShardRef],
+    index: int,
 ) -> bool:
-    """Record ``session`` (its state after the last record of ``shards[:-1]``) for the newest.
+    """Record ``session`` (its state after the last record of ``older_shards``) for shard ``index``.
 
     Best-effort, as derived data: a failed write is logged and the next full
     rebuild tries again.  Returns whether a checkpoint was written.
     """
     fields = vars(session)
-    older = _older(shards[:-1])
-    if len(shards) < 2 or older is None or set(fields) != _FIELDS or session._pending_events:
+    older = _older(older_shards)
+    if not older or set(fields) != _FIELDS or session._pending_events:
         return False
     state = _State(
         version=session.version,
@@ -169,9 +170,8 @@ def write_checkpoint(
         meta_payload=session.meta_payload,
         tools_payload=session.tools_payload,
     )
-    newest = shards[-1].index
-    checkpoint = Checkpoint(session.id, newest, session.version, older, state)
-    path = checkpoint_path(root, project, agent, session.id, newest)
+    checkpoint = Checkpoint(session.id, index, session.version, older, state)
+    path = checkpoint_path(root, project, agent, session.id, index)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         publish_file(path, [_encoder.encode(checkpoint)], overwrite=True)
@@ -183,6 +183,23 @@ def write_checkpoint(
         )
         return False
     return True
+
+
+def checkpoint_ahead(root: DataRoot, project: str, agent: str, session: Session) -> bool:
+    """After a save that leaves a rotation pending, checkpoint the shard about to open.
+
+    The saved state is exactly the state at the end of the current shard,
+    and that shard takes no more records, so the next shard's rebuild can
+    start here.  Best-effort like :func:`write_checkpoint`.
+    """
+    try:
+        shards = root.find_shards(project, agent, session.id)
+    except PentraceError as exc:
+        logger.warning("cannot list the shards of %s (%s)", session.id, type(exc).__name__)
+        return False
+    if not shards or shards[-1].index != session.shard_index:
+        return False
+    return write_checkpoint(root, project, agent, session, shards, session.shard_index + 1)
 
 
 def restore_session(checkpoint: Checkpoint) -> Session:

@@ -103,25 +103,28 @@ def cp_path(data: Path, session_id: str) -> Path:
     return checkpoint_path(new_app(data).root, "proj", "agent", session_id, 2)
 
 
-def test_a_full_read_writes_a_checkpoint_and_resume_gives_the_same_state_with_it(
+def test_completing_a_compaction_checkpoints_the_next_shard_and_resume_matches_a_full_rebuild(
     rotated: tuple[Path, str],
 ) -> None:
     data, session_id = rotated
-    expected = full_state(data, session_id)
-    assert not cp_path(data, session_id).exists()
-    first = resume(data, session_id)
     assert cp_path(data, session_id).exists()
-    second = resume(data, session_id)
-    assert first == second
-    assert first[0] == expected
+    expected = full_state(data, session_id)
+    with_checkpoint = resume(data, session_id)
+    assert with_checkpoint[0] == expected
     assert expected["unanswered"] == {"call_7": None}
+    cp_path(data, session_id).unlink()
+    without = resume(data, session_id)
+    assert without == with_checkpoint
+    # The full read put the checkpoint back, and it matches again.
+    assert cp_path(data, session_id).exists()
+    assert resume(data, session_id) == with_checkpoint
 
 
 def test_with_a_valid_checkpoint_only_the_newest_shard_is_read(
     rotated: tuple[Path, str], opened: list[str]
 ) -> None:
     data, session_id = rotated
-    baseline = resume(data, session_id)  # writes the checkpoint
+    baseline = resume(data, session_id)
     opened.clear()
     # Same size, different bytes: the size check passes, so a read of it would show.
     older = shard(data, session_id, 1)
@@ -134,7 +137,6 @@ def test_with_a_valid_checkpoint_only_the_newest_shard_is_read(
 
 def test_a_stale_checkpoint_falls_back_to_reading_every_shard(rotated: tuple[Path, str]) -> None:
     data, session_id = rotated
-    resume(data, session_id)
     older = shard(data, session_id, 1)
     # The older shard grew (a late line): its recorded size no longer matches.
     lines = older.read_bytes()
@@ -175,7 +177,6 @@ def test_writing_after_a_resume_from_a_checkpoint_continues_at_the_right_positio
     rotated: tuple[Path, str],
 ) -> None:
     data, session_id = rotated
-    resume(data, session_id)  # checkpoint written
     app = new_app(data)
     try:
         resumed = app.resume_session(session_id)
@@ -196,7 +197,6 @@ def test_the_first_save_after_a_resume_counts_from_the_checkpoint_not_the_older_
     rotated: tuple[Path, str], opened: list[str]
 ) -> None:
     data, session_id = rotated
-    resume(data, session_id)  # writes the checkpoint
     opened.clear()
     older = shard(data, session_id, 1)
     older.write_bytes(b"x" * (older.stat().st_size - 1) + b"\n")
