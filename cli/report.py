@@ -21,7 +21,7 @@ from pentrace.infrastructure.analytics.trace_events import session_events
 from pentrace.projections.analytics.events import iso_of
 from pentrace.projections.analytics.timeline import Span, Timeline, build_timeline
 
-__all__ = ["register", "render_report", "report"]
+__all__ = ["render_report", "report"]
 
 _TEMPLATE: Final = Path(__file__).with_name("report_template.html")
 _WIDTH: Final = 1000
@@ -127,7 +127,3 @@ def report(
     output.write_text(render_report(build_timeline(ref.session_id, events)), encoding="utf-8")
     typer.echo(f"wrote {output}")
 
-
-def register(app: typer.Typer) -> None:
-    """Add ``pentrace report`` to the app."""
-    app.command("report")(report)
