@@ -126,4 +126,3 @@ def report(
     events = session_events(ref)
     output.write_text(render_report(build_timeline(ref.session_id, events)), encoding="utf-8")
     typer.echo(f"wrote {output}")
-
