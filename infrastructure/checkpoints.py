@@ -62,6 +62,16 @@ _FIELDS: Final = frozenset(
 )
 
 
+def _session_fields() -> frozenset[str]:
+    blank = object.__new__(Session)
+    Session.__init__(blank)
+    return frozenset(vars(blank))
+
+
+# A Session that gained an attribute the checkpoint does not carry: never use one.
+_KNOWN: Final = _session_fields() <= _FIELDS
+
+
 class _State(msgspec.Struct, forbid_unknown_fields=True):
     version: int
     created_on: datetime
@@ -114,7 +124,7 @@ def load_checkpoint(
     root: DataRoot, project: str, agent: str, session_id: str, shards: list[ShardRef]
 ) -> Checkpoint | None:
     """The valid checkpoint for the newest of ``shards``, or ``None`` (read them all then)."""
-    if len(shards) < 2:
+    if len(shards) < 2 or not _KNOWN:
         return None
     newest = shards[-1]
     path = checkpoint_path(root, project, agent, session_id, newest.index)
