@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import Any, Final
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 
-from pentrace.errors import ConfigError
+from pentrace.errors import ConfigError, LedgerLockedError
 from pentrace.infrastructure.ledger.errors import converted
 from pentrace.infrastructure.ledger.schema import LedgerTables, ledger_tables
 from pentrace.infrastructure.ledger.settings import safe_url
@@ -80,11 +81,25 @@ class LedgerDatabase:
             )
             event.listen(engine, "connect", _configure_sqlite)
             event.listen(engine, "begin", _begin_sqlite)
-        with converted("create the ledger schema", self.where):
-            self.tables.metadata.create_all(engine)
+        self._create_schema(engine)
         if self.path is not None:
             self._inode = _inode(self.path)
         return engine
+
+    def _create_schema(self, engine: Engine) -> None:
+        # Two processes creating a new SQLite file at once (a first start, or W13's
+        # replaced file) can get SQLITE_BUSY at once, without the busy handler, when
+        # a schema read must upgrade to a write: try again until the busy timeout.
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        while True:
+            try:
+                with converted("create the ledger schema", self.where):
+                    self.tables.metadata.create_all(engine)
+                return
+            except LedgerLockedError:
+                if self.path is None or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.02)
 
     def check_file(self) -> bool:
         """Reopen when the SQLite file vanished or was replaced (W13); True when it did."""

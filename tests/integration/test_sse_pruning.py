@@ -129,4 +129,4 @@ def test_a_ledger_replaced_under_the_server_is_reported_and_streaming_restarts_o
             "sessionID": sid,
         },
     }
-    assert _ids(after) == event_ids(sid, 202, 205), _ids(after)
+    assert _ids(after) == event_ids(sid, 202, 205), after
