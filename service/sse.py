@@ -101,11 +101,18 @@ async def stream_events(
     reported_pruned = 0 if opening_gap is None else -1
     if opening_gap is not None:
         yield opening_gap
+    # True after this stream saw a replacement before the follower did: the follower's
+    # epoch bump for that same replacement is still to come and must not be reported twice.
+    bump_pending = False
     while True:
         page, chunk = await context.run(_next_page, context, position, scope)
-        if context.follower.epoch != epoch or page.head < position:
+        follower_epoch = context.follower.epoch
+        if follower_epoch != epoch and bump_pending and page.head >= position:
+            epoch, bump_pending = follower_epoch, False
+        if follower_epoch != epoch or page.head < position:
             # The database was replaced (W13): its ids restarted, our position means nothing.
-            epoch = context.follower.epoch
+            bump_pending = follower_epoch == epoch
+            epoch = follower_epoch
             oldest, newest = await context.run(
                 ledger.bounds, scope.session_id, scope.agent_id, scope.directory
             )
