@@ -29,10 +29,8 @@ Only the ratios matter.
 from __future__ import annotations
 
 import argparse
-import gc
 import shutil
 import tempfile
-import time
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
@@ -43,21 +41,13 @@ from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate, event
 
 from benchmarks._corpus import generate_records
+from benchmarks._floor import best_cpu, per_line, raw_decoder
 from pentrace.infrastructure.application import SessionApplication
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.resume_io import resume_trace_file
 
 NODE_SECONDS = {100_000: 2.6, 200_000: 8.8, 1_000_000: 329.0}
 PROJECT, AGENT = "bench", "agent"
-
-
-class _RawEnvelope(msgspec.Struct, gc=False):
-    """The floor: envelope header typed, payload left as raw JSON bytes."""
-
-    timestamp: str | None = None
-    type: str | None = None
-    payload: msgspec.Raw = msgspec.Raw(b"null")
-    origin: list[str] | None = None
 
 
 class StockSession(Aggregate):
@@ -70,20 +60,6 @@ class StockSession(Aggregate):
     def append(self, line: str) -> None:
         """Record one trace line."""
         self.records += 1
-
-
-def _raw_decode(path: Path) -> Callable[[], int]:
-    decode = msgspec.json.Decoder(_RawEnvelope).decode
-
-    def run() -> int:
-        count = 0
-        for line in path.read_bytes().split(b"\n"):
-            if line:
-                decode(line)
-                count += 1
-        return count
-
-    return run
 
 
 def _resume(path: Path) -> Callable[[], int]:
@@ -111,17 +87,6 @@ def _stock(lines: list[bytes], folder: Path) -> Callable[[], int]:
     return run
 
 
-def _best(contenders: dict[str, Callable[[], int]], repeat: int) -> dict[str, float]:
-    best = dict.fromkeys(contenders, float("inf"))
-    for _ in range(repeat):
-        for name, run in contenders.items():
-            gc.collect()
-            start = time.process_time()
-            run()
-            best[name] = min(best[name], time.process_time() - start)
-    return best
-
-
 def _write(path: Path, lines: list[bytes]) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     data = b"\n".join(lines) + b"\n"
@@ -141,10 +106,10 @@ def _growth(lines: list[bytes], sizes: list[int], args: argparse.Namespace, tmp:
     for size in sizes:
         path = tmp / f"size-{size}.jsonl"
         megabytes = _write(path, lines[:size]) / 1e6
-        contenders = {"raw": _raw_decode(path), "resume": _resume(path)}
+        contenders = {"raw": per_line(path, raw_decoder.decode), "resume": _resume(path)}
         if size <= args.stock_cap:
             contenders["stock"] = _stock(lines[:size], _fresh(tmp / f"stock-{size}"))
-        best = _best(contenders, args.repeat)
+        best = best_cpu(contenders, args.repeat)
         raw, ours = best["raw"], best["resume"]
         if "stock" in best:
             stock_rate = best["stock"] / size
@@ -226,14 +191,14 @@ def _compaction(lines: list[bytes], args: argparse.Namespace, tmp: Path) -> None
         return run
 
     # The cheap rows get more runs: at tens of milliseconds the machine's noise shows.
-    best = _best({"two": _resume(newest["two"]), "one": _resume(newest["one"])}, 3 * args.repeat)
+    best = best_cpu({"two": _resume(newest["two"]), "one": _resume(newest["one"])}, 3 * args.repeat)
     app_resume("two", checkpoint=False)()  # the shards were written by hand: checkpoint them
     cheap = {"app two": app_resume("two", checkpoint=True)}
     cheap["app one"] = app_resume("one", checkpoint=True)
-    best.update(_best(cheap, 3 * args.repeat))
+    best.update(best_cpu(cheap, 3 * args.repeat))
     full = {"full two": app_resume("two", checkpoint=False)}
     full["full one"] = app_resume("one", checkpoint=False)
-    best.update(_best(full, args.repeat))
+    best.update(best_cpu(full, args.repeat))
     print(
         f"\n## Resume after a completed compaction: older shard {args.old_records:,} records "
         f"({old_mb:.0f} MB), newest shard {args.new_records:,} records\n"

@@ -16,29 +16,19 @@ Only the ratios matter: absolute figures move with the machine's load.
 from __future__ import annotations
 
 import argparse
-import gc
-import time
 from collections.abc import Callable
 
 import msgspec
 
 from benchmarks._corpus import generate_records
+from benchmarks._floor import RawEnvelope, best_cpu
 from pentrace.domain.records import TraceRecord
 from pentrace.infrastructure.trace_reader import read_records_from_bytes
 from pentrace.projections.resume import resume_trace
 
 
-class _RawEnvelope(msgspec.Struct, gc=False):
-    """The floor: envelope header typed, payload left as raw JSON bytes."""
-
-    timestamp: str | None = None
-    type: str | None = None
-    payload: msgspec.Raw = msgspec.Raw(b"null")
-    origin: list[str] | None = None
-
-
 def _raw_decode(lines: list[bytes]) -> Callable[[], int]:
-    decode = msgspec.json.Decoder(_RawEnvelope).decode
+    decode = msgspec.json.Decoder(RawEnvelope).decode
 
     def run() -> int:
         count = 0
@@ -71,17 +61,6 @@ def _parse_only(data: bytes) -> Callable[[], int]:
     return run
 
 
-def _best(contenders: dict[str, Callable[[], int]], repeat: int) -> dict[str, float]:
-    best = dict.fromkeys(contenders, float("inf"))
-    for _ in range(repeat):
-        for name, run in contenders.items():
-            gc.collect()
-            start = time.process_time()
-            run()
-            best[name] = min(best[name], time.process_time() - start)
-    return best
-
-
 def main() -> None:
     """Generate the corpus, time every contender, print a table of ratios."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -103,7 +82,7 @@ def main() -> None:
         "parse + fold": _parse_and_fold(data),
         "parse only": _parse_only(data),
     }
-    best = _best(contenders, args.repeat)
+    best = best_cpu(contenders, args.repeat)
     floor = best["raw msgspec decode"]
     print("| contender | best CPU s | records/s | time vs raw decode |")
     print("| --- | --- | --- | --- |")

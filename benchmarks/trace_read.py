@@ -20,16 +20,8 @@ from pathlib import Path
 import msgspec
 
 from benchmarks._corpus import write_trace
+from benchmarks._floor import RawEnvelope, per_line
 from pentrace.infrastructure.trace_reader import DEFAULT_CHUNK_SIZE, read_shard
-
-
-class _RawEnvelope(msgspec.Struct, gc=False):
-    """The floor: envelope header typed, payload left as raw JSON bytes."""
-
-    timestamp: str | None = None
-    type: str | None = None
-    payload: msgspec.Raw = msgspec.Raw(b"null")
-    origin: list[str] | None = None
 
 
 def _pentrace(path: Path, chunk_size: int, strict: bool) -> Callable[[], int]:
@@ -37,18 +29,6 @@ def _pentrace(path: Path, chunk_size: int, strict: bool) -> Callable[[], int]:
         count = 0
         for _ in read_shard(path, strict=strict, chunk_size=chunk_size):
             count += 1
-        return count
-
-    return run
-
-
-def _per_line(path: Path, decode: Callable[[bytes], object]) -> Callable[[], int]:
-    def run() -> int:
-        count = 0
-        for line in path.read_bytes().split(b"\n"):
-            if line:
-                decode(line)
-                count += 1
         return count
 
     return run
@@ -80,14 +60,14 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="pentrace-bench-") as tmp:
         path = Path(tmp) / "session-2026-07-18-11-10-22-00000000_001.jsonl"
         size = write_trace(path, args.records, args.seed)
-        raw_decoder = msgspec.json.Decoder(_RawEnvelope)
+        raw_decoder = msgspec.json.Decoder(RawEnvelope)
         dict_decoder = msgspec.json.Decoder()
         contenders = {
             "pentrace read_shard (tolerant)": _pentrace(path, args.chunk_size, strict=False),
             "pentrace read_shard (strict)": _pentrace(path, args.chunk_size, strict=True),
-            "msgspec Struct, payload Raw (floor)": _per_line(path, raw_decoder.decode),
-            "msgspec decode to dict": _per_line(path, dict_decoder.decode),
-            "stdlib json.loads": _per_line(path, json.loads),
+            "msgspec Struct, payload Raw (floor)": per_line(path, raw_decoder.decode),
+            "msgspec decode to dict": per_line(path, dict_decoder.decode),
+            "stdlib json.loads": per_line(path, json.loads),
         }
         results = _best_of(contenders, args.repeat)
 
