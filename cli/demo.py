@@ -177,13 +177,22 @@ def _run(root: DataRoot, *args: str) -> bool:
 def demo(ctx: typer.Context) -> None:
     """Record a realistic sample session, then list, replay, audit and summarise it.
 
-    Writes into --data-root when given, else into a new temporary folder (kept,
-    so you can explore it with the commands the demo prints).
+    Writes into --data-root when given on the command line, else into a new
+    temporary folder (kept, so you can explore it with the commands the demo
+    prints); PENGUIN_HOME is never used, so real sessions stay untouched.
 
     Example: pentrace demo
     """
-    settings: Any = ctx.find_root().obj
-    if getattr(settings, "data_root", None) is not None:
+    root_ctx = ctx.find_root()
+    settings: Any = root_ctx.obj
+    # Only an explicit --data-root: a PENGUIN_HOME in the environment is the user's
+    # real data, and the demo must not mix sample sessions into it.
+    given = root_ctx.get_parameter_source("data_root")
+    if (
+        getattr(settings, "data_root", None) is not None
+        and given is not None
+        and given.name == "COMMANDLINE"
+    ):
         root = data_root(ctx)
     else:
         root = DataRoot(Path(tempfile.mkdtemp(prefix="pentrace-demo-")) / "data")

@@ -6,8 +6,10 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from pentrace.cli.app import app
@@ -70,3 +72,20 @@ def test_the_demo_writes_into_a_given_data_root(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert f"data root: {tmp_path / 'root'}" in result.stdout
     assert len(list_sessions(DataRoot(tmp_path / "root"))) == 2
+
+
+def test_the_demo_never_writes_into_the_penguin_home_of_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = tmp_path / "real-data"
+    monkeypatch.setenv("PENGUIN_HOME", str(real))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+
+    result = CliRunner().invoke(app, ["demo"])
+
+    assert result.exit_code == 0, result.output
+    assert not real.exists()
+    found = re.search(r"^data root: (.+)$", result.stdout, re.MULTILINE)
+    assert found is not None
+    assert Path(found.group(1)).is_relative_to(tmp_path / "tmp")
