@@ -12,18 +12,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any, Final
 
 import msgspec
 
 from pentrace.domain import omnimessage as om
 from pentrace.domain.omnimessage import format_timestamp
+from pentrace.domain.records import PayloadHead, TraceRecord
 
 __all__ = [
     "EPOCH",
     "Fidelity",
     "ToolSpec",
     "fidelity_raw",
+    "known_record",
     "meta_copy_line",
     "optional",
     "raw_payload",
@@ -54,6 +57,8 @@ _STAMP_END: Final = len(_STAMP_PREFIX) + len("2026-07-18T03:10:22.531Z")
 _last_read: tuple[bytes, datetime] = (b"", EPOCH)
 _stamp_decoder: Final = msgspec.json.Decoder(_Stamp)
 _payload_decoder: Final = msgspec.json.Decoder(_RawPayload)
+# TraceRecord's metaclass parses its argument; the plain Struct constructor takes fields.
+_record_fields: Final = partial(msgspec.StructMeta.__call__, TraceRecord)
 
 
 def stamp(now: datetime) -> tuple[str, datetime]:
@@ -87,6 +92,18 @@ def raw_payload(line: bytes) -> bytes:
         return bytes(_payload_decoder.decode(line).payload)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return b"null"
+
+
+def known_record(line: bytes, kind: str, head: PayloadHead) -> TraceRecord:
+    """The record reading ``line`` back would give, from what its writer knows.
+
+    ``kind`` is the envelope type and ``head`` the payload's header fields as
+    decoding would find them (``None`` for absent ones).  Used for the lines
+    whose ``apply`` reads the header, so recording does not decode what it
+    has just encoded; :meth:`TraceRecord.value` still decodes ``line`` lazily.
+    """
+    record: TraceRecord = _record_fields(line, 0, kind, head)
+    return record
 
 
 def meta_copy_line(kind: str, payload: bytes, timestamp: str) -> bytes:

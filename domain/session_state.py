@@ -18,7 +18,8 @@ from eventsourcing.domain import BaseAggregate, OriginatorIDError, OriginatorVer
 
 from pentrace.domain import omnimessage as om
 from pentrace.domain import session_events as ev
-from pentrace.domain.session_lines import meta_copy_line, stamp
+from pentrace.domain.records import PayloadHead, TraceRecord
+from pentrace.domain.session_lines import known_record, meta_copy_line, stamp
 from pentrace.errors import (
     DuplicateToolOutputError,
     RequestNotOpenError,
@@ -31,6 +32,8 @@ from pentrace.errors import (
 __all__ = ["SessionState", "project_session"]
 
 _encode: Final = msgspec.json.Encoder().encode
+_new_event: Final = object.__new__
+_APPLYING: Final = ev.APPLYING
 
 
 class SessionState(BaseAggregate[str]):
@@ -129,45 +132,67 @@ class SessionState(BaseAggregate[str]):
             hint="record the tool_call first; calls of failed requests get no output",
         )
 
-    def _write(self, cls: type[ev.SessionEvent], payload: om.Payload, now: datetime) -> None:
-        """Encode ``payload`` as the next line and trigger ``cls`` with it (the hot path).
+    def _write(
+        self,
+        cls: type[ev.SessionEvent],
+        kind: str,
+        payload: om.Payload,
+        now: datetime,
+        head: PayloadHead | None = None,
+    ) -> None:
+        """Encode ``payload`` in a ``kind`` envelope as the next line; trigger ``cls`` (hot path).
 
         A fresh envelope has no remembered bytes, so ``encode_envelope()``
-        would come down to the same msgspec encode.
+        would come down to the same msgspec encode.  ``head`` (the payload's
+        header fields) is given for the classes whose ``apply`` reads the
+        header: the event then carries the record reading the line would give.
         """
         if self.deleted or not self.started:
             self._check_writable(str(om.payload_type(payload)))
         if self.rotation_pending:
             self._rotate(now)
         text, exact = stamp(now)
-        kind = om.envelope_type_for(payload)
-        assert kind is not None, "commands only build known payloads"
-        self._trigger(cls, exact, _encode(om.Envelope(timestamp=text, type=kind, payload=payload)))
+        line = _encode(om.Envelope(timestamp=text, type=kind, payload=payload))
+        self._trigger(cls, exact, line, None if head is None else known_record(line, kind, head))
 
-    def _trigger(self, cls: type[ev.SessionEvent], timestamp: datetime, line: bytes) -> None:
+    def _trigger(
+        self,
+        cls: type[ev.SessionEvent],
+        timestamp: datetime,
+        line: bytes,
+        header: TraceRecord | None = None,
+    ) -> None:
         """``trigger_event`` without its generic keyword handling (the hot path).
 
         The event is built the way eventsourcing's Mapper rebuilds events
-        (``__dict__`` set directly) and applied as ``mutate`` would, minus its
-        id and version checks, which hold by construction here (rebuilds from
-        the trace check both, in :func:`project_session`).
+        (its ``__dict__`` filled directly) and applied as ``mutate`` would,
+        minus its id and version checks, which hold by construction here
+        (rebuilds from the trace check both, in :func:`project_session`).
+        ``header``, when given, rides along outside the dataclass fields, as
+        the mapper's does (see ``SessionEvent.header``).
         """
-        event = object.__new__(cls)
+        event = _new_event(cls)
         # BaseAggregate's own attributes (eventsourcing 9.5.6, pinned): the
         # properties in front of them cost more than the rest of this method.
         version = self._version + 1
-        state = {
-            "originator_id": self._id,
-            "originator_version": version,
-            "timestamp": timestamp,
-            "line": line,
-        }
-        object.__setattr__(event, "__dict__", state)
-        if cls in ev.APPLYING:
+        state = event.__dict__
+        state["originator_id"] = self._id
+        state["originator_version"] = version
+        state["timestamp"] = timestamp
+        state["line"] = line
+        if header is not None:
+            state[ev.HEADER] = header
+        if cls in _APPLYING:
             event.apply(self)
         self._version = version
         self._modified_on = timestamp
         self._pending_events.append(event)
+
+    def collect_events(self) -> list[ev.SessionEvent]:
+        """Take the pending events, oldest first (the library pops them one by one)."""
+        collected: list[Any] = self._pending_events[:]
+        self._pending_events.clear()
+        return collected
 
     def _rotate(self, now: datetime) -> None:
         """Open the next shard with copies of session_meta and tool_list_ready."""

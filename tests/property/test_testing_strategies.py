@@ -30,7 +30,7 @@ from pentrace.testing import (
 @given(session_commands())
 def test_the_aggregate_writes_exactly_the_rendered_lines(commands: list[Command]) -> None:
     session = drive_session(commands)
-    written = [event.line for event in session.collect_events()]  # type: ignore[attr-defined]
+    written = [event.line for event in session.collect_events()]
     assert written == list(itertools.chain.from_iterable(render_shards(commands)))
 
 

@@ -57,7 +57,7 @@ def started(**overrides: Any) -> Session:
 
 
 def lines(session: Session) -> list[str]:
-    return [e.line.decode() for e in session.collect_events()]  # type: ignore[attr-defined]
+    return [e.line.decode() for e in session.collect_events()]
 
 
 def line(kind: str, payload: str, ts: str = TS) -> str:
@@ -399,7 +399,7 @@ def test_events_round_trip_through_the_line_mapper_and_rebuild_the_same_state() 
     events = session.collect_events()
     mapper = TraceMapper()
     stored = [mapper.to_stored_event(e) for e in events]
-    assert [s.state for s in stored] == [e.line for e in events]  # type: ignore[attr-defined]
+    assert [s.state for s in stored] == [e.line for e in events]
     loaded = [mapper.to_domain_event(s) for s in stored]
     assert loaded == list(events)
     rebuilt = project_session(None, loaded)
@@ -429,3 +429,31 @@ def test_a_foreign_meta_without_required_fields_is_reported_by_field() -> None:
     session = Session._create(ev.SessionStarted, id="imported", timestamp=NOW, line=meta)
     with pytest.raises(TraceError, match=r"session imported: expected a complete session_meta"):
         session.meta()
+
+
+def test_headers_built_while_recording_equal_the_headers_read_back_from_the_lines() -> None:
+    session = started()
+    session.begin_request(now=NOW)
+    session.record_tool_call("exec", "{}", "c1", now=NOW)
+    session.record_tool_call("exec", "{}", "c2", now=NOW, stop_reason=None)
+    session.record_tool_call("exec", "{}", "c3", now=NOW, stop_reason="max_tokens")
+    session.record_tool_output("c1", "ok", now=NOW)
+    session.record_tool_output("c2", "ok", now=NOW, stop_reason="completed", images=["u"])
+    session.end_request("completed", now=NOW)
+    session.begin_request(now=NOW)
+    session.end_request("failed", now=NOW, error_message="boom", attempt=2, retry_in_ms=5)
+    events = session.collect_events()
+    carried = [e for e in events if ev.HEADER in e.__dict__]
+    with_apply = (ev.ToolCallRecorded, ev.ToolCallOutputRecorded, ev.RequestEnded)
+    assert [type(e) for e in carried] == [type(e) for e in events if type(e) in with_apply]
+    assert len(carried) == 7
+    for event in carried:
+        built, read = event.header(), TraceRecord(event.line)
+        assert (built.raw, built.line, built.kind, built.head, built.origin) == (
+            read.raw,
+            read.line,
+            read.kind,
+            read.head,
+            read.origin,
+        )
+        assert built.value() == read.value()
