@@ -203,15 +203,21 @@ class OriginalLedger:
         self.conn.commit()
         return cursor.rowcount == 1
 
-    def replay_after(self, cursor_id: str, limit: int) -> list[dict[str, Any]]:
+    def replay_after(
+        self, cursor_id: str, limit: int, session_id: str | None = None
+    ) -> list[dict[str, Any]]:
         conn = sqlite3.connect(self.path)  # Penguin opens a connection per replay
         try:
             row = conn.execute(
                 "SELECT rowid FROM runtime_events WHERE event_id = ?", (cursor_id,)
             ).fetchone()
+            scope, values = "", ()
+            if session_id is not None:
+                scope, values = " AND (session_id = ? OR session_id IS NULL)", (session_id,)
             rows = conn.execute(
-                "SELECT event_json FROM runtime_events WHERE rowid > ? ORDER BY rowid LIMIT ?",
-                (row[0], limit),
+                f"SELECT event_json FROM runtime_events WHERE rowid > ?{scope} "
+                "ORDER BY rowid LIMIT ?",
+                (row[0], *values, limit),
             ).fetchall()
             return [json.loads(r[0]) for r in rows]
         finally:
@@ -244,15 +250,18 @@ def replay_pages(folder: Path, rows: int) -> dict[str, float]:
     for start in range(0, rows, 10_000):
         batch, ours_rows = [], []
         for number in range(start, min(rows, start + 10_000)):
-            stream = f"session:s{number % 500:04d}"
+            session = f"s{number % 500:04d}"
+            stream = f"session:{session}"
+            template = templates[number % 1000]
             renumbered = {
                 "id": f"evt:{stream}:{number // 500 + 1:08d}",
                 "stream_id": stream,
                 "sequence": number // 500 + 1,
+                "scope": {**template["scope"], "session_id": session},
             }
-            batch.append({**templates[number % 1000], **renumbered})
+            batch.append({**template, **renumbered})
             row = {**template_rows[number % 1000], "event_id": renumbered["id"]}
-            row.update(stream_id=stream, sequence=renumbered["sequence"])
+            row.update(stream_id=stream, sequence=renumbered["sequence"], session_id=session)
             ours_rows.append(tuple(row[c] for c in columns))
         ours_conn.executemany(insert, ours_rows)
         ours_conn.commit()
@@ -271,10 +280,20 @@ def replay_pages(folder: Path, rows: int) -> dict[str, float]:
             lambda c: [e.envelope() for e in ledger.replay_after(c, 1000).events], cursors
         ),
         "original page, decoded": _median_ms(lambda c: original.replay_after(c, 1000), cursors),
+        "ours page of one session (1 row in 500), raw": _median_ms(
+            lambda c: ledger.replay_after(c, 1000, session_id=_session_of(c)), cursors[:10]
+        ),
+        "original page of one session, decoded": _median_ms(
+            lambda c: original.replay_after(c, 1000, session_id=_session_of(c)), cursors[:10]
+        ),
     }
     ledger.close()
     original.conn.close()
     return figures
+
+
+def _session_of(event_id: str) -> str:
+    return event_id.split(":")[2]
 
 
 def _original_row(event: dict[str, Any]) -> tuple[Any, ...]:

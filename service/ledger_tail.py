@@ -18,20 +18,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, and_, func, not_, or_, select, true
+from sqlalchemy import ColumnElement, func, not_, or_, select, true
 
 from pentrace.infrastructure.ledger import LedgerEntry, RuntimeEventLedger
+from pentrace.infrastructure.ledger.replay import Scope, scoped_page
 
 __all__ = ["Page", "Scope", "ledger_head", "locate", "read_page"]
-
-
-@dataclass(frozen=True, slots=True)
-class Scope:
-    """The SSE filters (already normalised); None means "any"."""
-
-    session_id: str | None = None
-    agent_id: str | None = None
-    directory: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +62,6 @@ def read_page(ledger: RuntimeEventLedger, after: int, scope: Scope, limit: int) 
     """Up to ``limit`` rows in scope with ``after < notification_id <= head``, in order."""
     db = ledger.db
     events, marks = db.tables.events, db.tables.watermarks
-    condition = _scope_condition(ledger, scope)
     with db.reading("read an SSE page from the ledger") as conn:
         head = int(conn.execute(select(func.max(events.c.notification_id))).scalar() or 0)
         pruned = int(
@@ -81,38 +72,10 @@ def read_page(ledger: RuntimeEventLedger, after: int, scope: Scope, limit: int) 
         )
         if head <= after:
             return Page([], after, False, pruned, head)
-        rows = conn.execute(
-            select(events.c.event_id, events.c.event_json, events.c.notification_id)
-            .where(events.c.notification_id > after, events.c.notification_id <= head, condition)
-            .order_by(events.c.notification_id)
-            .limit(limit)
-        ).all()
-    entries = [LedgerEntry(row[0], bytes(row[1]), int(row[2])) for row in rows]
+        entries = scoped_page(db, conn, scope, after=after, through=head, limit=limit)
     full = len(entries) >= limit
     through = entries[-1].notification_id if full and entries[-1].notification_id else head
     return Page(entries, through, full, pruned, head)
-
-
-def _scope_condition(ledger: RuntimeEventLedger, scope: Scope) -> ColumnElement[bool]:
-    """Penguin's filter (the value, or no value) written as ``coalesce(col, v) = v``.
-
-    Same rows as the ledger's ``col = v OR col IS NULL``, but no index on the
-    scope columns can serve it, so both databases walk the notification-id
-    primary key from the position and stop at the page limit.  With the OR
-    form SQLite picked the scope index and sorted every row of the session
-    for each page: a 100k-event replay went quadratic.
-    """
-    events = ledger.db.tables.events
-    parts = [
-        func.coalesce(column, value) == value
-        for column, value in (
-            (events.c.session_id, scope.session_id),
-            (events.c.agent_id, scope.agent_id),
-            (events.c.directory, scope.directory),
-        )
-        if value is not None
-    ]
-    return and_(true(), *parts)
 
 
 def _visible_streams(ledger: RuntimeEventLedger, scope: Scope) -> ColumnElement[bool]:

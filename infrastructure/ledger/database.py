@@ -18,13 +18,14 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
-from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, Select, create_engine, event, exc, inspect, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.sql.compiler import Compiled
 
 from pentrace.errors import ConfigError, LedgerLockedError
 from pentrace.infrastructure.ledger.errors import converted
@@ -61,6 +62,7 @@ class LedgerDatabase:
         self._write_lock = threading.Lock()
         self._inode: tuple[int, int] | None = None
         self._reopen_lock = threading.Lock()
+        self._compiled: dict[Hashable, Compiled] = {}
         self.engine: Engine = self._open()
 
     @classmethod
@@ -95,11 +97,32 @@ class LedgerDatabase:
             try:
                 with converted("create the ledger schema", self.where):
                     self.tables.metadata.create_all(engine)
+                    self._upgrade_indexes(engine)
                 return
             except LedgerLockedError:
                 if self.path is None or time.monotonic() >= deadline:
                     raise
                 time.sleep(0.02)
+
+    def _upgrade_indexes(self, engine: Engine) -> None:
+        """Bring a ledger made by an earlier version to today's indexes.
+
+        ``create_all`` adds indexes only together with a new table.  The old
+        ``scope_idx`` (session, agent, directory) goes: the planner preferred
+        it and then sorted a whole session for every replay page.
+        """
+        events = self.tables.events
+        with engine.connect() as conn:
+            present = {index["name"] for index in inspect(conn).get_indexes(events.name)}
+        missing = [index for index in events.indexes if index.name not in present]
+        obsolete = f"{events.name}_scope_idx"
+        if not missing and obsolete not in present:
+            return
+        with engine.begin() as conn:
+            for index in missing:
+                index.create(conn, checkfirst=True)
+            if obsolete in present:
+                conn.execute(text(f"DROP INDEX IF EXISTS {obsolete}"))
 
     def check_file(self) -> bool:
         """Reopen when the SQLite file vanished or was replaced (W13); True when it did."""
@@ -132,6 +155,39 @@ class LedgerDatabase:
                 if not self.is_sqlite:
                     conn.execute(text(f"LOCK TABLE {self.tables.events.name} IN EXCLUSIVE MODE"))
                 yield conn
+
+    def fetch(
+        self,
+        conn: Connection,
+        shape: Hashable,
+        build: Callable[[], Select[Any]],
+        values: Mapping[str, Any],
+    ) -> list[Any]:
+        """Rows of a hot read as plain driver tuples, skipping SQLAlchemy's row objects.
+
+        ``build`` makes the statement (with named ``bindparam`` for every
+        value) the first time ``shape`` is seen; it is compiled once per
+        database and run on the driver cursor of ``conn``'s transaction.  A
+        replay page of a thousand events spends a third of its time building
+        result rows otherwise.  Driver errors are wrapped as SQLAlchemy would,
+        so :func:`converted` still turns them into ledger errors.
+        """
+        compiled = self._compiled.get(shape)
+        if compiled is None:
+            compiled = self._compiled[shape] = build().compile(dialect=self.engine.dialect)
+        params = compiled.construct_params(dict(values)) or {}
+        positions = getattr(compiled, "positiontup", None)
+        args: Any = tuple(params[name] for name in positions) if positions else params
+        cursor = conn.connection.cursor()
+        try:
+            cursor.execute(compiled.string, args)
+            return list(cursor.fetchall())
+        except conn.dialect.loaded_dbapi.Error as error:
+            raise exc.DBAPIError.instance(
+                compiled.string, None, error, conn.dialect.loaded_dbapi.Error
+            ) from error
+        finally:
+            cursor.close()
 
     @contextmanager
     def raw_sqlite(self, operation: str) -> Iterator[sqlite3.Connection]:

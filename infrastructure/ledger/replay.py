@@ -14,15 +14,35 @@ of retained events in scope, so the caller can send a gap notice and carry on.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 import msgspec
-from sqlalchemy import ColumnElement, Connection, Select, and_, or_, select, true
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Select,
+    and_,
+    bindparam,
+    func,
+    or_,
+    select,
+    true,
+)
 
 from pentrace.infrastructure.ledger.database import LedgerDatabase
 
-__all__ = ["GapReason", "LedgerEntry", "ReplayGap", "ReplayResult", "replay_after", "scope_bounds"]
+__all__ = [
+    "GapReason",
+    "LedgerEntry",
+    "ReplayGap",
+    "ReplayResult",
+    "Scope",
+    "replay_after",
+    "scope_bounds",
+    "scoped_page",
+]
 
 GapReason = Literal["evicted", "unknown_event_id"]
 _decode: Final = msgspec.json.Decoder().decode
@@ -43,6 +63,14 @@ class LedgerEntry(msgspec.Struct, frozen=True):
         """The redacted envelope, decoded."""
         value = _decode(self.event_json)
         return value if isinstance(value, dict) else {"value": value}
+
+
+class Scope(NamedTuple):
+    """Penguin's replay filters; each given value matches itself or an unscoped row."""
+
+    session_id: str | None = None
+    agent_id: str | None = None
+    directory: str | None = None
 
 
 @dataclass(frozen=True)
@@ -75,7 +103,11 @@ def scope_condition(
     agent_id: str | None = None,
     directory: str | None = None,
 ) -> ColumnElement[bool]:
-    """Penguin's filter: each given value matches itself or an unscoped row."""
+    """Penguin's filter as one condition: each given value matches itself or an unscoped row.
+
+    For counting and ad hoc queries; pages are read by :func:`scoped_page`,
+    which returns the same rows without making the database sort a session.
+    """
     events = db.tables.events
     parts = [
         or_(column == value, column.is_(None))
@@ -100,19 +132,18 @@ def replay_after(
 ) -> ReplayResult:
     """Events after ``last_event_id`` (from the start when None); ``limit`` <= 0 means no limit."""
     events = db.tables.events
-    scope = scope_condition(db, session_id, agent_id, directory)
+    scope = Scope(session_id, agent_id, directory)
     with db.reading("replay the ledger") as conn:
         if last_event_id is None:
-            return ReplayResult(True, _page(conn, _entries(db).where(scope), limit))
+            return ReplayResult(True, scoped_page(db, conn, scope, limit=limit))
         cursor = conn.execute(
             select(events.c.notification_id).where(events.c.event_id == last_event_id)
         ).scalar_one_or_none()
         if cursor is not None:
-            query = _entries(db).where(events.c.notification_id > cursor, scope)
-            return ReplayResult(True, _page(conn, query, limit))
+            return ReplayResult(True, scoped_page(db, conn, scope, after=cursor, limit=limit))
         oldest, newest = _bounds(db, conn, scope)
         gap = ReplayGap(last_event_id, _gap_reason(db, conn, last_event_id), oldest, newest)
-        return ReplayResult(False, _page(conn, _entries(db).where(scope), limit), gap)
+        return ReplayResult(False, scoped_page(db, conn, scope, limit=limit), gap)
 
 
 def scope_bounds(
@@ -123,33 +154,120 @@ def scope_bounds(
 ) -> tuple[str | None, str | None]:
     """Oldest and newest retained event ids within the filter scope."""
     with db.reading("read the ledger bounds") as conn:
-        return _bounds(db, conn, scope_condition(db, session_id, agent_id, directory))
+        return _bounds(db, conn, Scope(session_id, agent_id, directory))
 
 
-def _entries(db: LedgerDatabase) -> Select[tuple[str, bytes, int]]:
-    events = db.tables.events
-    return select(events.c.event_id, events.c.event_json, events.c.notification_id).order_by(
-        events.c.notification_id
-    )
-
-
-def _page(
-    conn: Connection, query: Select[tuple[str, bytes, int]], limit: int | None
+def scoped_page(
+    db: LedgerDatabase,
+    conn: Connection,
+    scope: Scope,
+    *,
+    after: int | None = None,
+    through: int | None = None,
+    limit: int | None = None,
+    newest_first: bool = False,
 ) -> list[LedgerEntry]:
-    if limit is not None and limit > 0:
-        query = query.limit(limit)
-    rows = conn.execute(query).fetchall()
-    return [LedgerEntry(row[0], bytes(row[1]), row[2]) for row in rows]
+    """Entries in scope with ``after < notification_id <= through``, in global order.
+
+    Penguin's session filter, ``session_id = ? OR session_id IS NULL``, is
+    read as two index range scans on ``(session_id, notification_id)`` -- the
+    session's rows and the unscoped rows -- merged by notification id, so a
+    page costs the same whether the session holds a tenth or a millionth of
+    the ledger.  The agent and directory filters are checked on the rows the
+    scan visits.  ``limit`` <= 0 or None means no limit.
+    """
+    cap = limit if limit is not None and limit > 0 else None
+    branches: tuple[str, ...] = ("all",) if scope.session_id is None else ("own", "unscoped")
+    parts = [
+        _branch_rows(db, conn, branch, scope, after, through, cap, newest_first)
+        for branch in branches
+    ]
+    if len(parts) == 1:
+        rows = parts[0]
+    else:
+        rows = list(heapq.merge(*parts, key=_position, reverse=newest_first))[:cap]
+    return [
+        LedgerEntry(row[0], row[1] if type(row[1]) is bytes else bytes(row[1]), row[2])
+        for row in rows
+    ]
 
 
-def _bounds(
-    db: LedgerDatabase, conn: Connection, scope: ColumnElement[bool]
-) -> tuple[str | None, str | None]:
+def _position(row: tuple[str, bytes, int]) -> int:
+    return row[2]
+
+
+def _branch_rows(
+    db: LedgerDatabase,
+    conn: Connection,
+    branch: str,
+    scope: Scope,
+    after: int | None,
+    through: int | None,
+    limit: int | None,
+    newest_first: bool,
+) -> list[Any]:
+    shape = (
+        "page",
+        branch,
+        after is not None,
+        through is not None,
+        scope.agent_id is not None,
+        scope.directory is not None,
+        limit is not None,
+        newest_first,
+    )
+    values = {
+        "session_id": scope.session_id,
+        "agent_id": scope.agent_id,
+        "directory": scope.directory,
+        "after": after,
+        "through": through,
+        "limit": limit,
+    }
+    return db.fetch(conn, shape, lambda: _page_statement(db, *shape[1:]), values)
+
+
+def _page_statement(
+    db: LedgerDatabase,
+    branch: str,
+    has_after: bool,
+    has_through: bool,
+    has_agent: bool,
+    has_directory: bool,
+    has_limit: bool,
+    newest_first: bool,
+) -> Select[tuple[str, bytes, int]]:
     events = db.tables.events
-    base = select(events.c.event_id).where(scope).limit(1)
-    oldest = conn.execute(base.order_by(events.c.notification_id)).scalar_one_or_none()
-    newest = conn.execute(base.order_by(events.c.notification_id.desc())).scalar_one_or_none()
-    return oldest, newest
+    position = events.c.notification_id
+    query = select(events.c.event_id, events.c.event_json, position)
+    if branch == "own":
+        query = query.where(events.c.session_id == bindparam("session_id"))
+    elif branch == "unscoped":
+        query = query.where(events.c.session_id.is_(None))
+    if has_after:
+        query = query.where(position > bindparam("after"))
+    if has_through:
+        query = query.where(position <= bindparam("through"))
+    # ``coalesce(col, v) = v`` is Penguin's ``col = v OR col IS NULL``.
+    if has_agent:
+        query = query.where(
+            func.coalesce(events.c.agent_id, bindparam("agent_id")) == bindparam("agent_id")
+        )
+    if has_directory:
+        query = query.where(
+            func.coalesce(events.c.directory, bindparam("directory")) == bindparam("directory")
+        )
+    query = query.order_by(position.desc() if newest_first else position)
+    return query.limit(bindparam("limit")) if has_limit else query
+
+
+def _bounds(db: LedgerDatabase, conn: Connection, scope: Scope) -> tuple[str | None, str | None]:
+    oldest = scoped_page(db, conn, scope, limit=1)
+    newest = scoped_page(db, conn, scope, limit=1, newest_first=True)
+    return (
+        oldest[0].event_id if oldest else None,
+        newest[0].event_id if newest else None,
+    )
 
 
 def _gap_reason(db: LedgerDatabase, conn: Connection, event_id: str) -> GapReason:

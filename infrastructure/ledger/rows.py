@@ -72,7 +72,6 @@ def envelope_row(envelope: Mapping[str, Any], inserted_at: int) -> dict[str, Any
     scope = envelope.get("scope")
     scope = scope if isinstance(scope, Mapping) else {}
     privacy = envelope["privacy"]
-    projections = envelope.get("projections")
     row: dict[str, Any] = {
         "event_id": event_id,
         "stream_id": _text(envelope.get("stream_id")) or "global",
@@ -83,8 +82,6 @@ def envelope_row(envelope: Mapping[str, Any], inserted_at: int) -> dict[str, Any
         "inserted_at": inserted_at,
         "privacy_classification": _text(privacy.get("classification")) or "public",
         "redacted": bool(privacy.get("redacted")),
-        "payload_json": _encode(envelope["payload"]).decode(),
-        "projection_json": _encode(projections).decode() if projections else None,
         "event_json": _encode(envelope),
     }
     for column in _SCOPE_COLUMNS:
@@ -119,8 +116,6 @@ def stored_event_row(stored: StoredEvent, inserted_at: int) -> dict[str, Any]:
         inserted_at=inserted_at,
         privacy_classification="public",
         redacted=False,
-        payload_json=None,
-        projection_json=None,
         event_json=stored.state,
     )
     return row

@@ -5,6 +5,11 @@ One ledger row is one redacted RuntimeEvent *and* one eventsourcing
 ``stream_id`` / ``sequence`` are ``originator_id`` / ``originator_version``,
 ``event_type`` is the ``topic`` and ``event_json`` (the whole envelope, bytes)
 is the ``state``.  The other columns are Penguin's, kept for filtering.
+
+The envelope is stored once, in ``event_json``: Penguin's ``payload_json`` and
+``projection_json`` copies doubled every row for columns nothing reads (ADR
+0009).  Ledgers created by earlier versions keep those columns, nullable and
+left empty.
 """
 
 from __future__ import annotations
@@ -21,7 +26,6 @@ from sqlalchemy import (
     MetaData,
     String,
     Table,
-    Text,
     UniqueConstraint,
 )
 
@@ -65,8 +69,6 @@ def ledger_tables(prefix: str = "") -> LedgerTables:
         Column("directory", String),
         Column("privacy_classification", String, nullable=False),
         Column("redacted", Boolean, nullable=False),
-        Column("payload_json", Text),
-        Column("projection_json", Text),
         Column("event_json", LargeBinary, nullable=False),
         UniqueConstraint("event_id", name=f"{name}_event_id_key"),
         UniqueConstraint("stream_id", "sequence", name=f"{name}_stream_sequence_key"),
@@ -74,11 +76,14 @@ def ledger_tables(prefix: str = "") -> LedgerTables:
         sqlite_autoincrement=True,
     )
     # Each index costs every insert; these serve replay filters, topics and retention.
-    # Filters on task, run, project or conversation scan until a query needs them.
+    # (session_id, notification_id) serves a session's replay page as one range scan
+    # in global order (and the unscoped rows, session_id IS NULL, as a second one).
+    # Filters on agent, directory, task, run, project or conversation walk the primary
+    # key from the cursor and stop at the page limit.
     Index(f"{name}_type_idx", events.c.event_type)
     Index(f"{name}_category_idx", events.c.category)
     Index(f"{name}_inserted_idx", events.c.inserted_at)
-    Index(f"{name}_scope_idx", events.c.session_id, events.c.agent_id, events.c.directory)
+    Index(f"{name}_session_idx", events.c.session_id, events.c.notification_id)
     watermarks = Table(
         f"{prefix}runtime_event_watermarks",
         metadata,

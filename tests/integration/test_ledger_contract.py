@@ -186,6 +186,50 @@ def test_filters_match_their_scope_or_unscoped_events(ledger: RuntimeEventLedger
     assert ids(by_agent_and_dir.events) == ["evt:session:s2:00000001", "evt:global:00000001"]
 
 
+def test_every_scope_pages_exactly_the_rows_penguins_filter_selects(
+    ledger: RuntimeEventLedger,
+) -> None:
+    # Scoped pages are read as two index range scans (the session's rows, the
+    # unscoped rows) merged by position; the oracle is Penguin's filter applied
+    # to the insertion order: each given value matches itself or no value.
+    values = {"session": ["s1", "s2", None], "agent": ["a", "b", None], "dir": ["/x", "/y", None]}
+    stored: list[tuple[str, str | None, str | None, str | None]] = []
+    counters: dict[str | None, int] = {}
+    for number in range(60):
+        session = values["session"][number % 3]
+        agent = values["agent"][number * 7 // 3 % 3]
+        directory = values["dir"][number * 5 // 9 % 3]
+        counters[session] = counters.get(session, 0) + 1
+        event = make_event(session, counters[session], agent=agent, directory=directory)
+        ledger.append(event)
+        stored.append((event["id"], session, agent, directory))
+    for session in values["session"]:
+        for agent in values["agent"]:
+            for directory in values["dir"]:
+                expected = [
+                    event_id
+                    for event_id, *scope in stored
+                    if all(
+                        wanted is None or held in (wanted, None)
+                        for wanted, held in zip((session, agent, directory), scope, strict=True)
+                    )
+                ]
+                for limit in (1, 4, 0):
+                    paged, cursor = [], None
+                    while True:
+                        page = ledger.replay_after(
+                            cursor, limit, session_id=session, agent_id=agent, directory=directory
+                        )
+                        assert page.found is True
+                        paged.extend(ids(page.events))
+                        if limit == 0 or not page.events:
+                            break
+                        cursor = page.next_cursor
+                    assert paged == expected, (session, agent, directory, limit)
+                bounds = ledger.bounds(session, agent, directory)
+                assert bounds == ((expected[0], expected[-1]) if expected else (None, None))
+
+
 def test_an_unknown_cursor_is_a_gap_followed_by_the_oldest_retained_page(
     ledger: RuntimeEventLedger,
 ) -> None:

@@ -67,3 +67,41 @@ def test_an_unreachable_server_is_a_ledger_error_that_hides_the_password() -> No
 def test_an_in_memory_sqlite_url_is_refused_as_a_config_error() -> None:
     with pytest.raises(ConfigError, match="needs a file path"):
         LedgerDatabase("sqlite://")
+
+
+def test_a_ledger_made_by_an_earlier_version_is_upgraded_in_place(tmp_path: Path) -> None:
+    # Earlier versions stored Penguin's payload_json / projection_json copies and
+    # indexed (session, agent, directory); rebuild that shape by hand.
+    path = tmp_path / "events.db"
+    old = RuntimeEventLedger(LedgerDatabase.for_path(path), LedgerSettings().with_limits_off())
+    old.append(make_event("s1", 1))
+    old.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP INDEX runtime_events_session_idx")
+        conn.execute("ALTER TABLE runtime_events ADD COLUMN payload_json TEXT")
+        conn.execute("ALTER TABLE runtime_events ADD COLUMN projection_json TEXT")
+        conn.execute("UPDATE runtime_events SET payload_json = '{}'")
+        conn.execute(
+            "CREATE INDEX runtime_events_scope_idx "
+            "ON runtime_events (session_id, agent_id, directory)"
+        )
+    ledger = RuntimeEventLedger(LedgerDatabase.for_path(path), LedgerSettings().with_limits_off())
+    assert ledger.append(make_event("s1", 2)) is True
+    with sqlite3.connect(path) as conn:
+        indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+        plan = conn.execute(
+            "EXPLAIN QUERY PLAN SELECT event_id FROM runtime_events "
+            "WHERE session_id = 's1' AND notification_id > 0 ORDER BY notification_id LIMIT 10"
+        ).fetchall()
+        copies = conn.execute("SELECT payload_json FROM runtime_events ORDER BY 1").fetchall()
+    assert "runtime_events_session_idx" in indexes
+    assert "runtime_events_scope_idx" not in indexes
+    assert "runtime_events_session_idx" in str(plan)
+    assert "TEMP B-TREE" not in str(plan)
+    assert copies == [(None,), ("{}",)]  # new rows leave the old copy columns empty
+    page = ledger.replay_after(None, session_id="s1")
+    assert [entry.event_id for entry in page.events] == [
+        "evt:session:s1:00000001",
+        "evt:session:s1:00000002",
+    ]
+    ledger.close()
