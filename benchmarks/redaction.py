@@ -6,8 +6,10 @@ deep copy that applies Penguin's key-only rule (what Penguin pays per event);
 pentrace's policy adds structure and value rules, so the interesting figure is
 the ratio.  The steps after it build on each other: ``redact`` of the payload,
 ``runtime_event_from_record`` (the whole envelope, every field redacted), then
-the msgspec encode, then the ledger's row (``envelope_row``: builtins, the
-re-redaction check, three encodes) - the indexing path of ``ledger sync``.
+the msgspec encode, the ledger's re-redaction check (``is_redacted`` on the
+envelope's builtins), then the ledger's row (``envelope_row``: builtins, the
+check, three encodes) - the indexing path of ``ledger sync``.  The last line
+times the check alone on envelopes built beforehand, every string unseen.
 Each contender is timed ``--repeat`` times, interleaved, best run kept;
 ``--clock cpu`` (the default) counts this process's CPU time, which other jobs
 sharing the machine skew far less than wall time.  Only ratios within one run
@@ -29,7 +31,7 @@ import msgspec
 
 from benchmarks._corpus import generate_records
 from pentrace.domain.records import TraceRecord, decode_line
-from pentrace.domain.redaction import redact
+from pentrace.domain.redaction import is_redacted, redact
 from pentrace.domain.runtime_events import runtime_event_from_record
 from pentrace.infrastructure.ledger.rows import as_envelope, envelope_row
 
@@ -40,6 +42,7 @@ _EXACT = frozenset(
     | {"private_key", "refresh_token", "secret", "secret_key", "token"}
 )
 _encode = msgspec.json.Encoder().encode
+_CACHES = frozenset({"_fixed", "_memo", "_plain_key_sets"})
 
 
 def _penguin_secret(key: str) -> bool:
@@ -67,8 +70,8 @@ def cold_caches() -> None:
 
     Indexing sees each trace record once, so a run that found the previous
     run's texts already cached would flatter the memos.  Works on older
-    checkouts too: it clears whatever ``lru_cache``s and ``_fixed``/``_memo``
-    containers the ``pentrace.domain`` modules hold.
+    checkouts too: it clears whatever ``lru_cache``s and ``_fixed``/``_memo``/
+    ``_plain_key_sets`` containers the ``pentrace.domain`` modules hold.
     """
     for name, module in list(sys.modules.items()):
         if not name.startswith("pentrace.domain"):
@@ -76,7 +79,7 @@ def cold_caches() -> None:
         for attribute, value in vars(module).items():
             if hasattr(value, "cache_clear"):
                 value.cache_clear()
-            elif attribute in ("_fixed", "_memo") and hasattr(value, "clear"):
+            elif attribute in _CACHES and hasattr(value, "clear"):
                 value.clear()
 
 
@@ -128,6 +131,14 @@ def main(argv: list[str] | None = None) -> None:
     def encoded() -> int:
         return sum(len(_encode(event(position, line))) > 0 for position, line in numbered)
 
+    def checked() -> int:
+        return sum(
+            is_redacted(msgspec.to_builtins(event(position, line))) for position, line in numbered
+        )
+
+    def check_only() -> int:
+        return sum(is_redacted(envelope) for envelope in built)
+
     def rows() -> int:
         return sum(
             len(envelope_row(as_envelope(event(position, line)), 0)) > 0
@@ -135,12 +146,15 @@ def main(argv: list[str] | None = None) -> None:
         )
 
     numbered = list(enumerate(lines, start=1))
+    built = [msgspec.to_builtins(event(position, line)) for position, line in numbered]
     contenders: dict[str, Callable[[], int]] = {
         "key-only deep copy (Penguin's policy, baseline)": baseline,
         "pentrace redact(payload)": policy,
         "runtime_event_from_record": events,
         "runtime_event_from_record + msgspec encode": encoded,
+        "runtime_event_from_record + is_redacted (the ledger's check)": checked,
         "runtime_event_from_record + ledger row (envelope_row)": rows,
+        "is_redacted alone (envelopes built beforehand)": check_only,
     }
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     best: dict[str, float] = {}

@@ -31,8 +31,10 @@ from typing import Any, Final
 from pentrace.domain.redaction_walk import (
     MAX_DEPTH,
     NEIGHBOUR_KEYS,
+    PATH_LIST_KEYS,
     REDACTED,
     TOO_DEEP,
+    VALUE_KEYS,
     Classification,
     Redacted,
     Walker,
@@ -65,6 +67,9 @@ _FIXED_COUNT: Final = 65_536
 _FIXED_CHARS: Final = 4_000_000
 _fixed: set[str] = set()
 _fixed_chars = [0]
+# Key tuples of dicts whose keys need no rule (see ``_plain_keys``).
+_PLAIN_KEY_SETS: Final = 4096
+_plain_key_sets: set[tuple[Any, ...]] = set()
 
 
 def _keep(text: str) -> None:
@@ -159,36 +164,100 @@ def redact_text(text: str) -> str:
     return redact_secrets_in_text(text)
 
 
-def _unchanged(value: dict[Any, Any], stack: list[str], depth: int) -> bool:
-    # ``_mapping`` without the copy: the first thing redaction would change
-    # answers, so a clean envelope (the ledger checks every one) costs one
-    # read-only pass.  Keys stay as they are in a plain dict, so the dict is
-    # unchanged exactly when every value is.
-    if depth >= MAX_DEPTH or not NEIGHBOUR_KEYS.isdisjoint(value):
-        return bool(_walked(value, stack, depth, []) == value)
+def _walk_keeps(value: Any, depth: int) -> bool:
+    # The full walk's verdict on a value ``depth`` levels down its document.
+    return bool(Walker(depth).walk(value) == value)
+
+
+def _plain_keys(keys: tuple[Any, ...]) -> bool:
+    """True when every key is a str the key rules keep as it is, none a secret.
+
+    Such a dict is unchanged exactly when every value is: no value is hidden
+    for its key and no key is masked.  A value key (``value``/``val``) sends
+    the dict to the walk, whose name/value rule reads a neighbour; a path-list
+    key (``redacted_fields``) may stay, its list is judged item by item below.
+    Verdicts are remembered per key tuple (envelope fields repeat theirs).
+    """
+    if keys in _plain_key_sets:
+        return True
+    for key in keys:
+        if type(key) is not str or key in VALUE_KEYS:
+            return False
+        clean, secret = key_rule(key)
+        if secret or clean != key:
+            return False
+    if len(_plain_key_sets) >= _PLAIN_KEY_SETS:
+        _plain_key_sets.clear()
+    _plain_key_sets.add(keys)
+    return True
+
+
+def _text_unchanged(text: str, depth: int) -> bool:
+    # One string ``depth`` levels down: JSON-looking text is walked as a
+    # structure (its verdict depends on depth), any other is scanned once.
+    if text in _fixed:
+        return True
+    if text and (text[0] in "[{" or text[0].isspace()):
+        return _walk_keeps(text, depth)
+    if redact_secrets_in_text(text) != text:
+        return False
+    _keep(text)
+    return True
+
+
+def _unchanged(value: dict[Any, Any], depth: int) -> bool:
+    """``redact(value) == value`` for a dict ``depth`` levels down, without the copy.
+
+    The first thing redaction would change answers, so a clean envelope (the
+    ledger checks every one) costs one read-only pass: a set lookup for its
+    key tuple, then one type test per value and a set lookup per string seen
+    before.  A dict the loop cannot judge alone goes to the full walk.
+    """
+    if depth >= MAX_DEPTH:
+        return _walk_keeps(value, depth)
+    if not _plain_keys(tuple(value)):
+        return _unchanged_by_key(value, depth)
+    for key, item in value.items():
+        kind = type(item)
+        if kind is str:
+            if item not in _fixed and not _text_unchanged(item, depth + 1):
+                return False
+        elif kind is dict:
+            if not _unchanged(item, depth + 1):
+                return False
+        elif kind in _PLAIN:
+            continue
+        elif kind is list and key in PATH_LIST_KEYS:
+            # The walk takes such a list item by item, without the list rules.
+            if not all(_item_unchanged(entry, depth + 2) for entry in item):
+                return False
+        elif not _walk_keeps(item, depth + 1):
+            return False
+    return True
+
+
+def _item_unchanged(item: Any, depth: int) -> bool:
+    kind = type(item)
+    if kind is str:
+        return _text_unchanged(item, depth)
+    if kind is dict:
+        return _unchanged(item, depth)
+    return kind in _PLAIN or _walk_keeps(item, depth)
+
+
+def _unchanged_by_key(value: dict[Any, Any], depth: int) -> bool:
+    # A dict whose keys are not all plain: a secret key must hold the marker
+    # already; masked or odd keys and neighbour rules take the full walk.
+    if not NEIGHBOUR_KEYS.isdisjoint(value):
+        return _walk_keeps(value, depth)
     for key, item in value.items():
         rule = key_rule(key) if type(key) is str else None
         if rule is None or rule[0] != key:
-            return bool(_walked(value, stack, depth, []) == value)
-        kind = type(item)
+            return _walk_keeps(value, depth)
         if rule[1]:
             if item != REDACTED:
                 return False
-        elif kind is str:
-            if item and (item[0] in "[{" or item[0].isspace()):
-                if _walked(item, [*stack, key], depth + 1, []) != item:
-                    return False
-            elif item not in _fixed:
-                if redact_secrets_in_text(item) != item:
-                    return False
-                _keep(item)
-        elif kind is dict:
-            stack.append(key)
-            clean = _unchanged(item, stack, depth + 1)
-            stack.pop()
-            if not clean:
-                return False
-        elif kind not in _PLAIN and _walked(item, [*stack, key], depth + 1, []) != item:
+        elif not _item_unchanged(item, depth + 1):
             return False
     return True
 
@@ -196,5 +265,5 @@ def _unchanged(value: dict[Any, Any], stack: list[str], depth: int) -> bool:
 def is_redacted(value: Any) -> bool:
     """True when redacting ``value`` again would change nothing."""
     if type(value) is dict:
-        return _unchanged(value, [], 0)
+        return _unchanged(value, 0)
     return bool(redact_reference(value).value == value)

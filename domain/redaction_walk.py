@@ -20,8 +20,10 @@ from pentrace.domain.secret_patterns import redact_secrets_in_text
 __all__ = [
     "MAX_DEPTH",
     "NEIGHBOUR_KEYS",
+    "PATH_LIST_KEYS",
     "REDACTED",
     "TOO_DEEP",
+    "VALUE_KEYS",
     "Classification",
     "Redacted",
     "Walker",
@@ -40,6 +42,10 @@ _VALUE_FIELDS: Final = ("value", "Value", "val")
 # Keys that make the walk look at a mapping's neighbours (name/value pairs,
 # lists of redacted paths).
 NEIGHBOUR_KEYS: Final = frozenset(_VALUE_FIELDS) | _PATH_LIST_KEYS
+# The two halves: value keys make the walk read a name beside them; a list
+# under a path-list key is walked item by item, without the list rules.
+VALUE_KEYS: Final = frozenset(_VALUE_FIELDS)
+PATH_LIST_KEYS: Final = _PATH_LIST_KEYS
 _MAX_NAME_LENGTH: Final = 66
 _NAME_SHAPE: Final = re.compile(r"-{0,2}[A-Za-z_][A-Za-z0-9_.-]*")
 _json_decoder: Final = msgspec.json.Decoder()

@@ -20,7 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pentrace.domain import redaction
-from pentrace.domain.redaction import is_redacted, redact, redact_reference
+from pentrace.domain.redaction import REDACTED, is_redacted, redact, redact_reference
+from pentrace.domain.runtime_envelope import build_event
 
 CORPUS = json.loads(
     (Path(__file__).parent.parent / "fixtures" / "redaction_corpus.json").read_text("utf-8")
@@ -131,3 +132,96 @@ def test_is_redacted_answers_exactly_what_comparing_with_the_full_walk_answers(
     # Redacted inputs make the True answer as common as the False one.
     candidate = redact_reference(value).value if redact_first else value
     assert is_redacted(candidate) == (redact_reference(candidate).value == candidate)
+
+
+def _agrees(candidate: Any) -> None:
+    expected = redact_reference(candidate).value == candidate
+    assert is_redacted(candidate) == expected
+    # Again, with every string and key tuple of the first check remembered.
+    assert is_redacted(candidate) == expected
+
+
+path_entries = strings | st.sampled_from(["--api-key", "OPENAI_API_KEY", "password", "token"])
+envelopes = st.fixed_dictionaries(
+    {
+        "id": strings,
+        "type": strings,
+        "scope": st.dictionaries(keys, strings | st.none(), max_size=4),
+        "privacy": st.fixed_dictionaries(
+            {
+                "classification": st.sampled_from(["public", "sensitive"]),
+                "redacted": st.booleans(),
+                "redacted_fields": st.lists(path_entries, max_size=4)
+                | st.tuples(path_entries, path_entries)
+                | values,
+            }
+        ),
+        "payload": st.dictionaries(keys, values, max_size=4),
+    }
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(envelopes, st.booleans())
+def test_is_redacted_on_envelope_shapes_answers_what_the_full_walk_answers(
+    envelope: dict[str, Any], redact_first: bool
+) -> None:
+    # Envelope shapes take the key-tuple fast loop, including the item-by-item
+    # path list (where ``["--api-key", "x"]`` names fields and hides nothing).
+    _agrees(redact_reference(envelope).value if redact_first else envelope)
+
+
+@settings(max_examples=60, deadline=None)
+@given(envelopes, st.integers(194, 201), st.booleans())
+def test_is_redacted_cuts_over_deep_envelopes_where_the_walk_cuts(
+    envelope: dict[str, Any], levels: int, redact_first: bool
+) -> None:
+    nested: Any = envelope
+    for _ in range(levels):
+        nested = {"a": nested}
+    _agrees(redact_reference(nested).value if redact_first else nested)
+
+
+def test_a_secret_inside_a_redacted_paths_list_is_refused() -> None:
+    secret = "sk-proj-Q7vX2mN9pL4kR8tW1yZ3aB6cD0eF5gH7jK2"
+    clean = {"privacy": {"redacted_fields": ["--api-key", "payload.text"]}}
+    assert is_redacted(clean)
+    assert not is_redacted({"privacy": {"redacted_fields": ["--api-key", secret]}})
+    assert not is_redacted({"privacy": {"redacted_fields": [{"password": "hunter2"}]}})
+    # A tuple is not a paths list: the walk applies the list rules (and makes a list).
+    assert not is_redacted({"privacy": {"redacted_fields": ("a", "b")}})
+
+
+def test_a_built_envelope_is_checked_without_the_full_walk() -> None:
+    # The ledger checks every envelope: the fast loop must answer for the
+    # ordinary ones alone, or the speed of ``ledger sync`` is lost.
+    envelope = build_event(
+        event_type="message.updated",
+        payload={"text": "hello", "meta": {"n": 1}},
+        time_ms=1,
+        sequence=1,
+        scope={"session_id": "s1"},
+        actor={"type": "assistant", "id": "a"},
+        projections={"opencode": {"id": "message.updated:s1:1", "type": "message.updated"}},
+    ).to_builtins()
+    assert envelope["privacy"]["redacted_fields"] == []
+    with patch.object(redaction, "_walk_keeps", side_effect=AssertionError("walked")):
+        assert is_redacted(envelope)
+
+
+def test_every_kind_of_value_is_cut_at_the_depth_the_walk_cuts_it() -> None:
+    # A sweep across the 200-level cut: each kind of value (JSON-looking text,
+    # dicts, lists, inside a paths list and beside it) under each nesting.
+    leaves: list[Any] = [" [1, 2]", '{"a": 1}', {"a": 1}, [1], "plain", 5]
+    for levels in range(190, 202):
+        for leaf in leaves:
+            for envelope in (
+                {"privacy": {"redacted_fields": ["x", leaf]}},
+                {"payload": {"text": leaf}},
+                {"payload": {"password": REDACTED, "items": leaf}},
+            ):
+                nested: Any = envelope
+                for _ in range(levels):
+                    nested = {"a": nested}
+                _agrees(nested)
+                _agrees(redact_reference(nested).value)
