@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from pentrace.domain import secret_keys, secret_patterns
 from pentrace.domain.redaction import (
     REDACTED,
     TOO_DEEP,
@@ -159,3 +160,19 @@ def test_an_envelope_around_an_over_deep_payload_is_still_a_fixed_point() -> Non
     event = build_event(event_type="x", payload={"deep": deep}, time_ms=0, sequence=1)
     assert is_redacted(event.to_builtins())
     assert event.privacy.classification == "sensitive"
+
+
+_KEY_RULE_NAMES = sorted(
+    {*secret_keys._SECRET_WORDS, *secret_keys._SECRET_EXACT_SEGMENTS, *secret_keys._EXACT}
+    | {"db_pass", "ssh_key", "github_tokens", "WEBHOOK_URL", "webhookUrl", "DBURL", "CONNSTR"}
+)
+
+
+@pytest.mark.parametrize("name", _KEY_RULE_NAMES)
+def test_a_name_the_key_rules_call_secret_hides_its_value_in_text_too(name: str) -> None:
+    # The text rules start from a short list of words; a secret name without
+    # one of them would leak as ``NAME=value`` (WEBHOOK_URL, DBURL, CONNSTR did).
+    assert is_secret_key(name)
+    assert any(word in name.lower() for word in secret_patterns._SECRET_WORDS)
+    for text in (f"{name}=Zq81Lm0x", f"export {name.upper()}=Zq81Lm0x", f"{name}: Zq81Lm0x"):
+        assert "Zq81Lm0x" not in redact_text(text), text
