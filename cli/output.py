@@ -7,7 +7,8 @@ The ``--json`` output of every read command is a documented contract
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import msgspec
@@ -75,3 +76,18 @@ def progress(items: Iterable[T], *, total: int | None, label: str) -> Iterator[T
         for item in items:
             yield item
             bar.advance(task)
+
+
+@contextmanager
+def byte_progress(total: int, label: str) -> Iterator[Callable[[int], None]]:
+    """An ``advance(bytes)`` callable: a bar on stderr at a terminal, a no-op otherwise."""
+    if not sys.stderr.isatty():
+        yield _ignore
+        return
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda done: bar.advance(task, done)
+
+
+def _ignore(_done: int) -> None:
+    return None

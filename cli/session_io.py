@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from pentrace.cli.output import emit_json
+from pentrace.cli.output import byte_progress, emit_json
 from pentrace.cli.session_args import (
     AgentOption,
     JsonOption,
@@ -109,7 +109,9 @@ def import_command(
 
     Example: pentrace import session.jsonl --project default_project --agent default_agent
     """
-    result = import_session(data_root(ctx), project, agent, file)
+    size = file.stat().st_size if file.is_file() else 0
+    with byte_progress(size, "importing") as advance:
+        result = import_session(data_root(ctx), project, agent, file, on_progress=advance)
     if as_json:
         emit_json(
             {

@@ -19,7 +19,7 @@ Rules:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -42,6 +42,7 @@ from pentrace.infrastructure.trace_writer import session_lock_path
 __all__ = ["ImportResult", "import_session"]
 
 _COPY_CHUNK: Final = 1024 * 1024
+_PROGRESS_STEP: Final = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,11 +81,17 @@ def _day_of(timestamp: object, source: Path, line: int) -> date:
     )
 
 
-def _scan(source: Path) -> _Scan:
+def _scan(source: Path, on_progress: Callable[[int], None] | None) -> _Scan:
     """Validate ``source`` strictly and count it, without writing anything."""
     report = ParseReport()
     scan: _Scan | None = None
+    pending = 0
     for record in read_shard(source, strict=True, report=report):
+        if on_progress is not None:
+            pending += len(record.raw) + 1
+            if pending >= _PROGRESS_STEP:
+                on_progress(pending)
+                pending = 0
         if scan is None:
             if record.kind != "session_meta":
                 found = repr(record.kind[:40]) if isinstance(record.kind, str) else "no type"
@@ -110,6 +117,8 @@ def _scan(source: Path) -> _Scan:
             scan.requests += 1
         elif record.is_model_msg and record.ptype == "tool_call":
             scan.tool_calls += 1
+    if on_progress is not None and pending:
+        on_progress(pending)
     if scan is None:
         raise TraceFormatError(source, 1, "expected a session_meta record, found no records")
     torn = report.torn_tail
@@ -139,8 +148,18 @@ def _copy(source: Path, keep_lines: int | None) -> Iterator[bytes]:
             return
 
 
-def import_session(root: DataRoot, project: str, agent: str, source_path: Path) -> ImportResult:
+def import_session(
+    root: DataRoot,
+    project: str,
+    agent: str,
+    source_path: Path,
+    *,
+    on_progress: Callable[[int], None] | None = None,
+) -> ImportResult:
     """Import the trace file ``source_path`` as shard ``001`` of a new session.
+
+    ``on_progress`` is called with the bytes read as the strict scan (the long
+    part of an import) goes, in steps of about a megabyte.
 
     Raises :class:`~pentrace.errors.TraceFormatError` for a malformed line or a
     missing/invalid ``session_meta``, :class:`~pentrace.errors.SessionExistsError`
@@ -152,7 +171,7 @@ def import_session(root: DataRoot, project: str, agent: str, source_path: Path) 
         raise NotFoundError(
             f"import source {source} is not a readable file", hint="pass the path of a .jsonl trace"
         )
-    scan = _scan(source)
+    scan = _scan(source, on_progress)
     sid = scan.session_id
     _refuse_existing(root, project, agent, sid, source)
     lock_path = session_lock_path(root, project, agent, sid)

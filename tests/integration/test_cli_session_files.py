@@ -15,6 +15,7 @@ from pentrace.cli.app import main
 from pentrace.domain.session import Session
 from pentrace.infrastructure.application import SessionApplication
 from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.session_import import import_session
 from pentrace.testing import (
     BeginRequest,
     Command,
@@ -270,3 +271,19 @@ def test_prune_needs_a_rule_and_understands_its_units(
     code, err = fails(capsys, root, "prune", "--max-size", "lots")
     assert code == 2
     assert "expected a size such as 1G, 500M or 4096, found 'lots'" in err
+
+
+def test_import_reports_progress_in_bytes_that_add_up_to_the_file(
+    root: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "a.jsonl"
+    assert cli(root, "export", "3f8a", "-o", str(out)).exit_code == 0
+    assert cli(root, "delete", "3f8a", "--yes").exit_code == 0
+    steps: list[int] = []
+
+    result = import_session(DataRoot(root), "p1", "a1", out, on_progress=steps.append)
+
+    assert result.records == 17
+    assert steps
+    assert all(step > 0 for step in steps)
+    assert sum(steps) == out.stat().st_size

@@ -100,3 +100,36 @@ def test_replay_pages_at_a_terminal_and_no_pager_turns_it_off(tmp_path: Path) ->
     assert code == 0
     assert not marker.exists()
     assert b"user: list the files" in screen
+
+
+def test_import_draws_a_progress_bar_at_a_terminal_and_none_when_piped(tmp_path: Path) -> None:
+    build_corpus(tmp_path)
+    exported = tmp_path / "c.jsonl"
+    env = {**_env(), "TERM": "xterm"}  # rich draws no live display on a dumb terminal
+    for args in (("export", "7777", "-o", str(exported)), ("delete", "7777", "--yes")):
+        done = subprocess.run(
+            [sys.executable, "-m", "pentrace", "--data-root", str(tmp_path), *args],
+            env=env,
+            capture_output=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+
+    code, screen = _at_terminal(
+        tmp_path, "import", str(exported), "-p", "p2", "-a", "a2", answer=None, env=env
+    )
+    assert code == 0, screen
+    assert b"importing" in screen
+    assert f"imported {SID_C}".encode() in screen
+
+    for args in (("delete", "7777", "--yes"), ("import", str(exported), "-p", "p2", "-a", "a2")):
+        piped = subprocess.run(
+            [sys.executable, "-m", "pentrace", "--data-root", str(tmp_path), *args],
+            env=env,
+            capture_output=True,
+            check=False,
+        )
+        assert piped.returncode == 0, piped.stderr
+    assert f"imported {SID_C}".encode() in piped.stdout
+    assert b"importing" not in piped.stderr
+    assert piped.stderr == b""
