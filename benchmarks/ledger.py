@@ -211,7 +211,7 @@ class OriginalLedger:
             row = conn.execute(
                 "SELECT rowid FROM runtime_events WHERE event_id = ?", (cursor_id,)
             ).fetchone()
-            scope, values = "", ()
+            scope, values = "", tuple[str, ...]()
             if session_id is not None:
                 scope, values = " AND (session_id = ? OR session_id IS NULL)", (session_id,)
             rows = conn.execute(

@@ -122,9 +122,13 @@ def test_import_draws_a_progress_bar_at_a_terminal_and_none_when_piped(tmp_path:
     assert b"importing" in screen
     assert f"imported {SID_C}".encode() in screen
 
-    for args in (("delete", "7777", "--yes"), ("import", str(exported), "-p", "p2", "-a", "a2")):
+    piped_runs: list[tuple[str, ...]] = [
+        ("delete", "7777", "--yes"),
+        ("import", str(exported), "-p", "p2", "-a", "a2"),
+    ]
+    for piped_args in piped_runs:
         piped = subprocess.run(
-            [sys.executable, "-m", "pentrace", "--data-root", str(tmp_path), *args],
+            [sys.executable, "-m", "pentrace", "--data-root", str(tmp_path), *piped_args],
             env=env,
             capture_output=True,
             check=False,
