@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import enum
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from eventsourcing.application import AggregateNotFoundError
 
@@ -43,6 +42,10 @@ class SaveMode(enum.Enum):
     EVENT = "event"
     REQUEST = "request"
     MANUAL = "manual"
+
+
+_EVENT: Final = SaveMode.EVENT
+_MANUAL: Final = SaveMode.MANUAL
 
 
 class SessionHandle:
@@ -103,47 +106,54 @@ class SessionHandle:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _run(self, command: Callable[..., None], *args: Any, **options: Any) -> None:
-        command(*args, now=self._app.clock(), **options)
-        if self.mode is SaveMode.EVENT:
-            self.save()
-
-    def _run_and_save(self, command: Callable[..., None], *args: Any, **options: Any) -> None:
-        command(*args, now=self._app.clock(), **options)
-        if self.mode is not SaveMode.MANUAL:
-            self.save()
-
-    # The commands: see Session for each one's arguments and refusals.
+    # The commands: see Session for each one's arguments and refusals.  Each calls
+    # the aggregate itself (no generic dispatcher): recording is the hot path.
 
     def record_user_input(self, text: str, **options: Any) -> None:
         """User input, written before ``request_begin`` (``images=``, ``sender=``)."""
-        self._run(self._session.record_user_input, text, **options)
+        self._session.record_user_input(text, now=self._app.clock(), **options)
+        if self.mode is _EVENT:
+            self.save()
 
     def begin_request(self) -> None:
         """``request_begin``."""
-        self._run(self._session.begin_request)
+        self._session.begin_request(now=self._app.clock())
+        if self.mode is _EVENT:
+            self.save()
 
     def end_request(self, status: str, **options: Any) -> None:
         """``request_end``; saves in EVENT and REQUEST mode."""
-        self._run_and_save(self._session.end_request, status, **options)
+        self._session.end_request(status, now=self._app.clock(), **options)
+        if self.mode is not _MANUAL:
+            self.save()
 
     def record_text(self, text: str, **options: Any) -> None:
         """An assistant (or ``role=``) ``text`` message."""
-        self._run(self._session.record_text, text, **options)
+        self._session.record_text(text, now=self._app.clock(), **options)
+        if self.mode is _EVENT:
+            self.save()
 
     def record_thinking(self, thinking: str, **options: Any) -> None:
         """A ``thinking`` message."""
-        self._run(self._session.record_thinking, thinking, **options)
+        self._session.record_thinking(thinking, now=self._app.clock(), **options)
+        if self.mode is _EVENT:
+            self.save()
 
     def record_inline_thinking(self, data: str, mime_type: str, **options: Any) -> None:
         """An ``inline_thinking`` message."""
-        self._run(self._session.record_inline_thinking, data, mime_type, **options)
+        self._session.record_inline_thinking(data, mime_type, now=self._app.clock(), **options)
+        if self.mode is _EVENT:
+            self.save()
 
     def record_tool_call(
         self, name: str, arguments: str, tool_call_id: str, **options: Any
     ) -> None:
         """A ``tool_call``."""
-        self._run(self._session.record_tool_call, name, arguments, tool_call_id, **options)
+        self._session.record_tool_call(
+            name, arguments, tool_call_id, now=self._app.clock(), **options
+        )
+        if self.mode is _EVENT:
+            self.save()
         self._tool_names[tool_call_id] = name
 
     def record_tool_output(
@@ -172,53 +182,81 @@ class SessionHandle:
                 archive_dir=app.root.truncated_output_dir(app.project, app.agent, self.session_id),
                 max_chars=cap,
             )
-        self._run(self._session.record_tool_output, tool_call_id, output, **options)
+        self._session.record_tool_output(tool_call_id, output, now=self._app.clock(), **options)
+        if self.mode is _EVENT:
+            self.save()
         self._tool_names.pop(tool_call_id, None)
 
     def record_image_url(self, image_url: str, **options: Any) -> None:
         """An ``image_url`` message."""
-        self._run(self._session.record_image_url, image_url, **options)
+        self._session.record_image_url(image_url, now=self._app.clock(), **options)
+        if self.mode is _EVENT:
+            self.save()
 
     def record_inline_data(self, data: str, mime_type: str, **options: Any) -> None:
         """An ``inline_data`` message."""
-        self._run(self._session.record_inline_data, data, mime_type, **options)
+        self._session.record_inline_data(data, mime_type, now=self._app.clock(), **options)
+        if self.mode is _EVENT:
+            self.save()
 
     def record_model_message(self, payload: Any) -> None:
         """Any complete OmniMessage model payload."""
-        self._run(self._session.record_model_message, payload)
+        self._session.record_model_message(payload, now=self._app.clock())
+        if self.mode is _EVENT:
+            self.save()
 
     def decide_approval(self, tool_call_id: str, decision: str) -> None:
         """``approval_decision``."""
-        self._run(self._session.decide_approval, tool_call_id, decision)
+        self._session.decide_approval(tool_call_id, decision, now=self._app.clock())
+        if self.mode is _EVENT:
+            self.save()
 
     def abort(self, reason: str | None = None) -> None:
         """``abort``."""
-        self._run(self._session.abort, reason=reason)
+        self._session.abort(now=self._app.clock(), reason=reason)
+        if self.mode is _EVENT:
+            self.save()
 
     def record_token_usage(self, session: Any, request: Any) -> None:
         """``token_usage`` (TokenCounts or mappings)."""
-        self._run(self._session.record_token_usage, session, request)
+        self._session.record_token_usage(session, request, now=self._app.clock())
+        if self.mode is _EVENT:
+            self.save()
 
     def begin_compaction(self, reason: str, mode: str, **options: Any) -> None:
         """``compaction_begin`` (``context=``, ``turns=``)."""
-        self._run(self._session.begin_compaction, reason, mode, **options)
+        self._session.begin_compaction(reason, mode, now=self._app.clock(), **options)
+        if self.mode is _EVENT:
+            self.save()
 
     def end_compaction(self, status: str, **options: Any) -> None:
         """``compaction_end``; saves in EVENT and REQUEST mode."""
-        self._run_and_save(self._session.end_compaction, status, **options)
+        self._session.end_compaction(status, now=self._app.clock(), **options)
+        if self.mode is not _MANUAL:
+            self.save()
 
     def finish_goal(self, outcome: str, *, rounds: int, tokens_used: int) -> None:
         """``goal_finished``."""
-        self._run(self._session.finish_goal, outcome, rounds=rounds, tokens_used=tokens_used)
+        self._session.finish_goal(
+            outcome, now=self._app.clock(), rounds=rounds, tokens_used=tokens_used
+        )
+        if self.mode is _EVENT:
+            self.save()
 
     def begin_mcp_connect(self, servers: Any) -> None:
         """``mcp_connect_begin``."""
-        self._run(self._session.begin_mcp_connect, servers)
+        self._session.begin_mcp_connect(servers, now=self._app.clock())
+        if self.mode is _EVENT:
+            self.save()
 
     def end_mcp_connect(self, status: str, results: Any) -> None:
         """``mcp_connect_end``."""
-        self._run(self._session.end_mcp_connect, status, results)
+        self._session.end_mcp_connect(status, results, now=self._app.clock())
+        if self.mode is _EVENT:
+            self.save()
 
     def record_subagent(self, child_session_id: str) -> None:
         """``subagent`` pointer (``SessionApplication.spawn_subagent`` writes it for you)."""
-        self._run(self._session.record_subagent, child_session_id)
+        self._session.record_subagent(child_session_id, now=self._app.clock())
+        if self.mode is _EVENT:
+            self.save()

@@ -103,6 +103,26 @@ class TraceRecorder(ApplicationRecorder):
                 self._insert(session_id, events)
         return None
 
+    def insert_lines(
+        self,
+        session_id: str,
+        first: int,
+        lines: Sequence[bytes],
+        rotations: Sequence[int] = (),
+    ) -> None:
+        """Append ``lines`` at positions ``first``, ``first + 1``, ... as one atomic batch.
+
+        What :meth:`insert_events` does for one session, without StoredEvents
+        (``SessionApplication.save`` hands over its events' lines directly).
+        ``rotations`` are the offsets in ``lines`` of the ``session_meta``
+        copies that open the next shard.  IntegrityError when ``first`` is not
+        the session's next position.
+        """
+        if not lines:
+            return
+        with self._lock:
+            self._append(session_id, first, lines, rotations)
+
     def _insert(self, session_id: str, events: list[StoredEvent]) -> None:
         first = events[0].originator_version
         for offset, stored in enumerate(events):
@@ -111,6 +131,16 @@ class TraceRecorder(ApplicationRecorder):
                     f"session {session_id}: expected consecutive versions in one save, "
                     f"found {stored.originator_version} after {first + offset - 1}"
                 )
+        rotations = [
+            offset
+            for offset, stored in enumerate(events)
+            if stored.topic == SHARD_OPENED_TOPIC and stored.originator_version > 1
+        ]
+        self._append(session_id, first, [stored.state for stored in events], rotations)
+
+    def _append(
+        self, session_id: str, first: int, lines: Sequence[bytes], rotations: Sequence[int]
+    ) -> None:
         cursor = self._cursor(session_id)
         if first != cursor.count + 1:
             raise IntegrityError(
@@ -118,17 +148,17 @@ class TraceRecorder(ApplicationRecorder):
                 f"{cursor.count + 1}, found version {first} (another save got there first, "
                 "or the aggregate is stale: reload it with Repository.get)"
             )
-        segment: list[bytes] = []
-        rotate = False
-        for stored in events:
-            if stored.topic == SHARD_OPENED_TOPIC and stored.originator_version > 1:
-                self._write(cursor, segment, rotate)
-                segment, rotate = [], True
-            segment.append(stored.state)
-        self._write(cursor, segment, rotate)
+        if not rotations:
+            self._write(cursor, lines, False)
+            return
+        start, rotate = 0, False
+        for offset in rotations:
+            self._write(cursor, lines[start:offset], rotate)
+            start, rotate = offset, True
+        self._write(cursor, lines[start:], rotate)
 
     @staticmethod
-    def _write(cursor: _Cursor, lines: list[bytes], rotate: bool) -> None:
+    def _write(cursor: _Cursor, lines: Sequence[bytes], rotate: bool) -> None:
         if not lines:
             return
         if rotate:

@@ -79,6 +79,18 @@ def positions_into(sink: list[list[int]]) -> Any:
     return hook
 
 
+def hooked_app(folder: Path, sink: list[list[int]]) -> SessionApplication:
+    """An application whose on_recorded hook appends each save's positions to ``sink``."""
+    return SessionApplication(
+        folder,
+        "proj",
+        "agent",
+        durability=Durability.NONE,
+        clock=Clock(),
+        on_recorded=positions_into(sink),
+    )
+
+
 def records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
 
@@ -113,14 +125,7 @@ def test_save_per_request_and_per_event_write_the_same_lines(
     traces = []
     for mode in (SaveMode.REQUEST, SaveMode.EVENT):
         sink = calls.setdefault(mode.value, [])
-        with SessionApplication(
-            tmp_path / mode.value,
-            "proj",
-            "agent",
-            durability=Durability.NONE,
-            clock=Clock(),
-            on_recorded=positions_into(sink),
-        ) as application:
+        with hooked_app(tmp_path / mode.value, sink) as application:
             handle = start(application, workspace, mode)
             one_request(handle)
             traces.append([r for r in records(handle.trace_path) if r["type"] != "session_meta"])
@@ -394,3 +399,36 @@ def test_the_ledger_hook_hears_nothing_from_a_save_that_failed(
         with pytest.raises(IntegrityError):
             stale.save()
     assert heard == [[1, 2], [3]]
+
+
+def test_the_direct_save_and_the_library_save_write_the_same_shards(
+    tmp_path: Path, workspace: Path
+) -> None:
+    shards, heard = [], []
+    for name in ("direct", "library"):
+        sink: list[list[int]] = []
+        with hooked_app(tmp_path / name, sink) as application:
+            handle = start(application, workspace, SaveMode.MANUAL)
+            one_request(handle)
+            for compaction in range(2):  # two rotations in one save
+                handle.begin_compaction("manual", "discard")
+                handle.end_compaction("completed")
+                handle.record_user_input(f"fresh context {compaction}")
+            if name == "direct":
+                handle.save()
+            else:
+                application.save(handle.session, None)  # two objects: the library's path
+            found = application.root.find_shards("proj", "agent", handle.session_id)
+            own = (str(tmp_path / name).encode(), handle.session_id.encode())
+            shards.append(
+                [
+                    ref.path.read_bytes().replace(own[0], b"ROOT").replace(own[1], b"SID")
+                    for ref in found
+                ]
+            )
+            heard.append(sink)
+            assert application.repository.get(handle.session_id) == handle.session
+    assert [len(found) for found in shards] == [3, 3]
+    assert shards[0] == shards[1]
+    total = len(b"".join(shards[0]).splitlines())
+    assert heard[0] == heard[1] == [[1, 2], list(range(3, total + 1))]

@@ -139,6 +139,38 @@ def test_a_session_meta_copy_in_a_save_starts_the_next_shard_with_the_rest(
     assert positions == [(5, META), (6, TOOLS), (7, text(7))]
 
 
+def test_insert_lines_writes_and_refuses_what_insert_events_does(root: DataRoot) -> None:
+    opened = get_topic(ShardOpened)
+    batches = [
+        [(META, ""), (TOOLS, ""), (text(3), "")],
+        [(text(4), ""), (META, opened), (TOOLS, ""), (text(7), ""), (META, opened), (TOOLS, "")],
+        [(META, opened), (TOOLS, ""), (text(11), ""), (META, opened), (TOOLS, ""), (text(14), "")],
+        [(text(15), "")],
+    ]
+    by_events = TraceRecorder(root, "proj", "agent", durability=Durability.NONE)
+    by_lines = TraceRecorder(root, "proj", "agent", durability=Durability.NONE)
+    try:
+        position = 1
+        for batch in batches:
+            by_events.insert_events(
+                [stored("e", position + n, line, topic) for n, (line, topic) in enumerate(batch)]
+            )
+            rotations = [n for n, (_, topic) in enumerate(batch) if topic]
+            by_lines.insert_lines("l", position, [line for line, _ in batch], rotations)
+            position += len(batch)
+        by_lines.insert_lines("l", 99, [])  # an empty batch writes and checks nothing
+        with pytest.raises(
+            IntegrityError, match=f"expected the next record at position {position}"
+        ):
+            by_lines.insert_lines("l", position - 1, [text(0)])
+    finally:
+        by_events.close()
+        by_lines.close()
+    written = shard_lines(root, "l")
+    assert len(written) == 5
+    assert written == shard_lines(root, "e")
+
+
 def test_positions_survive_a_new_recorder_and_skip_malformed_lines(root: DataRoot) -> None:
     first = TraceRecorder(root, "proj", "agent", durability=Durability.NONE)
     first.insert_events([stored("s", 1, META), stored("s", 2, TOOLS)])
