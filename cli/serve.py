@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from pentrace.infrastructure.analytics.database import ENV_ANALYTICS_URL
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger import LedgerSettings
 from pentrace.infrastructure.ledger.application import ENV_TABLE_PREFIX
@@ -71,6 +72,7 @@ def serve(
         data_root=root.path,
         ledger=LedgerSettings.from_env(),
         ledger_table_prefix=os.environ.get(ENV_TABLE_PREFIX, ""),
+        analytics_url=os.environ.get(ENV_ANALYTICS_URL, "").strip() or None,
         host=host,
         port=port,
         token=read_token(token_file),

@@ -13,7 +13,6 @@ Mount with ``routes.extend(analytics_routes.routes)``.
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any, Final
 
@@ -55,14 +54,14 @@ def _day(request: Request, name: str) -> str | None:
 
 
 def _read(context: ServiceContext, kind: str, params: dict[str, Any]) -> Any:
-    root = context.settings.data_root
+    root, env = context.settings.data_root, context.settings.analytics_env()
     for name in _NEEDS[kind]:
         if params["catch_up"]:
-            catch_up(BUILTINS[name], data_root=root)
+            catch_up(BUILTINS[name], data_root=root, env=env)
         else:
-            projection = open_projection(BUILTINS[name], root)  # creates empty tables once
+            projection = open_projection(BUILTINS[name], root, env)  # creates empty tables once
             projection.view.db.close()
-    db = AnalyticsDatabase(analytics_url(root, os.environ))
+    db = AnalyticsDatabase(analytics_url(root, env))
     try:
         since, until, by = params["since"], params["until"], params["by"]
         if kind == "tokens":
@@ -101,15 +100,15 @@ async def stats_route(request: Request) -> Response:
 
 
 def _status(context: ServiceContext) -> dict[str, Any]:
-    root = context.settings.data_root
-    ledger = open_ledger(root)
+    root, env = context.settings.data_root, context.settings.analytics_env()
+    ledger = open_ledger(root, env)
     try:
         newest = ledger.max_notification_id() or 0
     finally:
         ledger.close()
     rows = []
     for name, each in BUILTINS.items():
-        projection = open_projection(each, root)
+        projection = open_projection(each, root, env)
         try:
             position = projection.view.max_tracking_id(name) or 0
         finally:

@@ -17,7 +17,9 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from pentrace.errors import ConfigError
+from pentrace.infrastructure.analytics.database import ENV_ANALYTICS_URL
 from pentrace.infrastructure.ledger import LedgerSettings
+from pentrace.infrastructure.ledger.application import ENV_TABLE_PREFIX
 
 __all__ = [
     "ENV_TOKEN",
@@ -40,6 +42,8 @@ class ServiceSettings(BaseModel):
     data_root: Path
     ledger: LedgerSettings = Field(default_factory=LedgerSettings)
     ledger_table_prefix: str = ""
+    # The analytics read models' database; None: <data_root>/analytics/analytics.db.
+    analytics_url: str | None = None
     host: str = "127.0.0.1"
     port: int = 8765
     token: SecretStr | None = None
@@ -49,6 +53,15 @@ class ServiceSettings(BaseModel):
     frame_cache_bytes: int = 4 * 1024 * 1024
     retry_ms: int = 1000
     test_page: bool = False
+
+    def analytics_env(self) -> dict[str, str]:
+        """These settings as the variables the analytics runners read (the ledger they
+        follow, its table prefix, the read models' database), overriding the process's."""
+        return {
+            **self.ledger.to_env(),
+            ENV_TABLE_PREFIX: self.ledger_table_prefix,
+            ENV_ANALYTICS_URL: self.analytics_url or "",
+        }
 
     def check_binding(self) -> None:
         """Refuse a non-loopback bind without a token (``ConfigError``)."""

@@ -99,6 +99,19 @@ class LedgerSettings(BaseModel):
             ),
         )
 
+    def to_env(self) -> dict[str, str]:
+        """The variables :meth:`from_env` reads back as these settings; every one is set,
+        so they override whatever the process environment holds."""
+        return {
+            ENV_PATH: str(self.path) if self.path is not None else "",
+            ENV_URL: self.url or "",
+            ENV_URL_ALIAS: "",
+            ENV_MAX_EVENTS: _number_text(self.max_events),
+            ENV_MAX_AGE_DAYS: _number_text(self.max_age_days),
+            ENV_MAX_BYTES: _number_text(self.max_bytes),
+            ENV_CLEANUP_INTERVAL_SECONDS: _number_text(self.cleanup_interval_seconds),
+        }
+
     def with_limits_off(self) -> LedgerSettings:
         """A copy that keeps everything (tests, rebuilds, benchmarks)."""
         return self.model_copy(
@@ -112,6 +125,10 @@ class LedgerSettings(BaseModel):
 
 
 _Number = TypeVar("_Number", int, float)
+
+
+def _number_text(value: float | None) -> str:
+    return "off" if value is None else repr(value)
 
 
 def _limit(

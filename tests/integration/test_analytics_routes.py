@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
+import uvicorn
 from typer.testing import CliRunner
 
 from pentrace.cli.app import app
 from pentrace.cli.demo import record_demo_session
 from pentrace.infrastructure.analytics.runner import open_ledger
 from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import sync
-from tests.integration.sse_harness import Server
+from pentrace.service.app import create_app
+from pentrace.service.settings import ServiceSettings
+from tests.integration.sse_harness import Server, free_port
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +81,62 @@ def test_the_projection_positions_are_listed(server: Server) -> None:
     listed = httpx.get(f"{server.url}/api/v1/projections", timeout=10).json()["projections"]
     tools = next(row for row in listed if row["name"] == "tools")
     assert tools["position"] == tools["ledger_newest"] > 0
+
+
+def test_the_routes_follow_the_service_settings_not_the_process_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An embedding application passes its own settings to create_app; the routes
+    # must read that ledger and that analytics database, whatever the env says.
+    root = tmp_path / "data"
+    record_demo_session(DataRoot(root), datetime(2026, 11, 28, 9, tzinfo=UTC))
+    ledger_settings = LedgerSettings(path=tmp_path / "chosen" / "ledger.db").with_limits_off()
+    ledger = RuntimeEventLedger.open(root, ledger_settings)
+    try:
+        sync(ledger, root)
+    finally:
+        ledger.close()
+    chosen_analytics = tmp_path / "chosen" / "analytics.db"
+    wrong = tmp_path / "wrong"
+    monkeypatch.setenv("PENGUIN_RUNTIME_EVENT_LEDGER_PATH", str(wrong / "ledger.db"))
+    monkeypatch.setenv("PENTRACE_ANALYTICS_URL", f"sqlite:///{wrong / 'analytics.db'}")
+    settings = ServiceSettings(
+        data_root=root,
+        ledger=ledger_settings,
+        analytics_url=f"sqlite:///{chosen_analytics}",
+        port=free_port(),
+    )
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(settings), host="127.0.0.1", port=settings.port, log_level="error"
+        )
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            assert thread.is_alive(), "the server thread exited"
+            time.sleep(0.02)
+        base = f"http://127.0.0.1:{settings.port}"
+        served = httpx.get(f"{base}/api/v1/stats/tools", params={"catch_up": "1"}, timeout=30)
+        listed = httpx.get(f"{base}/api/v1/projections", timeout=10)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+    assert served.status_code == 200, served.text
+    assert listed.status_code == 200, listed.text
+    expected = CliRunner().invoke(
+        app,
+        ["--data-root", str(root), "stats", "tools", "--json"],
+        env={
+            "PENGUIN_RUNTIME_EVENT_LEDGER_PATH": str(ledger_settings.path),
+            "PENTRACE_ANALYTICS_URL": f"sqlite:///{chosen_analytics}",
+        },
+    )
+    assert expected.exit_code == 0, expected.output
+    assert served.json() == json.loads(expected.stdout)
+    assert served.json()["tools"]  # the demo's tool calls, read from the chosen ledger
+    tools = next(row for row in listed.json()["projections"] if row["name"] == "tools")
+    assert tools["position"] == tools["ledger_newest"] > 0
+    assert chosen_analytics.exists()
+    assert not wrong.exists()

@@ -74,3 +74,23 @@ def test_a_urls_password_is_hidden_in_messages() -> None:
 
 def test_the_default_file_lives_under_the_data_root() -> None:
     assert default_ledger_path(Path("/data")) == Path("/data/runtime_events/runtime_events.db")
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        LedgerSettings(),
+        LedgerSettings(path=Path("/srv/ledger/events.db"), max_events=5, max_age_days=0.5),
+        LedgerSettings(url="postgresql+psycopg://app@db/ledger").with_limits_off(),
+        LedgerSettings(max_bytes=1, cleanup_interval_seconds=2.25),
+    ],
+)
+def test_settings_written_as_variables_read_back_the_same(settings: LedgerSettings) -> None:
+    # Every variable is written, so what the process environment holds cannot leak in.
+    noisy = {
+        "PENTRACE_LEDGER_URL": "postgresql+psycopg://other@host/db",
+        "PENGUIN_RUNTIME_EVENT_LEDGER_URL": "postgresql+psycopg://alias@host/db",
+        "PENGUIN_RUNTIME_EVENT_LEDGER_PATH": "/elsewhere.db",
+        "PENGUIN_RUNTIME_EVENT_LEDGER_MAX_EVENTS": "7",
+    }
+    assert LedgerSettings.from_env({**noisy, **settings.to_env()}) == settings
