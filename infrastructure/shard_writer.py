@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from operator import methodcaller
 from pathlib import Path
 from typing import NoReturn
 
@@ -41,6 +42,8 @@ from pentrace.infrastructure.record_checks import (
 from pentrace.infrastructure.shard_files import create_shard, finish_short_write, probe_tail
 
 __all__ = ["ShardWriter"]
+
+_isspace = methodcaller("isspace")
 
 
 def _index_of(path: Path) -> int:
@@ -169,9 +172,11 @@ class ShardWriter:
         if joined.count(b"\n") != len(records) - 1 or joined.find(PARTIAL_PROBE) >= 0:
             for record in records:
                 refuse_record(record, self._path)
-        for record in records:
-            if not record or record.isspace():
-                refuse_record(record, self._path)
+        # Empty or blank records, found without a Python-level loop in the common case.
+        if not all(records) or any(map(_isspace, records)):
+            for record in records:
+                if not record or record.isspace():
+                    refuse_record(record, self._path)
         buffer = b"\n" + joined + b"\n" if self._heal else joined + b"\n"
         if sync is None:
             sync = self._sync_every or (

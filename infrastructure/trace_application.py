@@ -187,7 +187,8 @@ class TraceApplication(Application[str]):
                     [event.line for event in events],
                     rotations,
                 )
-                self._tell_hook(events)
+                if self.on_recorded is not None:
+                    self._tell_hook(events)
                 if session.rotation_pending:
                     checkpoint_ahead(self.root, self.project, self.agent, session)
             return []

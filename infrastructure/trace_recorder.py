@@ -149,7 +149,8 @@ class TraceRecorder(ApplicationRecorder):
                 "or the aggregate is stale: reload it with Repository.get)"
             )
         if not rotations:
-            self._write(cursor, lines, False)
+            cursor.writer.append_many(lines)
+            cursor.count += len(lines)
             return
         start, rotate = 0, False
         for offset in rotations:
