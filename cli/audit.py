@@ -24,6 +24,7 @@ from pentrace.cli.session_args import (
 from pentrace.infrastructure.audit import (
     AuditReport,
     audit_sessions,
+    ledger_orphans,
     open_existing_ledger,
 )
 from pentrace.infrastructure.audit_fix import Change, fix_sessions
@@ -133,19 +134,29 @@ def audit(
     refs = _refs(ctx, session, project, agent)
     root = data_root(ctx)
     ledger = None if no_ledger else open_existing_ledger(root)
+    # Ledger streams without a trace can only be told apart when every session is read.
+    whole_root = session is None and project is None and agent is None
     try:
         report = audit_sessions(progress(refs, total=len(refs), label="auditing"), ledger)
+        if whole_root and ledger is not None:
+            report.orphans = ledger_orphans(ledger, root, (ref.session_id for ref in refs))
         changes: list[Change] | None = None
         if fix:
             # Text output shows each change as it happens, so a fix that fails
             # later (a live writer holds a session's lock) still reports them.
             changes = fix_sessions(
-                root, report.sessions, ledger, None if as_json else _print_change
+                root,
+                report.sessions,
+                ledger,
+                None if as_json else _print_change,
+                orphans=report.orphans,
             )
             if changes:
                 fixed = [audit.ref for audit in report.sessions]
                 fresh = [_refresh(root_ref, root) for root_ref in fixed]
                 report = audit_sessions([ref for ref in fresh if ref is not None], ledger)
+                if whole_root and ledger is not None:
+                    report.orphans = ledger_orphans(ledger, root, (r.session_id for r in refs))
     finally:
         if ledger is not None:
             ledger.close()

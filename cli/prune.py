@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from pentrace.cli.output import emit_json, emit_table
-from pentrace.cli.session_args import JsonOption, confirm_or_refuse, data_root
+from pentrace.cli.session_args import JsonOption, confirm_or_refuse, data_root, forget_in_ledger
 from pentrace.infrastructure.session_prune import (
     PruneCandidate,
     PruneOutcome,
@@ -80,14 +80,19 @@ def prune(
             )
 
     outcomes = apply_prune(root, plan, echo)
+    deleted = [o.candidate.session_id for o in outcomes if o.error is None]
+    forgotten = forget_in_ledger(root, deleted)
     if as_json:
         emit_json(
             {
                 "dry_run": False,
                 "sessions": [_candidate_json(o.candidate, o.error) for o in outcomes],
+                "ledger_events_removed": forgotten,
             }
         )
-    if any(o.error is not None for o in outcomes):
+    elif forgotten:
+        typer.echo(f"removed {forgotten} ledger event(s) of the deleted sessions")
+    if forgotten is None or any(o.error is not None for o in outcomes):
         raise typer.Exit(1)
 
 

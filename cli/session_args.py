@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from pentrace.errors import UsageError
+from pentrace.errors import LedgerError, UsageError
 from pentrace.infrastructure.catalog import resolve_session
 from pentrace.infrastructure.layout import DataRoot, SessionRef
 
@@ -19,6 +19,7 @@ __all__ = [
     "SessionArgument",
     "confirm_or_refuse",
     "data_root",
+    "forget_in_ledger",
     "resolve",
 ]
 
@@ -71,3 +72,20 @@ def confirm_or_refuse(question: str, *, yes: bool, what: str) -> bool:
             hint="pass --yes to confirm in scripts",
         )
     return typer.confirm(question, default=False)
+
+
+def forget_in_ledger(root: DataRoot, session_ids: list[str]) -> int | None:
+    """Remove deleted sessions' events from the ledger; the count, or None when it failed.
+
+    The traces are already gone, so a ledger that cannot be written (locked,
+    server down) is a warning on stderr, and the caller exits non-zero.
+    """
+    # Imported here: the session commands load eagerly, SQLAlchemy should not (ADR 0008).
+    from pentrace.infrastructure.ledger_admin import forget_sessions
+
+    try:
+        return sum(forget_sessions(root, session_ids).values())
+    except LedgerError as exc:
+        typer.echo(f"warning: the ledger still holds their events: {exc.message}", err=True)
+        typer.echo("hint: run `pentrace audit --fix` when the ledger can be written", err=True)
+        return None

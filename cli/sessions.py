@@ -22,6 +22,7 @@ from pentrace.cli.session_args import (
     SessionArgument,
     confirm_or_refuse,
     data_root,
+    forget_in_ledger,
     resolve,
 )
 from pentrace.infrastructure.catalog import (
@@ -248,7 +249,8 @@ def delete(
     agent: AgentOption = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
-    """Delete a session: its shards, scratchpad and lock file (subagent children stay).
+    """Delete a session: its shards, scratchpad, lock file and ledger events (subagent
+    children stay).
 
     Asks for confirmation unless --yes; refuses without a terminal and without --yes.
 
@@ -261,6 +263,11 @@ def delete(
         raise typer.Exit(1)
     result = delete_session(root, ref.project, ref.agent, ref.session_id)
     typer.echo(f"deleted {result.session_id}: {len(result.removed)} path(s) removed")
+    forgotten = forget_in_ledger(root, [result.session_id])
+    if forgotten is None:
+        raise typer.Exit(1)
+    if forgotten:
+        typer.echo(f"removed {forgotten} ledger event(s) of {result.session_id}")
 
 
 def register(app: typer.Typer) -> None:

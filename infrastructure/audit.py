@@ -19,6 +19,7 @@ from sqlalchemy import select
 from pentrace.errors import NotFoundError
 from pentrace.infrastructure.layout import DataRoot, SessionRef
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
+from pentrace.infrastructure.ledger.settings import default_ledger_path
 from pentrace.infrastructure.ledger_admin import open_ledger
 from pentrace.infrastructure.trace_reader import ParseReport, read_shard
 from pentrace.projections.audit_checks import (
@@ -35,6 +36,7 @@ __all__ = [
     "SessionAudit",
     "audit_session",
     "audit_sessions",
+    "ledger_orphans",
     "open_existing_ledger",
 ]
 
@@ -59,16 +61,19 @@ class AuditReport:
 
     sessions: list[SessionAudit] = field(default_factory=list)
     ledger: str | None = None
+    # Ledger streams of sessions with no trace (checked when the whole root is audited).
+    orphans: list[Problem] = field(default_factory=list)
 
     @property
     def problems(self) -> list[Problem]:
-        """Every problem of every session."""
-        return [problem for audit in self.sessions for problem in audit.problems]
+        """Every problem of every session, then the ledger's orphan streams."""
+        return [problem for audit in self.sessions for problem in audit.problems] + self.orphans
 
     @property
     def exit_code(self) -> int:
-        """The worst session's code: 0 clean, 1 warnings, 2 errors."""
-        return max((audit.exit_code for audit in self.sessions), default=0)
+        """The worst code: 0 clean, 1 warnings, 2 errors."""
+        sessions = max((audit.exit_code for audit in self.sessions), default=0)
+        return max(sessions, worst_exit_code(self.orphans))
 
     def counts(self) -> dict[str, int]:
         """Sessions audited, records read, errors and warnings."""
@@ -156,6 +161,34 @@ def audit_session(ref: SessionRef, ledger: RuntimeEventLedger | None = None) -> 
     if drift is not None:
         problems.extend(drift.finish())
     return SessionAudit(ref, position, _in_file_order(problems))
+
+
+def ledger_orphans(
+    ledger: RuntimeEventLedger, root: DataRoot, known: Iterable[str]
+) -> list[Problem]:
+    """Sessions the ledger holds events of but the data root has no trace for (deleted).
+
+    Only a ledger that belongs to this data root (its default SQLite file) gets
+    the ``ledger_forget`` fix: a configured ledger may be shared with other
+    roots, whose sessions this audit cannot see.
+    """
+    present = set(known)
+    path = ledger.db.path
+    local = path is not None and path.resolve() == default_ledger_path(root.path).resolve()
+    hint = "" if local else " (a shared ledger: check other data roots before removing it)"
+    return [
+        Problem(
+            code="ledger_orphan_stream",
+            severity="warning",
+            message=f"the ledger holds {count} event(s) of this session, which has no trace "
+            f"under the data root{hint}",
+            session_id=sid,
+            path=ledger.db.where,
+            fix="ledger_forget" if local else None,
+        )
+        for sid, count in sorted(ledger.session_streams().items())
+        if sid not in present
+    ]
 
 
 def _in_file_order(problems: list[Problem]) -> list[Problem]:

@@ -32,6 +32,7 @@ from pentrace.infrastructure.ledger import RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import sync
 from pentrace.infrastructure.locking import SessionLock
 from pentrace.infrastructure.trace_writer import session_lock_path
+from pentrace.projections.audit_checks import Problem
 
 __all__ = ["Change", "close_dangling_compaction", "fix_sessions", "heal_torn_tail"]
 
@@ -153,11 +154,13 @@ def fix_sessions(
     audits: Iterable[SessionAudit],
     ledger: RuntimeEventLedger | None,
     on_change: Callable[[Change], None] | None = None,
+    orphans: Iterable[Problem] = (),
 ) -> list[Change]:
     """Apply every safe fix the audits call for, in a safe order; return what changed.
 
     Torn tails go first (the writer would otherwise keep the fragment as a
-    malformed line), then compactions, then one ledger sync per agent.
+    malformed line), then compactions, then one ledger sync per agent, then
+    the removal of ledger events whose session has no trace any more.
     ``on_change`` hears of each change as soon as it is made, so a caller can
     report what was done even when a later fix fails (a live writer's lock).
     """
@@ -185,6 +188,11 @@ def fix_sessions(
                     f"event(s) over {result.sessions} session(s)"
                 )
                 changes.append(Change("ledger_sync", "*", ledger.db.where, detail))
+        for orphan in orphans:
+            if orphan.fix == "ledger_forget":
+                removed = ledger.forget_stream(f"session:{orphan.session_id}")
+                detail = f"removed {removed} ledger event(s) of a session with no trace"
+                changes.append(Change("ledger_forget", orphan.session_id, ledger.db.where, detail))
     return list(changes)
 
 

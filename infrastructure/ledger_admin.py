@@ -80,6 +80,26 @@ def open_ledger(
     return RuntimeEventLedger(db, settings)
 
 
+def forget_sessions(root: DataRoot, session_ids: Iterable[str]) -> dict[str, int]:
+    """Remove the ledger events of sessions whose traces were deleted.
+
+    Returns the rows removed per session; ``{}`` when there is no ledger yet.
+    The ledger is derived from traces, so a deleted session's events would
+    otherwise stay replayable over SSE and counted by projections.
+    """
+    wanted = list(session_ids)
+    if not wanted:
+        return {}
+    try:
+        ledger = open_ledger(root, must_exist=True, keep_everything=True)
+    except NotFoundError:
+        return {}
+    try:
+        return {sid: ledger.forget_stream(f"session:{sid}") for sid in wanted}
+    finally:
+        ledger.close()
+
+
 def entries_after(
     ledger: RuntimeEventLedger,
     notification_id: int,

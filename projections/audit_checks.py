@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 Severity = Literal["error", "warning"]
-Fix = Literal["heal_torn_tail", "close_compaction", "ledger_sync"]
+Fix = Literal["heal_torn_tail", "close_compaction", "ledger_sync", "ledger_forget"]
 
 
 class Problem(msgspec.Struct, kw_only=True, frozen=True):

@@ -208,6 +208,27 @@ class RuntimeEventLedger(LedgerRecorder):
             ).scalar_one_or_none()
         return sequences, int(pruned or 0)
 
+    def session_streams(self) -> dict[str, int]:
+        """Every session the ledger holds rows of, with its row count."""
+        events = self.db.tables.events
+        query = (
+            select(events.c.stream_id, func.count())
+            .where(events.c.stream_id.like("session:%"))
+            .group_by(events.c.stream_id)
+        )
+        with self.db.reading("list the ledger's session streams") as conn:
+            rows = conn.execute(query).all()
+        return {str(stream).removeprefix("session:"): int(count) for stream, count in rows}
+
+    def forget_stream(self, stream_id: str) -> int:
+        """Delete a stream's rows and its retention watermark (a deleted session); returns
+        the rows deleted.  Its ids become unknown: a later cursor on one is a gap."""
+        events, marks = self.db.tables.events, self.db.tables.watermarks
+        with self.db.writing("remove a stream from the ledger") as conn:
+            deleted = conn.execute(delete(events).where(events.c.stream_id == stream_id))
+            conn.execute(delete(marks).where(marks.c.stream_id == stream_id))
+        return int(deleted.rowcount or 0)
+
     # -- retention ---------------------------------------------------------------
     def cleanup(self) -> RetentionReport:
         """Apply retention now (age, count, size)."""

@@ -324,3 +324,60 @@ def test_a_rotated_shard_holding_only_a_torn_line_is_moved_aside_whole(tmp_path:
     [change] = report["changes"]
     assert "renamed it to" in change["detail"]
     assert (code, report["problems"]) == (0, [])
+
+
+def test_ledger_events_of_a_session_deleted_by_hand_are_reported_and_removed_by_fix(
+    tmp_path: Path,
+) -> None:
+    write_trace(tmp_path, good_session())
+    [gone] = write_trace(tmp_path, good_session(), session_id=OTHER)
+    ledger = _ledger(tmp_path)
+    sync(ledger, tmp_path)
+    ledger.close()
+    gone.unlink()  # removed outside pentrace: the ledger still serves its events
+
+    code, report = run_json(tmp_path)
+    assert code == 1
+    [orphan] = problems(report, "ledger_orphan_stream")
+    assert (orphan["session_id"], orphan["severity"], orphan["fix"]) == (
+        OTHER,
+        "warning",
+        "ledger_forget",
+    )
+    assert "8 event(s)" in orphan["message"]
+    # A narrower audit cannot tell a deleted session from one it did not read.
+    assert problems(run_json(tmp_path, "3f8a")[1], "ledger_orphan_stream") == []
+    assert problems(run_json(tmp_path, "-p", "default_project")[1], "ledger_orphan_stream") == []
+
+    code, out = run(tmp_path, "--fix")
+    assert code == 0, out
+    assert f"[ledger_forget] {OTHER}" in out
+    assert "removed 8 ledger event(s) of a session with no trace" in out
+    ledger = _ledger(tmp_path)
+    try:
+        assert ledger.session_streams() == {SID: 8}
+    finally:
+        ledger.close()
+
+
+def test_a_shared_ledger_reports_orphan_streams_without_offering_to_remove_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, other_root = tmp_path / "here", tmp_path / "there"
+    shared = tmp_path / "shared.db"
+    write_trace(root, good_session())
+    write_trace(other_root, good_session(), session_id=OTHER)
+    ledger = RuntimeEventLedger.open(root, LedgerSettings(path=shared).with_limits_off())
+    sync(ledger, root)
+    sync(ledger, other_root)
+    ledger.close()
+    monkeypatch.setenv("PENGUIN_RUNTIME_EVENT_LEDGER_PATH", str(shared))
+
+    code, report = run_json(root)
+    [orphan] = problems(report, "ledger_orphan_stream")
+    assert (code, orphan["session_id"], orphan["fix"]) == (1, OTHER, None)
+    assert "shared ledger" in orphan["message"]
+    code, report = run_json(root, "--fix")
+    assert code == 1
+    assert problems(report, "ledger_orphan_stream") == [orphan]
+    assert report["changes"] == []

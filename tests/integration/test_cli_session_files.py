@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import tarfile
 import time
 from datetime import UTC, datetime
@@ -15,6 +16,8 @@ from pentrace.cli.app import main
 from pentrace.domain.session import Session
 from pentrace.infrastructure.application import SessionApplication
 from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
+from pentrace.infrastructure.ledger.indexer import sync
 from pentrace.infrastructure.session_import import import_session
 from pentrace.testing import (
     BeginRequest,
@@ -287,3 +290,63 @@ def test_import_reports_progress_in_bytes_that_add_up_to_the_file(
     assert steps
     assert all(step > 0 for step in steps)
     assert sum(steps) == out.stat().st_size
+
+
+def _synced_ledger(root: Path) -> RuntimeEventLedger:
+    ledger = RuntimeEventLedger.open(root, LedgerSettings().with_limits_off())
+    sync(ledger, root)
+    return ledger
+
+
+@pytest.fixture
+def _own_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("PENGUIN_RUNTIME_EVENT_LEDGER_PATH", "PENTRACE_LEDGER_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("PENGUIN_RUNTIME_EVENT_LEDGER_URL", raising=False)
+
+
+@pytest.mark.usefixtures("_own_ledger")
+def test_delete_also_removes_the_sessions_ledger_events(root: Path) -> None:
+    ledger = _synced_ledger(root)
+    held = ledger.session_streams()
+    assert set(held) == {SID_A, SID_B, SID_C}
+
+    result = cli(root, "delete", "7777", "--yes")
+
+    assert result.exit_code == 0, result.output
+    assert f"removed {held[SID_C]} ledger event(s) of {SID_C}" in result.stdout
+    assert ledger.session_streams() == {SID_A: held[SID_A], SID_B: held[SID_B]}
+    ledger.close()
+
+
+@pytest.mark.usefixtures("_own_ledger")
+def test_prune_removes_the_ledger_events_of_what_it_deleted(root: Path) -> None:
+    ledger = _synced_ledger(root)
+    held = ledger.session_streams()
+    _age(root, SID_A, 40)
+
+    result = cli(root, "prune", "--older-than", "30d", "--yes", "--json")
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["ledger_events_removed"] == held[SID_A]
+    assert SID_A not in ledger.session_streams()
+    ledger.close()
+
+
+@pytest.mark.usefixtures("_own_ledger")
+def test_delete_with_a_locked_ledger_deletes_the_files_and_warns(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _synced_ledger(root).close()
+    holder = sqlite3.connect(root / "runtime_events" / "runtime_events.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        code, err = fails(capsys, root, "delete", "7777", "--yes")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert code == 1
+    assert "warning: the ledger still holds their events" in err
+    assert "locked" in err
+    assert "hint: run `pentrace audit --fix`" in err
+    assert not any(SID_C in path for path in tree(root))
