@@ -166,10 +166,12 @@ class ShardWriter:
         if not records:
             return self._size
         joined = b"\n".join(records)
-        # Checked once on the joined batch: an extra newline means a record holds one
-        # (no probe contains a newline, so none spans two records); only a hit pays
-        # for the per-record check that names the record.
-        if joined.count(b"\n") != len(records) - 1 or joined.find(PARTIAL_PROBE) >= 0:
+        # Checked once for the batch: a newline in the records joined without
+        # separators (a one-byte find is a memchr; bytes.count is several times
+        # slower), and the partial probe on the joined batch (no probe contains a
+        # newline, so none spans two records); only a hit pays for the per-record
+        # check that names the record.
+        if b"".join(records).find(b"\n") >= 0 or joined.find(PARTIAL_PROBE) >= 0:
             for record in records:
                 refuse_record(record, self._path)
         # Empty or blank records, found without a Python-level loop in the common case.
