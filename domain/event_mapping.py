@@ -16,7 +16,15 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from pentrace.domain.records import TraceRecord
-from pentrace.domain.runtime_envelope import RuntimeEvent, build_event
+from pentrace.domain.redaction import redact
+from pentrace.domain.runtime_envelope import (
+    Header,
+    RuntimeEvent,
+    assemble_event,
+    envelope_correlation,
+    envelope_header,
+)
+from pentrace.domain.runtime_scope import BODY_READS
 
 __all__ = [
     "EVENT_TYPES",
@@ -52,6 +60,10 @@ EVENT_TYPES: Final[dict[str, str]] = {
     "mcp_connect_end": "tool.mcp.connected",
 }
 _REQUEST_END: Final = {"completed": "run.completed", "aborted": "run.aborted"}
+# What the header of an envelope may read from its body (see ``_header``).
+_BODY_READS: Final = BODY_READS
+_MAX_HEADERS: Final = 4096
+_headers: dict[tuple[Any, ...], Header] = {}
 _PARTIAL_CATEGORIES: Final = {
     "partial_text": "stream_chunk",
     "partial_thinking": "stream_chunk",
@@ -153,6 +165,44 @@ def _partial_category(record: TraceRecord) -> str | None:
     return None
 
 
+def _header(
+    event_type: str,
+    body: dict[str, Any],
+    category: str | None,
+    session_id: str,
+    scope: dict[str, Any],
+    actor: dict[str, Any],
+    home: str | None,
+) -> Header:
+    """The envelope header, remembered while the body cannot change it.
+
+    Scope, category and subject read the body only through the keys in
+    ``_BODY_READS``, so a body without them gives every event of a session,
+    type and actor the same header: one computation instead of six field
+    redactions each.  The key holds every other input (strings and None).
+    """
+    key = None
+    if _BODY_READS.isdisjoint(body):
+        key = (event_type, category, home, tuple(scope.items()), tuple(actor.items()))
+        header = _headers.get(key)
+        if header is not None:
+            return header
+    header = envelope_header(
+        event_type=event_type,
+        body=body,
+        category=category,
+        stream_id=f"session:{session_id}",
+        scope=scope,
+        actor=actor,
+        home=home,
+    )
+    if key is not None:
+        if len(_headers) >= _MAX_HEADERS:
+            _headers.clear()
+        _headers[key] = header
+    return header
+
+
 def event_from_record(
     record: TraceRecord,
     *,
@@ -168,25 +218,32 @@ def event_from_record(
 
     ``directory`` is the session's workspace (normalised; ``~`` expands only
     with ``home``).  A record without a readable timestamp gets
-    ``fallback_time_ms``.
+    ``fallback_time_ms``.  The envelope equals ``build_event`` of the same
+    fields; only the work of computing it is shared between events.
     """
     event_type = event_type_for(record, position)
     payload = _payload(record)
+    redacted = redact(payload, depth=1)
     anchor = (
         record.tool_call_id
         if isinstance(record.tool_call_id, str) and record.tool_call_id
         else position
     )
-    return build_event(
-        event_type=event_type,
-        payload=payload,
+    header = _header(
+        event_type,
+        redacted.value,
+        _partial_category(record),
+        session_id,
+        _scope(record, payload, session_id, project, agent, directory),
+        _actor(record, payload, agent),
+        home,
+    )
+    return assemble_event(
+        header,
+        correlation=envelope_correlation(redacted.value, _correlation(record, payload)),
+        body=redacted.value,
+        payload_paths=redacted.paths,
         time_ms=time_ms_of(record, fallback_time_ms),
         sequence=position,
-        category=_partial_category(record),
-        stream_id=f"session:{session_id}",
-        scope=_scope(record, payload, session_id, project, agent, directory),
-        correlation=_correlation(record, payload),
-        actor=_actor(record, payload, agent),
         projections={"opencode": {"id": f"{event_type}:{session_id}:{anchor}", "type": event_type}},
-        home=home,
     )

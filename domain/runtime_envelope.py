@@ -21,7 +21,7 @@ public entry point for both is :mod:`pentrace.domain.runtime_events`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import msgspec
 
@@ -40,9 +40,13 @@ __all__ = [
     "CATEGORIES",
     "DEFAULT_SOURCE",
     "SCHEMA_VERSION",
+    "Header",
     "Privacy",
     "RuntimeEvent",
+    "assemble_event",
     "build_event",
+    "envelope_correlation",
+    "envelope_header",
     "event_category",
     "event_id_for",
     "opencode_payload",
@@ -143,41 +147,35 @@ def event_id_for(stream_id: str, sequence: int) -> str:
     return f"evt:{slug_stream_id(stream_id)}:{sequence:08d}"
 
 
-class _Hidden:
-    """Redacts envelope fields one by one; paths come out in envelope key order."""
+def _field(name: str, value: Any) -> tuple[Any, list[str]]:
+    """One envelope field redacted, and its hidden paths (``@name`` or ``@name.<path>``)."""
+    if not value:
+        return value, []
+    if isinstance(value, str):
+        clean = redact_text(value)
+        return clean, [f"@{name}"] if clean != value else []
+    clean, paths = redact_flat(value, depth=1)
+    return clean, [f"@{name}.{path}" if path else f"@{name}" for path in paths]
 
-    _ORDER: Final = (
-        "type",
-        "category",
-        "source",
-        "subject",
-        "scope",
-        "correlation",
-        "actor",
-        "projections",
-    )
 
-    def __init__(self, payload_paths: list[str]) -> None:
-        self._payload = payload_paths
-        self._fields: dict[str, list[str]] = {}
+class Header(NamedTuple):
+    """An envelope's redacted fields from ``type`` to ``actor`` but ``correlation``.
 
-    def field(self, name: str, value: Any) -> Any:
-        if not value:
-            return value
-        if isinstance(value, str):
-            clean = redact_text(value)
-            self._fields[name] = [f"@{name}"] if clean != value else []
-            return clean
-        clean, paths = redact_flat(value, depth=1)
-        self._fields[name] = [f"@{name}.{path}" if path else f"@{name}" for path in paths]
-        return clean
+    These are the fields all events of a session and type share; the
+    correlation (a tool call id) and the rest change from event to event.
+    Hidden paths come in envelope key order: the payload's, ``lead_paths``
+    (type to scope), the correlation's, ``actor_paths``, the projections'.
+    """
 
-    @property
-    def paths(self) -> list[str]:
-        ordered = list(self._payload)
-        for name in self._ORDER:
-            ordered.extend(self._fields.get(name, ()))
-        return ordered
+    type: str
+    category: str
+    source: str
+    subject: str
+    stream_id: str
+    scope: dict[str, Any]
+    actor: dict[str, Any]
+    lead_paths: list[str]
+    actor_paths: list[str]
 
 
 def _explicit_scope(
@@ -196,6 +194,104 @@ def _explicit_scope(
         given["workspace"] = given["directory"]
     scope.update(given)
     return scope
+
+
+def envelope_header(
+    *,
+    event_type: str,
+    body: dict[str, Any],
+    category: str | None = None,
+    source: str = DEFAULT_SOURCE,
+    subject: str | None = None,
+    stream_id: str | None = None,
+    scope: Mapping[str, Any] | None = None,
+    actor: Mapping[str, Any] | None = None,
+    home: str | None = None,
+    cwd: str | None = None,
+) -> Header:
+    """Penguin's rules for the fields between the id and the payload, redacted.
+
+    ``body`` is the already redacted payload, which scope, category and
+    subject are read from.  The correlation is :func:`envelope_correlation`.
+    """
+    merged_scope, scope_paths = _field(
+        "scope", _explicit_scope(extract_scope(body, home=home, cwd=cwd), scope, home, cwd)
+    )
+    event_type, type_paths = _field("type", event_type)
+    kind, category_paths = _field("category", category or event_category(event_type, body))
+    source, source_paths = _field("source", source)
+    about, subject_paths = _field(
+        "subject", subject or derive_subject(event_type, merged_scope, body)
+    )
+    stream = stream_id or derive_stream_id(merged_scope)
+    kept_actor, actor_paths = _field("actor", dict(actor or {}))
+    return Header(
+        event_type,
+        kind,
+        source,
+        about,
+        stream,
+        merged_scope,
+        kept_actor,
+        [*type_paths, *category_paths, *source_paths, *subject_paths, *scope_paths],
+        actor_paths,
+    )
+
+
+def envelope_correlation(
+    body: Mapping[str, Any], correlation: Mapping[str, Any] | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """The redacted correlation of an envelope (explicit ids, then the body's) and its paths."""
+    return _field("correlation", extract_correlation(body, correlation))
+
+
+def assemble_event(
+    header: Header,
+    *,
+    correlation: tuple[dict[str, Any], list[str]],
+    body: dict[str, Any],
+    payload_paths: list[str],
+    time_ms: int,
+    sequence: int,
+    event_id: str | None = None,
+    projections: Mapping[str, Any] | None = None,
+) -> RuntimeEvent:
+    """The envelope of a header, a correlation, a redacted payload and projections.
+
+    ``correlation`` comes from :func:`envelope_correlation`; projections are
+    redacted here.  The header's dicts are copied, so one header may serve
+    many events.
+    """
+    kept_correlation, correlation_paths = correlation
+    kept_projections, projection_paths = _field("projections", dict(projections or {}))
+    paths = [
+        *payload_paths,
+        *header.lead_paths,
+        *correlation_paths,
+        *header.actor_paths,
+        *projection_paths,
+    ]
+    return RuntimeEvent(
+        id=event_id or event_id_for(header.stream_id, sequence),
+        schema_version=SCHEMA_VERSION,
+        type=header.type,
+        category=header.category,
+        source=header.source,
+        subject=header.subject,
+        time=time_ms,
+        stream_id=header.stream_id,
+        sequence=sequence,
+        scope=dict(header.scope),
+        correlation=kept_correlation,
+        actor=dict(header.actor),
+        privacy=Privacy(
+            classification="sensitive" if paths else "public",
+            redacted=bool(paths),
+            redacted_fields=paths,
+        ),
+        payload=body,
+        projections=kept_projections,
+    )
 
 
 def build_event(
@@ -222,41 +318,28 @@ def build_event(
     (Penguin's per-stream counter lives in :mod:`pentrace.compat.penguin`).
     """
     redacted = redact(dict(payload or {}), depth=1)
-    body: dict[str, Any] = redacted.value
-    hidden = _Hidden(redacted.paths)
-    merged_scope = hidden.field(
-        "scope", _explicit_scope(extract_scope(body, home=home, cwd=cwd), scope, home, cwd)
-    )
-    kept_correlation = hidden.field("correlation", extract_correlation(body, correlation))
-    event_type = hidden.field("type", event_type)
-    kind = hidden.field("category", category or event_category(event_type, body))
-    source = hidden.field("source", source)
-    about = hidden.field("subject", subject or derive_subject(event_type, merged_scope, body))
-    stream = stream_id or derive_stream_id(merged_scope)
-    number = sequence(stream) if callable(sequence) else sequence
-    kept_actor = hidden.field("actor", dict(actor or {}))
-    kept_projections = hidden.field("projections", dict(projections or {}))
-    paths = hidden.paths
-    return RuntimeEvent(
-        id=event_id or event_id_for(stream, number),
-        schema_version=SCHEMA_VERSION,
-        type=event_type,
-        category=kind,
+    header = envelope_header(
+        event_type=event_type,
+        body=redacted.value,
+        category=category,
         source=source,
-        subject=about,
-        time=time_ms,
-        stream_id=stream,
+        subject=subject,
+        stream_id=stream_id,
+        scope=scope,
+        actor=actor,
+        home=home,
+        cwd=cwd,
+    )
+    number = sequence(header.stream_id) if callable(sequence) else sequence
+    return assemble_event(
+        header,
+        correlation=envelope_correlation(redacted.value, correlation),
+        body=redacted.value,
+        payload_paths=redacted.paths,
+        time_ms=time_ms,
         sequence=number,
-        scope=merged_scope,
-        correlation=kept_correlation,
-        actor=kept_actor,
-        privacy=Privacy(
-            classification="sensitive" if paths else "public",
-            redacted=bool(paths),
-            redacted_fields=paths,
-        ),
-        payload=body,
-        projections=kept_projections,
+        event_id=event_id,
+        projections=projections,
     )
 
 

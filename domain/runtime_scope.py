@@ -18,6 +18,7 @@ from functools import lru_cache
 from typing import Any, Final
 
 __all__ = [
+    "BODY_READS",
     "CORRELATION_KEYS",
     "SCOPE_KEYS",
     "derive_stream_id",
@@ -59,6 +60,9 @@ _SCOPE_READS: Final = frozenset(
     | {"directory", *_DIRECTORY_CONTAINERS, *_NESTED}
 )
 _CORRELATION_READS: Final = frozenset(key for _, keys in CORRELATION_KEYS for key in keys)
+# Every top-level payload key scope, correlation, category (``part``) and,
+# without a session id in scope, subject (the source id keys) may read.
+BODY_READS: Final = _SCOPE_READS | _CORRELATION_READS | {*_SOURCE_KEYS, "part", "info"}
 
 
 def _first_string(mapping: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
