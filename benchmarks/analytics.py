@@ -2,6 +2,7 @@
 
     python -m benchmarks.analytics                          # 400 sessions x 250 events
     python -m benchmarks.analytics --sessions 10000 --events 500   # the issue's 5M events
+    python -m benchmarks.analytics --corpus /var/tmp/corpus   # traces (and ledger) already there
     PENTRACE_TEST_DATABASE_URL=postgresql+psycopg://postgres@127.0.0.1/test python -m ...
 
 The corpus is ``benchmarks._corpus`` (realistic sessions, outputs up to 16k
@@ -138,12 +139,24 @@ def _postgres_env(root: Path) -> dict[str, str] | None:
     }
 
 
-def run(sessions: int, events: int, lag_batches: int) -> dict[str, Any]:
-    """Every figure of the table, for one corpus size."""
+def _existing_corpus(root: Path) -> tuple[int, int]:
+    """Sessions and records of the traces already under ``root``."""
+    shards = list(root.glob("*/agents/*/traces/*/*.jsonl"))
+    records = sum(1 for shard in shards for _ in shard.open("rb"))
+    return len({shard.name.rsplit("_", 1)[0] for shard in shards}), records
+
+
+def run(sessions: int, events: int, lag_batches: int, corpus: Path | None = None) -> dict[str, Any]:
+    """Every figure of the table, for one corpus size (or the traces under ``corpus``)."""
     results: dict[str, Any] = {"sessions": sessions, "events_per_session": events}
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        results["records"] = write_corpus(root, sessions, events)
+        root = Path(tmp) if corpus is None else corpus
+        if corpus is None:
+            results["records"] = write_corpus(root, sessions, events)
+        else:
+            results["sessions"], results["records"] = _existing_corpus(root)
+            results["events_per_session"] = results["records"] // max(1, results["sessions"])
+            (root / "analytics.db").unlink(missing_ok=True)  # cold: the read models start empty
         sqlite_env = {"PENTRACE_ANALYTICS_URL": f"sqlite:///{root / 'analytics.db'}"}
         for key in ("PENTRACE_LEDGER_URL", "PENGUIN_RUNTIME_EVENT_LEDGER_PATH"):
             os.environ.pop(key, None)
@@ -154,7 +167,9 @@ def run(sessions: int, events: int, lag_batches: int) -> dict[str, Any]:
         os.environ.update(limits)
         ledger = open_ledger(root, sqlite_env)
         start = time.perf_counter()
-        sync(ledger, root)
+        # With --corpus, a ledger a previous run (or `pentrace ledger sync`) filled is
+        # reused: sync then only checks that nothing is missing.
+        results["ledger_events_indexed"] = sync(ledger, root).indexed
         results["ledger_sync_s"] = time.perf_counter() - start
         ledger.close()
         rows, floor = floor_read(root, sqlite_env)
@@ -189,8 +204,15 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=400)
     parser.add_argument("--events", type=int, default=250, help="records per session")
     parser.add_argument("--lag-batches", type=int, default=40)
+    parser.add_argument(
+        "--corpus",
+        type=Path,
+        default=None,
+        help="use the traces (and ledger) under this data root instead of writing a corpus, "
+        "for example one kept by `benchmarks.cli_corpus --keep`",
+    )
     args = parser.parse_args()
-    results = run(args.sessions, args.events, args.lag_batches)
+    results = run(args.sessions, args.events, args.lag_batches, args.corpus)
     width = max(map(len, results))
     for key, value in results.items():
         shown = f"{value:,.3f}" if isinstance(value, float) else f"{value:,}"
