@@ -178,6 +178,13 @@ def scoped_page(
     """
     cap = limit if limit is not None and limit > 0 else None
     branches: tuple[str, ...] = ("all",) if scope.session_id is None else ("own", "unscoped")
+    if len(branches) == 2 and through is None:
+        # The two scans are two statements (two snapshots on PostgreSQL's READ
+        # COMMITTED, or on SQLite outside a transaction): bound both by the head
+        # read first, so a row committed in between cannot reach one scan and not
+        # the other.  Ids at or below a visible head are all visible (one writer
+        # at a time hands them out), so nothing below it is skipped.
+        through = _head(db, conn)
     parts = [
         _branch_rows(db, conn, branch, scope, after, through, cap, newest_first)
         for branch in branches
@@ -190,6 +197,12 @@ def scoped_page(
         LedgerEntry(row[0], row[1] if type(row[1]) is bytes else bytes(row[1]), row[2])
         for row in rows
     ]
+
+
+def _head(db: LedgerDatabase, conn: Connection) -> int:
+    events = db.tables.events
+    rows = db.fetch(conn, ("head",), lambda: select(func.max(events.c.notification_id)), {})
+    return int(rows[0][0] or 0) if rows else 0
 
 
 def _position(row: tuple[str, bytes, int]) -> int:
