@@ -59,6 +59,8 @@ _SECRET_WORDS: Final = (
 # place the sorted hits of the ``str.find`` loop take the shorter one too.
 _WORD_SEARCH: Final = re.compile("|".join(map(re.escape, sorted(_SECRET_WORDS, key=len))))
 _ALTERNATION_LENGTH: Final = 1024
+# Text made only of name characters and ``:`` (ids): see ``_no_secret_part``.
+_IDENTIFIER: Final = re.compile(r"[A-Za-z0-9_.:-]*")
 _ASCII_LOWER: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 _NAME_CHARS: Final = string.ascii_letters + string.digits + "_.-"
 _ASSIGNED_VALUE: Final = re.compile(r"[ \t]*(\"[^\"\r\n]*\"|'[^'\r\n]*'|[^\s&\"',;<>]+)")
@@ -150,6 +152,29 @@ def _named_span_at(
     return name_end
 
 
+def _no_secret_part(text: str, lowered: str) -> bool:
+    """True when no secret word of an ids-only text lies in a secret name.
+
+    For text made of name characters and ``:`` alone (event ids, projection
+    ids, ``session_id:<id>`` subjects), each name the loop below would judge
+    is the whole ``:``-separated part around a secret word, as long as that
+    part fits the name window; with no ``=`` only a secret name can hide a
+    value.  So when no such part is a secret name (a cached
+    verdict per part, and parts repeat), the loop would find nothing.
+    """
+    search = _WORD_SEARCH.search
+    at = 0
+    while (hit := search(lowered, at)) is not None:
+        start = text.rfind(":", 0, hit.start()) + 1
+        end = text.find(":", hit.end())
+        if end == -1:
+            end = len(text)
+        if end - start > _NAME_WINDOW or is_secret_key(text[start:end].lstrip("-")):
+            return False
+        at = end
+    return True
+
+
 def _named_spans(text: str, lowered: str, spans: list[tuple[int, int, str]]) -> None:
     """``name=value``, ``name := value`` and ``name: value`` where the name is secret.
 
@@ -162,6 +187,8 @@ def _named_spans(text: str, lowered: str, spans: list[tuple[int, int, str]]) -> 
     """
     done = 0
     if len(lowered) <= _ALTERNATION_LENGTH:
+        if _IDENTIFIER.fullmatch(text) and _no_secret_part(text, lowered):
+            return
         search = _WORD_SEARCH.search
         while (hit := search(lowered, done)) is not None:
             done = _named_span_at(text, hit.start(), hit.end(), spans)

@@ -1,13 +1,16 @@
-"""The text scanner's two ways of finding secret words judge exactly the same names.
+"""The text scanner's shortcuts find exactly the spans of its full loops.
 
 Short texts find the next secret word with one alternation, long ones with one
 ``str.find`` per word (faster there).  Texts dense in overlapping secret words
 (``pwdsn``, ``passession``), long names past the 72-character window, and
-separators must give the same spans either way.
+separators must give the same spans either way.  Ids (name characters and
+``:`` only) skip the name loop when no part around a secret word is a secret
+name; with the shortcut switched off the spans must be the same.
 """
 
 from __future__ import annotations
 
+import re
 from unittest.mock import patch
 
 from hypothesis import given, settings
@@ -37,3 +40,20 @@ def test_the_alternation_tries_shorter_words_first() -> None:
     # shorter (as the sorted find hits do); shortest-first order ensures it.
     words = sorted(secret_patterns._SECRET_WORDS, key=len)
     assert secret_patterns._WORD_SEARCH.pattern.split("|") == words
+
+
+_NAMES = ("password", "api_key", "OPENAI_API_KEY", "max_tokens", "session-2026-07-18", "evt")
+_ID_GLUE = ("message.updated", "call_95", "00000006", "-", "--", ":", "::", "_", ".", "x" * 70)
+_ID_ODD = ("y" * 80, "sk-", "AKIA", "hunter2", "[redacted]")
+_ID_PIECES = st.sampled_from([*secret_patterns._SECRET_WORDS, *_NAMES, *_ID_GLUE, *_ID_ODD])
+# Parts glued from a few pieces, joined by ``:`` the way ids are.
+ids = st.lists(st.lists(_ID_PIECES, min_size=1, max_size=3).map("".join), max_size=5).map(":".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(ids)
+def test_the_id_shortcut_finds_what_the_name_loop_finds(text: str) -> None:
+    fast = find_secret_spans(text)
+    with patch.object(secret_patterns, "_IDENTIFIER", re.compile(r"(?!)")):
+        slow = find_secret_spans(text)
+    assert fast == slow
