@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from pentrace.domain.records import TraceRecord
-from pentrace.domain.redaction import redact
+from pentrace.domain.redaction import redact, redact_string
 from pentrace.domain.runtime_envelope import (
     Header,
     RuntimeEvent,
@@ -203,6 +203,22 @@ def _header(
     return header
 
 
+def _opencode(event_id: str, event_type: str) -> tuple[dict[str, Any], list[str]]:
+    """``envelope_projections({"opencode": {"id": ..., "type": ...}})``, without the walk.
+
+    The keys are fixed and clean, so the walk would redact the two strings
+    and nothing else.
+    """
+    clean_id = redact_string(event_id, depth=3)
+    clean_type = redact_string(event_type, depth=3)
+    paths = []
+    if clean_id != event_id:
+        paths.append("@projections.opencode.id")
+    if clean_type != event_type:
+        paths.append("@projections.opencode.type")
+    return {"opencode": {"id": clean_id, "type": clean_type}}, paths
+
+
 def event_from_record(
     record: TraceRecord,
     *,
@@ -245,5 +261,5 @@ def event_from_record(
         payload_paths=redacted.paths,
         time_ms=time_ms_of(record, fallback_time_ms),
         sequence=position,
-        projections={"opencode": {"id": f"{event_type}:{session_id}:{anchor}", "type": event_type}},
+        projections=_opencode(f"{event_type}:{session_id}:{anchor}", event_type),
     )

@@ -47,6 +47,7 @@ __all__ = [
     "build_event",
     "envelope_correlation",
     "envelope_header",
+    "envelope_projections",
     "event_category",
     "event_id_for",
     "opencode_payload",
@@ -245,6 +246,13 @@ def envelope_correlation(
     return _field("correlation", extract_correlation(body, correlation))
 
 
+def envelope_projections(
+    projections: Mapping[str, Any] | None,
+) -> tuple[dict[str, Any], list[str]]:
+    """The redacted projections of an envelope and their paths."""
+    return _field("projections", dict(projections or {}))
+
+
 def assemble_event(
     header: Header,
     *,
@@ -253,17 +261,17 @@ def assemble_event(
     payload_paths: list[str],
     time_ms: int,
     sequence: int,
+    projections: tuple[dict[str, Any], list[str]],
     event_id: str | None = None,
-    projections: Mapping[str, Any] | None = None,
 ) -> RuntimeEvent:
-    """The envelope of a header, a correlation, a redacted payload and projections.
+    """The envelope of a header, its correlation, payload and projections, all redacted.
 
-    ``correlation`` comes from :func:`envelope_correlation`; projections are
-    redacted here.  The header's dicts are copied, so one header may serve
-    many events.
+    ``correlation`` comes from :func:`envelope_correlation`, ``projections``
+    from :func:`envelope_projections`.  The header's dicts are copied, so one
+    header may serve many events.
     """
     kept_correlation, correlation_paths = correlation
-    kept_projections, projection_paths = _field("projections", dict(projections or {}))
+    kept_projections, projection_paths = projections
     paths = [
         *payload_paths,
         *header.lead_paths,
@@ -338,8 +346,8 @@ def build_event(
         payload_paths=redacted.paths,
         time_ms=time_ms,
         sequence=number,
+        projections=envelope_projections(projections),
         event_id=event_id,
-        projections=projections,
     )
 
 

@@ -20,7 +20,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pentrace.domain import redaction
-from pentrace.domain.redaction import REDACTED, is_redacted, redact, redact_reference
+from pentrace.domain.redaction import (
+    REDACTED,
+    is_redacted,
+    redact,
+    redact_reference,
+    redact_string,
+)
 from pentrace.domain.runtime_envelope import build_event
 
 CORPUS = json.loads(
@@ -225,3 +231,15 @@ def test_every_kind_of_value_is_cut_at_the_depth_the_walk_cuts_it() -> None:
                     nested = {"a": nested}
                 _agrees(nested)
                 _agrees(redact_reference(nested).value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(strings, st.integers(0, 3) | st.integers(196, 200))
+def test_redact_string_is_redact_of_the_string_and_remembers_it_clean(
+    text: str, depth: int
+) -> None:
+    expected = redact_reference(text, depth=depth).value
+    assert redact_string(text, depth=depth) == expected
+    assert redact_string(text, depth=depth) == expected
+    if isinstance(expected, str) and not (expected[:1] in ("[", "{") or expected[:1].isspace()):
+        assert is_redacted({"projections": {"opencode": {"id": expected}}})
