@@ -20,7 +20,7 @@ from functools import lru_cache
 from typing import Final
 
 from pentrace.domain.secret_keys import is_secret_key, normalize_key
-from pentrace.domain.secret_shapes import shape_spans
+from pentrace.domain.secret_shapes import GATES, LOWERED_GATES, shape_spans
 
 __all__ = ["MARKER", "find_secret_spans", "is_marker", "redact_secrets_in_text"]
 
@@ -61,6 +61,10 @@ _WORD_SEARCH: Final = re.compile("|".join(map(re.escape, sorted(_SECRET_WORDS, k
 _ALTERNATION_LENGTH: Final = 1024
 # Text made only of name characters and ``:`` (ids): see ``_no_secret_part``.
 _IDENTIFIER: Final = re.compile(r"[A-Za-z0-9_.:-]*")
+# Id stems known clean whatever number follows them (``_clean_with_any_number``).
+_DIGITS: Final = "0123456789"
+_CLEAN_STEMS: Final = 4096
+_clean_stems: set[str] = set()
 _ASCII_LOWER: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 _NAME_CHARS: Final = string.ascii_letters + string.digits + "_.-"
 _ASSIGNED_VALUE: Final = re.compile(r"[ \t]*(\"[^\"\r\n]*\"|'[^'\r\n]*'|[^\s&\"',;<>]+)")
@@ -301,9 +305,42 @@ def _is_opaque_blob(text: str) -> bool:
     )
 
 
+def _clean_with_any_number(stem: str) -> bool:
+    """True when ``stem + digits`` is clean for every run of ASCII digits.
+
+    For an ids-only ``stem`` (name characters and ``:``) that ends in ``:``,
+    holds no shape gate and has no part longer than the name window, the
+    digits can only be a value after the last part: no shape can start in
+    or reach into them (no gate holds ``:`` before a digit or only digits, and
+    no token shape crosses a ``:``), and every name judged is a whole part of
+    the stem (``_no_secret_part``).  Any digits then make the same spans as
+    ``0`` does, so ``stem + "0"`` stands for all of them; the verdict is
+    remembered per stem (event ids ``evt:<stream>:<sequence>`` and OpenCode
+    ids ``<type>:<session>:<position>`` share one per stream).
+    """
+    if stem in _clean_stems:
+        return True
+    if (
+        len(stem) + 1 < _SHORTEST_SECRET
+        or not stem.endswith(":")
+        or _IDENTIFIER.fullmatch(stem) is None
+        or any(len(part) > _NAME_WINDOW for part in stem.split(":"))
+        or any(gate in stem for gate in GATES)
+        or any(gate in stem.lower() for gate in LOWERED_GATES)
+        or _replace(stem + "0") != stem + "0"
+    ):
+        return False
+    if len(_clean_stems) >= _CLEAN_STEMS:
+        _clean_stems.clear()
+    _clean_stems.add(stem)
+    return True
+
+
 def redact_secrets_in_text(text: str) -> str:
     """``text`` with every secret span replaced by ``[redacted:<kind>]``."""
     if len(text) < _SHORTEST_SECRET:
+        return text
+    if text[-1] in _DIGITS and _clean_with_any_number(text.rstrip(_DIGITS)):
         return text
     if len(text) <= _CACHED_LENGTH:
         return _replace_short(text)

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Final, NamedTuple
 
-__all__ = ["shape_spans"]
+__all__ = ["GATES", "LOWERED_GATES", "shape_spans"]
 
 _B64URL: Final = r"[A-Za-z0-9_-]"
 
@@ -135,6 +135,12 @@ _BY_LOWERED: Final[tuple[_Row, ...]] = tuple(
     for shape in _SHAPES
     if shape.lowered
 )
+
+
+# Every gate, by the text it is looked for in: a text holding none of them
+# has no shape in it at all.
+GATES: Final = frozenset(row[0] for row in _BY_TEXT)
+LOWERED_GATES: Final = frozenset(row[0] for row in _BY_LOWERED)
 
 
 def shape_spans(text: str, lowered: str, spans: list[tuple[int, int, str]]) -> None:
