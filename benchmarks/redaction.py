@@ -42,7 +42,7 @@ _EXACT = frozenset(
     | {"private_key", "refresh_token", "secret", "secret_key", "token"}
 )
 _encode = msgspec.json.Encoder().encode
-_CACHES = frozenset({"_fixed", "_memo", "_plain_key_sets"})
+_CACHES = frozenset({"_fixed", "_memo", "_plain_key_sets", "_headers", "_clean_stems"})
 
 
 def _penguin_secret(key: str) -> bool:
@@ -70,8 +70,8 @@ def cold_caches() -> None:
 
     Indexing sees each trace record once, so a run that found the previous
     run's texts already cached would flatter the memos.  Works on older
-    checkouts too: it clears whatever ``lru_cache``s and ``_fixed``/``_memo``/
-    ``_plain_key_sets`` containers the ``pentrace.domain`` modules hold.
+    checkouts too: it clears whatever ``lru_cache``s and memo containers
+    (``_CACHES``) the ``pentrace.domain`` modules hold.
     """
     for name, module in list(sys.modules.items()):
         if not name.startswith("pentrace.domain"):
