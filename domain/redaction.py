@@ -232,7 +232,8 @@ def _unchanged(value: dict[Any, Any], depth: int) -> bool:
     """
     if depth >= MAX_DEPTH:
         return _walk_keeps(value, depth)
-    if not _plain_keys(tuple(value)):
+    keys = tuple(value)
+    if keys not in _plain_key_sets and not _plain_keys(keys):
         return _unchanged_by_key(value, depth)
     for key, item in value.items():
         kind = type(item)
