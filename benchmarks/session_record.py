@@ -65,11 +65,20 @@ def _workload() -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
-def pentrace_record(folder: Path, requests: int, mode: SaveMode) -> str:
-    """Record ``requests`` requests through SessionApplication; return the session id."""
-    with SessionApplication(
-        folder, "bench", "agent", durability=Durability.NONE, clock=_now
-    ) as app:
+def pentrace_record(
+    folder: Path,
+    requests: int,
+    mode: SaveMode,
+    *,
+    application: type[SessionApplication] = SessionApplication,
+    durability: Durability = Durability.NONE,
+) -> str:
+    """Record ``requests`` requests through SessionApplication; return the session id.
+
+    ``application``, ``mode`` and ``durability`` may come from another source
+    tree of pentrace (see ``benchmarks.session_record_ab``).
+    """
+    with application(folder, "bench", "agent", durability=durability, clock=_now) as app:
         handle = app.start_session(
             provider="p",
             model_id="m",
