@@ -163,6 +163,8 @@ class ShardWriter:
 
         Returns the shard size; an empty batch writes nothing.
         """
+        if len(records) == 1:  # a save per event: the same checks without joining
+            return self.append(records[0], sync=sync)
         if not records:
             return self._size
         joined = b"\n".join(records)

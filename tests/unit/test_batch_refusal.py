@@ -25,17 +25,17 @@ _PARTIAL = msgspec.json.encode(
     {"type": "model_msg", "payload": {"type": "partial_text", "event_type": "delta", "text": "h"}}
 )
 
+# Records every batch refuses, with the reason the error names.
+_REFUSED: list[tuple[bytes, str]] = [
+    (b"", "empty record"),
+    (b" \t ", "empty record"),
+    (b"\n", "empty record"),
+    (b'{"a":\n1}', "raw newline"),
+    (_PARTIAL, "partial_text record"),
+]
 
-@pytest.mark.parametrize(
-    ("bad", "reason"),
-    [
-        (b"", "empty record"),
-        (b" \t ", "empty record"),
-        (b"\n", "empty record"),
-        (b'{"a":\n1}', "raw newline"),
-        (_PARTIAL, "partial_text record"),
-    ],
-)
+
+@pytest.mark.parametrize(("bad", "reason"), _REFUSED)
 @pytest.mark.parametrize("position", [0, 1, 2])
 def test_a_batch_holding_one_refused_record_anywhere_writes_nothing(
     tmp_path: Path, bad: bytes, reason: str, position: int
@@ -47,6 +47,18 @@ def test_a_batch_holding_one_refused_record_anywhere_writes_nothing(
         writer.append(_text("first"))
         with pytest.raises(RecordRefusedError, match=reason):
             writer.append_many(batch)
+    assert shard.read_bytes() == _text("first") + b"\n"
+
+
+@pytest.mark.parametrize(("bad", "reason"), _REFUSED)
+def test_a_batch_of_one_refused_record_writes_nothing(
+    tmp_path: Path, bad: bytes, reason: str
+) -> None:
+    shard = tmp_path / "s_001.jsonl"
+    with ShardWriter(shard) as writer:
+        writer.append_many([_text("first")])
+        with pytest.raises(RecordRefusedError, match=reason):
+            writer.append_many([bad])
     assert shard.read_bytes() == _text("first") + b"\n"
 
 

@@ -218,11 +218,17 @@ def test_per_request_durability_fsyncs_at_request_end_and_on_shard_creation(tmp_
     assert counter.files == 2
     writer.append_many([event("request_begin"), text("x"), event("request_end", status="failed")])
     assert counter.files == 3
-    writer.append(event("token_usage"), sync=True)
+    writer.append_many([text('one record mentioning "request_end"')])  # a save per event
+    assert counter.files == 3
+    writer.append_many([event("request_end", status="completed")])
     assert counter.files == 4
+    writer.append_many([event("request_begin")], sync=True)
+    assert counter.files == 5
+    writer.append(event("token_usage"), sync=True)
+    assert counter.files == 6
     writer.append(event("token_usage"))
     writer.close()  # the unsynced token_usage is flushed on close
-    assert (counter.files, counter.dirs) == (5, 2)
+    assert (counter.files, counter.dirs) == (7, 2)
 
 
 def test_no_durability_never_fsyncs(tmp_path: Path) -> None:
