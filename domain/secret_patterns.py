@@ -61,7 +61,8 @@ _WORD_SEARCH: Final = re.compile("|".join(map(re.escape, sorted(_SECRET_WORDS, k
 _ALTERNATION_LENGTH: Final = 1024
 # Text made only of name characters and ``:`` (ids): see ``_no_secret_part``.
 _IDENTIFIER: Final = re.compile(r"[A-Za-z0-9_.:-]*")
-# Id stems known clean whatever number follows them (``_clean_with_any_number``).
+# Id stems known clean whatever number follows them (``_clean_with_any_number``);
+# only texts of up to ``_CACHED_LENGTH`` characters, so the set stays small.
 _DIGITS: Final = "0123456789"
 _CLEAN_STEMS: Final = 4096
 _clean_stems: set[str] = set()
@@ -340,7 +341,11 @@ def redact_secrets_in_text(text: str) -> str:
     """``text`` with every secret span replaced by ``[redacted:<kind>]``."""
     if len(text) < _SHORTEST_SECRET:
         return text
-    if text[-1] in _DIGITS and _clean_with_any_number(text.rstrip(_DIGITS)):
+    if (
+        text[-1] in _DIGITS
+        and len(text) <= _CACHED_LENGTH
+        and _clean_with_any_number(text.rstrip(_DIGITS))
+    ):
         return text
     if len(text) <= _CACHED_LENGTH:
         return _replace_short(text)
