@@ -115,14 +115,19 @@ class LedgerDatabase:
         with engine.connect() as conn:
             present = {index["name"] for index in inspect(conn).get_indexes(events.name)}
         missing = [index for index in events.indexes if index.name not in present]
-        obsolete = f"{events.name}_scope_idx"
-        if not missing and obsolete not in present:
+        # Replaced by (session_id, notification_id) and (event_type, notification_id).
+        obsolete = [
+            name
+            for name in (f"{events.name}_scope_idx", f"{events.name}_type_idx")
+            if name in present
+        ]
+        if not missing and not obsolete:
             return
         with engine.begin() as conn:
             for index in missing:
                 index.create(conn, checkfirst=True)
-            if obsolete in present:
-                conn.execute(text(f"DROP INDEX IF EXISTS {obsolete}"))
+            for name in obsolete:
+                conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
 
     def check_file(self) -> bool:
         """Reopen when the SQLite file vanished or was replaced (W13); True when it did."""

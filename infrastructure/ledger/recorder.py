@@ -13,6 +13,8 @@ Originator ids are strings (the ledger's streams); a UUID given to
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,7 +27,7 @@ from eventsourcing.persistence import (
     Subscription,
     Tracking,
 )
-from sqlalchemy import Connection, func, insert, select, text, update
+from sqlalchemy import Connection, Select, bindparam, func, insert, select, text, update
 
 from pentrace.infrastructure.ledger.database import LedgerDatabase
 from pentrace.infrastructure.ledger.errors import LedgerIntegrityError
@@ -137,37 +139,66 @@ class LedgerRecorder(ProcessRecorder):
         *,
         inclusive_of_start: bool = True,
     ) -> Sequence[Notification]:
-        """Rows in notification-id order, as eventsourcing Notifications."""
+        """Rows in notification-id order, as eventsourcing Notifications.
+
+        With ``topics``, each topic is one range scan of the ``(event_type,
+        notification_id)`` index, cut at ``limit`` and merged by position: a
+        projection that wants a tenth of the ledger reads that tenth.  (With
+        ``event_type IN (...)`` the database collected and sorted every later
+        row of those types for each page.)  The scans are bounded by ``stop``,
+        or by the head read first, so that all of them see the same rows.
+        """
+        after = None if start is None else (start - 1 if inclusive_of_start else start)
+        wanted: list[str | None] = [*sorted(set(topics))] or [None]
+        with self.db.reading("select ledger notifications") as conn:
+            if len(wanted) > 1 and stop is None:
+                stop = self.db.fetch(conn, ("max",), self._max_statement, {})[0][0] or 0
+            branches = [
+                self._notification_rows(conn, after, stop, topic, limit) for topic in wanted
+            ]
+        rows = branches[0] if len(branches) == 1 else heapq.merge(*branches, key=_first)
+        return [
+            Notification(
+                id=row[0],
+                originator_id=row[1],
+                originator_version=row[2],
+                topic=row[3],
+                state=row[4] if type(row[4]) is bytes else bytes(row[4]),
+            )
+            for row in itertools.islice(rows, limit)
+        ]
+
+    def _notification_rows(
+        self, conn: Connection, after: int | None, stop: int | None, topic: str | None, limit: int
+    ) -> list[Any]:
+        shape = ("notifications", after is not None, stop is not None, topic is not None)
+        return self.db.fetch(
+            conn,
+            shape,
+            lambda: self._notifications_statement(*shape[1:]),
+            {"after": after, "stop": stop, "topic": topic, "limit": limit},
+        )
+
+    def _max_statement(self) -> Select[Any]:
+        return select(func.max(self.db.tables.events.c.notification_id))
+
+    def _notifications_statement(self, after: object, stop: object, topic: object) -> Select[Any]:
         events = self.db.tables.events
+        position = events.c.notification_id
         query = select(
-            events.c.notification_id,
+            position,
             events.c.stream_id,
             events.c.sequence,
             events.c.event_type,
             events.c.event_json,
         )
-        if start is not None:
-            query = query.where(
-                events.c.notification_id >= start
-                if inclusive_of_start
-                else events.c.notification_id > start
-            )
-        if stop is not None:
-            query = query.where(events.c.notification_id <= stop)
-        if topics:
-            query = query.where(events.c.event_type.in_(list(topics)))
-        query = query.order_by(events.c.notification_id).limit(limit)
-        with self.db.reading("select ledger notifications") as conn:
-            return [
-                Notification(
-                    id=row[0],
-                    originator_id=row[1],
-                    originator_version=row[2],
-                    topic=row[3],
-                    state=bytes(row[4]),
-                )
-                for row in conn.execute(query)
-            ]
+        if topic:
+            query = query.where(events.c.event_type == bindparam("topic"))
+        if after:
+            query = query.where(position > bindparam("after"))
+        if stop:
+            query = query.where(position <= bindparam("stop"))
+        return query.order_by(position).limit(bindparam("limit"))
 
     def max_notification_id(self) -> int | None:
         """The newest notification id ever handed out, or None for an empty ledger."""
@@ -223,3 +254,7 @@ class LedgerRecorder(ProcessRecorder):
                 select(table.c.notification_id).where(table.c.application_name == application_name)
             ).scalar_one_or_none()
         return None if value is None else int(value)
+
+
+def _first(row: Any) -> int:
+    return int(row[0])

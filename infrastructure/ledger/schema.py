@@ -80,7 +80,8 @@ def ledger_tables(prefix: str = "") -> LedgerTables:
     # in global order (and the unscoped rows, session_id IS NULL, as a second one).
     # Filters on agent, directory, task, run, project or conversation walk the primary
     # key from the cursor and stop at the page limit.
-    Index(f"{name}_type_idx", events.c.event_type)
+    # (event_type, notification_id): a projection's topics are range scans in order.
+    Index(f"{name}_type_position_idx", events.c.event_type, events.c.notification_id)
     Index(f"{name}_category_idx", events.c.category)
     Index(f"{name}_inserted_idx", events.c.inserted_at)
     Index(f"{name}_session_idx", events.c.session_id, events.c.notification_id)

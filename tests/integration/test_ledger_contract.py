@@ -298,3 +298,39 @@ def test_ledger_rows_are_eventsourcing_notifications(ledger: RuntimeEventLedger)
     assert ledger.select_events("session:s1") == [
         StoredEvent("session:s1", 7, "message.updated", notification.state)
     ]
+
+
+def test_notifications_filtered_by_topics_page_exactly_like_a_filter_in_order(
+    ledger: RuntimeEventLedger,
+) -> None:
+    # Each topic is its own index range scan, merged by position; the oracle is
+    # the unfiltered page filtered in Python.
+    kinds = ["message.updated", "tool.called", "token.usage.updated", "run.started"]
+    events = []
+    for number in range(1, 41):
+        event = make_event("s1", number)
+        event["type"] = kinds[number * 7 % 5 % 4]
+        events.append(event)
+    ledger.extend(events)
+    everything = ledger.select_notifications(None, 1000)
+    assert len(everything) == 40
+    for topics in (["tool.called"], ["token.usage.updated", "message.updated"], kinds, ["none"]):
+        for start, stop, limit, inclusive in [
+            (None, None, 1000, True),
+            (everything[5].id, None, 7, True),
+            (everything[5].id, None, 7, False),
+            (everything[3].id, everything[30].id, 4, True),
+            (everything[0].id, everything[39].id, 1, False),
+        ]:
+            expected = [
+                n.id
+                for n in everything
+                if n.topic in topics
+                and (start is None or (n.id >= start if inclusive else n.id > start))
+                and (stop is None or n.id <= stop)
+            ][:limit]
+            page = ledger.select_notifications(
+                start, limit, stop, topics, inclusive_of_start=inclusive
+            )
+            assert [n.id for n in page] == expected, (topics, start, stop, limit, inclusive)
+            assert all(n.topic in topics for n in page)

@@ -78,6 +78,8 @@ def test_a_ledger_made_by_an_earlier_version_is_upgraded_in_place(tmp_path: Path
     old.close()
     with sqlite3.connect(path) as conn:
         conn.execute("DROP INDEX runtime_events_session_idx")
+        conn.execute("DROP INDEX runtime_events_type_position_idx")
+        conn.execute("CREATE INDEX runtime_events_type_idx ON runtime_events (event_type)")
         conn.execute("ALTER TABLE runtime_events ADD COLUMN payload_json TEXT")
         conn.execute("ALTER TABLE runtime_events ADD COLUMN projection_json TEXT")
         conn.execute("UPDATE runtime_events SET payload_json = '{}'")
@@ -94,8 +96,8 @@ def test_a_ledger_made_by_an_earlier_version_is_upgraded_in_place(tmp_path: Path
             "WHERE session_id = 's1' AND notification_id > 0 ORDER BY notification_id LIMIT 10"
         ).fetchall()
         copies = conn.execute("SELECT payload_json FROM runtime_events ORDER BY 1").fetchall()
-    assert "runtime_events_session_idx" in indexes
-    assert "runtime_events_scope_idx" not in indexes
+    assert {"runtime_events_session_idx", "runtime_events_type_position_idx"} <= indexes
+    assert not {"runtime_events_scope_idx", "runtime_events_type_idx"} & indexes
     assert "runtime_events_session_idx" in str(plan)
     assert "TEMP B-TREE" not in str(plan)
     assert copies == [(None,), ("{}",)]  # new rows leave the old copy columns empty
