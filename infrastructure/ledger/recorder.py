@@ -151,12 +151,32 @@ class LedgerRecorder(ProcessRecorder):
         after = None if start is None else (start - 1 if inclusive_of_start else start)
         wanted: list[str | None] = [*sorted(set(topics))] or [None]
         with self.db.reading("select ledger notifications") as conn:
-            if len(wanted) > 1 and stop is None:
-                stop = self.db.fetch(conn, ("max",), self._max_statement, {})[0][0] or 0
-            branches = [
-                self._notification_rows(conn, after, stop, topic, limit) for topic in wanted
-            ]
-        rows = branches[0] if len(branches) == 1 else heapq.merge(*branches, key=_first)
+            if len(wanted) == 1:
+                rows = self._notification_rows(conn, after, stop, wanted[0], limit, full=True)
+            else:
+                if stop is None:
+                    stop = self.db.fetch(conn, ("max",), self._max_statement, {})[0][0] or 0
+                # Positions first (index-only scans), so that a thin topic does not
+                # fetch ``limit`` whole rows the page then drops; then each topic's
+                # rows up to the page's last position, merged.
+                positions = [
+                    self._notification_rows(conn, after, stop, topic, limit, full=False)
+                    for topic in wanted
+                ]
+                page = list(itertools.islice(heapq.merge(*positions, key=_first), limit))
+                if not page:
+                    return []
+                last = int(page[-1][0])
+                rows = list(
+                    heapq.merge(
+                        *(
+                            self._notification_rows(conn, after, last, topic, None, full=True)
+                            for topic, found in zip(wanted, positions, strict=True)
+                            if found and int(found[0][0]) <= last
+                        ),
+                        key=_first,
+                    )
+                )
         return [
             Notification(
                 id=row[0],
@@ -165,13 +185,27 @@ class LedgerRecorder(ProcessRecorder):
                 topic=row[3],
                 state=row[4] if type(row[4]) is bytes else bytes(row[4]),
             )
-            for row in itertools.islice(rows, limit)
+            for row in rows
         ]
 
     def _notification_rows(
-        self, conn: Connection, after: int | None, stop: int | None, topic: str | None, limit: int
+        self,
+        conn: Connection,
+        after: int | None,
+        stop: int | None,
+        topic: str | None,
+        limit: int | None,
+        *,
+        full: bool,
     ) -> list[Any]:
-        shape = ("notifications", after is not None, stop is not None, topic is not None)
+        shape = (
+            "notifications",
+            after is not None,
+            stop is not None,
+            topic is not None,
+            limit is not None,
+            full,
+        )
         return self.db.fetch(
             conn,
             shape,
@@ -182,23 +216,21 @@ class LedgerRecorder(ProcessRecorder):
     def _max_statement(self) -> Select[Any]:
         return select(func.max(self.db.tables.events.c.notification_id))
 
-    def _notifications_statement(self, after: object, stop: object, topic: object) -> Select[Any]:
+    def _notifications_statement(
+        self, after: object, stop: object, topic: object, limit: object, full: object
+    ) -> Select[Any]:
         events = self.db.tables.events
         position = events.c.notification_id
-        query = select(
-            position,
-            events.c.stream_id,
-            events.c.sequence,
-            events.c.event_type,
-            events.c.event_json,
-        )
+        columns = (events.c.stream_id, events.c.sequence, events.c.event_type, events.c.event_json)
+        query = select(position, *columns) if full else select(position)
         if topic:
             query = query.where(events.c.event_type == bindparam("topic"))
         if after:
             query = query.where(position > bindparam("after"))
         if stop:
             query = query.where(position <= bindparam("stop"))
-        return query.order_by(position).limit(bindparam("limit"))
+        query = query.order_by(position)
+        return query.limit(bindparam("limit")) if limit else query
 
     def max_notification_id(self) -> int | None:
         """The newest notification id ever handed out, or None for an empty ledger."""
