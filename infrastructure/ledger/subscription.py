@@ -14,7 +14,6 @@ from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import psycopg
 from eventsourcing.persistence import Notification, Subscription
 from sqlalchemy.engine import make_url
 
@@ -99,6 +98,10 @@ class LedgerSubscription(Subscription["LedgerRecorder"]):
 
     def _listen(self) -> None:
         """Turn PostgreSQL NOTIFY into wake-ups until stopped (polling covers any failure)."""
+        # Imported here: only PostgreSQL ledgers listen, and importing psycopg costs
+        # every SQLite command a seventh of a second (`pentrace stats`).
+        import psycopg
+
         url = make_url(self._recorder.db.url).set(drivername="postgresql")
         channel = self._recorder.notify_channel
         try:
