@@ -107,3 +107,20 @@ def test_a_ledger_made_by_an_earlier_version_is_upgraded_in_place(tmp_path: Path
         "evt:session:s1:00000002",
     ]
     ledger.close()
+
+
+def test_a_driver_error_in_a_replay_page_is_a_ledger_error_not_a_driver_exception(
+    tmp_path: Path,
+) -> None:
+    # Pages run on the driver cursor (LedgerDatabase.fetch); its errors must still
+    # come out as pentrace's ledger errors, naming the operation and the file.
+    path = tmp_path / "events.db"
+    ledger = RuntimeEventLedger(LedgerDatabase.for_path(path), LedgerSettings().with_limits_off())
+    ledger.append(make_event("s1", 1))
+    with sqlite3.connect(path) as conn:
+        conn.execute("ALTER TABLE runtime_events RENAME COLUMN event_json TO moved_json")
+    with pytest.raises(LedgerError, match=r"replay the ledger on .*events\.db.*event_json"):
+        ledger.replay_after(None, session_id="s1")
+    with pytest.raises(LedgerError, match=r"select ledger notifications on .*events\.db"):
+        ledger.select_notifications(None, 10, topics=["message.updated", "other.type"])
+    ledger.close()
