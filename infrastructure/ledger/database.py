@@ -23,7 +23,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
-from sqlalchemy import Connection, Engine, Select, create_engine, event, exc, inspect, text
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Select,
+    bindparam,
+    create_engine,
+    event,
+    exc,
+    func,
+    inspect,
+    select,
+    text,
+)
 from sqlalchemy.engine import make_url
 from sqlalchemy.sql.compiler import Compiled
 
@@ -193,6 +205,38 @@ class LedgerDatabase:
             ) from error
         finally:
             cursor.close()
+
+    def head(self, conn: Connection) -> int:
+        """The newest notification id visible to ``conn`` (0 for an empty ledger).
+
+        Readers that take a page in several statements bound every statement by
+        the head read first: writers hand ids out one transaction at a time, so
+        every id at or below a visible head is visible too, or never will be.
+        """
+        rows = self.fetch(conn, ("head",), self._head_statement, {})
+        return int(rows[0][0] or 0) if rows else 0
+
+    def _head_statement(self) -> Select[Any]:
+        return select(func.max(self.tables.events.c.notification_id))
+
+    def window(
+        self,
+        query: Select[Any],
+        *,
+        after: bool,
+        through: bool,
+        limit: bool,
+        newest_first: bool = False,
+    ) -> Select[Any]:
+        """``query`` cut to ``:after < notification_id <= :through``, in position order,
+        at most ``:limit`` rows; each flag says whether that bound is given."""
+        position = self.tables.events.c.notification_id
+        if after:
+            query = query.where(position > bindparam("after"))
+        if through:
+            query = query.where(position <= bindparam("through"))
+        query = query.order_by(position.desc() if newest_first else position)
+        return query.limit(bindparam("limit")) if limit else query
 
     @contextmanager
     def raw_sqlite(self, operation: str) -> Iterator[sqlite3.Connection]:

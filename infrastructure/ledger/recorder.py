@@ -155,7 +155,7 @@ class LedgerRecorder(ProcessRecorder):
                 rows = self._notification_rows(conn, after, stop, wanted[0], limit, full=True)
             else:
                 if stop is None:
-                    stop = self.db.fetch(conn, ("max",), self._max_statement, {})[0][0] or 0
+                    stop = self.db.head(conn)
                 # Positions first (index-only scans), so that a thin topic does not
                 # fetch ``limit`` whole rows the page then drops; then each topic's
                 # rows up to the page's last position, merged.
@@ -210,11 +210,8 @@ class LedgerRecorder(ProcessRecorder):
             conn,
             shape,
             lambda: self._notifications_statement(*shape[1:]),
-            {"after": after, "stop": stop, "topic": topic, "limit": limit},
+            {"after": after, "through": stop, "topic": topic, "limit": limit},
         )
-
-    def _max_statement(self) -> Select[Any]:
-        return select(func.max(self.db.tables.events.c.notification_id))
 
     def _notifications_statement(
         self, after: object, stop: object, topic: object, limit: object, full: object
@@ -225,12 +222,7 @@ class LedgerRecorder(ProcessRecorder):
         query = select(position, *columns) if full else select(position)
         if topic:
             query = query.where(events.c.event_type == bindparam("topic"))
-        if after:
-            query = query.where(position > bindparam("after"))
-        if stop:
-            query = query.where(position <= bindparam("stop"))
-        query = query.order_by(position)
-        return query.limit(bindparam("limit")) if limit else query
+        return self.db.window(query, after=bool(after), through=bool(stop), limit=bool(limit))
 
     def max_notification_id(self) -> int | None:
         """The newest notification id ever handed out, or None for an empty ledger."""

@@ -20,15 +20,11 @@ from typing import Any, Final, Literal, NamedTuple
 
 import msgspec
 from sqlalchemy import (
-    ColumnElement,
     Connection,
     Select,
-    and_,
     bindparam,
     func,
-    or_,
     select,
-    true,
 )
 
 from pentrace.infrastructure.ledger.database import LedgerDatabase
@@ -97,30 +93,6 @@ class ReplayResult:
         return self.events[-1].event_id if self.events else None
 
 
-def scope_condition(
-    db: LedgerDatabase,
-    session_id: str | None = None,
-    agent_id: str | None = None,
-    directory: str | None = None,
-) -> ColumnElement[bool]:
-    """Penguin's filter as one condition: each given value matches itself or an unscoped row.
-
-    For counting and ad hoc queries; pages are read by :func:`scoped_page`,
-    which returns the same rows without making the database sort a session.
-    """
-    events = db.tables.events
-    parts = [
-        or_(column == value, column.is_(None))
-        for column, value in (
-            (events.c.session_id, session_id),
-            (events.c.agent_id, agent_id),
-            (events.c.directory, directory),
-        )
-        if value is not None
-    ]
-    return and_(*parts) if parts else true()
-
-
 def replay_after(
     db: LedgerDatabase,
     last_event_id: str | None,
@@ -184,7 +156,7 @@ def scoped_page(
         # read first, so a row committed in between cannot reach one scan and not
         # the other.  Ids at or below a visible head are all visible (one writer
         # at a time hands them out), so nothing below it is skipped.
-        through = _head(db, conn)
+        through = db.head(conn)
     parts = [
         _branch_rows(db, conn, branch, scope, after, through, cap, newest_first)
         for branch in branches
@@ -197,12 +169,6 @@ def scoped_page(
         LedgerEntry(row[0], row[1] if type(row[1]) is bytes else bytes(row[1]), row[2])
         for row in rows
     ]
-
-
-def _head(db: LedgerDatabase, conn: Connection) -> int:
-    events = db.tables.events
-    rows = db.fetch(conn, ("head",), lambda: select(func.max(events.c.notification_id)), {})
-    return int(rows[0][0] or 0) if rows else 0
 
 
 def _position(row: tuple[str, bytes, int]) -> int:
@@ -251,16 +217,11 @@ def _page_statement(
     newest_first: bool,
 ) -> Select[tuple[str, bytes, int]]:
     events = db.tables.events
-    position = events.c.notification_id
-    query = select(events.c.event_id, events.c.event_json, position)
+    query = select(events.c.event_id, events.c.event_json, events.c.notification_id)
     if branch == "own":
         query = query.where(events.c.session_id == bindparam("session_id"))
     elif branch == "unscoped":
         query = query.where(events.c.session_id.is_(None))
-    if has_after:
-        query = query.where(position > bindparam("after"))
-    if has_through:
-        query = query.where(position <= bindparam("through"))
     # ``coalesce(col, v) = v`` is Penguin's ``col = v OR col IS NULL``.
     if has_agent:
         query = query.where(
@@ -270,8 +231,9 @@ def _page_statement(
         query = query.where(
             func.coalesce(events.c.directory, bindparam("directory")) == bindparam("directory")
         )
-    query = query.order_by(position.desc() if newest_first else position)
-    return query.limit(bindparam("limit")) if has_limit else query
+    return db.window(
+        query, after=has_after, through=has_through, limit=has_limit, newest_first=newest_first
+    )
 
 
 def _bounds(db: LedgerDatabase, conn: Connection, scope: Scope) -> tuple[str | None, str | None]:
