@@ -9,6 +9,7 @@ import msgspec
 
 from pentrace.domain.runtime_events import event_type_for, runtime_event_from_record
 from pentrace.infrastructure.layout import SessionRef
+from pentrace.infrastructure.ledger.indexer import record_workspace
 from pentrace.infrastructure.trace_reader import read_session
 from pentrace.projections.analytics.events import AnalyticsEvent, decode_event
 
@@ -30,9 +31,8 @@ def session_events(
     for position, record in enumerate(read_session(ref.shards), start=1):
         if limit is not None and position > limit:
             return
-        if position == 1 and record.kind == "session_meta":
-            workspace = record.payload().get("workspace")
-            directory = workspace if isinstance(workspace, str) and workspace else None
+        if position == 1:
+            directory = record_workspace(record)
         if types and event_type_for(record, position) not in types:
             continue
         event = runtime_event_from_record(

@@ -28,6 +28,7 @@ __all__ = [
     "build_events",
     "index_records",
     "rebuild",
+    "record_workspace",
     "session_directory",
     "sync",
 ]
@@ -100,7 +101,7 @@ def session_directory(shards: Iterable[ShardRef]) -> str | None:
     if not ordered:
         return None
     for record in read_shard(ordered[0].path):
-        return _workspace(record)
+        return record_workspace(record)
     return None
 
 
@@ -125,7 +126,7 @@ def sync(
         batch: list[Any] = []
         for position, record in records:
             if position == 1:
-                directory = _workspace(record)
+                directory = record_workspace(record)
             if position in held or position <= pruned_through:
                 held_total += 1
                 continue
@@ -163,7 +164,8 @@ def _numbered(records: Iterable[TraceRecord]) -> Iterator[tuple[int, TraceRecord
     return enumerate(records, start=1)
 
 
-def _workspace(record: TraceRecord) -> str | None:
+def record_workspace(record: TraceRecord) -> str | None:
+    """The ``workspace`` of a ``session_meta`` record (the events' directory), else None."""
     if record.kind != "session_meta":
         return None
     workspace = record.payload().get("workspace")
