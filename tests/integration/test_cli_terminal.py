@@ -102,18 +102,24 @@ def test_replay_pages_at_a_terminal_and_no_pager_turns_it_off(tmp_path: Path) ->
     assert b"user: list the files" in screen
 
 
+def _piped(root: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
+    """Run ``pentrace`` with stdout and stderr captured (pipes, not a terminal); must succeed."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pentrace", "--data-root", str(root), *args],
+        env=env,
+        capture_output=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def test_import_draws_a_progress_bar_at_a_terminal_and_none_when_piped(tmp_path: Path) -> None:
     build_corpus(tmp_path)
     exported = tmp_path / "c.jsonl"
     env = {**_env(), "TERM": "xterm"}  # rich draws no live display on a dumb terminal
-    for args in (("export", "7777", "-o", str(exported)), ("delete", "7777", "--yes")):
-        done = subprocess.run(
-            [sys.executable, "-m", "pentrace", "--data-root", str(tmp_path), *args],
-            env=env,
-            capture_output=True,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
+    _piped(tmp_path, "export", "7777", "-o", str(exported), env=env)
+    _piped(tmp_path, "delete", "7777", "--yes", env=env)
 
     code, screen = _at_terminal(
         tmp_path, "import", str(exported), "-p", "p2", "-a", "a2", answer=None, env=env
@@ -122,18 +128,8 @@ def test_import_draws_a_progress_bar_at_a_terminal_and_none_when_piped(tmp_path:
     assert b"importing" in screen
     assert f"imported {SID_C}".encode() in screen
 
-    piped_runs: list[tuple[str, ...]] = [
-        ("delete", "7777", "--yes"),
-        ("import", str(exported), "-p", "p2", "-a", "a2"),
-    ]
-    for piped_args in piped_runs:
-        piped = subprocess.run(
-            [sys.executable, "-m", "pentrace", "--data-root", str(tmp_path), *piped_args],
-            env=env,
-            capture_output=True,
-            check=False,
-        )
-        assert piped.returncode == 0, piped.stderr
+    _piped(tmp_path, "delete", "7777", "--yes", env=env)
+    piped = _piped(tmp_path, "import", str(exported), "-p", "p2", "-a", "a2", env=env)
     assert f"imported {SID_C}".encode() in piped.stdout
     assert b"importing" not in piped.stderr
     assert piped.stderr == b""
