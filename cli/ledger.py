@@ -1,4 +1,4 @@
-"""``pentrace ledger ...``: tail, replay, sync, rebuild, cleanup and stats of the ledger.
+"""``pentrace ledger ...``: tail, replay, sync, rebuild, cleanup, forget and stats of the ledger.
 
 The ledger is derived from the traces; ``sync`` and ``rebuild`` make it agree
 with them.  ``--wait`` bounds how long a command waits for another process's
@@ -14,11 +14,18 @@ import typer
 
 from pentrace.cli.ledger_view import COLUMNS, iso, json_entry, print_entries, table_row
 from pentrace.cli.output import emit_json, emit_table, progress
-from pentrace.cli.session_args import AgentOption, JsonOption, ProjectOption, data_root
+from pentrace.cli.session_args import (
+    AgentOption,
+    JsonOption,
+    ProjectOption,
+    confirm_or_refuse,
+    data_root,
+)
 from pentrace.infrastructure.ledger import RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import sync as sync_traces
 from pentrace.infrastructure.ledger_admin import (
     entries_after,
+    forget_untraced,
     ledger_stats,
     newest_entries,
     open_ledger,
@@ -250,6 +257,39 @@ def cleanup(
         f"{verb} {sum(rules.values())} row(s) in total"
         + (" (size is an estimate)" if dry_run else "")
     )
+
+
+@ledger_app.command()
+def forget(
+    ctx: typer.Context,
+    sessions: Annotated[
+        list[str], typer.Argument(help="Session ids (or unique prefixes) whose traces are gone.")
+    ],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Remove the events of sessions whose traces were deleted by hand.
+
+    `pentrace audit` reports such sessions (ledger_orphan_stream); on a ledger
+    shared by several data roots, check that no other root still holds the
+    session first.  Sessions that still have traces here are refused.
+
+    Example: pentrace ledger forget session-2026-11-29-10-00-00-3f8a2c1d --yes
+    """
+    what = f"remove the ledger events of {len(sessions)} session(s)"
+    if not confirm_or_refuse(f"{what.capitalize()}?", yes=yes, what=what):
+        typer.echo("nothing removed")
+        raise typer.Exit(1)
+    ledger = _open(ctx)
+    try:
+        removed = forget_untraced(ledger, data_root(ctx), sessions)
+    finally:
+        ledger.close()
+    if as_json:
+        emit_json({"removed": removed})
+        return
+    for sid, rows in removed.items():
+        typer.echo(f"removed {rows} ledger event(s) of {sid}")
 
 
 @ledger_app.command()

@@ -87,5 +87,9 @@ def forget_in_ledger(root: DataRoot, session_ids: list[str]) -> int | None:
         return sum(forget_sessions(root, session_ids).values())
     except LedgerError as exc:
         typer.echo(f"warning: the ledger still holds their events: {exc.message}", err=True)
-        typer.echo("hint: run `pentrace audit --fix` when the ledger can be written", err=True)
+        typer.echo(
+            "hint: when the ledger can be written, run "
+            f"`pentrace ledger forget {' '.join(session_ids)} --yes`",
+            err=True,
+        )
         return None

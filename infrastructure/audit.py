@@ -175,13 +175,12 @@ def ledger_orphans(
     present = set(known)
     path = ledger.db.path
     local = path is not None and path.resolve() == default_ledger_path(root.path).resolve()
-    hint = "" if local else " (a shared ledger: check other data roots before removing it)"
     return [
         Problem(
             code="ledger_orphan_stream",
             severity="warning",
             message=f"the ledger holds {count} event(s) of this session, which has no trace "
-            f"under the data root{hint}",
+            f"under the data root{_orphan_hint(sid, local)}",
             session_id=sid,
             path=ledger.db.where,
             fix="ledger_forget" if local else None,
@@ -189,6 +188,15 @@ def ledger_orphans(
         for sid, count in sorted(ledger.session_streams().items())
         if sid not in present
     ]
+
+
+def _orphan_hint(session_id: str, local: bool) -> str:
+    if local:
+        return ""
+    return (
+        " (a shared ledger: if no other data root holds the session, remove its events with "
+        f"`pentrace ledger forget {session_id}`)"
+    )
 
 
 def _in_file_order(problems: list[Problem]) -> list[Problem]:

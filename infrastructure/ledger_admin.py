@@ -12,19 +12,21 @@
   learns the freed size after the deletion).
 * :func:`rebuild_ledger` recreates every row from the traces with the same
   ids, one session at a time so a caller can draw progress.
+* :func:`forget_untraced` removes the events of sessions whose traces are gone
+  (``pentrace ledger forget``), refusing any session that still has traces.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 from sqlalchemy import func, select
 
-from pentrace.errors import NotFoundError
+from pentrace.errors import AmbiguousIdError, NotFoundError, UsageError
 from pentrace.infrastructure.layout import DataRoot, SessionRef
 from pentrace.infrastructure.ledger import (
     LedgerDatabase,
@@ -98,6 +100,48 @@ def forget_sessions(root: DataRoot, session_ids: Iterable[str]) -> dict[str, int
         return {sid: ledger.forget_stream(f"session:{sid}") for sid in wanted}
     finally:
         ledger.close()
+
+
+def forget_untraced(
+    ledger: RuntimeEventLedger, root: DataRoot, wanted: Sequence[str]
+) -> dict[str, int]:
+    """Remove the events of the named sessions, which must have no trace under ``root``.
+
+    Each of ``wanted`` is a full session id or a unique prefix of one the
+    ledger holds.  Nothing is removed unless every name resolves and none has
+    traces (a traced session's events would only come back on the next
+    ``ledger sync``).  Returns the rows removed per session.
+    """
+    held = ledger.session_streams()
+    chosen: list[str] = []
+    for name in wanted:
+        sid = _held_session(held, name.strip(), ledger.db.where)
+        if sid not in chosen:
+            chosen.append(sid)
+    present = {ref.session_id for ref in root.iter_sessions()} if root.path.is_dir() else set()
+    traced = [sid for sid in chosen if sid in present]
+    if traced:
+        raise UsageError(
+            f"session {traced[0]} still has traces under {root.path}: expected only sessions "
+            "whose traces are gone; its events would come back on the next `ledger sync`",
+            hint=f"delete the session itself: `pentrace delete {traced[0]}`",
+        )
+    return {sid: ledger.forget_stream(f"session:{sid}") for sid in chosen}
+
+
+def _held_session(held: dict[str, int], name: str, where: str) -> str:
+    if name in held:
+        return name
+    matches = sorted(sid for sid in held if name and sid.startswith(name))
+    if len(matches) > 1:
+        raise AmbiguousIdError(name, matches)
+    if not matches:
+        raise NotFoundError(
+            f"the ledger at {where} holds no events of a session {name!r}: expected a "
+            "session id or a unique prefix of one",
+            hint="`pentrace audit` lists the ledger's sessions that have no trace",
+        )
+    return matches[0]
 
 
 def entries_after(

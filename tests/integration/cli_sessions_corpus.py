@@ -12,6 +12,8 @@ from typer.testing import CliRunner, Result
 
 from pentrace.cli.app import app
 from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
+from pentrace.infrastructure.ledger.indexer import sync
 from pentrace.testing import (
     AssistantText,
     BeginRequest,
@@ -129,3 +131,10 @@ def run_process(
         env=env,
         stdin=subprocess.DEVNULL,
     )
+
+
+def synced_ledger(root: Path) -> RuntimeEventLedger:
+    """The root's own SQLite ledger (no retention) with every trace indexed."""
+    ledger = RuntimeEventLedger.open(root, LedgerSettings().with_limits_off())
+    sync(ledger, root)
+    return ledger

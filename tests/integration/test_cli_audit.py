@@ -377,6 +377,7 @@ def test_a_shared_ledger_reports_orphan_streams_without_offering_to_remove_them(
     [orphan] = problems(report, "ledger_orphan_stream")
     assert (code, orphan["session_id"], orphan["fix"]) == (1, OTHER, None)
     assert "shared ledger" in orphan["message"]
+    assert f"remove its events with `pentrace ledger forget {OTHER}`" in orphan["message"]
     code, report = run_json(root, "--fix")
     assert code == 1
     assert problems(report, "ledger_orphan_stream") == [orphan]

@@ -228,6 +228,75 @@ def test_stats_counts_rows_bytes_ends_and_categories(tmp_path: Path) -> None:
     assert figures["oldest_inserted_at"].endswith("Z")
 
 
+def _trace_files(root: Path, sid: str) -> list[Path]:
+    return sorted(root.rglob(f"{sid}_*.jsonl"))
+
+
+def _streams(root: Path) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for _, event_id, _ in ledger_rows(root):
+        sid = event_id.split(":")[2]
+        counts[sid] = counts.get(sid, 0) + 1
+    return counts
+
+
+def test_forget_removes_the_events_of_a_session_whose_traces_were_deleted(
+    tmp_path: Path,
+) -> None:
+    synced(tmp_path, SID, OTHER)
+    for path in _trace_files(tmp_path, OTHER):
+        path.unlink()  # deleted by hand, outside pentrace
+
+    assert run_json(tmp_path, "forget", "session-2026-07-19", "--yes") == {"removed": {OTHER: 8}}
+    assert _streams(tmp_path) == {SID: 8}
+    # The ids are gone for good: a cursor on one is now a gap, and sync does not bring them back.
+    assert run_json(tmp_path, "sync") == {"sessions": 1, "indexed": 0, "already_held": 8}
+    assert _streams(tmp_path) == {SID: 8}
+
+
+def test_forget_refuses_a_session_that_still_has_traces_and_removes_nothing(
+    tmp_path: Path,
+) -> None:
+    synced(tmp_path, SID, OTHER)
+    for path in _trace_files(tmp_path, OTHER):
+        path.unlink()
+    before = ledger_rows(tmp_path)
+
+    done = _pentrace(tmp_path, "ledger", "forget", OTHER, SID, "--yes")
+
+    assert done.returncode == 2, done.stderr
+    first, second = done.stderr.splitlines()[:2]
+    assert first == (
+        f"error: session {SID} still has traces under {tmp_path}: expected only sessions whose "
+        "traces are gone; its events would come back on the next `ledger sync`"
+    )
+    assert second == f"hint: delete the session itself: `pentrace delete {SID}`"
+    assert ledger_rows(tmp_path) == before  # not even OTHER's events went
+
+
+def test_forget_names_an_unknown_or_ambiguous_session_and_asks_before_removing(
+    tmp_path: Path,
+) -> None:
+    synced(tmp_path, SID, OTHER)
+    before = ledger_rows(tmp_path)
+
+    unknown = _pentrace(tmp_path, "ledger", "forget", "session-2026-01", "--yes")
+    assert unknown.returncode == 1
+    assert "holds no events of a session 'session-2026-01'" in unknown.stderr
+    assert "hint: `pentrace audit` lists the ledger's sessions that have no trace" in unknown.stderr
+
+    ambiguous = _pentrace(tmp_path, "ledger", "forget", "session-2026-07", "--yes")
+    assert ambiguous.returncode == 2
+    assert f"matches 2 sessions: {SID}, {OTHER}" in ambiguous.stderr
+
+    unconfirmed = _pentrace(tmp_path, "ledger", "forget", OTHER)
+    assert unconfirmed.returncode == 2
+    assert "refusing to remove the ledger events of 1 session(s) without confirmation" in (
+        unconfirmed.stderr
+    )
+    assert ledger_rows(tmp_path) == before
+
+
 def test_a_read_command_without_a_ledger_is_a_clean_error(tmp_path: Path) -> None:
     write_trace(tmp_path, session())
     done = _pentrace(tmp_path, "ledger", "stats")

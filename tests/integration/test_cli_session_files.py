@@ -17,7 +17,6 @@ from pentrace.domain.session import Session
 from pentrace.infrastructure.application import SessionApplication
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
-from pentrace.infrastructure.ledger.indexer import sync
 from pentrace.infrastructure.session_import import import_session
 from pentrace.testing import (
     BeginRequest,
@@ -34,6 +33,7 @@ from tests.integration.cli_sessions_corpus import (
     build_corpus,
     cli,
     commands_a,
+    synced_ledger,
     write_session,
 )
 
@@ -292,12 +292,6 @@ def test_import_reports_progress_in_bytes_that_add_up_to_the_file(
     assert sum(steps) == out.stat().st_size
 
 
-def _synced_ledger(root: Path) -> RuntimeEventLedger:
-    ledger = RuntimeEventLedger.open(root, LedgerSettings().with_limits_off())
-    sync(ledger, root)
-    return ledger
-
-
 @pytest.fixture
 def _own_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("PENGUIN_RUNTIME_EVENT_LEDGER_PATH", "PENTRACE_LEDGER_URL"):
@@ -307,7 +301,7 @@ def _own_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("_own_ledger")
 def test_delete_also_removes_the_sessions_ledger_events(root: Path) -> None:
-    ledger = _synced_ledger(root)
+    ledger = synced_ledger(root)
     held = ledger.session_streams()
     assert set(held) == {SID_A, SID_B, SID_C}
 
@@ -321,7 +315,7 @@ def test_delete_also_removes_the_sessions_ledger_events(root: Path) -> None:
 
 @pytest.mark.usefixtures("_own_ledger")
 def test_prune_removes_the_ledger_events_of_what_it_deleted(root: Path) -> None:
-    ledger = _synced_ledger(root)
+    ledger = synced_ledger(root)
     held = ledger.session_streams()
     _age(root, SID_A, 40)
 
@@ -337,7 +331,7 @@ def test_prune_removes_the_ledger_events_of_what_it_deleted(root: Path) -> None:
 def test_delete_with_a_locked_ledger_deletes_the_files_and_warns(
     root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _synced_ledger(root).close()
+    synced_ledger(root).close()
     holder = sqlite3.connect(root / "runtime_events" / "runtime_events.db", isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     try:
@@ -348,5 +342,14 @@ def test_delete_with_a_locked_ledger_deletes_the_files_and_warns(
     assert code == 1
     assert "warning: the ledger still holds their events" in err
     assert "locked" in err
-    assert "hint: run `pentrace audit --fix`" in err
+    hint = f"hint: when the ledger can be written, run `pentrace ledger forget {SID_C} --yes`"
+    assert hint in err
     assert not any(SID_C in path for path in tree(root))
+    # The hint is the whole repair once the lock is gone.
+    result = cli(root, "ledger", "forget", SID_C, "--yes")
+    assert result.exit_code == 0, result.output
+    ledger = RuntimeEventLedger.open(root, LedgerSettings())
+    try:
+        assert SID_C not in ledger.session_streams()
+    finally:
+        ledger.close()
