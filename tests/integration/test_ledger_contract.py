@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -298,6 +300,45 @@ def test_ledger_rows_are_eventsourcing_notifications(ledger: RuntimeEventLedger)
     assert ledger.select_events("session:s1") == [
         StoredEvent("session:s1", 7, "message.updated", notification.state)
     ]
+
+
+def test_a_batch_gets_each_rows_own_id_while_another_writer_inserts(
+    make_ledger: MakeLedger,
+) -> None:
+    # On PostgreSQL the batch is one INSERT ... SELECT FROM unnest(...) whose ids are
+    # matched to rows by order; a concurrent writer takes ids in between.
+    ledger, other = make_ledger(), make_ledger()
+    stop = threading.Event()
+
+    def write_elsewhere() -> None:
+        for version in itertools.count(1):
+            if stop.is_set():
+                return
+            other.insert_events([StoredEvent("session:other", version, "run.started", b"{}")])
+
+    writer = threading.Thread(target=write_elsewhere)
+    writer.start()
+    try:
+        for round_no in range(5):
+            batch = [
+                StoredEvent(f"session:s{n % 3}", round_no * 100 + n, f"kind.{n % 4}", b"%d" % n)
+                for n in range(1, 61)
+            ]
+            returned = ledger.insert_events(batch)
+            assert returned is not None
+            assert list(returned) == sorted(returned)
+            found = {
+                n.id: (n.originator_id, n.originator_version, n.topic, n.state)
+                for n in ledger.select_notifications(start=returned[0], limit=10_000)
+                if n.id <= returned[-1]
+            }
+            assert [found[i] for i in returned] == [
+                (e.originator_id, e.originator_version, e.topic, e.state) for e in batch
+            ]
+    finally:
+        stop.set()
+        writer.join()
+    assert other.select_events("session:other")  # the other writer did run
 
 
 def test_notifications_filtered_by_topics_page_exactly_like_a_filter_in_order(
