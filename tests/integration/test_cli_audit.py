@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
@@ -34,6 +32,7 @@ from pentrace.testing import (
     write_shards,
     write_trace,
 )
+from tests.integration.cli_sessions_corpus import run_process
 
 SID = "session-2026-07-18-11-10-22-3f8a1c2d"
 OTHER = "session-2026-07-18-11-10-22-0badcafe"
@@ -249,12 +248,7 @@ def test_all_sessions_are_audited_and_one_can_be_named_by_prefix(tmp_path: Path)
 
 def test_a_missing_session_is_a_clean_error_without_traceback(tmp_path: Path) -> None:
     write_trace(tmp_path, good_session())
-    done = subprocess.run(
-        [sys.executable, "-m", "pentrace", "--data-root", str(tmp_path), "audit", "ffff0000"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_process(tmp_path, "audit", "ffff0000")
     assert done.returncode == 1
     assert done.stderr.startswith("error: no session id")
     assert "hint:" in done.stderr
@@ -294,12 +288,7 @@ def test_fix_never_races_a_live_writer_and_reports_what_it_did_before(tmp_path: 
     lock_path = session_lock_path(DataRoot(tmp_path), "default_project", "default_agent", SID)
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with SessionLock(lock_path, label="a live writer"):
-        done = subprocess.run(
-            [sys.executable, "-m", "pentrace", "--data-root", str(tmp_path), "audit", "--fix"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        done = run_process(tmp_path, "audit", "--fix")
     assert done.returncode == 1
     assert done.stdout.startswith(f"changed: [close_compaction] {OTHER} ")
     assert done.stderr.startswith("error: ")

@@ -30,6 +30,7 @@ from pentrace.testing import (
     write_shards,
     write_trace,
 )
+from tests.integration.cli_sessions_corpus import run_process
 
 SID = "session-2026-07-18-11-10-22-3f8a1c2d"
 OTHER = "session-2026-07-19-08-00-00-0badcafe"
@@ -328,12 +329,4 @@ def test_a_locked_ledger_is_a_clean_error_with_a_hint(tmp_path: Path) -> None:
 
 
 def _pentrace(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in _ENV}
-    return subprocess.run(
-        [sys.executable, "-m", "pentrace", "--data-root", str(root), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-        timeout=60,
-    )
+    return run_process(root, *args, env={k: v for k, v in os.environ.items() if k not in _ENV})

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -33,6 +31,7 @@ from pentrace.testing import (
     write_shards,
     write_trace,
 )
+from tests.integration.cli_sessions_corpus import run_process
 
 SID = "session-2026-07-18-11-10-22-3f8a1c2d"
 OTHER = "session-2026-07-20-09-00-00-0badcafe"
@@ -185,12 +184,7 @@ def test_bad_fts_syntax_is_a_clean_error_with_a_hint(tmp_path: Path) -> None:
     write(tmp_path, session())
     with pytest.raises(SearchQueryError, match="not valid FTS5 syntax"):
         find(tmp_path, '"unclosed')
-    done = subprocess.run(
-        [sys.executable, "-m", "pentrace", "--data-root", str(tmp_path), "search", "a:b"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_process(tmp_path, "search", "a:b")
     assert done.returncode == 2
     assert done.stderr.startswith("error: the search query is not valid FTS5 syntax")
     assert "hint: quote words" in done.stderr
