@@ -220,7 +220,11 @@ class OriginalLedger:
             self.conn.execute("DELETE FROM runtime_events WHERE event_time < ?", (0,))
 
     def replay_after(
-        self, cursor_id: str, limit: int, session_id: str | None = None
+        self,
+        cursor_id: str,
+        limit: int,
+        session_id: str | None = None,
+        agent_id: str | None = None,
     ) -> list[dict[str, Any]]:
         conn = sqlite3.connect(self.path)  # Penguin opens a connection per replay
         try:
@@ -230,6 +234,14 @@ class OriginalLedger:
             scope, values = "", tuple[str, ...]()
             if session_id is not None:
                 scope, values = " AND (session_id = ? OR session_id IS NULL)", (session_id,)
+            if agent_id is not None:
+                scope, values = (
+                    f"{scope} AND (agent_id = ? OR agent_id IS NULL)",
+                    (
+                        *values,
+                        agent_id,
+                    ),
+                )
             rows = conn.execute(
                 f"SELECT event_json FROM runtime_events WHERE rowid > ?{scope} "
                 "ORDER BY rowid LIMIT ?",
@@ -277,17 +289,23 @@ def replay_pages(folder: Path, rows: int) -> dict[str, float]:
         batch, ours_rows = [], []
         for number in range(start, min(rows, start + 10_000)):
             session = f"s{number % 500:04d}"
+            agent = f"a{number % 500:04d}"
             stream = f"session:{session}"
             template = templates[number % 1000]
             renumbered = {
                 "id": f"evt:{stream}:{number // 500 + 1:08d}",
                 "stream_id": stream,
                 "sequence": number // 500 + 1,
-                "scope": {**template["scope"], "session_id": session},
+                "scope": {**template["scope"], "session_id": session, "agent_id": agent},
             }
             batch.append({**template, **renumbered})
             row = {**template_rows[number % 1000], "event_id": renumbered["id"]}
-            row.update(stream_id=stream, sequence=renumbered["sequence"], session_id=session)
+            row.update(
+                stream_id=stream,
+                sequence=renumbered["sequence"],
+                session_id=session,
+                agent_id=agent,
+            )
             ours_rows.append(tuple(row[c] for c in columns))
         ours_conn.executemany(insert, ours_rows)
         ours_conn.commit()
@@ -312,6 +330,12 @@ def replay_pages(folder: Path, rows: int) -> dict[str, float]:
         "original page of one session, decoded": _median_ms(
             lambda c: original.replay_after(c, 1000, session_id=_session_of(c)), cursors[:10]
         ),
+        "ours page of one agent (1 row in 500), raw": _median_ms(
+            lambda c: ledger.replay_after(c, 1000, agent_id=_agent_of(c)), cursors[:10]
+        ),
+        "original page of one agent, decoded": _median_ms(
+            lambda c: original.replay_after(c, 1000, agent_id=_agent_of(c)), cursors[:10]
+        ),
     }
     ledger.close()
     original.conn.close()
@@ -320,6 +344,10 @@ def replay_pages(folder: Path, rows: int) -> dict[str, float]:
 
 def _session_of(event_id: str) -> str:
     return event_id.split(":")[2]
+
+
+def _agent_of(event_id: str) -> str:
+    return "a" + _session_of(event_id)[1:]
 
 
 def _original_row(event: dict[str, Any]) -> tuple[Any, ...]:

@@ -141,15 +141,17 @@ def scoped_page(
 ) -> list[LedgerEntry]:
     """Entries in scope with ``after < notification_id <= through``, in global order.
 
-    Penguin's session filter, ``session_id = ? OR session_id IS NULL``, is
-    read as two index range scans on ``(session_id, notification_id)`` -- the
+    Penguin's filter, ``session_id = ? OR session_id IS NULL``, is read as
+    two index range scans on ``(session_id, notification_id)`` -- the
     session's rows and the unscoped rows -- merged by notification id, so a
     page costs the same whether the session holds a tenth or a millionth of
-    the ledger.  The agent and directory filters are checked on the rows the
-    scan visits.  ``limit`` <= 0 or None means no limit.
+    the ledger.  Without a session filter the agent filter leads the same way
+    (its own index), else the directory filter; the other filters are checked
+    on the rows the scans visit.  ``limit`` <= 0 or None means no limit.
     """
     cap = limit if limit is not None and limit > 0 else None
-    branches: tuple[str, ...] = ("all",) if scope.session_id is None else ("own", "unscoped")
+    lead = _lead(scope)
+    branches: tuple[str, ...] = ("all",) if lead is None else ("own", "unscoped")
     if len(branches) == 2 and through is None:
         # The two scans are two statements (two snapshots on PostgreSQL's READ
         # COMMITTED, or on SQLite outside a transaction): bound both by the head
@@ -175,6 +177,14 @@ def _position(row: tuple[str, bytes, int]) -> int:
     return row[2]
 
 
+def _lead(scope: Scope) -> str | None:
+    """The filter read by index range scans: the first given of session, agent, directory."""
+    for name in Scope._fields:
+        if getattr(scope, name) is not None:
+            return name
+    return None
+
+
 def _branch_rows(
     db: LedgerDatabase,
     conn: Connection,
@@ -185,13 +195,15 @@ def _branch_rows(
     limit: int | None,
     newest_first: bool,
 ) -> list[Any]:
+    lead = _lead(scope)
     shape = (
         "page",
+        lead,
         branch,
         after is not None,
         through is not None,
-        scope.agent_id is not None,
-        scope.directory is not None,
+        lead != "agent_id" and scope.agent_id is not None,
+        lead != "directory" and scope.directory is not None,
         limit is not None,
         newest_first,
     )
@@ -208,6 +220,7 @@ def _branch_rows(
 
 def _page_statement(
     db: LedgerDatabase,
+    lead: str | None,
     branch: str,
     has_after: bool,
     has_through: bool,
@@ -218,10 +231,10 @@ def _page_statement(
 ) -> Select[tuple[str, bytes, int]]:
     events = db.tables.events
     query = select(events.c.event_id, events.c.event_json, events.c.notification_id)
-    if branch == "own":
-        query = query.where(events.c.session_id == bindparam("session_id"))
-    elif branch == "unscoped":
-        query = query.where(events.c.session_id.is_(None))
+    if lead is not None and branch == "own":
+        query = query.where(events.c[lead] == bindparam(lead))
+    elif lead is not None and branch == "unscoped":
+        query = query.where(events.c[lead].is_(None))
     # ``coalesce(col, v) = v`` is Penguin's ``col = v OR col IS NULL``.
     if has_agent:
         query = query.where(

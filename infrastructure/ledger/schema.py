@@ -77,14 +77,17 @@ def ledger_tables(prefix: str = "") -> LedgerTables:
     )
     # Each index costs every insert; these serve replay filters, topics and retention.
     # (session_id, notification_id) serves a session's replay page as one range scan
-    # in global order (and the unscoped rows, session_id IS NULL, as a second one).
-    # Filters on agent, directory, task, run, project or conversation walk the primary
-    # key from the cursor and stop at the page limit.
+    # in global order (and the unscoped rows, session_id IS NULL, as a second one);
+    # (agent_id, ...) and (directory, ...) do the same for a page filtered by agent or
+    # directory without a session.  Task, run, project and conversation have no
+    # replay filter, so no index.
     # (event_type, notification_id): a projection's topics are range scans in order.
     Index(f"{name}_type_position_idx", events.c.event_type, events.c.notification_id)
     Index(f"{name}_category_idx", events.c.category)
     Index(f"{name}_inserted_idx", events.c.inserted_at)
     Index(f"{name}_session_idx", events.c.session_id, events.c.notification_id)
+    Index(f"{name}_agent_idx", events.c.agent_id, events.c.notification_id)
+    Index(f"{name}_directory_idx", events.c.directory, events.c.notification_id)
     watermarks = Table(
         f"{prefix}runtime_event_watermarks",
         metadata,

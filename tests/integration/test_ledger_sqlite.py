@@ -9,6 +9,7 @@ import pytest
 
 from pentrace.errors import ConfigError, LedgerError, LedgerLockedError
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
+from pentrace.infrastructure.ledger.replay import _page_statement
 from pentrace.infrastructure.ledger.retention import ledger_size
 from tests.integration.test_ledger_contract import make_event
 
@@ -106,6 +107,37 @@ def test_a_ledger_made_by_an_earlier_version_is_upgraded_in_place(tmp_path: Path
         "evt:session:s1:00000001",
         "evt:session:s1:00000002",
     ]
+    ledger.close()
+
+
+@pytest.mark.parametrize(
+    ("lead", "index"),
+    [("agent_id", "runtime_events_agent_idx"), ("directory", "runtime_events_directory_idx")],
+)
+def test_a_page_filtered_by_agent_or_directory_alone_is_an_index_range_scan(
+    tmp_path: Path, lead: str, index: str
+) -> None:
+    # Without a session filter, the agent (else the directory) filter leads: its own
+    # rows and the unscoped rows are two range scans in global order, not a walk of
+    # the whole ledger from the cursor.
+    path = tmp_path / "events.db"
+    ledger = RuntimeEventLedger(LedgerDatabase.for_path(path), LedgerSettings().with_limits_off())
+    ledger.append(make_event("s1", 1))
+    params = {lead: "x", "after": 0, "through": 10, "limit": 10}
+    with sqlite3.connect(path) as conn:
+        for branch in ("own", "unscoped"):
+            statement = _page_statement(
+                ledger.db, lead, branch, True, True, False, False, True, False
+            ).compile(dialect=ledger.db.engine.dialect)
+            names = statement.positiontup or []
+            plan = str(
+                conn.execute(
+                    f"EXPLAIN QUERY PLAN {statement}",
+                    [{**statement.params, **params}[n] for n in names],
+                ).fetchall()
+            )
+            assert index in plan, (branch, plan)
+            assert "TEMP B-TREE" not in plan, (branch, plan)
     ledger.close()
 
 
