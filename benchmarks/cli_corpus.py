@@ -98,6 +98,7 @@ def run(
             # Keep the traces, drop every derived store so the cold figures are cold.
             shutil.rmtree(root / ".pentrace", ignore_errors=True)
             shutil.rmtree(root / "runtime_events", ignore_errors=True)
+            shutil.rmtree(root / "analytics", ignore_errors=True)
             shards = list(root.glob("*/agents/*/traces/*/*.jsonl"))
             written = sum(1 for shard in shards for _ in shard.open("rb"))
             size = sum(shard.stat().st_size for shard in shards)
