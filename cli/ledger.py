@@ -25,12 +25,12 @@ from pentrace.infrastructure.ledger import RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import sync as sync_traces
 from pentrace.infrastructure.ledger_admin import (
     entries_after,
-    forget_untraced,
     ledger_stats,
     newest_entries,
     open_ledger,
     rebuild_ledger,
     retention_plan,
+    untraced_sessions,
 )
 
 __all__ = ["ledger_app"]
@@ -276,13 +276,18 @@ def forget(
 
     Example: pentrace ledger forget session-2026-11-29-10-00-00-3f8a2c1d --yes
     """
-    what = f"remove the ledger events of {len(sessions)} session(s)"
-    if not confirm_or_refuse(f"{what.capitalize()}?", yes=yes, what=what):
-        typer.echo("nothing removed")
-        raise typer.Exit(1)
     ledger = _open(ctx)
     try:
-        removed = forget_untraced(ledger, data_root(ctx), sessions)
+        held = untraced_sessions(ledger, data_root(ctx), sessions)
+        question = (
+            f"Remove {sum(held.values())} ledger event(s) of {len(held)} session(s) "
+            f"({', '.join(held)})?"
+        )
+        what = f"remove the ledger events of {len(held)} session(s)"
+        if not confirm_or_refuse(question, yes=yes, what=what):
+            typer.echo("nothing removed")
+            raise typer.Exit(1)
+        removed = {sid: ledger.forget_stream(f"session:{sid}") for sid in held}
     finally:
         ledger.close()
     if as_json:

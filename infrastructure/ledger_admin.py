@@ -12,8 +12,8 @@
   learns the freed size after the deletion).
 * :func:`rebuild_ledger` recreates every row from the traces with the same
   ids, one session at a time so a caller can draw progress.
-* :func:`forget_untraced` removes the events of sessions whose traces are gone
-  (``pentrace ledger forget``), refusing any session that still has traces.
+* :func:`untraced_sessions` checks the sessions ``pentrace ledger forget``
+  is asked to remove: held by the ledger, and without traces under the root.
 """
 
 from __future__ import annotations
@@ -102,22 +102,21 @@ def forget_sessions(root: DataRoot, session_ids: Iterable[str]) -> dict[str, int
         ledger.close()
 
 
-def forget_untraced(
+def untraced_sessions(
     ledger: RuntimeEventLedger, root: DataRoot, wanted: Sequence[str]
 ) -> dict[str, int]:
-    """Remove the events of the named sessions, which must have no trace under ``root``.
+    """The ledger rows held per named session, after checking none has a trace under ``root``.
 
     Each of ``wanted`` is a full session id or a unique prefix of one the
-    ledger holds.  Nothing is removed unless every name resolves and none has
-    traces (a traced session's events would only come back on the next
-    ``ledger sync``).  Returns the rows removed per session.
+    ledger holds.  Raises unless every name resolves and none has traces (a
+    traced session's events would only come back on the next ``ledger
+    sync``).  Remove them with ``ledger.forget_stream(f"session:{sid}")``.
     """
     held = ledger.session_streams()
-    chosen: list[str] = []
+    chosen: dict[str, int] = {}
     for name in wanted:
         sid = _held_session(held, name.strip(), ledger.db.where)
-        if sid not in chosen:
-            chosen.append(sid)
+        chosen[sid] = held[sid]
     present = {ref.session_id for ref in root.iter_sessions()} if root.path.is_dir() else set()
     traced = [sid for sid in chosen if sid in present]
     if traced:
@@ -126,7 +125,7 @@ def forget_untraced(
             "whose traces are gone; its events would come back on the next `ledger sync`",
             hint=f"delete the session itself: `pentrace delete {traced[0]}`",
         )
-    return {sid: ledger.forget_stream(f"session:{sid}") for sid in chosen}
+    return chosen
 
 
 def _held_session(held: dict[str, int], name: str, where: str) -> str:

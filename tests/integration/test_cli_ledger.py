@@ -290,6 +290,8 @@ def test_forget_names_an_unknown_or_ambiguous_session_and_asks_before_removing(
     assert ambiguous.returncode == 2
     assert f"matches 2 sessions: {SID}, {OTHER}" in ambiguous.stderr
 
+    for path in _trace_files(tmp_path, OTHER):
+        path.unlink()
     unconfirmed = _pentrace(tmp_path, "ledger", "forget", OTHER)
     assert unconfirmed.returncode == 2
     assert "refusing to remove the ledger events of 1 session(s) without confirmation" in (
