@@ -6,28 +6,15 @@ itself is blocked and recorded; the test asserts none was attempted.
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from pentrace.cli.app import app
 from pentrace.cli.demo import record_demo_session
 from pentrace.infrastructure.layout import DataRoot
-
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from tests.integration.browser import chromium, needs_browser
 
 
 def _report(tmp_path: Path) -> Path:
@@ -50,14 +37,8 @@ def test_the_report_is_one_file_with_no_external_reference(tmp_path: Path) -> No
     assert 'class="tool failures"' in page
 
 
-@pytest.mark.browser
-@pytest.mark.skipif(
-    os.environ.get("PENTRACE_BROWSER_TESTS") != "1",
-    reason="browser tests are opt-in: set PENTRACE_BROWSER_TESTS=1",
-)
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")
+@needs_browser
 def test_the_report_renders_offline_in_headless_chromium(tmp_path: Path) -> None:
-    sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package")
     out = _report(tmp_path)
     attempted: list[str] = []
 
@@ -69,25 +50,21 @@ def test_the_report_renders_offline_in_headless_chromium(tmp_path: Path) -> None
             attempted.append(request.url)
             route.abort()  # type: ignore[attr-defined]
 
-    with sync_api.sync_playwright() as driver:
-        browser = driver.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
-        try:
-            page = browser.new_page()
-            page.route("**/*", block)
-            errors: list[str] = []
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            page.goto(out.as_uri())
-            page.wait_for_selector("body[data-ready]")
-            rows = int(page.get_attribute("body", "data-ready") or 0)
-            assert rows == 5 + 6  # the demo's main session: 5 requests, 6 tool calls
-            timeline = page.locator("#timeline").bounding_box()
-            assert timeline is not None
-            assert timeline["width"] > 500
-            assert page.locator("#timeline rect.compaction").count() == 1
-            assert page.locator("#tokens rect.bar").count() == 5
-            page.locator('#timeline rect[data-row="8"]').click()
-            assert page.locator("tr.hit").get_attribute("id") == "row-8"
-            assert errors == []
-        finally:
-            browser.close()
+    with chromium() as browser:
+        page = browser.new_page()
+        page.route("**/*", block)
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(out.as_uri())
+        page.wait_for_selector("body[data-ready]")
+        rows = int(page.get_attribute("body", "data-ready") or 0)
+        assert rows == 5 + 6  # the demo's main session: 5 requests, 6 tool calls
+        timeline = page.locator("#timeline").bounding_box()
+        assert timeline is not None
+        assert timeline["width"] > 500
+        assert page.locator("#timeline rect.compaction").count() == 1
+        assert page.locator("#tokens rect.bar").count() == 5
+        page.locator('#timeline rect[data-row="8"]').click()
+        assert page.locator("tr.hit").get_attribute("id") == "row-8"
+        assert errors == []
     assert attempted == []

@@ -7,48 +7,21 @@ downloads a browser.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-import pytest
-
+from tests.integration.browser import NEEDS_BROWSER, chromium
 from tests.integration.sse_harness import Server, event_ids, session_id, write_session
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        os.environ.get("PENTRACE_BROWSER_TESTS") != "1",
-        reason="browser tests are opt-in: set PENTRACE_BROWSER_TESTS=1 (.ci/run does)",
-    ),
-    pytest.mark.skipif(
-        not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"
-    ),
-]
+pytestmark = NEEDS_BROWSER
 
 
 def test_the_browser_reconnects_with_last_event_id_and_sees_every_event_exactly_once(
     tmp_path: Path,
 ) -> None:
-    sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package")
     sid = session_id(0xB0)
     server = Server(tmp_path, args=["--test-page"]).start()
     try:
-        with sync_api.sync_playwright() as driver:
-            browser = driver.chromium.launch(
-                executable_path=str(CHROMIUM), headless=True, args=ARGS
-            )
+        with chromium() as browser:
             page = browser.new_page()
             # No cursor in the URL: the query would win over Last-Event-ID on every reconnect.
             page.goto(f"{server.url}/_test/sse.html?session_id={sid}")
@@ -68,7 +41,6 @@ def test_the_browser_reconnects_with_last_event_id_and_sees_every_event_exactly_
             page.wait_for_function("window.pentrace.events.length >= 90", timeout=30_000)
             page.wait_for_timeout(500)
             state = page.evaluate("window.pentrace")
-            browser.close()
     finally:
         server.stop()
     assert state["events"] == event_ids(sid, 1, 90)

@@ -1,0 +1,61 @@
+"""Headless Debian Chromium for the browser tests, driven by playwright (never downloaded).
+
+Browser tests are opt-in (``PENTRACE_BROWSER_TESTS=1``, which ``.ci/run``
+sets once it has installed Debian's chromium); ``NEEDS_BROWSER`` (a module's
+``pytestmark``) or ``@needs_browser`` skips them, with the reason, elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+_T = TypeVar("_T", bound=Callable[..., Any])
+
+CHROMIUM = Path("/usr/bin/chromium")
+# The flags this machine's Chromium needs to run headless, offline and quietly.
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+NEEDS_BROWSER = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        os.environ.get("PENTRACE_BROWSER_TESTS") != "1",
+        reason="browser tests are opt-in: set PENTRACE_BROWSER_TESTS=1 (.ci/run does)",
+    ),
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"
+    ),
+]
+
+
+def needs_browser(test: _T) -> _T:
+    """Mark one test as a browser test (the marks of ``NEEDS_BROWSER``)."""
+    for mark in reversed(NEEDS_BROWSER):
+        test = mark(test)
+    return test
+
+
+@contextmanager
+def chromium() -> Iterator[Any]:
+    """A launched headless Chromium (a playwright ``Browser``), closed afterwards."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package")
+    with sync_api.sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
