@@ -235,13 +235,8 @@ class OriginalLedger:
             if session_id is not None:
                 scope, values = " AND (session_id = ? OR session_id IS NULL)", (session_id,)
             if agent_id is not None:
-                scope, values = (
-                    f"{scope} AND (agent_id = ? OR agent_id IS NULL)",
-                    (
-                        *values,
-                        agent_id,
-                    ),
-                )
+                scope += " AND (agent_id = ? OR agent_id IS NULL)"
+                values = (*values, agent_id)
             rows = conn.execute(
                 f"SELECT event_json FROM runtime_events WHERE rowid > ?{scope} "
                 "ORDER BY rowid LIMIT ?",

@@ -250,7 +250,7 @@ def test_forget_removes_the_events_of_a_session_whose_traces_were_deleted(
 
     assert run_json(tmp_path, "forget", "session-2026-07-19", "--yes") == {"removed": {OTHER: 8}}
     assert _streams(tmp_path) == {SID: 8}
-    # The ids are gone for good: a cursor on one is now a gap, and sync does not bring them back.
+    # With the traces gone, a sync does not bring them back.
     assert run_json(tmp_path, "sync") == {"sessions": 1, "indexed": 0, "already_held": 8}
     assert _streams(tmp_path) == {SID: 8}
 
