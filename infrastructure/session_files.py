@@ -147,7 +147,10 @@ def delete_session(root: DataRoot, project: str, agent: str, session_id: str) ->
     Refuses with :class:`~pentrace.errors.TraceLockedError` while a writer
     holds the session, and with :class:`~pentrace.errors.NotFoundError` when
     there is nothing to delete.  Subagent children are separate sessions and
-    are left alone.
+    are left alone.  The ledger is not touched: remove the session's events
+    with :func:`pentrace.infrastructure.ledger_admin.forget_sessions` (as
+    ``pentrace delete`` and ``prune`` do, once for all they deleted), or they
+    stay replayable until ``pentrace audit --fix`` / ``ledger forget``.
     """
     sid = validate_name("session id", session_id)
     shards = root.find_shards(project, agent, sid)
