@@ -32,7 +32,7 @@ from sqlalchemy import Connection, Select, bindparam, func, insert, select, text
 from pentrace.infrastructure.ledger.database import LedgerDatabase
 from pentrace.infrastructure.ledger.errors import LedgerIntegrityError
 from pentrace.infrastructure.ledger.rows import stored_event_row
-from pentrace.infrastructure.ledger.subscription import LedgerSubscription, Waker
+from pentrace.infrastructure.ledger.subscription import LedgerSubscription, waker_for
 
 __all__ = ["LedgerRecorder"]
 
@@ -43,7 +43,8 @@ class LedgerRecorder(ProcessRecorder):
     def __init__(self, db: LedgerDatabase, *, clock: Callable[[], float] = time.time) -> None:
         self.db = db
         self.clock = clock
-        self.waker = Waker()
+        database = str(db.path.resolve()) if db.path is not None else db.where
+        self.waker = waker_for(database, db.tables.events.name)
         # SQLite has no notification channel: another process's commit is seen at the
         # next poll, and an empty poll costs about 0.1 ms, so 20 ms polling is cheap
         # (under 1% of a core). On PostgreSQL, NOTIFY wakes subscriptions; polling

@@ -2,7 +2,8 @@
 
 eventsourcing's SQLite recorder offers no ``subscribe()``; ours polls the
 notification-id index (one indexed range query per ``poll_interval``) and is
-woken at once when a writer in this process commits.  On PostgreSQL a
+woken at once when a writer in this process commits, through any ledger
+object on the same database (:func:`waker_for`).  On PostgreSQL a
 listener thread also turns ``NOTIFY`` (sent in the writing transaction) into
 a wake-up, so writers on other hosts are seen without waiting for the poll.
 """
@@ -10,6 +11,7 @@ a wake-up, so writers on other hosts are seen without waiting for the poll.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -20,7 +22,7 @@ from sqlalchemy.engine import make_url
 if TYPE_CHECKING:
     from pentrace.infrastructure.ledger.recorder import LedgerRecorder
 
-__all__ = ["LedgerSubscription", "Waker"]
+__all__ = ["LedgerSubscription", "Waker", "waker_for"]
 
 _PAGE = 500
 
@@ -48,6 +50,26 @@ class Waker:
             waiting = list(self._events)
         for event in waiting:
             event.set()
+
+
+_wakers: weakref.WeakValueDictionary[tuple[str, str], Waker] = weakref.WeakValueDictionary()
+_wakers_lock = threading.Lock()
+
+
+def waker_for(database: str, table: str) -> Waker:
+    """The one Waker of a ledger table in this process, shared by every ledger object on it.
+
+    So a commit through any ledger object wakes the subscriptions of all the
+    others on the same database at once (a server's SSE ledger and an
+    analytics runner, say), instead of at their next poll.
+    """
+    key = (database, table)
+    with _wakers_lock:
+        waker = _wakers.get(key)
+        if waker is None:
+            waker = Waker()
+            _wakers[key] = waker
+        return waker
 
 
 class LedgerSubscription(Subscription["LedgerRecorder"]):

@@ -24,6 +24,9 @@ START = datetime(2026, 11, 28, 22, 0, tzinfo=UTC)
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data = tmp_path_factory.mktemp("stats") / "data"
     record_demo_session(DataRoot(data), START)
+    # Index the traces here, so that no test depends on another's `--sync` having run.
+    result = CliRunner().invoke(app, ["--data-root", str(data), "ledger", "sync"])
+    assert result.exit_code == 0, result.output
     return data
 
 
@@ -52,6 +55,15 @@ def test_tokens_by_model_add_up_every_request_in_the_traces(root: Path) -> None:
     fresh = [u["total"] - u["output"] - u["cache_read"] - u["cache_write"] for u in usages]
     assert row["input"] == sum(max(f, 0) for f in fresh)
     assert row["cache_write"] == sum(u["cache_write"] for u in usages)
+
+
+def test_sync_indexes_what_the_ledger_is_missing_before_the_stats(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    record_demo_session(DataRoot(data), START)  # traces only: nothing indexed yet
+    assert stats(data, "stats", "tokens")["rows"] == []
+    [row] = stats(data, "stats", "tokens", "--sync")["rows"]
+    usages = [p["request"] for p in payloads(data) if p.get("type") == "token_usage"]
+    assert (row["key"], row["requests"]) == ("deepseek-v4-pro", len(usages))
 
 
 def test_tokens_by_session_and_a_date_range_outside_the_data(root: Path) -> None:

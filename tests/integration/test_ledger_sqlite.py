@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -156,3 +158,47 @@ def test_a_driver_error_in_a_replay_page_is_a_ledger_error_not_a_driver_exceptio
     with pytest.raises(LedgerError, match=r"select ledger notifications on .*events\.db"):
         ledger.select_notifications(None, 10, topics=["message.updated", "other.type"])
     ledger.close()
+
+
+def test_a_commit_through_one_ledger_object_wakes_the_subscriptions_of_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Both objects open the same file (a server's SSE ledger and an analytics runner,
+    # say).  The follower's poll is set to an hour: only the shared wake-up can
+    # deliver the row before the join below gives up.
+    path = tmp_path / "events.db"
+    writer = RuntimeEventLedger(LedgerDatabase.for_path(path), LedgerSettings().with_limits_off())
+    follower = RuntimeEventLedger(
+        LedgerDatabase.for_path(tmp_path / "." / "events.db"), LedgerSettings().with_limits_off()
+    )
+    follower.poll_interval = 3600
+    polled_empty = threading.Event()
+    select = follower.select_notifications
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        rows = select(*args, **kwargs)
+        if not rows:
+            polled_empty.set()  # the follower goes to sleep next
+        return rows
+
+    monkeypatch.setattr(follower, "select_notifications", spy)
+    received: list[str] = []
+    subscription = follower.subscribe(gt=None)
+
+    def follow() -> None:
+        for notification in subscription:
+            received.append(str(notification.originator_id))
+            return
+
+    thread = threading.Thread(target=follow, daemon=True)
+    thread.start()
+    try:
+        assert polled_empty.wait(timeout=60)
+        writer.append(make_event("s1", 1))
+        thread.join(timeout=60)
+        assert received == ["session:s1"]
+    finally:
+        subscription.stop()
+        thread.join(timeout=60)
+        writer.close()
+        follower.close()
