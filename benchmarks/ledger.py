@@ -2,6 +2,7 @@
 
     python -m benchmarks.ledger                       # 200k indexed, 1M-row replay
     python -m benchmarks.ledger --events 20000 --replay-rows 100000 --original-events 2000
+    python -m benchmarks.ledger --floors --events 100000   # what SQLite alone can do here
 
 All figures come from one run on one machine; compare the ratios.
 """
@@ -18,7 +19,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import create_engine
 
@@ -98,21 +99,38 @@ def ours_extend(folder: Path, events: list[dict[str, Any]]) -> float:
     return seconds
 
 
-def raw_executemany(folder: Path, events: list[dict[str, Any]]) -> float:
-    """The floor: the same rows (precomputed) into the same schema with stdlib sqlite3."""
-    path = folder / "raw.db"
+def raw_executemany(
+    folder: Path,
+    events: list[dict[str, Any]],
+    *,
+    name: str = "raw",
+    drop: tuple[str, ...] = (),
+    empty_envelope: bool = False,
+) -> float:
+    """The floor: the same rows (precomputed) into the same schema with stdlib sqlite3.
+
+    ``drop`` leaves out indexes (by name suffix, ``"all"`` for every secondary
+    index); ``empty_envelope`` stores only the indexed columns.
+    """
+    path = folder / f"{name}.db"
     tables = ledger_tables()
     engine = create_engine(f"sqlite:///{path}")
     tables.metadata.create_all(engine)
     engine.dispose()
     columns = [c.name for c in tables.events.columns if c.name != "notification_id"]
     rows = [tuple(envelope_row(e, 0)[c] for c in columns) for e in events]
+    if empty_envelope:
+        at = columns.index("event_json")
+        rows = [(*row[:at], b"", *row[at + 1 :]) for row in rows]
     sql = (
         f"INSERT INTO runtime_events ({','.join(columns)}) VALUES ({','.join('?' * len(columns))})"
     )
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
+    for index in tables.events.indexes:
+        if "all" in drop or any(str(index.name).endswith(suffix) for suffix in drop):
+            conn.execute(f"DROP INDEX {index.name}")
 
     def run() -> None:
         for start in range(0, len(rows), _BATCH):
@@ -366,14 +384,47 @@ def _median_ms(action: Callable[[str], object], cursors: list[str]) -> float:
     return statistics.median(samples) * 1000
 
 
+_FLOORS: Final[tuple[tuple[str, dict[str, Any]], ...]] = (
+    ("our rows, table and all indexes", {}),
+    ("our rows without the category and inserted-at indexes",
+     {"drop": ("_category_idx", "_inserted_idx")}),
+    ("our rows without the agent and directory indexes",
+     {"drop": ("_agent_idx", "_directory_idx")}),
+    ("our rows with no secondary index at all", {"drop": ("all",)}),
+    ("the indexed columns only, the envelope left empty", {"empty_envelope": True}),
+)  # fmt: skip
+
+
+def floors(events: list[dict[str, Any]], original_events: int) -> None:
+    """How fast SQLite alone can take these rows, against Penguin's append in the same run."""
+    with tempfile.TemporaryDirectory(prefix="pentrace-bench-") as tmp:
+        folder = Path(tmp)
+        original = original_events / original_append(folder, events[:original_events])
+        print(f"Penguin's append: {original:,.0f} events/s; 30x would be {30 * original:,.0f}")
+        print()
+        print("| what raw sqlite3 inserts | events/s | x Penguin's append |")
+        print("| --- | ---: | ---: |")
+        for number, (label, options) in enumerate(_FLOORS):
+            rate = len(events) / raw_executemany(folder, events, name=f"floor{number}", **options)
+            print(f"| {label} | {rate:,.0f} | {rate / original:.1f}x |")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the benchmark and print a Markdown table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--original-events", type=int, default=10_000)
     parser.add_argument("--replay-rows", type=int, default=1_000_000)
+    parser.add_argument(
+        "--floors",
+        action="store_true",
+        help="only measure raw sqlite3 with fewer indexes or no envelope, against Penguin's append",
+    )
     args = parser.parse_args(argv)
     events = list(envelopes(args.events))
+    if args.floors:
+        floors(events, args.original_events)
+        return
     with tempfile.TemporaryDirectory(prefix="pentrace-bench-") as tmp:
         folder = Path(tmp)
         check = timed(lambda: [is_redacted(event) for event in events])
