@@ -12,6 +12,7 @@ shard) and a finished goal.  Then the demo runs ``sessions list``, ``replay``,
 from __future__ import annotations
 
 import tempfile
+import weakref
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -64,14 +65,18 @@ def _usage(handle: SessionHandle, total: int, last: int) -> None:
         "output": last // 10,
         "total": last,
     }
-    session = _running_totals.setdefault(id(handle), dict.fromkeys(_FIELDS, 0))
+    session = _running_totals.setdefault(handle, dict.fromkeys(_FIELDS, 0))
     for name in _FIELDS:
         session[name] += request[name]
     assert session["total"] == total, "demo token totals must add up"
     handle.record_token_usage(dict(session), request)
 
 
-_running_totals: dict[int, dict[str, int]] = {}
+# Keyed by the handle itself, not id(handle): a later demo in the same process may get
+# a new handle at a freed address, and would then add to the old session's totals.
+_running_totals: weakref.WeakKeyDictionary[SessionHandle, dict[str, int]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _record_turns(app: SessionApplication, main: SessionHandle) -> str:
