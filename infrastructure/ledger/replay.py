@@ -160,7 +160,7 @@ def scoped_page(
         # at a time hands them out), so nothing below it is skipped.
         through = db.head(conn)
     parts = [
-        _branch_rows(db, conn, branch, scope, after, through, cap, newest_first)
+        _branch_rows(db, conn, lead, branch, scope, after, through, cap, newest_first)
         for branch in branches
     ]
     if len(parts) == 1:
@@ -188,6 +188,7 @@ def _lead(scope: Scope) -> str | None:
 def _branch_rows(
     db: LedgerDatabase,
     conn: Connection,
+    lead: str | None,
     branch: str,
     scope: Scope,
     after: int | None,
@@ -195,7 +196,6 @@ def _branch_rows(
     limit: int | None,
     newest_first: bool,
 ) -> list[Any]:
-    lead = _lead(scope)
     shape = (
         "page",
         lead,
