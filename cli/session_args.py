@@ -74,6 +74,9 @@ def confirm_or_refuse(question: str, *, yes: bool, what: str) -> bool:
     return typer.confirm(question, default=False)
 
 
+_LISTED = 3  # session ids a hint spells out in full
+
+
 def forget_in_ledger(root: DataRoot, session_ids: list[str]) -> int | None:
     """Remove deleted sessions' events from the ledger; the count, or None when it failed.
 
@@ -87,9 +90,9 @@ def forget_in_ledger(root: DataRoot, session_ids: list[str]) -> int | None:
         return sum(forget_sessions(root, session_ids).values())
     except LedgerError as exc:
         typer.echo(f"warning: the ledger still holds their events: {exc.message}", err=True)
-        typer.echo(
-            "hint: when the ledger can be written, run "
-            f"`pentrace ledger forget {' '.join(session_ids)} --yes`",
-            err=True,
-        )
+        if len(session_ids) <= _LISTED:
+            hint = f"run `pentrace ledger forget {' '.join(session_ids)} --yes`"
+        else:  # a large prune: audit lists them rather than one very long command line
+            hint = "run `pentrace audit`: it reports them as ledger_orphan_stream"
+        typer.echo(f"hint: when the ledger can be written, {hint}", err=True)
         return None

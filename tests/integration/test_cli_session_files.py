@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pentrace.cli.app import main
+from pentrace.cli.session_args import forget_in_ledger
 from pentrace.domain.session import Session
 from pentrace.infrastructure.application import SessionApplication
 from pentrace.infrastructure.layout import DataRoot
@@ -353,3 +354,25 @@ def test_delete_with_a_locked_ledger_deletes_the_files_and_warns(
         assert SID_C not in ledger.session_streams()
     finally:
         ledger.close()
+
+
+@pytest.mark.usefixtures("_own_ledger")
+def test_a_locked_ledger_after_a_large_prune_points_to_audit_not_a_huge_command(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    synced_ledger(root).close()
+    many = [SID_A, SID_B, SID_C, "session-2026-07-21-09-00-00-00000004"]
+    holder = sqlite3.connect(root / "runtime_events" / "runtime_events.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        assert forget_in_ledger(DataRoot(root), many) is None
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    err = capsys.readouterr().err
+    assert "warning: the ledger still holds their events" in err
+    assert (
+        "hint: when the ledger can be written, run `pentrace audit`: "
+        "it reports them as ledger_orphan_stream"
+    ) in err
+    assert "ledger forget" not in err
