@@ -4,12 +4,21 @@ processes, with hostile headers sent by httpx and by a raw socket."""
 from __future__ import annotations
 
 import socket
+import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
+import uvicorn
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
 
-from tests.integration.sse_harness import Server, session_id, write_session
+from pentrace.service.app import create_app
+from pentrace.service.settings import ServiceSettings
+from tests.integration.sse_harness import Server, free_port, session_id, write_session
 
 SID = session_id(0xC1)
 TRACE = f"/api/v1/sessions/{SID}/trace"
@@ -261,3 +270,45 @@ def test_html_gets_a_policy_without_inline_script_and_the_page_has_none(server: 
     script = get(server, "/_test/sse.js")
     assert script.headers["content-type"].startswith("text/javascript")
     assert "new EventSource" in script.text
+
+
+def test_a_route_added_later_is_guarded_and_a_crash_is_a_bare_json_500(tmp_path: Path) -> None:
+    settings = ServiceSettings(data_root=tmp_path, port=free_port())
+    app = create_app(settings)
+
+    async def page(request: Request) -> Response:
+        return HTMLResponse("<p>viewer</p>")
+
+    async def crash(request: Request) -> Response:
+        raise RuntimeError(f"boom in {tmp_path}/secret.db")
+
+    # What the web viewer will do: mount more routes on the same app.
+    app.router.routes.extend([Route("/viewer", page), Route("/crash", crash)])
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=settings.port, log_level="critical")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            assert thread.is_alive(), "the server thread exited"
+            time.sleep(0.02)
+        base = f"http://127.0.0.1:{settings.port}"
+        viewer = httpx.get(base + "/viewer", timeout=10)
+        rebound = httpx.get(base + "/viewer", headers={"Host": "attacker.example"}, timeout=10)
+        foreign = httpx.get(base + "/viewer", headers={"Origin": "http://a.example"}, timeout=10)
+        crashed = httpx.get(base + "/crash", timeout=10)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+    assert viewer.status_code == 200
+    assert "script-src 'self'" in viewer.headers["content-security-policy"]
+    assert viewer.headers["x-frame-options"] == "DENY"
+    assert rebound.status_code == 421
+    assert foreign.status_code == 403
+    assert crashed.status_code == 500
+    assert crashed.json()["error"]["message"] == "internal error while answering GET /crash"
+    assert "boom" not in crashed.text
+    assert str(tmp_path) not in crashed.text
+    for name, value in SECURITY.items():
+        assert crashed.headers[name] == value, name
