@@ -59,13 +59,18 @@ class ErrorWriter:
     def __init__(self, data_root: Path) -> None:
         forms = {str(data_root), os.path.abspath(data_root), os.path.realpath(data_root)}
         # Longest first, so /a/b/root wins over a shorter form that prefixes it.
-        roots = sorted((form.rstrip("/") for form in forms if form != "/"), key=len)[::-1]
+        roots = sorted((form.rstrip("/") for form in forms if form.rstrip("/")), key=len)[::-1]
         # The root, then either "/" (a path under it) or the end of the path.
-        self._root = re.compile("(?:" + "|".join(map(re.escape, roots)) + r")(/|(?![\w.-]))")
+        self._root = (
+            re.compile("(?:" + "|".join(map(re.escape, roots)) + r")(/|(?![\w.-]))")
+            if roots
+            else None  # the data root is "/": every absolute path is under it
+        )
 
     def scrub(self, text: str) -> str:
         """``text`` with every host path made relative to the data root or hidden."""
-        text = self._root.sub(lambda m: "" if m.group(1) else "<data root>", text)
+        if self._root is not None:
+            text = self._root.sub(lambda m: "" if m.group(1) else "<data root>", text)
         return _ABSOLUTE.sub(_hide_host_path, text)
 
     def response(

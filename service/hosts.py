@@ -64,7 +64,9 @@ def split_host(value: str) -> tuple[str, int | None] | None:
         name = name.removesuffix(".")
         if not (_is_ip(name) or _NAME.fullmatch(name)):
             return None
-    if port is not None and not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+    if port is not None and not (
+        0 < len(port) <= 5 and port.isascii() and port.isdigit() and 0 < int(port) < 65536
+    ):
         return None
     return name, None if port is None else int(port)
 

@@ -28,6 +28,7 @@ ANY = "0.0.0.0"  # noqa: S104  # the wildcard bind is a case under test
         ("host:0", None),
         ("host:99999", None),
         ("host:²", None),
+        ("host:" + "9" * 5000, None),  # int() would raise on 5000 digits
         ("", None),
     ],
 )
