@@ -23,7 +23,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pentrace.service.errors import ErrorWriter
-from pentrace.service.hosts import HostPolicy
+from pentrace.service.hosts import HostPolicy, split_host
 
 __all__ = ["RequestGuard"]
 
@@ -88,12 +88,14 @@ class RequestGuard:
         refused = self.policy.host_refusal(host)
         if refused is not None:
             status, reason = refused
+            parts = split_host(host) if status == 421 and host else None
+            name = parts[0] if parts else "NAME"  # a checked name: safe to echo
             return self.errors.response(
                 status,
                 f"{reason} (DNS rebinding protection: the server answers only the names "
                 "it is bound to)",
                 hint="if clients reach this server by that name, start it with "
-                "--allowed-host NAME (or set PENTRACE_ALLOWED_HOSTS=NAME)",
+                f"--allowed-host {name} (or set PENTRACE_ALLOWED_HOSTS={name})",
             )
         origins = seen.get(b"origin", [])
         if len(origins) > 1:

@@ -4,6 +4,8 @@ processes, with hostile headers sent by httpx and by a raw socket."""
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -18,7 +20,14 @@ from starlette.routing import Route
 
 from pentrace.service.app import create_app
 from pentrace.service.settings import ServiceSettings
-from tests.integration.sse_harness import Server, free_port, session_id, write_session
+from tests.integration.sse_harness import (
+    REPO,
+    Server,
+    child_env,
+    free_port,
+    session_id,
+    write_session,
+)
 
 SID = session_id(0xC1)
 TRACE = f"/api/v1/sessions/{SID}/trace"
@@ -61,9 +70,9 @@ def test_a_foreign_host_gets_a_421_naming_it_and_how_to_allow_it(server: Server,
         response = get(server, path, Host=host)
         assert response.status_code == 421, (path, response.text)
         error = response.json()["error"]
-        assert f"does not answer for Host {host.split(':')[0]!r}" in error["message"]
-        assert "--allowed-host NAME" in error["hint"]
-        assert "PENTRACE_ALLOWED_HOSTS" in error["hint"]
+        name = host.split(":")[0]
+        assert f"does not answer for Host {name!r}" in error["message"]
+        assert f"--allowed-host {name} (or set PENTRACE_ALLOWED_HOSTS={name})" in error["hint"]
         assert "session_meta" not in response.text
 
 
@@ -312,3 +321,27 @@ def test_a_route_added_later_is_guarded_and_a_crash_is_a_bare_json_500(tmp_path:
     assert str(tmp_path) not in crashed.text
     for name, value in SECURITY.items():
         assert crashed.headers[name] == value, name
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--allowed-host", "box.lan:8765"], "expected a host name or address without a port"),
+        (["--allowed-origin", "*"], "expected scheme://host[:port]"),
+    ],
+)
+def test_a_malformed_allowed_value_is_a_clear_error_at_start(
+    tmp_path: Path, option: list[str], message: str
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "pentrace", "--data-root", str(tmp_path), "serve", *option],
+        env=child_env(tmp_path),
+        cwd=REPO,
+        capture_output=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    stderr = result.stderr.decode()
+    assert message in stderr
+    assert "hint: for example" in stderr
+    assert "Traceback" not in stderr
