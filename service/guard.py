@@ -82,7 +82,7 @@ class RequestGuard:
         hosts = seen.get(b"host", [])
         if len(hosts) > 1:
             return self.errors.response(
-                400, f"expected one Host header, found {len(hosts)}", hint=None
+                400, f"expected one Host header, found {len(hosts)}", hint="send Host once"
             )
         host = hosts[0] if hosts else None
         refused = self.policy.host_refusal(host)
@@ -100,7 +100,7 @@ class RequestGuard:
         origins = seen.get(b"origin", [])
         if len(origins) > 1:
             return self.errors.response(
-                400, f"expected one Origin header, found {len(origins)}", hint=None
+                400, f"expected one Origin header, found {len(origins)}", hint="send Origin once"
             )
         navigation = (
             _one(seen, b"sec-fetch-mode") == "navigate"

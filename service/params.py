@@ -202,7 +202,9 @@ def cursor(request: Request) -> str | None:
         what = "header Last-Event-ID"
         values = [value for key, value in request.scope["headers"] if key == b"last-event-id"]
         if len(values) > 1:
-            raise BadRequest(f"{what}: expected one value, found {len(values)}", hint=None)
+            raise BadRequest(
+                f"{what}: expected one value, found {len(values)}", hint="send the header once"
+            )
         if not values:
             return None
         try:

@@ -98,6 +98,13 @@ def test_a_missing_or_garbled_host_is_a_400(server: Server) -> None:
     assert status == 400
     assert b"is not a host name or address" in answer
     assert b"session-2026" not in answer
+    status, answer = raw_request(
+        server,
+        b"GET /api/v1/sessions HTTP/1.1\r\nHost: localhost\r\nHost: attacker.example\r\n"
+        b"Connection: close\r\n\r\n",
+    )
+    assert status == 400  # h11 refuses two Hosts itself; the guard would too
+    assert b"session-2026" not in answer
 
 
 def test_the_raw_socket_with_a_rebinding_host_gets_no_trace(server: Server) -> None:

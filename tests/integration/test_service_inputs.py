@@ -129,6 +129,7 @@ def raw_get(server: Server, path: str, header: bytes) -> bytes:
         (b"Last-Event-ID: \xb2\xff", b"expected UTF-8 text"),
         (b"Last-Event-ID: " + b"a" * 2000, b"expected at most 1024 characters"),
         (b"Last-Event-ID: a\x7fb", b"expected text without control characters"),
+        (b"Last-Event-ID: a\r\nLast-Event-ID: b", b"expected one value, found 2"),
     ],
 )
 def test_last_event_id_garbage_is_a_400_naming_the_header(
