@@ -62,7 +62,7 @@ class RequestGuard:
         if origin is None:
             await self.app(scope, receive, send)
             return
-        if scope["method"] == "OPTIONS" and any(
+        if scope.get("method") == "OPTIONS" and any(
             name == b"access-control-request-method" for name, _ in scope["headers"]
         ):
             await _preflight(origin)(scope, receive, send)
