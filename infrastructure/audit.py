@@ -21,12 +21,14 @@ from pentrace.infrastructure.layout import DataRoot, SessionRef
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.settings import default_ledger_path
 from pentrace.infrastructure.ledger_admin import open_ledger
+from pentrace.infrastructure.temp_files import is_stale, session_temps
 from pentrace.infrastructure.trace_reader import ParseReport, read_shard
 from pentrace.projections.audit_checks import (
     Problem,
     SessionChecks,
     parse_problems,
     shard_index_problems,
+    temp_file_problems,
     worst_exit_code,
 )
 from pentrace.projections.ledger_drift import LedgerDrift
@@ -150,17 +152,29 @@ def audit_session(ref: SessionRef, ledger: RuntimeEventLedger | None = None) -> 
             checks.record(record)
             if drift is not None:
                 drift.record(record, position, path)
+        checks.healed_fragments(bad.line for bad in report.healed)
         problems.extend(
             parse_problems(
                 sid,
                 [(path, bad.line, bad.reason) for bad in report.skipped],
                 [(path, bad.line, bad.reason) for bad in report.torn_tails],
+                [(path, bad.line, bad.reason) for bad in report.healed],
             )
         )
     problems.extend(checks.finish())
+    problems.extend(_stale_temps(ref))
     if drift is not None:
         problems.extend(drift.finish())
     return SessionAudit(ref, position, _in_file_order(problems))
+
+
+def _stale_temps(ref: SessionRef) -> list[Problem]:
+    """The session's temp files no live writer is using (an audit holds no lock)."""
+    if not ref.shards:
+        return []
+    traces = ref.shards[0].path.parent.parent
+    stale = [t for t in session_temps(traces, ref.session_id) if is_stale(t, locked=False)]
+    return temp_file_problems(ref.session_id, [(str(t.path), t.pid) for t in stale])
 
 
 def ledger_orphans(

@@ -16,6 +16,7 @@ for another shard, or when any older shard's name or size changed.  Deleting
 from __future__ import annotations
 
 import logging
+import os
 from datetime import datetime
 from pathlib import Path
 from typing import Final
@@ -25,6 +26,7 @@ import msgspec
 from pentrace.domain.session import Session
 from pentrace.errors import PentraceError
 from pentrace.infrastructure.atomic_files import publish_file
+from pentrace.infrastructure.file_modes import make_private_dirs
 from pentrace.infrastructure.layout import DataRoot, ShardRef
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "checkpoint_path",
     "load_checkpoint",
     "restore_session",
+    "session_checkpoints",
     "write_checkpoint",
 ]
 
@@ -110,6 +113,23 @@ def checkpoint_path(root: DataRoot, project: str, agent: str, session_id: str, i
     return root.traces_dir(project, agent) / ".checkpoints" / f"{session_id}_{index:03d}.json"
 
 
+def session_checkpoints(root: DataRoot, project: str, agent: str, session_id: str) -> list[Path]:
+    """Every checkpoint file of a session (one per rotated shard), sorted by name."""
+    folder = root.traces_dir(project, agent) / ".checkpoints"
+    try:
+        names = sorted(os.listdir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    prefix = f"{session_id}_"
+    return [
+        folder / name
+        for name in names
+        if name.startswith(prefix)
+        and name.endswith(".json")
+        and name[len(prefix) : -len(".json")].isdigit()
+    ]
+
+
 def _older(shards: list[ShardRef]) -> list[tuple[str, int]] | None:
     sizes = []
     for shard in shards:
@@ -183,7 +203,7 @@ def write_checkpoint(
     checkpoint = Checkpoint(session.id, index, session.version, older, state)
     path = checkpoint_path(root, project, agent, session.id, index)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(path.parent)
         publish_file(path, [_encoder.encode(checkpoint)], overwrite=True)
     except (OSError, PentraceError) as exc:
         logger.warning(

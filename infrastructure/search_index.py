@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Final
 
 from pentrace.errors import SearchIndexError
+from pentrace.infrastructure.file_modes import prepare_sqlite_file, repair_modes, sqlite_files
 from pentrace.infrastructure.layout import DataRoot, SessionRef
 from pentrace.infrastructure.search_query import SearchHit, SearchQuery, run_query
 from pentrace.infrastructure.search_shards import (
@@ -81,7 +82,6 @@ class SearchIndex:
         self.conn = self._open()
 
     def _open(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             return self._connect()
         except sqlite3.DatabaseError as error:
@@ -92,6 +92,7 @@ class SearchIndex:
             return self._connect()
 
     def _connect(self) -> sqlite3.Connection:
+        prepare_sqlite_file(self.path, own_folder=True)
         conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         try:
             conn.execute("PRAGMA journal_mode=WAL")
@@ -106,6 +107,7 @@ class SearchIndex:
         except BaseException:
             conn.close()
             raise
+        repair_modes(sqlite_files(self.path), where=self.path)  # the side files SQLite made
         return conn
 
     def _delete_files(self) -> None:

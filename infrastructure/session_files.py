@@ -23,10 +23,13 @@ import msgspec
 from pentrace.domain.redaction import redact
 from pentrace.errors import NotFoundError, TraceError, UsageError
 from pentrace.infrastructure.atomic_files import publish_file
+from pentrace.infrastructure.checkpoints import session_checkpoints
+from pentrace.infrastructure.file_modes import make_private_dirs
 from pentrace.infrastructure.layout import DataRoot, ShardRef, validate_name
 from pentrace.infrastructure.locking import SessionLock
 from pentrace.infrastructure.session_archive import ArchiveResult, export_archive
 from pentrace.infrastructure.session_import import ImportResult, import_session
+from pentrace.infrastructure.temp_files import session_temps
 from pentrace.infrastructure.trace_reader import ParseReport, read_shard
 from pentrace.infrastructure.trace_writer import session_lock_path
 
@@ -58,7 +61,8 @@ class ExportResult:
 
 @dataclass(frozen=True, slots=True)
 class DeleteResult:
-    """The session that was deleted and every path removed (shards, scratchpad, lock file)."""
+    """The session that was deleted and every path removed (shards, checkpoints, temp
+    files, scratchpad, lock file)."""
 
     session_id: str
     removed: tuple[Path, ...]
@@ -137,12 +141,14 @@ def export_session(
             f"cannot export {shard.path}: {exc.strerror or type(exc).__name__}",
             hint="check that the trace is readable and the destination writable",
         ) from exc
-    skipped = report.skipped_count + len(report.torn_tails)
+    skipped = report.skipped_count + report.healed_count + len(report.torn_tails)
     return ExportResult(shard, written_to, size, redacted, skipped)
 
 
 def delete_session(root: DataRoot, project: str, agent: str, session_id: str) -> DeleteResult:
-    """Remove a session's shards (in every date folder), its scratchpad and its lock file.
+    """Remove everything of a session: its shards (in every date folder), its shard
+    checkpoints, the hidden temp files a killed writer left, its scratchpad (tool-output
+    archives included) and its lock file.
 
     Refuses with :class:`~pentrace.errors.TraceLockedError` while a writer
     holds the session, and with :class:`~pentrace.errors.NotFoundError` when
@@ -170,13 +176,22 @@ def delete_session(root: DataRoot, project: str, agent: str, session_id: str) ->
     lock_path = session_lock_path(root, project, agent, sid)
     removed: list[Path] = []
     try:
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(lock_path.parent)
         with SessionLock(lock_path, label=f"session {sid}"):
             # Look again under the lock: a writer may have rotated before we got it.
             for shard in root.find_shards(project, agent, sid):
                 shard.path.unlink()
                 removed.append(shard.path)
                 _rmdir_if_empty(shard.path.parent)
+            # Temp files before checkpoints: a checkpoint renamed into place meanwhile
+            # is then still found below, and a later rename finds its temp gone.
+            traces = root.traces_dir(project, agent)
+            for temp in session_temps(traces, sid):
+                temp.path.unlink(missing_ok=True)
+                removed.append(temp.path)
+            for checkpoint in session_checkpoints(root, project, agent, sid):
+                checkpoint.unlink(missing_ok=True)
+                removed.append(checkpoint)
             if has_scratchpad:
                 shutil.rmtree(scratchpad)
                 removed.append(scratchpad)

@@ -9,7 +9,11 @@ The rules (``docs/trace-format.md``, reference ``resume-semantics.md``):
   :func:`~pentrace.domain.records.decode_lines`, which applies the same rules;
   lines empty after the trim are ignored but keep their number;
 * a malformed line that is followed by another non-empty line is skipped and
-  reported (strict mode raises :class:`~pentrace.errors.TraceFormatError`);
+  reported (strict mode raises :class:`~pentrace.errors.TraceFormatError`) -
+  unless it is a *healed torn fragment*: the unterminated prefix of a JSON
+  object, directly followed by the next line (the ``\n`` a resuming writer
+  puts before its first record).  That is legal history, skipped in every
+  mode and counted in ``healed``;
 * the *last* non-empty line, when it does not parse, is a torn tail left by a
   crash: it is dropped silently, even in strict mode, and noted as
   ``torn_tail`` so an audit can show it.
@@ -28,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from pentrace.domain.json_prefix import is_object_prefix
 from pentrace.domain.records import MalformedLine, TraceRecord, decode_line, decode_lines
 from pentrace.errors import NotFoundError, TraceError, TraceFormatError, UsageError
 from pentrace.infrastructure.layout import ShardRef
@@ -61,15 +66,18 @@ class BadLine:
 class ParseReport:
     """What a read saw besides records: bad lines, torn tails and counts.
 
-    Only the first ``max_kept`` skipped lines are kept in ``skipped``;
-    ``skipped_count`` always counts them all.  One report may be shared by
-    several reads (``read_session`` does this); the counts then add up.
+    Only the first ``max_kept`` skipped (or healed) lines are kept in
+    ``skipped`` (``healed``); ``skipped_count`` (``healed_count``) always counts
+    them all.  Healed torn fragments are legal and leave a read ``clean``.
+    One report may be shared by several reads (``read_session`` does this); the counts then add up.
     """
 
     max_kept: int = 1000
     skipped: list[BadLine] = field(default_factory=list)
     skipped_count: int = 0
     torn_tails: list[BadLine] = field(default_factory=list)
+    healed: list[BadLine] = field(default_factory=list)
+    healed_count: int = 0
     files: int = 0
     lines: int = 0
     blank_lines: int = 0
@@ -94,6 +102,11 @@ class ParseReport:
         more = self.skipped_count - min(limit, len(self.skipped))
         extra = f" (and {more} more)" if more > 0 else ""
         return f"skipped {self.skipped_count} malformed line(s): {shown}{extra}"
+
+    def _heal(self, bad: BadLine) -> None:
+        self.healed_count += 1
+        if len(self.healed) < self.max_kept:
+            self.healed.append(bad)
 
     def _skip(self, bad: BadLine) -> None:
         self.skipped_count += 1
@@ -143,6 +156,8 @@ def _parse(
     """
     line = records = blanks = 0
     held: BadLine | None = None
+    # Whether the held line is a cut-off record prefix directly followed by the next line.
+    healable = False
     report.files += 1
     try:
         for pieces in _complete_lines(chunks, report):
@@ -171,14 +186,16 @@ def _parse(
                     record = decode_line(piece, line)
                 except MalformedLine as exc:
                     if held is not None:
-                        _middle(held, strict, report)
+                        _middle(held, healable, strict, report)
                     held = BadLine(path, line, _reason(exc))
+                    healable = is_object_prefix(piece)
                     continue
                 if record is None:
                     blanks += 1
+                    healable = False  # the healing writer adds one "\n", never a blank line
                     continue
                 if held is not None:
-                    _middle(held, strict, report)
+                    _middle(held, healable, strict, report)
                     held = None
                 records += 1
                 yield record
@@ -190,8 +207,12 @@ def _parse(
         report.records += records
 
 
-def _middle(bad: BadLine, strict: bool, report: ParseReport) -> None:
-    """A failing line followed by more content: report it, and raise in strict mode."""
+def _middle(bad: BadLine, healable: bool, strict: bool, report: ParseReport) -> None:
+    """A failing line followed by more content: a healed fragment, or reported (and
+    raised in strict mode) as malformed."""
+    if healable:
+        report._heal(bad)
+        return
     report._skip(bad)
     if strict:
         raise TraceFormatError(bad.path, bad.line, bad.reason)

@@ -37,11 +37,12 @@ __all__ = [
     "Severity",
     "parse_problems",
     "shard_index_problems",
+    "temp_file_problems",
     "worst_exit_code",
 ]
 
 Severity = Literal["error", "warning"]
-Fix = Literal["heal_torn_tail", "close_compaction", "ledger_sync", "ledger_forget"]
+Fix = Literal["heal_torn_tail", "close_compaction", "ledger_sync", "ledger_forget", "remove_temp"]
 
 
 class Problem(msgspec.Struct, kw_only=True, frozen=True):
@@ -113,8 +114,10 @@ def parse_problems(
     session_id: str,
     skipped: Iterable[tuple[str, int, str]],
     torn: Iterable[tuple[str, int, str]],
+    healed: Iterable[tuple[str, int, str]] = (),
 ) -> list[Problem]:
-    """Problems for the reader's malformed lines and torn tails, as ``(path, line, reason)``."""
+    """Problems for the reader's malformed lines, torn tails and healed torn fragments,
+    each as ``(path, line, reason)``."""
     problems = [
         Problem(
             code="malformed_line",
@@ -138,7 +141,35 @@ def parse_problems(
         )
         for path, line, reason in torn
     )
+    problems.extend(
+        Problem(
+            code="healed_torn_fragment",
+            severity="warning",
+            message="a record cut short by a crash, healed: the next writer started its "
+            "first record on a new line; readers skip the fragment and import keeps it",
+            session_id=session_id,
+            path=path,
+            line=line,
+        )
+        for path, line, _ in healed
+    )
     return problems
+
+
+def temp_file_problems(session_id: str, temps: Iterable[tuple[str, int]]) -> list[Problem]:
+    """Stale hidden temp files of a session, as ``(path, pid)``; ``--fix`` removes them."""
+    return [
+        Problem(
+            code="stale_temp_file",
+            severity="warning",
+            message=f"a hidden temp file left by writer pid {pid}, which is gone (killed while "
+            "rotating or writing a checkpoint); nothing reads it",
+            session_id=session_id,
+            path=path,
+            fix="remove_temp",
+        )
+        for path, pid in temps
+    ]
 
 
 class SessionChecks:
@@ -160,10 +191,21 @@ class SessionChecks:
         self._calls: dict[str, tuple[str, int, int, str]] = {}
         self._answered: set[str] = set()
         self._early_outputs: dict[str, tuple[str, int, int]] = {}
+        # Requests left open when the next began: (where, shard order, next begin's line).
+        self._overlaps: list[tuple[tuple[str, int, int], int, int, int]] = []
+        self._next_begins: list[int] = []
+        self._healed: list[tuple[int, int]] = []
+        self._order = 0
+        self._begin_order = 0
 
     def start_shard(self, index: int, path: str) -> None:
         """The next records come from shard ``index`` at ``path``."""
         self._index, self._path, self._first_in_shard = index, path, True
+        self._order += 1
+
+    def healed_fragments(self, lines: Iterable[int]) -> None:
+        """The lines of the current shard that are healed torn fragments (crash points)."""
+        self._healed.extend((self._order, line) for line in lines)
 
     def _add(
         self,
@@ -215,15 +257,13 @@ class SessionChecks:
     def _event(self, ptype: Any, record: TraceRecord, where: tuple[str, int, int]) -> None:
         if ptype == "request_begin":
             if self._open_request is not None:
-                _, line, position = self._open_request
-                self._add(
-                    "open_request",
-                    "error",
-                    f"request_begin at position {position} (line {line}) has no request_end; "
-                    f"the next request began at position {where[2]}",
-                    self._open_request,
+                # Judged in finish(): a crash between the two makes it legal history.
+                self._overlaps.append(
+                    (self._open_request, self._begin_order, self._order, where[1])
                 )
+                self._next_begins.append(where[2])
             self._open_request = where
+            self._begin_order = self._order
         elif ptype == "request_end":
             if self._open_request is None:
                 self._add(
@@ -258,8 +298,36 @@ class SessionChecks:
         else:
             self._early_outputs.setdefault(call_id, where)
 
+    def _judge_overlaps(self) -> None:
+        """A request open when the next began is an error, unless a healed torn fragment
+        lies between the two: a crash interrupted it, and resume (here as in
+        PenguinHarness) drops the round, so it is a warning."""
+        for (opened, order, next_order, next_line), next_position in zip(
+            self._overlaps, self._next_begins, strict=True
+        ):
+            start, end = (order, opened[1]), (next_order, next_line)
+            crash = next((h for h in self._healed if start < h < end), None)
+            if crash is not None:
+                self._add(
+                    "interrupted_request",
+                    "warning",
+                    f"request_begin at position {opened[2]} (line {opened[1]}) was interrupted "
+                    f"by a crash (healed torn fragment at line {crash[1]}); resume drops the "
+                    f"round and the next request began at position {next_position}",
+                    opened,
+                )
+                continue
+            self._add(
+                "open_request",
+                "error",
+                f"request_begin at position {opened[2]} (line {opened[1]}) has no request_end; "
+                f"the next request began at position {next_position}",
+                opened,
+            )
+
     def finish(self) -> list[Problem]:
         """Add the end-of-trace findings and return every problem, in trace order."""
+        self._judge_overlaps()
         if self._open_request is not None:
             self._add(
                 "open_request_at_end",

@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pentrace.cli.app import app
+from pentrace.infrastructure.file_modes import make_private_dirs
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import sync
@@ -286,7 +287,7 @@ def test_fix_never_races_a_live_writer_and_reports_what_it_did_before(tmp_path: 
     with shard.open("ab") as handle:
         handle.write(b'{"torn')
     lock_path = session_lock_path(DataRoot(tmp_path), "default_project", "default_agent", SID)
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(lock_path.parent)  # as a writer makes it (a 0755 one would be repaired)
     with SessionLock(lock_path, label="a live writer"):
         done = run_process(tmp_path, "audit", "--fix")
     assert done.returncode == 1

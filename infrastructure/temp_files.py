@@ -1,0 +1,157 @@
+"""Hidden temporary files: how they are named, and when one left behind is stale.
+
+Every file pentrace publishes atomically (a new shard, a checkpoint, an
+import, a fork, an export) is first written to ``.<name>.<pid>.tmp`` beside
+its destination and then renamed or linked into place.  A process killed
+between the two (SIGKILL during rotation or a checkpoint write) leaves that
+file behind; nothing else ever reads it.
+
+A temp file is **stale** - safe to remove - when no one can still be writing it:
+
+* this process is not writing it (a registry of the temp files in flight here);
+* and its pid is not a live process on this host, or the remover holds the
+  session's writer lock and the file is a shard temp (only the lock holder
+  ever creates shard temps, so under the lock every one is left over).
+
+Checkpoint temps are written by readers too, without the lock, so for them
+only a dead pid counts.  A live pid that was reused by an unrelated process
+keeps a stale file until that process ends: erring that way never removes a
+file someone is writing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+__all__ = [
+    "TempFile",
+    "in_flight",
+    "is_stale",
+    "parse_temp_name",
+    "remove_stale",
+    "session_temps",
+    "temp_name",
+]
+
+_TEMP: Final = re.compile(r"\.(?P<target>.+)\.(?P<pid>[0-9]{1,10})\.tmp")
+_in_flight: set[str] = set()
+_in_flight_lock = threading.Lock()
+
+
+def temp_name(dest: Path) -> Path:
+    """``.<name>.<pid>.tmp`` beside ``dest``: hidden, and not a ``.jsonl`` the shard scan takes."""
+    return dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+
+
+def parse_temp_name(name: str) -> tuple[str, int] | None:
+    """``(target file name, pid)`` of a temp file name, or ``None`` for any other name."""
+    match = _TEMP.fullmatch(name)
+    if match is None:
+        return None
+    return match["target"], int(match["pid"])
+
+
+@contextmanager
+def in_flight(temp: Path) -> Iterator[Path]:
+    """Mark ``temp`` as being written by this process until the block ends."""
+    key = str(temp)
+    with _in_flight_lock:
+        _in_flight.add(key)
+    try:
+        yield temp
+    finally:
+        with _in_flight_lock:
+            _in_flight.discard(key)
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return True  # not a pid we can judge: keep the file
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    except OverflowError:
+        return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class TempFile:
+    """A temp file of a session: where, whose pid, and whether it is a shard's."""
+
+    path: Path
+    pid: int
+    shard: bool
+
+
+def is_stale(temp: TempFile, *, locked: bool) -> bool:
+    """Whether ``temp`` is left over (see the module docstring); ``locked``: we hold the lock."""
+    with _in_flight_lock:
+        if str(temp.path) in _in_flight:
+            return False
+    if temp.shard and locked:
+        return True
+    return temp.pid == os.getpid() or not _alive(temp.pid)
+
+
+def _owned_by(target: str, session_id: str, suffix: str) -> bool:
+    """``<session_id>_<NNN><suffix>``: the session's shard or checkpoint name."""
+    stem = target.removesuffix(suffix)
+    if stem == target or not stem.startswith(session_id + "_"):
+        return False
+    return stem[len(session_id) + 1 :].isdigit()
+
+
+def session_temps(traces: Path, session_id: str) -> list[TempFile]:
+    """Every temp file of one session under an agent's ``traces/`` folder.
+
+    Shard temps sit in the date folders (``.<sid>_<NNN>.jsonl.<pid>.tmp``);
+    checkpoint temps in ``.checkpoints/`` (``.<sid>_<NNN>.json.<pid>.tmp``).
+    """
+    found: list[TempFile] = []
+    folders = [(traces / ".checkpoints", ".json", False)]
+    try:
+        with os.scandir(traces) as entries:
+            folders += [
+                (Path(e.path), ".jsonl", True)
+                for e in entries
+                if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")
+            ]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    for folder, suffix, shard in folders:
+        try:
+            with os.scandir(folder) as entries:
+                names = [(e.name, e.path) for e in entries if e.is_file(follow_symlinks=False)]
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for name, path in names:
+            parsed = parse_temp_name(name)
+            if parsed is not None and _owned_by(parsed[0], session_id, suffix):
+                found.append(TempFile(Path(path), parsed[1], shard))
+    found.sort(key=lambda temp: str(temp.path))
+    return found
+
+
+def remove_stale(traces: Path, session_id: str, *, locked: bool) -> list[Path]:
+    """Remove the session's stale temp files; return the paths removed (a vanished one is
+    skipped: another cleaner got there first)."""
+    removed = []
+    for temp in session_temps(traces, session_id):
+        if is_stale(temp, locked=locked):
+            try:
+                temp.path.unlink()
+            except FileNotFoundError:
+                continue
+            removed.append(temp.path)
+    return removed
