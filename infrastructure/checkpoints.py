@@ -16,7 +16,6 @@ for another shard, or when any older shard's name or size changed.  Deleting
 from __future__ import annotations
 
 import logging
-import os
 from datetime import datetime
 from pathlib import Path
 from typing import Final
@@ -34,7 +33,6 @@ __all__ = [
     "checkpoint_path",
     "load_checkpoint",
     "restore_session",
-    "session_checkpoints",
     "write_checkpoint",
 ]
 
@@ -111,23 +109,6 @@ _encoder: Final = msgspec.json.Encoder()
 def checkpoint_path(root: DataRoot, project: str, agent: str, session_id: str, index: int) -> Path:
     """``<agent>/traces/.checkpoints/<session_id>_<NNN>.json``."""
     return root.traces_dir(project, agent) / ".checkpoints" / f"{session_id}_{index:03d}.json"
-
-
-def session_checkpoints(root: DataRoot, project: str, agent: str, session_id: str) -> list[Path]:
-    """Every checkpoint file of a session (one per rotated shard), sorted by name."""
-    folder = root.traces_dir(project, agent) / ".checkpoints"
-    try:
-        names = sorted(os.listdir(folder))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    prefix = f"{session_id}_"
-    return [
-        folder / name
-        for name in names
-        if name.startswith(prefix)
-        and name.endswith(".json")
-        and name[len(prefix) : -len(".json")].isdigit()
-    ]
 
 
 def _older(shards: list[ShardRef]) -> list[tuple[str, int]] | None:

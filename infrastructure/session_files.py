@@ -23,13 +23,12 @@ import msgspec
 from pentrace.domain.redaction import redact
 from pentrace.errors import NotFoundError, TraceError, UsageError
 from pentrace.infrastructure.atomic_files import publish_file
-from pentrace.infrastructure.checkpoints import session_checkpoints
 from pentrace.infrastructure.file_modes import make_private_dirs
 from pentrace.infrastructure.layout import DataRoot, ShardRef, validate_name
 from pentrace.infrastructure.locking import SessionLock
 from pentrace.infrastructure.session_archive import ArchiveResult, export_archive
 from pentrace.infrastructure.session_import import ImportResult, import_session
-from pentrace.infrastructure.temp_files import session_temps
+from pentrace.infrastructure.temp_files import session_checkpoints, session_temps
 from pentrace.infrastructure.trace_reader import ParseReport, read_shard
 from pentrace.infrastructure.trace_writer import session_lock_path
 
@@ -189,7 +188,7 @@ def delete_session(root: DataRoot, project: str, agent: str, session_id: str) ->
             for temp in session_temps(traces, sid):
                 temp.path.unlink(missing_ok=True)
                 removed.append(temp.path)
-            for checkpoint in session_checkpoints(root, project, agent, sid):
+            for checkpoint in session_checkpoints(traces, sid):
                 checkpoint.unlink(missing_ok=True)
                 removed.append(checkpoint)
             if has_scratchpad:

@@ -36,6 +36,7 @@ __all__ = [
     "is_stale",
     "parse_temp_name",
     "remove_stale",
+    "session_checkpoints",
     "session_temps",
     "temp_name",
 ]
@@ -141,6 +142,19 @@ def session_temps(traces: Path, session_id: str) -> list[TempFile]:
                 found.append(TempFile(Path(path), parsed[1], shard))
     found.sort(key=lambda temp: str(temp.path))
     return found
+
+
+def session_checkpoints(traces: Path, session_id: str) -> list[Path]:
+    """Every checkpoint file of a session in ``traces/.checkpoints`` (``<sid>_<NNN>.json``).
+
+    Here rather than in ``checkpoints`` so that delete needs no aggregate imports.
+    """
+    try:
+        with os.scandir(traces / ".checkpoints") as entries:
+            names = sorted(e.name for e in entries if e.is_file(follow_symlinks=False))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [traces / ".checkpoints" / n for n in names if _owned_by(n, session_id, ".json")]
 
 
 def remove_stale(traces: Path, session_id: str, *, locked: bool) -> list[Path]:

@@ -3,6 +3,10 @@
 writer_child.py requests <shard> <first_request> <seed>
     write requests for ever (until killed) with the default durability policy,
     printing "ACK <n>" after each request_end append returns.
+writer_child.py rotate <data root> <session id> <header bytes>
+    open the session's writer, append one record, print "READY", then rotate
+    to shard _002 with a session_meta header of about <header bytes> (killed
+    while the new shard's temp file is being written).
 writer_child.py batch <shard> <tag> <count> <wait|nowait> [hold]
     take the shard's lock, print "LOCKED", append <count> records tagged <tag>,
     and with "hold" wait for a line on stdin before closing.
@@ -12,11 +16,13 @@ from __future__ import annotations
 
 import random
 import sys
+from pathlib import Path
 
 import msgspec
 
 from pentrace.errors import TraceLockedError
-from pentrace.infrastructure.trace_writer import ShardWriter
+from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.trace_writer import ShardWriter, open_session_writer
 
 
 def record(kind: str, payload: dict[str, object]) -> bytes:
@@ -91,8 +97,20 @@ def run_batch(shard: str, tag: str, count: int, wait: bool, hold: bool) -> int:
     return 0
 
 
+def run_rotate(root: str, session_id: str, size: int) -> None:
+    """Append a record, then rotate with a huge header, slowly enough to be killed in it."""
+    writer = open_session_writer(DataRoot(Path(root)), "proj", "agent", session_id)
+    writer.append(record("session_meta", {"session_id": session_id, "system_prompt": "s"}))
+    print("READY", flush=True)
+    writer.rotate([record("session_meta", {"session_id": session_id, "system_prompt": "p" * size})])
+    print("ROTATED", flush=True)
+
+
 def main(argv: list[str]) -> int:
     """Dispatch on the first argument (see the module docstring)."""
+    if argv[0] == "rotate":
+        run_rotate(argv[1], argv[2], int(argv[3]))
+        return 0
     if argv[0] == "requests":
         run_requests(argv[1], int(argv[2]), int(argv[3]), int(argv[4]))
         return 0
