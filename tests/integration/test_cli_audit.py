@@ -160,7 +160,9 @@ def test_tool_pairing_problems_name_their_lines(tmp_path: Path) -> None:
     assert (lost["line"], lost["severity"]) == (7, "warning")
 
 
-def test_an_open_request_is_an_error_mid_trace_and_a_warning_at_the_end(tmp_path: Path) -> None:
+def test_an_open_request_is_a_warning_mid_trace_as_at_the_end(tmp_path: Path) -> None:
+    # Only a writer that died leaves a request open when the next begins; resume drops
+    # the round (as PenguinHarness does), so since #12 this is a warning, not an error.
     crashed: list[Command] = [
         StartSession(),
         UserInput("a"),
@@ -170,8 +172,10 @@ def test_an_open_request_is_an_error_mid_trace_and_a_warning_at_the_end(tmp_path
     ]
     write_trace(tmp_path, crashed)
     code, report = run_json(tmp_path)
-    assert code == 2
-    assert [p["line"] for p in problems(report, "open_request")] == [4]
+    assert code == 1
+    [interrupted] = problems(report, "open_request")
+    assert (interrupted["line"], interrupted["severity"]) == (4, "warning")
+    assert "stopped or crashed" in str(interrupted["message"])
     assert [p["line"] for p in problems(report, "open_request_at_end")] == [6]
 
 

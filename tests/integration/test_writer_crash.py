@@ -55,13 +55,18 @@ def check_acknowledged(records: list[TraceRecord], acked: set[int]) -> None:
         assert got[3].status == "completed"
 
 
-def run_and_kill(shard: Path, first: int, seed: int, rng: random.Random) -> set[int]:
-    """Start a writer, let it acknowledge a few requests, SIGKILL it; return its ACKs."""
+def run_and_kill(
+    shard: Path, first: int, seed: int, rng: random.Random, mode: str = "requests"
+) -> set[int]:
+    """Start a writer, let it acknowledge a few requests, SIGKILL it; return its ACKs.
+
+    ``mode`` is the writer_child command: ``session`` starts the shard with a session_meta.
+    """
     wanted = rng.randint(1, 3)
     # Half the kills aim at an 8 MB write in progress, half at a random moment.
     big_after = wanted if rng.random() < 0.5 else -1
     child = subprocess.Popen(
-        [sys.executable, str(CHILD), "requests", str(shard), str(first), str(seed), str(big_after)],
+        [sys.executable, str(CHILD), mode, str(shard), str(first), str(seed), str(big_after)],
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -7,6 +7,8 @@ writer_child.py rotate <data root> <session id> <header bytes>
     open the session's writer, append one record, print "READY", then rotate
     to shard _002 with a session_meta header of about <header bytes> (killed
     while the new shard's temp file is being written).
+writer_child.py session <shard> <first_request> <seed> <big_after>
+    the same, starting a new shard with a session_meta record.
 writer_child.py batch <shard> <tag> <count> <wait|nowait> [hold]
     take the shard's lock, print "LOCKED", append <count> records tagged <tag>,
     and with "hold" wait for a line on stdin before closing.
@@ -60,10 +62,16 @@ def request_records(n: int, size: int) -> list[bytes]:
     ]
 
 
-def run_requests(shard: str, first: int, seed: int, big_after: int) -> None:
-    """Append requests until killed; batches and single appends alternate."""
+def run_requests(shard: str, first: int, seed: int, big_after: int, meta: bool = False) -> None:
+    """Append requests until killed; batches and single appends alternate.
+
+    With ``meta``, a new shard starts with a session_meta (a trace import takes).
+    """
     rng = random.Random(seed)
     with ShardWriter(shard) as writer:
+        if meta and writer.size == 0:
+            session_id = Path(shard).name.rsplit("_", 1)[0]
+            writer.append(record("session_meta", {"session_id": session_id, "provider": "p"}))
         n = first
         while True:
             big = n == first + big_after
@@ -111,8 +119,8 @@ def main(argv: list[str]) -> int:
     if argv[0] == "rotate":
         run_rotate(argv[1], argv[2], int(argv[3]))
         return 0
-    if argv[0] == "requests":
-        run_requests(argv[1], int(argv[2]), int(argv[3]), int(argv[4]))
+    if argv[0] in ("requests", "session"):
+        run_requests(argv[1], int(argv[2]), int(argv[3]), int(argv[4]), argv[0] == "session")
         return 0
     return run_batch(argv[1], argv[2], int(argv[3]), argv[4] == "wait", argv[5:] == ["hold"])
 
