@@ -14,6 +14,7 @@ from pathlib import Path
 from pentrace.errors import PentraceError, UsageError
 from pentrace.infrastructure.durability import fsync_directory
 from pentrace.infrastructure.file_modes import open_private
+from pentrace.infrastructure.input_files import check_output_path
 from pentrace.infrastructure.temp_files import in_flight, temp_name
 
 __all__ = ["publish_file"]
@@ -25,9 +26,13 @@ def publish_file(dest: Path, chunks: Iterable[bytes], *, overwrite: bool) -> int
     With ``overwrite=False`` the file is published with ``link(2)``, which
     refuses an existing ``dest`` even when another process created it a moment
     ago; that raises :class:`~pentrace.errors.UsageError`.  ``dest.parent``
-    must exist.  The file is 0600 (:mod:`~pentrace.infrastructure.file_modes`);
-    its temp file is marked in flight so no stale-temp cleaner removes it.
+    must exist, and ``dest`` must not be a FIFO, device or folder
+    (:class:`~pentrace.errors.NotRegularFileError`).  The file is 0600
+    (:mod:`~pentrace.infrastructure.file_modes`); its temp file is marked in
+    flight so no stale-temp cleaner removes it.
     """
+    # An atomic rename over /dev/null or a FIFO would replace it: refuse what is not a file.
+    check_output_path(dest, "destination")
     with in_flight(temp_name(dest)) as temp:
         return _publish(dest, temp, chunks, overwrite)
 

@@ -27,6 +27,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
+from pentrace.infrastructure.input_files import check_output_path
+
 __all__ = [
     "PRIVATE_DIR",
     "PRIVATE_FILE",
@@ -183,6 +185,8 @@ def prepare_sqlite_file(path: Path, *, own_folder: bool = False, parents: bool =
     once.  Call again after the first connection to check the side
     files SQLite made.
     """
+    # SQLite would block reading a FIFO's "header" for ever: refuse what is not a file.
+    check_output_path(path, "database file", hint="point the setting at a regular file")
     if parents:
         make_private_dirs(path.parent)
     else:

@@ -34,7 +34,14 @@ from typing import Final
 
 from pentrace.domain.json_prefix import is_object_prefix
 from pentrace.domain.records import MalformedLine, TraceRecord, decode_line, decode_lines
-from pentrace.errors import NotFoundError, TraceError, TraceFormatError, UsageError
+from pentrace.errors import (
+    NotFoundError,
+    NotRegularFileError,
+    TraceError,
+    TraceFormatError,
+    UsageError,
+)
+from pentrace.infrastructure.input_files import open_regular
 from pentrace.infrastructure.layout import ShardRef
 
 __all__ = [
@@ -221,12 +228,18 @@ def _middle(bad: BadLine, healable: bool, strict: bool, report: ParseReport) -> 
 def _file_chunks(path: Path, chunk_size: int) -> Iterator[bytes]:
     """The file's bytes in chunks; every OS error becomes a pentrace error naming the file."""
     try:
-        with path.open("rb", buffering=0) as handle:
+        # A FIFO, /dev/zero or a folder is refused at once (input_files), never read.
+        with open_regular(path, "trace file") as handle:
             while chunk := handle.read(chunk_size):
                 yield chunk
     except FileNotFoundError:
         raise NotFoundError(
             f"trace file {path} does not exist", hint="list sessions with `pentrace sessions list`"
+        ) from None
+    except NotRegularFileError as exc:
+        raise TraceError(
+            f"cannot read trace file {path}: it is {exc.kind}, expected a regular file",
+            hint="check that the path is a readable file",
         ) from None
     except OSError as exc:
         raise TraceError(
