@@ -113,7 +113,7 @@ def audit(
         typer.Option(
             "--fix",
             help="Repair what is safe (heal torn tails into a .torn sidecar, close dangling "
-            "compactions, ledger sync) and print every change.",
+            "compactions, remove stale temp files, ledger sync) and print every change.",
         ),
     ] = False,
     no_ledger: Annotated[
@@ -121,13 +121,15 @@ def audit(
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Check sessions: torn tails, malformed lines, dangling compactions, orphan or
-    unanswered tool calls, requests without an end, shard gaps and ledger drift.
+    """Check sessions: torn tails, healed torn fragments, malformed lines, dangling
+    compactions, orphan or unanswered tool calls, requests without an end, shard gaps,
+    stale temp files and ledger drift.
 
     Every problem names its file and line. Exit code 0 means clean, 1 warnings
     only, 2 errors (with --fix: what is left after the repairs). --fix never
     rewrites history: it only quarantines torn bytes, appends the failed
-    compaction_end resume would write, and indexes missing ledger events.
+    compaction_end resume would write, removes temp files no live writer uses,
+    and indexes missing ledger events.
 
     Example: pentrace audit --fix 3f8a
     """
