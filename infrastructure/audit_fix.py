@@ -204,6 +204,15 @@ def fix_sessions(
                 changes.append(change)
         if "ledger_sync" in fixes or "close_compaction" in fixes:
             to_sync.add((audit.ref.project, audit.ref.agent))
+    for orphan in orphans:
+        if orphan.fix == "remove_temp" and orphan.path is not None:
+            # A session with no shard: where it lives comes from the temp file's path.
+            traces = Path(orphan.path).parent.parent
+            ref = SessionRef(
+                traces.parent.parent.parent.name, traces.parent.name, orphan.session_id, ()
+            )
+            for change in remove_stale_temps(root, ref):
+                changes.append(change)
     if ledger is not None:
         for project, agent in sorted(to_sync):
             result = sync(ledger, root, project=project, agent=agent)

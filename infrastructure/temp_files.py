@@ -32,6 +32,7 @@ from typing import Final
 
 __all__ = [
     "TempFile",
+    "agent_temps",
     "in_flight",
     "is_stale",
     "parse_temp_name",
@@ -86,15 +87,6 @@ def _alive(pid: int) -> bool:
     return True
 
 
-@dataclass(frozen=True, slots=True)
-class TempFile:
-    """A temp file of a session: where, whose pid, and whether it is a shard's."""
-
-    path: Path
-    pid: int
-    shard: bool
-
-
 def is_stale(temp: TempFile, *, locked: bool) -> bool:
     """Whether ``temp`` is left over (see the module docstring); ``locked``: we hold the lock."""
     with _in_flight_lock:
@@ -105,16 +97,31 @@ def is_stale(temp: TempFile, *, locked: bool) -> bool:
     return temp.pid == os.getpid() or not _alive(temp.pid)
 
 
-def _owned_by(target: str, session_id: str, suffix: str) -> bool:
-    """``<session_id>_<NNN><suffix>``: the session's shard or checkpoint name."""
+def _owner(target: str, suffix: str) -> str | None:
+    """The session id of ``<session_id>_<NNN><suffix>`` (a shard or checkpoint name)."""
     stem = target.removesuffix(suffix)
-    if stem == target or not stem.startswith(session_id + "_"):
-        return False
-    return stem[len(session_id) + 1 :].isdigit()
+    sid, sep, index = stem.rpartition("_")
+    if stem == target or not sep or not sid or not index.isdigit():
+        return None
+    return sid
 
 
-def session_temps(traces: Path, session_id: str) -> list[TempFile]:
-    """Every temp file of one session under an agent's ``traces/`` folder.
+def _owned_by(target: str, session_id: str, suffix: str) -> bool:
+    return _owner(target, suffix) == session_id
+
+
+@dataclass(frozen=True, slots=True)
+class TempFile:
+    """A temp file of a session: where, whose session and pid, and whether a shard's."""
+
+    path: Path
+    session_id: str
+    pid: int
+    shard: bool
+
+
+def agent_temps(traces: Path) -> list[TempFile]:
+    """Every temp file of any session under an agent's ``traces/`` folder, sorted by path.
 
     Shard temps sit in the date folders (``.<sid>_<NNN>.jsonl.<pid>.tmp``);
     checkpoint temps in ``.checkpoints/`` (``.<sid>_<NNN>.json.<pid>.tmp``).
@@ -138,10 +145,16 @@ def session_temps(traces: Path, session_id: str) -> list[TempFile]:
             continue
         for name, path in names:
             parsed = parse_temp_name(name)
-            if parsed is not None and _owned_by(parsed[0], session_id, suffix):
-                found.append(TempFile(Path(path), parsed[1], shard))
+            owner = _owner(parsed[0], suffix) if parsed is not None else None
+            if parsed is not None and owner is not None:
+                found.append(TempFile(Path(path), owner, parsed[1], shard))
     found.sort(key=lambda temp: str(temp.path))
     return found
+
+
+def session_temps(traces: Path, session_id: str) -> list[TempFile]:
+    """Every temp file of one session under an agent's ``traces/`` folder."""
+    return [temp for temp in agent_temps(traces) if temp.session_id == session_id]
 
 
 def session_checkpoints(traces: Path, session_id: str) -> list[Path]:

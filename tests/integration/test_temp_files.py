@@ -122,7 +122,7 @@ def test_the_next_writer_removes_only_its_own_sessions_stale_temps(
     for path in (dead_checkpoint, live_checkpoint, other_session):
         path.write_bytes(b"{}")
     audited = {p["path"] for p in problems(tmp_path, "stale_temp_file")}
-    assert audited == {str(dead_checkpoint)}  # OTHER has no shard, so no session to audit
+    assert audited == {str(dead_checkpoint), str(other_session)}  # not the live one
     open_session_writer(root, PROJECT, AGENT, SID).close()
     assert not dead_checkpoint.exists()
     assert live_checkpoint.exists()
@@ -151,3 +151,18 @@ def test_delete_removes_shards_checkpoints_temps_archives_and_the_lock(tmp_path:
     assert left == []
     # Nothing under the traces holds the session's system prompt any more.
     assert not [p for p in traces.rglob("*") if p.is_file() and b"secret prompt" in p.read_bytes()]
+
+
+def test_a_temp_file_of_a_session_that_never_got_a_shard_is_reported_and_removed(
+    tmp_path: Path,
+) -> None:
+    day = DataRoot(tmp_path).traces_dir(PROJECT, AGENT) / "2026-11-29"
+    day.mkdir(parents=True, mode=0o700)
+    temp = day / f".{OTHER}_001.jsonl.{dead_pid()}.tmp"  # killed creating its first shard
+    temp.write_bytes(b'{"type":"session_meta","payload":{"system_prompt":"s')
+    [stale] = problems(tmp_path, "stale_temp_file")
+    assert (stale["path"], stale["session_id"]) == (str(temp), OTHER)
+    done = pentrace(tmp_path, "audit", "--fix", "--no-ledger")
+    assert f"changed: [remove_temp] {OTHER} {temp}" in done.stdout
+    assert not temp.exists()
+    assert problems(tmp_path, "stale_temp_file") == []
