@@ -20,7 +20,7 @@ from datetime import date
 from pathlib import Path
 
 from pentrace.errors import TraceError, UsageError
-from pentrace.infrastructure.file_modes import PRIVATE_FILE, make_private_dir, make_private_dirs
+from pentrace.infrastructure.file_modes import make_private_dir, make_private_dirs, open_private
 from pentrace.infrastructure.names import (
     MAX_NAME_BYTES,
     SHARD_SUFFIX,
@@ -146,7 +146,7 @@ class DataRoot:
         path = self.project_config_path(project)
         make_private_dirs(path.parent)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
+            fd = open_private(path, os.O_WRONLY | os.O_EXCL)
         except FileExistsError:
             return path
         os.close(fd)

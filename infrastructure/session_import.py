@@ -34,6 +34,7 @@ from pentrace.errors import (
     TraceFormatError,
 )
 from pentrace.infrastructure.atomic_files import publish_file
+from pentrace.infrastructure.file_modes import make_private_dir
 from pentrace.infrastructure.input_files import open_regular
 from pentrace.infrastructure.layout import DataRoot, validate_name
 from pentrace.infrastructure.locking import SessionLock
@@ -221,7 +222,7 @@ def _make_dirs(folder: Path) -> list[Path]:
         missing.append(probe)
         probe = probe.parent
     for path in reversed(missing):
-        path.mkdir(mode=0o700, exist_ok=True)
+        make_private_dir(path)
     return list(reversed(missing))
 
 
