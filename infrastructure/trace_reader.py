@@ -102,13 +102,18 @@ class ParseReport:
         return self.skipped_count == 0 and not self.torn_tails
 
     def note(self, limit: int = 20) -> str:
-        """A one-line summary naming up to ``limit`` skipped line numbers, like the reference."""
+        """A one-line summary naming up to ``limit`` skipped line numbers, like the reference
+        (healed torn fragments, which the reference counts as malformed, are named apart)."""
+        healed = ""
+        if self.healed_count:
+            lines = ", ".join(str(bad.line) for bad in self.healed[:limit])
+            healed = f"; {self.healed_count} healed torn fragment(s): {lines}"
         if self.skipped_count == 0:
-            return "no malformed lines"
+            return "no malformed lines" + healed
         shown = ", ".join(str(bad.line) for bad in self.skipped[:limit])
         more = self.skipped_count - min(limit, len(self.skipped))
         extra = f" (and {more} more)" if more > 0 else ""
-        return f"skipped {self.skipped_count} malformed line(s): {shown}{extra}"
+        return f"skipped {self.skipped_count} malformed line(s): {shown}{extra}{healed}"
 
     def _heal(self, bad: BadLine) -> None:
         self.healed_count += 1

@@ -185,6 +185,11 @@ def test_a_healed_torn_fragment_is_legal_history_not_a_malformed_line() -> None:
     assert report.clean
 
 
+def test_the_reader_note_names_healed_fragments_apart_from_malformed_lines() -> None:
+    _, report = read(BEGIN + b"\n" + END[:30] + b"\n" + END + b"\n")
+    assert report.note() == "no malformed lines; 1 healed torn fragment(s): 2"
+
+
 def test_a_healed_torn_fragment_does_not_raise_in_strict_mode() -> None:
     records, report = read(BEGIN + b"\n" + BEGIN[:9] + b"\n" + END, strict=True)
     assert lines_of(records) == [1, 3]
