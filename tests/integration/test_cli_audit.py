@@ -179,6 +179,27 @@ def test_an_open_request_is_a_warning_mid_trace_as_at_the_end(tmp_path: Path) ->
     assert [p["line"] for p in problems(report, "open_request_at_end")] == [6]
 
 
+def test_a_request_a_crash_interrupted_is_a_warning_naming_the_healed_fragment(
+    tmp_path: Path,
+) -> None:
+    [lines] = render_shards(good_session(), session_id=SID)
+    # Killed while writing the tool call (line 5); the resumed writer healed the tail
+    # and went on with the next request.
+    [again] = render_shards([StartSession(), UserInput("b"), BeginRequest(), EndRequest()])
+    crashed = [*lines[:4], lines[4][:25], *again[2:]]
+    write(tmp_path, [crashed])
+    code, report = run_json(tmp_path)
+    assert code == 1
+    assert problems(report, "malformed_line") == []
+    [healed] = problems(report, "healed_torn_fragment")
+    assert (healed["line"], healed["severity"], healed["fix"]) == (5, "warning", None)
+    [interrupted] = problems(report, "open_request")
+    assert (interrupted["line"], interrupted["severity"]) == (4, "warning")
+    assert "interrupted by a crash (healed torn fragment at line 5)" in interrupted["message"]
+    code, out = run(tmp_path, "--fix")
+    assert (code, out.splitlines()[0]) == (1, "--fix: nothing to change")
+
+
 def test_shard_gaps_duplicates_and_headless_shards_are_errors(tmp_path: Path) -> None:
     [lines] = render_shards(good_session(), session_id=SID)
     root = DataRoot(tmp_path)
