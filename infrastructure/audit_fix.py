@@ -140,8 +140,10 @@ def _session_lock(root: DataRoot, ref: SessionRef) -> SessionLock:
 def remove_stale_temps(root: DataRoot, ref: SessionRef) -> list[Change]:
     """Under the session lock, remove the temp files a killed writer of ``ref`` left."""
     traces = root.traces_dir(ref.project, ref.agent)
-    with _session_lock(root, ref):
+    with _session_lock(root, ref) as lock:
         removed = remove_stale(traces, ref.session_id, locked=True)
+        if not root.find_shards(ref.project, ref.agent, ref.session_id):
+            lock.path.unlink()  # a session with no shard keeps no lock file either
     return [
         Change("remove_temp", ref.session_id, str(path), "removed a stale temp file")
         for path in removed

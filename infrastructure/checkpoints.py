@@ -184,7 +184,7 @@ def write_checkpoint(
     checkpoint = Checkpoint(session.id, index, session.version, older, state)
     path = checkpoint_path(root, project, agent, session.id, index)
     try:
-        make_private_dirs(path.parent)
+        make_private_dirs(path.parent, within=root.path)
         publish_file(path, [_encoder.encode(checkpoint)], overwrite=True)
     except (OSError, PentraceError) as exc:
         logger.warning(

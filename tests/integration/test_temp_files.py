@@ -165,4 +165,5 @@ def test_a_temp_file_of_a_session_that_never_got_a_shard_is_reported_and_removed
     done = pentrace(tmp_path, "audit", "--fix", "--no-ledger")
     assert f"changed: [remove_temp] {OTHER} {temp}" in done.stdout
     assert not temp.exists()
+    assert [p for p in tmp_path.rglob("*") if OTHER in p.name] == []  # no lock file left
     assert problems(tmp_path, "stale_temp_file") == []
