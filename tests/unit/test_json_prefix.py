@@ -29,18 +29,19 @@ def test_every_proper_prefix_of_a_record_is_a_fragment_and_the_record_is_not() -
     assert not is_object_prefix(RECORD)
 
 
+_short_text = st.text(max_size=12)
 json_values = st.recursive(
     st.none()
     | st.booleans()
     | st.integers()
     | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
-    lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
-    max_leaves=20,
+    | _short_text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_short_text, inner, max_size=4),
+    max_leaves=10,
 )
 
 
-@given(st.dictionaries(st.text(), json_values, min_size=1), st.data())
+@given(st.dictionaries(_short_text, json_values, min_size=1, max_size=4), st.data())
 def test_a_cut_anywhere_in_any_object_is_a_fragment(
     value: dict[str, object], data: st.DataObject
 ) -> None:
