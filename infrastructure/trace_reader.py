@@ -46,6 +46,7 @@ from pentrace.infrastructure.layout import ShardRef
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
+    "MAX_LINE_BYTES",
     "BadLine",
     "ParseReport",
     "read_records_from_bytes",
@@ -56,6 +57,8 @@ __all__ = [
 # Measured (benchmarks/trace_read.py): 256 KiB chunks stay in cache and beat 1-4 MiB by ~5-10%.
 DEFAULT_CHUNK_SIZE: Final = 256 * 1024
 _MAX_REASON: Final = 160
+# The longest line read: a JavaScript string (PenguinHarness) stops near 2**29 characters.
+MAX_LINE_BYTES: Final = 512 * 1024 * 1024
 # About one 256 KiB chunk of typical lines: the batch stays in cache between decode and fold.
 _BATCH_LINES: Final = 1024
 
@@ -126,27 +129,48 @@ class ParseReport:
             self.skipped.append(bad)
 
 
+def _too_long(path: Path | None, offset: int) -> TraceError:
+    where = f"trace file {path}" if path is not None else "the trace"
+    return TraceError(
+        f"{where}: the line starting at byte {offset} is longer than {MAX_LINE_BYTES} bytes "
+        "without a newline; no record is that long",
+        hint="check that this is a trace file (.jsonl); a record longer than this "
+        "cannot be read by PenguinHarness either",
+    )
+
+
 def _reason(exc: Exception) -> str:
     # Decoder messages name positions and kinds of token, never the line's content.
     text = f"not valid JSON ({exc})"
     return text if len(text) <= _MAX_REASON else text[: _MAX_REASON - 4] + "...)"
 
 
-def _complete_lines(chunks: Iterable[bytes], report: ParseReport) -> Iterator[list[bytes]]:
-    """Lists of whole lines (split on ``\\n`` only); a partial line waits for the next chunk."""
+def _complete_lines(
+    chunks: Iterable[bytes], report: ParseReport, path: Path | None
+) -> Iterator[list[bytes]]:
+    """Lists of whole lines (split on ``\\n`` only); a partial line waits for the next chunk.
+
+    A line longer than :data:`MAX_LINE_BYTES` stops the read with a
+    :class:`~pentrace.errors.TraceError`: it would have to be held whole.
+    """
     carry: list[bytes] = []
+    carried = seen = 0
     for chunk in chunks:
         report.bytes_read += len(chunk)
+        seen += len(chunk)
         pieces = chunk.split(b"\n")
         if carry:
             carry.append(pieces[0])
+            carried += len(pieces[0])
             if len(pieces) == 1:
+                if carried > MAX_LINE_BYTES:
+                    raise _too_long(path, seen - carried)
                 continue  # a line longer than a chunk: keep collecting its parts
             pieces[0] = b"".join(carry)
             carry = []
         last = pieces.pop()
         if last:
-            carry = [last]
+            carry, carried = [last], len(last)
         if len(pieces) <= _BATCH_LINES:
             yield pieces
             continue
@@ -172,7 +196,7 @@ def _parse(
     healable = False
     report.files += 1
     try:
-        for pieces in _complete_lines(chunks, report):
+        for pieces in _complete_lines(chunks, report, path):
             batch = decode_lines(pieces, line + 1) if held is None else None
             if batch is not None:
                 found, blank = batch

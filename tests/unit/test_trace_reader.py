@@ -407,3 +407,12 @@ def test_reading_a_large_file_keeps_memory_bounded_by_chunk_and_line(tmp_path: P
     assert count == 3000
     assert path.stat().st_size > 6_000_000
     assert peak < 600_000
+
+
+def test_a_line_longer_than_the_limit_stops_the_read_instead_of_filling_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("pentrace.infrastructure.trace_reader.MAX_LINE_BYTES", 1000)
+    path = write(tmp_path / "s_001.jsonl", BEGIN + b"\n" + b"x" * 5000)
+    with pytest.raises(TraceError, match=r"s_001\.jsonl: the line starting at byte 56 is longer"):
+        list(read_shard(path, chunk_size=100))
