@@ -155,6 +155,16 @@ class SearchIndex:
             report.removed += 1
         return report
 
+    def forget(self, project: str, agent: str, session_id: str) -> bool:
+        """Drop one session's documents now (``delete`` calls this); False if none were held."""
+        row = self._execute(
+            "SELECT id FROM sessions WHERE project=? AND agent=? AND session_id=?",
+            (project, agent, session_id),
+        ).fetchone()
+        if row is not None:
+            self._write(functools.partial(self._drop, int(row[0]), forget=True))
+        return row is not None
+
     def _refresh_session(
         self, ref: SessionRef, key: int | None, stored: list[ShardState], report: RefreshReport
     ) -> None:

@@ -11,8 +11,10 @@ round-trips.  Every shard, and the subagent children, go into one file with
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +23,7 @@ from typing import IO, Final
 import msgspec
 
 from pentrace.domain.redaction import redact
-from pentrace.errors import NotFoundError, TraceError, UsageError
+from pentrace.errors import NotFoundError, PentraceError, TraceError, UsageError
 from pentrace.infrastructure.atomic_files import publish_file
 from pentrace.infrastructure.file_modes import make_private_dirs
 from pentrace.infrastructure.layout import DataRoot, ShardRef, validate_name
@@ -42,6 +44,8 @@ __all__ = [
     "export_session",
     "import_session",
 ]
+
+logger = logging.getLogger(__name__)
 
 _CHUNK: Final = 1024 * 1024
 _encoder: Final = msgspec.json.Encoder()
@@ -203,7 +207,30 @@ def delete_session(root: DataRoot, project: str, agent: str, session_id: str) ->
             hint="check the permissions of the traces and scratchpad folders; "
             "run the delete again to finish",
         ) from exc
+    _forget_text(root, project, agent, sid)
     return DeleteResult(sid, tuple(removed))
+
+
+def _forget_text(root: DataRoot, project: str, agent: str, sid: str) -> None:
+    """Drop the session's conversation text from the search index, if there is one.
+
+    Best-effort: a busy index keeps it until its next refresh, which drops
+    sessions that are no longer on disk.
+    """
+    # Imported here: the session commands load eagerly (ADR 0008).
+    from pentrace.infrastructure.search_index import SearchIndex, search_index_path
+
+    if not search_index_path(root).is_file():
+        return
+    try:
+        with SearchIndex(root) as index:
+            index.forget(project, agent, sid)
+    except (PentraceError, sqlite3.Error, OSError) as exc:
+        logger.warning(
+            "the search index still holds text of deleted session %s until its next refresh (%s)",
+            sid,
+            type(exc).__name__,
+        )
 
 
 def _rmdir_if_empty(folder: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.search_index import search_index_path
 from pentrace.infrastructure.trace_writer import open_session_writer
 from tests.integration.test_file_modes import RECORD
 
@@ -145,12 +147,17 @@ def test_delete_removes_shards_checkpoints_temps_archives_and_the_lock(tmp_path:
     day = DataRoot(root).find_shards(PROJECT, AGENT, sid)[-1].path.parent
     (day / f".{sid}_003.jsonl.{dead_pid()}.tmp").write_bytes(b'{"type":"session_meta"')
     (traces / ".checkpoints" / f".{sid}_003.json.{dead_pid()}.tmp").write_bytes(b"{}")
+    assert pentrace(root, "search", "task").returncode == 0  # the index holds its text
     done = pentrace(root, "delete", sid, "--yes")
     assert done.returncode == 0, done.stderr
     left = [p for p in root.rglob("*") if sid in p.name]
     assert left == []
-    # Nothing under the traces holds the session's system prompt any more.
+    # Nothing under the traces holds the session's system prompt any more ...
     assert not [p for p in traces.rglob("*") if p.is_file() and b"secret prompt" in p.read_bytes()]
+    # ... and the search index dropped its text at once, not at its next refresh.
+    with sqlite3.connect(search_index_path(DataRoot(root))) as db:
+        assert db.execute("SELECT count(*) FROM sessions").fetchone() == (0,)
+        assert db.execute("SELECT count(*) FROM docs").fetchone() == (0,)
 
 
 def test_a_temp_file_of_a_session_that_never_got_a_shard_is_reported_and_removed(
