@@ -13,10 +13,12 @@ A temp file is **stale** - safe to remove - when no one can still be writing it:
   session's writer lock and the file is a shard temp (only the lock holder
   ever creates shard temps, so under the lock every one is left over).
 
-Checkpoint temps are written by readers too, without the lock, so for them
-only a dead pid counts.  A live pid that was reused by an unrelated process
-keeps a stale file until that process ends: erring that way never removes a
-file someone is writing.
+A temp file named with this process's own pid that is not in flight here was
+left by an earlier process that had the same pid (pids are reused, in
+containers often).  Checkpoint temps are written by readers too, without the
+lock, so for them only a dead pid (or our own) counts.  A live pid that was
+reused by an unrelated process keeps a stale file until that process ends:
+erring that way never removes a file someone is writing.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def parse_temp_name(name: str) -> tuple[str, int] | None:
 @contextmanager
 def in_flight(temp: Path) -> Iterator[Path]:
     """Mark ``temp`` as being written by this process until the block ends."""
-    key = str(temp)
+    key = os.path.abspath(temp)
     with _in_flight_lock:
         _in_flight.add(key)
     try:
@@ -90,7 +92,7 @@ def _alive(pid: int) -> bool:
 def is_stale(temp: TempFile, *, locked: bool) -> bool:
     """Whether ``temp`` is left over (see the module docstring); ``locked``: we hold the lock."""
     with _in_flight_lock:
-        if str(temp.path) in _in_flight:
+        if os.path.abspath(temp.path) in _in_flight:
             return False
     if temp.shard and locked:
         return True
