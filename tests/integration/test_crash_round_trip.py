@@ -43,7 +43,7 @@ def crashed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shard.parent.mkdir(parents=True, mode=0o700)
     rng = random.Random(20261201)
     torn = 0
-    for iteration in range(12):
+    for iteration in range(16):
         run_and_kill(shard, iteration * 1000, iteration, rng, mode="session")
         torn += ends_torn(shard)
     assert torn > 0, "no kill landed mid-write; nothing was healed"
