@@ -17,6 +17,7 @@ from typing import Any, Final
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
+from pentrace.domain.json_codec import JsonEncoder
 from pentrace.domain.omnimessage_events import EVENT_TYPES, EventPayload
 from pentrace.domain.omnimessage_payloads import (
     COMPLETE_MODEL_TYPES,
@@ -104,7 +105,7 @@ _DECODERS: Final[dict[str, msgspec.json.Decoder[Any]]] = {
 _wire_decoder: Final = msgspec.json.Decoder(_Wire)
 _peek_decoder: Final = msgspec.json.Decoder(_TypePeek)
 _fields_decoder: Final = msgspec.json.Decoder(dict[str, Raw])
-_encoder: Final = msgspec.json.Encoder()
+_encoder: Final = JsonEncoder()
 
 
 def payload_type(payload: Payload) -> str | None:

@@ -18,6 +18,7 @@ from eventsourcing.domain import BaseAggregate, OriginatorIDError, OriginatorVer
 
 from pentrace.domain import omnimessage as om
 from pentrace.domain import session_events as ev
+from pentrace.domain.json_codec import JsonEncoder
 from pentrace.domain.records import PayloadHead, TraceRecord
 from pentrace.domain.session_lines import known_record, meta_copy_line, stamp
 from pentrace.errors import (
@@ -26,12 +27,13 @@ from pentrace.errors import (
     SessionDeletedError,
     SessionNotStartedError,
     TraceError,
+    UnencodableValueError,
     UnknownToolCallError,
 )
 
 __all__ = ["SessionState", "project_session"]
 
-_encode: Final = msgspec.json.Encoder().encode
+_encode: Final = JsonEncoder().encode
 _new_event: Final = object.__new__
 _APPLYING: Final = ev.APPLYING
 
@@ -149,10 +151,18 @@ class SessionState(BaseAggregate[str]):
         """
         if self.deleted or not self.started:
             self._check_writable(str(om.payload_type(payload)))
+        text, exact = stamp(now)
+        try:
+            line = _encode(om.Envelope(timestamp=text, type=kind, payload=payload))
+        except (TypeError, ValueError, OverflowError) as exc:
+            # Refused before anything changes: nothing pending, no rotation, no event.
+            raise UnencodableValueError(
+                self._where(str(om.payload_type(payload)))
+                + f"expected values with a JSON form, found one without ({exc})",
+                hint="pass str, int, float, bool, None, lists and dicts of them",
+            ) from None
         if self.rotation_pending:
             self._rotate(now)
-        text, exact = stamp(now)
-        line = _encode(om.Envelope(timestamp=text, type=kind, payload=payload))
         self._trigger(cls, exact, line, None if head is None else known_record(line, kind, head))
 
     def _trigger(
