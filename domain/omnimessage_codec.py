@@ -148,6 +148,12 @@ def _shape_error(exc: msgspec.ValidationError, prefix: str, where: str) -> Envel
     return EnvelopeFormatError(f"{where}invalid OmniMessage envelope: {message}", hint=_HINT)
 
 
+def _too_deep(where: str) -> EnvelopeFormatError:
+    return EnvelopeFormatError(
+        f"{where}invalid OmniMessage envelope: JSON nested too deeply to decode", hint=_HINT
+    )
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not strict JSON")
 
@@ -176,7 +182,7 @@ def _strip_legacy(payload_raw: Raw) -> Raw | None:
     """
     try:
         fields = _fields_decoder.decode(payload_raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return None  # not an object: the typed decode reports the shape error
     if LEGACY_META_KEYS.isdisjoint(fields):
         return None
@@ -190,6 +196,8 @@ def _decode_payload(kind: str, payload_raw: Raw, where: str) -> Payload:
         return UnknownPayload(raw=payload_raw, payload_type=_peek_type(payload_raw))
     try:
         payload: Payload = decoder.decode(payload_raw)
+    except RecursionError:
+        raise _too_deep(where) from None
     except msgspec.ValidationError as exc:
         ptype = _peek_type(payload_raw)
         if kind in _TAGS and isinstance(ptype, str) and ptype not in _TAGS[kind]:
@@ -204,7 +212,7 @@ def _decode_payload(kind: str, payload_raw: Raw, where: str) -> Payload:
 def _peek_type(payload_raw: Raw) -> str | None:
     try:
         ptype = _peek_decoder.decode(payload_raw).type
-    except msgspec.ValidationError:
+    except (msgspec.DecodeError, RecursionError):
         return None
     return ptype if isinstance(ptype, str) else None
 
@@ -224,6 +232,8 @@ def decode_envelope(raw: bytes, *, where: str = "") -> Envelope:
         raise _shape_error(exc, "", where) from None
     except msgspec.DecodeError as exc:
         raise _json_error(exc, data, where) from None
+    except RecursionError:
+        raise _too_deep(where) from None
     payload_raw = wire.payload
     if wire.type == "session_meta":
         stripped = _strip_legacy(payload_raw)
