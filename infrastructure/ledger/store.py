@@ -245,6 +245,53 @@ class RuntimeEventLedger(LedgerRecorder):
             return None
         return self.cleanup()
 
+    def replace_stream(self, stream_id: str, events: Iterable[object]) -> int:
+        """Replace a stream's rows and watermark with ``events``, in one transaction.
+
+        Until it commits, readers see the old rows; if building or storing any
+        event fails, the old rows stay.  Returns how many rows were stored.
+        """
+        tables = self.db.tables
+        now = self.now_ms()
+        stored = 0
+        with self.db.writing("replace a stream in the ledger") as conn:
+            conn.execute(delete(tables.events).where(tables.events.c.stream_id == stream_id))
+            conn.execute(
+                delete(tables.watermarks).where(tables.watermarks.c.stream_id == stream_id)
+            )
+            batch: list[dict[str, Any]] = []
+            for event in events:
+                batch.append(envelope_row(as_envelope(event), now))
+                if len(batch) >= _CHUNK:
+                    stored += self._insert_fresh(conn, batch)
+                    batch = []
+            stored += self._insert_fresh(conn, batch)
+        self.waker.wake()
+        self.cleanup_if_due()
+        return stored
+
+    def _insert_fresh(self, conn: Connection, rows: list[dict[str, Any]]) -> int:
+        fresh = self._without_duplicates(conn, rows) if rows else []
+        if fresh:
+            self._insert_rows(conn, fresh)
+        return len(fresh)
+
+    def keep_streams(self, stream_ids: Iterable[str]) -> int:
+        """Delete the rows and watermarks of every stream not in ``stream_ids``; returns rows."""
+        events, marks = self.db.tables.events, self.db.tables.watermarks
+        keep = set(stream_ids)
+        deleted = 0
+        with self.db.writing("drop streams no trace holds") as conn:
+            held = {str(s) for s in conn.execute(select(events.c.stream_id).distinct()).scalars()}
+            marked = {str(s) for s in conn.execute(select(marks.c.stream_id)).scalars()}
+            gone = sorted((held | marked) - keep)
+            for start in range(0, len(gone), _CHUNK):
+                chunk = gone[start : start + _CHUNK]
+                result = conn.execute(delete(events).where(events.c.stream_id.in_(chunk)))
+                deleted += int(result.rowcount or 0)
+                conn.execute(delete(marks).where(marks.c.stream_id.in_(chunk)))
+        return deleted
+
     def clear(self) -> None:
         """Delete every event and watermark; notification ids keep counting up."""
         with self.db.writing("clear the ledger") as conn:
