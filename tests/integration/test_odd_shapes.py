@@ -1,4 +1,4 @@
-"""Records of unexpected shapes never crash a command: huge numbers, objects for strings, nesting."""
+"""Records of unexpected shapes never crash a command: huge numbers, odd types, deep nesting."""
 
 from __future__ import annotations
 
