@@ -15,7 +15,8 @@ writing it again is a harmless no-op).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,7 @@ class RuntimeEventLedger(LedgerRecorder):
         )
         self._monotonic = monotonic
         self._last_cleanup: float | None = None
+        self._retention_held = 0
 
     @classmethod
     def open(
@@ -236,9 +238,13 @@ class RuntimeEventLedger(LedgerRecorder):
         return apply_retention(self.db, self.policy, self.now_ms())
 
     def cleanup_if_due(self) -> RetentionReport | None:
-        """Apply retention when the cleanup interval has passed (never when it is 0/None)."""
+        """Apply retention when the cleanup interval has passed (never when it is 0/None).
+
+        Inside :meth:`retention_held` it waits: a command that indexes and then
+        reads what it indexed must not have retention prune under it.
+        """
         interval = self.settings.cleanup_interval_seconds
-        if not interval:
+        if not interval or self._retention_held:
             return None
         last = self._last_cleanup
         if last is not None and self._monotonic() - last < interval:
@@ -291,6 +297,22 @@ class RuntimeEventLedger(LedgerRecorder):
                 deleted += int(result.rowcount or 0)
                 conn.execute(delete(marks).where(marks.c.stream_id.in_(chunk)))
         return deleted
+
+    @contextmanager
+    def retention_held(self) -> Iterator[None]:
+        """Hold automatic retention in the block, then apply it if it is due.
+
+        ``stats --sync`` indexes the traces, then catches the projections up
+        from the rows it just wrote; pruning between the two would be a gap
+        of the command's own making.  The ledger may exceed its limits until
+        the block ends.
+        """
+        self._retention_held += 1
+        try:
+            yield
+        finally:
+            self._retention_held -= 1
+        self.cleanup_if_due()
 
     def clear(self) -> None:
         """Delete every event and watermark; notification ids keep counting up."""
