@@ -11,12 +11,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-import msgspec
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from pentrace.domain.json_codec import JsonEncoder
+from pentrace.domain.json_codec import JsonEncoder, json_format
 
 T = TypeVar("T")
 
@@ -46,7 +45,7 @@ def stdout_is_tty() -> bool:
 
 def emit_json(value: Any) -> None:
     """Write ``value`` as indented JSON to stdout, one document, newline-terminated."""
-    text = msgspec.json.format(_json_encoder.encode(value), indent=2)
+    text = json_format(_json_encoder.encode(value), indent=2)
     sys.stdout.buffer.write(text + b"\n")
     sys.stdout.flush()
 

@@ -25,7 +25,14 @@ from typing import Any, Final, Generic, Literal, TypeVar
 
 import msgspec
 
-__all__ = ["JsonDecoder", "JsonEncoder", "escape_surrogates", "json_bytes", "loads_strict"]
+__all__ = [
+    "JsonDecoder",
+    "JsonEncoder",
+    "escape_surrogates",
+    "json_bytes",
+    "json_format",
+    "loads_strict",
+]
 
 Order = Literal["deterministic", "sorted"] | None
 T = TypeVar("T")
@@ -125,6 +132,15 @@ _default: Final = JsonEncoder()
 def json_bytes(value: Any) -> bytes:
     """Encode ``value`` with the shared default :class:`JsonEncoder`."""
     return _default.encode(value)
+
+
+def json_format(data: bytes, *, indent: int = 2) -> bytes:
+    """``msgspec.json.format``, also for JSON holding lone surrogate escapes (kept escaped)."""
+    try:
+        return msgspec.json.format(data, indent=indent)
+    except msgspec.DecodeError:
+        value = loads_strict(data)
+        return json.dumps(value, indent=indent, ensure_ascii=False).encode("utf-8", _ESCAPE)
 
 
 def _reject_constant(name: str) -> Any:
