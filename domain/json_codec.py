@@ -28,6 +28,7 @@ import msgspec
 __all__ = [
     "JsonDecoder",
     "JsonEncoder",
+    "encode_escaped",
     "escape_surrogates",
     "json_bytes",
     "json_format",
@@ -59,7 +60,7 @@ def escape_surrogates(text: str) -> str:
 def _raw_hook(value: Any) -> Any:
     if isinstance(value, msgspec.Raw):
         return memoryview(value)  # kept apart, byte for byte, by the walk below
-    raise NotImplementedError(f"Encoding objects of type {type(value).__name__} is unsupported")
+    raise TypeError(f"Encoding objects of type {type(value).__name__} is unsupported")
 
 
 def _string(text: str) -> bytes:
@@ -94,6 +95,15 @@ def _write(value: Any, out: list[bytes]) -> None:
         out.append(value.tobytes())
     else:
         out.append(_encode_leaf(value))
+
+
+def encode_escaped(value: Any, order: Order = None) -> bytes:
+    """The slow path of :class:`JsonEncoder` on its own, for hot loops that call msgspec directly.
+
+    Such a loop catches ``UnicodeEncodeError`` from its own msgspec encoder and
+    calls this, so it pays no wrapper call per record.
+    """
+    return _escaped(value, order)
 
 
 def _escaped(value: Any, order: Order) -> bytes:

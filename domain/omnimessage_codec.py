@@ -17,7 +17,7 @@ from typing import Any, Final
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
-from pentrace.domain.json_codec import JsonEncoder
+from pentrace.domain.json_codec import JsonEncoder, encode_escaped
 from pentrace.domain.omnimessage_events import EVENT_TYPES, EventPayload
 from pentrace.domain.omnimessage_payloads import (
     COMPLETE_MODEL_TYPES,
@@ -106,6 +106,7 @@ _wire_decoder: Final = msgspec.json.Decoder(_Wire)
 _peek_decoder: Final = msgspec.json.Decoder(_TypePeek)
 _fields_decoder: Final = msgspec.json.Decoder(dict[str, Raw])
 _encoder: Final = JsonEncoder()
+_fast_encode: Final = msgspec.json.Encoder().encode  # encode_envelope's hot path
 
 
 def payload_type(payload: Payload) -> str | None:
@@ -278,7 +279,10 @@ def encode_envelope(envelope: Envelope) -> bytes:
         payload_raw: Raw | None = payload.raw
     else:
         payload_raw = payload.__dict__.get(_SOURCE)
-    if payload_raw is None:
-        return _encoder.encode(envelope)
-    wire = _Wire(envelope.timestamp, envelope.type, payload_raw, envelope.origin)
-    return _encoder.encode(wire)
+    value: Any = envelope
+    if payload_raw is not None:
+        value = _Wire(envelope.timestamp, envelope.type, payload_raw, envelope.origin)
+    try:
+        return _fast_encode(value)
+    except UnicodeEncodeError:
+        return encode_escaped(value)  # lone surrogates become JSON escapes (ADR 0015)
