@@ -205,7 +205,10 @@ def rebuild(
     agent: AgentOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Delete every ledger row and index all traces again, with the same event ids.
+    """Index all traces again, with the same event ids, one session per transaction.
+
+    Rows of sessions that have no trace are deleted at the end; a session that cannot be read
+    keeps its rows and is reported.
 
     Example: pentrace ledger rebuild
     """
