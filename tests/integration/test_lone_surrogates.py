@@ -20,6 +20,7 @@ from tests.integration.cli_sessions_corpus import (
     cli,
     run_process,
 )
+from tests.integration.sse_harness import Server, SseClient
 from tests.integration.test_tool_output_recording import make_app, open_call
 
 ESCAPE = "\\ud800"
@@ -150,3 +151,20 @@ def test_the_recording_api_refuses_a_value_without_json_form_before_writing(
     finally:
         app.close()
     assert [payload["output"] for payload in outputs] == ["fine"]
+
+
+def test_sse_frames_carry_the_surrogate_as_an_escape(root: Path) -> None:
+    ok(root, "ledger", "sync")
+    server = Server(root).start()
+    first = f"evt:session:{SID_A}:00000001"
+    params = {"session_id": SID_A, "last_event_id": first}
+    client = SseClient(server.url + "/api/v1/events/sse", params)
+    try:
+        assert client.next().type == "server.connected"
+        frames = client.events(4)
+    finally:
+        client.close()
+        server.stop()
+    assert client.status == 200
+    assert [frame.id for frame in frames] == [f"evt:session:{SID_A}:{n:08d}" for n in range(2, 6)]
+    assert "list \ud800 files" in json.dumps(frames[1].data, ensure_ascii=False)
