@@ -229,12 +229,17 @@ def rebuild_sessions(ledger: RuntimeEventLedger, refs: Iterable[SessionRef]) -> 
     for ref in refs:
         sessions += 1
         stream = f"session:{ref.session_id}"
-        kept.add(stream)
         try:
-            events = (_event(ref, *item) for item in _positioned(ref))
-            indexed += ledger.replace_stream(stream, events)
+            if stream in kept:
+                # The same session id under another agent shares the stream (as in sync,
+                # the positions already rebuilt are held and not indexed again).
+                indexed += _sync_session(ledger, ref)[0]
+            else:
+                events = (_event(ref, *item) for item in _positioned(ref))
+                indexed += ledger.replace_stream(stream, events)
         except SESSION_ERRORS as error:
             failures.append(SessionFailure.of(ref, error))
+        kept.add(stream)
     ledger.keep_streams(kept)
     return SyncReport(sessions, indexed, 0, tuple(failures))
 
