@@ -20,6 +20,7 @@ from pentrace.cli import replay as _replay
 from pentrace.cli import session_io as _session_io
 from pentrace.cli import sessions as _sessions
 from pentrace.cli.lazy import LazyGroup
+from pentrace.cli.output import escape_unencodable_text
 from pentrace.errors import PentraceError
 
 # Commands whose modules pull in heavy libraries (SQLAlchemy, psycopg, eventsourcing,
@@ -75,6 +76,7 @@ def _root(
 
     Example: pentrace --data-root /tmp/demo sessions list
     """
+    escape_unencodable_text()
     ctx.obj = Settings(data_root=data_root, debug=debug)
 
 
@@ -111,6 +113,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``pentrace`` console script and ``python -m pentrace``."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = _debug_requested(args)
+    escape_unencodable_text()
     try:
         # standalone mode: usage errors print click's message and exit 2 by themselves.
         app(args=args, prog_name="pentrace")

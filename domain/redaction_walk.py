@@ -14,6 +14,7 @@ from typing import Any, Final, Literal, NamedTuple
 
 import msgspec
 
+from pentrace.domain.json_codec import JsonDecoder, JsonEncoder
 from pentrace.domain.secret_keys import is_secret_key
 from pentrace.domain.secret_patterns import redact_secrets_in_text
 
@@ -48,8 +49,8 @@ VALUE_KEYS: Final = frozenset(_VALUE_FIELDS)
 PATH_LIST_KEYS: Final = _PATH_LIST_KEYS
 _MAX_NAME_LENGTH: Final = 66
 _NAME_SHAPE: Final = re.compile(r"-{0,2}[A-Za-z_][A-Za-z0-9_.-]*")
-_json_decoder: Final = msgspec.json.Decoder()
-_json_encoder: Final = msgspec.json.Encoder()
+_json_decoder: Final = JsonDecoder[Any]()
+_json_encoder: Final = JsonEncoder()
 
 
 class Redacted(NamedTuple):

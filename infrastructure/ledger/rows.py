@@ -16,6 +16,7 @@ from uuid import UUID
 import msgspec
 from eventsourcing.persistence import StoredEvent
 
+from pentrace.domain.json_codec import JsonEncoder, escape_surrogates
 from pentrace.domain.redaction import is_redacted, redact
 from pentrace.errors import LedgerError, RedactionError
 
@@ -31,7 +32,7 @@ _SCOPE_COLUMNS: Final = (
     "project_id",
     "directory",
 )
-_encode: Final = msgspec.json.Encoder().encode
+_encode: Final = JsonEncoder().encode
 
 
 def as_envelope(event: object) -> Mapping[str, Any]:
@@ -76,7 +77,7 @@ def envelope_row(envelope: Mapping[str, Any], inserted_at: int) -> dict[str, Any
         "event_id": event_id,
         "stream_id": _text(envelope.get("stream_id")) or "global",
         "sequence": _positive(envelope.get("sequence")),
-        "event_type": envelope["type"],
+        "event_type": escape_surrogates(envelope["type"]),
         "category": _text(envelope.get("category")) or "session_lifecycle",
         "event_time": _positive(envelope.get("time")),
         "inserted_at": inserted_at,
@@ -159,7 +160,8 @@ def _check_shape(envelope: Mapping[str, Any], event_id: str) -> None:
 
 
 def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
+    # Text columns are bound as UTF-8: lone surrogates go in as their JSON escapes (ADR 0015).
+    return escape_surrogates(value) if isinstance(value, str) and value else None
 
 
 def _positive(value: Any) -> int:
