@@ -19,7 +19,7 @@ from unittest.mock import patch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pentrace.domain import redaction
+from pentrace.domain.redaction import core as redaction
 from pentrace.domain.redaction import (
     REDACTED,
     is_redacted,

@@ -14,8 +14,8 @@ from typing import Any, Final, Literal, NamedTuple
 
 import msgspec
 
-from pentrace.domain.secret_keys import is_secret_key
-from pentrace.domain.secret_patterns import redact_secrets_in_text
+from pentrace.domain.redaction.keys import is_secret_key
+from pentrace.domain.redaction.text import redact_secrets_in_text
 
 __all__ = [
     "MAX_DEPTH",

@@ -7,7 +7,7 @@ than one alternation in one pass) means a match of one rule can never swallow
 the first half of another secret and leave its tail behind.
 
 Speed matters: this runs on every string of every ledger row.  The shape
-rules (:mod:`pentrace.domain.secret_shapes`) are gated by a literal each;
+rules (:mod:`pentrace.domain.redaction.shapes`) are gated by a literal each;
 ``name=value`` and ``name: value`` rules start from the few secret words in
 the text and look around them for the name, the separator and the value.
 """
@@ -19,8 +19,8 @@ import string
 from functools import lru_cache
 from typing import Final
 
-from pentrace.domain.secret_keys import is_secret_key, normalize_key
-from pentrace.domain.secret_shapes import GATES, LOWERED_GATES, shape_spans
+from pentrace.domain.redaction.keys import is_secret_key, normalize_key
+from pentrace.domain.redaction.shapes import GATES, LOWERED_GATES, shape_spans
 
 __all__ = ["MARKER", "find_secret_spans", "is_marker", "redact_secrets_in_text"]
 
@@ -30,7 +30,7 @@ _QUERY_ONLY_NAMES: Final = frozenset(
 )
 # Every secret name contains one of these (lowercased); ``name=value`` rules
 # start from their occurrences.  A test holds the list to the key rules: each
-# secret word and segment of :mod:`pentrace.domain.secret_keys` contains one.
+# secret word and segment of :mod:`pentrace.domain.redaction.keys` contains one.
 _SECRET_WORDS: Final = (
     "pass",
     "pwd",
