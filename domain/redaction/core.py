@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from pentrace.domain.redaction.keys import is_secret_key, normalize_key
+from pentrace.domain.redaction.text import redact_secrets_in_text
 from pentrace.domain.redaction.walk import (
     MAX_DEPTH,
     NEIGHBOUR_KEYS,
@@ -41,8 +43,6 @@ from pentrace.domain.redaction.walk import (
     key_rule,
     redact_reference,
 )
-from pentrace.domain.redaction.keys import is_secret_key, normalize_key
-from pentrace.domain.redaction.text import redact_secrets_in_text
 
 __all__ = [
     "REDACTED",

@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pentrace.domain.redaction import text as secret_patterns
-from pentrace.domain.redaction.text import find_secret_spans
 from pentrace.domain.redaction.shapes import GATES, LOWERED_GATES
+from pentrace.domain.redaction.text import find_secret_spans
 
 _OVERLAPS = ("pwdsn", "passession", "jwtoken", "credsn", "otpass")
 _GLUE = ("_", "-", ".", "=", ":", ": ", ":=", '"', "'", " ", "\n", "?", "&", "x", "A1", "str")
