@@ -1,0 +1,175 @@
+"""One pass over a record's JSON bytes that says when no redaction rule can apply.
+
+Every rule has a literal it cannot fire without: a shape its gates, a key,
+name or flag rule a secret word (``text.secret_words``), a user rule its
+keywords.  The screen looks for all of them at once over the bytes of the
+record as written (Hyperscan where it is installed, else one ``re``
+alternation; ADR 0021).  A record in which none occurs is left as it is.
+
+A hit is not yet a secret: ``session_id`` and ``max_tokens`` hold secret
+words.  For each hit the screen takes the JSON string around it (JSON has
+letters only inside strings) and, when that string is short and has no
+escapes, asks the policy itself whether it would change that string as a
+key, a value or a name; the verdict is remembered per string.  Only a hit
+in a string the policy would change, or in one it cannot judge alone (long
+text, escapes), sends the record to the full walk.
+
+Never less recall: what the bytes do not show, the screen does not trust.
+``\\u`` and ``\\/`` escapes, the two non-ASCII letters whose lowercase is
+ASCII (``K`` KELVIN SIGN, ``İ``), deep nesting and user rules without
+keywords all send the record to the walk.  A property test holds screened
+and unscreened redaction to the same output.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Final
+
+from pentrace.domain.redaction import shapes as _shapes
+from pentrace.domain.redaction import text as _text
+from pentrace.domain.redaction.keys import is_secret_key
+from pentrace.domain.redaction.policy import current, on_install
+from pentrace.domain.redaction.walk import MAX_DEPTH
+
+__all__ = ["ENGINE", "engine", "may_change", "screen_patterns"]
+
+try:  # pragma: no cover - which branch runs depends on the installed extras
+    import hyperscan as _hs
+except ImportError:  # pragma: no cover
+    _hs = None
+
+# ``PENTRACE_REDACTION_SCREEN=re`` forces the standard library (tests run both).
+ENGINE: Final = "re" if _hs is None or os.environ.get("PENTRACE_REDACTION_SCREEN") == "re" else "hs"
+_ALWAYS_WALK: Final = (b"\\u", b"\\/", b"\xe2\x84\xaa", b"\xc4\xb0")
+_NESTING: Final = MAX_DEPTH // 2
+_SHORT: Final = 200
+_MAX_VERDICTS: Final = 16384
+_verdicts: dict[bytes, bool] = {}
+
+
+def screen_patterns() -> tuple[list[bytes], list[bytes], list[bytes]]:
+    """``(exact literals, caseless literals, regexes)`` the current policy needs looked for."""
+    exact = sorted({gate.encode() for gate in _shapes.GATES} | set(_ALWAYS_WALK))
+    caseless = {gate.encode() for gate in _shapes.LOWERED_GATES}
+    caseless |= {word.encode() for word in _text.secret_words()}
+    caseless |= {k.lower().encode() for rule in current().rules for k in rule.keywords}
+    regexes = [shape.screen for shape in _shapes.shapes() if not shape.gates and shape.screen]
+    return exact, sorted(caseless), regexes
+
+
+def _benign(content: bytes) -> bool:
+    """True when the policy changes this escape-free JSON string in no role it can play."""
+    verdict = _verdicts.get(content)
+    if verdict is None:
+        try:
+            text = content.decode("utf-8")
+        except UnicodeDecodeError:
+            text = ""
+        verdict = (
+            bool(text)
+            and text[0] not in "[{"
+            and not text[0].isspace()
+            and not is_secret_key(text)
+            and _text.redact_secrets_in_text(text) == text
+        )
+        if len(_verdicts) >= _MAX_VERDICTS:
+            _verdicts.clear()
+        _verdicts[content] = verdict
+    return verdict
+
+
+def _hit_is_benign(data: bytes, start: int, end: int) -> bool:
+    # The JSON string around a hit: from the quote before it to the quote after.
+    opening = data.rfind(b'"', 0, start)
+    closing = data.find(b'"', end)
+    if opening < 0 or closing < 0 or closing - opening > _SHORT:
+        return False
+    content = data[opening + 1 : closing]
+    if b"\\" in content or (opening and data[opening - 1] == 0x5C):
+        return False
+    return _benign(content)
+
+
+class _Matcher:
+    """The compiled patterns of one policy, by engine."""
+
+    def __init__(self, engine_name: str) -> None:
+        exact, caseless, regexes = screen_patterns()
+        self.engine = engine_name
+        self.regex_count = len(regexes)
+        self.off = not current().screenable
+        if engine_name == "hs" and _hs is not None:
+            self._database = _hs.Database()
+            patterns = [re.escape(p) for p in exact] + [re.escape(p) for p in caseless] + regexes
+            flags = [_hs.HS_FLAG_SOM_LEFTMOST] * len(exact)
+            flags += [_hs.HS_FLAG_SOM_LEFTMOST | _hs.HS_FLAG_CASELESS] * len(caseless)
+            flags += [_hs.HS_FLAG_SOM_LEFTMOST] * len(regexes)
+            self._first_regex = len(exact) + len(caseless)
+            self._database.compile(
+                expressions=patterns, ids=list(range(len(patterns))), flags=flags
+            )
+            self._scratch = _hs.Scratch(self._database)
+        else:
+            parts = [re.escape(p) for p in exact]
+            if caseless:
+                parts.append(b"(?i:" + b"|".join(re.escape(p) for p in caseless) + b")")
+            literal = b"|".join(parts)
+            self._literals = re.compile(literal)
+            self._regexes = [re.compile(regex) for regex in regexes]
+
+    def clean(self, data: bytes) -> bool:
+        if self.off or data.count(b"{") + data.count(b"[") >= _NESTING:
+            return False
+        if self.engine == "hs":
+            return self._clean_hs(data)
+        for match in self._literals.finditer(data):
+            if not _hit_is_benign(data, match.start(), match.end()):
+                return False
+        return not any(regex.search(data) for regex in self._regexes)
+
+    def _clean_hs(self, data: bytes) -> bool:
+        found = [False]
+        first_regex = self._first_regex
+
+        def on_match(index: int, start: int, end: int, _flags: int, _context: object) -> bool:
+            if index >= first_regex or not _hit_is_benign(data, start, end):
+                found[0] = True
+                return True  # stop scanning
+            return False
+
+        try:
+            self._database.scan(data, match_event_handler=on_match, scratch=self._scratch)
+        except _hs.ScanTerminated:  # type: ignore[union-attr]  # only built with hyperscan
+            return False
+        return not found[0]
+
+
+_matchers: dict[str, _Matcher] = {}
+
+
+def _reset() -> None:
+    _matchers.clear()
+    _verdicts.clear()
+
+
+on_install(_reset)
+
+
+def _current(engine_name: str | None = None) -> _Matcher:
+    wanted = engine_name or ENGINE
+    matcher = _matchers.get(wanted)
+    if matcher is None:
+        matcher = _matchers[wanted] = _Matcher(wanted)
+    return matcher
+
+
+def engine() -> str:
+    """``hs`` (Hyperscan) or ``re`` (the standard library): what screens records here."""
+    return _current().engine
+
+
+def may_change(data: bytes, *, engine_name: str | None = None) -> bool:
+    """False when redaction leaves the JSON document ``data`` encodes exactly as it is."""
+    return not _current(engine_name).clean(data)
