@@ -33,13 +33,14 @@ from pentrace.domain.redaction.keys import is_secret_key
 from pentrace.domain.redaction.policy import current, on_install
 from pentrace.domain.redaction.walk import MAX_DEPTH
 
-__all__ = ["ENGINE", "engine", "may_change", "screen_patterns"]
+__all__ = ["ENGINE", "HYPERSCAN", "engine", "may_change", "screen_patterns"]
 
 try:  # pragma: no cover - which branch runs depends on the installed extras
     import hyperscan as _hs
 except ImportError:  # pragma: no cover
-    _hs = None
+    _hs = None  # type: ignore[assignment]  # the optional extra is absent
 
+HYPERSCAN: Final = _hs is not None
 # ``PENTRACE_REDACTION_SCREEN=re`` forces the standard library (tests run both).
 ENGINE: Final = "re" if _hs is None or os.environ.get("PENTRACE_REDACTION_SCREEN") == "re" else "hs"
 _ALWAYS_WALK: Final = (b"\\u", b"\\/", b"\xe2\x84\xaa", b"\xc4\xb0")
@@ -141,7 +142,7 @@ class _Matcher:
 
         try:
             self._database.scan(data, match_event_handler=on_match, scratch=self._scratch)
-        except _hs.ScanTerminated:  # type: ignore[union-attr]  # only built with hyperscan
+        except _hs.ScanTerminated:
             return False
         return not found[0]
 

@@ -29,7 +29,7 @@ CORPUS_VALUES: list[Any] = [
     *("".join(case["parts"]) for case in NEW["cases"]),
     *(case["input"] for case in NEW["benign"]),
 ]
-ENGINES = ["re"] + (["hs"] if screen_module._hs is not None else [])
+ENGINES = ["re"] + (["hs"] if screen_module.HYPERSCAN else [])
 
 
 def _agree(value: Any, data: bytes, engine: str) -> None:
