@@ -11,6 +11,7 @@ import typer
 from pentrace.errors import LedgerError, UsageError
 from pentrace.infrastructure.catalog import resolve_session
 from pentrace.infrastructure.layout import DataRoot, SessionRef
+from pentrace.infrastructure.redaction_policy import activate_policy
 
 __all__ = [
     "AgentOption",
@@ -46,8 +47,11 @@ def data_root(ctx: typer.Context) -> DataRoot:
     settings: Any = ctx.find_root().obj
     configured: Path | None = getattr(settings, "data_root", None)
     if configured is not None:
-        return DataRoot(configured.expanduser().absolute())
-    return DataRoot.from_env()
+        root = DataRoot(configured.expanduser().absolute())
+    else:
+        root = DataRoot.from_env()
+    activate_policy(root.path)  # every command redacts with the root's rules
+    return root
 
 
 def resolve(

@@ -28,6 +28,7 @@ from typing import Final
 
 from pentrace.errors import SearchIndexError
 from pentrace.infrastructure.layout import DataRoot, SessionRef
+from pentrace.infrastructure.redaction_policy import activate_policy
 from pentrace.infrastructure.search_query import SearchHit, SearchQuery, run_query
 from pentrace.infrastructure.search_shards import (
     ShardState,
@@ -77,6 +78,7 @@ class SearchIndex:
 
     def __init__(self, root: DataRoot, path: Path | None = None) -> None:
         self.root = root
+        activate_policy(root.path)
         self.path = path if path is not None else search_index_path(root)
         self.conn = self._open()
 
