@@ -31,6 +31,7 @@ LazyGroup.lazy_commands = {
     "ledger": "pentrace.cli.ledger:ledger_app",
     "projections": "pentrace.cli.projections:projections_app",
     "report": "pentrace.cli.report:report",
+    "scan": "pentrace.cli.scan:scan",
     "search": "pentrace.cli.search:search",
     "serve": "pentrace.cli.serve:serve",
     "stats": "pentrace.cli.stats:stats_app",
