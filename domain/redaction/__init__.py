@@ -25,11 +25,11 @@ from pentrace.domain.redaction.core import (
     is_secret_key,
     normalize_key,
     redact,
-    redact_decoded,
     redact_reference,
     redact_string,
     redact_text,
 )
+from pentrace.domain.redaction.screened import is_redacted_encoded, redact_decoded
 
 __all__ = [
     "REDACTED",
@@ -37,6 +37,7 @@ __all__ = [
     "Classification",
     "Redacted",
     "is_redacted",
+    "is_redacted_encoded",
     "is_secret_key",
     "normalize_key",
     "redact",

@@ -29,7 +29,6 @@ from __future__ import annotations
 from typing import Any, Final
 
 from pentrace.domain.redaction.keys import is_secret_key, normalize_key
-from pentrace.domain.redaction.screen import may_change
 from pentrace.domain.redaction.text import redact_secrets_in_text
 from pentrace.domain.redaction.walk import (
     MAX_DEPTH,
@@ -54,7 +53,6 @@ __all__ = [
     "is_secret_key",
     "normalize_key",
     "redact",
-    "redact_decoded",
     "redact_reference",
     "redact_string",
     "redact_text",
@@ -156,20 +154,6 @@ def redact(value: Any, *, depth: int = 0) -> Redacted:
     paths: list[str] = []
     result = _mapping(value, [], depth, paths)
     return Redacted(result, paths, "sensitive" if paths else "public")
-
-
-def redact_decoded(
-    value: Any, data: bytes, *, depth: int = 0, engine: str | None = None
-) -> Redacted:
-    """``redact(value, depth=depth)`` for a value decoded from (a part of) the JSON ``data``.
-
-    The screen reads ``data`` once; where no rule can apply anywhere in it,
-    ``value`` itself comes back, unchanged and public, without a walk.
-    ``engine`` (``hs`` or ``re``) overrides the screen's engine, for tests.
-    """
-    if not may_change(data, engine_name=engine):
-        return Redacted(value, [], "public")
-    return redact(value, depth=depth)
 
 
 def redact_string(text: str, *, depth: int = 0) -> str:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any, Final, NamedTuple
 
-from pentrace.domain.redaction.core import redact_decoded, redact_reference
+from pentrace.domain.redaction.core import redact_reference
+from pentrace.domain.redaction.screened import redact_decoded
 from pentrace.domain.redaction.text import MARKER
 from pentrace.domain.redaction.walk import REDACTED, TOO_DEEP
 

@@ -27,6 +27,8 @@ import os
 import re
 from typing import Final
 
+import msgspec
+
 from pentrace.domain.redaction import shapes as _shapes
 from pentrace.domain.redaction import text as _text
 from pentrace.domain.redaction.keys import is_secret_key
@@ -35,17 +37,18 @@ from pentrace.domain.redaction.walk import MAX_DEPTH
 
 __all__ = ["ENGINE", "HYPERSCAN", "engine", "may_change", "screen_patterns"]
 
-try:  # pragma: no cover - which branch runs depends on the installed extras
-    import hyperscan as _hs
-except ImportError:  # pragma: no cover
-    _hs = None  # type: ignore[assignment]  # the optional extra is absent
+from pentrace.domain.redaction.gates import hs as _hs
 
 HYPERSCAN: Final = _hs is not None
 # ``PENTRACE_REDACTION_SCREEN=re`` forces the standard library (tests run both).
 ENGINE: Final = "re" if _hs is None or os.environ.get("PENTRACE_REDACTION_SCREEN") == "re" else "hs"
 _ALWAYS_WALK: Final = (b"\\u", b"\\/", b"\xe2\x84\xaa", b"\xc4\xb0")
 _NESTING: Final = MAX_DEPTH // 2
-_SHORT: Final = 200
+# Strings judged alone at most (longer ones: the record is walked), and
+# cached when at most ``_CACHED`` bytes long (ids and names repeat, text not).
+_LONGEST: Final = 65_536
+_CACHED: Final = 512
+_string_decoder: Final = msgspec.json.Decoder(str)
 _MAX_VERDICTS: Final = 16384
 _verdicts: dict[bytes, bool] = {}
 
@@ -60,37 +63,77 @@ def screen_patterns() -> tuple[list[bytes], list[bytes], list[bytes]]:
     return exact, sorted(caseless), regexes
 
 
-def _benign(content: bytes) -> bool:
-    """True when the policy changes this escape-free JSON string in no role it can play."""
+def _benign(content: bytes, is_key: bool) -> bool:
+    """True when the policy changes this JSON string (its body, quotes off) in no role.
+
+    A key rule reads a key of any length; a value is read as a name (the
+    list and name/value rules) only when it is short, so a long value needs
+    no key verdict (the costly part for long text).
+    """
+    if len(content) > _CACHED:
+        text = _decoded(content)
+        if is_key and is_secret_key(text):
+            return False
+        return _text_is_clean(text)
     verdict = _verdicts.get(content)
     if verdict is None:
-        try:
-            text = content.decode("utf-8")
-        except UnicodeDecodeError:
-            text = ""
-        verdict = (
-            bool(text)
-            and text[0] not in "[{"
-            and not text[0].isspace()
-            and not is_secret_key(text)
-            and _text.redact_secrets_in_text(text) == text
-        )
+        text = _decoded(content)
+        verdict = not is_secret_key(text) and _text_is_clean(text)
         if len(_verdicts) >= _MAX_VERDICTS:
             _verdicts.clear()
         _verdicts[content] = verdict
     return verdict
 
 
-def _hit_is_benign(data: bytes, start: int, end: int) -> bool:
-    # The JSON string around a hit: from the quote before it to the quote after.
-    opening = data.rfind(b'"', 0, start)
-    closing = data.find(b'"', end)
-    if opening < 0 or closing < 0 or closing - opening > _SHORT:
+def _decoded(content: bytes) -> str:
+    try:
+        return _string_decoder.decode(b'"' + content + b'"')
+    except msgspec.DecodeError:
+        return ""
+
+
+def _text_is_clean(text: str) -> bool:
+    # JSON-looking text is walked as a structure: not judged here.
+    return (
+        bool(text)
+        and text[0] not in "[{"
+        and not text[0].isspace()
+        and _text.redact_secrets_in_text(text) == text
+    )
+
+
+def _quote(data: bytes, at: int, step: int) -> int:
+    """The nearest unescaped ``"`` from ``at`` going left (-1) or right (+1), or -1."""
+    while True:
+        at = data.rfind(b'"', 0, at) if step < 0 else data.find(b'"', at)
+        if at <= 0:
+            return at
+        slashes = 0
+        while data[at - 1 - slashes] == 0x5C:
+            slashes += 1
+        if slashes % 2 == 0:
+            return at
+        if step > 0:
+            at += 1
+
+
+def _hit_is_benign(data: bytes, start: int, end: int, last: list[int]) -> bool:
+    # JSON has letters only inside strings, and no unescaped quote inside
+    # one: the string around a hit runs between the nearest unescaped quotes.
+    # ``last`` is the span of the string judged benign last in this record
+    # (a long text holds many hits; it is judged once).
+    if last[0] < start and end <= last[1]:
+        return True
+    opening = _quote(data, start, -1)
+    closing = _quote(data, end, 1)
+    if opening < 0 or closing < 0 or closing - opening > _LONGEST:
         return False
-    content = data[opening + 1 : closing]
-    if b"\\" in content or (opening and data[opening - 1] == 0x5C):
+    after = data[closing + 1 : closing + 2]
+    is_key = after == b":" or (after.isspace() and data[closing + 1 :].lstrip()[:1] == b":")
+    if not _benign(data[opening + 1 : closing], is_key):
         return False
-    return _benign(content)
+    last[0], last[1] = opening, closing
+    return True
 
 
 class _Matcher:
@@ -113,11 +156,10 @@ class _Matcher:
             )
             self._scratch = _hs.Scratch(self._database)
         else:
-            parts = [re.escape(p) for p in exact]
-            if caseless:
-                parts.append(b"(?i:" + b"|".join(re.escape(p) for p in caseless) + b")")
-            literal = b"|".join(parts)
-            self._literals = re.compile(literal)
+            # The standard library has no multi-literal search that beats one
+            # ``bytes.find`` per literal (an alternation tries each at every byte).
+            self._exact = tuple(exact)
+            self._caseless = tuple(caseless)
             self._regexes = [re.compile(regex) for regex in regexes]
 
     def clean(self, data: bytes) -> bool:
@@ -125,17 +167,24 @@ class _Matcher:
             return False
         if self.engine == "hs":
             return self._clean_hs(data)
-        for match in self._literals.finditer(data):
-            if not _hit_is_benign(data, match.start(), match.end()):
-                return False
+        last = [-1, -1]
+        for literals, haystack in ((self._exact, data), (self._caseless, data.lower())):
+            for literal in literals:
+                at = haystack.find(literal)
+                while at != -1:
+                    end = at + len(literal)
+                    if not _hit_is_benign(data, at, end, last):
+                        return False
+                    at = haystack.find(literal, end)
         return not any(regex.search(data) for regex in self._regexes)
 
     def _clean_hs(self, data: bytes) -> bool:
         found = [False]
         first_regex = self._first_regex
+        last = [-1, -1]
 
         def on_match(index: int, start: int, end: int, _flags: int, _context: object) -> bool:
-            if index >= first_regex or not _hit_is_benign(data, start, end):
+            if index >= first_regex or not _hit_is_benign(data, start, end, last):
                 found[0] = True
                 return True  # stop scanning
             return False

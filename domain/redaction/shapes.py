@@ -10,10 +10,12 @@ in :mod:`pentrace.domain.redaction.providers`, the user's in the policy.
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Final
 
+from pentrace.domain.redaction.gates import GateIndex
 from pentrace.domain.redaction.policy import CustomRule, current, on_install
 from pentrace.domain.redaction.providers import PROVIDER_SHAPES
 from pentrace.domain.redaction.shape import Shape
@@ -90,42 +92,46 @@ def _continues_word(text: str, start: int) -> bool:
     return before.isalnum() or before == "_"
 
 
-# The shapes as plain tuples in three tables, by the text their gates are
-# looked for in (none: every text): one loop with tuple unpacking costs far
-# less than attribute reads on every shape of every string.  Rebuilt when a
-# policy with other rules is installed.
+# The shapes as plain tuples, found through one index of their gates: one
+# loop with tuple unpacking costs far less than attribute reads on every
+# shape of every string.  Rebuilt when a policy with other rules is installed.
 _Row = tuple[
-    tuple[str, ...],
     Callable[[str], Iterator[re.Match[str]]],
     int,
     bool,
     str,
     Callable[[str], bool] | None,
 ]
-_BY_TEXT: tuple[_Row, ...] = ()
-_BY_LOWERED: tuple[_Row, ...] = ()
+_ROWS: tuple[_Row, ...] = ()
 _ALWAYS: tuple[_Row, ...] = ()
+_INDEX = GateIndex((), (), fast=False)
 # Every gate, by the text it is looked for in: a text holding none of them
 # has no gated shape in it at all.
 GATES: frozenset[str] = frozenset()
 LOWERED_GATES: frozenset[str] = frozenset()
 # True when a user rule without keywords may match anywhere (no shortcut holds).
 UNGATED_CUSTOM = False
+# ``PENTRACE_REDACTION_SCREEN=re`` keeps Hyperscan out of redaction altogether.
+_FAST: Final = os.environ.get("PENTRACE_REDACTION_SCREEN", "") not in ("re", "off")
 
 
 def _row(shape: Shape) -> _Row:
-    finditer = shape.regex.finditer
-    return (shape.gates, finditer, shape.group, shape.boundary, shape.kind, shape.check)
+    return (shape.regex.finditer, shape.group, shape.boundary, shape.kind, shape.check)
 
 
 def _rebuild() -> None:
-    global _BY_TEXT, _BY_LOWERED, _ALWAYS, GATES, LOWERED_GATES, UNGATED_CUSTOM
+    global _ROWS, _ALWAYS, _INDEX, GATES, LOWERED_GATES, UNGATED_CUSTOM
     every = shapes()
-    _BY_TEXT = tuple(_row(shape) for shape in every if shape.gates and not shape.lowered)
-    _BY_LOWERED = tuple(_row(shape) for shape in every if shape.gates and shape.lowered)
+    gated = [shape for shape in every if shape.gates]
+    _ROWS = tuple(map(_row, gated))
     _ALWAYS = tuple(_row(shape) for shape in every if not shape.gates)
-    GATES = frozenset(gate for row in _BY_TEXT for gate in row[0])
-    LOWERED_GATES = frozenset(gate for row in _BY_LOWERED for gate in row[0])
+    exact = [
+        (gate, i) for i, shape in enumerate(gated) if not shape.lowered for gate in shape.gates
+    ]
+    lowered = [(g, i) for i, shape in enumerate(gated) if shape.lowered for g in shape.gates]
+    _INDEX = GateIndex(exact, lowered, fast=_FAST)
+    GATES = frozenset(gate for gate, _ in exact)
+    LOWERED_GATES = frozenset(gate for gate, _ in lowered)
     UNGATED_CUSTOM = any(not rule.keywords for rule in current().rules)
 
 
@@ -133,12 +139,8 @@ _rebuild()
 on_install(_rebuild)
 
 
-def _find(
-    text: str, rows: tuple[_Row, ...], spans: list[tuple[int, int, str]], haystack: str | None
-) -> None:
-    for gates, finditer, group, boundary, kind, check in rows:
-        if haystack is not None and not any(gate in haystack for gate in gates):
-            continue
+def _find(text: str, rows: Iterable[_Row], spans: list[tuple[int, int, str]]) -> None:
+    for finditer, group, boundary, kind, check in rows:
         for match in finditer(text):
             if boundary and _continues_word(text, match.start()):
                 continue
@@ -150,6 +152,8 @@ def _find(
 
 def shape_spans(text: str, lowered: str, spans: list[tuple[int, int, str]]) -> None:
     """Append ``(start, end, kind)`` for every shape found; ``lowered`` is ``text`` lowercased."""
-    _find(text, _BY_TEXT, spans, text)
-    _find(text, _BY_LOWERED, spans, lowered)
-    _find(text, _ALWAYS, spans, None)
+    present = _INDEX.rows(text, lowered)
+    if present:
+        _find(text, [_ROWS[index] for index in sorted(present)], spans)
+    if _ALWAYS:
+        _find(text, _ALWAYS, spans)
