@@ -29,19 +29,32 @@ class GateIndex:
     """The rows (shape indices) whose gates occur in a text, from one pass."""
 
     def __init__(
-        self, exact: Iterable[tuple[str, int]], lowered: Iterable[tuple[str, int]], *, fast: bool
+        self,
+        exact: Iterable[tuple[str, int]],
+        lowered: Iterable[tuple[str, int]],
+        regexes: Iterable[tuple[bytes, int]] = (),
+        *,
+        fast: bool,
     ) -> None:
         self._exact: dict[str, list[int]] = {}
         self._lowered: dict[str, list[int]] = {}
+        # Shapes without a literal gate, by the regex (over bytes) that finds
+        # wherever they could match: Hyperscan runs it, ``in`` cannot (always).
+        self._regexes: dict[bytes, list[int]] = {}
         for table, pairs in ((self._exact, exact), (self._lowered, lowered)):
             for gate, row in pairs:
                 table.setdefault(gate, []).append(row)
+        for pattern, row in regexes:
+            self._regexes.setdefault(pattern, []).append(row)
+        self._always = {row for rows in self._regexes.values() for row in rows}
         self._database: Any = None
-        if fast and hs is not None and (self._exact or self._lowered):
-            self._rows = [*self._exact.values(), *self._lowered.values()]
+        if fast and hs is not None and (self._exact or self._lowered or self._regexes):
+            self._rows = [*self._exact.values(), *self._lowered.values(), *self._regexes.values()]
             patterns = [_escape(gate) for gate in [*self._exact, *self._lowered]]
+            patterns += list(self._regexes)
             flags = [hs.HS_FLAG_SINGLEMATCH] * len(self._exact)
             flags += [hs.HS_FLAG_SINGLEMATCH | hs.HS_FLAG_CASELESS] * len(self._lowered)
+            flags += [hs.HS_FLAG_SINGLEMATCH] * len(self._regexes)
             self._database = hs.Database()
             self._database.compile(
                 expressions=patterns, ids=list(range(len(patterns))), flags=flags
@@ -60,7 +73,7 @@ class GateIndex:
             data = text.encode("utf-8", "surrogatepass")
             self._database.scan(data, match_event_handler=on_match, scratch=self._scratch)
             return found
-        present: set[int] = set()
+        present = set(self._always)
         for gate, indices in self._exact.items():
             if gate in text:
                 present.update(indices)

@@ -25,6 +25,16 @@ _W: Final = r"[A-Za-z0-9_-]"
 _END: Final = r"(?![A-Za-z0-9_-])"
 _AWS_IDS: Final = ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "AIPA", "ANPA", "ANVA")
 _AWS_ID: Final = r"(?:A3T[A-Z0-9]|" + "|".join(_AWS_IDS) + r")[A-Z0-9]{16}"
+_CONTEXT_NAMES: Final = (
+    "discord", "bitbucket", "heroku", "twilio", "mailgun", "sentry", "newrelic", "new_relic",
+    "telegram", "linear", "atlassian", "confluence", "jira", "sendgrid", "databricks", "okta",
+)  # fmt: skip
+# Mixed case and a digit in 20 or more key characters, or 32 or more hex digits
+# (the case-insensitive rule sees both cases, so the checks spell them out).
+_KEYLIKE: Final = (
+    r"(?-i:(?=[A-Za-z0-9_=+/.-]*[0-9])(?=[A-Za-z0-9_=+/.-]*[A-Z])(?=[A-Za-z0-9_=+/.-]*[a-z])"
+    r"[A-Za-z0-9_=+/.-]{20,}|[0-9a-f]{32,}(?![0-9a-f]))"
+)
 _CREDENTIAL_PAIR: Final = r"[ \t:,;|=\"'/]{1,6}(?:[A-Za-z_-]{1,40}[ \t:,;|=\"'/]{1,6})?"
 
 
@@ -86,7 +96,7 @@ PROVIDER_SHAPES: Final[tuple[Shape, ...]] = (
         "/api/webhooks/",
         group=1,
     ),
-    _shape("telegram_bot_token", r"[0-9]{6,12}:AA[A-Za-z0-9_-]{30,}", ":AA"),
+    _shape("telegram_bot_token", r"[0-9]{5,16}:A[A-Za-z0-9_-]{34}", ":A"),
     # Payments.
     _shape(
         "stripe_key",
@@ -149,9 +159,32 @@ PROVIDER_SHAPES: Final[tuple[Shape, ...]] = (
     _shape("sentry_token", r"sntry[us]_[A-Za-z0-9+/=_]{40,}", "sntryu_", "sntrys_"),
     _shape("linear_key", r"lin_api_[A-Za-z0-9]{40}", "lin_api_"),
     _shape("notion_token", r"ntn_[A-Za-z0-9]{40,}", "ntn_"),
-    _shape("postman_key", r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}", "PMAK-"),
-    _shape("newrelic_key", r"NRAK-[A-Z0-9]{27}", "NRAK-"),
-    _shape("onepassword_token", rf"ops_eyJ{_W}{{40,}}", "ops_eyJ"),
+    _shape("postman_key", r"PMAK-[a-fA-F0-9]{24}-[a-fA-F0-9]{34}", "PMAK-"),
+    _shape(
+        "newrelic_key", r"NR(?:AK|JS|II|AA)-[A-Za-z0-9]{19,}", "NRAK-", "NRJS-", "NRII-", "NRAA-"
+    ),
+    _shape("onepassword_token", r"ops_eyJ[A-Za-z0-9+/=_-]{40,}", "ops_eyJ"),
+    _shape(
+        "onepassword_secret_key",
+        r"A3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}",
+        "A3-",
+    ),
+    _shape("planetscale_token", r"pscale_(?:tkn|oauth|pw)_[A-Za-z0-9_=.-]{32,}", "pscale_"),
+    _shape("cloudflare_origin_key", r"v1\.0-[a-f0-9]{24}-[a-f0-9]{146}", "v1.0-"),
+    _shape("grafana_token", r"eyJrIjoi[A-Za-z0-9]{50,}={0,2}", "eyJrIjoi"),
+    _shape("facebook_token", r"EAA[MC][A-Za-z0-9]{80,}", "EAAM", "EAAC"),
+    _shape("gitlab_session", r"_gitlab_session=([0-9a-z]{32})", "_gitlab_session=", group=1),
+    _shape("mailgun_key", r"pubkey-[0-9a-f]{32}(?![0-9a-f])", "pubkey-"),
+    # A provider's name, a separator, then a value shaped like a key: mixed
+    # case with digits, or a long hex run (``DISCORD: <hex64>``, ``bitbucket=...``).
+    _shape(
+        "provider_secret",
+        r"(?i)(?:" + "|".join(_CONTEXT_NAMES) + r")[A-Za-z0-9_.-]{0,30}[\"']?[ \t]*"
+        r"(?:=>|:=|=|:)[ \t]*[\"']?(" + _KEYLIKE + r")",
+        *_CONTEXT_NAMES,
+        group=1,
+        lowered=True,
+    ),
     # Keys.
     _shape(
         "age_secret_key", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}", "AGE-SECRET"

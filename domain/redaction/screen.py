@@ -31,17 +31,25 @@ import msgspec
 
 from pentrace.domain.redaction import shapes as _shapes
 from pentrace.domain.redaction import text as _text
+from pentrace.domain.redaction.gates import hs as _hs
 from pentrace.domain.redaction.keys import is_secret_key
 from pentrace.domain.redaction.policy import current, on_install
-from pentrace.domain.redaction.walk import MAX_DEPTH
+from pentrace.domain.redaction.walk import MAX_DEPTH, MAX_NAME_LENGTH
 
-__all__ = ["ENGINE", "HYPERSCAN", "engine", "may_change", "screen_patterns"]
-
-from pentrace.domain.redaction.gates import hs as _hs
+__all__ = [
+    "ENGINES",
+    "HYPERSCAN",
+    "engine",
+    "may_change",
+    "screen_patterns",
+    "screen_words",
+    "use_engine",
+]
 
 HYPERSCAN: Final = _hs is not None
-# ``PENTRACE_REDACTION_SCREEN=re`` forces the standard library (tests run both).
-ENGINE: Final = "re" if _hs is None or os.environ.get("PENTRACE_REDACTION_SCREEN") == "re" else "hs"
+# ``hs`` (Hyperscan), ``re`` (the standard library) or ``off`` (walk every record).
+ENGINES: Final = ("hs", "re", "off")
+_chosen = [os.environ.get("PENTRACE_REDACTION_SCREEN", "") or ("hs" if HYPERSCAN else "re")]
 _ALWAYS_WALK: Final = (b"\\u", b"\\/", b"\xe2\x84\xaa", b"\xc4\xb0")
 _NESTING: Final = MAX_DEPTH // 2
 # Strings judged alone at most (longer ones: the record is walked), and
@@ -49,15 +57,40 @@ _NESTING: Final = MAX_DEPTH // 2
 _LONGEST: Final = 65_536
 _CACHED: Final = 512
 _string_decoder: Final = msgspec.json.Decoder(str)
+# ``walk._NAME_SHAPE`` over bytes: a JSON string body of this shape has no
+# escape, so it reads the same decoded.
+_NAME: Final = re.compile(rb"-{0,2}[A-Za-z_][A-Za-z0-9_.-]*")
 _MAX_VERDICTS: Final = 16384
 _verdicts: dict[bytes, bool] = {}
+
+
+# Secret words no secret name holds alone: every key rule that reads
+# ``session`` also needs ``token`` or ``key`` (``session_token``, ``sessionKey``),
+# and ``session`` is in most texts.  A property test holds this.
+_REDUNDANT_WORDS: Final = frozenset({"session"})
+
+
+def screen_words() -> tuple[str, ...]:
+    """The words the screen looks for: the policy's secret words, less the redundant."""
+    policy_words = {max(name.split("_"), key=len) for name in current().secret_keys}
+    return tuple(
+        word
+        for word in _text.secret_words()
+        if word not in _REDUNDANT_WORDS or word in policy_words
+    )
+
+
+# Names the key rules judge on their glued form (``db_url`` -> ``dburl``) may
+# join the two halves with any run of other characters as a mapping key
+# (``db/url``, ``conn str``); these find them in any spelling.
+_GLUED_WORDS: Final = (rb"db[^A-Za-z0-9]*ur", rb"conn[^A-Za-z0-9]*str")
 
 
 def screen_patterns() -> tuple[list[bytes], list[bytes], list[bytes]]:
     """``(exact literals, caseless literals, regexes)`` the current policy needs looked for."""
     exact = sorted({gate.encode() for gate in _shapes.GATES} | set(_ALWAYS_WALK))
     caseless = {gate.encode() for gate in _shapes.LOWERED_GATES}
-    caseless |= {word.encode() for word in _text.secret_words()}
+    caseless |= {word.encode() for word in screen_words()}
     caseless |= {k.lower().encode() for rule in current().rules for k in rule.keywords}
     regexes = [shape.screen for shape in _shapes.shapes() if not shape.gates and shape.screen]
     return exact, sorted(caseless), regexes
@@ -66,23 +99,26 @@ def screen_patterns() -> tuple[list[bytes], list[bytes], list[bytes]]:
 def _benign(content: bytes, is_key: bool) -> bool:
     """True when the policy changes this JSON string (its body, quotes off) in no role.
 
-    A key rule reads a key of any length; a value is read as a name (the
-    list and name/value rules) only when it is short, so a long value needs
-    no key verdict (the costly part for long text).
+    The text rules read every string.  The key rules read keys, of any
+    length; the list and name/value rules read a value as a name only when
+    it is name-shaped and short (``walk._names_a_secret``).  Other values
+    need no key verdict: unique ids such as ``evt:session:<id>:<n>`` cost a
+    cached text verdict per id stem and nothing more.
     """
-    if len(content) > _CACHED:
+    clean = _verdicts.get(content)
+    text: str | None = None
+    if clean is None:
         text = _decoded(content)
-        if is_key and is_secret_key(text):
-            return False
-        return _text_is_clean(text)
-    verdict = _verdicts.get(content)
-    if verdict is None:
-        text = _decoded(content)
-        verdict = not is_secret_key(text) and _text_is_clean(text)
-        if len(_verdicts) >= _MAX_VERDICTS:
-            _verdicts.clear()
-        _verdicts[content] = verdict
-    return verdict
+        clean = _text_is_clean(text)
+        if len(content) <= _CACHED:
+            if len(_verdicts) >= _MAX_VERDICTS:
+                _verdicts.clear()
+            _verdicts[content] = clean
+    if not clean:
+        return False
+    if is_key or (len(content) <= MAX_NAME_LENGTH and _NAME.fullmatch(content)):
+        return not is_secret_key(_decoded(content) if text is None else text)
+    return True
 
 
 def _decoded(content: bytes) -> str:
@@ -143,14 +179,18 @@ class _Matcher:
         exact, caseless, regexes = screen_patterns()
         self.engine = engine_name
         self.regex_count = len(regexes)
-        self.off = not current().screenable
+        self.off = engine_name == "off" or not current().screenable
         if engine_name == "hs" and _hs is not None:
             self._database = _hs.Database()
-            patterns = [re.escape(p) for p in exact] + [re.escape(p) for p in caseless] + regexes
+            patterns = [re.escape(p) for p in exact] + [re.escape(p) for p in caseless]
+            patterns += [*_GLUED_WORDS, *regexes]
             flags = [_hs.HS_FLAG_SOM_LEFTMOST] * len(exact)
             flags += [_hs.HS_FLAG_SOM_LEFTMOST | _hs.HS_FLAG_CASELESS] * len(caseless)
+            # Glued words report where they end: the string around that is theirs.
+            flags += [_hs.HS_FLAG_CASELESS] * len(_GLUED_WORDS)
             flags += [_hs.HS_FLAG_SOM_LEFTMOST] * len(regexes)
-            self._first_regex = len(exact) + len(caseless)
+            self._first_glued = len(exact) + len(caseless)
+            self._first_regex = self._first_glued + len(_GLUED_WORDS)
             self._database.compile(
                 expressions=patterns, ids=list(range(len(patterns))), flags=flags
             )
@@ -160,6 +200,7 @@ class _Matcher:
             # ``bytes.find`` per literal (an alternation tries each at every byte).
             self._exact = tuple(exact)
             self._caseless = tuple(caseless)
+            self._glued = [re.compile(regex, re.IGNORECASE) for regex in _GLUED_WORDS]
             self._regexes = [re.compile(regex) for regex in regexes]
 
     def clean(self, data: bytes) -> bool:
@@ -176,6 +217,10 @@ class _Matcher:
                     if not _hit_is_benign(data, at, end, last):
                         return False
                     at = haystack.find(literal, end)
+        for glued in self._glued:
+            for match in glued.finditer(data):
+                if not _hit_is_benign(data, match.end() - 1, match.end(), last):
+                    return False
         return not any(regex.search(data) for regex in self._regexes)
 
     def _clean_hs(self, data: bytes) -> bool:
@@ -183,7 +228,11 @@ class _Matcher:
         first_regex = self._first_regex
         last = [-1, -1]
 
+        first_glued = self._first_glued
+
         def on_match(index: int, start: int, end: int, _flags: int, _context: object) -> bool:
+            if index >= first_glued:
+                start = end - 1  # no start of match asked for: the last byte is in the string
             if index >= first_regex or not _hit_is_benign(data, start, end, last):
                 found[0] = True
                 return True  # stop scanning
@@ -208,7 +257,9 @@ on_install(_reset)
 
 
 def _current(engine_name: str | None = None) -> _Matcher:
-    wanted = engine_name or ENGINE
+    wanted = engine_name or _chosen[0]
+    if wanted not in ENGINES or (wanted == "hs" and not HYPERSCAN):
+        wanted = "re" if wanted == "hs" else "off"
     matcher = _matchers.get(wanted)
     if matcher is None:
         matcher = _matchers[wanted] = _Matcher(wanted)
@@ -216,8 +267,18 @@ def _current(engine_name: str | None = None) -> _Matcher:
 
 
 def engine() -> str:
-    """``hs`` (Hyperscan) or ``re`` (the standard library): what screens records here."""
+    """``hs`` (Hyperscan), ``re`` (the standard library) or ``off``: what screens records."""
     return _current().engine
+
+
+def use_engine(name: str) -> None:
+    """Screen with ``name`` from now on (``PENTRACE_REDACTION_SCREEN`` sets the default).
+
+    ``off`` walks every record: the reference the benchmarks compare against.
+    """
+    if name not in ENGINES:
+        raise ValueError(f"expected one of {', '.join(ENGINES)}, found {name!r}")
+    _chosen[0] = name
 
 
 def may_change(data: bytes, *, engine_name: str | None = None) -> bool:

@@ -122,14 +122,13 @@ def _row(shape: Shape) -> _Row:
 def _rebuild() -> None:
     global _ROWS, _ALWAYS, _INDEX, GATES, LOWERED_GATES, UNGATED_CUSTOM
     every = shapes()
-    gated = [shape for shape in every if shape.gates]
-    _ROWS = tuple(map(_row, gated))
-    _ALWAYS = tuple(_row(shape) for shape in every if not shape.gates)
-    exact = [
-        (gate, i) for i, shape in enumerate(gated) if not shape.lowered for gate in shape.gates
-    ]
-    lowered = [(g, i) for i, shape in enumerate(gated) if shape.lowered for g in shape.gates]
-    _INDEX = GateIndex(exact, lowered, fast=_FAST)
+    indexed = [shape for shape in every if shape.gates or shape.screen]
+    _ROWS = tuple(map(_row, indexed))
+    _ALWAYS = tuple(_row(shape) for shape in every if not (shape.gates or shape.screen))
+    exact = [(g, i) for i, shape in enumerate(indexed) if not shape.lowered for g in shape.gates]
+    lowered = [(g, i) for i, shape in enumerate(indexed) if shape.lowered for g in shape.gates]
+    regexes = [(shape.screen, i) for i, shape in enumerate(indexed) if shape.screen]
+    _INDEX = GateIndex(exact, lowered, regexes, fast=_FAST)
     GATES = frozenset(gate for gate, _ in exact)
     LOWERED_GATES = frozenset(gate for gate, _ in lowered)
     UNGATED_CUSTOM = any(not rule.keywords for rule in current().rules)

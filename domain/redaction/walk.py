@@ -19,6 +19,7 @@ from pentrace.domain.redaction.text import redact_secrets_in_text
 
 __all__ = [
     "MAX_DEPTH",
+    "MAX_NAME_LENGTH",
     "NEIGHBOUR_KEYS",
     "PATH_LIST_KEYS",
     "REDACTED",
@@ -46,7 +47,7 @@ NEIGHBOUR_KEYS: Final = frozenset(_VALUE_FIELDS) | _PATH_LIST_KEYS
 # under a path-list key is walked item by item, without the list rules.
 VALUE_KEYS: Final = frozenset(_VALUE_FIELDS)
 PATH_LIST_KEYS: Final = _PATH_LIST_KEYS
-_MAX_NAME_LENGTH: Final = 66
+MAX_NAME_LENGTH: Final = 66
 _NAME_SHAPE: Final = re.compile(r"-{0,2}[A-Za-z_][A-Za-z0-9_.-]*")
 _json_decoder: Final = msgspec.json.Decoder()
 _json_encoder: Final = msgspec.json.Encoder()
@@ -70,7 +71,7 @@ def _names_a_secret(candidate: object) -> bool:
     # normalises to a secret-looking name but must not hide its neighbour.
     return (
         isinstance(candidate, str)
-        and len(candidate) <= _MAX_NAME_LENGTH
+        and len(candidate) <= MAX_NAME_LENGTH
         and _NAME_SHAPE.fullmatch(candidate) is not None
         and is_secret_key(candidate)
     )

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from pentrace.domain.redaction import redact, redact_decoded
 from pentrace.domain.redaction import screen as screen_module
+from pentrace.domain.redaction.keys import is_secret_key
 from pentrace.domain.redaction.text import secret_words
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -81,3 +82,27 @@ def test_a_clean_record_passes_the_screen_though_benign_names_hold_secret_words(
     record = {"type": "event_msg", "payload": {"session_id": "s1", "max_tokens": 4, "text": "hi"}}
     assert not screen_module.may_change(msgspec.json.encode(record))
     assert screen_module.may_change(msgspec.json.encode({"payload": {"api_key": "x"}}))
+
+
+_SEGMENTS = st.sampled_from(
+    [
+        "session", "Session", "SESSION", "id", "key", "token", "tokens", "auth", "secret",
+        "api", "access", "refresh", "cookie", "private", "user", "db", "pass", "url", "max",
+        "cache", "public", "sort", "x", "2", "name", "type", "db", "url", "uri", "conn",
+        "str", "database", "string", "web", "hook", "connection", "dsn", "pwd", "Db", "URL",
+    ]
+)  # fmt: skip
+_NAMES = st.lists(_SEGMENTS, min_size=1, max_size=4).flatmap(
+    lambda parts: st.sampled_from(["_", "-", "", ".", " ", "/", ": "]).map(lambda g: g.join(parts))
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(name=_NAMES)
+def test_every_secret_name_holds_a_word_the_screen_looks_for(name: str) -> None:
+    # The screen drops words no secret name needs alone (``session``); a name
+    # the key rules call secret must still hold one it looks for.
+    if is_secret_key(name):
+        data = msgspec.json.encode({name: "plain value"})
+        for engine in ENGINES:
+            assert screen_module.may_change(data, engine_name=engine)

@@ -101,3 +101,14 @@ def test_the_corpus_covers_every_provider_the_issue_names() -> None:
     }  # fmt: skip
     assert named <= {case["provider"] for case in CASES}
     assert CORPUS["version"] == 1
+
+
+@pytest.mark.parametrize("name", ["db-url", "db.url", "conn-str", "conn.str"])
+def test_glued_secret_names_are_found_in_text_whatever_joins_their_halves(name: str) -> None:
+    # ``db_url`` and ``conn_str`` are secret names; spelt with ``-`` or ``.``
+    # the text rules once had no word to start from.
+    assert redact(f"{name}=plainValue42 rest").value == f"{name}=[redacted:secret] rest"
+    value = {name.replace("-", "/"): "plainValue42"}
+    assert redact_decoded(value, msgspec.json.encode(value)).value == {
+        next(iter(value)): "[redacted]"
+    }
