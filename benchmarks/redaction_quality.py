@@ -117,7 +117,8 @@ def false_positives(seed: int, count: int, records: int) -> dict[str, tuple[int,
     for category, values in benign(seed, count).items():
         changed = sum(redact(value).value != value for value in values)
         out[category] = (changed, len(values))
-    payloads = [record.payload() for record in map(decode_line, generate_records(records, seed))]
+    decoded = map(decode_line, generate_records(records, seed))
+    payloads = [record.payload() for record in decoded if record is not None]
     changed = sum(redact(payload).value != payload for payload in payloads if payload)
     out["realistic trace records"] = (changed, sum(1 for payload in payloads if payload))
     return out
