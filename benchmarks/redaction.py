@@ -89,7 +89,7 @@ def sync_seconds(lines: list[bytes], engine: str, clock: Callable[[], float]) ->
             sync(ledger, root)
             return clock() - started
         finally:
-            use_engine("hs" if HYPERSCAN else "re")
+            use_engine("hs" if HYPERSCAN else "off")
             ledger.close()
 
 
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> None:
     use_engine("off")
     numbered = list(enumerate(lines, start=1))
     built = [msgspec.to_builtins(event(position, line)) for position, line in numbered]
-    use_engine("hs" if HYPERSCAN else "re")
+    use_engine("hs" if HYPERSCAN else "off")
     cleared = [(p, r.raw) for p, r in zip(payloads, records, strict=True) if not may_change(r.raw)]
     planted = secret_records(lines)
 
@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> None:
             try:
                 return run()
             finally:
-                use_engine("hs" if HYPERSCAN else "re")
+                use_engine("hs" if HYPERSCAN else "off")
 
         return wrapped
 

@@ -138,3 +138,11 @@ def test_every_path_that_redacts_for_a_root_installs_that_roots_policy(tmp_path:
     TraceApplication(tmp_path, "p", "a")
     assert current().source == str(tmp_path / "redaction.toml")
     assert json.loads(json.dumps(sorted(current().secret_keys))) == ["employee_pin"]
+
+
+def test_the_rules_file_in_docs_redaction_md_loads(tmp_path: Path) -> None:
+    docs = (Path(__file__).parents[2] / "docs" / "redaction.md").read_text("utf-8")
+    example = docs.split("```toml\n", 1)[1].split("```", 1)[0]
+    policy = load_policy(_rules(tmp_path, example))
+    assert [rule.id for rule in policy.rules] == ["acme_token", "ticket_pin"]
+    assert policy.secret_keys == frozenset({"employee_pin"})
