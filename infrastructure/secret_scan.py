@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from pentrace.domain.redaction.findings import find_secrets
+from pentrace.domain.redaction.screen import may_change
 from pentrace.infrastructure.layout import SessionRef
 from pentrace.infrastructure.trace_reader import read_shard
 
@@ -50,6 +51,8 @@ def scan_traces(
             for record in read_shard(shard.path):
                 if on_record is not None:
                     on_record(len(record.raw) + 1)
+                if not may_change(record.raw):
+                    continue  # the screen cleared it: no decode, no walk
                 for found in find_secrets(record.value(), record.raw):
                     yield ScanFinding(
                         "trace", found.rule, ref.session_id, str(shard.path), record.line,
