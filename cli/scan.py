@@ -107,6 +107,11 @@ def scan(
     try:
         if fix and not derived:
             raise UsageError("--fix needs --derived", hint="pentrace scan --derived --fix")
+        if derived and (sessions or project or agent):
+            raise UsageError(
+                "--derived checks whole stores: SESSION, --project and --agent do not apply",
+                hint="pentrace scan --derived",
+            )
         root = data_root(ctx)
         if derived:
             findings = list(_derived_findings(root))

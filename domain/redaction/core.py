@@ -35,6 +35,7 @@ from pentrace.domain.redaction.walk import (
     NEIGHBOUR_KEYS,
     PATH_LIST_KEYS,
     REDACTED,
+    SCALAR_SECRET_KEYS,
     TOO_DEEP,
     VALUE_KEYS,
     Classification,
@@ -198,7 +199,7 @@ def _plain_keys(keys: tuple[Any, ...]) -> bool:
     if keys in _plain_key_sets:
         return True
     for key in keys:
-        if type(key) is not str or key in VALUE_KEYS:
+        if type(key) is not str or key in VALUE_KEYS or key in SCALAR_SECRET_KEYS:
             return False
         clean, secret = key_rule(key)
         if secret or clean != key:

@@ -34,7 +34,7 @@ from pentrace.domain.redaction import text as _text
 from pentrace.domain.redaction.gates import hs as _hs
 from pentrace.domain.redaction.keys import is_secret_key
 from pentrace.domain.redaction.policy import current, on_install
-from pentrace.domain.redaction.walk import MAX_DEPTH, MAX_NAME_LENGTH
+from pentrace.domain.redaction.walk import MAX_DEPTH, MAX_NAME_LENGTH, SCALAR_SECRET_KEYS
 
 __all__ = [
     "ENGINES",
@@ -119,7 +119,8 @@ def _benign(content: bytes, is_key: bool) -> bool:
     if not clean:
         return False
     if is_key or (len(content) <= MAX_NAME_LENGTH and _NAME.fullmatch(content)):
-        return not is_secret_key(_decoded(content) if text is None else text)
+        name = _decoded(content) if text is None else text
+        return not is_secret_key(name) and not (is_key and name in SCALAR_SECRET_KEYS)
     return True
 
 

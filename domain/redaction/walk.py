@@ -23,6 +23,7 @@ __all__ = [
     "NEIGHBOUR_KEYS",
     "PATH_LIST_KEYS",
     "REDACTED",
+    "SCALAR_SECRET_KEYS",
     "TOO_DEEP",
     "VALUE_KEYS",
     "Classification",
@@ -42,7 +43,12 @@ _PATH_LIST_KEYS: Final = frozenset({"redacted_fields"})
 _VALUE_FIELDS: Final = ("value", "Value", "val")
 # Keys that make the walk look at a mapping's neighbours (name/value pairs,
 # lists of redacted paths).
-NEIGHBOUR_KEYS: Final = frozenset(_VALUE_FIELDS) | _PATH_LIST_KEYS
+# ``auth`` holds ``user:password``, a base64 credential (Docker's ``auths``) or
+# a settings dict: its value is hidden when it is a string that is not a
+# short lower-case word (``"auth": "oauth2"`` stays, the settings dict is walked).
+SCALAR_SECRET_KEYS: Final = frozenset({"auth", "Auth", "AUTH"})
+_ENUM_WORD: Final = re.compile(r"[a-z0-9_-]{1,20}")
+NEIGHBOUR_KEYS: Final = frozenset(_VALUE_FIELDS) | _PATH_LIST_KEYS | SCALAR_SECRET_KEYS
 # The two halves: value keys make the walk read a name beside them; a list
 # under a path-list key is walked item by item, without the list rules.
 VALUE_KEYS: Final = frozenset(_VALUE_FIELDS)
@@ -74,6 +80,16 @@ def _names_a_secret(candidate: object) -> bool:
         and len(candidate) <= MAX_NAME_LENGTH
         and _NAME_SHAPE.fullmatch(candidate) is not None
         and is_secret_key(candidate)
+    )
+
+
+def _credential_under(name: str, item: object) -> bool:
+    """True for a credential string under a key such as ``auth`` (see ``SCALAR_SECRET_KEYS``)."""
+    return (
+        name in SCALAR_SECRET_KEYS
+        and isinstance(item, str)
+        and bool(item)
+        and _ENUM_WORD.fullmatch(item) is None
     )
 
 
@@ -141,7 +157,7 @@ class Walker:
                 key = name = clean
                 secret = True
             stack.append(name)
-            if secret or key == hidden_value_field:
+            if secret or key == hidden_value_field or _credential_under(name, item):
                 out[key] = REDACTED
                 self._hidden()
             elif key in _PATH_LIST_KEYS and isinstance(item, list):

@@ -112,3 +112,27 @@ def test_glued_secret_names_are_found_in_text_whatever_joins_their_halves(name: 
     assert redact_decoded(value, msgspec.json.encode(value)).value == {
         next(iter(value)): "[redacted]"
     }
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ({"auth": "Basic dXNlcjpwYXNz"}, {"auth": "[redacted]"}),
+        (
+            {"auths": {"registry.io": {"auth": "dXNlcjpwYXNz"}}},
+            {"auths": {"registry.io": {"auth": "[redacted]"}}},
+        ),
+        ({"auth": "user:hunter2"}, {"auth": "[redacted]"}),
+        ({"auth": "oauth2"}, {"auth": "oauth2"}),
+        (
+            {"auth": {"type": "basic", "password": "p1"}},
+            {"auth": {"type": "basic", "password": "[redacted]"}},
+        ),
+    ],
+)
+def test_a_credential_string_under_auth_is_hidden_and_a_setting_is_not(
+    value: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    assert redact(value).value == expected
+    assert redact_decoded(value, msgspec.json.encode(value)).value == expected
+    assert is_redacted(expected)
