@@ -27,7 +27,7 @@ _AWS_IDS: Final = ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "AIPA
 _AWS_ID: Final = r"(?:A3T[A-Z0-9]|" + "|".join(_AWS_IDS) + r")[A-Z0-9]{16}"
 _CONTEXT_NAMES: Final = (
     "discord", "bitbucket", "heroku", "twilio", "mailgun", "sentry", "newrelic", "new_relic",
-    "telegram", "linear", "atlassian", "confluence", "jira", "sendgrid", "databricks", "okta",
+    "telegram", "atlassian", "sendgrid", "databricks", "okta",
 )  # fmt: skip
 # Mixed case and a digit in 20 or more key characters, or 32 or more hex digits
 # (the case-insensitive rule sees both cases, so the checks spell them out).
