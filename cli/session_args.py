@@ -50,7 +50,8 @@ def data_root(ctx: typer.Context) -> DataRoot:
         root = DataRoot(configured.expanduser().absolute())
     else:
         root = DataRoot.from_env()
-    activate_policy(root.path)  # every command redacts with the root's rules
+    rules: Path | None = getattr(settings, "redaction_rules", None)
+    activate_policy(root.path, rules=rules)  # every command redacts with the root's rules
     return root
 
 

@@ -137,18 +137,27 @@ def load_policy(path: Path) -> Policy:
     )
 
 
-def activate_policy(root: Path, environ: Mapping[str, str] | None = None) -> Policy:
+def activate_policy(
+    root: Path, environ: Mapping[str, str] | None = None, *, rules: Path | None = None
+) -> Policy:
     """Install the policy of data root ``root`` for this process and return it.
 
-    Read once per file version (path, modification time, size): callers may
-    call it on every command.  No file means the built-in rules alone.
+    ``rules`` (the CLI's ``--redaction-rules``) names the file and must exist;
+    otherwise :func:`policy_path` finds it and no file means the built-in
+    rules alone.  Read once per file version (path, modification time, size):
+    callers may call it on every command.
     """
-    path = policy_path(root, environ)
+    path = rules.expanduser() if rules is not None else policy_path(root, environ)
     policy = DEFAULT
     if path is not None:
         try:
             stat = path.stat()
         except FileNotFoundError:
+            if rules is not None:
+                raise ConfigError(
+                    f"{path}: the redaction rules file does not exist",
+                    hint="check --redaction-rules (without it: <data root>/redaction.toml)",
+                ) from None
             stat = None
         if stat is not None:
             key = (str(path), stat.st_mtime_ns, stat.st_size)

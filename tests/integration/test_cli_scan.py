@@ -150,3 +150,18 @@ def _ledger_bytes(root: Path) -> bytes:
     with sqlite3.connect(default_ledger_path(root)) as conn:
         rows = conn.execute("SELECT event_json FROM runtime_events").fetchall()
     return b"\n".join(bytes(row[0]) for row in rows)
+
+
+def test_redaction_rules_given_on_the_command_line_apply_and_a_missing_file_is_an_error(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "root"
+    write_trace(root, leaky(), session_id=SID)
+    rules = tmp_path / "elsewhere.toml"
+    rules.write_text("[[rules]]\nid = \"acme_token\"\nregex = 'acme_[0-9a-f]{32}'\n")
+    result = run_process(root, "--redaction-rules", str(rules), "scan", "--json")
+    assert result.returncode == 1
+    assert "acme_token" in {f["rule"] for f in json.loads(result.stdout)["findings"]}
+    missing = run_process(root, "--redaction-rules", str(tmp_path / "nope.toml"), "scan")
+    assert missing.returncode == 2
+    assert "nope.toml: the redaction rules file does not exist" in missing.stderr
