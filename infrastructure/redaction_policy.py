@@ -41,6 +41,8 @@ POLICY_FILE: Final = "redaction.toml"
 RULES_ENV: Final = "PENTRACE_REDACTION_RULES"
 _HINT: Final = "the format is in docs/redaction.md (Your own rules)"
 _loaded: dict[tuple[str, int, int], Policy] = {}
+# The file named explicitly (``--redaction-rules``), for the rest of the process.
+_explicit: list[Path | None] = [None]
 
 
 class _Rule(BaseModel):
@@ -142,18 +144,22 @@ def activate_policy(
 ) -> Policy:
     """Install the policy of data root ``root`` for this process and return it.
 
-    ``rules`` (the CLI's ``--redaction-rules``) names the file and must exist;
-    otherwise :func:`policy_path` finds it and no file means the built-in
+    ``rules`` (the CLI's ``--redaction-rules``) names the file, which must
+    exist, for the rest of the process: the ledger, the search index and the
+    recorder opened later call this again without it and get the same rules.
+    Otherwise :func:`policy_path` finds the file; none means the built-in
     rules alone.  Read once per file version (path, modification time, size):
     callers may call it on every command.
     """
-    path = rules.expanduser() if rules is not None else policy_path(root, environ)
+    if rules is not None:
+        _explicit[0] = rules.expanduser()
+    path = _explicit[0] if _explicit[0] is not None else policy_path(root, environ)
     policy = DEFAULT
     if path is not None:
         try:
             stat = path.stat()
         except FileNotFoundError:
-            if rules is not None:
+            if _explicit[0] is not None:
                 raise ConfigError(
                     f"{path}: the redaction rules file does not exist",
                     hint="check --redaction-rules (without it: <data root>/redaction.toml)",

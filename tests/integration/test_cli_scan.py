@@ -162,6 +162,9 @@ def test_redaction_rules_given_on_the_command_line_apply_and_a_missing_file_is_a
     result = run_process(root, "--redaction-rules", str(rules), "scan", "--json")
     assert result.returncode == 1
     assert "acme_token" in {f["rule"] for f in json.loads(result.stdout)["findings"]}
+    # The ledger opened after the option was read indexes with the same rules.
+    assert run_process(root, "--redaction-rules", str(rules), "ledger", "sync").returncode == 0
+    assert ACME.encode() not in _ledger_bytes(root)
     missing = run_process(root, "--redaction-rules", str(tmp_path / "nope.toml"), "scan")
     assert missing.returncode == 2
     assert "nope.toml: the redaction rules file does not exist" in missing.stderr
