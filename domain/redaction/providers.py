@@ -45,7 +45,8 @@ def _basic_value(text: str) -> bool:
         decoded = base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
     except (binascii.Error, ValueError):
         return False
-    return b":" in decoded
+    user, colon, _ = decoded.partition(b":")
+    return bool(colon and user) and all(0x20 <= byte < 0x7F for byte in decoded)
 
 
 def _shape(kind: str, pattern: str, *gates: str, group: int = 0, lowered: bool = False) -> Shape:
