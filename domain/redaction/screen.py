@@ -1,24 +1,25 @@
 """One pass over a record's JSON bytes that says when no redaction rule can apply.
 
 Every rule has a literal it cannot fire without: a shape its gates, a key,
-name or flag rule a secret word (``text.secret_words``), a user rule its
-keywords.  The screen looks for all of them at once over the bytes of the
-record as written (Hyperscan where it is installed, else one ``re``
-alternation; ADR 0021).  A record in which none occurs is left as it is.
+name or flag rule a secret word (``screen_words``: the text rules' words but
+``session``, which no secret name needs alone), a user rule its keywords.
+The screen looks for all of them at once over the bytes of the record as
+written (Hyperscan; without it, redaction walks every record: ADR 0021).  A
+record in which none occurs is left as it is.
 
-A hit is not yet a secret: ``session_id`` and ``max_tokens`` hold secret
+A hit is not yet a secret: ``max_tokens`` and ``token_usage`` hold secret
 words.  For each hit the screen takes the JSON string around it (JSON has
-letters only inside strings) and, when that string is short and has no
-escapes, asks the policy itself whether it would change that string as a
-key, a value or a name; the verdict is remembered per string.  Only a hit
-in a string the policy would change, or in one it cannot judge alone (long
-text, escapes), sends the record to the full walk.
+letters only inside strings, and no unescaped quote inside one), decodes it
+and asks the policy itself whether it would change that string as a key, a
+value or a name; verdicts on short strings are remembered.  Only a hit in a
+string the policy would change, or one longer than ``_LONGEST``, sends the
+record to the full walk.
 
 Never less recall: what the bytes do not show, the screen does not trust.
 ``\\u`` and ``\\/`` escapes, the two non-ASCII letters whose lowercase is
 ASCII (``K`` KELVIN SIGN, ``İ``), deep nesting and user rules without
-keywords all send the record to the walk.  A property test holds screened
-and unscreened redaction to the same output.
+keywords all send the record to the walk.  Property tests hold screened and
+unscreened redaction to the same output.
 """
 
 from __future__ import annotations
