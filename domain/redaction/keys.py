@@ -100,6 +100,7 @@ _BENIGN_SUFFIXES: Final = frozenset(
     {"id", "ids", "name", "names", "type", "types", "kind", "count", "len", "length"}
     | {"alg", "algorithm", "format", "consent", "policy", "expiry", "expires", "expiration"}
     | {"ttl", "version", "scope", "scopes", "status", "source", "provider", "store", "helper"}
+    | {"enabled", "disabled", "required", "domain", "size", "banner", "settings"}
 )
 _SECRET_EXACT_SEGMENTS: Final = frozenset(
     {"pwd", "dsn", "creds", "jwt", "dburl", "dburi", "connstr", "otp", "totp"}
