@@ -48,6 +48,8 @@ _NAMES = (
     "secretary", "tokens", "token_usage", "max_tokens", "tokenizer", "primary_key", "author",
     "passage", "input_tokens", "cache_read_tokens", "output_tokens", "total_tokens", "keyboard",
     "token_type", "credential_id", "key_id", "session_id", "sort_key", "public_key", "bypass",
+    "cookies_enabled", "cookie_domain", "jwt_required", "oauth_provider", "authored_by",
+    "token_count", "keys",
 )  # fmt: skip
 
 
