@@ -37,6 +37,8 @@ class ScanFinding:
     preview: str
     project: str | None = None
     agent: str | None = None
+    # The ledger stream a ledger finding sits in (what ``--fix`` forgets).
+    stream: str | None = None
 
 
 def scan_traces(

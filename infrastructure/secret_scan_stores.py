@@ -24,11 +24,19 @@ __all__ = ["derived_findings", "fix_derived", "scan_analytics", "scan_ledger", "
 _PAGE: Final = 1000
 
 
-def _session_of(envelope: dict[str, Any]) -> str | None:
-    stream = envelope.get("stream_id")
-    if isinstance(stream, str) and stream.startswith("session:"):
-        return stream.removeprefix("session:")
-    return None
+def _scope(envelope: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """The envelope's ``(session, project, agent)`` ids, where it has them."""
+    scope = envelope.get("scope")
+    scope = scope if isinstance(scope, dict) else {}
+    return (
+        _text(scope.get("session_id")),
+        _text(scope.get("project_id")),
+        _text(scope.get("agent_id")),
+    )
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def scan_ledger(ledger: Any) -> Iterator[ScanFinding]:
@@ -41,10 +49,13 @@ def scan_ledger(ledger: Any) -> Iterator[ScanFinding]:
             return
         for entry in page.events:
             envelope = entry.envelope()
+            session, project, agent = _scope(envelope)
+            stream = envelope.get("stream_id")
             for found in find_secrets(envelope, entry.event_json):
                 yield ScanFinding(
-                    "ledger", found.rule, _session_of(envelope), where,
-                    entry.notification_id or 0, found.path, found.preview,
+                    "ledger", found.rule, session, where, entry.notification_id or 0,
+                    found.path, found.preview, project, agent,
+                    stream if isinstance(stream, str) else None,
                 )  # fmt: skip
         cursor = page.next_cursor
 
@@ -100,7 +111,7 @@ def fix_derived(root: DataRoot, findings: Iterable[ScanFinding]) -> list[str]:
     read models are rebuilt whole (``search --rebuild``, ``projections rebuild``).
     """
     stores = {finding.store for finding in findings}
-    sessions = {f.session_id for f in findings if f.store == "ledger" and f.session_id}
+    streams = {f.stream for f in findings if f.store == "ledger" and f.stream}
     done: list[str] = []
     if "ledger" in stores:
         from pentrace.infrastructure.ledger import RuntimeEventLedger
@@ -108,8 +119,8 @@ def fix_derived(root: DataRoot, findings: Iterable[ScanFinding]) -> list[str]:
 
         ledger = RuntimeEventLedger.open(root.path)
         try:
-            for session_id in sorted(sessions):
-                ledger.forget_stream(f"session:{session_id}")
+            for stream in sorted(streams):
+                ledger.forget_stream(stream)
             sync(ledger, root)
         finally:
             ledger.close()
