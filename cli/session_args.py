@@ -10,6 +10,7 @@ import typer
 
 from pentrace.errors import LedgerError, UsageError
 from pentrace.infrastructure.catalog import resolve_session
+from pentrace.infrastructure.input_files import check_data_root
 from pentrace.infrastructure.layout import DataRoot, SessionRef
 from pentrace.infrastructure.redaction_policy import activate_policy
 
@@ -50,6 +51,7 @@ def data_root(ctx: typer.Context) -> DataRoot:
         root = DataRoot(configured.expanduser().absolute())
     else:
         root = DataRoot.from_env()
+    check_data_root(root.path)  # a file or FIFO named as the root is refused at once
     rules: Path | None = getattr(settings, "redaction_rules", None)
     activate_policy(root.path, rules=rules)  # every command redacts with the root's rules
     return root
