@@ -30,6 +30,7 @@ from pentrace.domain.json_codec import escape_surrogates
 from pentrace.errors import SearchIndexError
 from pentrace.infrastructure.file_modes import prepare_sqlite_file, repair_modes, sqlite_files
 from pentrace.infrastructure.layout import DataRoot, SessionRef
+from pentrace.infrastructure.redaction_policy import activate_policy
 from pentrace.infrastructure.search_query import SearchHit, SearchQuery, run_query
 from pentrace.infrastructure.search_shards import (
     ShardState,
@@ -79,6 +80,7 @@ class SearchIndex:
 
     def __init__(self, root: DataRoot, path: Path | None = None) -> None:
         self.root = root
+        activate_policy(root.path)
         self.path = path if path is not None else search_index_path(root)
         self.conn = self._open()
 

@@ -17,7 +17,7 @@ import msgspec
 from eventsourcing.persistence import StoredEvent
 
 from pentrace.domain.json_codec import JsonEncoder, escape_surrogates
-from pentrace.domain.redaction import is_redacted, redact
+from pentrace.domain.redaction import is_redacted, is_redacted_encoded, redact
 from pentrace.errors import LedgerError, RedactionError
 
 __all__ = ["SCHEMA_VERSION", "as_envelope", "envelope_row", "stored_event_row"]
@@ -60,7 +60,8 @@ def envelope_row(envelope: Mapping[str, Any], inserted_at: int) -> dict[str, Any
             hint="build events with pentrace.domain.runtime_events",
         )
     _check_shape(envelope, event_id)
-    if not is_redacted(envelope):
+    event_json = _encode(envelope)
+    if not is_redacted_encoded(envelope, event_json):
         paths = sorted(set(changed_paths(envelope, redact(envelope).value)))
         shown = ", ".join(paths[:20]) + (
             f" (and {len(paths) - 20} more)" if len(paths) > 20 else ""
@@ -83,7 +84,7 @@ def envelope_row(envelope: Mapping[str, Any], inserted_at: int) -> dict[str, Any
         "inserted_at": inserted_at,
         "privacy_classification": _text(privacy.get("classification")) or "public",
         "redacted": bool(privacy.get("redacted")),
-        "event_json": _encode(envelope),
+        "event_json": event_json,
     }
     for column in _SCOPE_COLUMNS:
         row[column] = _text(scope.get(column))

@@ -39,6 +39,7 @@ from pentrace.infrastructure.ledger.retention import (
 )
 from pentrace.infrastructure.ledger.rows import as_envelope, envelope_row
 from pentrace.infrastructure.ledger.settings import LedgerSettings, default_ledger_path
+from pentrace.infrastructure.redaction_policy import activate_policy
 
 __all__ = ["RuntimeEventLedger"]
 
@@ -83,6 +84,8 @@ class RuntimeEventLedger(LedgerRecorder):
         ``<data_root>/runtime_events/runtime_events.db``.
         """
         settings = settings if settings is not None else LedgerSettings.from_env()
+        if data_root is not None:
+            activate_policy(data_root)
         if settings.url is not None:
             db = LedgerDatabase(settings.url, table_prefix=table_prefix)
         else:

@@ -57,6 +57,7 @@ TRACE_COMMANDS: Final[dict[str, list[list[str]]]] = {
     "replay": [["{sid}", "--no-pager"], ["{sid}", "--json"]],
     "report": [["{sid}", "-o", "{out}"]],
     "resume-check": [["{sid}"], ["{shard}"]],
+    "scan": [["{sid}", "--json"], []],
     "search": [["files"], ['"\\ud800"', "--json"]],
     "sessions list": [["--json"]],
     "show": [["{sid}"], ["{sid}", "--json"]],
@@ -75,6 +76,7 @@ DERIVED_COMMANDS: Final[dict[str, list[list[str]]]] = {
     "stats sessions": [[]],
     "stats tree": [[]],
     "projections status": [[]],
+    "scan": [["--derived", "--json"]],
     "sessions list": [[]],
 }
 READ_ONLY: Final = {**DERIVED_COMMANDS, **TRACE_COMMANDS}
