@@ -21,6 +21,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from pentrace.domain.json_codec import JsonEncoder
 from pentrace.domain.redaction import redact
 from pentrace.errors import NotFoundError
 from pentrace.infrastructure.catalog import (
@@ -41,7 +42,7 @@ from pentrace.service.errors import ErrorWriter, Forbidden
 __all__ = ["list_route", "session_item", "show_route", "trace_route"]
 
 _CHUNK: Final = 256 * 1024
-_encode: Final = msgspec.json.Encoder().encode
+_encode: Final = JsonEncoder().encode
 _MAX_SHARD: Final = 1_000_000
 _MAX_LIMIT: Final = 1_000_000
 
