@@ -101,8 +101,18 @@ class RuntimeEventLedger(LedgerRecorder):
         """Store one envelope; True when stored, False when an identical copy was already there."""
         return self.extend([event]) == 1
 
-    def extend(self, events: Iterable[object]) -> int:
-        """Store envelopes in one transaction; returns how many were new."""
+    def extend(
+        self,
+        events: Iterable[object],
+        *,
+        before_commit: Callable[[Connection], None] | None = None,
+    ) -> int:
+        """Store envelopes in one transaction; returns how many were new.
+
+        ``before_commit`` runs inside the transaction after the rows are
+        written; when it raises, nothing is stored (Penguin's compat ledger
+        runs its cleanup hook there).
+        """
         now = self.now_ms()
         rows = [envelope_row(as_envelope(event), now) for event in events]
         if not rows:
@@ -111,6 +121,8 @@ class RuntimeEventLedger(LedgerRecorder):
             fresh = self._without_duplicates(conn, rows)
             if fresh:
                 self._insert_rows(conn, fresh)
+            if before_commit is not None:
+                before_commit(conn)
         if fresh:
             self.waker.wake()
         self.cleanup_if_due()
