@@ -43,6 +43,7 @@ from pentrace.infrastructure.trace_reader import read_session
 __all__ = [
     "LedgerStats",
     "RetentionPlan",
+    "configured_ledger_path",
     "entries_after",
     "ledger_stats",
     "newest_entries",
@@ -62,15 +63,22 @@ def open_ledger(
     must_exist: bool = True,
     keep_everything: bool = False,
     settings: LedgerSettings | None = None,
+    read_only: bool = False,
 ) -> RuntimeEventLedger:
-    """The configured ledger; ``keep_everything`` turns retention off for this handle."""
+    """The configured ledger; ``keep_everything`` turns retention off for this handle.
+
+    ``read_only`` (the read commands) creates and changes nothing, and also
+    reads a Penguin-format ledger file.
+    """
     settings = settings if settings is not None else LedgerSettings.from_env()
     if keep_everything:
         settings = settings.with_limits_off()
     prefix = os.environ.get(ENV_TABLE_PREFIX, "")
     wait_ms = max(1, int(wait_seconds * 1000))
     if settings.url is not None:
-        db = LedgerDatabase(settings.url, table_prefix=prefix, busy_timeout_ms=wait_ms)
+        db = LedgerDatabase(
+            settings.url, table_prefix=prefix, busy_timeout_ms=wait_ms, read_only=read_only
+        )
     else:
         path = settings.path if settings.path is not None else default_ledger_path(root.path)
         if must_exist and not path.is_file():
@@ -78,8 +86,18 @@ def open_ledger(
                 f"no ledger at {path}: expected a SQLite ledger file, found none",
                 hint="run `pentrace ledger sync` to build it from the traces",
             )
-        db = LedgerDatabase.for_path(Path(path), table_prefix=prefix, busy_timeout_ms=wait_ms)
+        db = LedgerDatabase.for_path(
+            Path(path), table_prefix=prefix, busy_timeout_ms=wait_ms, read_only=read_only
+        )
     return RuntimeEventLedger(db, settings)
+
+
+def configured_ledger_path(root: DataRoot, settings: LedgerSettings | None = None) -> Path | None:
+    """The SQLite file :func:`open_ledger` opens, or None when a URL names the ledger."""
+    settings = settings if settings is not None else LedgerSettings.from_env()
+    if settings.url is not None:
+        return None
+    return settings.path if settings.path is not None else default_ledger_path(root.path)
 
 
 def forget_sessions(root: DataRoot, session_ids: Iterable[str]) -> dict[str, int]:

@@ -16,21 +16,30 @@ CORPUS = json.loads(
 )
 
 
+_MISSING = object()
+
+
+def block(classification: Any, redacted: Any, fields: Any) -> dict[str, Any]:
+    """A privacy block; ``_MISSING`` leaves a key out."""
+    given = {"classification": classification, "redacted": redacted, "redacted_fields": fields}
+    return {key: value for key, value in given.items() if value is not _MISSING}
+
+
 @pytest.mark.parametrize(
     ("privacy", "field"),
     [
-        ({"classification": "public", "redacted": True, "redacted_fields": []}, "privacy.redacted"),
-        ({"classification": "public", "redacted_fields": []}, "privacy.redacted"),
-        ({"classification": "sensitive", "redacted": False, "redacted_fields": ["a"]}, "privacy.redacted"),
-        ({"classification": "internal", "redacted": False, "redacted_fields": []}, "privacy.classification"),
-        ({"redacted": False, "redacted_fields": []}, "privacy.classification"),
-        ({"classification": "sensitive", "redacted": True}, "privacy.redacted_fields"),
-        ({"classification": "sensitive", "redacted": True, "redacted_fields": "a"}, "privacy.redacted_fields"),
-        ({"classification": "sensitive", "redacted": True, "redacted_fields": [1]}, "privacy.redacted_fields"),
-        ({"classification": "public", "redacted": False, "redacted_fields": ["a"]}, "privacy.redacted_fields"),
-        ({"classification": "public", "redacted": 0, "redacted_fields": []}, "privacy.redacted"),
+        (block("public", True, []), "privacy.redacted"),
+        (block("public", _MISSING, []), "privacy.redacted"),
+        (block("sensitive", False, ["a"]), "privacy.redacted"),
+        (block("internal", False, []), "privacy.classification"),
+        (block(_MISSING, False, []), "privacy.classification"),
+        (block("sensitive", True, _MISSING), "privacy.redacted_fields"),
+        (block("sensitive", True, "a"), "privacy.redacted_fields"),
+        (block("sensitive", True, [1]), "privacy.redacted_fields"),
+        (block("public", False, ["a"]), "privacy.redacted_fields"),
+        (block("public", 0, []), "privacy.redacted"),
     ],
-)  # fmt: skip
+)
 def test_an_inconsistent_privacy_block_is_refused_naming_the_field(
     privacy: dict[str, Any], field: str
 ) -> None:
