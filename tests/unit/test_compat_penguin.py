@@ -558,3 +558,12 @@ def test_normalize_redacts_and_recomputes_privacy_when_something_leaked() -> Non
     assert normalized["privacy"]["redacted_fields"] == ["password"]
     assert list(normalized) == KEY_ORDER
     assert normalized["id"] == event["id"]
+
+
+def test_normalize_keeps_extra_keys_in_place_but_redacted() -> None:
+    event = {"id": "evt:x:1", "note": "kept", "type": "x.y", "payload": {}, "api_key": "k-1"}
+    normalized = normalize_runtime_event(event, now_ms=1)
+    assert normalized is not None
+    assert list(normalized)[:4] == ["id", "note", "type", "payload"]
+    assert (normalized["note"], normalized["api_key"]) == ("kept", "[redacted]")
+    assert normalized["privacy"]["redacted_fields"] == ["@api_key"]
