@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from pentrace.compat.penguin import (
     record_opencode_event,
     reset_runtime_event_sequences,
 )
+from pentrace.errors import LedgerFormatError
 from pentrace.infrastructure.ledger import LedgerDatabase
 from pentrace.infrastructure.ledger import RuntimeEventLedger as PentraceLedger
 
@@ -214,3 +216,19 @@ def test_the_file_is_a_pentrace_ledger_and_record_opencode_event_stamps_the_payl
         assert [entry.envelope() for entry in reader.newest()] == [envelope]
     finally:
         reader.close()
+
+
+def test_pointed_at_a_file_penguin_wrote_it_refuses_and_names_the_import_command(
+    tmp_path: Path,
+) -> None:
+    penguin_file = tmp_path / "runtime_events.db"
+    shutil.copyfile(
+        Path(__file__).parent.parent / "fixtures/penguin/penguin_ledger.db", penguin_file
+    )
+    before = penguin_file.read_bytes()
+    ledger = RuntimeEventLedger(penguin_file)
+    with pytest.raises(LedgerFormatError, match="Penguin-format ledger") as raised:
+        ledger.append(message("s1", 1))
+    assert raised.value.hint is not None
+    assert "pentrace ledger import-penguin" in raised.value.hint
+    assert penguin_file.read_bytes() == before

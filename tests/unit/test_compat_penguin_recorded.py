@@ -8,6 +8,7 @@ back exactly, key order included.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 from collections.abc import Iterator
@@ -83,3 +84,63 @@ def test_the_helpers_take_penguins_parameters_and_defaults(name: str) -> None:
     parameters = inspect.signature(getattr(compat, name)).parameters.values()
     shown = inspect.Signature([p.replace(annotation=inspect.Parameter.empty) for p in parameters])
     assert str(shown) == PENGUIN_SIGNATURES[name]
+
+
+PENGUIN_MODULES = {
+    "runtime_events": {
+        "RUNTIME_EVENT_CATEGORIES", "RUNTIME_EVENT_SCHEMA_VERSION", "build_runtime_event",
+        "event_category", "extract_runtime_scope", "normalize_event_directory",
+        "normalize_runtime_event", "opencode_payload_from_runtime_event",
+        "redact_runtime_payload", "reset_runtime_event_sequences",
+        "runtime_event_from_opencode", "wrap_opencode_event",
+    },
+    "runtime_event_ledger": {
+        "DEFAULT_LEDGER_CLEANUP_INTERVAL_SECONDS", "DEFAULT_LEDGER_MAX_AGE_DAYS",
+        "DEFAULT_LEDGER_MAX_BYTES", "DEFAULT_LEDGER_MAX_EVENTS", "ReplayResult",
+        "RuntimeEventLedger", "RuntimeEventLedgerPolicy", "default_ledger_path",
+        "get_runtime_event_ledger", "policy_from_env",
+    },
+    "opencode_events": {
+        "GLOBAL_STATUS_EVENTS", "directory_matches", "emit_opencode_event",
+        "extract_event_directory", "extract_event_session", "normalize_directory",
+        "normalize_opencode_event", "record_opencode_event", "schedule_opencode_event",
+        "sse_event_frame",
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("module", sorted(PENGUIN_MODULES))
+def test_every_public_name_of_penguins_modules_is_offered_by_module_and_package(
+    module: str,
+) -> None:
+    names = PENGUIN_MODULES[module]
+    mirror = importlib.import_module(f"pentrace.compat.penguin.{module}")
+    assert names <= set(mirror.__all__)
+    assert names <= set(compat.__all__)
+    for name in names:
+        assert getattr(compat, name) is getattr(mirror, name)
+
+
+def test_the_constants_have_penguins_values_and_types() -> None:
+    assert compat.RUNTIME_EVENT_SCHEMA_VERSION == "penguin.runtime_event.v1"
+    assert isinstance(compat.RUNTIME_EVENT_CATEGORIES, set)
+    assert len(compat.RUNTIME_EVENT_CATEGORIES) == 11
+    assert (compat.DEFAULT_LEDGER_MAX_EVENTS, compat.DEFAULT_LEDGER_MAX_AGE_DAYS) == (100_000, 14)
+    assert compat.DEFAULT_LEDGER_MAX_BYTES == 256 * 1024 * 1024
+    assert compat.DEFAULT_LEDGER_CLEANUP_INTERVAL_SECONDS == 60.0
+    assert compat.RuntimeEventLedgerPolicy() == compat.RuntimeEventLedgerPolicy(
+        100_000, 14 * 86_400, 256 * 1024 * 1024, 60.0
+    )
+
+
+def test_a_nested_part_request_id_is_not_a_source_id() -> None:
+    event = compat.runtime_event_from_opencode(
+        {"type": "message.part.updated", "properties": {"part": {"requestID": "r1", "id": "p1"}}},
+        now_ms=1,
+    )
+    assert event is not None
+    assert event["subject"] == "message.part.updated:p1"
+    only_request = compat.build_runtime_event(
+        event_type="x.y", payload={"part": {"requestID": "r1"}}, time_ms=1
+    )
+    assert only_request["subject"] == "x.y"
