@@ -50,7 +50,7 @@ PENGUIN_COLUMNS: Final = (
     "project_id", "directory", "privacy_classification", "redacted", "payload_json",
     "projection_json", "event_json",
 )  # fmt: skip
-_SHARED: Final = PENGUIN_COLUMNS[1:15]
+_SHARED: Final = PENGUIN_COLUMNS[1:14]  # stream_id .. directory
 
 
 def _uri(path: Path) -> str:

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from pentrace.cli.app import app
 from pentrace.domain.redaction import is_redacted
 from pentrace.domain.runtime_events import build_event
-from pentrace.errors import LedgerFormatError, NotFoundError
+from pentrace.errors import LedgerError, LedgerFormatError, NotFoundError
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.penguin_import import import_penguin_ledger
 from tests.integration.cli_sessions_corpus import run_process
@@ -257,3 +257,26 @@ def test_the_sse_service_replays_a_penguin_ledger_from_an_old_clients_last_event
     assert [frame.id for frame in frames] == PENGUIN_IDS[5:]
     assert frames[0].data["properties"]["sessionID"] == "ses_b"
     assert digest(path) == before
+
+
+def test_a_file_sqlite_cannot_read_is_a_clear_format_error(tmp_path: Path) -> None:
+    path = tmp_path / "runtime_events.db"
+    path.write_bytes(b"not a database, just some bytes" * 100)
+    with pytest.raises(LedgerFormatError, match="found a file SQLite cannot read"):
+        LedgerDatabase.for_path(path, read_only=True)
+    with pytest.raises(LedgerFormatError, match="found a file SQLite cannot read"):
+        LedgerDatabase.for_path(path)
+
+
+def test_a_schema_mismatch_inside_an_operation_does_not_blame_the_disk(tmp_path: Path) -> None:
+    path = tmp_path / "runtime_events.db"
+    ledger = RuntimeEventLedger(LedgerDatabase.for_path(path))
+    try:
+        with sqlite3.connect(path) as conn:
+            conn.execute("DROP TABLE runtime_event_watermarks")
+        with pytest.raises(LedgerError, match="no such table") as raised:
+            ledger.held_sequences("session:s1")
+        assert "not full" not in (raised.value.hint or "")
+        assert "not the ledger's" in (raised.value.hint or "")
+    finally:
+        ledger.close()
