@@ -94,8 +94,8 @@ def normalize_directory(
 
 
 def _directory_candidate(payload: Mapping[str, Any]) -> object:
-    # Penguin chains the candidates with ``or``: the first truthy one wins,
-    # even when it is blank, which then yields no directory at all.
+    # Penguin takes the first non-empty *string* candidate, even when it is
+    # blank, which then yields no directory at all; other values are skipped.
     candidates: list[object] = [payload.get("directory")]
     for name in _DIRECTORY_CONTAINERS:
         container = payload.get(name)
@@ -104,7 +104,7 @@ def _directory_candidate(payload: Mapping[str, Any]) -> object:
             candidates.append(container.get("directory"))
             candidates.append(path.get("cwd") if isinstance(path, Mapping) else None)
             candidates.append(container.get("cwd"))
-    return next((candidate for candidate in candidates if candidate), None)
+    return next((c for c in candidates if isinstance(c, str) and c), None)
 
 
 def extract_scope(

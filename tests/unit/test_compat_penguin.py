@@ -567,3 +567,17 @@ def test_normalize_keeps_extra_keys_in_place_but_redacted() -> None:
     assert list(normalized)[:4] == ["id", "note", "type", "payload"]
     assert (normalized["note"], normalized["api_key"]) == ("kept", "[redacted]")
     assert normalized["privacy"]["redacted_fields"] == ["@api_key"]
+
+
+def test_a_non_string_directory_does_not_stop_the_search_but_a_blank_string_does() -> None:
+    assert (
+        extract_runtime_scope({"directory": {"x": 1}, "info": {"cwd": "/w"}})["directory"] == "/w"
+    )
+    assert "directory" not in extract_runtime_scope({"directory": " ", "info": {"cwd": "/w"}})
+
+
+def test_normalize_keeps_an_empty_string_stream_id_as_penguin_does() -> None:
+    event = {"id": "e1", "type": "x.y", "payload": {"sessionID": "s"}, "stream_id": ""}
+    normalized = normalize_runtime_event(event, now_ms=1)
+    assert normalized is not None
+    assert normalized["stream_id"] == ""

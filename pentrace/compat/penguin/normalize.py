@@ -123,6 +123,8 @@ def normalize_runtime_event(
         event_id=event_id,
     ).to_builtins()
     rebuilt["schema_version"] = text("schema_version") or SCHEMA_VERSION
+    if value.get("stream_id") == "":
+        rebuilt["stream_id"] = ""  # Penguin keeps any string stream id, even an empty one
     given_privacy = value.get("privacy")
     if (
         not rebuilt["privacy"]["redacted"]
