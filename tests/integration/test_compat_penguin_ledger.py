@@ -232,3 +232,22 @@ def test_pointed_at_a_file_penguin_wrote_it_refuses_and_names_the_import_command
     assert raised.value.hint is not None
     assert "pentrace ledger import-penguin" in raised.value.hint
     assert penguin_file.read_bytes() == before
+
+
+def test_a_second_id_at_a_held_stream_position_is_skipped_loudly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    ledger = open_ledger(tmp_path)
+    first = message("s1", 3)
+    second = build_runtime_event(
+        event_type="message.updated",
+        payload={"sessionID": "s1"},
+        event_id="evt:prebuilt:1",
+        sequence=3,
+        time_ms=1,
+    )
+    assert ledger.append(first)
+    with caplog.at_level(logging.WARNING, logger="pentrace.compat.penguin.ledger"):
+        assert ledger.append(second) is False
+    assert "runtime event not stored" in caplog.text
+    assert [event["id"] for event in ledger.newest()] == [first["id"]]
