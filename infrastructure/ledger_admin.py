@@ -26,7 +26,7 @@ from typing import Final
 
 from sqlalchemy import func, select
 
-from pentrace.errors import AmbiguousIdError, NotFoundError, UsageError
+from pentrace.errors import AmbiguousIdError, LedgerFormatError, NotFoundError, UsageError
 from pentrace.infrastructure.layout import DataRoot, SessionRef
 from pentrace.infrastructure.ledger import (
     LedgerDatabase,
@@ -103,7 +103,8 @@ def configured_ledger_path(root: DataRoot, settings: LedgerSettings | None = Non
 def forget_sessions(root: DataRoot, session_ids: Iterable[str]) -> dict[str, int]:
     """Remove the ledger events of sessions whose traces were deleted.
 
-    Returns the rows removed per session; ``{}`` when there is no ledger yet.
+    Returns the rows removed per session; ``{}`` when there is no ledger yet
+    (or the file is Penguin's, which pentrace never writes).
     The ledger is derived from traces, so a deleted session's events would
     otherwise stay replayable over SSE and counted by projections.
     """
@@ -112,8 +113,8 @@ def forget_sessions(root: DataRoot, session_ids: Iterable[str]) -> dict[str, int
         return {}
     try:
         ledger = open_ledger(root, must_exist=True, keep_everything=True)
-    except NotFoundError:
-        return {}
+    except (NotFoundError, LedgerFormatError):
+        return {}  # no ledger, or Penguin's file, which holds none of pentrace's sessions
     try:
         return {sid: ledger.forget_stream(f"session:{sid}") for sid in wanted}
     finally:

@@ -24,8 +24,10 @@ from pentrace.cli.app import app
 from pentrace.domain.redaction import is_redacted
 from pentrace.domain.runtime_events import build_event
 from pentrace.errors import LedgerError, LedgerFormatError, NotFoundError
+from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.penguin_import import import_penguin_ledger
+from pentrace.infrastructure.ledger_admin import forget_sessions
 from tests.integration.cli_sessions_corpus import run_process
 from tests.integration.sse_harness import Server, SseClient
 
@@ -280,3 +282,10 @@ def test_a_schema_mismatch_inside_an_operation_does_not_blame_the_disk(tmp_path:
         assert "not the ledger's" in (raised.value.hint or "")
     finally:
         ledger.close()
+
+
+def test_forgetting_deleted_sessions_leaves_a_penguin_file_alone(tmp_path: Path) -> None:
+    root, path = penguin_root(tmp_path)
+    before = digest(path)
+    assert forget_sessions(DataRoot(root), ["ses_a"]) == {}
+    assert digest(path) == before
