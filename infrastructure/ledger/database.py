@@ -120,7 +120,7 @@ class LedgerDatabase:
         if self.path is None:
             engine = create_engine(self.url, pool_pre_ping=True)
         else:
-            refuse_foreign_writes(self.path, self.tables.events.name)
+            refuse_foreign_writes(self.path, self.tables.events.name, self.busy_timeout_ms / 1000)
             with converted("create the ledger's folder", self.where):
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             engine = create_engine(

@@ -31,7 +31,7 @@ from urllib.parse import quote
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.pool import QueuePool
 
-from pentrace.errors import LedgerFormatError, NotFoundError
+from pentrace.errors import LedgerError, LedgerFormatError, LedgerLockedError, NotFoundError
 
 __all__ = [
     "PENGUIN_COLUMNS",
@@ -66,9 +66,9 @@ def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def file_format(path: Path, events_table: str) -> FileFormat:
+def file_format(path: Path, events_table: str, timeout_seconds: float = 30.0) -> FileFormat:
     """The kind of ledger ``path`` holds (it must exist); reads only, writes nothing."""
-    conn = sqlite3.connect(_uri(path), uri=True)
+    conn = sqlite3.connect(_uri(path), uri=True, timeout=timeout_seconds)
     try:
         tables = {
             str(row[0])
@@ -84,8 +84,19 @@ def file_format(path: Path, events_table: str) -> FileFormat:
             return "penguin"
         return "foreign" if events_table in tables or PENGUIN_TABLE in tables else "other"
     except sqlite3.DatabaseError as error:
+        reason = str(error)
+        if "locked" in reason or "busy" in reason:
+            raise LedgerLockedError(
+                f"read the ledger's schema on {path}: database is locked",
+                hint="another process holds a lock on the ledger; retry, or raise --wait",
+            ) from error
+        if "not a database" not in reason:
+            raise LedgerError(
+                f"read the ledger's schema on {path}: the database refused it ({reason})",
+                hint="check that the ledger file is readable",
+            ) from error
         raise LedgerFormatError(
-            f"{path}: expected a SQLite ledger file, found a file SQLite cannot read ({error})",
+            f"{path}: expected a SQLite ledger file, found a file SQLite cannot read ({reason})",
             hint="point PENGUIN_RUNTIME_EVENT_LEDGER_PATH at the ledger file",
         ) from error
     finally:
@@ -148,9 +159,9 @@ def _foreign(path: Path) -> LedgerFormatError:
     )
 
 
-def refuse_foreign_writes(path: Path, events_table: str) -> None:
+def refuse_foreign_writes(path: Path, events_table: str, timeout_seconds: float = 30.0) -> None:
     """Raise unless pentrace may create or use its tables in ``path`` (new, empty or its own)."""
-    found = file_format(path, events_table) if path.is_file() else "empty"
+    found = file_format(path, events_table, timeout_seconds) if path.is_file() else "empty"
     if found == "penguin":
         raise penguin_format_error(path, "open the ledger for writing")
     if found == "foreign":
@@ -166,7 +177,7 @@ def read_only_engine(
             f"no ledger at {path}: expected a SQLite ledger file, found none",
             hint="run `pentrace ledger sync` to build it from the traces",
         )
-    found = file_format(path, names[0])
+    found = file_format(path, names[0], timeout_seconds)
     if found == "foreign":
         raise _foreign(path)
     if found in ("empty", "other"):

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from pentrace.cli.app import app
 from pentrace.domain.redaction import is_redacted
 from pentrace.domain.runtime_events import build_event
-from pentrace.errors import LedgerError, LedgerFormatError, NotFoundError
+from pentrace.errors import LedgerError, LedgerFormatError, LedgerLockedError, NotFoundError
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.penguin_import import import_penguin_ledger
@@ -289,3 +289,18 @@ def test_forgetting_deleted_sessions_leaves_a_penguin_file_alone(tmp_path: Path)
     before = digest(path)
     assert forget_sessions(DataRoot(root), ["ses_a"]) == {}
     assert digest(path) == before
+
+
+def test_a_file_locked_by_another_process_is_a_lock_error_not_a_format_error(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "runtime_events.db"
+    holder = sqlite3.connect(path, isolation_level=None)  # rollback journal: readers wait
+    holder.execute("CREATE TABLE notes (body TEXT)")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(LedgerLockedError, match="database is locked"):
+            LedgerDatabase.for_path(path, busy_timeout_ms=50)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
