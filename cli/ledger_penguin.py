@@ -7,10 +7,14 @@ from typing import Annotated
 
 import typer
 
-from pentrace.cli.output import emit_json
+from pentrace.cli.output import byte_progress, emit_json
 from pentrace.cli.session_args import JsonOption, data_root
 from pentrace.infrastructure.ledger.formats import file_format
-from pentrace.infrastructure.ledger.penguin_import import import_penguin_ledger, move_aside
+from pentrace.infrastructure.ledger.penguin_import import (
+    import_penguin_ledger,
+    move_aside,
+    penguin_row_count,
+)
 from pentrace.infrastructure.ledger_admin import configured_ledger_path, open_ledger
 
 __all__ = ["import_penguin"]
@@ -41,11 +45,13 @@ def import_penguin(
         and file_format(source, "runtime_events") == "penguin"
     ):
         moved = source = move_aside(source)
+    total = penguin_row_count(source)  # also checks that it is a Penguin ledger
     ledger = open_ledger(
         data_root(ctx), wait_seconds=ctx.obj.wait, must_exist=False, keep_everything=True
     )
     try:
-        report = import_penguin_ledger(source, ledger)
+        with byte_progress(total, "importing") as advance:
+            report = import_penguin_ledger(source, ledger, on_rows=advance)
     finally:
         ledger.close()
     notes = {

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -33,9 +33,16 @@ from pentrace.infrastructure.ledger.formats import file_format
 from pentrace.infrastructure.ledger.rows import envelope_row
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 
-__all__ = ["ImportReport", "RowNote", "import_penguin_ledger"]
+__all__ = ["ImportReport", "RowNote", "import_penguin_ledger", "move_aside", "penguin_row_count"]
 
 _PAGE: Final = 500
+_FOUND: Final = {
+    "pentrace": "a pentrace ledger (nothing to import)",
+    "empty": "an empty database",
+    "other": "a database without a runtime_events table",
+    "foreign": "a runtime_events table of another shape",
+    "penguin": "a Penguin ledger",
+}
 _ORDER: Final = (
     "id", "schema_version", "type", "category", "source", "subject", "time", "stream_id",
     "sequence", "scope", "correlation", "actor", "privacy", "payload", "projections",
@@ -173,8 +180,17 @@ def _keep_new(
     return fresh
 
 
-def import_penguin_ledger(source: Path, target: RuntimeEventLedger) -> ImportReport:
-    """Copy every row of the Penguin ledger at ``source`` into ``target``; see the module doc."""
+def penguin_row_count(path: Path) -> int:
+    """Rows of the Penguin ledger file at ``path`` (read-only); raises unless it is one."""
+    _check_source(path)
+    conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+    try:
+        return int(conn.execute("SELECT count(*) FROM runtime_events").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def _check_source(source: Path) -> None:
     if not source.is_file():
         raise LedgerFormatError(
             f"no Penguin ledger at {source}: expected a SQLite file, found none",
@@ -183,14 +199,29 @@ def import_penguin_ledger(source: Path, target: RuntimeEventLedger) -> ImportRep
     found = file_format(source, "runtime_events")
     if found != "penguin":
         raise LedgerFormatError(
-            f"{source}: expected a Penguin-format ledger, found a {found} file",
+            f"{source}: expected a Penguin-format ledger, found {_FOUND[found]}",
             hint="`pentrace ledger import-penguin` reads files Penguin's ledger wrote",
         )
+
+
+def import_penguin_ledger(
+    source: Path,
+    target: RuntimeEventLedger,
+    *,
+    on_rows: Callable[[int], None] | None = None,
+) -> ImportReport:
+    """Copy every row of the Penguin ledger at ``source`` into ``target``; see the module doc.
+
+    ``on_rows`` is told how many rows each page read (a progress bar).
+    """
+    _check_source(source)
     report = ImportReport(str(source), target.db.where)
     for page in _rows(source):
         report.read += len(page)
         fresh = _keep_new(target, _prepare(page, report), report)
         report.imported += target.extend_rows(fresh)
+        if on_rows is not None:
+            on_rows(len(page))
     return report
 
 

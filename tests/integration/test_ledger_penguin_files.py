@@ -304,3 +304,19 @@ def test_a_file_locked_by_another_process_is_a_lock_error_not_a_format_error(
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+
+
+def test_importing_a_file_that_is_not_penguins_fails_before_any_ledger_is_made(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "root"
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE notes (body TEXT)")
+    result = failing(root, "import-penguin", str(other))
+    assert (
+        "expected a Penguin-format ledger, found a database without a runtime_events table"
+        in result.stderr
+    )
+    assert not (root / "runtime_events" / "runtime_events.db").exists()
+    assert "no Penguin ledger at" in failing(root, "import-penguin", str(tmp_path / "no.db")).stderr
