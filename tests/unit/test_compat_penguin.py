@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -581,3 +583,14 @@ def test_normalize_keeps_an_empty_string_stream_id_as_penguin_does() -> None:
     normalized = normalize_runtime_event(event, now_ms=1)
     assert normalized is not None
     assert normalized["stream_id"] == ""
+
+
+def test_building_envelopes_does_not_load_the_ledgers_database_layer() -> None:
+    code = (
+        "import sys; import pentrace.compat.penguin as c; "
+        "c.wrap_opencode_event('x.y', {}, now_ms=1); print('sqlalchemy' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "False"

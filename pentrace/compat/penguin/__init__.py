@@ -9,20 +9,8 @@ keyword arguments, defaults and result shapes.  The differences are listed in
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from pentrace.compat.penguin.ledger import (
-    DEFAULT_LEDGER_CLEANUP_INTERVAL_SECONDS,
-    DEFAULT_LEDGER_MAX_AGE_DAYS,
-    DEFAULT_LEDGER_MAX_BYTES,
-    DEFAULT_LEDGER_MAX_EVENTS,
-    ReplayResult,
-    RuntimeEventLedger,
-    RuntimeEventLedgerPolicy,
-    default_ledger_path,
-    get_runtime_event_ledger,
-    policy_from_env,
-)
 from pentrace.compat.penguin.opencode_events import (
     GLOBAL_STATUS_EVENTS,
     directory_matches,
@@ -49,6 +37,46 @@ from pentrace.compat.penguin.runtime_events import (
     runtime_event_from_opencode,
     wrap_opencode_event,
 )
+
+if TYPE_CHECKING:
+    from pentrace.compat.penguin.ledger import (
+        DEFAULT_LEDGER_CLEANUP_INTERVAL_SECONDS,
+        DEFAULT_LEDGER_MAX_AGE_DAYS,
+        DEFAULT_LEDGER_MAX_BYTES,
+        DEFAULT_LEDGER_MAX_EVENTS,
+        ReplayResult,
+        RuntimeEventLedger,
+        RuntimeEventLedgerPolicy,
+        default_ledger_path,
+        get_runtime_event_ledger,
+        policy_from_env,
+    )
+
+# The ledger names load SQLAlchemy; they are imported on first use (PEP 562), so
+# code that only builds envelopes stays quick to import.
+_LEDGER_NAMES = frozenset(
+    {
+        "DEFAULT_LEDGER_CLEANUP_INTERVAL_SECONDS",
+        "DEFAULT_LEDGER_MAX_AGE_DAYS",
+        "DEFAULT_LEDGER_MAX_BYTES",
+        "DEFAULT_LEDGER_MAX_EVENTS",
+        "ReplayResult",
+        "RuntimeEventLedger",
+        "RuntimeEventLedgerPolicy",
+        "default_ledger_path",
+        "get_runtime_event_ledger",
+        "policy_from_env",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LEDGER_NAMES:
+        from pentrace.compat.penguin import ledger
+
+        return getattr(ledger, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 SCHEMA_VERSION = RUNTIME_EVENT_SCHEMA_VERSION
 
