@@ -326,12 +326,14 @@ def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
         "streams": figures.streams,
         "pruned_rows": figures.pruned_rows,
         "by_category": figures.by_category,
+        "format": figures.format,
     }
     if as_json:
         emit_json(value)
         return
     for key in (
         "ledger",
+        "format",
         "rows",
         "bytes",
         "streams",

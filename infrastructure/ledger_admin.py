@@ -215,6 +215,7 @@ class LedgerStats:
     streams: int
     pruned_rows: int
     by_category: dict[str, int] = field(default_factory=dict)
+    format: str = "pentrace"
 
 
 def _size_without_checkpoint(ledger: RuntimeEventLedger) -> int | None:
@@ -265,6 +266,7 @@ def ledger_stats(ledger: RuntimeEventLedger) -> LedgerStats:
         streams=int(streams),
         pruned_rows=int(pruned or 0),
         by_category={str(name): int(count) for name, count in sorted(categories)},
+        format=ledger.db.format or "pentrace",
     )
 
 

@@ -90,7 +90,7 @@ def test_stats_tail_and_replay_read_a_penguin_ledger_and_leave_the_file_as_it_wa
     stats = cli(root, "stats", "--json")
     assert stats.exit_code == 0, stats.output
     figures = json.loads(stats.stdout)
-    assert (figures["rows"], figures["streams"]) == (10, 3)
+    assert (figures["format"], figures["rows"], figures["streams"]) == ("penguin", 10, 3)
     assert (figures["oldest_event_id"], figures["newest_event_id"]) == (
         PENGUIN_IDS[0],
         PENGUIN_IDS[-1],
@@ -236,7 +236,11 @@ def test_importing_the_configured_ledger_file_moves_it_aside_first(tmp_path: Pat
     assert (report["moved_to"], report["imported"]) == (str(moved), 10)
     assert digest(moved) == before
     stats = json.loads(cli(root, "stats", "--json").stdout)
-    assert (stats["rows"], stats["newest_event_id"]) == (10, PENGUIN_IDS[-1])
+    assert (stats["format"], stats["rows"], stats["newest_event_id"]) == (
+        "pentrace",
+        10,
+        PENGUIN_IDS[-1],
+    )
     assert cli(root, "sync").exit_code == 0
 
 
