@@ -14,6 +14,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from pentrace.infrastructure.ledger.penguin_import import import_penguin_ledger
 from pentrace.infrastructure.ledger_admin import forget_sessions
 from tests.integration.cli_sessions_corpus import run_process
 from tests.integration.sse_harness import Server, SseClient
+from tests.integration.test_ledger_contract import make_ledger as backend_ledger
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "penguin" / "penguin_ledger.db"
 PENGUIN_IDS = [
@@ -324,3 +326,30 @@ def test_importing_a_file_that_is_not_penguins_fails_before_any_ledger_is_made(
     )
     assert not (root / "runtime_events" / "runtime_events.db").exists()
     assert "no Penguin ledger at" in failing(root, "import-penguin", str(tmp_path / "no.db")).stderr
+
+
+make_ledger = backend_ledger  # the contract suite's fixture: SQLite, and PostgreSQL by URL
+
+
+def test_an_import_works_on_every_ledger_backend(
+    tmp_path: Path,
+    make_ledger: Callable[..., RuntimeEventLedger],
+) -> None:
+    _, path = penguin_root(tmp_path)
+    target = make_ledger()
+    target.append(
+        build_event(
+            event_type="message.updated",
+            payload={"sessionID": "ses_b"},
+            time_ms=1,
+            sequence=1,
+            event_id="evt:other:1",
+        ).to_builtins()
+    )
+    report = import_penguin_ledger(path, target)
+    assert (report.read, report.imported, len(report.collisions)) == (10, 9, 1)
+    resumed = target.replay_after(PENGUIN_IDS[0])
+    assert [entry.event_id for entry in resumed.events] == [
+        event_id for event_id in PENGUIN_IDS[1:] if event_id != "evt:session:ses_b:00000001"
+    ]
+    assert import_penguin_ledger(path, target).already_held == 9
