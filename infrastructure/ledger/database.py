@@ -135,14 +135,14 @@ class LedgerDatabase:
         return engine
 
     def _open_read_only(self) -> Engine:
-        if self.path is None:
-            self.format = "pentrace"
-            return create_engine(self.url, pool_pre_ping=True)
         names = self.tables
         shadow = (names.events.name, names.watermarks.name, names.tracking.name)
-        engine, self.format = read_only_engine(self.path, shadow, self.busy_timeout_ms / 1000)
-        event.listen(engine, "begin", _begin_sqlite)
-        self._inode = _inode(self.path)
+        engine, self.format = read_only_engine(
+            self.url, self.path, shadow, self.busy_timeout_ms / 1000
+        )
+        if self.path is not None:
+            event.listen(engine, "begin", _begin_sqlite)
+            self._inode = _inode(self.path)
         return engine
 
     def _create_schema(self, engine: Engine) -> None:

@@ -28,10 +28,12 @@ from pathlib import Path
 from typing import Final, Literal
 from urllib.parse import quote
 
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Engine, create_engine, inspect
 from sqlalchemy.pool import QueuePool
 
 from pentrace.errors import LedgerError, LedgerFormatError, LedgerLockedError, NotFoundError
+from pentrace.infrastructure.ledger.errors import converted
+from pentrace.infrastructure.ledger.settings import safe_url
 
 __all__ = [
     "PENGUIN_COLUMNS",
@@ -169,9 +171,21 @@ def refuse_foreign_writes(path: Path, events_table: str, timeout_seconds: float 
 
 
 def read_only_engine(
-    path: Path, names: tuple[str, str, str], timeout_seconds: float
+    url: str, path: Path | None, names: tuple[str, str, str], timeout_seconds: float
 ) -> tuple[Engine, FileFormat]:
-    """An engine whose connections read ``path`` with ``mode=ro``, and the file's format."""
+    """An engine that only reads, and the format it found: SQLite files are opened
+    ``mode=ro``; on a server database the events table must already exist."""
+    if path is None:
+        engine = create_engine(url, pool_pre_ping=True)
+        with converted("look for the ledger's tables", safe_url(url)), engine.connect() as conn:
+            present = inspect(conn).has_table(names[0])
+        if not present:
+            engine.dispose()
+            raise NotFoundError(
+                f"no ledger in {safe_url(url)}: expected a {names[0]} table, found none",
+                hint="run `pentrace ledger sync` to build the ledger from the traces",
+            )
+        return engine, "pentrace"
     if not path.is_file():
         raise NotFoundError(
             f"no ledger at {path}: expected a SQLite ledger file, found none",

@@ -353,3 +353,22 @@ def test_an_import_works_on_every_ledger_backend(
         event_id for event_id in PENGUIN_IDS[1:] if event_id != "evt:session:ses_b:00000001"
     ]
     assert import_penguin_ledger(path, target).already_held == 9
+
+
+@pytest.mark.postgres
+def test_a_read_only_open_of_a_database_without_ledger_tables_creates_none() -> None:
+    url = os.environ.get("PENTRACE_TEST_DATABASE_URL")
+    if url is None:
+        pytest.skip("PostgreSQL runs need PENTRACE_TEST_DATABASE_URL")
+    prefix = f"ro{os.getpid()}_"
+    with pytest.raises(NotFoundError, match=f"expected a {prefix}runtime_events table"):
+        LedgerDatabase(url, table_prefix=prefix, read_only=True)
+    writer = LedgerDatabase(url, table_prefix=prefix)
+    reader = LedgerDatabase(url, table_prefix=prefix, read_only=True)
+    try:
+        with pytest.raises(LedgerError, match="open read-only"), reader.writing("write"):
+            pass
+    finally:
+        reader.close()
+        writer.drop_all()
+        writer.close()
