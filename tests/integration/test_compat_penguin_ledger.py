@@ -218,7 +218,7 @@ def test_the_file_is_a_pentrace_ledger_and_record_opencode_event_stamps_the_payl
         reader.close()
 
 
-def test_pointed_at_a_file_penguin_wrote_it_refuses_and_names_the_import_command(
+def test_pointed_at_a_file_penguin_wrote_it_replays_it_and_refuses_writes_naming_the_import(
     tmp_path: Path,
 ) -> None:
     penguin_file = tmp_path / "runtime_events.db"
@@ -227,10 +227,18 @@ def test_pointed_at_a_file_penguin_wrote_it_refuses_and_names_the_import_command
     )
     before = penguin_file.read_bytes()
     ledger = RuntimeEventLedger(penguin_file)
+    replay = ledger.replay_after("evt:session:ses_b:00000004", session_id="ses_b")
+    assert [event["id"] for event in replay.events] == [
+        "evt:session:ses_b:00000005",
+        "evt:global:00000001",
+        "evt:global:00000002",
+    ]
+    assert ledger.bounds()["newest_event_id"] == "evt:global:00000002"
     with pytest.raises(LedgerFormatError, match="Penguin-format ledger") as raised:
         ledger.append(message("s1", 1))
     assert raised.value.hint is not None
     assert "pentrace ledger import-penguin" in raised.value.hint
+    ledger.close()
     assert penguin_file.read_bytes() == before
 
 

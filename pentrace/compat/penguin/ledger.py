@@ -39,9 +39,10 @@ from pentrace.compat.penguin.policy import (
     default_ledger_path,
     policy_from_env,
 )
-from pentrace.errors import LedgerConflictError, LedgerError
+from pentrace.errors import LedgerConflictError, LedgerError, LedgerFormatError
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings
 from pentrace.infrastructure.ledger import RuntimeEventLedger as _Store
+from pentrace.infrastructure.ledger.formats import file_format
 from pentrace.infrastructure.ledger.rows import envelope_row
 
 __all__ = [
@@ -124,10 +125,21 @@ class RuntimeEventLedger:
 
     @property
     def store(self) -> _Store:
-        """The pentrace ledger underneath, opened on first use (as Penguin opens lazily)."""
+        """The pentrace ledger underneath, opened on first use (as Penguin opens lazily).
+
+        A file Penguin wrote is opened read-only: replay, ``newest``, ``bounds``
+        and ``contains`` read it, and a write raises ``LedgerFormatError``
+        naming ``pentrace ledger import-penguin``.
+        """
         with self._lock:
             if self._opened is None:
-                self._opened = _Store(LedgerDatabase.for_path(self.path), _settings(self.policy))
+                try:
+                    db = LedgerDatabase.for_path(self.path)
+                except LedgerFormatError:
+                    if file_format(self.path, "runtime_events") != "penguin":
+                        raise
+                    db = LedgerDatabase.for_path(self.path, read_only=True)
+                self._opened = _Store(db, _settings(self.policy))
                 _counters.raise_counters(_high_water(self._opened))
             return self._opened
 
