@@ -114,23 +114,35 @@ def penguin_format_error(path: Path, operation: str) -> LedgerFormatError:
     )
 
 
-def _shim(conn: sqlite3.Connection, events: str, watermarks: str, tracking: str) -> None:
-    columns = ", ".join(_SHARED)
-    conn.execute(
-        f"CREATE TEMP VIEW IF NOT EXISTS {_quoted(events)} AS "
-        f"SELECT rowid AS notification_id, event_id, {columns}, "
-        "privacy_classification, redacted, CAST(event_json AS BLOB) AS event_json "
-        f"FROM main.{PENGUIN_TABLE}"
-    )
-    conn.execute(
-        f"CREATE TEMP TABLE IF NOT EXISTS {_quoted(watermarks)} (stream_id TEXT PRIMARY KEY, "
-        "id_prefix TEXT NOT NULL, max_sequence INTEGER NOT NULL, "
-        "max_notification_id INTEGER NOT NULL, pruned_rows INTEGER NOT NULL)"
-    )
-    conn.execute(
-        f"CREATE TEMP TABLE IF NOT EXISTS {_quoted(tracking)} "
-        "(application_name TEXT PRIMARY KEY, notification_id INTEGER NOT NULL)"
-    )
+def _shim(
+    conn: sqlite3.Connection, events: str, watermarks: str, tracking: str, *, penguin: bool
+) -> None:
+    """TEMP objects under pentrace's names for what the main schema lacks.
+
+    On a Penguin file: all three.  On a pentrace ledger made before the
+    watermark or tracking table existed: an empty one in its place, as a
+    writing open would have created it.
+    """
+    present = {str(row[0]) for row in conn.execute("SELECT name FROM main.sqlite_master")}
+    if penguin:
+        columns = ", ".join(_SHARED)
+        conn.execute(
+            f"CREATE TEMP VIEW IF NOT EXISTS {_quoted(events)} AS "
+            f"SELECT rowid AS notification_id, event_id, {columns}, "
+            "privacy_classification, redacted, CAST(event_json AS BLOB) AS event_json "
+            f"FROM main.{PENGUIN_TABLE}"
+        )
+    if penguin or watermarks not in present:
+        conn.execute(
+            f"CREATE TEMP TABLE IF NOT EXISTS {_quoted(watermarks)} (stream_id TEXT PRIMARY KEY, "
+            "id_prefix TEXT NOT NULL, max_sequence INTEGER NOT NULL, "
+            "max_notification_id INTEGER NOT NULL, pruned_rows INTEGER NOT NULL)"
+        )
+    if penguin or tracking not in present:
+        conn.execute(
+            f"CREATE TEMP TABLE IF NOT EXISTS {_quoted(tracking)} "
+            "(application_name TEXT PRIMARY KEY, notification_id INTEGER NOT NULL)"
+        )
 
 
 def connect_read_only(
@@ -140,7 +152,7 @@ def connect_read_only(
     penguin: bool,
     names: tuple[str, str, str],
 ) -> sqlite3.Connection:
-    """A ``mode=ro`` connection; on a Penguin file, with pentrace-named TEMP shadows."""
+    """A ``mode=ro`` connection, with pentrace-named TEMP shadows where needed (:func:`_shim`)."""
     if not path.is_file():
         raise NotFoundError(
             f"no ledger at {path}: expected a SQLite ledger file, found none",
@@ -148,8 +160,7 @@ def connect_read_only(
         )
     conn = sqlite3.connect(_uri(path), uri=True, timeout=timeout_seconds, check_same_thread=False)
     conn.isolation_level = None
-    if penguin:
-        _shim(conn, *names)
+    _shim(conn, *names, penguin=penguin)
     return conn
 
 

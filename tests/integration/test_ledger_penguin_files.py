@@ -372,3 +372,25 @@ def test_a_read_only_open_of_a_database_without_ledger_tables_creates_none() -> 
         reader.close()
         writer.drop_all()
         writer.close()
+
+
+def test_a_pentrace_ledger_from_before_the_watermark_table_still_reads_read_only(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "runtime_events.db"
+    ledger = RuntimeEventLedger(LedgerDatabase.for_path(path))
+    ledger.append(build_event(event_type="x.y", payload={}, time_ms=1, sequence=1).to_builtins())
+    ledger.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE runtime_event_watermarks")
+        conn.execute("DROP TABLE runtime_event_tracking")
+    before = digest(path)
+    reader = RuntimeEventLedger(LedgerDatabase.for_path(path, read_only=True))
+    try:
+        gap = reader.replay_after("evt:global:00000009")
+        assert gap.gap is not None
+        assert gap.gap.reason == "unknown_event_id"
+        assert [entry.event_id for entry in gap.events] == ["evt:global:00000001"]
+    finally:
+        reader.close()
+    assert digest(path) == before
