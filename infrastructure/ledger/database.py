@@ -46,6 +46,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.sql.compiler import Compiled
 
 from pentrace.errors import ConfigError, LedgerError, LedgerLockedError
+from pentrace.infrastructure.file_modes import prepare_sqlite_file, repair_modes, sqlite_files
 from pentrace.infrastructure.ledger.errors import converted
 from pentrace.infrastructure.ledger.formats import (
     FileFormat,
@@ -122,7 +123,7 @@ class LedgerDatabase:
         else:
             refuse_foreign_writes(self.path, self.tables.events.name, self.busy_timeout_ms / 1000)
             with converted("create the ledger's folder", self.where):
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                prepare_sqlite_file(self.path)
             engine = create_engine(
                 self.url, connect_args={"timeout": self.busy_timeout_ms / 1000}, pool_size=8
             )
@@ -131,6 +132,7 @@ class LedgerDatabase:
         self._create_schema(engine)
         self.format = "pentrace"
         if self.path is not None:
+            repair_modes(sqlite_files(self.path), where=self.path)  # the side files SQLite made
             self._inode = _inode(self.path)
         return engine
 

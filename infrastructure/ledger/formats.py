@@ -70,6 +70,11 @@ def _quoted(name: str) -> str:
 
 def file_format(path: Path, events_table: str, timeout_seconds: float = 30.0) -> FileFormat:
     """The kind of ledger ``path`` holds (it must exist); reads only, writes nothing."""
+    if not path.is_file():  # SQLite would block for ever reading a FIFO's header
+        raise LedgerFormatError(
+            f"{path}: expected a regular SQLite file, found something else",
+            hint="point the ledger setting at a regular file",
+        )
     conn = sqlite3.connect(_uri(path), uri=True, timeout=timeout_seconds)
     try:
         tables = {
