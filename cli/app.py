@@ -41,9 +41,13 @@ app = typer.Typer(
     cls=LazyGroup,
     no_args_is_help=True,
     add_completion=True,
+    # -h as well as --help, on every command and group (inherited by their contexts).
+    context_settings={"help_option_names": ["-h", "--help"]},
     # Pretty tracebacks print local variables, which may hold credentials.
     pretty_exceptions_enable=False,
     pretty_exceptions_show_locals=False,
+    # Help is plain text, as in docs/cli.md (pentrace.cli.lazy turns it off below too).
+    rich_markup_mode=None,
 )
 
 
@@ -53,6 +57,12 @@ class Settings:
     def __init__(self, data_root: Path | None, debug: bool) -> None:
         self.data_root = data_root
         self.debug = debug
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"pentrace {__version__}")
+        raise typer.Exit()
 
 
 @app.callback()
@@ -69,6 +79,16 @@ def _root(
     ] = None,
     debug: Annotated[
         bool, typer.Option("--debug", help="Show tracebacks for errors.", envvar="PENTRACE_DEBUG")
+    ] = False,
+    _version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            "-V",
+            help="Print the version and exit.",
+            is_eager=True,
+            callback=_print_version,
+        ),
     ] = False,
 ) -> None:
     """Record, replay, resume and audit LLM agent sessions.

@@ -198,7 +198,7 @@ def demo(ctx: typer.Context) -> None:
         and given is not None
         and given.name == "COMMANDLINE"
     ):
-        root = data_root(ctx)
+        root = data_root(ctx, must_exist=False)
     else:
         root = DataRoot(Path(tempfile.mkdtemp(prefix="pentrace-demo-")) / "data")
     # Start a little in the past: the stepping clock runs ahead of the wall clock.

@@ -69,9 +69,10 @@ def replay(
         ),
     ] = False,
     as_json: JsonOption = False,
-    no_pager: Annotated[
-        bool, typer.Option("--no-pager", help="Never page (paging happens only on a terminal).")
-    ] = False,
+    pager: Annotated[
+        bool,
+        typer.Option("--pager/--no-pager", help="Page the text (only ever on a terminal)."),
+    ] = True,
 ) -> None:
     """Replay a session's committed history for reading.
 
@@ -104,7 +105,7 @@ def replay(
     if not report.clean:
         lines.append(f"(reader: {report.note()}; torn tails {len(report.torn_tails)})")
     text = "\n".join(lines) + "\n"
-    if stdout_is_tty() and not no_pager:
+    if stdout_is_tty() and pager:
         click.echo_via_pager(text)
     else:
         typer.echo(text, nl=False)

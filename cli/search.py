@@ -6,7 +6,6 @@ traces before each search, reading only what was appended since the last one.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 import msgspec
@@ -15,10 +14,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from pentrace.cli.options import TIME_HELP, time_bound
 from pentrace.cli.output import emit_json, emit_table, progress, stdout_is_tty
 from pentrace.cli.session_args import AgentOption, JsonOption, ProjectOption, data_root, resolve
 from pentrace.errors import UsageError
-from pentrace.infrastructure.catalog import parse_time_bound, short_id
+from pentrace.infrastructure.catalog import short_id
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.search_index import RefreshReport, SearchIndex
 from pentrace.infrastructure.search_query import MARK_END, MARK_START, SearchHit, SearchQuery
@@ -72,10 +72,6 @@ def _refresh(index: SearchIndex, root: DataRoot, rebuild: bool) -> RefreshReport
     return index.rebuild(shown) if rebuild else index.refresh(shown)
 
 
-def _bound(text: str | None) -> datetime | None:
-    return None if text is None else parse_time_bound(text, datetime.now(UTC))
-
-
 def search(
     ctx: typer.Context,
     query: Annotated[
@@ -95,15 +91,11 @@ def search(
     ] = None,
     since: Annotated[
         str | None,
-        typer.Option(
-            help="Only records at or after: 2026-11-01, an ISO time or 7d.", show_default=False
-        ),
+        typer.Option(help=f"Only records at or after: {TIME_HELP}.", show_default=False),
     ] = None,
     until: Annotated[
         str | None,
-        typer.Option(
-            help="Only records before: 2026-11-01, an ISO time or 12h.", show_default=False
-        ),
+        typer.Option(help="Only records before (same forms).", show_default=False),
     ] = None,
     kind: Annotated[
         list[str] | None,
@@ -126,9 +118,13 @@ def search(
     rebuild: Annotated[
         bool, typer.Option("--rebuild", help="Recreate the index from the traces first.")
     ] = False,
-    no_refresh: Annotated[
-        bool, typer.Option("--no-refresh", help="Search the index as it is (skip the update).")
-    ] = False,
+    refresh: Annotated[
+        bool,
+        typer.Option(
+            "--refresh/--no-refresh",
+            help="Bring the index up to date first (--no-refresh: search it as it is).",
+        ),
+    ] = True,
     as_json: JsonOption = False,
 ) -> None:
     """Search user and assistant text, tool calls and tool outputs across sessions.
@@ -150,8 +146,8 @@ def search(
         text=query or "",
         project=project,
         agent=agent,
-        since=_bound(since),
-        until=_bound(until),
+        since=time_bound(since, "--since"),
+        until=time_bound(until, "--until"),
         kinds=tuple(kind or ()),
         thinking=thinking,
         limit=limit,
@@ -159,7 +155,7 @@ def search(
         sessions=only,
     )
     with SearchIndex(root) as index:
-        report = _refresh(index, root, rebuild) if rebuild or not no_refresh else None
+        report = _refresh(index, root, rebuild) if rebuild or refresh else None
         hits = index.search(request) if query is not None else []
     if query is None:
         assert report is not None

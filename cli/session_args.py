@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
+from pentrace.cli.roots import root_from_context
 from pentrace.errors import LedgerError, UsageError
 from pentrace.infrastructure.catalog import resolve_session
 from pentrace.infrastructure.layout import DataRoot, SessionRef
@@ -41,13 +41,13 @@ JsonOption = Annotated[
 ]
 
 
-def data_root(ctx: typer.Context) -> DataRoot:
-    """The root given by ``--data-root`` / ``PENGUIN_HOME``, else ``~/.penguin/data``."""
-    settings: Any = ctx.find_root().obj
-    configured: Path | None = getattr(settings, "data_root", None)
-    if configured is not None:
-        return DataRoot(configured.expanduser().absolute())
-    return DataRoot.from_env()
+def data_root(ctx: typer.Context, *, must_exist: bool = True) -> DataRoot:
+    """The root given by ``--data-root`` / ``PENGUIN_HOME``, else ``~/.penguin/data``.
+
+    A root that does not exist is an error unless ``must_exist=False`` (see
+    :mod:`pentrace.cli.roots`).
+    """
+    return root_from_context(ctx, must_exist=must_exist)
 
 
 def resolve(

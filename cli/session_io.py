@@ -111,7 +111,9 @@ def import_command(
     """
     size = file.stat().st_size if file.is_file() else 0
     with byte_progress(size, "importing") as advance:
-        result = import_session(data_root(ctx), project, agent, file, on_progress=advance)
+        result = import_session(
+            data_root(ctx, must_exist=False), project, agent, file, on_progress=advance
+        )
     if as_json:
         emit_json(
             {

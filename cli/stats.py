@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
+from pentrace.cli.options import TIME_HELP, day_bound
 from pentrace.cli.output import emit_json, emit_table
 from pentrace.cli.session_args import JsonOption, data_root
 from pentrace.infrastructure.analytics import plots, queries
@@ -42,10 +43,12 @@ ByOption = Annotated[
     str, typer.Option("--by", help="Group by model, provider, agent, project, day or session.")
 ]
 SinceOption = Annotated[
-    str | None, typer.Option("--since", help="First UTC day to include (YYYY-MM-DD).")
+    str | None,
+    typer.Option("--since", help=f"First UTC day to include: {TIME_HELP}.", show_default=False),
 ]
 UntilOption = Annotated[
-    str | None, typer.Option("--until", help="Last UTC day to include (YYYY-MM-DD).")
+    str | None,
+    typer.Option("--until", help="Last UTC day to include (same forms).", show_default=False),
 ]
 PlotOption = Annotated[
     Path | None, typer.Option("--plot", help="Also draw a picture into this .png or .svg file.")
@@ -54,6 +57,11 @@ SyncOption = Annotated[
     bool, typer.Option("--sync", help="Index traces the ledger is missing before catching up.")
 ]
 _TOKEN_COLUMNS = ("requests", "input", "output", "cache_read", "cache_write", "total")
+
+
+def days(since: str | None, until: str | None) -> tuple[str | None, str | None]:
+    """``--since``/``--until`` (any time form) as the inclusive UTC days the read models use."""
+    return day_bound(since, "--since"), day_bound(until, "--until")
 
 
 def _ready(ctx: typer.Context, names: tuple[str, ...], do_sync: bool) -> AnalyticsDatabase:
@@ -90,6 +98,7 @@ def tokens_command(
 
     Example: pentrace stats tokens --by agent --since 2026-11-01 --plot tokens.png
     """
+    since, until = days(since, until)
     db = _ready(ctx, ("tokens",), do_sync)
     rows = queries.tokens(db, by, since, until)
     if plot is not None:
@@ -124,6 +133,7 @@ def cost_command(
 
     Example: pentrace stats cost --by day --prices ~/prices.toml --plot cost.svg
     """
+    since, until = days(since, until)
     table = load_prices(prices)
     db = _ready(ctx, ("tokens",), do_sync)
     rows = queries.cost(db, table, by, since, until)
@@ -159,6 +169,7 @@ def tools_command(
 
     Example: pentrace stats tools --json
     """
+    since, until = days(since, until)
     db = _ready(ctx, ("tools",), do_sync)
     value = queries.tools(db, since, until)
     if plot is not None:
@@ -186,6 +197,7 @@ def requests_command(
 
     Example: pentrace stats requests --since 2026-11-28
     """
+    since, until = days(since, until)
     db = _ready(ctx, ("sessions",), do_sync)
     value = queries.requests(db, since, until)
     rows: list[list[Any]] = [["request", s, n] for s, n in value["requests"].items()]
@@ -211,6 +223,7 @@ def sessions_command(
 
     Example: pentrace stats sessions --by agent
     """
+    since, until = days(since, until)
     db = _ready(ctx, ("sessions",), do_sync)
     rows = queries.sessions(db, by, since, until)
     names = ("sessions", "turns", "requests", "model_switches", "mean_duration_s", "max_duration_s")
@@ -234,6 +247,7 @@ def tree_command(
 
     Example: pentrace stats tree --json
     """
+    since, until = days(since, until)
     db = _ready(ctx, ("sessions", "tokens"), do_sync)
     roots = queries.tree(db, since, until)
     rows: list[list[Any]] = []
