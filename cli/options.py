@@ -19,6 +19,7 @@ __all__ = [
     "TIME_HELP",
     "FieldsOption",
     "JsonLinesOption",
+    "check_fields",
     "day_bound",
     "now",
     "pick_fields",
@@ -67,6 +68,15 @@ def _wanted(fields: str, available: Sequence[str]) -> list[str]:
             hint=f"for example --fields {','.join(available[:3])}",
         )
     return names
+
+
+def check_fields(fields: str | None, machine: bool) -> None:
+    """``--fields`` picks JSON fields: without ``--json``/``--jsonl`` it would do nothing."""
+    if fields is not None and not machine:
+        raise UsageError(
+            "--fields picks the fields of --json or --jsonl output, found neither",
+            hint=f"add --json: --json --fields {fields}",
+        )
 
 
 def pick_fields(

@@ -10,7 +10,8 @@ import click
 import msgspec
 import typer
 
-from pentrace.cli.output import stdout_is_tty
+from pentrace.cli.options import JsonLinesOption
+from pentrace.cli.output import json_bytes, stdout_is_tty
 from pentrace.cli.replay_render import render_replay
 from pentrace.cli.session_args import (
     AgentOption,
@@ -29,7 +30,7 @@ from pentrace.projections.synthetic import SyntheticRecord
 
 __all__ = ["register", "replay", "resume_check"]
 
-# Compact JSON keeps every envelope byte for byte (fidelity blobs included).
+# Piped JSON is compact, so every envelope is byte for byte the trace's line.
 _encoder: Final = msgspec.json.Encoder()
 _CLOSED: Final = "yes: the next run starts from an empty context"
 
@@ -69,6 +70,7 @@ def replay(
         ),
     ] = False,
     as_json: JsonOption = False,
+    as_jsonl: JsonLinesOption = False,
     pager: Annotated[
         bool,
         typer.Option("--pager/--no-pager", help="Page the text (only ever on a terminal)."),
@@ -86,6 +88,9 @@ def replay(
     report = ParseReport()
     items = read_replay(ref, report)
     shown = items if include_uncommitted else [item for item in items if item.committed]
+    if as_jsonl:
+        _write(b"".join(_encoder.encode(_item_json(item)) + b"\n" for item in shown))
+        return
     if as_json:
         document = {
             "project": ref.project,
@@ -96,7 +101,7 @@ def replay(
             "torn_tails": len(report.torn_tails),
             "items": [_item_json(item) for item in shown],
         }
-        _write(_encoder.encode(document) + b"\n")
+        _write(json_bytes(document) + b"\n")
         return
     if raw:
         _write(b"".join(item.record.raw + b"\n" for item in shown))

@@ -6,7 +6,7 @@ traces before each search, reading only what was appended since the last one.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 import msgspec
 import typer
@@ -14,8 +14,15 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from pentrace.cli.options import TIME_HELP, time_bound
-from pentrace.cli.output import emit_json, emit_table, progress, stdout_is_tty
+from pentrace.cli.options import (
+    TIME_HELP,
+    FieldsOption,
+    JsonLinesOption,
+    check_fields,
+    pick_fields,
+    time_bound,
+)
+from pentrace.cli.output import emit_json, emit_json_lines, emit_table, progress, stdout_is_tty
 from pentrace.cli.session_args import AgentOption, JsonOption, ProjectOption, data_root, resolve
 from pentrace.errors import UsageError
 from pentrace.infrastructure.catalog import short_id
@@ -126,6 +133,8 @@ def search(
         ),
     ] = True,
     as_json: JsonOption = False,
+    as_jsonl: JsonLinesOption = False,
+    fields: FieldsOption = None,
 ) -> None:
     """Search user and assistant text, tool calls and tool outputs across sessions.
 
@@ -135,6 +144,7 @@ def search(
 
     Example: pentrace search "deploy*" --kind tool_call --since 7d
     """
+    check_fields(fields, as_json or as_jsonl)
     if sort not in ("rank", "recent"):
         raise UsageError(f"expected --sort rank or recent, found {sort!r}", hint="--sort rank")
     order: Literal["rank", "recent"] = "rank" if sort == "rank" else "recent"
@@ -159,7 +169,7 @@ def search(
         hits = index.search(request) if query is not None else []
     if query is None:
         assert report is not None
-        if as_json:
+        if as_json or as_jsonl:
             emit_json(msgspec.to_builtins(report))
         else:
             typer.echo(
@@ -167,8 +177,9 @@ def search(
                 f"{report.documents} document(s)"
             )
         return
-    if as_json:
-        emit_json({"query": query, "hits": [_json_hit(hit) for hit in hits]})
+    if as_json or as_jsonl:
+        picked = pick_fields((_json_hit(hit) for hit in hits), fields, HIT_FIELDS)
+        emit_json_lines(picked) if as_jsonl else emit_json({"query": query, "hits": picked})
         return
     if not hits:
         typer.echo("no matches", err=True)
@@ -176,7 +187,31 @@ def search(
     _print_hits(hits)
 
 
+HIT_FIELDS: Final = (
+    *SearchHit.__struct_fields__,
+    "highlights",
+)
+
+
+def plain_snippet(snippet: str) -> tuple[str, list[list[int]]]:
+    """The snippet as plain text, and each match as ``[start, end)`` offsets into it."""
+    text: list[str] = []
+    spans: list[list[int]] = []
+    size = 0
+    for number, part in enumerate(snippet.split(MARK_START)):
+        match, marked, rest = part.partition(MARK_END) if number else ("", "", part)
+        if marked:
+            spans.append([size, size + len(match)])
+            text.append(match)
+            size += len(match)
+        else:
+            rest = match + rest  # a start mark without an end: plain text
+        text.append(rest)
+        size += len(rest)
+    return "".join(text), spans
+
+
 def _json_hit(hit: SearchHit) -> dict[str, object]:
     value: dict[str, object] = msgspec.to_builtins(hit)
-    value["snippet"] = _plain(hit.snippet)
+    value["snippet"], value["highlights"] = plain_snippet(hit.snippet)
     return value

@@ -8,13 +8,20 @@ documented in ``docs/cli-json.md``.
 from __future__ import annotations
 
 import os
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 import msgspec
 import typer
 
-from pentrace.cli.options import TIME_HELP, time_bound
-from pentrace.cli.output import emit_json, emit_table, progress, stdout_is_tty
+from pentrace.cli.options import (
+    TIME_HELP,
+    FieldsOption,
+    JsonLinesOption,
+    check_fields,
+    pick_fields,
+    time_bound,
+)
+from pentrace.cli.output import emit_json, emit_json_lines, emit_table, progress, stdout_is_tty
 from pentrace.cli.session_args import (
     AgentOption,
     JsonOption,
@@ -56,6 +63,12 @@ def _model(row: SessionRow) -> str | None:
 def _start(start: str | None, *, short: bool) -> str | None:
     """The start time; to the minute at a terminal, where width is scarce."""
     return start[:16].replace("T", " ") if short and start else start
+
+
+ROW_FIELDS: Final = (
+    "project", "agent", "session_id", "short_id", "start", "last", "provider", "model_id",
+    "source", "turns", "tokens", "status", "records", "shards", "bytes", "has_errors", "problem",
+)  # fmt: skip
 
 
 def row_json(row: SessionRow) -> dict[str, Any]:
@@ -112,6 +125,8 @@ def list_command(
     reverse: Annotated[bool, typer.Option("--reverse", "-r", help="Reverse the order.")] = False,
     limit: Annotated[int | None, typer.Option(help="Show at most N sessions.", min=1)] = None,
     as_json: JsonOption = False,
+    as_jsonl: JsonLinesOption = False,
+    fields: FieldsOption = None,
 ) -> None:
     """List sessions with id, start, model, turns, tokens and last status.
 
@@ -119,7 +134,10 @@ def list_command(
     whenever a shard changes; deleting it is always safe.
 
     Example: pentrace sessions list --agent default_agent --since 7d --errors --sort tokens -r
+
+    Example: pentrace sessions list --json --fields short_id,model_id,tokens
     """
+    check_fields(fields, as_json or as_jsonl)
     filters = SessionFilter(
         project=project,
         agent=agent,
@@ -135,8 +153,9 @@ def list_command(
 
     rows = list_sessions(data_root(ctx), filters, sort, reverse=reverse, progress=bar)
     rows = rows[:limit] if limit is not None else rows
-    if as_json:
-        emit_json({"sessions": [row_json(row) for row in rows]})
+    if as_json or as_jsonl:
+        picked = pick_fields((row_json(row) for row in rows), fields, ROW_FIELDS)
+        emit_json_lines(picked) if as_jsonl else emit_json({"sessions": picked})
         return
     tty = stdout_is_tty()
     emit_table(

@@ -15,10 +15,11 @@ from typing import Annotated, Any
 
 import typer
 
-from pentrace.cli.options import TIME_HELP, day_bound
+from pentrace.cli.options import TIME_HELP, FieldsOption, check_fields, day_bound, pick_fields
 from pentrace.cli.output import emit_json, emit_table
 from pentrace.cli.session_args import JsonOption, data_root
-from pentrace.infrastructure.analytics import plots, queries
+from pentrace.cli.stats_plots import cost_plot, tokens_plot, tools_plot
+from pentrace.infrastructure.analytics import queries
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
 from pentrace.infrastructure.analytics.prices import load_prices
 from pentrace.infrastructure.analytics.registry import BUILTINS
@@ -78,6 +79,7 @@ def _ready(ctx: typer.Context, names: tuple[str, ...], do_sync: bool) -> Analyti
 
 
 def done(value: Any, as_json: bool, columns: tuple[str, ...], rows: list[list[Any]]) -> None:
+    """The JSON document, or the table."""
     if as_json:
         emit_json(value)
     else:
@@ -91,6 +93,7 @@ def tokens_command(
     since: SinceOption = None,
     until: UntilOption = None,
     as_json: JsonOption = False,
+    fields: FieldsOption = None,
     plot: PlotOption = None,
     do_sync: SyncOption = False,
 ) -> None:
@@ -98,18 +101,14 @@ def tokens_command(
 
     Example: pentrace stats tokens --by agent --since 2026-11-01 --plot tokens.png
     """
+    check_fields(fields, as_json)
     since, until = days(since, until)
     db = _ready(ctx, ("tokens",), do_sync)
     rows = queries.tokens(db, by, since, until)
     if plot is not None:
-        plots.plot_stacked(
-            queries.tokens_by_day_and_model(db, since, until),
-            plot,
-            title="Tokens per day, by model",
-            ylabel="tokens",
-        )
+        tokens_plot(db, by, since, until, rows, plot)
     done(
-        {"by": by, "rows": rows},
+        {"by": by, "rows": pick_fields(rows, fields, ("key", *_TOKEN_COLUMNS))},
         as_json,
         (by, *_TOKEN_COLUMNS),
         [[row["key"], *(row[c] for c in _TOKEN_COLUMNS)] for row in rows],
@@ -126,6 +125,7 @@ def cost_command(
         Path | None, typer.Option("--prices", help="Price table (TOML); default PENTRACE_PRICES.")
     ] = None,
     as_json: JsonOption = False,
+    fields: FieldsOption = None,
     plot: PlotOption = None,
     do_sync: SyncOption = False,
 ) -> None:
@@ -133,20 +133,16 @@ def cost_command(
 
     Example: pentrace stats cost --by day --prices ~/prices.toml --plot cost.svg
     """
+    check_fields(fields, as_json)
     since, until = days(since, until)
     table = load_prices(prices)
     db = _ready(ctx, ("tokens",), do_sync)
     rows = queries.cost(db, table, by, since, until)
     if plot is not None:
-        daily = queries.cost(db, table, "day", since, until)
-        plots.plot_bars(
-            [(row["key"], row["cost"]) for row in daily],
-            plot,
-            title="Cost per day",
-            ylabel=table.currency,
-        )
+        cost_plot(db, by, since, until, rows, table.currency, plot)
+    picked = pick_fields(rows, fields, ("key", "cost", "currency", "total", "unpriced"))
     done(
-        {"by": by, "currency": table.currency, "rows": rows},
+        {"by": by, "currency": table.currency, "rows": picked},
         as_json,
         (by, "cost", "total tokens", "unpriced models"),
         [
@@ -162,6 +158,7 @@ def tools_command(
     since: SinceOption = None,
     until: UntilOption = None,
     as_json: JsonOption = False,
+    fields: FieldsOption = None,
     plot: PlotOption = None,
     do_sync: SyncOption = False,
 ) -> None:
@@ -169,20 +166,17 @@ def tools_command(
 
     Example: pentrace stats tools --json
     """
+    check_fields(fields, as_json)
     since, until = days(since, until)
     db = _ready(ctx, ("tools",), do_sync)
     value = queries.tools(db, since, until)
     if plot is not None:
-        plots.plot_bars(
-            [(row["tool"], row["failure_rate"]) for row in value["tools"]],
-            plot,
-            title="Tool failure rate",
-            ylabel="failed / calls",
-        )
+        tools_plot(db, since, until, value["tools"], plot)
     names = ("calls", "failures", "aborts", "timeouts", "truncations", "unanswered")
     rows = [[row["tool"], *(row[n] for n in names), row["failure_rate"]] for row in value["tools"]]
     rows += [[f"approval: {d}", n, "", "", "", "", "", ""] for d, n in value["approvals"].items()]
-    done(value, as_json, ("tool", *names, "failure_rate"), rows)
+    picked = pick_fields(value["tools"], fields, ("tool", *names, "failure_rate"))
+    done({**value, "tools": picked}, as_json, ("tool", *names, "failure_rate"), rows)
 
 
 @stats_app.command("requests")
@@ -217,18 +211,20 @@ def sessions_command(
     since: SinceOption = None,
     until: UntilOption = None,
     as_json: JsonOption = False,
+    fields: FieldsOption = None,
     do_sync: SyncOption = False,
 ) -> None:
     """Sessions per group: count, turns, requests, model switches, durations.
 
     Example: pentrace stats sessions --by agent
     """
+    check_fields(fields, as_json)
     since, until = days(since, until)
     db = _ready(ctx, ("sessions",), do_sync)
     rows = queries.sessions(db, by, since, until)
     names = ("sessions", "turns", "requests", "model_switches", "mean_duration_s", "max_duration_s")
     done(
-        {"by": by, "rows": rows},
+        {"by": by, "rows": pick_fields(rows, fields, ("key", *names))},
         as_json,
         (by, *names),
         [[row["key"], *(row[n] for n in names)] for row in rows],
