@@ -40,6 +40,13 @@ def _write(data: bytes) -> None:
     sys.stdout.flush()
 
 
+def _shown(item: ReplayItem) -> bool:
+    """Committed history, plus how a dropped request ended (why it was retried)."""
+    record = item.record
+    ended = record.kind == "event_msg" and record.ptype == "request_end"
+    return item.committed or (item.state == "dropped" and ended)
+
+
 def _item_json(item: ReplayItem) -> dict[str, Any]:
     return {
         "position": item.position,
@@ -106,7 +113,8 @@ def replay(
     if raw:
         _write(b"".join(item.record.raw + b"\n" for item in shown))
         return
-    lines = render_replay(shown)
+    # The text also says how a dropped request ended: the reason it was retried.
+    lines = render_replay(items if include_uncommitted else [i for i in items if _shown(i)])
     if not report.clean:
         lines.append(f"(reader: {report.note()}; torn tails {len(report.torn_tails)})")
     text = "\n".join(lines) + "\n"
