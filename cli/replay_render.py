@@ -194,8 +194,8 @@ class _Renderer:
             return f"request {status or 'ended'}{tried}: {error}"
         if ptype == "mcp_connect_begin":
             servers = payload.get("servers")
-            names = [_str(n) for n in servers] if isinstance(servers, list) else []
-            return f"mcp: connecting to {', '.join(names) or 'no servers'}"
+            listed = [_str(n) for n in servers] if isinstance(servers, list) else []
+            return f"mcp: connecting to {', '.join(listed) or 'no servers'}"
         if ptype == "mcp_connect_end":
             return _mcp_results(payload)
         if ptype == "token_usage":
