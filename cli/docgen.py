@@ -13,6 +13,7 @@ from typing import Any
 import typer
 
 from pentrace.cli.app import app
+from pentrace.cli.conventions import CONVENTIONS
 
 WIDTH = 100
 
@@ -27,6 +28,7 @@ ever added, never renamed or removed, so consumers should ignore fields they do
 not know. Errors print one line `error: ...` and a `hint: ...` on stderr and exit
 non-zero (2 for usage errors); `--debug` shows the traceback.
 """
+_CONTENTS = "## Commands\n"
 
 
 def _walk(command: Any, path: list[str]) -> Iterator[tuple[list[str], Any]]:
@@ -65,7 +67,7 @@ def iter_commands() -> Iterator[tuple[list[str], Any]]:
 
 def render() -> str:
     """The whole Markdown reference, one section per command."""
-    parts = [_PREAMBLE]
+    parts = [_PREAMBLE, CONVENTIONS, _CONTENTS]
     contexts: dict[str, Any] = {}
     for path, command in iter_commands():
         parent = contexts.get(" ".join(path[:-1]))
@@ -73,7 +75,7 @@ def render() -> str:
         contexts[" ".join(path)] = command.make_context(
             path[-1], [], parent=parent, resilient_parsing=True
         )
-        heading = "#" * min(len(path) + 1, 4)
+        heading = "#" * min(len(path) + 2, 4)
         parts.append(f"{heading} `{' '.join(path)}`\n\n```text\n{text.rstrip()}\n```\n")
     return "\n".join(parts)
 
