@@ -17,8 +17,8 @@ import typer
 from typer.core import TyperGroup
 
 # The click that typer runs on (typer 0.29 vendors its own copy): its exception classes.
-_CLICK_ERROR: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
-_errors = sys.modules[_CLICK_ERROR.__module__]
+CLICK_ERROR: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+_errors = sys.modules[CLICK_ERROR.__module__]
 _NO_ARGS: Any = getattr(_errors, "NoArgsIsHelpError", ())
 _ABORT: tuple[Any, ...] = (typer.Abort, getattr(_errors, "Abort", typer.Abort))
 
@@ -77,7 +77,7 @@ class LazyGroup(TyperGroup):
             if error.format_message().strip():  # rich help has printed itself already
                 error.show()
             sys.exit(error.exit_code)
-        except _CLICK_ERROR as error:
+        except CLICK_ERROR as error:
             if not standalone_mode:
                 raise
             report_usage_error(error)
