@@ -33,7 +33,8 @@ def rows(root: Path, *args: str) -> list[object]:
     result = CliRunner().invoke(app, ["--data-root", str(root), *args, "--json"])
     assert result.exit_code == 0, result.output
     value = json.loads(result.stdout)
-    return value["rows"] if "rows" in value else value["sessions"]
+    found: list[object] = value["rows"] if "rows" in value else value["sessions"]
+    return found
 
 
 @pytest.mark.parametrize("command", [["stats", "tokens"], ["sessions", "list"]])
