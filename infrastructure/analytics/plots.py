@@ -57,14 +57,19 @@ def _check(path: Path) -> None:
 
 
 def human(value: float, unit: str = "") -> str:
-    """``950``, ``12k``, ``3.4M``, ``1.2G``; fractions keep two digits (``0.25``)."""
+    """``950``, ``12k``, ``3.4M``, ``1.2G``; fractions keep what matters (``0.0023``, ``2.5``)."""
     size = abs(value)
     for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if size >= limit:
             text = f"{value / limit:.1f}".rstrip("0").rstrip(".") + suffix
             break
     else:
-        text = f"{value:.0f}" if float(value).is_integer() else f"{value:.2f}"
+        if float(value).is_integer():
+            text = f"{value:.0f}"
+        elif size < 1:
+            text = f"{value:.3g}"  # small money: 0.0023, never 0.00
+        else:
+            text = f"{value:.2f}".rstrip("0").rstrip(".")
     return f"{text} {unit}".rstrip() if unit else text
 
 
