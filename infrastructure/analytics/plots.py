@@ -117,7 +117,7 @@ def plot_daily(
     if not days:
         _empty(axes)
     else:
-        # Largest series at the bottom, so the legend (drawn top-down) reads like the stack.
+        # The largest series at the bottom of each stack, where it is easiest to compare.
         order = sorted(totals, key=lambda n: -sum(totals[n].values()))
         bottom = dict.fromkeys(days, 0.0)
         colours = plt.get_cmap("tab20" if len(order) > 10 else "tab10")
@@ -147,7 +147,17 @@ def plot_daily(
         axes.set_xlim(days[0] - timedelta(days=1), days[-1] + timedelta(days=1))
         _axis_units(axes.yaxis, unit)
         if len(order) > 1 or series_label:
-            axes.legend(title=series_label, fontsize="small", loc="upper left", frameon=False)
+            handles, labels = (
+                axes.get_legend_handles_labels()
+            )  # top of the legend = top of the stack
+            axes.legend(
+                handles[::-1],
+                labels[::-1],
+                title=series_label,
+                fontsize="small",
+                loc="upper left",
+                frameon=False,
+            )
         axes.grid(axis="y", alpha=0.3)
     axes.set_title(title)
     axes.set_ylabel(ylabel)
