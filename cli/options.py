@@ -48,7 +48,8 @@ FieldsOption = Annotated[
     str | None,
     typer.Option(
         "--fields",
-        help="With --json/--jsonl: only these comma-separated fields (an unknown one lists all).",
+        metavar="<a,b,...>",
+        help="Only these comma-separated fields in the JSON output (an unknown one lists all).",
         show_default=False,
     ),
 ]

@@ -36,11 +36,16 @@ def prune(
     ctx: typer.Context,
     older_than: Annotated[
         str | None,
-        typer.Option(help=f"Sessions last written longer ago than this: {AGE_FORMS}."),
+        typer.Option(
+            metavar="<age>", help=f"Sessions last written longer ago than this: {AGE_FORMS}."
+        ),
     ] = None,
     max_size: Annotated[
         str | None,
-        typer.Option(help=f"Delete least recently written sessions down to this: {SIZE_FORMS}."),
+        typer.Option(
+            metavar="<size>",
+            help=f"Delete least recently written sessions down to this: {SIZE_FORMS}.",
+        ),
     ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="List exactly what would go; change nothing.")

@@ -101,10 +101,16 @@ def list_command(
     project: ProjectOption = None,
     agent: AgentOption = None,
     since: Annotated[
-        str | None, typer.Option(help=f"Started at or after: {TIME_HELP}.", show_default=False)
+        str | None,
+        typer.Option(
+            metavar="<when>", help=f"Started at or after: {TIME_HELP}.", show_default=False
+        ),
     ] = None,
     until: Annotated[
-        str | None, typer.Option(help="Started at or before (same forms).", show_default=False)
+        str | None,
+        typer.Option(
+            metavar="<when>", help="Started at or before (same forms).", show_default=False
+        ),
     ] = None,
     model: Annotated[
         str | None, typer.Option(help="Model id, or provider/model_id.", show_default=False)

@@ -45,14 +45,25 @@ ByOption = Annotated[
 ]
 SinceOption = Annotated[
     str | None,
-    typer.Option("--since", help=f"First UTC day to include: {TIME_HELP}.", show_default=False),
+    typer.Option(
+        "--since",
+        metavar="<when>",
+        help=f"First UTC day to include: {TIME_HELP}.",
+        show_default=False,
+    ),
 ]
 UntilOption = Annotated[
     str | None,
-    typer.Option("--until", help="Last UTC day to include (same forms).", show_default=False),
+    typer.Option(
+        "--until",
+        metavar="<when>",
+        help="Last UTC day to include (same forms).",
+        show_default=False,
+    ),
 ]
 PlotOption = Annotated[
-    Path | None, typer.Option("--plot", help="Also draw a picture into this .png or .svg file.")
+    Path | None,
+    typer.Option("--plot", help="Also draw the table as a picture: a .png or .svg file."),
 ]
 SyncOption = Annotated[
     bool, typer.Option("--sync", help="Index traces the ledger is missing before catching up.")
