@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = _debug_requested(args)
     try:
-        # standalone mode: usage errors print click's message and exit 2 by themselves.
+        # Usage errors print as `error:`/`hint:` lines and exit 2 in LazyGroup.main.
         app(args=args, prog_name="pentrace")
     except PentraceError as error:
         if debug:

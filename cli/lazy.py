@@ -4,6 +4,10 @@ Typer builds click commands from functions and Typer apps; this group keeps a
 table of ``name -> "module:attribute"`` and turns the attribute into a click
 command on first use.  Listing the commands (``--help``, completion, the docs
 generator) loads them all, which is fine: that is not a hot path.
+
+The group is also where the CLI conventions (docs/cli.md, ADR 0025) are
+applied to every command: plain help, and click's usage errors printed as one
+``error:`` line plus a ``hint:`` (exit code 2) instead of a box.
 """
 
 from __future__ import annotations
