@@ -54,7 +54,7 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _fit(
+def fit_columns(
     columns: Sequence[str], rows: list[list[str]], width: int, droppable: Sequence[str]
 ) -> list[int]:
     """Indexes of the columns to show: drop ``droppable`` ones, in order, until the table fits."""
@@ -90,7 +90,7 @@ def emit_table(
     cells = [[_cell(v) for v in row] for row in rows]
     if stdout_is_tty():
         console = Console(width=width) if width is not None else Console()
-        shown = _fit(columns, cells, console.width, droppable)
+        shown = fit_columns(columns, cells, console.width, droppable)
         table = Table(title=title, show_lines=False)
         for i in shown:
             if columns[i] in keep:

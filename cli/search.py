@@ -22,7 +22,14 @@ from pentrace.cli.options import (
     pick_fields,
     time_bound,
 )
-from pentrace.cli.output import emit_json, emit_json_lines, emit_table, progress, stdout_is_tty
+from pentrace.cli.output import (
+    emit_json,
+    emit_json_lines,
+    emit_table,
+    fit_columns,
+    progress,
+    stdout_is_tty,
+)
 from pentrace.cli.session_args import AgentOption, JsonOption, ProjectOption, data_root, resolve
 from pentrace.errors import UsageError
 from pentrace.infrastructure.catalog import short_id
@@ -52,17 +59,28 @@ def _highlighted(snippet: str) -> Text:
 def _print_hits(hits: list[SearchHit]) -> None:
     columns = ("session", "turn", "position", "kind", "time", "snippet")
     if stdout_is_tty():
-        table = Table(*columns)
+        console = Console()
+        cells = [
+            [short_id(h.session_id), str(h.turn), str(h.position), h.kind, h.time or "-", "x" * 30]
+            for h in hits
+        ]  # the snippet folds: 30 columns of it are enough to decide what else fits
+        shown = fit_columns(columns, cells, console.width, ("time", "position", "turn", "kind"))
+        table = Table()
+        for i in shown:  # the id is never cut; the snippet folds
+            snippet = columns[i] == "snippet"
+            width = 8 if columns[i] == "session" else None
+            table.add_column(columns[i], no_wrap=not snippet, overflow="fold", min_width=width)
         for hit in hits:
-            table.add_row(
+            row = [
                 Text(short_id(hit.session_id)),
                 str(hit.turn),
                 str(hit.position),
                 Text(hit.kind),
                 Text(hit.time or "-"),
                 _highlighted(hit.snippet),
-            )
-        Console().print(table)
+            ]
+            table.add_row(*(row[i] for i in shown))
+        console.print(table)
         return
     emit_table(
         columns,

@@ -67,3 +67,16 @@ def test_session_ids_are_never_cut_at_a_narrow_terminal(tmp_path: Path, columns:
     assert "tokens" in header
     if columns == 60:
         assert "project/agent" not in header
+
+
+def test_search_keeps_the_short_id_and_the_snippet_at_60_columns(tmp_path: Path) -> None:
+    build_corpus(tmp_path)
+    screen = _screen(tmp_path, 60, "search", "files")
+
+    rows = [line for line in screen.splitlines() if line.startswith("│ ")]
+    assert rows, screen
+    assert all(re.match(r"│ [0-9a-f]{8} ", row) for row in rows if row[2] != " "), screen
+    header = next(line for line in screen.splitlines() if "snippet" in line)
+    assert "session" in header
+    assert "time" not in header  # left out first, so the snippet keeps its room
+    assert all(len(line) <= 60 for line in screen.splitlines() if line.startswith(("│", "┃")))
