@@ -71,7 +71,7 @@ def _print_hits(hits: list[SearchHit]) -> None:
             width = 8 if columns[i] == "session" else None
             table.add_column(columns[i], no_wrap=not snippet, overflow="fold", min_width=width)
         for hit in hits:
-            row = [
+            row: list[Text | str] = [
                 Text(short_id(hit.session_id)),
                 str(hit.turn),
                 str(hit.position),
