@@ -174,13 +174,16 @@ def _import_archive(
                 "session_ids": list(result.session_ids),
                 "paths": [str(path) for path in result.paths],
                 "bytes": result.bytes,
+                "torn_tails_dropped": result.torn_tails_dropped,
             }
         )
         return
     children = len(result.session_ids) - 1
+    torn = result.torn_tails_dropped
     typer.echo(
         f"imported {result.root_session_id} with {children} subagent session(s): "
         f"{len(result.paths)} shard(s), {result.bytes} bytes"
+        + (f" ({torn} torn last line(s) dropped)" if torn else "")
     )
     for path in result.paths:
         typer.echo(f"  {path}")

@@ -10,7 +10,8 @@ strictly before anything is written:
   ``traces/<day>/<sessionId>_<NNN>.jsonl`` for its own session, day and index,
   the indexes of a session run 1..n, and size and sha256 match the bytes;
 * every shard parses strictly, starts with the ``session_meta`` of its session
-  (the same rules as a plain import);
+  (the same rules as a plain import: a torn last line, as in a live shard
+  that was archived, is left out of the copy and counted);
 * no session of the archive exists under the target agent yet (an import
   always creates new sessions).
 
@@ -38,6 +39,7 @@ from pentrace.infrastructure.layout import DataRoot, validate_name
 from pentrace.infrastructure.locking import SessionLock
 from pentrace.infrastructure.session_archive import ARCHIVE_FORMAT
 from pentrace.infrastructure.session_import import (
+    copy_lines,
     make_dirs,
     refuse_existing,
     remove_empty,
@@ -61,6 +63,7 @@ class ArchiveImportResult:
     session_ids: tuple[str, ...]
     paths: tuple[Path, ...]
     bytes: int
+    torn_tails_dropped: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,17 +184,21 @@ def _extract(source: Path, tar: tarfile.TarFile, shards: list[_Shard], into: Pat
     return files
 
 
-def _check_traces(source: Path, shards: list[_Shard], files: list[Path]) -> None:
+def _check_traces(source: Path, shards: list[_Shard], files: list[Path]) -> list[int | None]:
+    """Parse every shard strictly; how many lines to keep of each (None: all; a torn tail goes)."""
+    keep: list[int | None] = []
     for shard, path in zip(shards, files, strict=True):
         try:
             scan = scan_trace(path)
         except TraceFormatError as exc:
-            raise _bad(source, f"{shard.member}: {exc.message}") from None
+            raise _bad(source, f"{shard.member}:{exc.line}: {exc.reason}") from None
         if scan.session_id != shard.session_id:
             raise _bad(
                 source,
                 f"{shard.member} belongs to session {scan.session_id}, not {shard.session_id}",
             )
+        keep.append(scan.keep_lines)
+    return keep
 
 
 def import_archive(
@@ -213,11 +220,13 @@ def import_archive(
                 agent = validate_name("agent", agent or _named(source, manifest, "agent"))
         except (tarfile.TarError, EOFError, OSError) as exc:
             raise _bad(source, f"not a readable tar.gz ({exc})") from None
-        _check_traces(source, shards, files)
+        keep = _check_traces(source, shards, files)
         ids = list(dict.fromkeys(s.session_id for s in shards))
         for sid in ids:
             refuse_existing(root, project, agent, sid, source)
-        return _publish(root, project, agent, source, shards, files, ids)
+        return _publish(
+            root, project, agent, source, list(zip(shards, files, keep, strict=True)), ids
+        )
 
 
 def _publish(
@@ -225,13 +234,12 @@ def _publish(
     project: str,
     agent: str,
     source: Path,
-    shards: list[_Shard],
-    files: list[Path],
+    planned: list[tuple[_Shard, Path, int | None]],
     ids: list[str],
 ) -> ArchiveImportResult:
     written: list[Path] = []
     made: list[Path] = []
-    total = 0
+    total = torn = 0
     try:
         with ExitStack() as locks:
             for sid in ids:
@@ -239,13 +247,13 @@ def _publish(
                 made.extend(make_dirs(lock.parent))
                 locks.enter_context(SessionLock(lock, label=f"session {sid}"))
                 refuse_existing(root, project, agent, sid, source)  # again, under the lock
-            for shard, path in zip(shards, files, strict=True):
+            for shard, path, keep_lines in planned:
                 dest = root.shard_path(project, agent, shard.session_id, shard.index, shard.day)
                 made.extend(make_dirs(dest.parent))
-                with path.open("rb") as handle:
-                    chunks = iter(lambda: handle.read(_CHUNK), b"")
-                    total += publish_file(dest, chunks, overwrite=False)
+                # As a plain import does: a torn last line (a live shard archived) is left out.
+                total += publish_file(dest, copy_lines(path, keep_lines), overwrite=False)
                 written.append(dest)
+                torn += keep_lines is not None
     except (PentraceError, OSError) as exc:
         for path in written:
             path.unlink(missing_ok=True)
@@ -256,4 +264,4 @@ def _publish(
             f"cannot import archive {source}: {exc.strerror or type(exc).__name__}",
             hint="check free space and permissions under the data root",
         ) from exc
-    return ArchiveImportResult(ids[0], tuple(ids), tuple(written), total)
+    return ArchiveImportResult(ids[0], tuple(ids), tuple(written), total, torn)

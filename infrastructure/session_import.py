@@ -243,5 +243,6 @@ def refuse_existing(root: DataRoot, project: str, agent: str, sid: str, source: 
     _refuse_existing(root, project, agent, sid, source)
 
 
+copy_lines = _copy
 make_dirs = _make_dirs
 remove_empty = _remove_empty

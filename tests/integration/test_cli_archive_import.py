@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import json
 import tarfile
@@ -50,6 +51,7 @@ def test_an_archive_comes_back_whole_with_its_children(
     report = json.loads(result.stdout)
     assert len(report["session_ids"]) == 2
     assert len(report["paths"]) == 3  # two shards of the parent, one of the child
+    assert report["torn_tails_dropped"] == 0
     assert shard_bytes(target) == shard_bytes(source)
     assert {(r.project, r.agent) for r in iter_sessions(DataRoot(target))} == {(PROJECT, AGENT)}
     assert cli(target, "audit", "--no-ledger").exit_code == 0
@@ -81,11 +83,28 @@ def _rewrite(path: Path, change: str) -> Path:
     with tarfile.open(path, "r:gz") as tar:
         members = [(m, tar.extractfile(m).read()) for m in tar.getmembers()]  # type: ignore[union-attr]
     manifest = json.loads(members[0][1])
+    if change.startswith("rehash"):  # shards first, so the manifest can carry their new hashes
+        members = [*members[1:], members[0]]
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w") as tar:
         for member, data in members:
+            if change.startswith("rehash") and member.name == "manifest.json":
+                data = json.dumps(manifest).encode()
             if change == "flip a byte" and member.name.endswith("_001.jsonl"):
                 data = data.replace(b"hello", b"HELLO", 1)
+            if change.startswith("rehash") and member.name.endswith("_001.jsonl"):
+                if change == "rehash a malformed line":  # in the middle: not a torn tail
+                    first, _, rest = data.partition(b"\n")
+                    data = first + b'\n{"not json\n' + rest
+                else:  # another session's trace under this name
+                    data = data.replace(b'"session_id":"session-', b'"session_id":"sessioX-', 1)
+                entry = next(
+                    shard
+                    for session in manifest["sessions"]
+                    for shard in session["shards"]
+                    if shard["path"] == member.name
+                )
+                entry["bytes"], entry["sha256"] = len(data), hashlib.sha256(data).hexdigest()
             if change == "format" and member.name == "manifest.json":
                 data = json.dumps({**manifest, "format": "something.v9"}).encode()
             if change == "path" and member.name == "manifest.json":
@@ -118,6 +137,8 @@ def _rewrite(path: Path, change: str) -> Path:
             "expected only the listed files, found also ['traces/2026-11-03/notes.txt']",
         ),
         ("symlink", "expected only the listed files, found also ['traces/2026-11-03/link.jsonl']"),
+        ("rehash a malformed line", "_001.jsonl:2: not valid JSON"),
+        ("rehash another session", "belongs to session sessioX-"),
     ],
 )
 def test_a_changed_archive_is_refused_and_writes_nothing(
@@ -147,3 +168,26 @@ def test_a_plain_trace_still_needs_project_and_agent(
         main(["--data-root", str(tmp_path / "t"), "import", str(shard)])
     assert exit_info.value.code == 2
     assert "needs --project and --agent (only an archive names its own)" in capsys.readouterr().err
+
+
+def test_a_torn_last_line_is_left_out_as_a_plain_import_does(
+    archive: tuple[Path, Path], tmp_path: Path
+) -> None:
+    source, _ = archive
+    latest = sorted(source.rglob("*_002.jsonl"))[0]
+    whole = latest.read_bytes()
+    latest.write_bytes(whole + b'{"timestamp":"2026-11-03T09:')  # a writer died mid-line
+    torn = tmp_path / "torn.tar.gz"
+    assert (
+        cli(
+            source, "export", latest.name.split("_")[0][-8:], "--archive", "-o", str(torn)
+        ).exit_code
+        == 0
+    )
+
+    target = tmp_path / "target"
+    result = cli(target, "import", str(torn), "--json")
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["torn_tails_dropped"] == 1
+    assert next(target.rglob(latest.name)).read_bytes() == whole
