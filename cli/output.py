@@ -79,7 +79,6 @@ def emit_table(
     title: str | None = None,
     keep: Sequence[str] = (),
     droppable: Sequence[str] = (),
-    width: int | None = None,
 ) -> None:
     """A rich table on a terminal; tab-separated lines with a header when piped.
 
@@ -89,7 +88,7 @@ def emit_table(
     """
     cells = [[_cell(v) for v in row] for row in rows]
     if stdout_is_tty():
-        console = Console(width=width) if width is not None else Console()
+        console = Console()
         shown = fit_columns(columns, cells, console.width, droppable)
         table = Table(title=title, show_lines=False)
         for i in shown:
