@@ -85,9 +85,11 @@ def replay(
 ) -> None:
     """Replay a session's committed history for reading.
 
-    Roles, tool calls with their approvals and outputs, thinking collapsed, one
-    header per turn.  Rounds whose request did not complete are left out, as
-    resume leaves them out; --include-uncommitted shows them, marked.
+    Roles, tool calls with their approvals and outputs (images named by type and
+    size), MCP connect results per server, thinking collapsed, one header per
+    turn.  Rounds whose request did not complete are left out, as resume leaves
+    them out, except the line saying how each ended (the error of a retried
+    request); --include-uncommitted shows them whole, marked.
 
     Example: pentrace replay 3f8a --include-uncommitted
     """
