@@ -14,6 +14,7 @@ from typing import Any
 import typer
 
 from pentrace.errors import UsageError
+from pentrace.infrastructure.input_files import check_data_root
 from pentrace.infrastructure.layout import DataRoot
 
 __all__ = ["root_from_context"]
@@ -42,6 +43,7 @@ def root_from_context(ctx: typer.Context, *, must_exist: bool = True) -> DataRoo
         root = DataRoot(configured.expanduser().absolute())
     else:
         root = DataRoot.from_env()
+    check_data_root(root.path)  # a file or FIFO named as the root is refused at once
     if must_exist and not root.path.is_dir():
         what = "is not a folder" if root.path.exists() else "does not exist"
         raise UsageError(

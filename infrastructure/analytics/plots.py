@@ -18,12 +18,14 @@ so no display is needed.  PNG or SVG by suffix.
 
 from __future__ import annotations
 
+import io
 from collections import defaultdict
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any, Final
 
 from pentrace.errors import UsageError
+from pentrace.infrastructure.atomic_files import publish_file
 
 __all__ = ["MAX_GROUPS", "human", "plot_daily", "plot_groups"]
 
@@ -81,9 +83,12 @@ def _axis_units(axis: Any, unit: str) -> None:
 
 
 def _save(plt: Any, figure: Any, path: Path) -> Path:
+    """Render in memory, then publish atomically at 0600 like every file pentrace writes."""
     figure.tight_layout()
-    figure.savefig(path, dpi=_DPI)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format=path.suffix.lstrip(".").lower(), dpi=_DPI)
     plt.close(figure)
+    publish_file(path.absolute(), [buffer.getvalue()], overwrite=True)
     return path
 
 

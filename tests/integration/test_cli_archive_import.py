@@ -93,9 +93,9 @@ def _rewrite(path: Path, change: str) -> Path:
             if change == "flip a byte" and member.name.endswith("_001.jsonl"):
                 data = data.replace(b"hello", b"HELLO", 1)
             if change.startswith("rehash") and member.name.endswith("_001.jsonl"):
-                if change == "rehash a malformed line":  # in the middle: not a torn tail
+                if change == "rehash a malformed line":  # mid-shard, no JSON prefix: not healed
                     first, _, rest = data.partition(b"\n")
-                    data = first + b'\n{"not json\n' + rest
+                    data = first + b"\nnot json at all\n" + rest
                 else:  # another session's trace under this name
                     data = data.replace(b'"session_id":"session-', b'"session_id":"sessioX-', 1)
                 entry = next(
