@@ -13,14 +13,31 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-import msgspec
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from pentrace.domain.json_codec import JsonEncoder, json_format
+
 T = TypeVar("T")
 
-_json_encoder = msgspec.json.Encoder(order="deterministic")
+_json_encoder = JsonEncoder(order="deterministic")
+# Error handlers that fail on some lone surrogate: surrogateescape only takes U+DC80..U+DCFF.
+_FAILING = frozenset(("strict", "surrogateescape"))
+
+
+def escape_unencodable_text() -> None:
+    """Make stdout and stderr write text they cannot encode as escapes instead of failing.
+
+    A lone surrogate (``'\\ud800'`` from a trace, ``'\\udcff'`` from a file
+    name) has no UTF-8 form; with ``backslashreplace`` it prints as its JSON
+    escape ``\\ud800`` (ADR 0015).  On a terminal that cannot show some
+    character, that character is escaped the same way rather than crashing.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", None) in _FAILING:
+            reconfigure(errors="backslashreplace")
 
 
 def stdout_is_tty() -> bool:
@@ -31,7 +48,7 @@ def stdout_is_tty() -> bool:
 def json_bytes(value: Any) -> bytes:
     """``value`` as one JSON document: indented on a terminal, compact when piped."""
     text = _json_encoder.encode(value)
-    return msgspec.json.format(text, indent=2) if stdout_is_tty() else text
+    return json_format(text, indent=2) if stdout_is_tty() else text
 
 
 def emit_json(value: Any) -> None:

@@ -20,6 +20,7 @@ from pentrace.cli.session_args import (
     SessionArgument,
     resolve,
 )
+from pentrace.domain.json_codec import JsonEncoder
 from pentrace.infrastructure.resume_io import resume_trace_file
 from pentrace.infrastructure.session_fork import read_replay
 from pentrace.infrastructure.trace_reader import ParseReport
@@ -31,7 +32,7 @@ from pentrace.projections.synthetic import SyntheticRecord
 __all__ = ["register", "replay", "resume_check"]
 
 # Piped JSON is compact, so every envelope is byte for byte the trace's line.
-_encoder: Final = msgspec.json.Encoder()
+_encoder: Final = JsonEncoder()
 _CLOSED: Final = "yes: the next run starts from an empty context"
 
 

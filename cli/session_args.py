@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -11,6 +12,7 @@ from pentrace.cli.roots import root_from_context
 from pentrace.errors import LedgerError, UsageError
 from pentrace.infrastructure.catalog import resolve_session
 from pentrace.infrastructure.layout import DataRoot, SessionRef
+from pentrace.infrastructure.redaction_policy import activate_policy
 
 __all__ = [
     "AgentOption",
@@ -47,7 +49,10 @@ def data_root(ctx: typer.Context, *, must_exist: bool = True) -> DataRoot:
     A root that does not exist is an error unless ``must_exist=False`` (see
     :mod:`pentrace.cli.roots`).
     """
-    return root_from_context(ctx, must_exist=must_exist)
+    root = root_from_context(ctx, must_exist=must_exist)
+    rules: Path | None = getattr(ctx.find_root().obj, "redaction_rules", None)
+    activate_policy(root.path, rules=rules)  # every command redacts with the root's rules
+    return root
 
 
 def resolve(
