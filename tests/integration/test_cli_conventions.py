@@ -27,6 +27,7 @@ COMMANDS = list(docgen.iter_commands())
 IDS = [" ".join(path) for path, _ in COMMANDS]
 LEAVES = [(path, command) for path, command in COMMANDS if not hasattr(command, "list_commands")]
 # Commands that write a root of their own, serve forever, or exist to print the version.
+PENGUIN_LEDGER = Path(__file__).parents[1] / "fixtures" / "penguin" / "penguin_ledger.db"
 NO_ROOT_NEEDED = {"import", "demo", "version", "serve"}
 NEVER_RUN = {"demo", "serve", "projections run"}  # with --json; a missing root stops them all
 
@@ -89,6 +90,9 @@ def fill(path: list[str], command: Any, corpus: dict[str, Any], out: Path) -> li
         args += ["--older-than", "3650d", "--dry-run"]
     if path[1:] == ["import"]:
         args += ["--project", "imported", "--agent", "agent"]
+    if path[1:] == ["ledger", "import-penguin"]:  # a ledger Penguin wrote, not a trace
+        shutil.copy(PENGUIN_LEDGER, out.with_name("penguin.db"))
+        args = [str(out.with_name("penguin.db"))]
     return args
 
 
