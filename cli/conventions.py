@@ -35,8 +35,8 @@ followed by `hint: <what to do>`; no box, no traceback (`--debug` or
 
 **Data root.** `--data-root`, else `$PENGUIN_HOME`, else `~/.penguin/data`. A
 root that does not exist (or is not a folder) is a usage error naming where the
-path came from, so a typo never reads as "no sessions". Only `import` and
-`demo` create a root.
+path came from, so a typo never reads as "no sessions". Only `import`, `demo`
+and `ledger import-penguin` create a root.
 
 **Session references.** A `SESSION` argument takes the full session id, a
 unique prefix of it, or (a prefix of) its 8-hex token, the `short_id` that

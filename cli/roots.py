@@ -3,7 +3,7 @@
 A root that does not exist (a typo in ``--data-root`` or ``PENGUIN_HOME``)
 must not read as "no sessions": every command that reads refuses it with a
 message naming where the path came from.  Commands that create sessions
-(``import``, ``demo``) ask for the root with ``must_exist=False``.
+(``import``, ``demo``, ``ledger import-penguin``) ask for the root with ``must_exist=False``.
 """
 
 from __future__ import annotations
