@@ -43,9 +43,13 @@ app = typer.Typer(
     cls=LazyGroup,
     no_args_is_help=True,
     add_completion=True,
+    # -h as well as --help, on every command and group (inherited by their contexts).
+    context_settings={"help_option_names": ["-h", "--help"]},
     # Pretty tracebacks print local variables, which may hold credentials.
     pretty_exceptions_enable=False,
     pretty_exceptions_show_locals=False,
+    # Help is plain text, as in docs/cli.md (pentrace.cli.lazy turns it off below too).
+    rich_markup_mode=None,
 )
 
 
@@ -58,6 +62,12 @@ class Settings:
         self.data_root = data_root
         self.debug = debug
         self.redaction_rules = redaction_rules
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"pentrace {__version__}")
+        raise typer.Exit()
 
 
 @app.callback()
@@ -74,6 +84,16 @@ def _root(
     ] = None,
     debug: Annotated[
         bool, typer.Option("--debug", help="Show tracebacks for errors.", envvar="PENTRACE_DEBUG")
+    ] = False,
+    _version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            "-V",
+            help="Print the version and exit.",
+            is_eager=True,
+            callback=_print_version,
+        ),
     ] = False,
     redaction_rules: Annotated[
         Path | None,
@@ -128,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
     debug = _debug_requested(args)
     escape_unencodable_text()
     try:
-        # standalone mode: usage errors print click's message and exit 2 by themselves.
+        # Usage errors print as `error:`/`hint:` lines and exit 2 in LazyGroup.main.
         app(args=args, prog_name="pentrace")
     except PentraceError as error:
         if debug:

@@ -119,9 +119,9 @@ def audit(
             "compactions, remove stale temp files, ledger sync) and print every change.",
         ),
     ] = False,
-    no_ledger: Annotated[
-        bool, typer.Option("--no-ledger", help="Skip the ledger drift checks.")
-    ] = False,
+    check_ledger: Annotated[
+        bool, typer.Option("--ledger/--no-ledger", help="Check the ledger for drift too.")
+    ] = True,
     as_json: JsonOption = False,
 ) -> None:
     """Check sessions: torn tails, healed torn fragments, malformed lines, dangling
@@ -138,7 +138,7 @@ def audit(
     """
     refs = _refs(ctx, session, project, agent)
     root = data_root(ctx)
-    ledger = None if no_ledger else open_existing_ledger(root)
+    ledger = open_existing_ledger(root) if check_ledger else None
     # Ledger streams without a trace can only be told apart when every session is read.
     whole_root = session is None and project is None and agent is None
     try:

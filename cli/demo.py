@@ -18,9 +18,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import click
 import typer
 
+from pentrace.cli.lazy import CLICK_ERROR, report_usage_error
 from pentrace.cli.session_args import data_root
 from pentrace.errors import PentraceError
 from pentrace.infrastructure.application import SessionApplication, SessionHandle
@@ -170,8 +170,8 @@ def _run(root: DataRoot, *args: str) -> bool:
     except PentraceError as error:
         report_error(error)
         return False
-    except click.ClickException as error:
-        error.show()
+    except CLICK_ERROR as error:  # typer's click, which may be its own vendored copy
+        report_usage_error(error)
         return False
     if isinstance(code, int) and code != 0:
         # audit exits 1 for warnings: shown, but the demo itself went fine.
@@ -198,7 +198,7 @@ def demo(ctx: typer.Context) -> None:
         and given is not None
         and given.name == "COMMANDLINE"
     ):
-        root = data_root(ctx)
+        root = data_root(ctx, must_exist=False)
     else:
         root = DataRoot(Path(tempfile.mkdtemp(prefix="pentrace-demo-")) / "data")
     # Start a little in the past: the stepping clock runs ahead of the wall clock.

@@ -13,6 +13,7 @@ from typing import Any
 import typer
 
 from pentrace.cli.app import app
+from pentrace.cli.conventions import CONVENTIONS
 
 WIDTH = 100
 
@@ -35,6 +36,7 @@ streamed, and one trace line may be at most 512 MiB long. Outputs (`-o`,
 `--plot`) are written atomically with mode 0600 and only ever replace a regular
 file. `--data-root` must be a folder.
 """
+_CONTENTS = "## Commands\n"
 
 
 def _walk(command: Any, path: list[str]) -> Iterator[tuple[list[str], Any]]:
@@ -73,7 +75,7 @@ def iter_commands() -> Iterator[tuple[list[str], Any]]:
 
 def render() -> str:
     """The whole Markdown reference, one section per command."""
-    parts = [_PREAMBLE]
+    parts = [_PREAMBLE, CONVENTIONS, _CONTENTS]
     contexts: dict[str, Any] = {}
     for path, command in iter_commands():
         parent = contexts.get(" ".join(path[:-1]))
@@ -81,7 +83,7 @@ def render() -> str:
         contexts[" ".join(path)] = command.make_context(
             path[-1], [], parent=parent, resilient_parsing=True
         )
-        heading = "#" * min(len(path) + 1, 4)
+        heading = "#" * min(len(path) + 2, 4)
         parts.append(f"{heading} `{' '.join(path)}`\n\n```text\n{text.rstrip()}\n```\n")
     return "\n".join(parts)
 

@@ -38,7 +38,7 @@ def import_penguin(
     """
     source = path.expanduser()
     moved = None
-    configured = configured_ledger_path(data_root(ctx))
+    configured = configured_ledger_path(data_root(ctx, must_exist=False))
     if (
         configured is not None
         and _same_file(source, configured)
@@ -47,7 +47,10 @@ def import_penguin(
         moved = source = move_aside(source)
     total = penguin_row_count(source)  # also checks that it is a Penguin ledger
     ledger = open_ledger(
-        data_root(ctx), wait_seconds=ctx.obj.wait, must_exist=False, keep_everything=True
+        data_root(ctx, must_exist=False),
+        wait_seconds=ctx.obj.wait,
+        must_exist=False,
+        keep_everything=True,
     )
     try:
         with byte_progress(total, "importing") as advance:

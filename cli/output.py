@@ -1,7 +1,9 @@
 """Output helpers: rich tables on a terminal, plain text when piped, JSON on request.
 
 The ``--json`` output of every read command is a documented contract
-(``docs/cli.md``): fields are only ever added, never renamed or removed.
+(``docs/cli-json.md``): fields are only ever added, never renamed or removed.
+JSON is indented on a terminal and compact (one line) when piped; ``--jsonl``
+streams one compact object per line.  Values are plain text: no markup.
 """
 
 from __future__ import annotations
@@ -43,15 +45,20 @@ def stdout_is_tty() -> bool:
     return sys.stdout.isatty()
 
 
+def json_bytes(value: Any) -> bytes:
+    """``value`` as one JSON document: indented on a terminal, compact when piped."""
+    text = _json_encoder.encode(value)
+    return json_format(text, indent=2) if stdout_is_tty() else text
+
+
 def emit_json(value: Any) -> None:
-    """Write ``value`` as indented JSON to stdout, one document, newline-terminated."""
-    text = json_format(_json_encoder.encode(value), indent=2)
-    sys.stdout.buffer.write(text + b"\n")
+    """Write ``value`` as one JSON document to stdout, newline-terminated."""
+    sys.stdout.buffer.write(json_bytes(value) + b"\n")
     sys.stdout.flush()
 
 
 def emit_json_lines(values: Iterable[Any]) -> None:
-    """Write one compact JSON document per line (for streams such as ``ledger tail``)."""
+    """Write one compact JSON document per line (``--jsonl``; streams such as ``ledger tail``)."""
     out = sys.stdout.buffer
     for value in values:
         out.write(_json_encoder.encode(value) + b"\n")
@@ -64,22 +71,57 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def fit_columns(
+    columns: Sequence[str], rows: list[list[str]], width: int, droppable: Sequence[str]
+) -> list[int]:
+    """Indexes of the columns to show: drop ``droppable`` ones, in order, until the table fits."""
+    shown = list(range(len(columns)))
+
+    def natural() -> int:  # rich's default box: "| " + cells joined by " | " + " |"
+        cells = [max([len(columns[i]), *(len(row[i]) for row in rows)]) for i in shown]
+        return sum(cells) + 3 * len(cells) + 1
+
+    for name in droppable:
+        if natural() <= width:
+            break
+        if name in columns and len(shown) > 1:
+            shown.remove(columns.index(name))
+    return shown
+
+
 def emit_table(
-    columns: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str | None = None
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    title: str | None = None,
+    keep: Sequence[str] = (),
+    droppable: Sequence[str] = (),
 ) -> None:
-    """A rich table on a terminal; tab-separated lines with a header when piped."""
+    """A rich table on a terminal; tab-separated lines with a header when piped.
+
+    On a terminal, columns named in ``keep`` (ids) are never cut or wrapped:
+    when the table is too wide, the ``droppable`` columns go first (in that
+    order), then rich wraps the others.
+    """
+    cells = [[_cell(v) for v in row] for row in rows]
     if stdout_is_tty():
+        console = Console()
+        shown = fit_columns(columns, cells, console.width, droppable)
         table = Table(title=title, show_lines=False)
-        for column in columns:
-            table.add_column(column)
-        for row in rows:
-            table.add_row(*(_cell(v) for v in row))
-        Console().print(table)
+        for i in shown:
+            if columns[i] in keep:
+                longest = max([len(columns[i]), *(len(row[i]) for row in cells)])
+                table.add_column(columns[i], no_wrap=True, min_width=longest)
+            else:
+                table.add_column(columns[i], overflow="fold")
+        for row in cells:
+            table.add_row(*(row[i] for i in shown))
+        console.print(table)
         return
     write = sys.stdout.write
     write("\t".join(columns) + "\n")
-    for row in rows:
-        write("\t".join(_cell(v) for v in row) + "\n")
+    for row in cells:
+        write("\t".join(row) + "\n")
     sys.stdout.flush()
 
 

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
 
+from pentrace.cli.options import now
 from pentrace.cli.output import emit_json, emit_table
 from pentrace.cli.session_args import JsonOption, confirm_or_refuse, data_root, forget_in_ledger
 from pentrace.infrastructure.session_prune import (
     PruneCandidate,
     PruneOutcome,
     apply_prune,
-    parse_age,
-    parse_size,
     plan_prune,
 )
+from pentrace.values import AGE_FORMS, SIZE_FORMS, parse_age, parse_size
 
 __all__ = ["prune", "register"]
 
@@ -36,10 +35,17 @@ def _candidate_json(candidate: PruneCandidate, error: str | None = None) -> dict
 def prune(
     ctx: typer.Context,
     older_than: Annotated[
-        str | None, typer.Option(help="Sessions last written longer ago than this (30d, 12h).")
+        str | None,
+        typer.Option(
+            metavar="<age>", help=f"Sessions last written longer ago than this: {AGE_FORMS}."
+        ),
     ] = None,
     max_size: Annotated[
-        str | None, typer.Option(help="Delete least recently written sessions down to this (1G).")
+        str | None,
+        typer.Option(
+            metavar="<size>",
+            help=f"Delete least recently written sessions down to this: {SIZE_FORMS}.",
+        ),
     ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="List exactly what would go; change nothing.")
@@ -57,9 +63,9 @@ def prune(
     root = data_root(ctx)
     plan = plan_prune(
         root,
-        older_than=parse_age(older_than) if older_than is not None else None,
-        max_size=parse_size(max_size) if max_size is not None else None,
-        now=datetime.now(UTC),
+        older_than=parse_age(older_than, option="--older-than") if older_than is not None else None,
+        max_size=parse_size(max_size, option="--max-size") if max_size is not None else None,
+        now=now(),
     )
     if dry_run or not plan:
         _report_plan(plan, as_json, dry_run)

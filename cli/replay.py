@@ -10,7 +10,8 @@ import click
 import msgspec
 import typer
 
-from pentrace.cli.output import stdout_is_tty
+from pentrace.cli.options import JsonLinesOption
+from pentrace.cli.output import json_bytes, stdout_is_tty
 from pentrace.cli.replay_render import render_replay
 from pentrace.cli.session_args import (
     AgentOption,
@@ -30,7 +31,7 @@ from pentrace.projections.synthetic import SyntheticRecord
 
 __all__ = ["register", "replay", "resume_check"]
 
-# Compact JSON keeps every envelope byte for byte (fidelity blobs included).
+# Piped JSON is compact, so every envelope is byte for byte the trace's line.
 _encoder: Final = JsonEncoder()
 _CLOSED: Final = "yes: the next run starts from an empty context"
 
@@ -38,6 +39,13 @@ _CLOSED: Final = "yes: the next run starts from an empty context"
 def _write(data: bytes) -> None:
     sys.stdout.buffer.write(data)
     sys.stdout.flush()
+
+
+def _shown(item: ReplayItem) -> bool:
+    """Committed history, plus how a dropped request ended (why it was retried)."""
+    record = item.record
+    ended = record.kind == "event_msg" and record.ptype == "request_end"
+    return item.committed or (item.state == "dropped" and ended)
 
 
 def _item_json(item: ReplayItem) -> dict[str, Any]:
@@ -70,15 +78,19 @@ def replay(
         ),
     ] = False,
     as_json: JsonOption = False,
-    no_pager: Annotated[
-        bool, typer.Option("--no-pager", help="Never page (paging happens only on a terminal).")
-    ] = False,
+    as_jsonl: JsonLinesOption = False,
+    pager: Annotated[
+        bool,
+        typer.Option("--pager/--no-pager", help="Page the text (only ever on a terminal)."),
+    ] = True,
 ) -> None:
     """Replay a session's committed history for reading.
 
-    Roles, tool calls with their approvals and outputs, thinking collapsed, one
-    header per turn.  Rounds whose request did not complete are left out, as
-    resume leaves them out; --include-uncommitted shows them, marked.
+    Roles, tool calls with their approvals and outputs (images named by type and
+    size), MCP connect results per server, thinking collapsed, one header per
+    turn.  Rounds whose request did not complete are left out, as resume leaves
+    them out, except the line saying how each ended (the error of a retried
+    request); --include-uncommitted shows them whole, marked.
 
     Example: pentrace replay 3f8a --include-uncommitted
     """
@@ -86,6 +98,9 @@ def replay(
     report = ParseReport()
     items = read_replay(ref, report)
     shown = items if include_uncommitted else [item for item in items if item.committed]
+    if as_jsonl:
+        _write(b"".join(_encoder.encode(_item_json(item)) + b"\n" for item in shown))
+        return
     if as_json:
         document = {
             "project": ref.project,
@@ -96,16 +111,17 @@ def replay(
             "torn_tails": len(report.torn_tails),
             "items": [_item_json(item) for item in shown],
         }
-        _write(_encoder.encode(document) + b"\n")
+        _write(json_bytes(document) + b"\n")
         return
     if raw:
         _write(b"".join(item.record.raw + b"\n" for item in shown))
         return
-    lines = render_replay(shown)
+    # The text also says how a dropped request ended: the reason it was retried.
+    lines = render_replay(items if include_uncommitted else [i for i in items if _shown(i)])
     if not report.clean:
         lines.append(f"(reader: {report.note()}; torn tails {len(report.torn_tails)})")
     text = "\n".join(lines) + "\n"
-    if stdout_is_tty() and not no_pager:
+    if stdout_is_tty() and pager:
         click.echo_via_pager(text)
     else:
         typer.echo(text, nl=False)

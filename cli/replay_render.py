@@ -35,6 +35,44 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else "" if value is None else repr(value)
 
 
+def _image(url: Any) -> str:
+    """``image/png, 12 KB`` for a data URL, the address for a web URL (never the bytes)."""
+    text = _str(url)
+    if not text.startswith("data:"):
+        return text[:200] or "no address"
+    head, _, body = text.partition(",")
+    mime = head[5:].split(";")[0] or "unknown type"
+    size = len(body) * 3 // 4 if ";base64" in head else len(body)
+    return f"{mime}, {size / 1024:.1f} KB" if size >= 1024 else f"{mime}, {size} bytes"
+
+
+def _images(payload: dict[str, Any], prefix: str) -> list[str]:
+    images = payload.get("images")
+    if not isinstance(images, list) or not images:
+        return []
+    shown = "; ".join(_image(url) for url in images[:5])
+    more = f"; and {len(images) - 5} more" if len(images) > 5 else ""
+    return [f"{prefix}[{len(images)} image(s) in the output: {shown}{more}]"]
+
+
+def _mcp_results(payload: dict[str, Any]) -> str:
+    lines = [f"mcp servers connected: {_str(payload.get('status')) or 'unknown'}"]
+    results = payload.get("results")
+    for result in results if isinstance(results, list) else []:
+        if not isinstance(result, dict):
+            continue
+        tools = result.get("tools")
+        parts = [_str(result.get("status")) or "?"]
+        if tools is not None:
+            parts.append(f"{tools} tool(s)")
+        if result.get("duration_ms") is not None:
+            parts.append(f"{result.get('duration_ms')} ms")
+        error = f" - {_str(result.get('error'))}" if result.get("error") else ""
+        name, transport = _str(result.get("server")), _str(result.get("transport"))
+        lines.append(f"  {name} ({transport}): {', '.join(parts)}{error}")
+    return "\n".join(lines)
+
+
 class _Renderer:
     def __init__(self, items: list[ReplayItem]) -> None:
         self.items = items
@@ -112,9 +150,13 @@ class _Renderer:
         if ptype == "tool_call_output":
             call = _str(payload.get("tool_call_id"))
             out = _clip(_str(payload.get("output")))
-            return "\n".join(_indent(f"output for {call} (no call shown): {out}", "    "))
-        if ptype in ("image_url", "inline_data"):
-            return f"{who}: [{ptype}]"
+            lines = _indent(f"output for {call} (no call shown): {out}", "    ")
+            return "\n".join([*lines, *_images(payload, "    ")])
+        if ptype == "image_url":
+            return f"{who}: [image: {_image(payload.get('image_url'))}]"
+        if ptype == "inline_data":
+            mime = _str(payload.get("mime_type")) or "data"
+            return f"{who}: [inline {mime}, {len(_str(payload.get('data'))) * 3 // 4} bytes]"
         return f"{who}: [{_str(ptype) or 'message'}]"
 
     def tool_call(self, payload: dict[str, Any]) -> str:
@@ -136,11 +178,26 @@ class _Renderer:
             failed = f" [{stop}]" if isinstance(stop, str) and stop != "completed" else ""
             text = _clip(_str(out_payload.get("output")))
             lines.extend(_indent(f"    output{failed}: {text}", "      "))
+            lines.extend(_images(out_payload, "      "))
         return "\n".join(lines)
 
     def event(self, ptype: Any, payload: dict[str, Any]) -> str | None:
-        if ptype in ("request_begin", "request_end"):
+        if ptype == "request_begin":
             return None
+        if ptype == "request_end":
+            status = _str(payload.get("status"))
+            if status == "completed":
+                return None
+            error = _str(payload.get("error_message")) or "no error message"
+            attempt = payload.get("attempt")
+            tried = f" (attempt {attempt})" if attempt is not None else ""
+            return f"request {status or 'ended'}{tried}: {error}"
+        if ptype == "mcp_connect_begin":
+            servers = payload.get("servers")
+            listed = [_str(n) for n in servers] if isinstance(servers, list) else []
+            return f"mcp: connecting to {', '.join(listed) or 'no servers'}"
+        if ptype == "mcp_connect_end":
+            return _mcp_results(payload)
         if ptype == "token_usage":
             session, request = payload.get("session"), payload.get("request")
             total = session.get("total") if isinstance(session, dict) else None

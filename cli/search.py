@@ -6,8 +6,7 @@ traces before each search, reading only what was appended since the last one.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 import msgspec
 import typer
@@ -15,10 +14,25 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from pentrace.cli.output import emit_json, emit_table, progress, stdout_is_tty
+from pentrace.cli.options import (
+    TIME_HELP,
+    FieldsOption,
+    JsonLinesOption,
+    check_fields,
+    pick_fields,
+    time_bound,
+)
+from pentrace.cli.output import (
+    emit_json,
+    emit_json_lines,
+    emit_table,
+    fit_columns,
+    progress,
+    stdout_is_tty,
+)
 from pentrace.cli.session_args import AgentOption, JsonOption, ProjectOption, data_root, resolve
 from pentrace.errors import UsageError
-from pentrace.infrastructure.catalog import parse_time_bound, short_id
+from pentrace.infrastructure.catalog import short_id
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.search_index import RefreshReport, SearchIndex
 from pentrace.infrastructure.search_query import MARK_END, MARK_START, SearchHit, SearchQuery
@@ -45,17 +59,28 @@ def _highlighted(snippet: str) -> Text:
 def _print_hits(hits: list[SearchHit]) -> None:
     columns = ("session", "turn", "position", "kind", "time", "snippet")
     if stdout_is_tty():
-        table = Table(*columns)
+        console = Console()
+        cells = [
+            [short_id(h.session_id), str(h.turn), str(h.position), h.kind, h.time or "-", "x" * 30]
+            for h in hits
+        ]  # the snippet folds: 30 columns of it are enough to decide what else fits
+        shown = fit_columns(columns, cells, console.width, ("time", "position", "turn", "kind"))
+        table = Table()
+        for i in shown:  # the id is never cut; the snippet folds
+            snippet = columns[i] == "snippet"
+            width = 8 if columns[i] == "session" else None
+            table.add_column(columns[i], no_wrap=not snippet, overflow="fold", min_width=width)
         for hit in hits:
-            table.add_row(
+            row: list[Text | str] = [
                 Text(short_id(hit.session_id)),
                 str(hit.turn),
                 str(hit.position),
                 Text(hit.kind),
                 Text(hit.time or "-"),
                 _highlighted(hit.snippet),
-            )
-        Console().print(table)
+            ]
+            table.add_row(*(row[i] for i in shown))
+        console.print(table)
         return
     emit_table(
         columns,
@@ -70,10 +95,6 @@ def _refresh(index: SearchIndex, root: DataRoot, rebuild: bool) -> RefreshReport
     refs = list(root.iter_sessions()) if root.path.is_dir() else []
     shown = progress(refs, total=len(refs), label="indexing")
     return index.rebuild(shown) if rebuild else index.refresh(shown)
-
-
-def _bound(text: str | None) -> datetime | None:
-    return None if text is None else parse_time_bound(text, datetime.now(UTC))
 
 
 def search(
@@ -95,15 +116,11 @@ def search(
     ] = None,
     since: Annotated[
         str | None,
-        typer.Option(
-            help="Only records at or after: 2026-11-01, an ISO time or 7d.", show_default=False
-        ),
+        typer.Option(help=f"Only records at or after: {TIME_HELP}.", show_default=False),
     ] = None,
     until: Annotated[
         str | None,
-        typer.Option(
-            help="Only records before: 2026-11-01, an ISO time or 12h.", show_default=False
-        ),
+        typer.Option(help="Only records before (same forms).", show_default=False),
     ] = None,
     kind: Annotated[
         list[str] | None,
@@ -126,10 +143,16 @@ def search(
     rebuild: Annotated[
         bool, typer.Option("--rebuild", help="Recreate the index from the traces first.")
     ] = False,
-    no_refresh: Annotated[
-        bool, typer.Option("--no-refresh", help="Search the index as it is (skip the update).")
-    ] = False,
+    refresh: Annotated[
+        bool,
+        typer.Option(
+            "--refresh/--no-refresh",
+            help="Bring the index up to date first (--no-refresh: search it as it is).",
+        ),
+    ] = True,
     as_json: JsonOption = False,
+    as_jsonl: JsonLinesOption = False,
+    fields: FieldsOption = None,
 ) -> None:
     """Search user and assistant text, tool calls and tool outputs across sessions.
 
@@ -139,6 +162,7 @@ def search(
 
     Example: pentrace search "deploy*" --kind tool_call --since 7d
     """
+    check_fields(fields, as_json or as_jsonl)
     if sort not in ("rank", "recent"):
         raise UsageError(f"expected --sort rank or recent, found {sort!r}", hint="--sort rank")
     order: Literal["rank", "recent"] = "rank" if sort == "rank" else "recent"
@@ -150,8 +174,8 @@ def search(
         text=query or "",
         project=project,
         agent=agent,
-        since=_bound(since),
-        until=_bound(until),
+        since=time_bound(since, "--since"),
+        until=time_bound(until, "--until"),
         kinds=tuple(kind or ()),
         thinking=thinking,
         limit=limit,
@@ -159,11 +183,11 @@ def search(
         sessions=only,
     )
     with SearchIndex(root) as index:
-        report = _refresh(index, root, rebuild) if rebuild or not no_refresh else None
+        report = _refresh(index, root, rebuild) if rebuild or refresh else None
         hits = index.search(request) if query is not None else []
     if query is None:
         assert report is not None
-        if as_json:
+        if as_json or as_jsonl:
             emit_json(msgspec.to_builtins(report))
         else:
             typer.echo(
@@ -171,8 +195,9 @@ def search(
                 f"{report.documents} document(s)"
             )
         return
-    if as_json:
-        emit_json({"query": query, "hits": [_json_hit(hit) for hit in hits]})
+    if as_json or as_jsonl:
+        picked = pick_fields((_json_hit(hit) for hit in hits), fields, HIT_FIELDS)
+        emit_json_lines(picked) if as_jsonl else emit_json({"query": query, "hits": picked})
         return
     if not hits:
         typer.echo("no matches", err=True)
@@ -180,7 +205,31 @@ def search(
     _print_hits(hits)
 
 
+HIT_FIELDS: Final = (
+    *SearchHit.__struct_fields__,
+    "highlights",
+)
+
+
+def plain_snippet(snippet: str) -> tuple[str, list[list[int]]]:
+    """The snippet as plain text, and each match as ``[start, end)`` offsets into it."""
+    text: list[str] = []
+    spans: list[list[int]] = []
+    size = 0
+    for number, part in enumerate(snippet.split(MARK_START)):
+        match, marked, rest = part.partition(MARK_END) if number else ("", "", part)
+        if marked:
+            spans.append([size, size + len(match)])
+            text.append(match)
+            size += len(match)
+        else:
+            rest = match + rest  # a start mark without an end: plain text
+        text.append(rest)
+        size += len(rest)
+    return "".join(text), spans
+
+
 def _json_hit(hit: SearchHit) -> dict[str, object]:
     value: dict[str, object] = msgspec.to_builtins(hit)
-    value["snippet"] = _plain(hit.snippet)
+    value["snippet"], value["highlights"] = plain_snippet(hit.snippet)
     return value

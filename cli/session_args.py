@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
+from pentrace.cli.roots import root_from_context
 from pentrace.errors import LedgerError, UsageError
 from pentrace.infrastructure.catalog import resolve_session
-from pentrace.infrastructure.input_files import check_data_root
 from pentrace.infrastructure.layout import DataRoot, SessionRef
 from pentrace.infrastructure.redaction_policy import activate_policy
 
@@ -43,16 +43,14 @@ JsonOption = Annotated[
 ]
 
 
-def data_root(ctx: typer.Context) -> DataRoot:
-    """The root given by ``--data-root`` / ``PENGUIN_HOME``, else ``~/.penguin/data``."""
-    settings: Any = ctx.find_root().obj
-    configured: Path | None = getattr(settings, "data_root", None)
-    if configured is not None:
-        root = DataRoot(configured.expanduser().absolute())
-    else:
-        root = DataRoot.from_env()
-    check_data_root(root.path)  # a file or FIFO named as the root is refused at once
-    rules: Path | None = getattr(settings, "redaction_rules", None)
+def data_root(ctx: typer.Context, *, must_exist: bool = True) -> DataRoot:
+    """The root given by ``--data-root`` / ``PENGUIN_HOME``, else ``~/.penguin/data``.
+
+    A root that does not exist is an error unless ``must_exist=False`` (see
+    :mod:`pentrace.cli.roots`).
+    """
+    root = root_from_context(ctx, must_exist=must_exist)
+    rules: Path | None = getattr(ctx.find_root().obj, "redaction_rules", None)
     activate_policy(root.path, rules=rules)  # every command redacts with the root's rules
     return root
 

@@ -18,6 +18,8 @@ from pentrace.cli.session_args import (
     resolve,
 )
 from pentrace.errors import UsageError
+from pentrace.infrastructure.archive_import import import_archive, is_archive
+from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.session_files import export_archive, export_session, import_session
 from pentrace.infrastructure.session_fork import fork_session
 
@@ -99,19 +101,48 @@ def export(
 def import_command(
     ctx: typer.Context,
     file: Annotated[
-        Path, typer.Argument(help="The trace file (.jsonl) to import.", show_default=False)
+        Path,
+        typer.Argument(
+            help="A trace file (.jsonl), or a tar.gz that `export --archive` wrote.",
+            show_default=False,
+        ),
     ],
-    project: Annotated[str, typer.Option("--project", "-p", help="Import into this project.")],
-    agent: Annotated[str, typer.Option("--agent", "-a", help="Import under this agent.")],
+    project: Annotated[
+        str | None,
+        typer.Option(
+            "--project", "-p", help="Import into this project (an archive: default its own)."
+        ),
+    ] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            "--agent", "-a", help="Import under this agent (an archive: default its own)."
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Import a trace file as a new session (strict parse; an existing id is refused).
+    """Import a trace file or an archive as new sessions (strict checks; existing ids refused).
+
+    A .jsonl file becomes shard 001 of a new session.  An archive from
+    `pentrace export --archive` brings back the session with all its shards and
+    its subagent children; nothing is written unless every file checks out.
 
     Example: pentrace import session.jsonl --project default_project --agent default_agent
+
+    Example: pentrace import session.tar.gz
     """
+    root = data_root(ctx, must_exist=False)
+    if file.is_file() and is_archive(file):
+        _import_archive(root, project, agent, file, as_json)
+        return
+    if project is None or agent is None:
+        raise UsageError(
+            f"importing {file} needs --project and --agent (only an archive names its own)",
+            hint=f"pentrace import {file} --project default_project --agent default_agent",
+        )
     size = file.stat().st_size if file.is_file() else 0
     with byte_progress(size, "importing") as advance:
-        result = import_session(data_root(ctx), project, agent, file, on_progress=advance)
+        result = import_session(root, project, agent, file, on_progress=advance)
     if as_json:
         emit_json(
             {
@@ -130,6 +161,32 @@ def import_command(
         f"imported {result.session_id}: {result.records} records, {result.requests} requests, "
         f"{result.tool_calls} tool calls, {result.bytes} bytes{torn}\n  {result.path}"
     )
+
+
+def _import_archive(
+    root: DataRoot, project: str | None, agent: str | None, file: Path, as_json: bool
+) -> None:
+    result = import_archive(root, project, agent, file)
+    if as_json:
+        emit_json(
+            {
+                "session_id": result.root_session_id,
+                "session_ids": list(result.session_ids),
+                "paths": [str(path) for path in result.paths],
+                "bytes": result.bytes,
+                "torn_tails_dropped": result.torn_tails_dropped,
+            }
+        )
+        return
+    children = len(result.session_ids) - 1
+    torn = result.torn_tails_dropped
+    typer.echo(
+        f"imported {result.root_session_id} with {children} subagent session(s): "
+        f"{len(result.paths)} shard(s), {result.bytes} bytes"
+        + (f" ({torn} torn last line(s) dropped)" if torn else "")
+    )
+    for path in result.paths:
+        typer.echo(f"  {path}")
 
 
 def fork(

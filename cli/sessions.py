@@ -8,13 +8,20 @@ documented in ``docs/cli-json.md``.
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 import msgspec
 import typer
 
-from pentrace.cli.output import emit_json, emit_table, progress
+from pentrace.cli.options import (
+    TIME_HELP,
+    FieldsOption,
+    JsonLinesOption,
+    check_fields,
+    pick_fields,
+    time_bound,
+)
+from pentrace.cli.output import emit_json, emit_json_lines, emit_table, progress, stdout_is_tty
 from pentrace.cli.session_args import (
     AgentOption,
     JsonOption,
@@ -31,7 +38,6 @@ from pentrace.infrastructure.catalog import (
     SessionFilter,
     SessionRow,
     list_sessions,
-    parse_time_bound,
     read_row,
     short_id,
 )
@@ -52,6 +58,17 @@ def _model(row: SessionRow) -> str | None:
     if summary.model_id is None:
         return None
     return f"{summary.provider}/{summary.model_id}" if summary.provider else summary.model_id
+
+
+def _start(start: str | None, *, short: bool) -> str | None:
+    """The start time; to the minute at a terminal, where width is scarce."""
+    return start[:16].replace("T", " ") if short and start else start
+
+
+ROW_FIELDS: Final = (
+    "project", "agent", "session_id", "short_id", "start", "last", "provider", "model_id",
+    "source", "turns", "tokens", "status", "records", "shards", "bytes", "has_errors", "problem",
+)  # fmt: skip
 
 
 def row_json(row: SessionRow) -> dict[str, Any]:
@@ -84,9 +101,17 @@ def list_command(
     project: ProjectOption = None,
     agent: AgentOption = None,
     since: Annotated[
-        str | None, typer.Option(help="Started at or after: 2026-11-01, an ISO time, or 7d ago.")
+        str | None,
+        typer.Option(
+            metavar="<when>", help=f"Started at or after: {TIME_HELP}.", show_default=False
+        ),
     ] = None,
-    until: Annotated[str | None, typer.Option(help="Started at or before (same forms).")] = None,
+    until: Annotated[
+        str | None,
+        typer.Option(
+            metavar="<when>", help="Started at or before (same forms).", show_default=False
+        ),
+    ] = None,
     model: Annotated[
         str | None, typer.Option(help="Model id, or provider/model_id.", show_default=False)
     ] = None,
@@ -106,6 +131,8 @@ def list_command(
     reverse: Annotated[bool, typer.Option("--reverse", "-r", help="Reverse the order.")] = False,
     limit: Annotated[int | None, typer.Option(help="Show at most N sessions.", min=1)] = None,
     as_json: JsonOption = False,
+    as_jsonl: JsonLinesOption = False,
+    fields: FieldsOption = None,
 ) -> None:
     """List sessions with id, start, model, turns, tokens and last status.
 
@@ -113,13 +140,15 @@ def list_command(
     whenever a shard changes; deleting it is always safe.
 
     Example: pentrace sessions list --agent default_agent --since 7d --errors --sort tokens -r
+
+    Example: pentrace sessions list --json --fields short_id,model_id,tokens
     """
-    now = datetime.now(UTC)
+    check_fields(fields, as_json or as_jsonl)
     filters = SessionFilter(
         project=project,
         agent=agent,
-        since=parse_time_bound(since, now) if since is not None else None,
-        until=parse_time_bound(until, now) if until is not None else None,
+        since=time_bound(since, "--since"),
+        until=time_bound(until, "--until"),
         model=model,
         status=status,
         has_errors=errors,
@@ -130,16 +159,18 @@ def list_command(
 
     rows = list_sessions(data_root(ctx), filters, sort, reverse=reverse, progress=bar)
     rows = rows[:limit] if limit is not None else rows
-    if as_json:
-        emit_json({"sessions": [row_json(row) for row in rows]})
+    if as_json or as_jsonl:
+        picked = pick_fields((row_json(row) for row in rows), fields, ROW_FIELDS)
+        emit_json_lines(picked) if as_jsonl else emit_json({"sessions": picked})
         return
+    tty = stdout_is_tty()
     emit_table(
         ("session", "project/agent", "start", "model", "turns", "tokens", "status", "errors"),
         [
             (
                 row.session_id,
                 f"{row.project}/{row.agent}",
-                row.start,
+                _start(row.start, short=tty),
                 _model(row),
                 row.summary.turns,
                 row.summary.total_tokens,
@@ -149,6 +180,8 @@ def list_command(
             for row in rows
         ],
         title=f"{len(rows)} session(s)",
+        keep=("session",),
+        droppable=("errors", "turns", "model", "project/agent", "status", "start"),
     )
 
 

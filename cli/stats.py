@@ -15,9 +15,11 @@ from typing import Annotated, Any
 
 import typer
 
+from pentrace.cli.options import TIME_HELP, FieldsOption, check_fields, day_bound, pick_fields
 from pentrace.cli.output import emit_json, emit_table
 from pentrace.cli.session_args import JsonOption, data_root
-from pentrace.infrastructure.analytics import plots, queries
+from pentrace.cli.stats_plots import cost_plot, tokens_plot, tools_plot
+from pentrace.infrastructure.analytics import queries
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
 from pentrace.infrastructure.analytics.prices import load_prices
 from pentrace.infrastructure.analytics.registry import BUILTINS
@@ -42,18 +44,36 @@ ByOption = Annotated[
     str, typer.Option("--by", help="Group by model, provider, agent, project, day or session.")
 ]
 SinceOption = Annotated[
-    str | None, typer.Option("--since", help="First UTC day to include (YYYY-MM-DD).")
+    str | None,
+    typer.Option(
+        "--since",
+        metavar="<when>",
+        help=f"First UTC day to include: {TIME_HELP}.",
+        show_default=False,
+    ),
 ]
 UntilOption = Annotated[
-    str | None, typer.Option("--until", help="Last UTC day to include (YYYY-MM-DD).")
+    str | None,
+    typer.Option(
+        "--until",
+        metavar="<when>",
+        help="Last UTC day to include (same forms).",
+        show_default=False,
+    ),
 ]
 PlotOption = Annotated[
-    Path | None, typer.Option("--plot", help="Also draw a picture into this .png or .svg file.")
+    Path | None,
+    typer.Option("--plot", help="Also draw the table as a picture: a .png or .svg file."),
 ]
 SyncOption = Annotated[
     bool, typer.Option("--sync", help="Index traces the ledger is missing before catching up.")
 ]
 _TOKEN_COLUMNS = ("requests", "input", "output", "cache_read", "cache_write", "total")
+
+
+def days(since: str | None, until: str | None) -> tuple[str | None, str | None]:
+    """``--since``/``--until`` (any time form) as the inclusive UTC days the read models use."""
+    return day_bound(since, "--since"), day_bound(until, "--until")
 
 
 def _ready(ctx: typer.Context, names: tuple[str, ...], do_sync: bool) -> AnalyticsDatabase:
@@ -81,6 +101,7 @@ def _ready(ctx: typer.Context, names: tuple[str, ...], do_sync: bool) -> Analyti
 
 
 def done(value: Any, as_json: bool, columns: tuple[str, ...], rows: list[list[Any]]) -> None:
+    """The JSON document, or the table."""
     if as_json:
         emit_json(value)
     else:
@@ -94,6 +115,7 @@ def tokens_command(
     since: SinceOption = None,
     until: UntilOption = None,
     as_json: JsonOption = False,
+    fields: FieldsOption = None,
     plot: PlotOption = None,
     do_sync: SyncOption = False,
 ) -> None:
@@ -101,17 +123,14 @@ def tokens_command(
 
     Example: pentrace stats tokens --by agent --since 2026-11-01 --plot tokens.png
     """
+    check_fields(fields, as_json)
+    since, until = days(since, until)
     db = _ready(ctx, ("tokens",), do_sync)
     rows = queries.tokens(db, by, since, until)
     if plot is not None:
-        plots.plot_stacked(
-            queries.tokens_by_day_and_model(db, since, until),
-            plot,
-            title="Tokens per day, by model",
-            ylabel="tokens",
-        )
+        tokens_plot(db, by, since, until, rows, plot)
     done(
-        {"by": by, "rows": rows},
+        {"by": by, "rows": pick_fields(rows, fields, ("key", *_TOKEN_COLUMNS))},
         as_json,
         (by, *_TOKEN_COLUMNS),
         [[row["key"], *(row[c] for c in _TOKEN_COLUMNS)] for row in rows],
@@ -128,6 +147,7 @@ def cost_command(
         Path | None, typer.Option("--prices", help="Price table (TOML); default PENTRACE_PRICES.")
     ] = None,
     as_json: JsonOption = False,
+    fields: FieldsOption = None,
     plot: PlotOption = None,
     do_sync: SyncOption = False,
 ) -> None:
@@ -135,19 +155,16 @@ def cost_command(
 
     Example: pentrace stats cost --by day --prices ~/prices.toml --plot cost.svg
     """
+    check_fields(fields, as_json)
+    since, until = days(since, until)
     table = load_prices(prices)
     db = _ready(ctx, ("tokens",), do_sync)
     rows = queries.cost(db, table, by, since, until)
     if plot is not None:
-        daily = queries.cost(db, table, "day", since, until)
-        plots.plot_bars(
-            [(row["key"], row["cost"]) for row in daily],
-            plot,
-            title="Cost per day",
-            ylabel=table.currency,
-        )
+        cost_plot(db, by, since, until, rows, table.currency, plot)
+    picked = pick_fields(rows, fields, ("key", "cost", "currency", "total", "unpriced"))
     done(
-        {"by": by, "currency": table.currency, "rows": rows},
+        {"by": by, "currency": table.currency, "rows": picked},
         as_json,
         (by, "cost", "total tokens", "unpriced models"),
         [
@@ -163,6 +180,7 @@ def tools_command(
     since: SinceOption = None,
     until: UntilOption = None,
     as_json: JsonOption = False,
+    fields: FieldsOption = None,
     plot: PlotOption = None,
     do_sync: SyncOption = False,
 ) -> None:
@@ -170,19 +188,17 @@ def tools_command(
 
     Example: pentrace stats tools --json
     """
+    check_fields(fields, as_json)
+    since, until = days(since, until)
     db = _ready(ctx, ("tools",), do_sync)
     value = queries.tools(db, since, until)
     if plot is not None:
-        plots.plot_bars(
-            [(row["tool"], row["failure_rate"]) for row in value["tools"]],
-            plot,
-            title="Tool failure rate",
-            ylabel="failed / calls",
-        )
+        tools_plot(db, since, until, value["tools"], plot)
     names = ("calls", "failures", "aborts", "timeouts", "truncations", "unanswered")
     rows = [[row["tool"], *(row[n] for n in names), row["failure_rate"]] for row in value["tools"]]
     rows += [[f"approval: {d}", n, "", "", "", "", "", ""] for d, n in value["approvals"].items()]
-    done(value, as_json, ("tool", *names, "failure_rate"), rows)
+    picked = pick_fields(value["tools"], fields, ("tool", *names, "failure_rate"))
+    done({**value, "tools": picked}, as_json, ("tool", *names, "failure_rate"), rows)
 
 
 @stats_app.command("requests")
@@ -197,6 +213,7 @@ def requests_command(
 
     Example: pentrace stats requests --since 2026-11-28
     """
+    since, until = days(since, until)
     db = _ready(ctx, ("sessions",), do_sync)
     value = queries.requests(db, since, until)
     rows: list[list[Any]] = [["request", s, n] for s, n in value["requests"].items()]
@@ -216,17 +233,20 @@ def sessions_command(
     since: SinceOption = None,
     until: UntilOption = None,
     as_json: JsonOption = False,
+    fields: FieldsOption = None,
     do_sync: SyncOption = False,
 ) -> None:
     """Sessions per group: count, turns, requests, model switches, durations.
 
     Example: pentrace stats sessions --by agent
     """
+    check_fields(fields, as_json)
+    since, until = days(since, until)
     db = _ready(ctx, ("sessions",), do_sync)
     rows = queries.sessions(db, by, since, until)
     names = ("sessions", "turns", "requests", "model_switches", "mean_duration_s", "max_duration_s")
     done(
-        {"by": by, "rows": rows},
+        {"by": by, "rows": pick_fields(rows, fields, ("key", *names))},
         as_json,
         (by, *names),
         [[row["key"], *(row[n] for n in names)] for row in rows],
@@ -245,6 +265,7 @@ def tree_command(
 
     Example: pentrace stats tree --json
     """
+    since, until = days(since, until)
     db = _ready(ctx, ("sessions", "tokens"), do_sync)
     roots = queries.tree(db, since, until)
     rows: list[list[Any]] = []

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Final
 
 import msgspec
 
-from pentrace.errors import PentraceError, UsageError
+from pentrace.errors import PentraceError
 from pentrace.infrastructure.layout import SessionRef
 from pentrace.infrastructure.trace_reader import ParseReport, read_session
 from pentrace.projections.session_summary import SessionSummary, summarize_session
+from pentrace.values import parse_time
 
 __all__ = ["STATUS_CHOICES", "SessionFilter", "SessionRow", "parse_time_bound", "read_row"]
 
@@ -115,31 +116,9 @@ def _parse_timestamp(text: str | None) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-def parse_time_bound(text: str, now: datetime) -> datetime:
-    """A time bound: ``2026-11-01``, an ISO 8601 time, or an age such as ``7d`` / ``12h`` ago."""
-    value = text.strip()
-    # ASCII digits only: '²' is a digit to str.isdigit() but not to int().
-    if value[-1:].lower() in _UNITS and value[:-1].isascii() and value[:-1].isdigit():
-        digits = value[:-1]
-        try:
-            if len(digits) > 12:  # more than any timedelta holds; int() stays cheap
-                raise OverflowError
-            return now.astimezone(UTC) - timedelta(seconds=int(digits) * _UNITS[value[-1].lower()])
-        except OverflowError:
-            raise UsageError(
-                f"expected an age that reaches back no further than the year 1, found {text!r}",
-                hint="for example --since 30d",
-            ) from None
-    moment = _parse_timestamp(value)
-    if moment is None:
-        raise UsageError(
-            f"expected a date (2026-11-01), an ISO time or an age (7d, 12h), found {text!r}",
-            hint="for example --since 2026-11-01 or --since 7d",
-        )
-    return moment.astimezone(UTC)
+def parse_time_bound(text: str, now: datetime, *, option: str = "--since") -> datetime:
+    """A time bound in any form that :func:`pentrace.values.parse_time` reads (``7d`` ...)."""
+    return parse_time(text, now, option=option)
 
 
 def read_row(ref: SessionRef) -> SessionRow:

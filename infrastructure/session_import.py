@@ -234,3 +234,18 @@ def _remove_empty(made: list[Path]) -> None:
         except OSError:
             # Not empty (another writer put something there) or already gone: leave it.
             continue
+
+
+def scan_trace(source: Path) -> _Scan:
+    """Check ``source`` the way an import does (strict, ``session_meta`` first); write nothing."""
+    return _scan(source, None)
+
+
+def refuse_existing(root: DataRoot, project: str, agent: str, sid: str, source: Path) -> None:
+    """Raise :class:`~pentrace.errors.SessionExistsError` when ``sid`` exists under the agent."""
+    _refuse_existing(root, project, agent, sid, source)
+
+
+copy_lines = _copy
+make_dirs = _make_dirs
+remove_empty = _remove_empty

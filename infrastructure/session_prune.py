@@ -13,7 +13,6 @@ of stopping half way.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -22,6 +21,7 @@ from typing import Final
 from pentrace.errors import PentraceError, UsageError
 from pentrace.infrastructure.layout import DataRoot, SessionRef, iter_sessions
 from pentrace.infrastructure.session_files import delete_session
+from pentrace.values import parse_age, parse_size
 
 __all__ = [
     "PruneCandidate",
@@ -32,10 +32,7 @@ __all__ = [
     "plan_prune",
 ]
 
-_AGE: Final = re.compile(r"(\d+)\s*([smhdw])", re.IGNORECASE)
-_SIZE: Final = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)", re.IGNORECASE)
 _AGE_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_SIZE_UNITS: Final = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,28 +53,6 @@ class PruneOutcome:
 
     candidate: PruneCandidate
     error: str | None
-
-
-def parse_age(text: str) -> timedelta:
-    """``30d``, ``12h``, ``90m``, ``2w``, ``45s`` as a timedelta."""
-    match = _AGE.fullmatch(text.strip())
-    if match is None:
-        raise UsageError(
-            f"expected an age such as 30d, 12h or 2w, found {text!r}",
-            hint="units: s, m, h, d, w - for example --older-than 30d",
-        )
-    return timedelta(seconds=int(match.group(1)) * _AGE_UNITS[match.group(2).lower()])
-
-
-def parse_size(text: str) -> int:
-    """``1G``, ``500M``, ``2GiB``, ``4096`` (bytes) as a number of bytes (binary units)."""
-    match = _SIZE.fullmatch(text.strip())
-    if match is None:
-        raise UsageError(
-            f"expected a size such as 1G, 500M or 4096, found {text!r}",
-            hint="units: K, M, G, T (powers of 1024) - for example --max-size 1G",
-        )
-    return int(float(match.group(1)) * _SIZE_UNITS[match.group(2).upper()])
 
 
 def _stat(ref: SessionRef) -> tuple[datetime, int]:

@@ -78,7 +78,9 @@ def test_text_tool_calls_and_outputs_are_found_with_turn_position_and_line(tmp_p
     assert set(hits) == {"text", "tool_call", "tool_output"}
     call = hits["tool_call"]
     assert (call["session_id"], call["turn"], call["position"], call["line"]) == (SID, 1, 6, 6)
-    assert call["snippet"] == ('exec_command {"cmd":"kubectl rollout restart deploy/**payments**"}')
+    # Plain text in JSON (#19); the match is given as offsets into the snippet.
+    assert call["snippet"] == 'exec_command {"cmd":"kubectl rollout restart deploy/payments"}'
+    assert [call["snippet"][a:b] for a, b in call["highlights"]] == ["payments"]
     assert call["path"].endswith(f"{SID}_001.jsonl")
     [later] = cli(tmp_path, "invoices", "--kind", "text", "--limit", "1", "--sort", "recent")[
         "hits"

@@ -1,0 +1,90 @@
+"""Options every command reads the same way: times, ages, sizes and ``--json FIELDS``.
+
+Values go through :mod:`pentrace.values` (one parser for the whole CLI); the
+clock is :func:`now`, which tests replace to make ages deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Annotated, Any, Final
+
+import typer
+
+from pentrace.errors import UsageError
+from pentrace.values import parse_day, parse_time
+
+__all__ = [
+    "TIME_HELP",
+    "FieldsOption",
+    "JsonLinesOption",
+    "check_fields",
+    "day_bound",
+    "now",
+    "pick_fields",
+    "time_bound",
+]
+
+TIME_HELP: Final = "2026-11-01, an ISO time, 7d, 12h, 30m, 2w, today or yesterday"
+
+
+def now() -> datetime:
+    """The CLI's clock (UTC); tests replace it."""
+    return datetime.now(UTC)
+
+
+def time_bound(text: str | None, option: str) -> datetime | None:
+    """``--since``/``--until`` as a UTC moment; None when the option was not given."""
+    return None if text is None else parse_time(text, now(), option=option)
+
+
+def day_bound(text: str | None, option: str) -> str | None:
+    """``--since``/``--until`` as the UTC day (``YYYY-MM-DD``) the read models group by."""
+    return None if text is None else parse_day(text, now(), option=option)
+
+
+FieldsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--fields",
+        metavar="<a,b,...>",
+        help="Only these comma-separated fields in the JSON output (an unknown one lists all).",
+        show_default=False,
+    ),
+]
+JsonLinesOption = Annotated[
+    bool,
+    typer.Option("--jsonl", help="One compact JSON object per line (NDJSON), for streams."),
+]
+
+
+def _wanted(fields: str, available: Sequence[str]) -> list[str]:
+    names = [name.strip() for name in fields.split(",") if name.strip()]
+    unknown = [name for name in names if name not in available]
+    if not names or unknown:
+        found = ", ".join(unknown) if unknown else "none"
+        raise UsageError(
+            f"--fields: unknown field(s) {found}; available: {', '.join(available)}",
+            hint=f"for example --fields {','.join(available[:3])}",
+        )
+    return names
+
+
+def check_fields(fields: str | None, machine: bool) -> None:
+    """``--fields`` picks JSON fields: without ``--json``/``--jsonl`` it would do nothing."""
+    if fields is not None and not machine:
+        raise UsageError(
+            "--fields picks the fields of --json or --jsonl output, found neither",
+            hint=f"add --json: --json --fields {fields}",
+        )
+
+
+def pick_fields(
+    rows: Iterable[Mapping[str, Any]], fields: str | None, available: Sequence[str]
+) -> list[dict[str, Any]]:
+    """Each row with only the fields asked for (in that order), or whole when none were."""
+    if fields is None:
+        return [dict(row) for row in rows]
+    names = _wanted(fields, available)
+    return [{name: row.get(name) for name in names} for row in rows]
