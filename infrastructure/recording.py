@@ -19,6 +19,7 @@ from pentrace.errors import PentraceError
 from pentrace.infrastructure.application import SessionApplication
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
+from pentrace.infrastructure.ledger.credentials import mask_text
 from pentrace.infrastructure.ledger.live import LedgerHook, LiveSubscription
 
 __all__ = ["Recording", "open_recording"]
@@ -38,8 +39,14 @@ class Recording:
         """Entries indexed from now on, as they are saved (bounded; the ledger keeps all)."""
         return self.hook.subscribe_live(maxsize)
 
-    def close(self) -> None:
-        """Close the ledger connection (the application holds no other resources)."""
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every saved record handed to the ledger is written or dropped; False
+        when ``timeout`` ran out (a healthy ledger is written within each save already)."""
+        return self.hook.flush(timeout)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Give queued ledger writes ``timeout`` seconds at most, then close the ledger."""
+        self.hook.close(timeout)
         if self.ledger is not None:
             self.ledger.close()
 
@@ -71,8 +78,10 @@ def open_recording(
             ledger = RuntimeEventLedger.open(root.path, ledger_settings)
         except PentraceError as error:
             # Never block recording on the ledger; the traces stay the source of truth.
+            # The message names the database with its credentials masked.
             log.warning(
-                "recording without the ledger: %s (run `pentrace ledger sync` later)", error
+                "recording without the ledger: %s (run `pentrace ledger sync` later)",
+                mask_text(error.message),
             )
     hook = LedgerHook(ledger, data_root=root, project=project, agent=agent)
     application = SessionApplication(root, project, agent, on_recorded=hook, **options)

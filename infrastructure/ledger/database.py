@@ -40,13 +40,20 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.sql.compiler import Compiled
 
 from pentrace.errors import ConfigError, LedgerLockedError
+from pentrace.infrastructure.ledger.connections import (
+    database_url,
+    postgres_engine,
+    statement_deadline,
+)
+from pentrace.infrastructure.ledger.deadline import DEADLINES
 from pentrace.infrastructure.ledger.errors import converted
 from pentrace.infrastructure.ledger.schema import LedgerTables, ledger_tables
-from pentrace.infrastructure.ledger.settings import safe_url
+from pentrace.infrastructure.ledger.settings import ENV_URL, DatabaseTimeouts, safe_url
 
 __all__ = ["LedgerDatabase"]
 
-_BUSY_TIMEOUT_MS: Final = 30_000
+# SQLite has no "wait for ever"; a day stands for it when the lock wait is off.
+_NO_LIMIT_MS: Final = 86_400_000
 _BEGIN: Final = "pentrace_begin"
 
 
@@ -54,12 +61,25 @@ class LedgerDatabase:
     """An engine, the table objects and the transactions of one ledger."""
 
     def __init__(
-        self, url: str, *, table_prefix: str = "", busy_timeout_ms: int = _BUSY_TIMEOUT_MS
+        self,
+        url: str,
+        *,
+        table_prefix: str = "",
+        busy_timeout_ms: int | None = None,
+        timeouts: DatabaseTimeouts | None = None,
     ) -> None:
-        self.url = url
-        self.busy_timeout_ms = busy_timeout_ms
+        """``timeouts`` default to the environment's (:meth:`DatabaseTimeouts.from_env`);
+        ``busy_timeout_ms`` overrides their lock wait."""
+        timeouts = timeouts if timeouts is not None else DatabaseTimeouts.from_env()
+        if busy_timeout_ms is not None:
+            timeouts = timeouts.with_lock_wait(busy_timeout_ms / 1000)
+        self.timeouts = timeouts
+        self._deadline = statement_deadline(timeouts)
+        lock = timeouts.lock_seconds
+        self.busy_timeout_ms = _NO_LIMIT_MS if lock is None else max(1, int(lock * 1000))
         self.tables: LedgerTables = ledger_tables(table_prefix)
-        parsed = make_url(url)
+        parsed = database_url(url, setting=ENV_URL)
+        self.url = parsed.render_as_string(hide_password=False)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         self.where = safe_url(url)
         self.path: Path | None = None
@@ -79,14 +99,24 @@ class LedgerDatabase:
 
     @classmethod
     def for_path(
-        cls, path: Path, *, table_prefix: str = "", busy_timeout_ms: int = _BUSY_TIMEOUT_MS
+        cls,
+        path: Path,
+        *,
+        table_prefix: str = "",
+        busy_timeout_ms: int | None = None,
+        timeouts: DatabaseTimeouts | None = None,
     ) -> LedgerDatabase:
         """A SQLite ledger in ``path``; parent folders are created."""
-        return cls(f"sqlite:///{path}", table_prefix=table_prefix, busy_timeout_ms=busy_timeout_ms)
+        return cls(
+            f"sqlite:///{path}",
+            table_prefix=table_prefix,
+            busy_timeout_ms=busy_timeout_ms,
+            timeouts=timeouts,
+        )
 
     def _open(self) -> Engine:
         if self.path is None:
-            engine = create_engine(self.url, pool_pre_ping=True)
+            engine = postgres_engine(make_url(self.url), self.timeouts)
         else:
             with converted("create the ledger's folder", self.where):
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -195,6 +225,8 @@ class LedgerDatabase:
         params = compiled.construct_params(dict(values)) or {}
         positions = getattr(compiled, "positiontup", None)
         args: Any = tuple(params[name] for name in positions) if positions else params
+        if self._deadline is not None:
+            DEADLINES.arm(conn.connection.dbapi_connection, self._deadline)
         cursor = conn.connection.cursor()
         try:
             cursor.execute(compiled.string, args)

@@ -15,8 +15,10 @@ from eventsourcing.persistence import IntegrityError as RecorderIntegrityError
 from sqlalchemy import exc
 
 from pentrace.errors import LedgerConflictError, LedgerError, LedgerLockedError
+from pentrace.infrastructure.ledger.credentials import mask_text
+from pentrace.infrastructure.ledger.deadline import DEADLINES
 
-__all__ = ["LedgerIntegrityError", "converted"]
+__all__ = ["LedgerIntegrityError", "converted", "driver_reason"]
 
 
 class LedgerIntegrityError(LedgerConflictError, RecorderIntegrityError):
@@ -26,6 +28,12 @@ class LedgerIntegrityError(LedgerConflictError, RecorderIntegrityError):
 _LOCKED_HINT = (
     "another process holds a write lock on the ledger; retry, or raise "
     "busy_timeout; `pentrace ledger sync` fills in events the live path missed"
+)
+
+
+_TIMEOUT_HINT = (
+    "check that the database server is up and answering; the waits are set by "
+    "PENTRACE_DB_CONNECT_TIMEOUT and PENTRACE_DB_STATEMENT_TIMEOUT (seconds)"
 )
 
 
@@ -47,6 +55,18 @@ def converted(operation: str, where: str) -> Iterator[None]:
             raise LedgerLockedError(
                 f"{operation} on {where}: database is locked", hint=_LOCKED_HINT
             ) from error
+        if "lock timeout" in reason:
+            raise LedgerLockedError(
+                f"{operation} on {where}: another writer held the lock past the lock timeout",
+                hint=_LOCKED_HINT,
+            ) from error
+        silent = DEADLINES.expired()
+        if silent is not None or "timeout expired" in reason or "statement timeout" in reason:
+            waited = f" within {silent:g} s" if silent is not None else ""
+            raise LedgerError(
+                f"{operation} on {where}: the server did not answer{waited} ({reason})",
+                hint=_TIMEOUT_HINT,
+            ) from error
         raise LedgerError(
             f"{operation} on {where}: the database refused the operation ({reason})",
             hint="check that the database is reachable, writable and not full",
@@ -65,8 +85,14 @@ def converted(operation: str, where: str) -> Iterator[None]:
 
 
 def _reason(error: exc.DBAPIError) -> str:
-    """The driver's first message line: no SQL text, no parameters (they may hold payloads)."""
+    """The driver's first message line: no SQL text, no parameters (they may hold payloads),
+    no credentials (a driver may repeat the connection string)."""
+    return driver_reason(error)
+
+
+def driver_reason(error: exc.DBAPIError) -> str:
+    """The first line of a wrapped driver error, credentials masked, at most 200 characters."""
     original = error.orig
     text = str(original) if original is not None else type(error).__name__
     first = text.strip().splitlines()[0] if text.strip() else type(original).__name__
-    return first[:200]
+    return mask_text(first)[:200]

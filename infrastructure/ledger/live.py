@@ -1,11 +1,13 @@
 """The live path: index new trace records into the ledger and fan them out in-process.
 
 :class:`LedgerHook` is the ``on_recorded`` callback of the session
-application.  It is best-effort by design (DESIGN decision 6): a failing
-ledger (locked, disk full, server down) is logged, without payloads, and
-never stops the trace write or live delivery; ``pentrace ledger sync`` closes
-the gap later.  An envelope that fails the redaction check is neither stored
-nor published.
+application.  It is best-effort by design (DESIGN decision 6): it publishes
+to in-process subscribers at once and hands the ledger write to a background
+:class:`~.live_writer.LiveWriter`, so a failing ledger (locked, disk full,
+server down or hung) is logged, without payloads, and never holds the trace
+write longer than a small bound (50 ms) nor stops live delivery; ``pentrace
+ledger sync`` closes the gap later.  An envelope that fails the redaction
+check is neither stored nor published.
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ from typing import Final
 import msgspec
 
 from pentrace.domain.redaction import is_redacted
-from pentrace.errors import PentraceError, RedactionError
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger.indexer import build_events, session_directory
+from pentrace.infrastructure.ledger.live_writer import LiveBatch, LiveWriter
 from pentrace.infrastructure.ledger.replay import LedgerEntry
 from pentrace.infrastructure.ledger.rows import as_envelope
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
@@ -101,7 +103,8 @@ class LiveFanout:
 
 
 class LedgerHook:
-    """``on_recorded(session_id, [(position, line bytes), ...])``: index, then publish live."""
+    """``on_recorded(session_id, [(position, line bytes), ...])``: publish live, index in the
+    background (:class:`~.live_writer.LiveWriter`: the save waits ``wait_seconds`` at most)."""
 
     def __init__(
         self,
@@ -111,12 +114,14 @@ class LedgerHook:
         project: str,
         agent: str,
         fanout: LiveFanout | None = None,
+        wait_seconds: float = 0.05,
     ) -> None:
         self.ledger = ledger
         self.root = data_root if isinstance(data_root, DataRoot) else DataRoot(Path(data_root))
         self.project = project
         self.agent = agent
         self.fanout = fanout if fanout is not None else LiveFanout()
+        self.writer = LiveWriter(ledger, wait_seconds=wait_seconds) if ledger is not None else None
         self._directories: dict[str, str | None] = {}
         self._lock = threading.Lock()
 
@@ -125,7 +130,7 @@ class LedgerHook:
         return self.fanout.subscribe_live(maxsize)
 
     def __call__(self, session_id: str, records: Sequence[tuple[int, bytes]]) -> None:
-        """Index and publish records just written to a session's trace."""
+        """Publish records just written to a session's trace, and hand them to the ledger."""
         if not records:
             return
         directory = self._directory(session_id)
@@ -133,22 +138,25 @@ class LedgerHook:
             session_id, records, project=self.project, agent=self.agent, directory=directory
         )
         envelopes = [as_envelope(event) for event in events]
-        if self.ledger is not None:
-            try:
-                self.ledger.extend(envelopes)
-            except RedactionError as error:
-                log.error("ledger refused session %s: %s", session_id, error.message)
-                envelopes = [envelope for envelope in envelopes if is_redacted(envelope)]
-            except PentraceError as error:
-                log.warning(
-                    "ledger write failed for session %s positions %d-%d (%s): %s",
-                    session_id,
-                    records[0][0],
-                    records[-1][0],
-                    type(error).__name__,
-                    error.message,
-                )
-        self.fanout.publish([LedgerEntry(env["id"], _encode(env)) for env in envelopes])
+        redacted = [envelope for envelope in envelopes if is_redacted(envelope)]
+        if len(redacted) != len(envelopes):
+            # Neither stored nor published; the ledger would refuse them too.
+            log.error(
+                "ledger refused session %s: %d envelope(s) not fully redacted",
+                session_id,
+                len(envelopes) - len(redacted),
+            )
+        if self.writer is not None and redacted:
+            self.writer.submit(LiveBatch(session_id, records[0][0], records[-1][0], redacted))
+        self.fanout.publish([LedgerEntry(env["id"], _encode(env)) for env in redacted])
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every batch handed to the ledger is written or dropped (False on timeout)."""
+        return self.writer.flush(timeout) if self.writer is not None else True
+
+    def close(self, timeout: float = 5.0) -> bool:
+        """Flush for at most ``timeout`` seconds and stop the writer thread."""
+        return self.writer.close(timeout) if self.writer is not None else True
 
     def _directory(self, session_id: str) -> str | None:
         with self._lock:

@@ -82,7 +82,7 @@ class RuntimeEventLedger(LedgerRecorder):
         """
         settings = settings if settings is not None else LedgerSettings.from_env()
         if settings.url is not None:
-            db = LedgerDatabase(settings.url, table_prefix=table_prefix)
+            db = LedgerDatabase(settings.url, table_prefix=table_prefix, timeouts=settings.timeouts)
         else:
             path = settings.path
             if path is None:
@@ -93,7 +93,9 @@ class RuntimeEventLedger(LedgerRecorder):
                         hint="set PENGUIN_HOME or PENGUIN_RUNTIME_EVENT_LEDGER_PATH",
                     )
                 path = default_ledger_path(data_root)
-            db = LedgerDatabase.for_path(path, table_prefix=table_prefix)
+            db = LedgerDatabase.for_path(
+                path, table_prefix=table_prefix, timeouts=settings.timeouts
+            )
         return cls(db, settings, clock=clock, monotonic=monotonic)
 
     # -- writing -----------------------------------------------------------------
