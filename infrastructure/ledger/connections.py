@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SUPPORTED_URLS",
+    "connect_args",
     "database_url",
     "listen_connection",
     "postgres_engine",
@@ -77,7 +78,7 @@ def statement_deadline(timeouts: DatabaseTimeouts) -> float | None:
 
 def postgres_engine(url: URL, timeouts: DatabaseTimeouts, **options: Any) -> Engine:
     """An engine over psycopg with the connect, statement and lock timeouts applied."""
-    engine = create_engine(url, connect_args=_connect_args(url, timeouts), **options)
+    engine = create_engine(url, connect_args=connect_args(url, timeouts), **options)
     guard = statement_deadline(timeouts)
     ping = timeouts.connect_seconds or _GRACE_SECONDS
     if guard is not None:
@@ -98,7 +99,7 @@ def listen_connection(url: str, timeouts: DatabaseTimeouts) -> psycopg.Connectio
 
     parsed = make_url(url)
     conninfo = parsed.set(drivername="postgresql").render_as_string(hide_password=False)
-    return psycopg.connect(conninfo, autocommit=True, **_connect_args(parsed, timeouts))
+    return psycopg.connect(conninfo, autocommit=True, **connect_args(parsed, timeouts))
 
 
 def run_guarded(conn: psycopg.Connection[Any], statement: str, timeouts: DatabaseTimeouts) -> None:
@@ -111,7 +112,8 @@ def run_guarded(conn: psycopg.Connection[Any], statement: str, timeouts: Databas
         DEADLINES.disarm(conn)
 
 
-def _connect_args(url: URL, timeouts: DatabaseTimeouts) -> dict[str, Any]:
+def connect_args(url: URL, timeouts: DatabaseTimeouts) -> dict[str, Any]:
+    """The psycopg connection arguments that carry the timeouts (the URL's own values win)."""
     args: dict[str, Any] = {}
     if timeouts.connect_seconds is not None and "connect_timeout" not in url.query:
         # libpq counts whole seconds, and psycopg at least 2.
