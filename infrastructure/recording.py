@@ -1,11 +1,13 @@
 """Record sessions with the ledger wired in: the one-call setup for harness authors.
 
 ``open_recording`` builds a :class:`SessionApplication` whose ``on_recorded``
-hook indexes every saved record into the RuntimeEvent ledger right after the
-trace write and publishes it to in-process live subscribers (DESIGN decision
-6).  The ledger is best-effort: when it cannot be opened (a locked file, a
-server that is down), recording goes on without it, a warning is logged, and
-``pentrace ledger sync`` indexes what it missed later.
+hook publishes every saved record to in-process live subscribers right after
+the trace write and hands it to a background writer that indexes it into the
+RuntimeEvent ledger (DESIGN decision 6; ``Recording.flush`` waits for it).
+The ledger is best-effort: when it cannot be opened (a locked file, a server
+that is down or hung: the connect timeout bounds the wait), recording goes on
+without it, a warning is logged, and ``pentrace ledger sync`` indexes what it
+missed later.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ class Recording:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every saved record handed to the ledger is written or dropped; False
-        when ``timeout`` ran out (a healthy ledger is written within each save already)."""
+        when ``timeout`` ran out.  Saves do not wait for the ledger: call this before
+        reading the ledger for rows of your own saves."""
         return self.hook.flush(timeout)
 
     def close(self, timeout: float = 5.0) -> None:

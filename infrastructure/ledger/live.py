@@ -5,7 +5,7 @@ application.  It is best-effort by design (DESIGN decision 6): it publishes
 to in-process subscribers at once and hands the ledger write to a background
 :class:`~.live_writer.LiveWriter`, so a failing ledger (locked, disk full,
 server down or hung) is logged, without payloads, and never holds the trace
-write longer than a small bound (50 ms) nor stops live delivery; ``pentrace
+write (the save only queues the rows) nor stops live delivery; ``pentrace
 ledger sync`` closes the gap later.  An envelope that fails the redaction
 check is neither stored nor published.
 """
@@ -15,18 +15,18 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
-from pentrace.domain.redaction import is_redacted
+from pentrace.errors import LedgerError, RedactionError
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger.indexer import build_events, session_directory
 from pentrace.infrastructure.ledger.live_writer import LiveBatch, LiveWriter
 from pentrace.infrastructure.ledger.replay import LedgerEntry
-from pentrace.infrastructure.ledger.rows import as_envelope
+from pentrace.infrastructure.ledger.rows import as_envelope, envelope_row
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 
 __all__ = ["LedgerHook", "LiveFanout", "LiveSubscription"]
@@ -104,7 +104,8 @@ class LiveFanout:
 
 class LedgerHook:
     """``on_recorded(session_id, [(position, line bytes), ...])``: publish live, index in the
-    background (:class:`~.live_writer.LiveWriter`: the save waits ``wait_seconds`` at most)."""
+    background (:class:`~.live_writer.LiveWriter`; a save waits ``wait_seconds`` for the
+    commit at most, by default not at all; :meth:`flush` waits for what was handed over)."""
 
     def __init__(
         self,
@@ -114,7 +115,7 @@ class LedgerHook:
         project: str,
         agent: str,
         fanout: LiveFanout | None = None,
-        wait_seconds: float = 0.05,
+        wait_seconds: float = 0.0,
     ) -> None:
         self.ledger = ledger
         self.root = data_root if isinstance(data_root, DataRoot) else DataRoot(Path(data_root))
@@ -137,18 +138,23 @@ class LedgerHook:
         events = build_events(
             session_id, records, project=self.project, agent=self.agent, directory=directory
         )
-        envelopes = [as_envelope(event) for event in events]
-        redacted = [envelope for envelope in envelopes if is_redacted(envelope)]
-        if len(redacted) != len(envelopes):
-            # Neither stored nor published; the ledger would refuse them too.
-            log.error(
-                "ledger refused session %s: %d envelope(s) not fully redacted",
-                session_id,
-                len(envelopes) - len(redacted),
-            )
-        if self.writer is not None and redacted:
-            self.writer.submit(LiveBatch(session_id, records[0][0], records[-1][0], redacted))
-        self.fanout.publish([LedgerEntry(env["id"], _encode(env)) for env in redacted])
+        now = self.ledger.now_ms() if self.ledger is not None else 0
+        published: list[Mapping[str, Any]] = []
+        rows: list[dict[str, Any]] = []
+        for event in events:
+            envelope = as_envelope(event)
+            try:
+                # The ledger's own checks, here in the saving thread (the writer only inserts).
+                rows.append(envelope_row(envelope, now))
+            except RedactionError as error:  # neither stored nor published
+                log.error("ledger refused session %s: %s", session_id, error.message)
+                continue
+            except LedgerError as error:
+                log.warning("ledger refused session %s: %s", session_id, error.message)
+            published.append(envelope)
+        if self.writer is not None and rows:
+            self.writer.submit(LiveBatch(session_id, records[0][0], records[-1][0], rows))
+        self.fanout.publish([LedgerEntry(env["id"], _encode(env)) for env in published])
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every batch handed to the ledger is written or dropped (False on timeout)."""

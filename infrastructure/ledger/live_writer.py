@@ -1,11 +1,14 @@
 """The live path's ledger writer: a background thread, so a trace save never waits on the ledger.
 
-A save hands its batch of envelopes to :meth:`LiveWriter.submit`, which
-queues it and waits at most ``wait_seconds`` (50 ms by default) for the
-commit.  A healthy ledger commits well within that, so a reader right after
-the save sees the rows, as before; a slow, locked or hung one does not hold
-the save any longer.  Once a wait has run out, later saves do not wait at all
-until the writer has caught up.  Batches are dropped (and counted) when
+A save hands its batch of rows to :meth:`LiveWriter.submit`, which queues it
+without blocking and returns: the save never waits on the ledger.  A reader
+that needs the rows of its own saves calls :meth:`LiveWriter.flush` (or
+``Recording.flush``).  A writer may instead let each save wait for its commit,
+``wait_seconds`` at most (keep it within 50 ms): a healthy ledger commits
+well within that, a slow, locked or hung one holds the save no longer, and
+once a wait has run out later saves do not wait at all until the writer has
+caught up.  The writer commits what has queued up in one transaction (up to
+64 saves).  Batches are dropped (and counted) when
 
 * the queue is full (``capacity`` batches): one log line per run of drops;
 * the :class:`~.breaker.CircuitBreaker` is open after failures in a row: one
@@ -24,7 +27,7 @@ import queue
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Final
 
 from pentrace.errors import LedgerConflictError, PentraceError
@@ -40,17 +43,18 @@ _writers: weakref.WeakSet[LiveWriter] = weakref.WeakSet()
 
 
 class LiveBatch:
-    """The envelopes of one save (positions ``first``..``last`` of a session)."""
+    """The ledger rows of one save (positions ``first``..``last`` of a session), made by
+    :func:`~.rows.envelope_row` in the saving thread."""
 
-    __slots__ = ("done", "envelopes", "first", "last", "session_id")
+    __slots__ = ("done", "first", "last", "rows", "session_id")
 
     def __init__(
-        self, session_id: str, first: int, last: int, envelopes: Sequence[Mapping[str, Any]]
+        self, session_id: str, first: int, last: int, rows: Sequence[dict[str, Any]]
     ) -> None:
         self.session_id = session_id
         self.first = first
         self.last = last
-        self.envelopes = envelopes
+        self.rows = rows
         self.done = threading.Event()
 
 
@@ -61,7 +65,7 @@ class LiveWriter:
         self,
         ledger: RuntimeEventLedger,
         *,
-        wait_seconds: float = 0.05,
+        wait_seconds: float = 0.0,
         capacity: int = 1024,
         breaker: CircuitBreaker | None = None,
     ) -> None:
@@ -84,7 +88,7 @@ class LiveWriter:
     def submit(self, batch: LiveBatch) -> None:
         """Queue a batch; wait for its commit at most ``wait_seconds`` (never raises)."""
         if self._closed or not self.breaker.allow():
-            self._drop(len(batch.envelopes))
+            self._drop(len(batch.rows))
             return
         with self._idle:
             try:
@@ -97,15 +101,17 @@ class LiveWriter:
                         self._queue.maxsize,
                     )
                 self._full = True
-                self._drop(len(batch.envelopes))
+                self._drop(len(batch.rows))
                 return
             self._full = False
             self._pending += 1
             self._start()
-        if self._lagging:
+        if self._lagging or self.wait_seconds <= 0:
             return
         if not batch.done.wait(self.wait_seconds):
-            self._lagging = True
+            with self._idle:
+                # Unless the writer finished it meanwhile (and found the queue empty).
+                self._lagging = not batch.done.is_set()
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every queued batch is written or dropped; False when ``timeout`` ran out."""
@@ -153,7 +159,7 @@ class LiveWriter:
                 self._write(group)
             except Exception as error:  # noqa: BLE001  # a dead writer would stall every save
                 log.error("live ledger writer failed unexpectedly: %s", type(error).__name__)
-                self._drop(sum(len(batch.envelopes) for batch in group))
+                self._drop(sum(len(batch.rows) for batch in group))
             for batch in group:
                 batch.done.set()
             with self._idle:
@@ -163,12 +169,12 @@ class LiveWriter:
                 self._idle.notify_all()
 
     def _write(self, group: list[LiveBatch]) -> None:
-        count = sum(len(batch.envelopes) for batch in group)
+        count = sum(len(batch.rows) for batch in group)
         if not self.breaker.allow():
             self._drop(count)
             return
         try:
-            self.ledger.extend([envelope for batch in group for envelope in batch.envelopes])
+            self.ledger.extend_rows([row for batch in group for row in batch.rows])
         except LedgerConflictError as error:
             if len(group) == 1:
                 self._failed(group, error, available=True)
@@ -190,7 +196,7 @@ class LiveWriter:
             )
 
     def _failed(self, group: list[LiveBatch], error: PentraceError, *, available: bool) -> None:
-        self._drop(sum(len(batch.envelopes) for batch in group))
+        self._drop(sum(len(batch.rows) for batch in group))
         first = group[0]
         more = f" and {len(group) - 1} more save(s)" if len(group) > 1 else ""
         if not self.breaker.is_open:

@@ -24,7 +24,7 @@ from pentrace.infrastructure.ledger.breaker import CircuitBreaker
 from pentrace.infrastructure.ledger.indexer import build_events
 from pentrace.infrastructure.ledger.live import LedgerHook
 from pentrace.infrastructure.ledger.live_writer import LiveBatch, LiveWriter
-from pentrace.infrastructure.ledger.rows import as_envelope
+from pentrace.infrastructure.ledger.rows import as_envelope, envelope_row
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 from pentrace.testing.files import write_shards
 from tests.integration.test_ledger_indexer import AGENT, PROJECT, SESSION, numbered, trace_lines
@@ -50,8 +50,8 @@ def patient_ledger(path: Path) -> RuntimeEventLedger:
 def batches(turns: int) -> list[LiveBatch]:
     lines = numbered(trace_lines(SESSION, turns))
     events = build_events(SESSION, lines, project=PROJECT, agent=AGENT, directory=None)
-    envelopes = [as_envelope(event) for event in events]
-    return [LiveBatch(SESSION, n + 1, n + 1, [envelope]) for n, envelope in enumerate(envelopes)]
+    rows = [envelope_row(as_envelope(event), 0) for event in events]
+    return [LiveBatch(SESSION, n + 1, n + 1, [row]) for n, row in enumerate(rows)]
 
 
 def test_saves_return_while_another_process_holds_the_lock_and_land_when_it_lets_go(

@@ -145,6 +145,7 @@ def test_saves_go_on_while_the_server_hangs_and_ledger_sync_closes_the_gap_after
     live = rec.subscribe_live(maxsize=10_000)
 
     sid = record_turns(rec, workspace, 1)
+    assert rec.flush(GUARD)
     healthy = writer.written
     assert healthy == 6
     assert ledger.count() == 6
