@@ -168,6 +168,7 @@ def _pinging(engine: Engine, seconds: float) -> Any:
             engine.dialect.do_ping(dbapi_connection)
         except engine.dialect.loaded_dbapi.Error as error:
             DEADLINES.disarm(dbapi_connection)
+            DEADLINES.expired()  # handled here: the pool reconnects, or reports its own error
             # The pool replaces the connection and tries once more.
             raise exc.DisconnectionError(type(error).__name__) from error
         DEADLINES.disarm(dbapi_connection)

@@ -141,7 +141,8 @@ class LiveWriter:
             self._thread.start()
 
     def _run(self) -> None:
-        while True:
+        stopping = False
+        while not stopping:
             first = self._queue.get()
             if first is None:
                 return
@@ -152,7 +153,7 @@ class LiveWriter:
                 except queue.Empty:
                     break
                 if more is None:
-                    self._queue.put(None)  # stop after this group
+                    stopping = True  # after this group
                     break
                 group.append(more)
             try:

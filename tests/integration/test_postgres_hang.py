@@ -239,3 +239,30 @@ def test_a_statement_on_an_open_connection_is_cut_when_the_server_stops_answerin
         proxy.recover()
         db.close()
     assert DEADLINES.cut > cut_before
+
+
+def test_a_subscription_whose_listen_connection_gets_no_answer_still_stops(
+    proxy: HangingProxy, prefix: str
+) -> None:
+    assert URL is not None
+    db = LedgerDatabase(proxy.url_for(URL), table_prefix=prefix, timeouts=SHORT)
+    ledger = RuntimeEventLedger(db, LedgerSettings())
+    held_before = proxy.held
+    proxy.hang()
+
+    def subscribe_and_stop() -> None:
+        with ledger.subscribe(gt=0) as subscription:
+            _wait_for(lambda: proxy.held > held_before)  # its LISTEN connection is held
+            subscription.stop()
+
+    try:
+        finishes(subscribe_and_stop)  # joins the listener thread: bounded by the connect timeout
+    finally:
+        proxy.recover()
+        ledger.close()
+
+
+def _wait_for(condition: Callable[[], bool]) -> None:
+    pause = threading.Event()
+    while not condition():
+        pause.wait(0.02)
