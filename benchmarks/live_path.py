@@ -128,8 +128,15 @@ def hung_latency(url: str, requests: int) -> dict[str, list[float]]:
             if name == "hung":
                 proxy.hang()
             figures[name] = _record(Path(folder) / where, hook, requests)
-        assert hook.writer is not None
-        figures["breaker opened"] = [float(hook.writer.breaker.is_open)]
+            if name == "healthy":
+                hook.flush(timeout=120)  # the healthy run's rows all in before the hang
+        writer = hook.writer
+        assert writer is not None
+        started = time.perf_counter()
+        writer.flush(timeout=120)  # the queue drains once the breaker opens
+        figures["drained after, s"] = [time.perf_counter() - started]
+        figures["breaker open"] = [float(writer.breaker.is_open)]
+        figures["written, dropped"] = [float(writer.written), float(writer.dropped)]
         hook.close(timeout=0)
         proxy.recover()
     cleanup = LedgerDatabase(url, table_prefix=prefix)
@@ -162,7 +169,12 @@ def main() -> None:
             f"| {name} | {len(values)} | {statistics.median(values) * 1000:.2f} | "
             f"{p99 * 1000:.2f} | {values[-1] * 1000:.2f} |"
         )
-    print(f"breaker open at the end of the hung run: {bool(figures['breaker opened'][0])}")
+    written, dropped = figures["written, dropped"]
+    print(
+        f"after the hung run: queue drained in {figures['drained after, s'][0]:.1f} s, "
+        f"breaker open: {bool(figures['breaker open'][0])}, events written {written:.0f} "
+        f"(the healthy run), dropped {dropped:.0f} (for `ledger sync`)"
+    )
 
 
 if __name__ == "__main__":
