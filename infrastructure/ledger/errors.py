@@ -60,8 +60,13 @@ def converted(operation: str, where: str) -> Iterator[None]:
                 f"{operation} on {where}: another writer held the lock past the lock timeout",
                 hint=_LOCKED_HINT,
             ) from error
+        if "statement timeout" in reason:
+            raise LedgerError(
+                f"{operation} on {where}: the statement ran past the statement timeout ({reason})",
+                hint=_TIMEOUT_HINT,
+            ) from error
         silent = DEADLINES.expired()
-        if silent is not None or "timeout expired" in reason or "statement timeout" in reason:
+        if silent is not None or "timeout expired" in reason:
             waited = f" within {silent:g} s" if silent is not None else ""
             raise LedgerError(
                 f"{operation} on {where}: the server did not answer{waited} ({reason})",

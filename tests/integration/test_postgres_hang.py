@@ -26,13 +26,15 @@ from typing import TypeVar
 import pytest
 from sqlalchemy import text
 
-from pentrace.errors import LedgerError
+from pentrace.errors import AnalyticsError, LedgerError
+from pentrace.infrastructure.analytics.database import AnalyticsDatabase
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.breaker import CircuitBreaker
 from pentrace.infrastructure.ledger.deadline import DEADLINES
 from pentrace.infrastructure.ledger.live import LiveSubscription
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 from pentrace.infrastructure.recording import Recording, open_recording
+from pentrace.testing import StartSession, UserInput, write_trace
 from tests.integration.pg_proxy import HangingProxy
 
 URL = os.environ.get("PENTRACE_TEST_DATABASE_URL")
@@ -266,3 +268,54 @@ def _wait_for(condition: Callable[[], bool]) -> None:
     pause = threading.Event()
     while not condition():
         pause.wait(0.02)
+
+
+def test_a_statement_past_the_statement_timeout_is_cancelled_by_the_server(prefix: str) -> None:
+    assert URL is not None
+    db = LedgerDatabase(URL, table_prefix=prefix, timeouts=SHORT)
+    try:
+
+        def sleep_long() -> None:
+            with db.reading("sleep on the server") as conn:
+                conn.execute(text("SELECT pg_sleep(30)"))
+
+        with pytest.raises(LedgerError, match="ran past the statement timeout"):
+            finishes(sleep_long)
+    finally:
+        db.close()
+
+
+def test_ledger_wait_bounds_the_wait_for_a_postgresql_writer_lock(
+    tmp_path: Path, prefix: str
+) -> None:
+    import psycopg
+
+    assert URL is not None
+    root = tmp_path / "data"
+    write_trace(
+        root, [StartSession(), UserInput("hi")], session_id="session-2026-07-18-11-10-22-3f8a1c2d"
+    )
+    db = LedgerDatabase(URL, table_prefix=prefix)  # creates the tables
+    db.close()
+    conninfo = URL.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(conninfo) as holder:
+        holder.execute(f"LOCK TABLE {prefix}runtime_events IN EXCLUSIVE MODE")
+        result = run_cli(
+            root,
+            {"PENTRACE_LEDGER_URL": URL, "PENTRACE_LEDGER_TABLE_PREFIX": prefix},
+            "ledger",
+            "--wait",
+            "1",
+            "sync",
+        )
+        holder.rollback()
+    assert result.returncode == 1, result.stderr
+    assert "held the lock past the lock timeout" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_the_analytics_database_gives_up_on_a_hung_server(proxy: HangingProxy) -> None:
+    assert URL is not None
+    proxy.hang()
+    with pytest.raises(AnalyticsError, match="timeout expired"):
+        finishes(lambda: AnalyticsDatabase(proxy.url_for(URL), SHORT))
