@@ -58,6 +58,11 @@ def converted(operation: str, where: str) -> Iterator[None]:
             hint="check that the analytics database is reachable and writable; "
             "`pentrace projections rebuild NAME` recreates a read model",
         ) from error
+    except (exc.TimeoutError, exc.DisconnectionError) as error:  # the pool, no driver error
+        raise AnalyticsError(
+            f"{operation} on {where}: no usable database connection ({type(error).__name__})",
+            hint="check that the analytics database is reachable and answering",
+        ) from error
 
 
 def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:

@@ -81,6 +81,19 @@ def converted(operation: str, where: str) -> Iterator[None]:
             f"{operation} on {where}: database error ({_reason(error)})",
             hint="check the ledger URL and that the server is running",
         ) from error
+    except (exc.TimeoutError, exc.DisconnectionError, exc.InvalidRequestError) as error:
+        # Pool and connection-state errors carry no driver error: a pool with no free
+        # connection (pool_timeout), or reconnect attempts exhausted at check-out
+        # ("This connection is closed").  Other InvalidRequestErrors are our own bugs.
+        if isinstance(error, exc.InvalidRequestError) and "connection is closed" not in str(error):
+            raise
+        silent = DEADLINES.expired()
+        waited = f"; the server did not answer within {silent:g} s" if silent is not None else ""
+        raise LedgerError(
+            f"{operation} on {where}: no usable database connection "
+            f"({type(error).__name__}{waited})",
+            hint=_TIMEOUT_HINT,
+        ) from error
     except OSError as error:
         raise LedgerError(
             f"{operation} on {where}: {error.strerror or type(error).__name__}",
