@@ -74,13 +74,14 @@ class LedgerDatabase:
         if busy_timeout_ms is not None:
             timeouts = timeouts.with_lock_wait(busy_timeout_ms / 1000)
         self.timeouts = timeouts
-        self._deadline = statement_deadline(timeouts)
         lock = timeouts.lock_seconds
         self.busy_timeout_ms = _NO_LIMIT_MS if lock is None else max(1, int(lock * 1000))
         self.tables: LedgerTables = ledger_tables(table_prefix)
         parsed = database_url(url, setting=ENV_URL)
         self.url = parsed.render_as_string(hide_password=False)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        # The client-side deadline of PostgreSQL statements (see .deadline); SQLite has none.
+        self._deadline = None if self.is_sqlite else statement_deadline(timeouts)
         self.where = safe_url(url)
         self.path: Path | None = None
         if self.is_sqlite:
