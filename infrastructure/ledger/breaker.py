@@ -2,8 +2,9 @@
 
 After ``threshold`` failures in a row the breaker opens: writes are skipped
 (dropped, for ``pentrace ledger sync`` to fill in) for ``base_seconds``.  Then
-one write is let through; when it fails the pause doubles, up to
-``max_seconds``; when it succeeds the breaker closes.  Opening and closing
+one trial write is let through (the others stay paused while it runs); when
+it fails the pause doubles, up to ``max_seconds``; when it succeeds the
+breaker closes.  Opening and closing
 each return True once, so the caller logs one line per outage, not one per
 write.  The clock is injected: tests step it by hand.
 """
@@ -50,10 +51,24 @@ class CircuitBreaker:
         with self._lock:
             return self._pause if self._until is not None else 0.0
 
-    def allow(self) -> bool:
-        """Whether to try a write now; False counts the write as skipped."""
+    def paused(self) -> bool:
+        """Whether writes are paused now (it does not start a trial); True counts the
+        write as skipped."""
         with self._lock:
             if self._until is None or self._clock() >= self._until:
+                return False
+            self.skipped += 1
+            return True
+
+    def allow(self) -> bool:
+        """Whether to try a write now: always while closed; after a pause, once (the trial,
+        until :meth:`succeeded` or :meth:`failed`).  False counts the write as skipped."""
+        with self._lock:
+            if self._until is None:
+                return True
+            now = self._clock()
+            if now >= self._until:
+                self._until = now + self._pause  # the others wait for the trial's outcome
                 return True
             self.skipped += 1
             return False

@@ -87,7 +87,7 @@ class LiveWriter:
 
     def submit(self, batch: LiveBatch) -> None:
         """Queue a batch; wait for its commit at most ``wait_seconds`` (never raises)."""
-        if self._closed or not self.breaker.allow():
+        if self._closed or self.breaker.paused():
             self._drop(len(batch.rows))
             return
         with self._idle:

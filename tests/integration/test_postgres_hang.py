@@ -143,7 +143,7 @@ def test_saves_go_on_while_the_server_hangs_and_ledger_sync_closes_the_gap_after
     rec = open_recording(root, "proj", "agent", ledger=ledger)
     writer = rec.hook.writer
     assert writer is not None
-    writer.breaker = CircuitBreaker(threshold=3, base_seconds=0.2, max_seconds=1.0)
+    writer.breaker = CircuitBreaker(threshold=3, base_seconds=2.0, max_seconds=4.0)
     live = rec.subscribe_live(maxsize=10_000)
 
     sid = record_turns(rec, workspace, 1)
@@ -169,10 +169,12 @@ def test_saves_go_on_while_the_server_hangs_and_ledger_sync_closes_the_gap_after
         assert caplog.text.count("ledger unavailable after 3 failed writes") == 1
 
         proxy.recover()
-        while writer.breaker.is_open:  # a closed breaker is learnt from a write that works
+        pause = threading.Event()
+        while writer.breaker.is_open:  # a closed breaker is learnt from a trial write
             finishes(lambda: record_turns(rec, workspace, 1, sid))
             turns += 1
             assert finishes(lambda: writer.flush(GUARD))
+            pause.wait(0.05)
     assert "ledger writes resumed" in caplog.text
     assert caplog.text.count("ledger unavailable after") == 1
     finishes(lambda: rec.close(timeout=GUARD))

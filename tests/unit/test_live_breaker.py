@@ -34,6 +34,19 @@ def test_each_failed_trial_doubles_the_pause_up_to_the_cap() -> None:
     assert pauses == [2, 4, 4, 4]
 
 
+def test_after_a_pause_one_trial_goes_through_and_the_rest_wait_for_its_outcome() -> None:
+    clock = Clock()
+    breaker = CircuitBreaker(threshold=1, base_seconds=1, clock=clock)
+    breaker.failed()
+    assert breaker.paused()
+    clock.now = 1.0
+    assert not breaker.paused()  # asking does not start the trial
+    assert breaker.allow()
+    assert breaker.paused()
+    assert breaker.allow() is False
+    assert breaker.skipped == 3
+
+
 def test_a_working_trial_closes_it_and_reports_that_once() -> None:
     clock = Clock()
     breaker = CircuitBreaker(threshold=1, base_seconds=1, clock=clock)
