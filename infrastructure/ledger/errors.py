@@ -26,8 +26,9 @@ class LedgerIntegrityError(LedgerConflictError, RecorderIntegrityError):
 
 
 _LOCKED_HINT = (
-    "another process holds a write lock on the ledger; retry, or raise "
-    "busy_timeout; `pentrace ledger sync` fills in events the live path missed"
+    "another process holds a write lock on the ledger; retry, or wait longer "
+    "(`pentrace ledger --wait SECONDS`, PENTRACE_DB_LOCK_TIMEOUT); "
+    "`pentrace ledger sync` fills in events the live path missed"
 )
 
 
