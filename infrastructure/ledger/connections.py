@@ -84,6 +84,9 @@ def postgres_engine(url: URL, timeouts: DatabaseTimeouts, **options: Any) -> Eng
     if guard is not None:
         arm = _arming(guard)
         event.listen(engine, "before_cursor_execute", arm)
+        # Only while a statement is in flight: a connection held idle between
+        # statements is the caller's business, not a silent server.
+        event.listen(engine, "after_cursor_execute", _disarming)
         event.listen(engine, "commit", arm)
         event.listen(engine, "rollback", arm)
         event.listen(engine.pool, "reset", _on_reset(guard))
@@ -174,6 +177,12 @@ def _pinging(engine: Engine, seconds: float) -> Any:
         DEADLINES.disarm(dbapi_connection)
 
     return ping
+
+
+def _disarming(conn: Any, *_args: Any) -> None:
+    driver = _driver_connection(conn)
+    if driver is not None:
+        DEADLINES.disarm(driver)
 
 
 def _disarm(dbapi_connection: Any, *_args: Any) -> None:

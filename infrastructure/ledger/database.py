@@ -226,8 +226,9 @@ class LedgerDatabase:
         params = compiled.construct_params(dict(values)) or {}
         positions = getattr(compiled, "positiontup", None)
         args: Any = tuple(params[name] for name in positions) if positions else params
+        driver = conn.connection.dbapi_connection
         if self._deadline is not None:
-            DEADLINES.arm(conn.connection.dbapi_connection, self._deadline)
+            DEADLINES.arm(driver, self._deadline)
         cursor = conn.connection.cursor()
         try:
             cursor.execute(compiled.string, args)
@@ -237,6 +238,8 @@ class LedgerDatabase:
                 compiled.string, None, error, conn.dialect.loaded_dbapi.Error
             ) from error
         finally:
+            if self._deadline is not None:
+                DEADLINES.disarm(driver)
             cursor.close()
 
     def head(self, conn: Connection) -> int:

@@ -9,8 +9,9 @@ connection", SQLAlchemy drops that connection from its pool, and the thread
 that was blocked can ask :meth:`Deadlines.expired` to say why.
 
 Connections are armed before each statement, commit, rollback and pool ping,
-and disarmed before they are checked in or closed, so a socket number is
-never touched after the connection that owned it let it go.
+disarmed when a statement returns, and disarmed before they are checked in
+or closed, so a socket number is never touched after the connection that
+owned it let it go.
 """
 
 from __future__ import annotations

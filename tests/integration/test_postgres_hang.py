@@ -321,3 +321,18 @@ def test_the_analytics_database_gives_up_on_a_hung_server(proxy: HangingProxy) -
     proxy.hang()
     with pytest.raises(AnalyticsError, match="timeout expired"):
         finishes(lambda: AnalyticsDatabase(proxy.url_for(URL), SHORT))
+
+
+def test_a_connection_held_idle_between_statements_is_never_cut(prefix: str) -> None:
+    assert URL is not None
+    quick = DatabaseTimeouts(connect_seconds=2, statement_seconds=0.1, lock_seconds=1)
+    db = LedgerDatabase(URL, table_prefix=prefix, timeouts=quick)
+    cut_before = DEADLINES.cut
+    try:
+        with db.reading("hold a connection") as conn:
+            conn.execute(text("SELECT 1"))
+            threading.Event().wait(5.5)  # idle past the 5.1 s statement deadline
+            assert conn.execute(text("SELECT 2")).scalar_one() == 2
+    finally:
+        db.close()
+    assert DEADLINES.cut == cut_before
