@@ -92,9 +92,10 @@ class Deadlines:
                             heapq.heappush(self._heap, (armed[0], key))
                         continue
                     del self._armed[key]
-                    _shut_down(armed[1])
+                    # Recorded first: the woken thread asks expired() at once.
                     self._expired[armed[3]] = armed[2]
                     self.cut += 1
+                    _shut_down(armed[1])
                 wait = self._heap[0][0] - now if self._heap else None
                 self._cond.wait(wait)
 
