@@ -15,8 +15,9 @@ caught up.  The writer commits what has queued up in one transaction (up to
   line when it opens, one when writes work again.
 
 ``pentrace ledger sync`` indexes whatever was dropped, from the traces.  The
-thread is a daemon; an ``atexit`` hook gives queued batches a bounded time to
-commit, so a process never hangs at exit on a dead ledger.
+thread is a daemon that ends after ``idle_seconds`` without work (the next
+save starts another); an ``atexit`` hook gives queued batches a bounded time
+to commit, so a process never hangs at exit on a dead ledger.
 """
 
 from __future__ import annotations
@@ -68,9 +69,12 @@ class LiveWriter:
         wait_seconds: float = 0.0,
         capacity: int = 1024,
         breaker: CircuitBreaker | None = None,
+        idle_seconds: float = 10.0,
     ) -> None:
         self.ledger = ledger
         self.wait_seconds = wait_seconds
+        # A writer nobody closes costs no thread once it has been idle this long.
+        self.idle_seconds = idle_seconds
         self.breaker = breaker if breaker is not None else CircuitBreaker()
         self.written = 0  # events committed
         self.dropped = 0  # events not written (queue full, breaker open, write failed)
@@ -143,7 +147,14 @@ class LiveWriter:
     def _run(self) -> None:
         stopping = False
         while not stopping:
-            first = self._queue.get()
+            try:
+                first = self._queue.get(timeout=self.idle_seconds)
+            except queue.Empty:
+                with self._idle:  # submit() queues and starts a thread under this lock
+                    if self._queue.empty():
+                        self._thread = None  # idle: end; the next submit starts another
+                        return
+                continue
             if first is None:
                 return
             group = [first]

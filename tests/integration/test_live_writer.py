@@ -194,3 +194,22 @@ def test_a_process_exits_promptly_with_writes_queued_for_a_locked_ledger(tmp_pat
     assert child.returncode == 0, stderr
     assert stdout == "saved\n"
     assert "Traceback" not in stderr
+
+
+def test_an_idle_writer_ends_its_thread_and_the_next_save_starts_another(tmp_path: Path) -> None:
+    ledger = patient_ledger(tmp_path / "events.db")
+    writer = LiveWriter(ledger, idle_seconds=0.05)
+    offered = batches(1)
+    with writer._idle:  # (reentrant) the thread cannot end before we have seen it
+        writer.submit(offered[0])
+        first = writer._thread
+    assert first is not None
+    assert writer.flush(GUARD)
+    first.join(GUARD)  # ends by itself once idle
+    assert not first.is_alive()
+    writer.submit(offered[1])
+    assert writer.flush(GUARD)
+    assert writer.written == 2
+    assert ledger.count() == 2
+    writer.close()
+    ledger.close()
