@@ -20,6 +20,7 @@ from typing import Any, Final
 from sqlalchemy import Connection, Engine, create_engine, event, exc
 
 from pentrace.errors import AnalyticsError, ConfigError
+from pentrace.infrastructure.file_modes import prepare_sqlite_file, repair_modes, sqlite_files
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger.connections import database_url, postgres_engine
 from pentrace.infrastructure.ledger.deadline import DEADLINES
@@ -95,7 +96,7 @@ class AnalyticsDatabase:
                     hint=f"set {ENV_ANALYTICS_URL} to sqlite:////path/analytics.db",
                 )
             path = Path(parsed.database)
-            path.parent.mkdir(parents=True, exist_ok=True)
+            prepare_sqlite_file(path)
             self.where = str(path)
             lock = timeouts.lock_seconds
             self.engine: Engine = create_engine(
@@ -114,6 +115,8 @@ class AnalyticsDatabase:
                 f"CREATE TABLE IF NOT EXISTS {TRACKING_TABLE} ("
                 "application_name VARCHAR(200) PRIMARY KEY, notification_id BIGINT NOT NULL)"
             )
+        if self.is_sqlite:
+            repair_modes(sqlite_files(Path(self.where)), where=self.where)  # SQLite's side files
 
     @property
     def placeholder(self) -> str:

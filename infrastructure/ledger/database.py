@@ -40,6 +40,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.sql.compiler import Compiled
 
 from pentrace.errors import ConfigError, LedgerLockedError
+from pentrace.infrastructure.file_modes import prepare_sqlite_file, repair_modes, sqlite_files
 from pentrace.infrastructure.ledger.connections import (
     database_url,
     postgres_engine,
@@ -120,7 +121,7 @@ class LedgerDatabase:
             engine = postgres_engine(make_url(self.url), self.timeouts)
         else:
             with converted("create the ledger's folder", self.where):
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                prepare_sqlite_file(self.path)
             engine = create_engine(
                 self.url, connect_args={"timeout": self.busy_timeout_ms / 1000}, pool_size=8
             )
@@ -128,6 +129,7 @@ class LedgerDatabase:
             event.listen(engine, "begin", _begin_sqlite)
         self._create_schema(engine)
         if self.path is not None:
+            repair_modes(sqlite_files(self.path), where=self.path)  # the side files SQLite made
             self._inode = _inode(self.path)
         return engine
 
