@@ -19,8 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-import msgspec
-
+from pentrace.domain.json_codec import JsonEncoder
 from pentrace.errors import LedgerError, RedactionError
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger.indexer import build_events, session_directory
@@ -32,7 +31,7 @@ from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 __all__ = ["LedgerHook", "LiveFanout", "LiveSubscription"]
 
 log = logging.getLogger(__name__)
-_encode: Final = msgspec.json.Encoder().encode
+_encode: Final = JsonEncoder().encode
 
 
 class LiveSubscription:
