@@ -10,6 +10,12 @@ become visible in order and a reader never skips one that commits late.
 W13: before each operation the SQLite file's inode is compared with the one
 we opened.  When the file vanished or was replaced, the pool is dropped and
 the schema is created again in a fresh file.
+
+A SQLite file is looked at before anything is created in it
+(:mod:`.formats`): a Penguin-format ledger, or a ledger table of another
+shape, is refused for writing.  ``read_only=True`` (the read commands and the
+SSE service) creates and changes nothing: the file is opened ``mode=ro``, and
+a Penguin-format file is read through TEMP views under pentrace's names.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import make_url
 from sqlalchemy.sql.compiler import Compiled
 
-from pentrace.errors import ConfigError, LedgerLockedError
+from pentrace.errors import ConfigError, LedgerError, LedgerLockedError
 from pentrace.infrastructure.file_modes import prepare_sqlite_file, repair_modes, sqlite_files
 from pentrace.infrastructure.ledger.connections import (
     database_url,
@@ -48,6 +54,12 @@ from pentrace.infrastructure.ledger.connections import (
 )
 from pentrace.infrastructure.ledger.deadline import DEADLINES
 from pentrace.infrastructure.ledger.errors import converted
+from pentrace.infrastructure.ledger.formats import (
+    FileFormat,
+    penguin_format_error,
+    read_only_engine,
+    refuse_foreign_writes,
+)
 from pentrace.infrastructure.ledger.schema import LedgerTables, ledger_tables
 from pentrace.infrastructure.ledger.settings import ENV_URL, DatabaseTimeouts, safe_url
 
@@ -68,6 +80,7 @@ class LedgerDatabase:
         table_prefix: str = "",
         busy_timeout_ms: int | None = None,
         timeouts: DatabaseTimeouts | None = None,
+        read_only: bool = False,
     ) -> None:
         """``timeouts`` default to the environment's (:meth:`DatabaseTimeouts.from_env`);
         ``busy_timeout_ms`` overrides their lock wait."""
@@ -77,6 +90,9 @@ class LedgerDatabase:
         self.timeouts = timeouts
         lock = timeouts.lock_seconds
         self.busy_timeout_ms = _NO_LIMIT_MS if lock is None else max(1, int(lock * 1000))
+        self.read_only = read_only
+        #: What the SQLite file held when opened (``pentrace`` or ``penguin`` once open).
+        self.format: FileFormat | None = None
         self.tables: LedgerTables = ledger_tables(table_prefix)
         parsed = database_url(url, setting=ENV_URL)
         self.url = parsed.render_as_string(hide_password=False)
@@ -107,19 +123,24 @@ class LedgerDatabase:
         table_prefix: str = "",
         busy_timeout_ms: int | None = None,
         timeouts: DatabaseTimeouts | None = None,
+        read_only: bool = False,
     ) -> LedgerDatabase:
-        """A SQLite ledger in ``path``; parent folders are created."""
+        """A SQLite ledger in ``path``; parent folders are created (unless ``read_only``)."""
         return cls(
             f"sqlite:///{path}",
             table_prefix=table_prefix,
             busy_timeout_ms=busy_timeout_ms,
             timeouts=timeouts,
+            read_only=read_only,
         )
 
     def _open(self) -> Engine:
+        if self.read_only:
+            return self._open_read_only()
         if self.path is None:
             engine = postgres_engine(make_url(self.url), self.timeouts)
         else:
+            refuse_foreign_writes(self.path, self.tables.events.name, self.busy_timeout_ms / 1000)
             with converted("create the ledger's folder", self.where):
                 prepare_sqlite_file(self.path)
             engine = create_engine(
@@ -128,8 +149,20 @@ class LedgerDatabase:
             event.listen(engine, "connect", _configure_sqlite)
             event.listen(engine, "begin", _begin_sqlite)
         self._create_schema(engine)
+        self.format = "pentrace"
         if self.path is not None:
             repair_modes(sqlite_files(self.path), where=self.path)  # the side files SQLite made
+            self._inode = _inode(self.path)
+        return engine
+
+    def _open_read_only(self) -> Engine:
+        names = self.tables
+        shadow = (names.events.name, names.watermarks.name, names.tracking.name)
+        engine, self.format = read_only_engine(
+            self.url, self.path, shadow, self.busy_timeout_ms / 1000, self.timeouts
+        )
+        if self.path is not None:
+            event.listen(engine, "begin", _begin_sqlite)
             self._inode = _inode(self.path)
         return engine
 
@@ -198,6 +231,13 @@ class LedgerDatabase:
     @contextmanager
     def writing(self, operation: str) -> Iterator[Connection]:
         """A write transaction that commits when the block ends, and rolls back on any error."""
+        if self.read_only:
+            if self.format == "penguin" and self.path is not None:
+                raise penguin_format_error(self.path, operation)
+            raise LedgerError(
+                f"{operation} on {self.where}: the ledger is open read-only",
+                hint="this command only reads the ledger; use `pentrace ledger sync` to write",
+            )
         self.check_file()
         with self._write_lock, converted(operation, self.where):
             engine = self.engine.execution_options(**{_BEGIN: "BEGIN IMMEDIATE"})

@@ -186,7 +186,7 @@ class LiveWriter:
             self._drop(count)
             return
         try:
-            self.ledger.extend_rows([row for batch in group for row in batch.rows])
+            self.ledger.append_rows([row for batch in group for row in batch.rows])
         except LedgerConflictError as error:
             if len(group) == 1:
                 self._failed(group, error, available=True)
