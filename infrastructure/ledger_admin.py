@@ -72,10 +72,10 @@ def open_ledger(
     if keep_everything:
         settings = settings.with_limits_off()
     prefix = os.environ.get(ENV_TABLE_PREFIX, "")
-    wait_ms = max(1, int(wait_seconds * 1000))
+    timeouts = settings.timeouts.with_lock_wait(wait_seconds)
     if settings.url is not None:
         db = LedgerDatabase(
-            settings.url, table_prefix=prefix, busy_timeout_ms=wait_ms, read_only=read_only
+            settings.url, table_prefix=prefix, timeouts=timeouts, read_only=read_only
         )
     else:
         path = settings.path if settings.path is not None else default_ledger_path(root.path)
@@ -85,7 +85,7 @@ def open_ledger(
                 hint="run `pentrace ledger sync` to build it from the traces",
             )
         db = LedgerDatabase.for_path(
-            Path(path), table_prefix=prefix, busy_timeout_ms=wait_ms, read_only=read_only
+            Path(path), table_prefix=prefix, timeouts=timeouts, read_only=read_only
         )
     return RuntimeEventLedger(db, settings)
 

@@ -1,11 +1,13 @@
 """Record sessions with the ledger wired in: the one-call setup for harness authors.
 
 ``open_recording`` builds a :class:`SessionApplication` whose ``on_recorded``
-hook indexes every saved record into the RuntimeEvent ledger right after the
-trace write and publishes it to in-process live subscribers (DESIGN decision
-6).  The ledger is best-effort: when it cannot be opened (a locked file, a
-server that is down), recording goes on without it, a warning is logged, and
-``pentrace ledger sync`` indexes what it missed later.
+hook publishes every saved record to in-process live subscribers right after
+the trace write and hands it to a background writer that indexes it into the
+RuntimeEvent ledger (DESIGN decision 6; ``Recording.flush`` waits for it).
+The ledger is best-effort: when it cannot be opened (a locked file, a server
+that is down or hung: the connect timeout bounds the wait), recording goes on
+without it, a warning is logged, and ``pentrace ledger sync`` indexes what it
+missed later.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pentrace.errors import PentraceError
 from pentrace.infrastructure.application import SessionApplication
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
+from pentrace.infrastructure.ledger.credentials import mask_text
 from pentrace.infrastructure.ledger.live import LedgerHook, LiveSubscription
 
 __all__ = ["Recording", "open_recording"]
@@ -38,8 +41,15 @@ class Recording:
         """Entries indexed from now on, as they are saved (bounded; the ledger keeps all)."""
         return self.hook.subscribe_live(maxsize)
 
-    def close(self) -> None:
-        """Close the ledger connection (the application holds no other resources)."""
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every saved record handed to the ledger is written or dropped; False
+        when ``timeout`` ran out.  Saves do not wait for the ledger: call this before
+        reading the ledger for rows of your own saves."""
+        return self.hook.flush(timeout)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Give queued ledger writes ``timeout`` seconds at most, then close the ledger."""
+        self.hook.close(timeout)
         if self.ledger is not None:
             self.ledger.close()
 
@@ -71,8 +81,10 @@ def open_recording(
             ledger = RuntimeEventLedger.open(root.path, ledger_settings)
         except PentraceError as error:
             # Never block recording on the ledger; the traces stay the source of truth.
+            # The message names the database with its credentials masked.
             log.warning(
-                "recording without the ledger: %s (run `pentrace ledger sync` later)", error
+                "recording without the ledger: %s (run `pentrace ledger sync` later)",
+                mask_text(error.message),
             )
     hook = LedgerHook(ledger, data_root=root, project=project, agent=agent)
     application = SessionApplication(root, project, agent, on_recorded=hook, **options)

@@ -16,10 +16,10 @@ import threading
 from typing import Final
 
 import psycopg
-from sqlalchemy.engine import make_url
 
 from pentrace.errors import PentraceError
 from pentrace.infrastructure.ledger import RuntimeEventLedger
+from pentrace.infrastructure.ledger.connections import listen_connection, run_guarded
 from pentrace.service.ledger_tail import ledger_head
 
 __all__ = ["LedgerFollower"]
@@ -102,13 +102,11 @@ class LedgerFollower:
 
     def _listen(self) -> None:
         """PostgreSQL: turn NOTIFY into an immediate poll; polling covers any failure."""
-        url = make_url(self.ledger.db.url).set(drivername="postgresql")
+        db = self.ledger.db
         while not self._stopped.is_set():
             try:
-                with psycopg.connect(
-                    url.render_as_string(hide_password=False), autocommit=True
-                ) as conn:
-                    conn.execute(f'LISTEN "{self.ledger.notify_channel}"')
+                with listen_connection(db.url, db.timeouts) as conn:
+                    run_guarded(conn, f'LISTEN "{self.ledger.notify_channel}"', db.timeouts)
                     while not self._stopped.is_set():
                         for _ in conn.notifies(timeout=0.5, stop_after=1):
                             self._wake.set()

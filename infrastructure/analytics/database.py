@@ -18,18 +18,21 @@ from pathlib import Path
 from typing import Any, Final
 
 from sqlalchemy import Connection, Engine, create_engine, event, exc
-from sqlalchemy.engine import make_url
 
 from pentrace.errors import AnalyticsError, ConfigError
 from pentrace.infrastructure.file_modes import prepare_sqlite_file, repair_modes, sqlite_files
 from pentrace.infrastructure.layout import DataRoot
-from pentrace.infrastructure.ledger.settings import safe_url
+from pentrace.infrastructure.ledger.connections import database_url, postgres_engine
+from pentrace.infrastructure.ledger.deadline import DEADLINES
+from pentrace.infrastructure.ledger.errors import driver_reason
+from pentrace.infrastructure.ledger.settings import DatabaseTimeouts, safe_url
 
 __all__ = ["ENV_ANALYTICS_URL", "AnalyticsDatabase", "analytics_url", "converted"]
 
 ENV_ANALYTICS_URL: Final = "PENTRACE_ANALYTICS_URL"
 TRACKING_TABLE: Final = "analytics_tracking"
-_BUSY_TIMEOUT_S: Final = 30.0
+# SQLite has no "wait for ever"; a day stands for it when the lock wait is off.
+_NO_LIMIT_S: Final = 86_400.0
 
 
 def analytics_url(data_root: Path, environ: Mapping[str, str] | None = None) -> str:
@@ -47,13 +50,19 @@ def converted(operation: str, where: str) -> Iterator[None]:
     try:
         yield
     except exc.DBAPIError as error:
-        original = error.orig
-        text = str(original).strip() if original is not None else type(error).__name__
-        reason = (text.splitlines() or [type(error).__name__])[0][:200]
+        reason = driver_reason(error)
+        silent = DEADLINES.expired()
+        if silent is not None:
+            reason = f"no answer within {silent:g} s: {reason}"
         raise AnalyticsError(
             f"{operation} on {where}: the database refused it ({reason})",
             hint="check that the analytics database is reachable and writable; "
             "`pentrace projections rebuild NAME` recreates a read model",
+        ) from error
+    except (exc.TimeoutError, exc.DisconnectionError) as error:  # the pool, no driver error
+        raise AnalyticsError(
+            f"{operation} on {where}: no usable database connection ({type(error).__name__})",
+            hint="check that the analytics database is reachable and answering",
         ) from error
 
 
@@ -73,8 +82,10 @@ def _begin_sqlite(conn: Connection) -> None:
 class AnalyticsDatabase:
     """An engine over the analytics database, with the tracking table created."""
 
-    def __init__(self, url: str) -> None:
-        parsed = make_url(url)
+    def __init__(self, url: str, timeouts: DatabaseTimeouts | None = None) -> None:
+        """``timeouts`` default to the environment's (:meth:`DatabaseTimeouts.from_env`)."""
+        timeouts = timeouts if timeouts is not None else DatabaseTimeouts.from_env()
+        parsed = database_url(url, setting=ENV_ANALYTICS_URL)
         self.url = url
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         self.where = safe_url(url)
@@ -87,13 +98,18 @@ class AnalyticsDatabase:
             path = Path(parsed.database)
             prepare_sqlite_file(path)
             self.where = str(path)
+            lock = timeouts.lock_seconds
             self.engine: Engine = create_engine(
-                url, connect_args={"timeout": _BUSY_TIMEOUT_S, "check_same_thread": False}
+                parsed,
+                connect_args={
+                    "timeout": _NO_LIMIT_S if lock is None else lock,
+                    "check_same_thread": False,
+                },
             )
             event.listen(self.engine, "connect", _configure_sqlite)
             event.listen(self.engine, "begin", _begin_sqlite)
         else:
-            self.engine = create_engine(url, pool_pre_ping=True)
+            self.engine = postgres_engine(parsed, timeouts)
         with self.writing("create the tracking table") as conn:
             conn.exec_driver_sql(
                 f"CREATE TABLE IF NOT EXISTS {TRACKING_TABLE} ("

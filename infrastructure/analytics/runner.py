@@ -31,6 +31,7 @@ from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analyt
 from pentrace.infrastructure.analytics.readmodel import ReadModel
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.application import ENV_TABLE_PREFIX, LedgerApplication
+from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 
 __all__ = [
     "ENV_BATCH_SIZE",
@@ -80,7 +81,8 @@ def open_projection(
     env: Mapping[str, str] | None = None,
 ) -> AnalyticsProjection:
     """A projection over its read model in the analytics database (schema created)."""
-    db = AnalyticsDatabase(analytics_url(data_root, _env(data_root, env)))
+    merged = _env(data_root, env)
+    db = AnalyticsDatabase(analytics_url(data_root, merged), DatabaseTimeouts.from_env(merged))
     return projection_class(ReadModel(db, projection_class.name))
 
 

@@ -47,6 +47,12 @@ from sqlalchemy.sql.compiler import Compiled
 
 from pentrace.errors import ConfigError, LedgerError, LedgerLockedError
 from pentrace.infrastructure.file_modes import prepare_sqlite_file, repair_modes, sqlite_files
+from pentrace.infrastructure.ledger.connections import (
+    database_url,
+    postgres_engine,
+    statement_deadline,
+)
+from pentrace.infrastructure.ledger.deadline import DEADLINES
 from pentrace.infrastructure.ledger.errors import converted
 from pentrace.infrastructure.ledger.formats import (
     FileFormat,
@@ -55,11 +61,12 @@ from pentrace.infrastructure.ledger.formats import (
     refuse_foreign_writes,
 )
 from pentrace.infrastructure.ledger.schema import LedgerTables, ledger_tables
-from pentrace.infrastructure.ledger.settings import safe_url
+from pentrace.infrastructure.ledger.settings import ENV_URL, DatabaseTimeouts, safe_url
 
 __all__ = ["LedgerDatabase"]
 
-_BUSY_TIMEOUT_MS: Final = 30_000
+# SQLite has no "wait for ever"; a day stands for it when the lock wait is off.
+_NO_LIMIT_MS: Final = 86_400_000
 _BEGIN: Final = "pentrace_begin"
 
 
@@ -71,17 +78,27 @@ class LedgerDatabase:
         url: str,
         *,
         table_prefix: str = "",
-        busy_timeout_ms: int = _BUSY_TIMEOUT_MS,
+        busy_timeout_ms: int | None = None,
+        timeouts: DatabaseTimeouts | None = None,
         read_only: bool = False,
     ) -> None:
-        self.url = url
-        self.busy_timeout_ms = busy_timeout_ms
+        """``timeouts`` default to the environment's (:meth:`DatabaseTimeouts.from_env`);
+        ``busy_timeout_ms`` overrides their lock wait."""
+        timeouts = timeouts if timeouts is not None else DatabaseTimeouts.from_env()
+        if busy_timeout_ms is not None:
+            timeouts = timeouts.with_lock_wait(busy_timeout_ms / 1000)
+        self.timeouts = timeouts
+        lock = timeouts.lock_seconds
+        self.busy_timeout_ms = _NO_LIMIT_MS if lock is None else max(1, int(lock * 1000))
         self.read_only = read_only
         #: What the SQLite file held when opened (``pentrace`` or ``penguin`` once open).
         self.format: FileFormat | None = None
         self.tables: LedgerTables = ledger_tables(table_prefix)
-        parsed = make_url(url)
+        parsed = database_url(url, setting=ENV_URL)
+        self.url = parsed.render_as_string(hide_password=False)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        # The client-side deadline of PostgreSQL statements (see .deadline); SQLite has none.
+        self._deadline = None if self.is_sqlite else statement_deadline(timeouts)
         self.where = safe_url(url)
         self.path: Path | None = None
         if self.is_sqlite:
@@ -104,7 +121,8 @@ class LedgerDatabase:
         path: Path,
         *,
         table_prefix: str = "",
-        busy_timeout_ms: int = _BUSY_TIMEOUT_MS,
+        busy_timeout_ms: int | None = None,
+        timeouts: DatabaseTimeouts | None = None,
         read_only: bool = False,
     ) -> LedgerDatabase:
         """A SQLite ledger in ``path``; parent folders are created (unless ``read_only``)."""
@@ -112,6 +130,7 @@ class LedgerDatabase:
             f"sqlite:///{path}",
             table_prefix=table_prefix,
             busy_timeout_ms=busy_timeout_ms,
+            timeouts=timeouts,
             read_only=read_only,
         )
 
@@ -119,7 +138,7 @@ class LedgerDatabase:
         if self.read_only:
             return self._open_read_only()
         if self.path is None:
-            engine = create_engine(self.url, pool_pre_ping=True)
+            engine = postgres_engine(make_url(self.url), self.timeouts)
         else:
             refuse_foreign_writes(self.path, self.tables.events.name, self.busy_timeout_ms / 1000)
             with converted("create the ledger's folder", self.where):
@@ -140,7 +159,7 @@ class LedgerDatabase:
         names = self.tables
         shadow = (names.events.name, names.watermarks.name, names.tracking.name)
         engine, self.format = read_only_engine(
-            self.url, self.path, shadow, self.busy_timeout_ms / 1000
+            self.url, self.path, shadow, self.busy_timeout_ms / 1000, self.timeouts
         )
         if self.path is not None:
             event.listen(engine, "begin", _begin_sqlite)
@@ -249,6 +268,9 @@ class LedgerDatabase:
         params = compiled.construct_params(dict(values)) or {}
         positions = getattr(compiled, "positiontup", None)
         args: Any = tuple(params[name] for name in positions) if positions else params
+        driver = conn.connection.dbapi_connection
+        if self._deadline is not None:
+            DEADLINES.arm(driver, self._deadline)
         cursor = conn.connection.cursor()
         try:
             cursor.execute(compiled.string, args)
@@ -258,6 +280,8 @@ class LedgerDatabase:
                 compiled.string, None, error, conn.dialect.loaded_dbapi.Error
             ) from error
         finally:
+            if self._deadline is not None:
+                DEADLINES.disarm(driver)
             cursor.close()
 
     def head(self, conn: Connection) -> int:

@@ -15,8 +15,10 @@ from eventsourcing.persistence import IntegrityError as RecorderIntegrityError
 from sqlalchemy import exc
 
 from pentrace.errors import LedgerConflictError, LedgerError, LedgerLockedError
+from pentrace.infrastructure.ledger.credentials import mask_text
+from pentrace.infrastructure.ledger.deadline import DEADLINES
 
-__all__ = ["LedgerIntegrityError", "converted"]
+__all__ = ["LedgerIntegrityError", "converted", "driver_reason"]
 
 
 class LedgerIntegrityError(LedgerConflictError, RecorderIntegrityError):
@@ -24,8 +26,15 @@ class LedgerIntegrityError(LedgerConflictError, RecorderIntegrityError):
 
 
 _LOCKED_HINT = (
-    "another process holds a write lock on the ledger; retry, or raise "
-    "busy_timeout; `pentrace ledger sync` fills in events the live path missed"
+    "another process holds a write lock on the ledger; retry, or wait longer "
+    "(`pentrace ledger --wait SECONDS`, PENTRACE_DB_LOCK_TIMEOUT); "
+    "`pentrace ledger sync` fills in events the live path missed"
+)
+
+
+_TIMEOUT_HINT = (
+    "check that the database server is up and answering; the waits are set by "
+    "PENTRACE_DB_CONNECT_TIMEOUT and PENTRACE_DB_STATEMENT_TIMEOUT (seconds)"
 )
 
 
@@ -53,6 +62,23 @@ def converted(operation: str, where: str) -> Iterator[None]:
             raise LedgerLockedError(
                 f"{operation} on {where}: database is locked", hint=_LOCKED_HINT
             ) from error
+        if "lock timeout" in reason:
+            raise LedgerLockedError(
+                f"{operation} on {where}: another writer held the lock past the lock timeout",
+                hint=_LOCKED_HINT,
+            ) from error
+        if "statement timeout" in reason:
+            raise LedgerError(
+                f"{operation} on {where}: the statement ran past the statement timeout ({reason})",
+                hint=_TIMEOUT_HINT,
+            ) from error
+        silent = DEADLINES.expired()
+        if silent is not None or "timeout expired" in reason:
+            waited = f" within {silent:g} s" if silent is not None else ""
+            raise LedgerError(
+                f"{operation} on {where}: the server did not answer{waited} ({reason})",
+                hint=_TIMEOUT_HINT,
+            ) from error
         raise LedgerError(
             f"{operation} on {where}: the database refused the operation ({reason})",
             hint=_SCHEMA_HINT
@@ -64,6 +90,19 @@ def converted(operation: str, where: str) -> Iterator[None]:
             f"{operation} on {where}: database error ({_reason(error)})",
             hint="check the ledger URL and that the server is running",
         ) from error
+    except (exc.TimeoutError, exc.DisconnectionError, exc.InvalidRequestError) as error:
+        # Pool and connection-state errors carry no driver error: a pool with no free
+        # connection (pool_timeout), or reconnect attempts exhausted at check-out
+        # ("This connection is closed").  Other InvalidRequestErrors are our own bugs.
+        if isinstance(error, exc.InvalidRequestError) and "connection is closed" not in str(error):
+            raise
+        silent = DEADLINES.expired()
+        waited = f"; the server did not answer within {silent:g} s" if silent is not None else ""
+        raise LedgerError(
+            f"{operation} on {where}: no usable database connection "
+            f"({type(error).__name__}{waited})",
+            hint=_TIMEOUT_HINT,
+        ) from error
     except OSError as error:
         raise LedgerError(
             f"{operation} on {where}: {error.strerror or type(error).__name__}",
@@ -73,8 +112,14 @@ def converted(operation: str, where: str) -> Iterator[None]:
 
 
 def _reason(error: exc.DBAPIError) -> str:
-    """The driver's first message line: no SQL text, no parameters (they may hold payloads)."""
+    """The driver's first message line: no SQL text, no parameters (they may hold payloads),
+    no credentials (a driver may repeat the connection string)."""
+    return driver_reason(error)
+
+
+def driver_reason(error: exc.DBAPIError) -> str:
+    """The first line of a wrapped driver error, credentials masked, at most 200 characters."""
     original = error.orig
     text = str(original) if original is not None else type(error).__name__
     first = text.strip().splitlines()[0] if text.strip() else type(original).__name__
-    return first[:200]
+    return mask_text(first)[:200]

@@ -32,8 +32,9 @@ from sqlalchemy import Engine, create_engine, inspect
 from sqlalchemy.pool import QueuePool
 
 from pentrace.errors import LedgerError, LedgerFormatError, LedgerLockedError, NotFoundError
+from pentrace.infrastructure.ledger.connections import database_url, postgres_engine
 from pentrace.infrastructure.ledger.errors import converted
-from pentrace.infrastructure.ledger.settings import safe_url
+from pentrace.infrastructure.ledger.settings import ENV_URL, DatabaseTimeouts, safe_url
 
 __all__ = [
     "PENGUIN_COLUMNS",
@@ -187,12 +188,20 @@ def refuse_foreign_writes(path: Path, events_table: str, timeout_seconds: float 
 
 
 def read_only_engine(
-    url: str, path: Path | None, names: tuple[str, str, str], timeout_seconds: float
+    url: str,
+    path: Path | None,
+    names: tuple[str, str, str],
+    timeout_seconds: float,
+    timeouts: DatabaseTimeouts | None = None,
 ) -> tuple[Engine, FileFormat]:
     """An engine that only reads, and the format it found: SQLite files are opened
-    ``mode=ro``; on a server database the events table must already exist."""
+    ``mode=ro``; on a server database (with the connect, statement and lock
+    ``timeouts`` of every connection) the events table must already exist."""
     if path is None:
-        engine = create_engine(url, pool_pre_ping=True)
+        engine = postgres_engine(
+            database_url(url, setting=ENV_URL),
+            timeouts if timeouts is not None else DatabaseTimeouts.from_env(),
+        )
         with converted("look for the ledger's tables", safe_url(url)), engine.connect() as conn:
             present = inspect(conn).has_table(names[0])
         if not present:

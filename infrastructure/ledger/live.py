@@ -1,11 +1,13 @@
 """The live path: index new trace records into the ledger and fan them out in-process.
 
 :class:`LedgerHook` is the ``on_recorded`` callback of the session
-application.  It is best-effort by design (DESIGN decision 6): a failing
-ledger (locked, disk full, server down) is logged, without payloads, and
-never stops the trace write or live delivery; ``pentrace ledger sync`` closes
-the gap later.  An envelope that fails the redaction check is neither stored
-nor published.
+application.  It is best-effort by design (DESIGN decision 6): it publishes
+to in-process subscribers at once and hands the ledger write to a background
+:class:`~.live_writer.LiveWriter`, so a failing ledger (locked, disk full,
+server down or hung) is logged, without payloads, and never holds the trace
+write (the save only queues the rows) nor stops live delivery; ``pentrace
+ledger sync`` closes the gap later.  An envelope that fails the redaction
+check is neither stored nor published.
 """
 
 from __future__ import annotations
@@ -13,17 +15,17 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from pentrace.domain.json_codec import JsonEncoder
-from pentrace.domain.redaction import is_redacted
-from pentrace.errors import PentraceError, RedactionError
+from pentrace.errors import LedgerError, RedactionError
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger.indexer import build_events, session_directory
+from pentrace.infrastructure.ledger.live_writer import LiveBatch, LiveWriter
 from pentrace.infrastructure.ledger.replay import LedgerEntry
-from pentrace.infrastructure.ledger.rows import as_envelope
+from pentrace.infrastructure.ledger.rows import as_envelope, envelope_row
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 
 __all__ = ["LedgerHook", "LiveFanout", "LiveSubscription"]
@@ -100,7 +102,9 @@ class LiveFanout:
 
 
 class LedgerHook:
-    """``on_recorded(session_id, [(position, line bytes), ...])``: index, then publish live."""
+    """``on_recorded(session_id, [(position, line bytes), ...])``: publish live, index in the
+    background (:class:`~.live_writer.LiveWriter`; a save waits ``wait_seconds`` for the
+    commit at most, by default not at all; :meth:`flush` waits for what was handed over)."""
 
     def __init__(
         self,
@@ -110,12 +114,14 @@ class LedgerHook:
         project: str,
         agent: str,
         fanout: LiveFanout | None = None,
+        wait_seconds: float = 0.0,
     ) -> None:
         self.ledger = ledger
         self.root = data_root if isinstance(data_root, DataRoot) else DataRoot(Path(data_root))
         self.project = project
         self.agent = agent
         self.fanout = fanout if fanout is not None else LiveFanout()
+        self.writer = LiveWriter(ledger, wait_seconds=wait_seconds) if ledger is not None else None
         self._directories: dict[str, str | None] = {}
         self._lock = threading.Lock()
 
@@ -124,30 +130,38 @@ class LedgerHook:
         return self.fanout.subscribe_live(maxsize)
 
     def __call__(self, session_id: str, records: Sequence[tuple[int, bytes]]) -> None:
-        """Index and publish records just written to a session's trace."""
+        """Publish records just written to a session's trace, and hand them to the ledger."""
         if not records:
             return
         directory = self._directory(session_id)
         events = build_events(
             session_id, records, project=self.project, agent=self.agent, directory=directory
         )
-        envelopes = [as_envelope(event) for event in events]
-        if self.ledger is not None:
+        now = self.ledger.now_ms() if self.ledger is not None else 0
+        published: list[Mapping[str, Any]] = []
+        rows: list[dict[str, Any]] = []
+        for event in events:
+            envelope = as_envelope(event)
             try:
-                self.ledger.extend(envelopes)
-            except RedactionError as error:
+                # The ledger's own checks, here in the saving thread (the writer only inserts).
+                rows.append(envelope_row(envelope, now))
+            except RedactionError as error:  # neither stored nor published
                 log.error("ledger refused session %s: %s", session_id, error.message)
-                envelopes = [envelope for envelope in envelopes if is_redacted(envelope)]
-            except PentraceError as error:
-                log.warning(
-                    "ledger write failed for session %s positions %d-%d (%s): %s",
-                    session_id,
-                    records[0][0],
-                    records[-1][0],
-                    type(error).__name__,
-                    error.message,
-                )
-        self.fanout.publish([LedgerEntry(env["id"], _encode(env)) for env in envelopes])
+                continue
+            except LedgerError as error:
+                log.warning("ledger refused session %s: %s", session_id, error.message)
+            published.append(envelope)
+        if self.writer is not None and rows:
+            self.writer.submit(LiveBatch(session_id, records[0][0], records[-1][0], rows))
+        self.fanout.publish([LedgerEntry(env["id"], _encode(env)) for env in published])
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every batch handed to the ledger is written or dropped (False on timeout)."""
+        return self.writer.flush(timeout) if self.writer is not None else True
+
+    def close(self, timeout: float = 5.0) -> bool:
+        """Flush for at most ``timeout`` seconds and stop the writer thread."""
+        return self.writer.close(timeout) if self.writer is not None else True
 
     def _directory(self, session_id: str) -> str | None:
         with self._lock:

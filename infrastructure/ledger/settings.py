@@ -13,18 +13,23 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from pentrace.errors import ConfigError
+from pentrace.infrastructure.ledger.credentials import mask_url
 
 __all__ = [
     "ENV_CLEANUP_INTERVAL_SECONDS",
+    "ENV_CONNECT_TIMEOUT",
+    "ENV_LOCK_TIMEOUT",
     "ENV_MAX_AGE_DAYS",
     "ENV_MAX_BYTES",
     "ENV_MAX_EVENTS",
     "ENV_PATH",
+    "ENV_STATEMENT_TIMEOUT",
     "ENV_URL",
     "ENV_URL_ALIAS",
+    "DatabaseTimeouts",
     "LedgerSettings",
     "default_ledger_path",
     "safe_url",
@@ -37,6 +42,9 @@ ENV_MAX_EVENTS: Final = "PENGUIN_RUNTIME_EVENT_LEDGER_MAX_EVENTS"
 ENV_MAX_AGE_DAYS: Final = "PENGUIN_RUNTIME_EVENT_LEDGER_MAX_AGE_DAYS"
 ENV_MAX_BYTES: Final = "PENGUIN_RUNTIME_EVENT_LEDGER_MAX_BYTES"
 ENV_CLEANUP_INTERVAL_SECONDS: Final = "PENGUIN_RUNTIME_EVENT_LEDGER_CLEANUP_INTERVAL_SECONDS"
+ENV_CONNECT_TIMEOUT: Final = "PENTRACE_DB_CONNECT_TIMEOUT"
+ENV_STATEMENT_TIMEOUT: Final = "PENTRACE_DB_STATEMENT_TIMEOUT"
+ENV_LOCK_TIMEOUT: Final = "PENTRACE_DB_LOCK_TIMEOUT"
 
 _OFF: Final = frozenset({"0", "off", "none", "false", "no", "disabled"})
 
@@ -47,15 +55,49 @@ def default_ledger_path(data_root: Path) -> Path:
 
 
 def safe_url(url: str) -> str:
-    """The URL with any password replaced by ``***``, fit for messages and logs."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return url
-    userinfo, at, host = rest.rpartition("@")
-    if not at:
-        return url
-    user = userinfo.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}" if ":" in userinfo else url
+    """The URL with every credential replaced by ``***``, fit for messages and logs
+    (see :func:`~pentrace.infrastructure.ledger.credentials.mask_url`)."""
+    return mask_url(url)
+
+
+class DatabaseTimeouts(BaseModel):
+    """How long any database connection of pentrace waits, in seconds; ``None`` is no limit.
+
+    ``connect_seconds`` bounds opening a connection (a server that accepts and
+    never answers included); ``statement_seconds`` bounds one statement on
+    PostgreSQL (server side, and on the client side a little later for a
+    server that stopped answering); ``lock_seconds`` bounds waiting for
+    another writer: PostgreSQL's ``lock_timeout`` and SQLite's busy timeout.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    connect_seconds: float | None = 5.0
+    statement_seconds: float | None = 30.0
+    lock_seconds: float | None = 5.0
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> DatabaseTimeouts:
+        """``PENTRACE_DB_CONNECT_TIMEOUT``, ``..._STATEMENT_TIMEOUT``, ``..._LOCK_TIMEOUT``."""
+        env = os.environ if environ is None else environ
+        defaults = cls()
+        return cls(
+            connect_seconds=_limit(env, ENV_CONNECT_TIMEOUT, float, defaults.connect_seconds),
+            statement_seconds=_limit(env, ENV_STATEMENT_TIMEOUT, float, defaults.statement_seconds),
+            lock_seconds=_limit(env, ENV_LOCK_TIMEOUT, float, defaults.lock_seconds),
+        )
+
+    def to_env(self) -> dict[str, str]:
+        """The variables :meth:`from_env` reads back as these timeouts."""
+        return {
+            ENV_CONNECT_TIMEOUT: _number_text(self.connect_seconds),
+            ENV_STATEMENT_TIMEOUT: _number_text(self.statement_seconds),
+            ENV_LOCK_TIMEOUT: _number_text(self.lock_seconds),
+        }
+
+    def with_lock_wait(self, seconds: float) -> DatabaseTimeouts:
+        """A copy that waits ``seconds`` for another writer's lock (``--wait``)."""
+        return self.model_copy(update={"lock_seconds": seconds})
 
 
 class LedgerSettings(BaseModel):
@@ -68,11 +110,13 @@ class LedgerSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     path: Path | None = None
-    url: str | None = None
+    # Never in a repr: the URL may hold a password.
+    url: str | None = Field(default=None, repr=False)
     max_events: int | None = 100_000
     max_age_days: float | None = 14.0
     max_bytes: int | None = 268_435_456
     cleanup_interval_seconds: float | None = 60.0
+    timeouts: DatabaseTimeouts = DatabaseTimeouts()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> LedgerSettings:
@@ -97,6 +141,7 @@ class LedgerSettings(BaseModel):
             cleanup_interval_seconds=_limit(
                 env, ENV_CLEANUP_INTERVAL_SECONDS, float, defaults.cleanup_interval_seconds
             ),
+            timeouts=DatabaseTimeouts.from_env(env),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -110,6 +155,7 @@ class LedgerSettings(BaseModel):
             ENV_MAX_AGE_DAYS: _number_text(self.max_age_days),
             ENV_MAX_BYTES: _number_text(self.max_bytes),
             ENV_CLEANUP_INTERVAL_SECONDS: _number_text(self.cleanup_interval_seconds),
+            **self.timeouts.to_env(),
         }
 
     def with_limits_off(self) -> LedgerSettings:

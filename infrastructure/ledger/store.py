@@ -92,7 +92,12 @@ class RuntimeEventLedger(LedgerRecorder):
         if data_root is not None:
             activate_policy(data_root)
         if settings.url is not None:
-            db = LedgerDatabase(settings.url, table_prefix=table_prefix, read_only=read_only)
+            db = LedgerDatabase(
+                settings.url,
+                table_prefix=table_prefix,
+                timeouts=settings.timeouts,
+                read_only=read_only,
+            )
         else:
             path = settings.path
             if path is None:
@@ -103,14 +108,19 @@ class RuntimeEventLedger(LedgerRecorder):
                         hint="set PENGUIN_HOME or PENGUIN_RUNTIME_EVENT_LEDGER_PATH",
                     )
                 path = default_ledger_path(data_root)
+            timeouts = settings.timeouts
             try:
-                db = LedgerDatabase.for_path(path, table_prefix=table_prefix, read_only=read_only)
+                db = LedgerDatabase.for_path(
+                    path, table_prefix=table_prefix, timeouts=timeouts, read_only=read_only
+                )
             except LedgerFormatError:
                 if not penguin_read_only or file_format(path, f"{table_prefix}runtime_events") != (
                     "penguin"
                 ):
                     raise
-                db = LedgerDatabase.for_path(path, table_prefix=table_prefix, read_only=True)
+                db = LedgerDatabase.for_path(
+                    path, table_prefix=table_prefix, timeouts=timeouts, read_only=True
+                )
         return cls(db, settings, clock=clock, monotonic=monotonic)
 
     # -- writing -----------------------------------------------------------------
@@ -132,6 +142,17 @@ class RuntimeEventLedger(LedgerRecorder):
         """
         now = self.now_ms()
         rows = [envelope_row(as_envelope(event), now) for event in events]
+        return self.append_rows(rows, before_commit=before_commit)
+
+    def append_rows(
+        self,
+        rows: list[dict[str, Any]],
+        *,
+        before_commit: Callable[[Connection], None] | None = None,
+    ) -> int:
+        """:meth:`extend` for rows :func:`~.rows.envelope_row` made (validated and
+        redaction-checked already: the live path checks them in the saving thread and
+        writes them in another), retention included."""
         if not rows:
             return 0
         with self.db.writing("append to the ledger") as conn:

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from eventsourcing.persistence import Notification, Subscription
-from sqlalchemy.engine import make_url
+
+from pentrace.infrastructure.ledger.connections import listen_connection, run_guarded
 
 if TYPE_CHECKING:
     from pentrace.infrastructure.ledger.recorder import LedgerRecorder
@@ -124,13 +125,11 @@ class LedgerSubscription(Subscription["LedgerRecorder"]):
         # every SQLite command a seventh of a second (`pentrace stats`).
         import psycopg
 
-        url = make_url(self._recorder.db.url).set(drivername="postgresql")
+        db = self._recorder.db
         channel = self._recorder.notify_channel
         try:
-            with psycopg.connect(
-                url.render_as_string(hide_password=False), autocommit=True
-            ) as conn:
-                conn.execute(f'LISTEN "{channel}"')
+            with listen_connection(db.url, db.timeouts) as conn:
+                run_guarded(conn, f'LISTEN "{channel}"', db.timeouts)
                 while not self._has_been_stopped:
                     for _ in conn.notifies(timeout=0.2, stop_after=1):
                         self._wake.set()

@@ -313,9 +313,11 @@ def write_session(
         if delay and (turn + 1) % batch == 0:
             time.sleep(delay)
     if hang:
+        hook.flush(timeout=60)  # the ledger is written in the background
         print("written", flush=True)
         time.sleep(600)
     handle.close()
+    hook.close()  # the ledger is written in the background: let it finish
     ledger.close()
     print("done", flush=True)
 

@@ -124,6 +124,7 @@ def test_the_hook_indexes_and_publishes_with_the_sessions_workspace(tmp_path: Pa
     with hook.subscribe_live() as live:
         hook(SESSION, numbered(lines[2:], first=3))
         published = [live.get_nowait(), live.get_nowait()]
+    assert hook.flush(timeout=60)  # the ledger is written in the background
     assert [entry.event_id for entry in published] == [event_id(SESSION, 3), event_id(SESSION, 4)]
     assert published[0].envelope()["scope"]["directory"] == "/srv/app"
     stored = ledger.replay_after(None).events
@@ -144,6 +145,7 @@ def test_a_failing_ledger_does_not_stop_live_delivery_and_logs_no_payload(
     with caplog.at_level(logging.WARNING), hook.subscribe_live() as live:
         hook(SESSION, numbered(lines))
         assert live.get_nowait().event_id == event_id(SESSION, 1)
+        assert hook.flush(timeout=60)  # the ledger is written in the background
     assert "ledger write failed for session" in caplog.text
     assert "answer 0" not in caplog.text
 
@@ -159,6 +161,7 @@ hook = LedgerHook(ledger, data_root=root, project=PROJECT, agent=AGENT)
 lines = trace_lines(SESSION, 3)
 for position, line in numbered(lines):
     hook(SESSION, [(position, line)])
+assert hook.flush(timeout=60)  # written in the background: wait until it is in the ledger
 print("indexed", flush=True)
 time.sleep(60)
 """

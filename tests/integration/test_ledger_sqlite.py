@@ -202,3 +202,19 @@ def test_a_commit_through_one_ledger_object_wakes_the_subscriptions_of_another(
         thread.join(timeout=60)
         writer.close()
         follower.close()
+
+
+def test_the_busy_timeout_is_the_lock_timeout_of_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PENTRACE_DB_LOCK_TIMEOUT", raising=False)
+    default = LedgerDatabase.for_path(tmp_path / "default.db")
+    default.close()
+    assert default.busy_timeout_ms == 5000  # was 30 s; the CLI's --wait was 5 s already
+    monkeypatch.setenv("PENTRACE_DB_LOCK_TIMEOUT", "0.25")
+    db = LedgerDatabase.for_path(tmp_path / "ledger.db")
+    try:
+        with db.raw_sqlite("read the busy timeout") as conn:
+            assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 250
+    finally:
+        db.close()

@@ -7,7 +7,12 @@ from pathlib import Path
 import pytest
 
 from pentrace.errors import ConfigError
-from pentrace.infrastructure.ledger.settings import LedgerSettings, default_ledger_path, safe_url
+from pentrace.infrastructure.ledger.settings import (
+    DatabaseTimeouts,
+    LedgerSettings,
+    default_ledger_path,
+    safe_url,
+)
 
 PREFIX = "PENGUIN_RUNTIME_EVENT_LEDGER_"
 
@@ -94,3 +99,30 @@ def test_settings_written_as_variables_read_back_the_same(settings: LedgerSettin
         "PENGUIN_RUNTIME_EVENT_LEDGER_MAX_EVENTS": "7",
     }
     assert LedgerSettings.from_env({**noisy, **settings.to_env()}) == settings
+
+
+def test_database_timeouts_have_defaults_and_are_read_from_their_variables() -> None:
+    assert LedgerSettings.from_env({}).timeouts == DatabaseTimeouts(
+        connect_seconds=5.0, statement_seconds=30.0, lock_seconds=5.0
+    )
+    timeouts = DatabaseTimeouts.from_env(
+        {
+            "PENTRACE_DB_CONNECT_TIMEOUT": "2",
+            "PENTRACE_DB_STATEMENT_TIMEOUT": "off",
+            "PENTRACE_DB_LOCK_TIMEOUT": "0.5",
+        }
+    )
+    assert timeouts == DatabaseTimeouts(connect_seconds=2, statement_seconds=None, lock_seconds=0.5)
+    settings = LedgerSettings(timeouts=timeouts)
+    assert LedgerSettings.from_env(settings.to_env()).timeouts == timeouts
+
+
+def test_a_bad_timeout_names_its_variable() -> None:
+    with pytest.raises(ConfigError, match="PENTRACE_DB_STATEMENT_TIMEOUT: expected a non-negative"):
+        DatabaseTimeouts.from_env({"PENTRACE_DB_STATEMENT_TIMEOUT": "soon"})
+
+
+def test_the_url_never_appears_in_the_settings_repr() -> None:
+    settings = LedgerSettings(url="postgresql://app@db/ledger?password=Hunter2x")
+    assert "Hunter2x" not in repr(settings)
+    assert "Hunter2x" not in str(settings)
