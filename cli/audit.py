@@ -139,7 +139,7 @@ def audit(
     try:
         report = audit_sessions(progress(refs, total=len(refs), label="auditing"), ledger)
         if whole_root and ledger is not None:
-            report.orphans = ledger_orphans(ledger, root, (ref.session_id for ref in refs))
+            report.orphans = ledger_orphans(ledger, root, (ref.key for ref in refs))
         changes: list[Change] | None = None
         if fix:
             # Text output shows each change as it happens, so a fix that fails
@@ -156,7 +156,7 @@ def audit(
                 fresh = [_refresh(root_ref, root) for root_ref in fixed]
                 report = audit_sessions([ref for ref in fresh if ref is not None], ledger)
                 if whole_root and ledger is not None:
-                    report.orphans = ledger_orphans(ledger, root, (r.session_id for r in refs))
+                    report.orphans = ledger_orphans(ledger, root, (r.key for r in refs))
     finally:
         if ledger is not None:
             ledger.close()

@@ -263,7 +263,7 @@ def delete(
         raise typer.Exit(1)
     result = delete_session(root, ref.project, ref.agent, ref.session_id)
     typer.echo(f"deleted {result.session_id}: {len(result.removed)} path(s) removed")
-    forgotten = forget_in_ledger(root, [result.session_id])
+    forgotten = forget_in_ledger(root, [ref.key])
     if forgotten is None:
         raise typer.Exit(1)
     if forgotten:

@@ -26,7 +26,8 @@ from typing import Final
 
 from sqlalchemy import func, select
 
-from pentrace.errors import AmbiguousIdError, NotFoundError, UsageError
+from pentrace.domain.session_key import SessionKey, split_reference
+from pentrace.errors import NotFoundError, UsageError
 from pentrace.infrastructure.layout import DataRoot, SessionRef
 from pentrace.infrastructure.ledger import (
     LedgerDatabase,
@@ -38,12 +39,14 @@ from pentrace.infrastructure.ledger import (
 from pentrace.infrastructure.ledger.application import ENV_TABLE_PREFIX
 from pentrace.infrastructure.ledger.indexer import SyncReport, index_records, session_directory
 from pentrace.infrastructure.ledger.retention import ledger_size
+from pentrace.infrastructure.session_refs import ambiguous, match_sessions
 from pentrace.infrastructure.trace_reader import read_session
 
 __all__ = [
     "LedgerStats",
     "RetentionPlan",
     "entries_after",
+    "ledger_session",
     "ledger_stats",
     "newest_entries",
     "open_ledger",
@@ -82,14 +85,14 @@ def open_ledger(
     return RuntimeEventLedger(db, settings)
 
 
-def forget_sessions(root: DataRoot, session_ids: Iterable[str]) -> dict[str, int]:
+def forget_sessions(root: DataRoot, sessions: Iterable[SessionKey]) -> dict[SessionKey, int]:
     """Remove the ledger events of sessions whose traces were deleted.
 
     Returns the rows removed per session; ``{}`` when there is no ledger yet.
     The ledger is derived from traces, so a deleted session's events would
     otherwise stay replayable over SSE and counted by projections.
     """
-    wanted = list(session_ids)
+    wanted = list(sessions)
     if not wanted:
         return {}
     try:
@@ -97,28 +100,29 @@ def forget_sessions(root: DataRoot, session_ids: Iterable[str]) -> dict[str, int
     except NotFoundError:
         return {}
     try:
-        return {sid: ledger.forget_stream(f"session:{sid}") for sid in wanted}
+        return {key: ledger.forget_stream(key.stream_id) for key in wanted}
     finally:
         ledger.close()
 
 
 def untraced_sessions(
     ledger: RuntimeEventLedger, root: DataRoot, wanted: Sequence[str]
-) -> dict[str, int]:
+) -> dict[SessionKey, int]:
     """The ledger rows held per named session, after checking none has a trace under ``root``.
 
-    Each of ``wanted`` is a full session id or a unique prefix of one the
-    ledger holds.  Raises unless every name resolves and none has traces (a
-    traced session's events would only come back on the next ``ledger
-    sync``).  Remove them with ``ledger.forget_stream(f"session:{sid}")``.
+    Each of ``wanted`` is a session reference (:mod:`.session_refs`) naming
+    exactly one session the ledger holds.  Raises unless every name resolves
+    and none has traces (a traced session's events would only come back on
+    the next ``ledger sync``).  Remove them with
+    ``ledger.forget_stream(key.stream_id)``.
     """
     held = ledger.session_streams()
-    chosen: dict[str, int] = {}
+    chosen: dict[SessionKey, int] = {}
     for name in wanted:
-        sid = _held_session(held, name.strip(), ledger.db.where)
-        chosen[sid] = held[sid]
-    present = {ref.session_id for ref in root.iter_sessions()} if root.path.is_dir() else set()
-    traced = [sid for sid in chosen if sid in present]
+        key = _held_session(held, name.strip(), ledger.db.where)
+        chosen[key] = held[key]
+    present = {ref.key for ref in root.iter_sessions()} if root.path.is_dir() else set()
+    traced = [key for key in chosen if key in present]
     if traced:
         raise UsageError(
             f"session {traced[0]} still has traces under {root.path}: expected only sessions "
@@ -128,16 +132,28 @@ def untraced_sessions(
     return chosen
 
 
-def _held_session(held: dict[str, int], name: str, where: str) -> str:
-    if name in held:
-        return name
-    matches = sorted(sid for sid in held if name and sid.startswith(name))
+def ledger_session(ledger: RuntimeEventLedger, reference: str) -> SessionKey:
+    """The one session the ledger holds that ``reference`` names (:mod:`.session_refs`).
+
+    A full ``project/agent/session-id`` that the ledger does not hold yet is
+    taken as given (``tail -f`` may wait for a session about to start).
+    """
+    held = ledger.session_streams()
+    if not match_sessions(held, reference):
+        project, agent, session_id = split_reference(reference)
+        if project and agent and session_id:
+            return SessionKey(project, agent, session_id)
+    return _held_session(held, reference.strip(), ledger.db.where)
+
+
+def _held_session(held: dict[SessionKey, int], name: str, where: str) -> SessionKey:
+    matches = match_sessions(held, name)
     if len(matches) > 1:
-        raise AmbiguousIdError(name, matches)
+        raise ambiguous(name, matches)
     if not matches:
         raise NotFoundError(
             f"the ledger at {where} holds no events of a session {name!r}: expected a "
-            "session id or a unique prefix of one",
+            "session id, a unique prefix of one, or project/agent/session-id",
             hint="`pentrace audit` lists the ledger's sessions that have no trace",
         )
     return matches[0]
@@ -147,10 +163,10 @@ def entries_after(
     ledger: RuntimeEventLedger,
     notification_id: int,
     *,
-    session_id: str | None = None,
+    session: SessionKey | None = None,
     limit: int = 1000,
 ) -> list[LedgerEntry]:
-    """Rows after a notification id, oldest first (only one session's with ``session_id``)."""
+    """Rows after a notification id, oldest first (only one session's with ``session``)."""
     events = ledger.db.tables.events
     query = (
         select(events.c.event_id, events.c.event_json, events.c.notification_id)
@@ -158,25 +174,25 @@ def entries_after(
         .order_by(events.c.notification_id)
         .limit(limit)
     )
-    if session_id is not None:
-        query = query.where(events.c.session_id == session_id)
+    if session is not None:
+        query = query.where(events.c.stream_id == session.stream_id)
     with ledger.db.reading("read the ledger") as conn:
         rows = conn.execute(query).all()
     return [LedgerEntry(row[0], bytes(row[1]), row[2]) for row in rows]
 
 
 def newest_entries(
-    ledger: RuntimeEventLedger, count: int, *, session_id: str | None = None
+    ledger: RuntimeEventLedger, count: int, *, session: SessionKey | None = None
 ) -> list[LedgerEntry]:
-    """The last ``count`` rows (of one session with ``session_id``), oldest first."""
+    """The last ``count`` rows (of one session with ``session``), oldest first."""
     events = ledger.db.tables.events
     query = (
         select(events.c.event_id, events.c.event_json, events.c.notification_id)
         .order_by(events.c.notification_id.desc())
         .limit(max(0, count))
     )
-    if session_id is not None:
-        query = query.where(events.c.session_id == session_id)
+    if session is not None:
+        query = query.where(events.c.stream_id == session.stream_id)
     with ledger.db.reading("read the newest ledger events") as conn:
         rows = conn.execute(query).all()
     return [LedgerEntry(row[0], bytes(row[1]), row[2]) for row in reversed(rows)]

@@ -20,10 +20,11 @@ from dataclasses import dataclass
 
 from sqlalchemy import ColumnElement, func, not_, or_, select, true
 
+from pentrace.domain.session_key import SESSION_STREAM_PREFIX, SessionKey
 from pentrace.infrastructure.ledger import LedgerEntry, RuntimeEventLedger
-from pentrace.infrastructure.ledger.replay import Scope, scoped_page
+from pentrace.infrastructure.ledger.replay import Scope, locate_cursor, scoped_page
 
-__all__ = ["Page", "Scope", "ledger_head", "locate", "read_page"]
+__all__ = ["Page", "Scope", "ledger_head", "locate", "read_page", "session_owners"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,14 +49,28 @@ def ledger_head(ledger: RuntimeEventLedger) -> int:
     return ledger.max_notification_id() or 0
 
 
-def locate(ledger: RuntimeEventLedger, event_id: str) -> int | None:
-    """The notification id of a retained event, or None."""
-    events = ledger.db.tables.events
+def locate(ledger: RuntimeEventLedger, event_id: str, scope: Scope | None = None) -> int | None:
+    """The notification id of a retained event, or None (an earlier-form id of a session is
+    found too when it names one session in ``scope``: :func:`.replay.locate_cursor`)."""
     with ledger.db.reading("locate an SSE cursor") as conn:
-        value = conn.execute(
-            select(events.c.notification_id).where(events.c.event_id == event_id)
-        ).scalar_one_or_none()
-    return None if value is None else int(value)
+        return locate_cursor(ledger.db, conn, event_id, scope or Scope())
+
+
+def session_owners(ledger: RuntimeEventLedger, session_id: str) -> list[SessionKey]:
+    """Every (project, agent) the ledger holds a session ``session_id`` under, as keys."""
+    events = ledger.db.tables.events
+    query = (
+        select(events.c.project_id, events.c.agent_id)
+        .where(events.c.session_id == session_id)
+        .where(events.c.stream_id.like(f"{SESSION_STREAM_PREFIX}%"))
+        .distinct()
+        .limit(50)
+    )
+    with ledger.db.reading("find the owners of a session id") as conn:
+        rows = conn.execute(query).all()
+    return sorted(
+        SessionKey(project, agent, session_id) for project, agent in rows if project and agent
+    )
 
 
 def read_page(ledger: RuntimeEventLedger, after: int, scope: Scope, limit: int) -> Page:
@@ -83,4 +98,10 @@ def _visible_streams(ledger: RuntimeEventLedger, scope: Scope) -> ColumnElement[
     if scope.session_id is None:
         return true()
     stream = ledger.db.tables.watermarks.c.stream_id
-    return or_(stream == f"session:{scope.session_id}", not_(stream.like("session:%")))
+    if scope.project_id is not None and scope.agent_id is not None:
+        own = stream == SessionKey(scope.project_id, scope.agent_id, scope.session_id).stream_id
+    else:
+        # Any owner's session of that id ('%' of an encoded name only widens the match).
+        tail = SessionKey("", "", scope.session_id).stream_id.rpartition("/")[2]
+        own = stream.like(f"{SESSION_STREAM_PREFIX}%/%/{tail}")
+    return or_(own, not_(stream.like(f"{SESSION_STREAM_PREFIX}%")))

@@ -35,6 +35,7 @@ class SessionItem(BaseModel):
     """One session in a listing."""
 
     id: str
+    ref: str = Field(description="project/agent/id: names the session when the id is shared")
     project: str
     agent: str
     start: str | None = Field(description="first record's timestamp, as written")
@@ -140,6 +141,16 @@ _SESSION_PATH = {
     "description": "a session id, a unique prefix, or its 8-hex token",
     "schema": {"type": "string"},
 }
+_OWNER_PATH = [
+    {
+        "name": name,
+        "in": "path",
+        "required": True,
+        "description": f"the session's {name}",
+        "schema": {"type": "string"},
+    }
+    for name in ("project", "agent")
+]
 
 
 def openapi_document() -> dict[str, Any]:
@@ -163,9 +174,14 @@ def openapi_document() -> dict[str, Any]:
                 "get": {
                     "summary": "RuntimeEvents as Server-Sent Events: durable replay, then live",
                     "parameters": [
-                        _query("session_id", "only this session (and unscoped events)"),
+                        _query(
+                            "session_id",
+                            "only this session (and unscoped events); project/agent/id names "
+                            "its owner, and a bare id held under several owners is refused",
+                        ),
                         _query("conversation_id", "alias of session_id"),
                         _query("agent_id", "only this agent (and unscoped events)"),
+                        _query("project_id", "only this project (and unscoped events)"),
                         _query("directory", "only this workspace, normalised like the ledger"),
                         _query("last_event_id", "replay after this id; wins over Last-Event-ID"),
                         {
@@ -218,6 +234,38 @@ def openapi_document() -> dict[str, Any]:
                 "get": {
                     "summary": "A trace shard as JSONL, verbatim or redacted",
                     "parameters": [
+                        _SESSION_PATH,
+                        _query(
+                            "redacted", "pass every record through the redaction policy", "boolean"
+                        ),
+                        _query("shard", "a shard number or 'all' (default: the latest)"),
+                    ],
+                    "responses": {
+                        "200": {
+                            "description": "one record per line",
+                            "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+                        },
+                        "404": not_found,
+                        **_ERRORS,
+                    },
+                }
+            },
+            "/api/v1/sessions/{project}/{agent}/{session_id}": {
+                "get": {
+                    "summary": "One session's meta and counters, by its owner",
+                    "parameters": [*_OWNER_PATH, _SESSION_PATH],
+                    "responses": {
+                        "200": _json(SessionDetail, "the session"),
+                        "404": not_found,
+                        **_ERRORS,
+                    },
+                }
+            },
+            "/api/v1/sessions/{project}/{agent}/{session_id}/trace": {
+                "get": {
+                    "summary": "A trace shard as JSONL, by the session's owner",
+                    "parameters": [
+                        *_OWNER_PATH,
                         _SESSION_PATH,
                         _query(
                             "redacted", "pass every record through the redaction policy", "boolean"

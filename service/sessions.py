@@ -2,7 +2,8 @@
 
 ``GET /api/v1/sessions`` lists (filters and sort as ``pentrace sessions list``),
 ``GET /api/v1/sessions/{id}`` shows one session's meta and counters (a unique
-id prefix or 8-hex token works), and ``GET /api/v1/sessions/{id}/trace``
+id prefix or 8-hex token works; ``/api/v1/sessions/{project}/{agent}/{id}``
+names the owner when the id exists under several), and ``GET /api/v1/sessions/{id}/trace``
 streams a shard verbatim, or record by record through the redaction policy.
 Summaries pass through the same redaction before they leave, so a secret that
 slipped into meta (a workspace path with a token in it) is hidden here too.
@@ -44,11 +45,13 @@ _FALSE: Final = frozenset({"0", "false", "no", "off"})
 
 
 def session_item(row: SessionRow) -> dict[str, Any]:
-    """One list entry: id, project, agent, start, model, turns, tokens, last status."""
+    """One list entry: id, its reference ``project/agent/id``, project, agent, start, model,
+    turns, tokens, last status."""
     summary = row.summary
     item: dict[str, Any] = redact(
         {
             "id": row.session_id,
+            "ref": f"{row.project}/{row.agent}/{row.session_id}",
             "project": row.project,
             "agent": row.agent,
             "start": row.start,
@@ -132,7 +135,7 @@ def _list(
 async def show_route(request: Request) -> Response:
     """``GET /api/v1/sessions/{id}``: meta, counters and files of one session."""
     context: ServiceContext = request.app.state.context
-    ref = await context.run(resolve_session, context.root, request.path_params["session_id"])
+    ref = await context.run(resolve_session, context.root, _reference(request))
     row = await context.run(read_row, ref)
     detail = {
         **session_item(row),
@@ -153,7 +156,7 @@ async def trace_route(request: Request) -> Response:
     """
     context: ServiceContext = request.app.state.context
     redacted = bool(_flag(request, "redacted"))
-    ref = await context.run(resolve_session, context.root, request.path_params["session_id"])
+    ref = await context.run(resolve_session, context.root, _reference(request))
     shards = _chosen_shards(ref, request.query_params.get("shard"))
     body = _redacted_lines(shards) if redacted else _verbatim(shards)
     return StreamingResponse(
@@ -164,6 +167,13 @@ async def trace_route(request: Request) -> Response:
             "X-Pentrace-Redacted": str(redacted).lower(),
         },
     )
+
+
+def _reference(request: Request) -> str:
+    """The session reference of the path: ``{id}`` or ``{project}/{agent}/{id}`` (ADR 0023)."""
+    params = request.path_params
+    parts = [params.get("project"), params.get("agent"), params["session_id"]]
+    return "/".join(part for part in parts if part is not None)
 
 
 def _chosen_shards(ref: SessionRef, raw: str | None) -> list[ShardRef]:

@@ -28,6 +28,10 @@ __all__ = ["ENV_ANALYTICS_URL", "AnalyticsDatabase", "analytics_url", "converted
 
 ENV_ANALYTICS_URL: Final = "PENTRACE_ANALYTICS_URL"
 TRACKING_TABLE: Final = "analytics_tracking"
+# Which session key each read model was built with (ADR 0023): a tracking row
+# without a row here predates (project, agent, session id) keys.
+IDENTITY_TABLE: Final = "analytics_identity"
+IDENTITY_SCHEME: Final = "2"
 _BUSY_TIMEOUT_S: Final = 30.0
 
 
@@ -97,6 +101,10 @@ class AnalyticsDatabase:
             conn.exec_driver_sql(
                 f"CREATE TABLE IF NOT EXISTS {TRACKING_TABLE} ("
                 "application_name VARCHAR(200) PRIMARY KEY, notification_id BIGINT NOT NULL)"
+            )
+            conn.exec_driver_sql(
+                f"CREATE TABLE IF NOT EXISTS {IDENTITY_TABLE} ("
+                "application_name VARCHAR(200) PRIMARY KEY, scheme VARCHAR(20) NOT NULL)"
             )
 
     @property

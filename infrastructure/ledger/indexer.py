@@ -120,7 +120,7 @@ def sync(
     sessions = indexed = held_total = 0
     for ref in iter_sessions(data_root, project, agent):
         sessions += 1
-        held, pruned_through = ledger.held_sequences(f"session:{ref.session_id}")
+        held, pruned_through = ledger.held_sequences(ref.key.stream_id)
         records = _numbered(read_session(ref.shards))
         directory: str | None = None
         batch: list[Any] = []

@@ -27,6 +27,7 @@ from sqlalchemy import (
     select,
 )
 
+from pentrace.domain.session_key import SESSION_STREAM_PREFIX, legacy_event_parts
 from pentrace.infrastructure.ledger.database import LedgerDatabase
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "ReplayGap",
     "ReplayResult",
     "Scope",
+    "locate_cursor",
     "replay_after",
     "scope_bounds",
     "scoped_page",
@@ -62,11 +64,16 @@ class LedgerEntry(msgspec.Struct, frozen=True):
 
 
 class Scope(NamedTuple):
-    """Penguin's replay filters; each given value matches itself or an unscoped row."""
+    """Penguin's replay filters; each given value matches itself or an unscoped row.
+
+    ``project_id`` is ours: with ``session_id`` and ``agent_id`` it names one
+    session when its id exists under several owners (ADR 0023).
+    """
 
     session_id: str | None = None
     agent_id: str | None = None
     directory: str | None = None
+    project_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -101,16 +108,14 @@ def replay_after(
     session_id: str | None = None,
     agent_id: str | None = None,
     directory: str | None = None,
+    project_id: str | None = None,
 ) -> ReplayResult:
     """Events after ``last_event_id`` (from the start when None); ``limit`` <= 0 means no limit."""
-    events = db.tables.events
-    scope = Scope(session_id, agent_id, directory)
+    scope = Scope(session_id, agent_id, directory, project_id)
     with db.reading("replay the ledger") as conn:
         if last_event_id is None:
             return ReplayResult(True, scoped_page(db, conn, scope, limit=limit))
-        cursor = conn.execute(
-            select(events.c.notification_id).where(events.c.event_id == last_event_id)
-        ).scalar_one_or_none()
+        cursor = locate_cursor(db, conn, last_event_id, scope)
         if cursor is not None:
             return ReplayResult(True, scoped_page(db, conn, scope, after=cursor, limit=limit))
         oldest, newest = _bounds(db, conn, scope)
@@ -123,10 +128,41 @@ def scope_bounds(
     session_id: str | None = None,
     agent_id: str | None = None,
     directory: str | None = None,
+    project_id: str | None = None,
 ) -> tuple[str | None, str | None]:
     """Oldest and newest retained event ids within the filter scope."""
     with db.reading("read the ledger bounds") as conn:
-        return _bounds(db, conn, Scope(session_id, agent_id, directory))
+        return _bounds(db, conn, Scope(session_id, agent_id, directory, project_id))
+
+
+def locate_cursor(db: LedgerDatabase, conn: Connection, event_id: str, scope: Scope) -> int | None:
+    """The notification id of the retained event a cursor names, or None.
+
+    A cursor of the earlier ``evt:session:<sid>:<%08d>`` form (ADR 0023: a
+    client that connected before the upgrade) still resumes when exactly one
+    retained session in scope has that id and position; when several do, it
+    is ambiguous and reported as a gap like any unknown id.
+    """
+    events = db.tables.events
+    found = conn.execute(
+        select(events.c.notification_id).where(events.c.event_id == event_id)
+    ).scalar_one_or_none()
+    if found is not None:
+        return int(found)
+    legacy = legacy_event_parts(event_id)
+    if legacy is None:
+        return None
+    query = select(events.c.notification_id).where(
+        events.c.session_id == legacy[0],
+        events.c.sequence == legacy[1],
+        events.c.stream_id.like(SESSION_STREAM_PREFIX + "%"),
+    )
+    for column in ("agent_id", "project_id"):
+        value = getattr(scope, column)
+        if value is not None:
+            query = query.where(events.c[column] == value)
+    matches = conn.execute(query.limit(2)).scalars().all()
+    return int(matches[0]) if len(matches) == 1 else None
 
 
 def scoped_page(
@@ -179,7 +215,7 @@ def _position(row: tuple[str, bytes, int]) -> int:
 
 def _lead(scope: Scope) -> str | None:
     """The filter read by index range scans: the first given of session, agent, directory."""
-    for name in Scope._fields:
+    for name in ("session_id", "agent_id", "directory"):
         if getattr(scope, name) is not None:
             return name
     return None
@@ -204,6 +240,7 @@ def _branch_rows(
         through is not None,
         lead != "agent_id" and scope.agent_id is not None,
         lead != "directory" and scope.directory is not None,
+        scope.project_id is not None,
         limit is not None,
         newest_first,
     )
@@ -211,6 +248,7 @@ def _branch_rows(
         "session_id": scope.session_id,
         "agent_id": scope.agent_id,
         "directory": scope.directory,
+        "project_id": scope.project_id,
         "after": after,
         "through": through,
         "limit": limit,
@@ -226,6 +264,7 @@ def _page_statement(
     has_through: bool,
     has_agent: bool,
     has_directory: bool,
+    has_project: bool,
     has_limit: bool,
     newest_first: bool,
 ) -> Select[tuple[str, bytes, int]]:
@@ -243,6 +282,10 @@ def _page_statement(
     if has_directory:
         query = query.where(
             func.coalesce(events.c.directory, bindparam("directory")) == bindparam("directory")
+        )
+    if has_project:
+        query = query.where(
+            func.coalesce(events.c.project_id, bindparam("project_id")) == bindparam("project_id")
         )
     return db.window(
         query, after=has_after, through=has_through, limit=has_limit, newest_first=newest_first

@@ -41,8 +41,27 @@ class AnalyticsEvent(msgspec.Struct, kw_only=True):
 
     @property
     def session(self) -> str:
-        """The session id ("" for events outside a session)."""
+        """The session's identity, ``project/agent/session-id`` ("" outside a session).
+
+        Read models key sessions by it: the same session id may exist under
+        several agents or projects (ADR 0023).  An event without project and
+        agent (a foreign envelope) keys by its session id alone.
+        """
+        return self.related(self.scope.session_id)
+
+    @property
+    def session_id(self) -> str:
+        """The bare session id ("" for events outside a session)."""
         return self.scope.session_id or ""
+
+    def related(self, session_id: object) -> str:
+        """The identity of a session of the same owner (a subagent child), as :attr:`session`."""
+        if not isinstance(session_id, str) or not session_id:
+            return ""
+        project, agent = self.scope.project_id, self.scope.agent_id
+        if project and agent:
+            return f"{project}/{agent}/{session_id}"
+        return session_id
 
     @property
     def day(self) -> str:

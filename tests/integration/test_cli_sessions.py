@@ -136,7 +136,7 @@ def test_an_ambiguous_prefix_lists_the_candidates(
 
     assert code == 2
     assert err.splitlines() == [
-        f"error: session id prefix '3f8' matches 2 sessions: p1/a1/{SID_A}, p1/a1/{SID_B}",
+        f"error: session reference '3f8' matches 2 sessions: p1/a1/{SID_A}, p1/a1/{SID_B}",
         "hint: type more characters of the id",
     ]
 

@@ -143,5 +143,5 @@ class SessionActivity(AnalyticsProjection):
     def on_subagent(self, event: AnalyticsEvent, tx: Transaction) -> None:
         """Link the child session to its parent."""
         child = event.correlation.get("child_session_id")
-        if isinstance(child, str):
-            tx.put("act_sessions", {"session_id": child}, parent=event.session)
+        if isinstance(child, str) and child:
+            tx.put("act_sessions", {"session_id": event.related(child)}, parent=event.session)
