@@ -106,7 +106,7 @@ def render_report(timeline: Timeline) -> str:
         request_count=len(timeline.requests),
         tool_count=len(timeline.tools),
         compaction_count=len(timeline.compactions),
-        tokens=sum(r.tokens for r in timeline.requests),
+        tokens=timeline.tokens,
         timeline_svg=_timeline_svg(timeline),
         tokens_svg=_tokens_svg(timeline),
         rows=_rows(timeline),

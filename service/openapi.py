@@ -41,8 +41,11 @@ class SessionItem(BaseModel):
     start: str | None = Field(description="first record's timestamp, as written")
     provider: str | None
     model: str | None
+    model_name: str | None = Field(description="provider/model, as the CLI shows it")
     turns: int = Field(description="committed requests")
-    tokens: int = Field(description="session token total (last token_usage)")
+    tokens: int = Field(description="every request's token total, summed")
+    requests: int = Field(description="requests begun, however they ended")
+    duration_s: float | None = Field(description="first to last record timestamp, seconds")
     last_status: str = Field(description="last request_end status, or none / open")
     has_errors: bool
     shards: int
@@ -63,6 +66,9 @@ class SessionDetail(SessionItem):
     torn_tails: int
     problem: str | None
     summary: dict[str, Any] = Field(description="the session summary (pentrace show --json)")
+    numbers: dict[str, Any] = Field(
+        description="requests, turns, tokens, duration, model (pentrace show --json numbers)"
+    )
 
 
 class OpenCodeEvent(BaseModel):

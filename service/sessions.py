@@ -33,6 +33,7 @@ from pentrace.infrastructure.catalog import (
 )
 from pentrace.infrastructure.layout import SessionRef, ShardRef
 from pentrace.infrastructure.trace_reader import read_shard
+from pentrace.projections.session_numbers import numbers_of
 from pentrace.service.context import ServiceContext
 from pentrace.service.errors import BadRequest
 
@@ -48,6 +49,7 @@ def session_item(row: SessionRow) -> dict[str, Any]:
     """One list entry: id, its reference ``project/agent/id``, project, agent, start, model,
     turns, tokens, last status."""
     summary = row.summary
+    numbers = numbers_of(summary)
     item: dict[str, Any] = redact(
         {
             "id": row.session_id,
@@ -57,8 +59,11 @@ def session_item(row: SessionRow) -> dict[str, Any]:
             "start": row.start,
             "provider": summary.provider,
             "model": summary.model_id,
+            "model_name": numbers.model,
             "turns": summary.turns,
             "tokens": summary.total_tokens,
+            "requests": numbers.request_total,
+            "duration_s": numbers.duration_s,
             "last_status": row.status,
             "has_errors": row.has_errors,
             "shards": row.shards,
@@ -144,6 +149,7 @@ async def show_route(request: Request) -> Response:
         "torn_tails": row.torn_tails,
         "problem": row.problem,
         "summary": redact(msgspec.to_builtins(row.summary)).value,
+        "numbers": redact(msgspec.to_builtins(numbers_of(row.summary))).value,
     }
     return JSONResponse(detail)
 

@@ -15,6 +15,7 @@ from sqlalchemy import text
 from pentrace.errors import UsageError
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase
 from pentrace.infrastructure.analytics.prices import PriceTable
+from pentrace.projections.session_numbers import model_name
 
 __all__ = [
     "GROUPS",
@@ -35,7 +36,16 @@ GROUPS: Final = {
     "day": "day",
     "session": "session_id",
 }
-_TOKENS: Final = ("requests", "input", "output", "cache_read", "cache_write", "total")
+# requests: requests begun; usage_records: token_usage records (session_numbers).
+_TOKENS: Final = (
+    "requests",
+    "usage_records",
+    "input",
+    "output",
+    "cache_read",
+    "cache_write",
+    "total",
+)
 
 
 def _column(by: str, allowed: tuple[str, ...] = tuple(GROUPS)) -> str:
@@ -70,6 +80,20 @@ def tokens(
     column = _column(by)
     where, params = _days(since, until)
     sums = ", ".join(f"SUM({name}) AS {name}" for name in _TOKENS)
+    if by == "model":
+        # The model's name is provider/model_id (session_numbers.model_name).
+        rows = _rows(
+            db,
+            f"SELECT provider, model, {sums} FROM tok_daily{where} GROUP BY provider, model",
+            params,
+        )
+        merged: dict[str, dict[str, int]] = {}
+        for row in rows:
+            name = model_name(row["provider"], row["model"]) or "unknown"
+            entry = merged.setdefault(name, dict.fromkeys(_TOKENS, 0))
+            for n in _TOKENS:
+                entry[n] += int(row[n] or 0)
+        return [{"key": name, **merged[name]} for name in sorted(merged)]
     rows = _rows(
         db,
         f"SELECT {column} AS key, {sums} FROM tok_daily{where} GROUP BY {column} ORDER BY {column}",
@@ -91,11 +115,14 @@ def cost(
     sums = ", ".join(f"SUM({name}) AS {name}" for name in _TOKENS)
     rows = _rows(
         db,
-        f"SELECT {column} AS key, model, {sums} FROM tok_daily{where} GROUP BY {column}, model",
+        f"SELECT {column} AS key, provider, model, {sums} FROM tok_daily{where} "
+        f"GROUP BY {column}, provider, model",
         params,
     )
     out: dict[Any, dict[str, Any]] = {}
     for row in rows:
+        if by == "model":
+            row["key"] = model_name(row["provider"], row["model"]) or "unknown"
         entry = out.setdefault(
             row["key"],
             {
@@ -215,7 +242,10 @@ def sessions(
     column = _column(by, ("model", "provider", "agent", "project", "day", "session"))
     groups: dict[Any, list[dict[str, Any]]] = defaultdict(list)
     for row in _session_rows(db, since, until):
-        groups[row[column]].append(row)
+        key = row[column]
+        if by == "model":
+            key = model_name(row.get("provider"), row.get("model")) or "unknown"
+        groups[key].append(row)
     result = []
     for key in sorted(groups, key=str):
         members = groups[key]
@@ -246,9 +276,12 @@ def tree(
         )
     }
     children: dict[str, list[str]] = defaultdict(list)
-    for session_id, row in rows.items():
-        if row.get("parent"):
-            children[row["parent"]].append(session_id)
+    parents: dict[str, str] = {}
+    for pointer in _rows(db, "SELECT * FROM act_subagents", {}):
+        child = _child_of(rows, pointer)
+        if child is not None and child != pointer["parent"]:
+            children[pointer["parent"]].append(child)
+            parents.setdefault(child, pointer["parent"])
 
     def node(session_id: str, seen: frozenset[str]) -> dict[str, Any]:
         row = rows.get(session_id, {})
@@ -267,8 +300,23 @@ def tree(
             "children": kids,
         }
 
-    roots = [sid for sid, row in rows.items() if not row.get("parent") or row["parent"] not in rows]
+    roots = [sid for sid in rows if parents.get(sid) not in rows]
     return [node(sid, frozenset({sid})) for sid in sorted(roots)]
+
+
+def _child_of(rows: dict[str, dict[str, Any]], pointer: dict[str, Any]) -> str | None:
+    """The session a subagent pointer names: the id under the parent's agent, else the one
+    session of that id in the parent's project (a pointer names the child's id only)."""
+    child_id, project, agent = pointer["child_id"], pointer["project"], pointer["agent"]
+    own = f"{project}/{agent}/{child_id}"
+    if own in rows:
+        return own
+    found = [
+        key
+        for key, row in rows.items()
+        if row.get("bare_id") == child_id and row["project"] == project
+    ]
+    return found[0] if len(found) == 1 else None
 
 
 def tokens_by_day_and_model(

@@ -47,21 +47,19 @@ class AnalyticsEvent(msgspec.Struct, kw_only=True):
         several agents or projects (ADR 0023).  An event without project and
         agent (a foreign envelope) keys by its session id alone.
         """
-        return self.related(self.scope.session_id)
+        session_id, project, agent = (
+            self.scope.session_id,
+            self.scope.project_id,
+            self.scope.agent_id,
+        )
+        if not session_id:
+            return ""
+        return f"{project}/{agent}/{session_id}" if project and agent else session_id
 
     @property
     def session_id(self) -> str:
         """The bare session id ("" for events outside a session)."""
         return self.scope.session_id or ""
-
-    def related(self, session_id: object) -> str:
-        """The identity of a session of the same owner (a subagent child), as :attr:`session`."""
-        if not isinstance(session_id, str) or not session_id:
-            return ""
-        project, agent = self.scope.project_id, self.scope.agent_id
-        if project and agent:
-            return f"{project}/{agent}/{session_id}"
-        return session_id
 
     @property
     def day(self) -> str:

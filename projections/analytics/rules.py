@@ -2,7 +2,9 @@
 
 Where the session summary (:mod:`pentrace.projections.session_summary`)
 already defines a rule - request statuses, which statuses are errors, when a
-tool call failed - these rules import it instead of restating it, so
+tool call failed - and where :mod:`pentrace.projections.session_numbers`
+defines one (a request's token counts, the model name), these rules import it
+instead of restating it, so
 ``pentrace sessions show`` and ``pentrace stats`` never disagree.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from pentrace.projections.session_numbers import TOKEN_FIELDS, TokenDelta, token_delta
 from pentrace.projections.session_summary import ERROR_STATUSES, REQUEST_STATUSES
 
 __all__ = [
@@ -23,36 +26,8 @@ __all__ = [
     "tool_outcome",
 ]
 
-TOKEN_FIELDS: Final = ("input", "output", "cache_read", "cache_write", "total")
 TRUNCATION_MARK: Final = "[output truncated: "
 _OUTCOMES: Final = {"aborted": "aborts", "timeout": "timeouts"}
-
-TokenDelta = tuple[int, int, int, int, int]
-"""(input, output, cache_read, cache_write, total) of one request."""
-
-
-def _count(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return 0
-    return max(int(value), 0)
-
-
-def token_delta(payload: dict[str, Any]) -> TokenDelta | None:
-    """The last request's token counts of a ``token_usage`` payload, or None without them.
-
-    ``TokenCounts`` has ``cache_read``, ``cache_write``, ``output`` and
-    ``total``; fresh (uncached) input is what the total leaves over, never
-    below zero.
-    """
-    request = payload.get("request")
-    if not isinstance(request, dict):
-        return None
-    output = _count(request.get("output"))
-    cache_read = _count(request.get("cache_read"))
-    cache_write = _count(request.get("cache_write"))
-    total = _count(request.get("total"))
-    fresh = max(total - output - cache_read - cache_write, 0)
-    return (fresh, output, cache_read, cache_write, total)
 
 
 def request_bucket(status: Any) -> str:

@@ -271,8 +271,8 @@ def test_forget_refuses_a_session_that_still_has_traces_and_removes_nothing(
     assert done.returncode == 2, done.stderr
     first, second = done.stderr.splitlines()[:2]
     assert first == (
-        f"error: session {OWNER}/{SID} still has traces under {tmp_path}: expected only sessions whose "
-        "traces are gone; its events would come back on the next `ledger sync`"
+        f"error: session {OWNER}/{SID} still has traces under {tmp_path}: expected only "
+        "sessions whose traces are gone; its events would come back on the next `ledger sync`"
     )
     assert second == f"hint: delete the session itself: `pentrace delete {OWNER}/{SID}`"
     assert ledger_rows(tmp_path) == before  # not even OTHER's events went
