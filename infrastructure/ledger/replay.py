@@ -24,10 +24,11 @@ from sqlalchemy import (
     Select,
     bindparam,
     func,
+    or_,
     select,
 )
 
-from pentrace.domain.session_key import SESSION_STREAM_PREFIX, legacy_event_parts
+from pentrace.domain.session_key import SESSION_STREAM_PREFIX, SessionKey, legacy_event_parts
 from pentrace.infrastructure.ledger.database import LedgerDatabase
 
 __all__ = [
@@ -307,5 +308,11 @@ def _gap_reason(db: LedgerDatabase, conn: Connection, event_id: str) -> GapReaso
     if not prefix or not digits.isdigit():
         return "unknown_event_id"
     marks = db.tables.watermarks
-    pruned = conn.execute(select(marks.c.max_sequence).where(marks.c.id_prefix == prefix)).scalars()
+    where = marks.c.id_prefix == prefix
+    legacy = legacy_event_parts(event_id)
+    if legacy is not None:
+        # An earlier-form id: its session's stream under any owner (ADR 0023).
+        tail = SessionKey("", "", legacy[0]).stream_id.rpartition("/")[2]
+        where = or_(where, marks.c.stream_id.like(f"{SESSION_STREAM_PREFIX}%/%/{tail}"))
+    pruned = conn.execute(select(marks.c.max_sequence).where(where)).scalars()
     return "evicted" if any(int(digits) <= value for value in pruned) else "unknown_event_id"
