@@ -124,5 +124,6 @@ def report(
     """
     _root, ref = resolve(ctx, session)
     events = session_events(ref)
-    output.write_text(render_report(build_timeline(ref.session_id, events)), encoding="utf-8")
+    timeline = build_timeline(ref.key.reference, events)  # the title names the owner too
+    output.write_text(render_report(timeline), encoding="utf-8")
     typer.echo(f"wrote {output}")
