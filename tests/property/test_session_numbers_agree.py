@@ -45,9 +45,12 @@ _LEDGER_ENV = ("PENGUIN_RUNTIME_EVENT_LEDGER_PATH", "PENTRACE_LEDGER_URL", "PENT
 def oracle(lines: list[bytes]) -> dict[str, Any]:
     """Requests begun, summed request tokens, first-to-last seconds: read off the lines."""
     payloads = [json.loads(line) for line in lines]
-    usages = [p["payload"]["request"] for p in payloads if p["payload"].get("type") == "token_usage"]
+    kinds = [p["payload"].get("type") for p in payloads]
+    usages = [
+        p["payload"]["request"] for p, k in zip(payloads, kinds, strict=True) if k == "token_usage"
+    ]
     return {
-        "requests": sum(p["payload"].get("type") == "request_begin" for p in payloads),
+        "requests": kinds.count("request_begin"),
         "total": sum(usage.get("total", 0) for usage in usages),
         "output": sum(usage.get("output", 0) for usage in usages),
         "duration_s": duration_seconds(payloads[0]["timestamp"], payloads[-1]["timestamp"]),
