@@ -26,6 +26,12 @@ Every read command accepts `--json`. Its output is a contract: fields are only
 ever added, never renamed or removed, so consumers should ignore fields they do
 not know. Errors print one line `error: ...` and a `hint: ...` on stderr and exit
 non-zero (2 for usage errors); `--debug` shows the traceback.
+
+A SESSION is named by its id, a unique prefix of it, or (a prefix of) its 8-hex
+token, and, when the same id exists under several agents or projects, by its
+owner too: `project/agent/session-id` or `agent/session-id`, also with a prefix
+(`docs/sessions.md`, "Naming a session"). An ambiguous one lists the candidates
+in that form.
 """
 
 
