@@ -91,35 +91,6 @@ def upgrade_event_ids(engine: Engine, tables: LedgerTables, *, lock: str | None)
 def _upgrade(conn: Connection, tables: LedgerTables) -> UpgradeReport:
     events, marks = tables.events, tables.watermarks
     c = events.c
-    rows = conn.execute(
-        select(
-            c.notification_id,
-            c.stream_id,
-            c.sequence,
-            c.session_id,
-            c.project_id,
-            c.agent_id,
-            c.event_json,
-        ).where(c.stream_id.like(SESSION_STREAM_PREFIX + "%"))
-    ).all()
-    changes: list[dict[str, Any]] = []
-    doomed: list[int] = []
-    for nid, stream, sequence, session_id, project, agent, event_json in rows:
-        if parse_session_stream(stream) is not None:
-            continue
-        if not (project and agent and session_id) or stream != SESSION_STREAM_PREFIX + session_id:
-            doomed.append(int(nid))
-            continue
-        key = SessionKey(project, agent, session_id)
-        envelope = _decode(bytes(event_json))
-        if not isinstance(envelope, dict):
-            doomed.append(int(nid))
-            continue
-        new_id = key.event_id(int(sequence))
-        envelope["id"], envelope["stream_id"] = new_id, key.stream_id
-        changes.append(
-            {"b_nid": nid, "b_id": new_id, "b_stream": key.stream_id, "b_json": _encode(envelope)}
-        )
     statement = (
         update(events)
         .where(c.notification_id == bindparam("b_nid"))
@@ -129,10 +100,28 @@ def _upgrade(conn: Connection, tables: LedgerTables) -> UpgradeReport:
             event_json=bindparam("b_json"),
         )
     )
-    for start in range(0, len(changes), _BATCH):
-        conn.execute(statement, changes[start : start + _BATCH])
-    for start in range(0, len(doomed), _BATCH):
-        conn.execute(delete(events).where(c.notification_id.in_(doomed[start : start + _BATCH])))
+    rewritten = deleted = 0
+    after = 0
+    while True:
+        # One page at a time in notification order: memory stays bounded on a large ledger.
+        rows = conn.execute(
+            select(
+                c.notification_id, c.stream_id, c.sequence, c.session_id, c.project_id,
+                c.agent_id, c.event_json,
+            )
+            .where(c.stream_id.like(SESSION_STREAM_PREFIX + "%"), c.notification_id > after)
+            .order_by(c.notification_id)
+            .limit(_BATCH)
+        ).all()  # fmt: skip
+        if not rows:
+            break
+        after = int(rows[-1][0])
+        changes, doomed = _page_changes(rows)
+        if changes:
+            conn.execute(statement, changes)
+        if doomed:
+            conn.execute(delete(events).where(c.notification_id.in_(doomed)))
+        rewritten, deleted = rewritten + len(changes), deleted + len(doomed)
     moved = dropped = 0
     legacy_marks = [
         stream
@@ -157,4 +146,27 @@ def _upgrade(conn: Connection, tables: LedgerTables) -> UpgradeReport:
         else:
             conn.execute(delete(marks).where(marks.c.stream_id == stream))
             dropped += 1
-    return UpgradeReport(len(changes), len(doomed), moved, dropped)
+    return UpgradeReport(rewritten, deleted, moved, dropped)
+
+
+def _page_changes(rows: list[Any]) -> tuple[list[dict[str, Any]], list[int]]:
+    """The updates of a page of rows (earlier-form rows only), and the rows to delete."""
+    changes: list[dict[str, Any]] = []
+    doomed: list[int] = []
+    for nid, stream, sequence, session_id, project, agent, event_json in rows:
+        if parse_session_stream(stream) is not None:
+            continue
+        if not (project and agent and session_id) or stream != SESSION_STREAM_PREFIX + session_id:
+            doomed.append(int(nid))
+            continue
+        key = SessionKey(project, agent, session_id)
+        envelope = _decode(bytes(event_json))
+        if not isinstance(envelope, dict):
+            doomed.append(int(nid))
+            continue
+        new_id = key.event_id(int(sequence))
+        envelope["id"], envelope["stream_id"] = new_id, key.stream_id
+        changes.append(
+            {"b_nid": nid, "b_id": new_id, "b_stream": key.stream_id, "b_json": _encode(envelope)}
+        )
+    return changes, doomed

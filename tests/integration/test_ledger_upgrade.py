@@ -23,7 +23,12 @@ from sqlalchemy import delete, select, text
 from pentrace.domain.session_key import SessionKey
 from pentrace.infrastructure.audit import audit_sessions
 from pentrace.infrastructure.layout import DataRoot, iter_sessions
-from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
+from pentrace.infrastructure.ledger import (
+    LedgerDatabase,
+    LedgerSettings,
+    RuntimeEventLedger,
+    upgrade,
+)
 from pentrace.infrastructure.ledger.indexer import build_events, session_directory, sync
 from pentrace.infrastructure.ledger.upgrade import EVENT_IDS_VERSION
 from pentrace.infrastructure.trace_reader import read_session
@@ -117,9 +122,10 @@ def write_earlier_ledger(db: LedgerDatabase, root: DataRoot) -> None:
 
 
 def test_an_earlier_ledger_is_upgraded_on_open_and_sync_completes_it(
-    root: DataRoot, open_db: Any
+    root: DataRoot, open_db: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     write_earlier_ledger(open_db(), root)
+    monkeypatch.setattr(upgrade, "_BATCH", 4)  # several pages, as on a large ledger
     db = open_db()  # opening runs the upgrade
     ledger = RuntimeEventLedger(db, LedgerSettings().with_limits_off())
     with db.reading("read the upgraded ledger") as conn:
