@@ -70,16 +70,20 @@ def raw_numbers(path: Path) -> dict[str, int]:
     return {name: counts[name] for name in ("requests", "usage_records", "total", "output")}
 
 
-def import_under(root: Path, source: Path, project: str, agent: str) -> None:
-    result = cli(root, "import", str(source), "--project", project, "--agent", agent)
+def import_under(root: Path, source: Path, project: str, agent: str) -> dict[str, Any]:
+    result = cli(root, "import", str(source), "--project", project, "--agent", agent, "--json")
     assert result.exit_code == 0, result.output
+    document: dict[str, Any] = json.loads(result.stdout)
+    return document
 
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     data = tmp_path / "data"
     for project, agent in OWNERS:
-        import_under(data, BASIC, project, agent)
+        imported = import_under(data, BASIC, project, agent)
+        assert imported["ledger_indexed"] == records_of(BASIC)
+        assert imported["ref"] == f"{project}/{agent}/{SID}"
     return data
 
 
@@ -91,9 +95,12 @@ def test_ledger_sync_indexes_every_copy_and_each_is_its_own_stream(root: Path) -
     from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 
     records = records_of(BASIC)
+    # Each import indexed its copy; a sync then finds them all held, and a rebuild from the
+    # traces indexes all three copies again (before #13 the second and third were "held").
     report = cli_json(root, "ledger", "sync")
-    assert (report["sessions"], report["indexed"], report["already_held"]) == (3, 3 * records, 0)
-    assert cli_json(root, "ledger", "sync")["already_held"] == 3 * records
+    assert (report["sessions"], report["indexed"], report["already_held"]) == (3, 0, 3 * records)
+    rebuilt = cli_json(root, "ledger", "rebuild")
+    assert (rebuilt["sessions"], rebuilt["indexed"]) == (3, 3 * records)
     ledger = RuntimeEventLedger.open(root, LedgerSettings())
     try:
         assert ledger.session_streams() == dict.fromkeys(KEYS, records)
@@ -230,7 +237,7 @@ def test_stats_tokens_by_agent_agree_with_the_raw_files_over_a_corpus_of_shared_
     expected: dict[str, Counter[str]] = {}
     for (_, agent), source in imported.items():
         expected.setdefault(agent, Counter()).update(raw_numbers(source))
-    rows = cli_json(data, "stats", "tokens", "--sync", "--by", "agent")["rows"]
+    rows = cli_json(data, "stats", "tokens", "--by", "agent")["rows"]  # imports index
     found = {
         row["key"]: {name: row[name] for name in ("requests", "usage_records", "total", "output")}
         for row in rows
