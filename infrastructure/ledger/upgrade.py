@@ -21,6 +21,7 @@ is done once; a ledger never holds both forms.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any, Final
 
 import msgspec
@@ -149,7 +150,7 @@ def _upgrade(conn: Connection, tables: LedgerTables) -> UpgradeReport:
     return UpgradeReport(rewritten, deleted, moved, dropped)
 
 
-def _page_changes(rows: list[Any]) -> tuple[list[dict[str, Any]], list[int]]:
+def _page_changes(rows: Sequence[Any]) -> tuple[list[dict[str, Any]], list[int]]:
     """The updates of a page of rows (earlier-form rows only), and the rows to delete."""
     changes: list[dict[str, Any]] = []
     doomed: list[int] = []
