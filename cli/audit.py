@@ -103,7 +103,8 @@ def audit(
     session: Annotated[
         str | None,
         typer.Argument(
-            help="Session id or unique prefix; omit to audit every session.", show_default=False
+            help="Session id, unique prefix or project/agent/id; omit to audit every session.",
+            show_default=False,
         ),
     ] = None,
     project: ProjectOption = None,
