@@ -251,3 +251,27 @@ def test_stats_tokens_by_agent_agree_with_the_raw_files_over_a_corpus_of_shared_
     for row in by_session:
         project, agent, _ = row["key"].split("/")
         assert row["total"] == raw_numbers(imported[(project, agent)])["total"]
+
+
+def test_read_models_built_with_bare_session_ids_are_rebuilt_never_extended(root: Path) -> None:
+    import sqlite3
+
+    from pentrace.errors import AnalyticsError
+    from pentrace.infrastructure.analytics.builtin.tokens import TokenUse
+    from pentrace.infrastructure.analytics.runner import AnalyticsRunner
+
+    cli_json(root, "stats", "tokens")  # builds the read model
+    # Make it what the earlier code left: no recorded scheme, sessions keyed by bare id.
+    with sqlite3.connect(root / "analytics" / "analytics.db") as db:
+        db.execute("DELETE FROM analytics_identity")
+        db.execute("UPDATE tok_daily SET session_id = ?", (SID,))
+    status = {row["name"]: row for row in cli_json(root, "projections", "status")["projections"]}
+    assert status["tokens"]["needs_rebuild"] is True
+    with pytest.raises(AnalyticsError, match="keys sessions by their id alone") as refused:
+        AnalyticsRunner(TokenUse, data_root=root)
+    assert refused.value.hint == "rebuild it from the traces: `pentrace projections rebuild tokens`"
+    # stats rebuilds it from the traces rather than mixing the two keyings.
+    rows = cli_json(root, "stats", "tokens", "--by", "session")["rows"]
+    assert sorted(row["key"] for row in rows) == sorted(key.reference for key in KEYS)
+    status = {row["name"]: row for row in cli_json(root, "projections", "status")["projections"]}
+    assert status["tokens"]["needs_rebuild"] is False
