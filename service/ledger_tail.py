@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import ColumnElement, func, not_, or_, select, true
 
-from pentrace.domain.session_key import SESSION_STREAM_PREFIX, SessionKey
+from pentrace.domain.session_key import SESSION_STREAM_PREFIX, SessionKey, parse_session_stream
 from pentrace.infrastructure.ledger import LedgerEntry, RuntimeEventLedger
 from pentrace.infrastructure.ledger.replay import Scope, locate_cursor, scoped_page
 
@@ -57,19 +57,39 @@ def locate(ledger: RuntimeEventLedger, event_id: str, scope: Scope | None = None
 
 
 def session_owners(ledger: RuntimeEventLedger, session_id: str) -> list[SessionKey]:
-    """Every (project, agent) the ledger holds a session ``session_id`` under, as keys."""
+    """Every (project, agent) the ledger holds a session ``session_id`` under, as keys.
+
+    The usual answer, one owner, costs two index-only counts: the session's
+    rows (``session_idx``) and its first row's stream (the unique key).  Only
+    when they differ are the owners collected row by row.
+    """
     events = ledger.db.tables.events
-    query = (
-        select(events.c.project_id, events.c.agent_id)
-        .where(events.c.session_id == session_id)
-        .where(events.c.stream_id.like(f"{SESSION_STREAM_PREFIX}%"))
-        .distinct()
-        .limit(50)
-    )
+    c = events.c
     with ledger.db.reading("find the owners of a session id") as conn:
-        rows = conn.execute(query).all()
+        first = conn.execute(
+            select(c.stream_id)
+            .where(c.session_id == session_id)
+            .order_by(c.notification_id)
+            .limit(1)
+        ).scalar_one_or_none()
+        if first is None:
+            return []
+        key = parse_session_stream(str(first))
+        if key is not None:
+            count = select(func.count()).select_from(events)
+            rows = conn.execute(count.where(c.session_id == session_id)).scalar_one()
+            own = conn.execute(count.where(c.stream_id == first)).scalar_one()
+            if rows == own:
+                return [key]
+        found = conn.execute(
+            select(c.project_id, c.agent_id)
+            .where(c.session_id == session_id)
+            .where(c.stream_id.like(f"{SESSION_STREAM_PREFIX}%"))
+            .distinct()
+            .limit(50)
+        ).all()
     return sorted(
-        SessionKey(project, agent, session_id) for project, agent in rows if project and agent
+        SessionKey(project, agent, session_id) for project, agent in found if project and agent
     )
 
 
