@@ -86,6 +86,7 @@ class ConnectedProperties(BaseModel):
 
     sessionID: str | None  # OpenCode wire names (camelCase)
     agentID: str | None
+    projectID: str | None = None  # with sessionID and agentID, names one session (ADR 0023)
     directory: str | None
     lastEventID: str | None
 
