@@ -326,7 +326,15 @@ def tokens_by_day_and_model(
     where, params = _days(since, until)
     rows = _rows(
         db,
-        f"SELECT day, model, SUM(total) AS total FROM tok_daily{where} GROUP BY day, model",
+        f"SELECT day, provider, model, SUM(total) AS total FROM tok_daily{where} "
+        "GROUP BY day, provider, model",
         params,
     )
-    return [(row["day"], row["model"], float(row["total"] or 0)) for row in rows]
+    return [
+        (
+            row["day"],
+            model_name(row["provider"], row["model"]) or "unknown",
+            float(row["total"] or 0),
+        )
+        for row in rows
+    ]
