@@ -19,15 +19,15 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 from sqlalchemy import func, select
 
-from pentrace.domain.session_key import SessionKey, split_reference
-from pentrace.errors import NotFoundError, UsageError
+from pentrace.domain.session_key import SessionKey
+from pentrace.errors import NotFoundError
 from pentrace.infrastructure.layout import DataRoot, SessionRef
 from pentrace.infrastructure.ledger import (
     LedgerDatabase,
@@ -39,7 +39,7 @@ from pentrace.infrastructure.ledger import (
 from pentrace.infrastructure.ledger.application import ENV_TABLE_PREFIX
 from pentrace.infrastructure.ledger.indexer import SyncReport, index_records, session_directory
 from pentrace.infrastructure.ledger.retention import ledger_size
-from pentrace.infrastructure.session_refs import ambiguous, match_sessions
+from pentrace.infrastructure.ledger_sessions import ledger_session, untraced_sessions
 from pentrace.infrastructure.trace_reader import read_session
 
 __all__ = [
@@ -52,6 +52,7 @@ __all__ = [
     "open_ledger",
     "rebuild_ledger",
     "retention_plan",
+    "untraced_sessions",
 ]
 
 _DAY_MS: Final = 86_400_000
@@ -103,60 +104,6 @@ def forget_sessions(root: DataRoot, sessions: Iterable[SessionKey]) -> dict[Sess
         return {key: ledger.forget_stream(key.stream_id) for key in wanted}
     finally:
         ledger.close()
-
-
-def untraced_sessions(
-    ledger: RuntimeEventLedger, root: DataRoot, wanted: Sequence[str]
-) -> dict[SessionKey, int]:
-    """The ledger rows held per named session, after checking none has a trace under ``root``.
-
-    Each of ``wanted`` is a session reference (:mod:`.session_refs`) naming
-    exactly one session the ledger holds.  Raises unless every name resolves
-    and none has traces (a traced session's events would only come back on
-    the next ``ledger sync``).  Remove them with
-    ``ledger.forget_stream(key.stream_id)``.
-    """
-    held = ledger.session_streams()
-    chosen: dict[SessionKey, int] = {}
-    for name in wanted:
-        key = _held_session(held, name.strip(), ledger.db.where)
-        chosen[key] = held[key]
-    present = {ref.key for ref in root.iter_sessions()} if root.path.is_dir() else set()
-    traced = [key for key in chosen if key in present]
-    if traced:
-        raise UsageError(
-            f"session {traced[0]} still has traces under {root.path}: expected only sessions "
-            "whose traces are gone; its events would come back on the next `ledger sync`",
-            hint=f"delete the session itself: `pentrace delete {traced[0]}`",
-        )
-    return chosen
-
-
-def ledger_session(ledger: RuntimeEventLedger, reference: str) -> SessionKey:
-    """The one session the ledger holds that ``reference`` names (:mod:`.session_refs`).
-
-    A full ``project/agent/session-id`` that the ledger does not hold yet is
-    taken as given (``tail -f`` may wait for a session about to start).
-    """
-    held = ledger.session_streams()
-    if not match_sessions(held, reference):
-        project, agent, session_id = split_reference(reference)
-        if project and agent and session_id:
-            return SessionKey(project, agent, session_id)
-    return _held_session(held, reference.strip(), ledger.db.where)
-
-
-def _held_session(held: dict[SessionKey, int], name: str, where: str) -> SessionKey:
-    matches = match_sessions(held, name)
-    if len(matches) > 1:
-        raise ambiguous(name, matches)
-    if not matches:
-        raise NotFoundError(
-            f"the ledger at {where} holds no events of a session {name!r}: expected a "
-            "session id, a unique prefix of one, or project/agent/session-id",
-            hint="`pentrace audit` lists the ledger's sessions that have no trace",
-        )
-    return matches[0]
 
 
 def entries_after(
