@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -69,11 +70,17 @@ def _agree(root: Path, written: dict[tuple[str, str], list[bytes]]) -> None:
     try:
         tokens = {row["key"]: row for row in queries.tokens(db, by="session")}
         activity = {row["key"]: row for row in queries.sessions(db, by="session")}
+        by_status = queries.requests(db)["requests"]
     finally:
         db.close()
     rows = {(row.project, row.agent): row for row in list_sessions(DataRoot(root))}
     assert set(rows) == set(written)
     refs = {ref.key: ref for ref in DataRoot(root).iter_sessions()}
+    # stats requests: the ended requests by status, over every session, as show counts them.
+    ended: Counter[str] = Counter()
+    for row in rows.values():
+        ended.update({k: v for k, v in numbers_of(row.summary).requests.items() if k != "open"})
+    assert {k: v for k, v in by_status.items() if v} == dict(ended)
     for owner, lines in written.items():
         row, expected = rows[owner], oracle(lines)
         numbers = numbers_of(row.summary)
