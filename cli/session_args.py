@@ -12,6 +12,7 @@ from pentrace.domain.session_key import SessionKey
 from pentrace.errors import LedgerError, UsageError
 from pentrace.infrastructure.catalog import resolve_session
 from pentrace.infrastructure.layout import DataRoot, SessionRef
+from pentrace.infrastructure.session_refs import REFERENCE_HELP
 
 __all__ = [
     "AgentOption",
@@ -27,8 +28,7 @@ __all__ = [
 SessionArgument = Annotated[
     str,
     typer.Argument(
-        help="Session id, a unique prefix of it, (a prefix of) its 8-hex token, or "
-        "project/agent/session-id (also with a prefix) to name its owner.",
+        help=REFERENCE_HELP,
         show_default=False,
     ),
 ]

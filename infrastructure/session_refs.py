@@ -25,9 +25,10 @@ from pentrace.infrastructure.names import is_session_id
 
 __all__ = ["REFERENCE_HELP", "ambiguous", "match_sessions", "owner_of"]
 
+# The help of every CLI SESSION argument.
 REFERENCE_HELP: Final = (
-    "Session id, a unique prefix of it, (a prefix of) its 8-hex token, or the reference "
-    "project/agent/session-id (also with a prefix) when the id exists under several owners."
+    "Session id, a unique prefix of it, (a prefix of) its 8-hex token, or "
+    "project/agent/session-id (also with a prefix) to name its owner."
 )
 
 
