@@ -32,6 +32,14 @@ token, and, when the same id exists under several agents or projects, by its
 owner too: `project/agent/session-id` or `agent/session-id`, also with a prefix
 (`docs/sessions.md`, "Naming a session"). An ambiguous one lists the candidates
 in that form.
+
+Paths: a path a command reads (`import FILE`, `resume-check PATH`, `--prices`,
+`--token-file`) must be a regular file; a FIFO, a device such as `/dev/zero`, a
+socket or a folder (or a symlink to one) is refused at once, never read. Inputs
+read whole into memory (`--prices`, `--token-file`) stop at 1 MiB; traces are
+streamed, and one trace line may be at most 512 MiB long. Outputs (`-o`,
+`--plot`) are written atomically with mode 0600 and only ever replace a regular
+file. `--data-root` must be a folder.
 """
 
 

@@ -18,6 +18,7 @@ import typer
 
 from pentrace.cli.session_args import SessionArgument, resolve
 from pentrace.infrastructure.analytics.trace_events import session_events
+from pentrace.infrastructure.atomic_files import publish_file
 from pentrace.projections.analytics.events import iso_of
 from pentrace.projections.analytics.timeline import Span, Timeline, build_timeline
 
@@ -124,6 +125,8 @@ def report(
     """
     _root, ref = resolve(ctx, session)
     events = session_events(ref)
-    timeline = build_timeline(ref.key.reference, events)  # the title names the owner too
-    output.write_text(render_report(timeline), encoding="utf-8")
+    # The title names the owner too: the same id may exist under other agents (ADR 0023).
+    page = render_report(build_timeline(ref.key.reference, events)).encode("utf-8")
+    # Atomic and 0600 like every export: the page shows what the session did.
+    publish_file(output.absolute(), [page], overwrite=True)
     typer.echo(f"wrote {output}")
