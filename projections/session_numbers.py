@@ -26,6 +26,7 @@ projections apply :func:`token_delta` and :func:`model_name` per event.
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
@@ -62,10 +63,17 @@ class SessionNumbers(msgspec.Struct, kw_only=True):
     model: str | None
 
 
+_MAX_COUNT: Final = 2**63 - 1  # what a BIGINT column holds
+
+
 def _count(value: Any) -> int:
+    """A count as an int: 0 for anything but a finite number in 0..2**63-1 (1e400, -5, "7")."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return 0
-    return max(int(value), 0)
+    if isinstance(value, float) and not math.isfinite(value):
+        return 0
+    count = int(value)
+    return count if 0 <= count <= _MAX_COUNT else 0
 
 
 def token_delta(payload: dict[str, Any]) -> TokenDelta | None:

@@ -33,6 +33,7 @@ Requests, turns, tokens, duration and the model name are defined once, in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any, Final
 
@@ -51,6 +52,7 @@ __all__ = [
     "SummaryFold",
     "ToolStats",
     "summarize_session",
+    "token_count",
 ]
 
 REQUEST_STATUSES: Final = ("completed", "failed", "aborted", "timeout", "malformed", "auth")
@@ -124,6 +126,20 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def token_count(value: Any) -> int | float:
+    """A token count as written when it is a finite number >= 0, else 0.
+
+    Counts of other shapes (``1e400`` read as infinity, ``-5``, ``true``,
+    ``"12"``, an object) count as nothing rather than failing every command
+    that adds them up.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    if isinstance(value, float) and not math.isfinite(value):
+        return 0
+    return value if value >= 0 else 0
+
+
 def _key(value: Any) -> str:
     """A dictionary key for a payload value (a status, a decision, a tool name)."""
     return value if isinstance(value, str) else "unknown"
@@ -195,6 +211,8 @@ class SummaryFold:
             self._in_request = True
         elif ptype == "request_end":
             status = record.status
+            # A status of another shape (an object, a list) is "other", never a crash.
+            status = status if isinstance(status, str) else None
             name = status if status in REQUEST_STATUSES else "other"
             self._requests[name] += 1
             summary.last_request_status = _key(status)
@@ -317,7 +335,7 @@ class SummaryFold:
             return empty_token_counts()
         session = self._tokens.payload().get("session")
         if isinstance(session, dict):
-            return {key: session.get(key, 0) for key in _TOKEN_KEYS}
+            return {key: token_count(session.get(key, 0)) for key in _TOKEN_KEYS}
         return empty_token_counts()
 
 

@@ -27,6 +27,7 @@ from sqlalchemy import (
     select,
 )
 
+from pentrace.domain.json_codec import JsonDecoder
 from pentrace.infrastructure.ledger.cursors import gap_reason, locate_cursor
 from pentrace.infrastructure.ledger.database import LedgerDatabase
 
@@ -43,7 +44,7 @@ __all__ = [
 ]
 
 GapReason = Literal["evicted", "unknown_event_id"]
-_decode: Final = msgspec.json.Decoder().decode
+_decode: Final = JsonDecoder[Any]().decode
 
 
 class LedgerEntry(msgspec.Struct, frozen=True):

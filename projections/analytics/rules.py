@@ -19,6 +19,7 @@ __all__ = [
     "TOKEN_FIELDS",
     "TRUNCATION_MARK",
     "TokenDelta",
+    "bigint",
     "is_error_status",
     "is_truncated",
     "request_bucket",
@@ -29,6 +30,19 @@ __all__ = [
 TRUNCATION_MARK: Final = "[output truncated: "
 _OUTCOMES: Final = {"aborted": "aborts", "timeout": "timeouts"}
 
+_MAX_COUNT: Final = 2**63 - 1  # what a BIGINT column holds
+
+
+def bigint(value: Any) -> int | None:
+    """``value`` when it is an int a BIGINT column holds, else None (``2**70``, ``"7"``)."""
+    if (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and -_MAX_COUNT <= value <= _MAX_COUNT
+    ):
+        return value
+    return None
+
 
 def request_bucket(status: Any) -> str:
     """The request-status bucket of a ``request_end`` status (the session summary's names)."""
@@ -37,7 +51,7 @@ def request_bucket(status: Any) -> str:
 
 def is_error_status(status: Any) -> bool:
     """True for the statuses the session summary counts as errors."""
-    return status in ERROR_STATUSES
+    return isinstance(status, str) and status in ERROR_STATUSES
 
 
 def tool_outcome(stop_reason: Any) -> str | None:
