@@ -27,6 +27,7 @@ from typing import Any, Final
 import msgspec
 from sqlalchemy import Connection, Engine, bindparam, delete, select, text, update
 
+from pentrace.domain.json_codec import JsonEncoder
 from pentrace.domain.session_key import SESSION_STREAM_PREFIX, SessionKey, parse_session_stream
 from pentrace.infrastructure.ledger.schema import LedgerTables
 
@@ -35,7 +36,7 @@ __all__ = ["EVENT_IDS_KEY", "EVENT_IDS_VERSION", "UpgradeReport", "upgrade_event
 EVENT_IDS_KEY: Final = "event_ids"
 EVENT_IDS_VERSION: Final = "2"  # 1 (no row): session:<sid>; 2: session:<project>/<agent>/<sid>
 _decode: Final = msgspec.json.Decoder().decode
-_encode: Final = msgspec.json.Encoder().encode
+_encode: Final = JsonEncoder().encode  # as rows.py encodes envelopes (lone surrogates escaped)
 _BATCH: Final = 1000
 _log = logging.getLogger(__name__)
 
