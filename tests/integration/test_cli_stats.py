@@ -205,7 +205,8 @@ def test_stats_sync_is_not_tripped_by_the_retention_of_its_own_sync(
     record_demo_session(DataRoot(tmp_path), START)
     usages = [p["request"] for p in payloads(tmp_path) if p.get("type") == "token_usage"]
     document = stats(tmp_path, "stats", "tokens", "--sync", "--by", "model")
-    assert sum(row["requests"] for row in document["rows"]) == len(usages)
+    # Every token_usage record was read (usage_records); requests count requests begun (#13).
+    assert sum(row["usage_records"] for row in document["rows"]) == len(usages)
     ledger = stats(tmp_path, "ledger", "stats")
     assert ledger["rows"] == 5
     # A second run prunes nothing of its own either, and sees the same numbers.
