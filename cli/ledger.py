@@ -1,4 +1,4 @@
-"""``pentrace ledger ...``: tail, replay, sync, rebuild, cleanup, forget and stats of the ledger.
+"""``pentrace ledger ...``: tail, replay, sync, rebuild, cleanup, forget, stats and import-penguin.
 
 The ledger is derived from the traces; ``sync`` and ``rebuild`` make it agree
 with them.  ``--wait`` bounds how long a command waits for another process's
@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from pentrace.cli.ledger_penguin import import_penguin
 from pentrace.cli.ledger_view import COLUMNS, iso, json_entry, print_entries, table_row
 from pentrace.cli.output import emit_json, emit_table, progress
 from pentrace.cli.session_args import (
@@ -22,6 +23,7 @@ from pentrace.cli.session_args import (
     confirm_or_refuse,
     data_root,
 )
+from pentrace.domain.session_key import SessionKey
 from pentrace.infrastructure.ledger import RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import SyncReport
 from pentrace.infrastructure.ledger.indexer import sync as sync_traces
@@ -64,10 +66,16 @@ def _group(
     ctx.obj = _Options(wait)
 
 
-def _open(ctx: typer.Context, *, must_exist: bool = True, keep: bool = False) -> RuntimeEventLedger:
+def _open(
+    ctx: typer.Context, *, must_exist: bool = True, keep: bool = False, read_only: bool = False
+) -> RuntimeEventLedger:
     options: _Options = ctx.obj
     return open_ledger(
-        data_root(ctx), wait_seconds=options.wait, must_exist=must_exist, keep_everything=keep
+        data_root(ctx),
+        wait_seconds=options.wait,
+        must_exist=must_exist,
+        keep_everything=keep,
+        read_only=read_only,
     )
 
 
@@ -97,7 +105,7 @@ def tail(
 
     Example: pentrace ledger tail -n 50 -f --session demo/assistant/3f8a1c2d
     """
-    ledger = _open(ctx)
+    ledger = _open(ctx, read_only=True)
     try:
         key = None if session is None else ledger_session(ledger, session)
         entries = newest_entries(ledger, lines, session=key)
@@ -144,15 +152,17 @@ def replay(
 
     Example: pentrace ledger replay --after evt:session:demo/assistant/ses_1:00000042
     """
-    ledger = _open(ctx)
+    ledger = _open(ctx, read_only=True)
     try:
         key = None if session is None else ledger_session(ledger, session)
+        owned = key if isinstance(key, SessionKey) else None
+        bare = key if isinstance(key, str) else None
         result = ledger.replay_after(
             after,
             limit,
-            session_id=key.session_id if key else None,
-            agent_id=key.agent if key else None,
-            project_id=key.project if key else None,
+            session_id=owned.session_id if owned else bare,
+            agent_id=owned.agent if owned else None,
+            project_id=owned.project if owned else None,
         )
     finally:
         ledger.close()
@@ -283,7 +293,7 @@ def cleanup(
 
     Example: pentrace ledger cleanup --dry-run
     """
-    ledger = _open(ctx)
+    ledger = _open(ctx, read_only=dry_run)
     try:
         if dry_run:
             plan = retention_plan(ledger)
@@ -359,7 +369,7 @@ def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
 
     Example: pentrace ledger stats --json
     """
-    ledger = _open(ctx)
+    ledger = _open(ctx, read_only=True)
     try:
         figures = ledger_stats(ledger)
     finally:
@@ -375,12 +385,14 @@ def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
         "streams": figures.streams,
         "pruned_rows": figures.pruned_rows,
         "by_category": figures.by_category,
+        "format": figures.format,
     }
     if as_json:
         emit_json(value)
         return
     for key in (
         "ledger",
+        "format",
         "rows",
         "bytes",
         "streams",
@@ -392,3 +404,6 @@ def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
     ):
         typer.echo(f"{key}: {'-' if value[key] is None else value[key]}")
     emit_table(("category", "rows"), sorted(figures.by_category.items()))
+
+
+ledger_app.command("import-penguin")(import_penguin)

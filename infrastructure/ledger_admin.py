@@ -27,7 +27,7 @@ from typing import Final
 from sqlalchemy import func, select
 
 from pentrace.domain.session_key import SessionKey
-from pentrace.errors import NotFoundError
+from pentrace.errors import LedgerFormatError, NotFoundError
 from pentrace.infrastructure.layout import DataRoot, SessionRef
 from pentrace.infrastructure.ledger import (
     LedgerDatabase,
@@ -44,6 +44,7 @@ from pentrace.infrastructure.ledger_sessions import ledger_session, untraced_ses
 __all__ = [
     "LedgerStats",
     "RetentionPlan",
+    "configured_ledger_path",
     "entries_after",
     "ledger_session",
     "ledger_stats",
@@ -64,15 +65,22 @@ def open_ledger(
     must_exist: bool = True,
     keep_everything: bool = False,
     settings: LedgerSettings | None = None,
+    read_only: bool = False,
 ) -> RuntimeEventLedger:
-    """The configured ledger; ``keep_everything`` turns retention off for this handle."""
+    """The configured ledger; ``keep_everything`` turns retention off for this handle.
+
+    ``read_only`` (the read commands) creates and changes nothing, and also
+    reads a Penguin-format ledger file.
+    """
     settings = settings if settings is not None else LedgerSettings.from_env()
     if keep_everything:
         settings = settings.with_limits_off()
     prefix = os.environ.get(ENV_TABLE_PREFIX, "")
     wait_ms = max(1, int(wait_seconds * 1000))
     if settings.url is not None:
-        db = LedgerDatabase(settings.url, table_prefix=prefix, busy_timeout_ms=wait_ms)
+        db = LedgerDatabase(
+            settings.url, table_prefix=prefix, busy_timeout_ms=wait_ms, read_only=read_only
+        )
     else:
         path = settings.path if settings.path is not None else default_ledger_path(root.path)
         if must_exist and not path.is_file():
@@ -80,14 +88,25 @@ def open_ledger(
                 f"no ledger at {path}: expected a SQLite ledger file, found none",
                 hint="run `pentrace ledger sync` to build it from the traces",
             )
-        db = LedgerDatabase.for_path(Path(path), table_prefix=prefix, busy_timeout_ms=wait_ms)
+        db = LedgerDatabase.for_path(
+            Path(path), table_prefix=prefix, busy_timeout_ms=wait_ms, read_only=read_only
+        )
     return RuntimeEventLedger(db, settings)
+
+
+def configured_ledger_path(root: DataRoot, settings: LedgerSettings | None = None) -> Path | None:
+    """The SQLite file :func:`open_ledger` opens, or None when a URL names the ledger."""
+    settings = settings if settings is not None else LedgerSettings.from_env()
+    if settings.url is not None:
+        return None
+    return settings.path if settings.path is not None else default_ledger_path(root.path)
 
 
 def forget_sessions(root: DataRoot, sessions: Iterable[SessionKey]) -> dict[SessionKey, int]:
     """Remove the ledger events of sessions whose traces were deleted.
 
-    Returns the rows removed per session; ``{}`` when there is no ledger yet.
+    Returns the rows removed per session; ``{}`` when there is no ledger yet
+    (or the file is Penguin's, which pentrace never writes).
     The ledger is derived from traces, so a deleted session's events would
     otherwise stay replayable over SSE and counted by projections.
     """
@@ -96,8 +115,8 @@ def forget_sessions(root: DataRoot, sessions: Iterable[SessionKey]) -> dict[Sess
         return {}
     try:
         ledger = open_ledger(root, must_exist=True, keep_everything=True)
-    except NotFoundError:
-        return {}
+    except (NotFoundError, LedgerFormatError):
+        return {}  # no ledger, or Penguin's file, which holds none of pentrace's sessions
     try:
         return {key: ledger.forget_stream(key.stream_id) for key in wanted}
     finally:
@@ -108,7 +127,7 @@ def entries_after(
     ledger: RuntimeEventLedger,
     notification_id: int,
     *,
-    session: SessionKey | None = None,
+    session: SessionKey | str | None = None,
     limit: int = 1000,
 ) -> list[LedgerEntry]:
     """Rows after a notification id, oldest first (only one session's with ``session``)."""
@@ -119,15 +138,17 @@ def entries_after(
         .order_by(events.c.notification_id)
         .limit(limit)
     )
-    if session is not None:
+    if isinstance(session, SessionKey):
         query = query.where(events.c.stream_id == session.stream_id)
+    elif session is not None:  # a bare id: the session_id column (a Penguin-format ledger)
+        query = query.where(events.c.session_id == session)
     with ledger.db.reading("read the ledger") as conn:
         rows = conn.execute(query).all()
     return [LedgerEntry(row[0], bytes(row[1]), row[2]) for row in rows]
 
 
 def newest_entries(
-    ledger: RuntimeEventLedger, count: int, *, session: SessionKey | None = None
+    ledger: RuntimeEventLedger, count: int, *, session: SessionKey | str | None = None
 ) -> list[LedgerEntry]:
     """The last ``count`` rows (of one session with ``session``), oldest first."""
     events = ledger.db.tables.events
@@ -136,8 +157,10 @@ def newest_entries(
         .order_by(events.c.notification_id.desc())
         .limit(max(0, count))
     )
-    if session is not None:
+    if isinstance(session, SessionKey):
         query = query.where(events.c.stream_id == session.stream_id)
+    elif session is not None:  # a bare id: the session_id column (a Penguin-format ledger)
+        query = query.where(events.c.session_id == session)
     with ledger.db.reading("read the newest ledger events") as conn:
         rows = conn.execute(query).all()
     return [LedgerEntry(row[0], bytes(row[1]), row[2]) for row in reversed(rows)]
@@ -157,6 +180,7 @@ class LedgerStats:
     streams: int
     pruned_rows: int
     by_category: dict[str, int] = field(default_factory=dict)
+    format: str = "pentrace"
 
 
 def _size_without_checkpoint(ledger: RuntimeEventLedger) -> int | None:
@@ -207,6 +231,7 @@ def ledger_stats(ledger: RuntimeEventLedger) -> LedgerStats:
         streams=int(streams),
         pruned_rows=int(pruned or 0),
         by_category={str(name): int(count) for name, count in sorted(categories)},
+        format=ledger.db.format or "pentrace",
     )
 
 

@@ -46,17 +46,22 @@ def untraced_sessions(
     return chosen
 
 
-def ledger_session(ledger: RuntimeEventLedger, reference: str) -> SessionKey:
+def ledger_session(ledger: RuntimeEventLedger, reference: str) -> SessionKey | str:
     """The one session the ledger holds that ``reference`` names (:mod:`.session_refs`).
 
     A full ``project/agent/session-id`` that the ledger does not hold yet is
-    taken as given (``tail -f`` may wait for a session about to start).
+    taken as given (``tail -f`` may wait for a session about to start).  A
+    bare id that names no session key (a Penguin-format ledger, whose streams
+    are ``session:<id>``) is returned as the id itself: a filter on the
+    ``session_id`` column, as Penguin filters.
     """
     held = ledger.session_streams()
     if not match_sessions(held, reference):
         project, agent, session_id = split_reference(reference)
         if project and agent and session_id:
             return SessionKey(project, agent, session_id)
+        if project is None and agent is None and session_id:
+            return session_id
     return _held_session(held, reference.strip(), ledger.db.where)
 
 

@@ -69,6 +69,7 @@ DERIVED_COMMANDS: Final[dict[str, list[list[str]]]] = {
     "ledger tail": [["--json"]],
     "ledger replay": [["--json"]],
     "ledger stats": [["--json"]],
+    "ledger import-penguin": [["{shard}"]],  # a trace shard is no Penguin ledger: a clean error
     "stats tokens": [["--sync"]],
     "stats cost": [["--json"]],
     "stats tools": [[]],
