@@ -24,7 +24,15 @@ import uuid
 from pathlib import Path
 
 from pentrace.infrastructure.ledger import LedgerDatabase
-from tests.integration.sse_harness import PREFIX_ENV, Server, finish, seed, session_id, start_writer
+from tests.integration.sse_harness import (
+    PREFIX_ENV,
+    Server,
+    event_ids,
+    finish,
+    seed,
+    session_id,
+    start_writer,
+)
 
 SSE = "/api/v1/events/sse"
 
@@ -61,7 +69,7 @@ async def _read_until(
 
 def _fan_out(port: int, sid: str, events: int, clients: int) -> tuple[float, float]:
     """Clients replaying every event at once; returns (events/s delivered, MB/s)."""
-    first, last = f"evt:session:{sid}:00000001", f"evt:session:{sid}:{events:08d}"
+    first, last = event_ids(sid, 1, 1)[0], event_ids(sid, events, events)[0]
     query = f"session_id={sid}&last_event_id={first}"
 
     async def run() -> tuple[int, float]:
@@ -78,7 +86,7 @@ def _latency(server: Server, root: Path, samples: int, env: dict[str, str]) -> l
     """Milliseconds from save() in a recorder process to the frame at a live client."""
     sid = session_id(int(uuid.uuid4().hex[:8], 16))
     arrivals: dict[str, float] = {}
-    last = f"evt:session:{sid}:{2 + 4 * samples:08d}"
+    last = event_ids(sid, 2 + 4 * samples, 2 + 4 * samples)[0]
 
     async def run() -> list[tuple[int, float]]:
         task = asyncio.create_task(_read_until(server.port, f"session_id={sid}", last, arrivals))
@@ -97,7 +105,7 @@ def _latency(server: Server, root: Path, samples: int, env: dict[str, str]) -> l
 
     saved = asyncio.run(run())
     return [
-        (arrivals[f"evt:session:{sid}:{position:08d}"] - before) * 1000
+        (arrivals[event_ids(sid, position, position)[0]] - before) * 1000
         for position, before in saved
     ]
 
@@ -127,8 +135,8 @@ def main() -> None:
                     f"replay {events:,} events to {clients} client(s), all at once",
                     f"{rate:,.0f} events/s delivered ({mbps:,.0f} MB/s)",
                 )
-            first = f"evt:session:{big}:00000001"
-            last = f"evt:session:{big}:{replay:08d}"
+            first = event_ids(big, 1, 1)[0]
+            last = event_ids(big, replay, replay)[0]
             query = f"session_id={big}&last_event_id={first}"
             size, seconds = asyncio.run(_read_until(server.port, query, last))
             _row(

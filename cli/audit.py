@@ -106,7 +106,8 @@ def audit(
     session: Annotated[
         str | None,
         typer.Argument(
-            help="Session id or unique prefix; omit to audit every session.", show_default=False
+            help="Session id, unique prefix or project/agent/id; omit to audit every session.",
+            show_default=False,
         ),
     ] = None,
     project: ProjectOption = None,
@@ -180,7 +181,7 @@ def _orphans(
     """Findings without a session on disk: stale temp files, then the ledger's streams."""
     found = orphan_temps(root, refs)
     if ledger is not None:
-        found += ledger_orphans(ledger, root, (ref.session_id for ref in refs))
+        found += ledger_orphans(ledger, root, (ref.key for ref in refs))
     return found
 
 

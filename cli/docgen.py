@@ -28,6 +28,12 @@ ever added, never renamed or removed, so consumers should ignore fields they do
 not know. Errors print one line `error: ...` and a `hint: ...` on stderr and exit
 non-zero (2 for usage errors); `--debug` shows the traceback.
 
+A SESSION is named by its id, a unique prefix of it, or (a prefix of) its 8-hex
+token, and, when the same id exists under several agents or projects, by its
+owner too: `project/agent/session-id` or `agent/session-id`, also with a prefix
+(`docs/sessions.md`, "Naming a session"). An ambiguous one lists the candidates
+in that form.
+
 Paths: a path a command reads (`import FILE`, `resume-check PATH`, `--prices`,
 `--token-file`) must be a regular file; a FIFO, a device such as `/dev/zero`, a
 socket or a folder (or a symlink to one) is refused at once, never read. Inputs

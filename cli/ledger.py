@@ -23,11 +23,13 @@ from pentrace.cli.session_args import (
     confirm_or_refuse,
     data_root,
 )
+from pentrace.domain.session_key import SessionKey
 from pentrace.infrastructure.ledger import RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import SyncReport
 from pentrace.infrastructure.ledger.indexer import sync as sync_traces
 from pentrace.infrastructure.ledger_admin import (
     entries_after,
+    ledger_session,
     ledger_stats,
     newest_entries,
     open_ledger,
@@ -87,7 +89,12 @@ def tail(
         bool, typer.Option("-f", "--follow", help="Keep printing new events as they arrive.")
     ] = False,
     session: Annotated[
-        str | None, typer.Option("--session", help="Only this session id.", show_default=False)
+        str | None,
+        typer.Option(
+            "--session",
+            help="Only this session (id, prefix or project/agent/id).",
+            show_default=False,
+        ),
     ] = None,
     interval: Annotated[float, typer.Option(help="Seconds between polls with -f.")] = 0.5,
     as_json: JsonOption = False,
@@ -96,16 +103,17 @@ def tail(
 
     With --json, one JSON document per line: {"notification_id", "event"}.
 
-    Example: pentrace ledger tail -n 50 -f --session session-2026-11-29-10-00-00-3f8a1c2d
+    Example: pentrace ledger tail -n 50 -f --session demo/assistant/3f8a1c2d
     """
     ledger = _open(ctx, read_only=True)
     try:
-        entries = newest_entries(ledger, lines, session_id=session)
+        key = None if session is None else ledger_session(ledger, session)
+        entries = newest_entries(ledger, lines, session=key)
         print_entries(entries, as_json, header=True)
         cursor = entries[-1].notification_id or 0 if entries else _head(ledger)
         while follow:
             time.sleep(interval)
-            fresh = entries_after(ledger, cursor, session_id=session)
+            fresh = entries_after(ledger, cursor, session=key)
             if fresh:
                 print_entries(fresh, as_json, header=False)
                 cursor = fresh[-1].notification_id or cursor
@@ -127,7 +135,12 @@ def replay(
     ],
     limit: Annotated[int, typer.Option("--limit", "-n", help="Most events to show.")] = 100,
     session: Annotated[
-        str | None, typer.Option("--session", help="Only this session id.", show_default=False)
+        str | None,
+        typer.Option(
+            "--session",
+            help="Only this session (id, prefix or project/agent/id) and unscoped events.",
+            show_default=False,
+        ),
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -137,11 +150,20 @@ def replay(
     evicted it or the id never existed here, the retained range in scope, and
     the replay continues from the oldest retained event.
 
-    Example: pentrace ledger replay --after evt:session:session-2026-11-29-10-00-00-3f8a:00000042
+    Example: pentrace ledger replay --after evt:session:demo/assistant/ses_1:00000042
     """
     ledger = _open(ctx, read_only=True)
     try:
-        result = ledger.replay_after(after, limit, session_id=session)
+        key = None if session is None else ledger_session(ledger, session)
+        owned = key if isinstance(key, SessionKey) else None
+        bare = key if isinstance(key, str) else None
+        result = ledger.replay_after(
+            after,
+            limit,
+            session_id=owned.session_id if owned else bare,
+            agent_id=owned.agent if owned else None,
+            project_id=owned.project if owned else None,
+        )
     finally:
         ledger.close()
     gap = result.gap
@@ -304,7 +326,10 @@ def cleanup(
 def forget(
     ctx: typer.Context,
     sessions: Annotated[
-        list[str], typer.Argument(help="Session ids (or unique prefixes) whose traces are gone.")
+        list[str],
+        typer.Argument(
+            help="Sessions whose traces are gone: ids, unique prefixes or project/agent/id."
+        ),
     ],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     as_json: JsonOption = False,
@@ -322,13 +347,13 @@ def forget(
         held = untraced_sessions(ledger, data_root(ctx), sessions)
         question = (
             f"Remove {sum(held.values())} ledger event(s) of {len(held)} session(s) "
-            f"({', '.join(held)})?"
+            f"({', '.join(key.reference for key in held)})?"
         )
         what = f"remove the ledger events of {len(held)} session(s)"
         if not confirm_or_refuse(question, yes=yes, what=what):
             typer.echo("nothing removed")
             raise typer.Exit(1)
-        removed = {sid: ledger.forget_stream(f"session:{sid}") for sid in held}
+        removed = {key.reference: ledger.forget_stream(key.stream_id) for key in held}
     finally:
         ledger.close()
     if as_json:

@@ -32,8 +32,18 @@ def table_row(entry: LedgerEntry) -> tuple[Any, ...]:
         envelope.get("type"),
         envelope.get("category"),
         iso(envelope.get("time")),
-        scope.get("session_id") if isinstance(scope, dict) else None,
+        _session(scope) if isinstance(scope, dict) else None,
     )
+
+
+def _session(scope: dict[str, Any]) -> str | None:
+    """The session column: ``project/agent/session-id`` when the scope names the owner."""
+    session, project, agent = (scope.get(k) for k in ("session_id", "project_id", "agent_id"))
+    if not isinstance(session, str):
+        return None
+    if isinstance(project, str) and isinstance(agent, str) and project and agent:
+        return f"{project}/{agent}/{session}"
+    return session
 
 
 def json_entry(entry: LedgerEntry) -> dict[str, Any]:

@@ -83,6 +83,7 @@ def status_command(
         projection = open_projection(each, root)
         try:
             position = projection.view.max_tracking_id(each.name) or 0
+            stale = projection.view.stale_identity()  # built before ADR 0023's session keys
         finally:
             projection.view.db.close()
         rows.append(
@@ -91,7 +92,7 @@ def status_command(
                 "position": position,
                 "ledger_newest": newest,
                 "behind": max(newest - position, 0),
-                "needs_rebuild": pruned > position,
+                "needs_rebuild": pruned > position or stale,
             }
         )
     done(

@@ -9,6 +9,7 @@ import typer
 from pentrace.cli.options import now
 from pentrace.cli.output import emit_json, emit_table
 from pentrace.cli.session_args import JsonOption, confirm_or_refuse, data_root, forget_in_ledger
+from pentrace.domain.session_key import SessionKey
 from pentrace.infrastructure.session_prune import (
     PruneCandidate,
     PruneOutcome,
@@ -86,7 +87,11 @@ def prune(
             )
 
     outcomes = apply_prune(root, plan, echo)
-    deleted = [o.candidate.session_id for o in outcomes if o.error is None]
+    deleted = [
+        SessionKey(o.candidate.project, o.candidate.agent, o.candidate.session_id)
+        for o in outcomes
+        if o.error is None
+    ]
     forgotten = forget_in_ledger(root, deleted)
     if as_json:
         emit_json(

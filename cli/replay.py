@@ -165,7 +165,8 @@ def resume_check(
     session_or_path: Annotated[
         str,
         typer.Argument(
-            help="A session id (or short id), or the path of a trace file.", show_default=False
+            help="A session id (or short id, or project/agent/id), or the path of a trace file.",
+            show_default=False,
         ),
     ],
     project: ProjectOption = None,
@@ -186,7 +187,7 @@ def resume_check(
     else:
         _, ref = resolve(ctx, session_or_path, project, agent)
         path = ref.shards[-1].path
-        label = f"{ref.session_id} ({path})"
+        label = f"{ref.key.reference} ({path})"
     report = ParseReport()
     result = resume_trace_file(path, report=report)
     if as_json:

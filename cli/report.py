@@ -178,7 +178,7 @@ def render_report(timeline: Timeline) -> str:
         request_count=len(timeline.requests),
         tool_count=len(timeline.tools),
         compaction_count=len(timeline.compactions),
-        tokens=sum(r.tokens for r in timeline.requests),
+        tokens=timeline.tokens,
         timeline_svg=_timeline_svg(timeline),
         tokens_svg=_tokens_svg(timeline),
         rows=_rows(timeline),
@@ -205,7 +205,8 @@ def report(
     """
     _root, ref = resolve(ctx, session)
     events = session_events(ref)
-    page = render_report(build_timeline(ref.session_id, events)).encode("utf-8")
+    # The title names the owner too: the same id may exist under other agents (ADR 0023).
+    page = render_report(build_timeline(ref.key.reference, events)).encode("utf-8")
     # Atomic and 0600 like every export: the page shows what the session did.
     publish_file(output.absolute(), [page], overwrite=True)
     typer.echo(f"wrote {output}")

@@ -72,7 +72,7 @@ def _print_hits(hits: list[SearchHit]) -> None:
             table.add_column(columns[i], no_wrap=not snippet, overflow="fold", min_width=width)
         for hit in hits:
             row: list[Text | str] = [
-                Text(short_id(hit.session_id)),
+                Text(f"{hit.project}/{hit.agent}/{short_id(hit.session_id)}"),
                 str(hit.turn),
                 str(hit.position),
                 Text(hit.kind),
@@ -85,7 +85,14 @@ def _print_hits(hits: list[SearchHit]) -> None:
     emit_table(
         columns,
         (
-            (hit.session_id, hit.turn, hit.position, hit.kind, hit.time, _plain(hit.snippet))
+            (
+                f"{hit.project}/{hit.agent}/{hit.session_id}",
+                hit.turn,
+                hit.position,
+                hit.kind,
+                hit.time,
+                _plain(hit.snippet),
+            )
             for hit in hits
         ),
     )
@@ -111,7 +118,9 @@ def search(
     session: Annotated[
         str | None,
         typer.Option(
-            "--session", help="Only this session (id or unique prefix).", show_default=False
+            "--session",
+            help="Only this session (id, unique prefix or project/agent/id).",
+            show_default=False,
         ),
     ] = None,
     since: Annotated[
@@ -169,7 +178,11 @@ def search(
     if query is None and not rebuild:
         raise UsageError("expected a search QUERY (or --rebuild)", hint='pentrace search "error"')
     root = data_root(ctx)
-    only = () if session is None else (resolve(ctx, session, project, agent)[1].session_id,)
+    only: tuple[str, ...] = ()
+    if session is not None:
+        # The session's owner too: its id alone may exist under other agents (ADR 0023).
+        chosen = resolve(ctx, session, project, agent)[1]
+        only, project, agent = (chosen.session_id,), chosen.project, chosen.agent
     request = SearchQuery(
         text=query or "",
         project=project,

@@ -9,10 +9,12 @@ from typing import Annotated
 import typer
 
 from pentrace.cli.roots import root_from_context
+from pentrace.domain.session_key import SessionKey
 from pentrace.errors import LedgerError, UsageError
 from pentrace.infrastructure.catalog import resolve_session
 from pentrace.infrastructure.layout import DataRoot, SessionRef
 from pentrace.infrastructure.redaction_policy import activate_policy
+from pentrace.infrastructure.session_refs import REFERENCE_HELP
 
 __all__ = [
     "AgentOption",
@@ -28,7 +30,7 @@ __all__ = [
 SessionArgument = Annotated[
     str,
     typer.Argument(
-        help="Session id, a unique prefix of it, or (a prefix of) its 8-hex token.",
+        help=REFERENCE_HELP,
         show_default=False,
     ),
 ]
@@ -82,7 +84,7 @@ def confirm_or_refuse(question: str, *, yes: bool, what: str) -> bool:
 _LISTED = 3  # session ids a hint spells out in full
 
 
-def forget_in_ledger(root: DataRoot, session_ids: list[str]) -> int | None:
+def forget_in_ledger(root: DataRoot, sessions: list[SessionKey]) -> int | None:
     """Remove deleted sessions' events from the ledger; the count, or None when it failed.
 
     The traces are already gone, so a ledger that cannot be written (locked,
@@ -92,11 +94,12 @@ def forget_in_ledger(root: DataRoot, session_ids: list[str]) -> int | None:
     from pentrace.infrastructure.ledger_admin import forget_sessions
 
     try:
-        return sum(forget_sessions(root, session_ids).values())
+        return sum(forget_sessions(root, sessions).values())
     except LedgerError as exc:
         typer.echo(f"warning: the ledger still holds their events: {exc.message}", err=True)
-        if len(session_ids) <= _LISTED:
-            hint = f"run `pentrace ledger forget {' '.join(session_ids)} --yes`"
+        if len(sessions) <= _LISTED:
+            named = " ".join(key.reference for key in sessions)
+            hint = f"run `pentrace ledger forget {named} --yes`"
         else:  # a large prune: audit lists them rather than one very long command line
             hint = "run `pentrace audit`: it reports them as ledger_orphan_stream"
         typer.echo(f"hint: when the ledger can be written, {hint}", err=True)

@@ -17,7 +17,7 @@ from pentrace.cli.session_args import (
     data_root,
     resolve,
 )
-from pentrace.errors import UsageError
+from pentrace.errors import LedgerError, UsageError
 from pentrace.infrastructure.archive_import import import_archive, is_archive
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.session_files import export_archive, export_session, import_session
@@ -143,16 +143,19 @@ def import_command(
     size = file.stat().st_size if file.is_file() else 0
     with byte_progress(size, "importing") as advance:
         result = import_session(root, project, agent, file, on_progress=advance)
+    indexed = _index_imported(root, project, agent)
     if as_json:
         emit_json(
             {
                 "session_id": result.session_id,
+                "ref": f"{project}/{agent}/{result.session_id}",
                 "path": str(result.path),
                 "records": result.records,
                 "requests": result.requests,
                 "tool_calls": result.tool_calls,
                 "bytes": result.bytes,
                 "torn_tail_dropped": result.torn_tail_dropped,
+                "ledger_indexed": indexed,
             }
         )
         return
@@ -187,6 +190,28 @@ def _import_archive(
     )
     for path in result.paths:
         typer.echo(f"  {path}")
+
+
+def _index_imported(root: DataRoot, project: str, agent: str) -> int | None:
+    """Index the agent's new trace records into the ledger, as recording does (best effort).
+
+    The trace is written; a ledger that cannot be written is a warning, and
+    ``pentrace ledger sync`` closes the gap later.  Returns the events indexed.
+    """
+    # Imported here: the session commands load eagerly, SQLAlchemy should not (ADR 0008).
+    from pentrace.infrastructure.ledger.indexer import sync
+    from pentrace.infrastructure.ledger_admin import open_ledger
+
+    try:
+        ledger = open_ledger(root, must_exist=False)
+        try:
+            return sync(ledger, root, project=project, agent=agent).indexed
+        finally:
+            ledger.close()
+    except LedgerError as exc:
+        typer.echo(f"warning: the session is not in the ledger yet: {exc.message}", err=True)
+        typer.echo("hint: run `pentrace ledger sync` when the ledger can be written", err=True)
+        return None
 
 
 def fork(

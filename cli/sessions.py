@@ -43,6 +43,7 @@ from pentrace.infrastructure.catalog import (
 )
 from pentrace.infrastructure.layout import SessionRef
 from pentrace.infrastructure.session_files import delete_session
+from pentrace.projections.session_numbers import model_name, numbers_of
 
 __all__ = ["register", "row_json", "sessions_app"]
 
@@ -53,11 +54,12 @@ sessions_app = typer.Typer(
 )
 
 
+def _number(value: object) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
 def _model(row: SessionRow) -> str | None:
-    summary = row.summary
-    if summary.model_id is None:
-        return None
-    return f"{summary.provider}/{summary.model_id}" if summary.provider else summary.model_id
+    return model_name(row.summary.provider, row.summary.model_id)
 
 
 def _start(start: str | None, *, short: bool) -> str | None:
@@ -78,6 +80,7 @@ def row_json(row: SessionRow) -> dict[str, Any]:
         "project": row.project,
         "agent": row.agent,
         "session_id": row.session_id,
+        "ref": f"{row.project}/{row.agent}/{row.session_id}",
         "short_id": short_id(row.session_id),
         "start": row.start,
         "last": summary.last_timestamp,
@@ -86,6 +89,8 @@ def row_json(row: SessionRow) -> dict[str, Any]:
         "source": summary.source,
         "turns": summary.turns,
         "tokens": summary.total_tokens,
+        "model": _model(row),
+        "requests": numbers_of(summary).request_total,
         "status": row.status,
         "records": summary.records,
         "shards": row.shards,
@@ -211,23 +216,29 @@ def show_json(ref: SessionRef, row: SessionRow) -> dict[str, Any]:
         "problem": row.problem,
         "has_errors": row.has_errors,
         "summary": msgspec.to_builtins(row.summary),
+        "ref": ref.key.reference,
+        "numbers": msgspec.to_builtins(numbers_of(row.summary)),
     }
 
 
 def _show_text(ref: SessionRef, row: SessionRow) -> None:
     summary = row.summary
-    requests = ", ".join(f"{k} {v}" for k, v in summary.requests.items() if v) or "none"
-    tokens = ", ".join(f"{k} {v}" for k, v in summary.tokens.items())
+    numbers = numbers_of(summary)
+    requests = ", ".join(f"{k} {v}" for k, v in numbers.requests.items()) or "none"
+    tokens = ", ".join(f"{k} {v}" for k, v in numbers.tokens.items())
+    carried = ", ".join(f"{k} {v}" for k, v in summary.tokens.items())
+    duration = "" if numbers.duration_s is None else f"  ({numbers.duration_s:g} s)"
     compactions = ", ".join(f"{c.mode}/{c.status} {c.count}" for c in summary.compactions)
     lines = [
         f"session      {ref.session_id}  ({ref.project}/{ref.agent})",
-        f"model        {_model(row) or '-'}",
+        f"model        {numbers.model or '-'}",
         f"workspace    {summary.workspace or '-'}",
         f"source       {summary.source or 'user'}",
-        f"time         {summary.first_timestamp or '-'} .. {summary.last_timestamp or '-'}",
+        f"time         {summary.first_timestamp or '-'} .. {summary.last_timestamp or '-'}"
+        f"{duration}",
         f"records      {summary.records} in {row.shards} shard(s), {row.bytes} bytes",
         f"turns        {summary.turns}",
-        f"requests     {requests}; last: {row.status}",
+        f"requests     {numbers.request_total}: {requests}; last: {row.status}",
         f"tokens       {tokens}",
         f"approvals    {', '.join(f'{k} {v}' for k, v in summary.approvals.items()) or 'none'}",
         f"compactions  {compactions or 'none'}; dangling {summary.dangling_compactions}",
@@ -235,6 +246,9 @@ def _show_text(ref: SessionRef, row: SessionRow) -> None:
         f"goals        {', '.join(f'{k} {v}' for k, v in summary.goals.items()) or 'none'}",
         f"subagents    {', '.join(summary.subagents) or 'none'}",
     ]
+    if summary.total_tokens != _number(summary.tokens.get("total")):
+        # Resume carries the harness's running counts over; say so when they differ.
+        lines.append(f"carried over {carried} (the running session counts resume reads)")
     if summary.forked_from:
         origin = summary.forked_from
         lines.append(
@@ -296,7 +310,7 @@ def delete(
         raise typer.Exit(1)
     result = delete_session(root, ref.project, ref.agent, ref.session_id)
     typer.echo(f"deleted {result.session_id}: {len(result.removed)} path(s) removed")
-    forgotten = forget_in_ledger(root, [result.session_id])
+    forgotten = forget_in_ledger(root, [ref.key])
     if forgotten is None:
         raise typer.Exit(1)
     if forgotten:

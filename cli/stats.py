@@ -68,7 +68,15 @@ PlotOption = Annotated[
 SyncOption = Annotated[
     bool, typer.Option("--sync", help="Index traces the ledger is missing before catching up.")
 ]
-_TOKEN_COLUMNS = ("requests", "input", "output", "cache_read", "cache_write", "total")
+_TOKEN_COLUMNS = (
+    "requests",
+    "usage_records",
+    "input",
+    "output",
+    "cache_read",
+    "cache_write",
+    "total",
+)
 
 
 def days(since: str | None, until: str | None) -> tuple[str | None, str | None]:

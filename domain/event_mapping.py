@@ -1,7 +1,8 @@
 """Every trace record becomes exactly one RuntimeEvent (``docs/runtime-events.md``).
 
 The event's sequence is the record's *position* in its session trace and its
-id is ``evt:session:<session_id>:<position:08d>`` (docs/architecture.md), so
+id is ``evt:session:<project>/<agent>/<session_id>:<position:08d>``
+(:class:`~pentrace.domain.session_key.SessionKey`, ADR 0023), so
 indexing the same trace again - after a restart, or into an empty ledger -
 gives the same ids, and new records always get new ones (Penguin's W1).
 
@@ -25,6 +26,7 @@ from pentrace.domain.runtime_envelope import (
     envelope_header,
 )
 from pentrace.domain.runtime_scope import BODY_READS
+from pentrace.domain.session_key import SessionKey
 
 __all__ = [
     "EVENT_TYPES",
@@ -169,7 +171,7 @@ def _header(
     event_type: str,
     body: dict[str, Any],
     category: str | None,
-    session_id: str,
+    stream_id: str,
     scope: dict[str, Any],
     actor: dict[str, Any],
     home: str | None,
@@ -191,7 +193,7 @@ def _header(
         event_type=event_type,
         body=body,
         category=category,
-        stream_id=f"session:{session_id}",
+        stream_id=stream_id,
         scope=scope,
         actor=actor,
         home=home,
@@ -238,6 +240,7 @@ def event_from_record(
     fields; only the work of computing it is shared between events.
     """
     event_type = event_type_for(record, position)
+    key = SessionKey(project, agent, session_id)
     payload = _payload(record)
     redacted = redact_decoded(payload, record.raw, depth=1)
     anchor = (
@@ -249,7 +252,7 @@ def event_from_record(
         event_type,
         redacted.value,
         _partial_category(record),
-        session_id,
+        key.stream_id,
         _scope(record, payload, session_id, project, agent, directory),
         _actor(record, payload, agent),
         home,
@@ -261,5 +264,7 @@ def event_from_record(
         payload_paths=redacted.paths,
         time_ms=time_ms_of(record, fallback_time_ms),
         sequence=position,
+        # A stream the redaction policy changed keeps the slugged id of the redacted form.
+        event_id=key.event_id(position) if header.stream_id == key.stream_id else None,
         projections=_opencode(f"{event_type}:{session_id}:{anchor}", event_type),
     )

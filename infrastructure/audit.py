@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import select
 
+from pentrace.domain.session_key import SessionKey
 from pentrace.errors import NotFoundError, PentraceError, TraceError
 from pentrace.infrastructure.layout import DataRoot, SessionRef
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
@@ -104,12 +105,12 @@ def open_existing_ledger(
 
 
 def _ledger_rows(
-    ledger: RuntimeEventLedger, session_id: str
+    ledger: RuntimeEventLedger, key: SessionKey
 ) -> tuple[dict[int, tuple[str, int]], int]:
     """A session's ledger rows as ``sequence -> (event_type, event_time)``, and its watermark."""
     db = ledger.db
     events, marks = db.tables.events, db.tables.watermarks
-    stream = f"session:{session_id}"
+    stream = key.stream_id
     query = select(events.c.sequence, events.c.event_type, events.c.event_time).where(
         events.c.stream_id == stream
     )
@@ -141,7 +142,7 @@ def audit_session(ref: SessionRef, ledger: RuntimeEventLedger | None = None) -> 
     checks = SessionChecks(sid)
     drift: LedgerDrift | None = None
     if ledger is not None and not ambiguous:
-        held, pruned = _ledger_rows(ledger, sid)
+        held, pruned = _ledger_rows(ledger, ref.key)
         drift = LedgerDrift(sid, held, pruned)
     position = 0
     for shard in shards:
@@ -197,9 +198,12 @@ def orphan_temps(root: DataRoot, refs: Iterable[SessionRef]) -> list[Problem]:
 
 
 def ledger_orphans(
-    ledger: RuntimeEventLedger, root: DataRoot, known: Iterable[str]
+    ledger: RuntimeEventLedger, root: DataRoot, known: Iterable[SessionKey]
 ) -> list[Problem]:
     """Sessions the ledger holds events of but the data root has no trace for (deleted).
+
+    ``known`` are the sessions with traces; a problem's ``session_id`` is the
+    orphan's reference, ``project/agent/session-id``.
 
     Only a ledger that belongs to this data root (its default SQLite file) gets
     the ``ledger_forget`` fix: a configured ledger may be shared with other
@@ -213,13 +217,13 @@ def ledger_orphans(
             code="ledger_orphan_stream",
             severity="warning",
             message=f"the ledger holds {count} event(s) of this session, which has no trace "
-            f"under the data root{_orphan_hint(sid, local)}",
-            session_id=sid,
+            f"under the data root{_orphan_hint(key.reference, local)}",
+            session_id=key.reference,
             path=ledger.db.where,
             fix="ledger_forget" if local else None,
         )
-        for sid, count in sorted(ledger.session_streams().items())
-        if sid not in present
+        for key, count in sorted(ledger.session_streams().items())
+        if key not in present
     ]
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pentrace.domain.records import MalformedLine, decode_line
+from pentrace.domain.session_key import key_of_reference
 from pentrace.infrastructure.application import DANGLING_COMPACTION_ERROR, SessionApplication
 from pentrace.infrastructure.audit import SessionAudit
 from pentrace.infrastructure.durability import fsync_directory
@@ -226,7 +227,7 @@ def fix_sessions(
                 changes.append(Change("ledger_sync", "*", ledger.db.where, detail))
         for orphan in orphans:
             if orphan.fix == "ledger_forget":
-                removed = ledger.forget_stream(f"session:{orphan.session_id}")
+                removed = ledger.forget_stream(key_of_reference(orphan.session_id).stream_id)
                 detail = f"removed {removed} ledger event(s) of a session with no trace"
                 changes.append(Change("ledger_forget", orphan.session_id, ledger.db.where, detail))
     return list(changes)

@@ -10,7 +10,8 @@ corrupt or foreign file is replaced, and when the root is read-only the
 catalog works without a cache.
 
 Short ids: :func:`resolve_session` accepts a session id, any unique prefix of
-one, or a prefix of its 8-hex token (``3f8a1c2d``, ``3f8a``).
+one, or a prefix of its 8-hex token (``3f8a1c2d``, ``3f8a``), each also behind
+its owner, ``project/agent/`` (ADR 0023).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Final
 
 import msgspec
 
-from pentrace.errors import AmbiguousIdError, NotFoundError, UsageError
+from pentrace.errors import NotFoundError, UsageError
 from pentrace.infrastructure.catalog_cache import CatalogCache, Key, open_cache
 from pentrace.infrastructure.catalog_cache import cache_path as _cache_path
 from pentrace.infrastructure.catalog_rows import (
@@ -33,6 +34,7 @@ from pentrace.infrastructure.catalog_rows import (
     read_row,
 )
 from pentrace.infrastructure.layout import DataRoot, SessionRef, is_session_id, iter_sessions
+from pentrace.infrastructure.session_refs import ambiguous, match_sessions, owner_of
 
 __all__ = [
     "SORT_KEYS",
@@ -177,42 +179,46 @@ def list_sessions(
     return rows
 
 
-def _token_of(session_id: str) -> str | None:
-    return session_id[-8:] if is_session_id(session_id) else None
-
-
 def resolve_session(
     root: DataRoot, id_or_prefix: str, *, project: str | None = None, agent: str | None = None
 ) -> SessionRef:
-    """The one session named by a full id, a unique id prefix, or a prefix of its 8-hex token.
+    """The one session a reference names: ``[[project/]agent/]id``, where ``id`` is a full
+    session id, a unique prefix of one, or a prefix of its 8-hex token
+    (:mod:`pentrace.infrastructure.session_refs`).
 
-    An exact id wins over longer ids it prefixes.  Raises
-    :class:`~pentrace.errors.AmbiguousIdError` listing the candidates, or
+    An exact id wins over longer ids it prefixes; ``project`` / ``agent``
+    (``--project`` / ``--agent``) narrow the search like the reference's own
+    owner parts.  Raises :class:`~pentrace.errors.AmbiguousIdError` listing the
+    candidates as ``project/agent/session-id``, or
     :class:`~pentrace.errors.NotFoundError` when nothing matches.
     """
     wanted = id_or_prefix.strip()
     if not wanted:
         raise UsageError("expected a session id or prefix, found an empty string", hint=_HINT)
-    exact: list[SessionRef] = []
-    partial: list[SessionRef] = []
-    refs = iter_sessions(root, project, agent) if root.path.is_dir() else iter(())
-    for ref in refs:
-        sid = ref.session_id
-        if sid == wanted:
-            exact.append(ref)
-        elif sid.startswith(wanted) or (_token_of(sid) or "\0").startswith(wanted):
-            partial.append(ref)
-    found = exact or partial
+    named_project, named_agent = owner_of(wanted)
+    for option, named, flag in (
+        (project, named_project, "--project"),
+        (agent, named_agent, "--agent"),
+    ):
+        if option is not None and named is not None and option != named:
+            raise UsageError(
+                f"the reference {wanted!r} names {named!r}, but {flag} says {option!r}",
+                hint=f"drop {flag}, or the owner part of the reference",
+            )
+    project, agent = named_project or project, named_agent or agent
+    refs = list(iter_sessions(root, project, agent)) if root.path.is_dir() else []
+    by_key = {ref.key: ref for ref in refs}
+    found = match_sessions(by_key, wanted)
     if len(found) == 1:
-        return found[0]
+        return by_key[found[0]]
     if not found:
         where = "/".join(p for p in (project, agent) if p) or "any project"
         raise NotFoundError(
-            f"no session id or 8-hex token starts with {wanted!r} under {root.path} ({where})",
+            f"no session id or 8-hex token starts with {wanted.rpartition('/')[2]!r} "
+            f"under {root.path} ({where})",
             hint=_HINT,
         )
-    names = sorted(f"{r.project}/{r.agent}/{r.session_id}" for r in found)
-    raise AmbiguousIdError(wanted, names)
+    raise ambiguous(wanted, found)
 
 
 _HINT: Final = (

@@ -24,7 +24,7 @@ __all__ = ["CACHE_VERSION", "CatalogCache", "Key", "cache_path", "open_cache"]
 logger = logging.getLogger(__name__)
 
 # Bump when SessionRow or SessionSummary change meaning: old rows are then dropped.
-CACHE_VERSION: Final = 1
+CACHE_VERSION: Final = 2  # 2: summaries carry token_totals (issue #13)
 Key = tuple[str, str, str]
 _SCHEMA: Final = (
     "CREATE TABLE IF NOT EXISTS sessions ("

@@ -17,6 +17,7 @@ import msgspec
 from pentrace.errors import PentraceError
 from pentrace.infrastructure.layout import SessionRef
 from pentrace.infrastructure.trace_reader import ParseReport, read_session
+from pentrace.projections.session_numbers import model_name
 from pentrace.projections.session_summary import SessionSummary, summarize_session
 from pentrace.values import parse_time
 
@@ -88,7 +89,7 @@ class SessionFilter:
         """True when ``row`` passes every filter."""
         if self.model is not None and self.model not in (
             row.summary.model_id,
-            f"{row.summary.provider}/{row.summary.model_id}",
+            model_name(row.summary.provider, row.summary.model_id),
         ):
             return False
         if self.status is not None and row.status != self.status:

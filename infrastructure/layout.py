@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
+from pentrace.domain.session_key import SessionKey
 from pentrace.errors import TraceError, UsageError
 from pentrace.infrastructure.file_modes import make_private_dir, make_private_dirs, open_private
 from pentrace.infrastructure.names import (
@@ -80,6 +81,11 @@ class SessionRef:
     agent: str
     session_id: str
     shards: tuple[ShardRef, ...]
+
+    @property
+    def key(self) -> SessionKey:
+        """The session's identity (project, agent, session id): what derived stores key by."""
+        return SessionKey(self.project, self.agent, self.session_id)
 
 
 def _scandir(path: Path | str) -> list[os.DirEntry[str]]:

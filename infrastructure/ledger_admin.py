@@ -19,14 +19,15 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 from sqlalchemy import func, select
 
-from pentrace.errors import AmbiguousIdError, LedgerFormatError, NotFoundError, UsageError
+from pentrace.domain.session_key import SessionKey
+from pentrace.errors import LedgerFormatError, NotFoundError
 from pentrace.infrastructure.layout import DataRoot, SessionRef
 from pentrace.infrastructure.ledger import (
     LedgerDatabase,
@@ -38,17 +39,20 @@ from pentrace.infrastructure.ledger import (
 from pentrace.infrastructure.ledger.application import ENV_TABLE_PREFIX
 from pentrace.infrastructure.ledger.indexer import SyncReport, rebuild_sessions
 from pentrace.infrastructure.ledger.retention import ledger_size
+from pentrace.infrastructure.ledger_sessions import ledger_session, untraced_sessions
 
 __all__ = [
     "LedgerStats",
     "RetentionPlan",
     "configured_ledger_path",
     "entries_after",
+    "ledger_session",
     "ledger_stats",
     "newest_entries",
     "open_ledger",
     "rebuild_ledger",
     "retention_plan",
+    "untraced_sessions",
 ]
 
 _DAY_MS: Final = 86_400_000
@@ -98,7 +102,7 @@ def configured_ledger_path(root: DataRoot, settings: LedgerSettings | None = Non
     return settings.path if settings.path is not None else default_ledger_path(root.path)
 
 
-def forget_sessions(root: DataRoot, session_ids: Iterable[str]) -> dict[str, int]:
+def forget_sessions(root: DataRoot, sessions: Iterable[SessionKey]) -> dict[SessionKey, int]:
     """Remove the ledger events of sessions whose traces were deleted.
 
     Returns the rows removed per session; ``{}`` when there is no ledger yet
@@ -106,7 +110,7 @@ def forget_sessions(root: DataRoot, session_ids: Iterable[str]) -> dict[str, int
     The ledger is derived from traces, so a deleted session's events would
     otherwise stay replayable over SSE and counted by projections.
     """
-    wanted = list(session_ids)
+    wanted = list(sessions)
     if not wanted:
         return {}
     try:
@@ -114,60 +118,19 @@ def forget_sessions(root: DataRoot, session_ids: Iterable[str]) -> dict[str, int
     except (NotFoundError, LedgerFormatError):
         return {}  # no ledger, or Penguin's file, which holds none of pentrace's sessions
     try:
-        return {sid: ledger.forget_stream(f"session:{sid}") for sid in wanted}
+        return {key: ledger.forget_stream(key.stream_id) for key in wanted}
     finally:
         ledger.close()
-
-
-def untraced_sessions(
-    ledger: RuntimeEventLedger, root: DataRoot, wanted: Sequence[str]
-) -> dict[str, int]:
-    """The ledger rows held per named session, after checking none has a trace under ``root``.
-
-    Each of ``wanted`` is a full session id or a unique prefix of one the
-    ledger holds.  Raises unless every name resolves and none has traces (a
-    traced session's events would only come back on the next ``ledger
-    sync``).  Remove them with ``ledger.forget_stream(f"session:{sid}")``.
-    """
-    held = ledger.session_streams()
-    chosen: dict[str, int] = {}
-    for name in wanted:
-        sid = _held_session(held, name.strip(), ledger.db.where)
-        chosen[sid] = held[sid]
-    present = {ref.session_id for ref in root.iter_sessions()} if root.path.is_dir() else set()
-    traced = [sid for sid in chosen if sid in present]
-    if traced:
-        raise UsageError(
-            f"session {traced[0]} still has traces under {root.path}: expected only sessions "
-            "whose traces are gone; its events would come back on the next `ledger sync`",
-            hint=f"delete the session itself: `pentrace delete {traced[0]}`",
-        )
-    return chosen
-
-
-def _held_session(held: dict[str, int], name: str, where: str) -> str:
-    if name in held:
-        return name
-    matches = sorted(sid for sid in held if name and sid.startswith(name))
-    if len(matches) > 1:
-        raise AmbiguousIdError(name, matches)
-    if not matches:
-        raise NotFoundError(
-            f"the ledger at {where} holds no events of a session {name!r}: expected a "
-            "session id or a unique prefix of one",
-            hint="`pentrace audit` lists the ledger's sessions that have no trace",
-        )
-    return matches[0]
 
 
 def entries_after(
     ledger: RuntimeEventLedger,
     notification_id: int,
     *,
-    session_id: str | None = None,
+    session: SessionKey | str | None = None,
     limit: int = 1000,
 ) -> list[LedgerEntry]:
-    """Rows after a notification id, oldest first (only one session's with ``session_id``)."""
+    """Rows after a notification id, oldest first (only one session's with ``session``)."""
     events = ledger.db.tables.events
     query = (
         select(events.c.event_id, events.c.event_json, events.c.notification_id)
@@ -175,25 +138,29 @@ def entries_after(
         .order_by(events.c.notification_id)
         .limit(limit)
     )
-    if session_id is not None:
-        query = query.where(events.c.session_id == session_id)
+    if isinstance(session, SessionKey):
+        query = query.where(events.c.stream_id == session.stream_id)
+    elif session is not None:  # a bare id: the session_id column (a Penguin-format ledger)
+        query = query.where(events.c.session_id == session)
     with ledger.db.reading("read the ledger") as conn:
         rows = conn.execute(query).all()
     return [LedgerEntry(row[0], bytes(row[1]), row[2]) for row in rows]
 
 
 def newest_entries(
-    ledger: RuntimeEventLedger, count: int, *, session_id: str | None = None
+    ledger: RuntimeEventLedger, count: int, *, session: SessionKey | str | None = None
 ) -> list[LedgerEntry]:
-    """The last ``count`` rows (of one session with ``session_id``), oldest first."""
+    """The last ``count`` rows (of one session with ``session``), oldest first."""
     events = ledger.db.tables.events
     query = (
         select(events.c.event_id, events.c.event_json, events.c.notification_id)
         .order_by(events.c.notification_id.desc())
         .limit(max(0, count))
     )
-    if session_id is not None:
-        query = query.where(events.c.session_id == session_id)
+    if isinstance(session, SessionKey):
+        query = query.where(events.c.stream_id == session.stream_id)
+    elif session is not None:  # a bare id: the session_id column (a Penguin-format ledger)
+        query = query.where(events.c.session_id == session)
     with ledger.db.reading("read the newest ledger events") as conn:
         rows = conn.execute(query).all()
     return [LedgerEntry(row[0], bytes(row[1]), row[2]) for row in reversed(rows)]

@@ -53,14 +53,23 @@ class SessionExistsError(UsageError):
 
 
 class AmbiguousIdError(UsageError):
-    """A short id prefix matches more than one session."""
+    """A session reference (an id, a prefix, a token) matches more than one session.
+
+    ``candidates`` are full ``project/agent/session-id`` references; the hint
+    names the first as the form that picks one.
+    """
 
     def __init__(self, prefix: str, candidates: list[str]) -> None:
         shown = ", ".join(candidates[:10])
         more = f" (and {len(candidates) - 10} more)" if len(candidates) > 10 else ""
+        owners = {candidate.rpartition("/")[0] for candidate in candidates}
+        if candidates and "/" in candidates[0] and len(owners) > 1:
+            hint = f"name the owner: project/agent/session-id, for example {candidates[0]}"
+        else:
+            hint = "type more characters of the id"
         super().__init__(
-            f"session id prefix {prefix!r} matches {len(candidates)} sessions: {shown}{more}",
-            hint="type more characters of the id",
+            f"session reference {prefix!r} matches {len(candidates)} sessions: {shown}{more}",
+            hint=hint,
         )
         self.prefix = prefix
         self.candidates = candidates

@@ -9,7 +9,9 @@ record already carries and decodes a payload only where a value is needed
 subagent pointers, and the last ``token_usage``), so it stays cheap enough
 to run over every session for ``pentrace sessions list``.
 
-Definitions (they are the CLI's ``--json`` contract, ``docs/cli-json.md``):
+Definitions (they are the CLI's ``--json`` contract, ``docs/cli-json.md``).
+Requests, turns, tokens, duration and the model name are defined once, in
+:mod:`pentrace.projections.session_numbers`, which every surface reads:
 
 * **requests** are counted by how they ended: ``request_end.status`` for the
   known statuses, ``other`` for any other value, ``open`` for a request that
@@ -17,8 +19,9 @@ Definitions (they are the CLI's ``--json`` contract, ``docs/cli-json.md``):
 * **turns** follow resume's rule (``docs/resume.md``): a ``request_end`` whose
   status is exactly ``"completed"`` outside a compaction span.  On a shard
   without a closing compaction this equals ``ResumeResult.session_turns``.
-* **tokens** are the ``session`` counts of the last ``token_usage`` that has
-  them, as resume reads them.
+* **token_totals** sum the ``request`` counts of every ``token_usage``;
+  ``tokens`` keeps the ``session`` counts of the last ``token_usage`` that
+  has them, as resume reads them (its carry-over).
 * a **tool call fails** when the first output answering it states a
   ``stop_reason`` other than ``completed`` (outputs usually state none); it is
   **unanswered** when no output names its id.
@@ -38,6 +41,7 @@ import msgspec
 
 from pentrace.domain.records import TraceRecord
 from pentrace.projections.resume import empty_token_counts
+from pentrace.projections.session_numbers import TOKEN_FIELDS, add_tokens, token_delta
 from pentrace.projections.summary import js_truthy
 
 __all__ = [
@@ -94,6 +98,9 @@ class SessionSummary(msgspec.Struct, kw_only=True):
     requests: dict[str, int] = msgspec.field(default_factory=dict)
     turns: int = 0
     tokens: dict[str, Any] = msgspec.field(default_factory=empty_token_counts)
+    token_totals: dict[str, int] = msgspec.field(
+        default_factory=lambda: dict.fromkeys(TOKEN_FIELDS, 0)
+    )
     last_request_status: str | None = None
     tool_calls: dict[str, ToolStats] = msgspec.field(default_factory=dict)
     approvals: dict[str, int] = msgspec.field(default_factory=dict)
@@ -106,8 +113,8 @@ class SessionSummary(msgspec.Struct, kw_only=True):
 
     @property
     def total_tokens(self) -> int:
-        """``tokens.total`` as an int (0 when it is not a number)."""
-        return int(token_count(self.tokens.get("total")))
+        """The session's token total: every request's, summed (``session_numbers``)."""
+        return int(self.token_totals.get("total", 0))
 
     @property
     def tool_failures(self) -> int:
@@ -152,6 +159,7 @@ class SummaryFold:
         self._first: TraceRecord | None = None
         self._last: TraceRecord | None = None
         self._tokens: TraceRecord | None = None
+        self._token_totals = dict.fromkeys(TOKEN_FIELDS, 0)
         self._in_request = False
         self._in_compaction = False
         self._open_compaction: tuple[str, str] | None = None
@@ -214,8 +222,12 @@ class SummaryFold:
                 summary.has_errors = True
             self._in_request = False
         elif ptype == "token_usage":
-            if js_truthy(record.payload().get("session")):
+            payload = record.payload()
+            if js_truthy(payload.get("session")):
                 self._tokens = record
+            delta = token_delta(payload)
+            if delta is not None:
+                add_tokens(self._token_totals, delta)
         elif ptype == "approval_decision":
             decision = _key(record.payload().get("decision"))
             summary.approvals[decision] = summary.approvals.get(decision, 0) + 1
@@ -291,6 +303,7 @@ class SummaryFold:
             approvals=dict(sorted(self._summary.approvals.items())),
             goals=dict(sorted(self._summary.goals.items())),
             subagents=list(self._subagents),
+            token_totals=dict(self._token_totals),
         )
         if self._in_request:
             summary.requests["open"] += 1

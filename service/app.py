@@ -142,6 +142,11 @@ def create_app(settings: ServiceSettings) -> Starlette:
         Route("/api/v1/sessions", list_route, methods=["GET"]),
         Route("/api/v1/sessions/{session_id}", show_route, methods=["GET"]),
         Route("/api/v1/sessions/{session_id}/trace", trace_route, methods=["GET"]),
+        # The owner-naming reference project/agent/session-id (ADR 0023).
+        Route("/api/v1/sessions/{project}/{agent}/{session_id}", show_route, methods=["GET"]),
+        Route(
+            "/api/v1/sessions/{project}/{agent}/{session_id}/trace", trace_route, methods=["GET"]
+        ),
         Route("/openapi.json", _openapi, methods=["GET"]),
         *analytics_routes.routes,
     ]

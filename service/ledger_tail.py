@@ -20,10 +20,11 @@ from dataclasses import dataclass
 
 from sqlalchemy import ColumnElement, func, not_, or_, select, true
 
+from pentrace.domain.session_key import SESSION_STREAM_PREFIX, SessionKey, parse_session_stream
 from pentrace.infrastructure.ledger import LedgerEntry, RuntimeEventLedger
-from pentrace.infrastructure.ledger.replay import Scope, scoped_page
+from pentrace.infrastructure.ledger.replay import Scope, locate_cursor, scoped_page
 
-__all__ = ["Page", "Scope", "ledger_head", "locate", "read_page"]
+__all__ = ["Page", "Scope", "ledger_head", "locate", "read_page", "session_owners"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,14 +49,48 @@ def ledger_head(ledger: RuntimeEventLedger) -> int:
     return ledger.max_notification_id() or 0
 
 
-def locate(ledger: RuntimeEventLedger, event_id: str) -> int | None:
-    """The notification id of a retained event, or None."""
-    events = ledger.db.tables.events
+def locate(ledger: RuntimeEventLedger, event_id: str, scope: Scope | None = None) -> int | None:
+    """The notification id of a retained event, or None (an earlier-form id of a session is
+    found too when it names one session in ``scope``: :func:`.replay.locate_cursor`)."""
     with ledger.db.reading("locate an SSE cursor") as conn:
-        value = conn.execute(
-            select(events.c.notification_id).where(events.c.event_id == event_id)
+        return locate_cursor(ledger.db, conn, event_id, scope or Scope())
+
+
+def session_owners(ledger: RuntimeEventLedger, session_id: str) -> list[SessionKey]:
+    """Every (project, agent) the ledger holds a session ``session_id`` under, as keys.
+
+    The usual answer, one owner, costs two index-only counts: the session's
+    rows (``session_idx``) and its first row's stream (the unique key).  Only
+    when they differ are the owners collected row by row.
+    """
+    events = ledger.db.tables.events
+    c = events.c
+    with ledger.db.reading("find the owners of a session id") as conn:
+        first = conn.execute(
+            select(c.stream_id)
+            .where(c.session_id == session_id)
+            .order_by(c.notification_id)
+            .limit(1)
         ).scalar_one_or_none()
-    return None if value is None else int(value)
+        if first is None:
+            return []
+        key = parse_session_stream(str(first))
+        if key is not None:
+            count = select(func.count()).select_from(events)
+            rows = conn.execute(count.where(c.session_id == session_id)).scalar_one()
+            own = conn.execute(count.where(c.stream_id == first)).scalar_one()
+            if rows == own:
+                return [key]
+        found = conn.execute(
+            select(c.project_id, c.agent_id)
+            .where(c.session_id == session_id)
+            .where(c.stream_id.like(f"{SESSION_STREAM_PREFIX}%"))
+            .distinct()
+            .limit(50)
+        ).all()
+    return sorted(
+        SessionKey(project, agent, session_id) for project, agent in found if project and agent
+    )
 
 
 def read_page(ledger: RuntimeEventLedger, after: int, scope: Scope, limit: int) -> Page:
@@ -83,4 +118,10 @@ def _visible_streams(ledger: RuntimeEventLedger, scope: Scope) -> ColumnElement[
     if scope.session_id is None:
         return true()
     stream = ledger.db.tables.watermarks.c.stream_id
-    return or_(stream == f"session:{scope.session_id}", not_(stream.like("session:%")))
+    if scope.project_id is not None and scope.agent_id is not None:
+        own = stream == SessionKey(scope.project_id, scope.agent_id, scope.session_id).stream_id
+    else:
+        # Any owner's session of that id ('%' of an encoded name only widens the match).
+        tail = SessionKey("", "", scope.session_id).stream_id.rpartition("/")[2]
+        own = stream.like(f"{SESSION_STREAM_PREFIX}%/%/{tail}")
+    return or_(own, not_(stream.like(f"{SESSION_STREAM_PREFIX}%")))

@@ -35,13 +35,17 @@ class SessionItem(BaseModel):
     """One session in a listing."""
 
     id: str
+    ref: str = Field(description="project/agent/id: names the session when the id is shared")
     project: str
     agent: str
     start: str | None = Field(description="first record's timestamp, as written")
     provider: str | None
     model: str | None
+    model_name: str | None = Field(description="provider/model, as the CLI shows it")
     turns: int = Field(description="committed requests")
-    tokens: int = Field(description="session token total (last token_usage)")
+    tokens: int = Field(description="every request's token total, summed")
+    requests: int = Field(description="requests begun, however they ended")
+    duration_s: float | None = Field(description="first to last record timestamp, seconds")
     last_status: str = Field(description="last request_end status, or none / open")
     has_errors: bool
     shards: int
@@ -62,6 +66,9 @@ class SessionDetail(SessionItem):
     torn_tails: int
     problem: str | None
     summary: dict[str, Any] = Field(description="the session summary (pentrace show --json)")
+    numbers: dict[str, Any] = Field(
+        description="requests, turns, tokens, duration, model (pentrace show --json numbers)"
+    )
 
 
 class OpenCodeEvent(BaseModel):
@@ -79,6 +86,7 @@ class ConnectedProperties(BaseModel):
 
     sessionID: str | None  # OpenCode wire names (camelCase)
     agentID: str | None
+    projectID: str | None = None  # with sessionID and agentID, names one session (ADR 0023)
     directory: str | None
     lastEventID: str | None
 
@@ -142,6 +150,16 @@ _SESSION_PATH = {
     "description": "a session id, a unique prefix, or its 8-hex token",
     "schema": {"type": "string"},
 }
+_OWNER_PATH = [
+    {
+        "name": name,
+        "in": "path",
+        "required": True,
+        "description": f"the session's {name}",
+        "schema": {"type": "string"},
+    }
+    for name in ("project", "agent")
+]
 
 
 def openapi_document() -> dict[str, Any]:
@@ -165,9 +183,14 @@ def openapi_document() -> dict[str, Any]:
                 "get": {
                     "summary": "RuntimeEvents as Server-Sent Events: durable replay, then live",
                     "parameters": [
-                        _query("session_id", "only this session (and unscoped events)"),
+                        _query(
+                            "session_id",
+                            "only this session (and unscoped events); project/agent/id names "
+                            "its owner, and a bare id held under several owners is refused",
+                        ),
                         _query("conversation_id", "alias of session_id"),
                         _query("agent_id", "only this agent (and unscoped events)"),
+                        _query("project_id", "only this project (and unscoped events)"),
                         _query("directory", "only this workspace, normalised like the ledger"),
                         _query("last_event_id", "replay after this id; wins over Last-Event-ID"),
                         {
@@ -225,6 +248,38 @@ def openapi_document() -> dict[str, Any]:
                             "redacted",
                             "default true; false sends the file's bytes, only with the token",
                             "boolean",
+                        ),
+                        _query("shard", "a shard number or 'all' (default: the latest)"),
+                    ],
+                    "responses": {
+                        "200": {
+                            "description": "one record per line",
+                            "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+                        },
+                        "404": not_found,
+                        **_ERRORS,
+                    },
+                }
+            },
+            "/api/v1/sessions/{project}/{agent}/{session_id}": {
+                "get": {
+                    "summary": "One session's meta and counters, by its owner",
+                    "parameters": [*_OWNER_PATH, _SESSION_PATH],
+                    "responses": {
+                        "200": _json(SessionDetail, "the session"),
+                        "404": not_found,
+                        **_ERRORS,
+                    },
+                }
+            },
+            "/api/v1/sessions/{project}/{agent}/{session_id}/trace": {
+                "get": {
+                    "summary": "A trace shard as JSONL, by the session's owner",
+                    "parameters": [
+                        *_OWNER_PATH,
+                        _SESSION_PATH,
+                        _query(
+                            "redacted", "pass every record through the redaction policy", "boolean"
                         ),
                         _query("shard", "a shard number or 'all' (default: the latest)"),
                     ],

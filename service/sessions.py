@@ -2,7 +2,8 @@
 
 ``GET /api/v1/sessions`` lists (filters and sort as ``pentrace sessions list``),
 ``GET /api/v1/sessions/{id}`` shows one session's meta and counters (a unique
-id prefix or 8-hex token works), and ``GET /api/v1/sessions/{id}/trace``
+id prefix or 8-hex token works; ``/api/v1/sessions/{project}/{agent}/{id}``
+names the owner when the id exists under several), and ``GET /api/v1/sessions/{id}/trace``
 streams a shard record by record through the redaction policy, or verbatim
 (``?redacted=false``) to a caller that sent the bearer token (ADR 0012).
 Summaries pass through the same redaction before they leave, so a secret that
@@ -34,6 +35,7 @@ from pentrace.infrastructure.catalog import (
 )
 from pentrace.infrastructure.layout import SessionRef, ShardRef
 from pentrace.infrastructure.trace_reader import read_shard
+from pentrace.projections.session_numbers import numbers_of
 from pentrace.service import params
 from pentrace.service.auth import authenticated
 from pentrace.service.context import ServiceContext
@@ -48,18 +50,24 @@ _MAX_LIMIT: Final = 1_000_000
 
 
 def session_item(row: SessionRow) -> dict[str, Any]:
-    """One list entry: id, project, agent, start, model, turns, tokens, last status."""
+    """One list entry: id, its reference ``project/agent/id``, project, agent, start, model,
+    turns, tokens, last status."""
     summary = row.summary
+    numbers = numbers_of(summary)
     item: dict[str, Any] = redact(
         {
             "id": row.session_id,
+            "ref": f"{row.project}/{row.agent}/{row.session_id}",
             "project": row.project,
             "agent": row.agent,
             "start": row.start,
             "provider": summary.provider,
             "model": summary.model_id,
+            "model_name": numbers.model,
             "turns": summary.turns,
             "tokens": summary.total_tokens,
+            "requests": numbers.request_total,
+            "duration_s": numbers.duration_s,
             "last_status": row.status,
             "has_errors": row.has_errors,
             "shards": row.shards,
@@ -104,7 +112,7 @@ async def show_route(request: Request) -> Response:
     """``GET /api/v1/sessions/{id}``: meta, counters and files of one session."""
     context: ServiceContext = request.app.state.context
     errors: ErrorWriter = request.app.state.errors
-    ref = await context.run(resolve_session, context.root, params.path_text(request, "session_id"))
+    ref = await context.run(resolve_session, context.root, _reference(request))
     row = await context.run(read_row, ref)
     detail = {
         **session_item(row),
@@ -114,6 +122,7 @@ async def show_route(request: Request) -> Response:
         # A reader's message names files: relative to the data root, like error bodies.
         "problem": None if row.problem is None else errors.scrub(row.problem),
         "summary": redact(msgspec.to_builtins(row.summary)).value,
+        "numbers": redact(msgspec.to_builtins(numbers_of(row.summary))).value,
     }
     return JSONResponse(detail)
 
@@ -134,7 +143,7 @@ async def trace_route(request: Request) -> Response:
             hint="omit redacted=false for the redacted trace, or start the server with "
             "PENTRACE_API_TOKEN (or --token-file) and send Authorization: Bearer <token>",
         )
-    ref = await context.run(resolve_session, context.root, params.path_text(request, "session_id"))
+    ref = await context.run(resolve_session, context.root, _reference(request))
     shards = _chosen_shards(ref, params.integer_or(request, "shard", "all", high=_MAX_SHARD))
     body = _redacted_lines(shards) if redacted else _verbatim(shards)
     return StreamingResponse(
@@ -145,6 +154,16 @@ async def trace_route(request: Request) -> Response:
             "X-Pentrace-Redacted": str(redacted).lower(),
         },
     )
+
+
+def _reference(request: Request) -> str:
+    """The session reference of the path: ``{id}`` or ``{project}/{agent}/{id}`` (ADR 0023)."""
+    parts = [
+        params.path_text(request, name)
+        for name in ("project", "agent", "session_id")
+        if name in request.path_params
+    ]
+    return "/".join(parts)
 
 
 def _chosen_shards(ref: SessionRef, wanted: int | str | None) -> list[ShardRef]:

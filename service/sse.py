@@ -27,20 +27,30 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from pentrace.domain.runtime_events import normalize_directory
-from pentrace.infrastructure.ledger import ReplayGap
+from pentrace.domain.session_key import split_reference
+from pentrace.infrastructure.ledger import ReplayGap, RuntimeEventLedger
+from pentrace.infrastructure.session_refs import ambiguous
 from pentrace.service import params
 from pentrace.service.context import ServiceContext
 from pentrace.service.errors import BadRequest
 from pentrace.service.frames import connected_frame, gap_frame
-from pentrace.service.ledger_tail import Page, Scope, ledger_head, locate, read_page
+from pentrace.service.ledger_tail import (
+    Page,
+    Scope,
+    ledger_head,
+    locate,
+    read_page,
+    session_owners,
+)
 
-__all__ = ["parse_scope", "sse_endpoint", "stream_events"]
+__all__ = ["owned_scope", "parse_scope", "sse_endpoint", "stream_events"]
 
 _MAX_DIRECTORY = 4096  # PATH_MAX
 
 
 def parse_scope(request: Request) -> Scope:
-    """The filters of a request: ``session_id`` (alias ``conversation_id``), agent, directory."""
+    """The filters of a request: ``session_id`` (alias ``conversation_id``; also a reference
+    ``project/agent/session-id``), ``agent_id``, ``project_id``, ``directory``."""
     session = params.text(request, "session_id")
     conversation = params.text(request, "conversation_id")
     if session and conversation and session != conversation:
@@ -54,13 +64,57 @@ def parse_scope(request: Request) -> Scope:
     if raw_directory is not None and raw_directory.strip():
         # The same normalisation the ledger's scope uses, so filters and rows agree (W11).
         directory = normalize_directory(raw_directory, home=str(Path.home()), cwd=os.getcwd())
-    return Scope(session or conversation, params.text(request, "agent_id"), directory)
+    session = session or conversation
+    agent = params.text(request, "agent_id")
+    project = params.text(request, "project_id")
+    if session is not None and "/" in session:
+        # A reference project/agent/session-id names the owner (ADR 0023).
+        named_project, named_agent, session = split_reference(session)
+        for name, given, named in (
+            ("agent_id", agent, named_agent),
+            ("project_id", project, named_project),
+        ):
+            if given is not None and named is not None and given != named:
+                raise BadRequest(
+                    f"session_id names {name.removesuffix('_id')} {named!r}, but {name} is "
+                    f"{given!r}: expected one owner",
+                    hint=f"pass only session_id=project/agent/session-id, or drop {name}",
+                )
+        agent, project = named_agent or agent, named_project or project
+        if not session:
+            raise BadRequest(
+                "session_id: expected project/agent/session-id, found no session id",
+                hint="for example ?session_id=demo/assistant/session-2026-11-29-10-00-00-3f8a",
+            )
+    return Scope(session, agent, directory, project)
+
+
+def owned_scope(ledger: RuntimeEventLedger, scope: Scope) -> Scope:
+    """``scope`` with the session's owner filled in when the ledger knows exactly one.
+
+    A bare ``session_id`` held under several agents or projects would mix
+    their events in one stream: that is refused, listing the references that
+    pick one.  An id the ledger does not hold yet (a session about to start)
+    is kept as given.
+    """
+    if scope.session_id is None or (scope.agent_id is not None and scope.project_id is not None):
+        return scope
+    owners = [
+        key
+        for key in session_owners(ledger, scope.session_id)
+        if scope.agent_id in (None, key.agent) and scope.project_id in (None, key.project)
+    ]
+    if len(owners) > 1:
+        raise ambiguous(scope.session_id, owners)
+    if len(owners) == 1:
+        return scope._replace(agent_id=owners[0].agent, project_id=owners[0].project)
+    return scope
 
 
 async def sse_endpoint(request: Request) -> Response:
     """The SSE route."""
     context: ServiceContext = request.app.state.context
-    scope = parse_scope(request)
+    scope = await context.run(owned_scope, context.ledger, parse_scope(request))
     cursor = params.cursor(request)
     keepalive = context.settings.keepalive_seconds
     return EventSourceResponse(
@@ -80,6 +134,7 @@ async def stream_events(
         {
             "sessionID": scope.session_id,
             "agentID": scope.agent_id,
+            "projectID": scope.project_id,
             "directory": scope.directory,
             "lastEventID": cursor,
         },
@@ -105,7 +160,7 @@ async def stream_events(
             bump_pending = follower_epoch == epoch
             epoch = follower_epoch
             oldest, newest = await context.run(
-                ledger.bounds, scope.session_id, scope.agent_id, scope.directory
+                ledger.bounds, scope.session_id, scope.agent_id, scope.directory, scope.project_id
             )
             replaced = ReplayGap(last_id or "", "unknown_event_id", oldest, newest)
             yield gap_frame(replaced, scope.session_id, oldest, reason="ledger_replaced")
@@ -118,7 +173,7 @@ async def stream_events(
             # Retention deleted rows after our position before we could send them.
             reported_pruned = page.pruned_through
             oldest, newest = await context.run(
-                ledger.bounds, scope.session_id, scope.agent_id, scope.directory
+                ledger.bounds, scope.session_id, scope.agent_id, scope.directory, scope.project_id
             )
             evicted = ReplayGap(last_id or "", "evicted", oldest, newest)
             first = page.entries[0].event_id if page.entries else None
@@ -138,15 +193,21 @@ async def _start(
     ledger = context.ledger
     if cursor is None:
         return await context.run(ledger_head, ledger), None
-    found = await context.run(locate, ledger, cursor)
+    found = await context.run(locate, ledger, cursor, scope)
     if found is not None:
         return found, None
     result = await context.run(
-        ledger.replay_after, cursor, 1, scope.session_id, scope.agent_id, scope.directory
+        ledger.replay_after,
+        cursor,
+        1,
+        scope.session_id,
+        scope.agent_id,
+        scope.directory,
+        scope.project_id,
     )
     if result.gap is None:
         # The cursor's row was committed between the two reads: start after it.
-        relocated = await context.run(locate, ledger, cursor)
+        relocated = await context.run(locate, ledger, cursor, scope)
         return (relocated or 0), None
     first = result.events[0].event_id if result.events else None
     return 0, gap_frame(result.gap, scope.session_id, first)

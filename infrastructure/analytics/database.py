@@ -34,6 +34,11 @@ TRACKING_TABLE: Final = "analytics_tracking"
 # SQLite has no "wait for ever"; a day stands for it when the lock wait is off.
 _NO_LIMIT_S: Final = 86_400.0
 
+# Which session key each read model was built with (ADR 0023): a tracking row
+# without a row here predates (project, agent, session id) keys.
+IDENTITY_TABLE: Final = "analytics_identity"
+IDENTITY_SCHEME: Final = "2"
+
 
 def analytics_url(data_root: Path, environ: Mapping[str, str] | None = None) -> str:
     """The analytics database URL: ``PENTRACE_ANALYTICS_URL``, else the data root's file."""
@@ -114,6 +119,10 @@ class AnalyticsDatabase:
             conn.exec_driver_sql(
                 f"CREATE TABLE IF NOT EXISTS {TRACKING_TABLE} ("
                 "application_name VARCHAR(200) PRIMARY KEY, notification_id BIGINT NOT NULL)"
+            )
+            conn.exec_driver_sql(
+                f"CREATE TABLE IF NOT EXISTS {IDENTITY_TABLE} ("
+                "application_name VARCHAR(200) PRIMARY KEY, scheme VARCHAR(20) NOT NULL)"
             )
         if self.is_sqlite:
             repair_modes(sqlite_files(Path(self.where)), where=self.where)  # SQLite's side files

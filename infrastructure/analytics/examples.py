@@ -21,7 +21,7 @@ class ToolFailuresPerDay(AnalyticsProjection):
 
     name = "tool_failures_per_day"
     schema = (
-        "CREATE TABLE IF NOT EXISTS tf_calls (session_id VARCHAR(200), call_id VARCHAR(200), "
+        "CREATE TABLE IF NOT EXISTS tf_calls (session_id VARCHAR(600), call_id VARCHAR(200), "
         "tool VARCHAR(200), PRIMARY KEY (session_id, call_id))",
         "CREATE TABLE IF NOT EXISTS tf_daily (tool VARCHAR(200), day VARCHAR(10), "
         "failures BIGINT, PRIMARY KEY (tool, day))",

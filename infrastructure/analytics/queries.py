@@ -7,14 +7,16 @@ of ``pentrace stats`` (``docs/projections.md``); fields are only ever added.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any, Final
 
-from sqlalchemy import text
-
-from pentrace.errors import UsageError
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase
 from pentrace.infrastructure.analytics.prices import PriceTable
+from pentrace.infrastructure.analytics.query_rows import GROUPS
+from pentrace.infrastructure.analytics.query_rows import column_of as _column
+from pentrace.infrastructure.analytics.query_rows import days_clause as _days
+from pentrace.infrastructure.analytics.query_rows import rows_of as _rows
+from pentrace.infrastructure.analytics.session_queries import sessions, tree
+from pentrace.projections.session_numbers import model_name
 
 __all__ = [
     "GROUPS",
@@ -27,40 +29,15 @@ __all__ = [
     "tree",
 ]
 
-GROUPS: Final = {
-    "model": "model",
-    "provider": "provider",
-    "agent": "agent",
-    "project": "project",
-    "day": "day",
-    "session": "session_id",
-}
-_TOKENS: Final = ("requests", "input", "output", "cache_read", "cache_write", "total")
-
-
-def _column(by: str, allowed: tuple[str, ...] = tuple(GROUPS)) -> str:
-    if by not in allowed:
-        raise UsageError(
-            f"--by: expected one of {', '.join(allowed)}, found {by!r}",
-            hint="for example --by model",
-        )
-    return GROUPS[by]
-
-
-def _days(since: str | None, until: str | None, column: str = "day") -> tuple[str, dict[str, Any]]:
-    clauses, params = [], {}
-    if since:
-        clauses.append(f"{column} >= :since")
-        params["since"] = since
-    if until:
-        clauses.append(f"{column} <= :until")
-        params["until"] = until
-    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
-
-
-def _rows(db: AnalyticsDatabase, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-    with db.reading("read analytics") as conn:
-        return [dict(row) for row in conn.execute(text(sql), params).mappings()]
+_TOKENS: Final = (
+    "requests",
+    "usage_records",
+    "input",
+    "output",
+    "cache_read",
+    "cache_write",
+    "total",
+)
 
 
 def tokens(
@@ -70,6 +47,20 @@ def tokens(
     column = _column(by)
     where, params = _days(since, until)
     sums = ", ".join(f"SUM({name}) AS {name}" for name in _TOKENS)
+    if by == "model":
+        # The model's name is provider/model_id (session_numbers.model_name).
+        rows = _rows(
+            db,
+            f"SELECT provider, model, {sums} FROM tok_daily{where} GROUP BY provider, model",
+            params,
+        )
+        merged: dict[str, dict[str, int]] = {}
+        for row in rows:
+            name = model_name(row["provider"], row["model"]) or "unknown"
+            entry = merged.setdefault(name, dict.fromkeys(_TOKENS, 0))
+            for n in _TOKENS:
+                entry[n] += int(row[n] or 0)
+        return [{"key": name, **merged[name]} for name in sorted(merged)]
     rows = _rows(
         db,
         f"SELECT {column} AS key, {sums} FROM tok_daily{where} GROUP BY {column} ORDER BY {column}",
@@ -91,11 +82,14 @@ def cost(
     sums = ", ".join(f"SUM({name}) AS {name}" for name in _TOKENS)
     rows = _rows(
         db,
-        f"SELECT {column} AS key, model, {sums} FROM tok_daily{where} GROUP BY {column}, model",
+        f"SELECT {column} AS key, provider, model, {sums} FROM tok_daily{where} "
+        f"GROUP BY {column}, provider, model",
         params,
     )
     out: dict[Any, dict[str, Any]] = {}
     for row in rows:
+        if by == "model":
+            row["key"] = model_name(row["provider"], row["model"]) or "unknown"
         entry = out.setdefault(
             row["key"],
             {
@@ -193,84 +187,6 @@ def requests(
     }
 
 
-def _session_rows(
-    db: AnalyticsDatabase, since: str | None, until: str | None
-) -> list[dict[str, Any]]:
-    rows = _rows(db, "SELECT * FROM act_sessions", {})
-    from pentrace.projections.analytics.events import day_of
-
-    kept = []
-    for row in rows:
-        day = day_of(int(row["started_ms"] or 0))
-        if (since and day < since) or (until and day > until):
-            continue
-        kept.append({**row, "day": day})
-    return kept
-
-
-def sessions(
-    db: AnalyticsDatabase, by: str = "day", since: str | None = None, until: str | None = None
-) -> list[dict[str, Any]]:
-    """Per group: sessions, turns, requests, model switches, mean and longest duration (s)."""
-    column = _column(by, ("model", "provider", "agent", "project", "day", "session"))
-    groups: dict[Any, list[dict[str, Any]]] = defaultdict(list)
-    for row in _session_rows(db, since, until):
-        groups[row[column]].append(row)
-    result = []
-    for key in sorted(groups, key=str):
-        members = groups[key]
-        spans = [(int(r["ended_ms"] or 0) - int(r["started_ms"] or 0)) / 1000 for r in members]
-        result.append(
-            {
-                "key": key,
-                "sessions": len(members),
-                "turns": sum(int(r["turns"] or 0) for r in members),
-                "requests": sum(int(r["requests"] or 0) for r in members),
-                "model_switches": sum(int(r["model_switches"] or 0) for r in members),
-                "mean_duration_s": round(sum(spans) / len(spans), 3),
-                "max_duration_s": round(max(spans), 3),
-            }
-        )
-    return result
-
-
-def tree(
-    db: AnalyticsDatabase, since: str | None = None, until: str | None = None
-) -> list[dict[str, Any]]:
-    """Parent/child session trees (roots first) with own and subtree token totals."""
-    rows = {row["session_id"]: row for row in _session_rows(db, since, until)}
-    own = {
-        row["session_id"]: int(row["total"] or 0)
-        for row in _rows(
-            db, "SELECT session_id, SUM(total) AS total FROM tok_daily GROUP BY session_id", {}
-        )
-    }
-    children: dict[str, list[str]] = defaultdict(list)
-    for session_id, row in rows.items():
-        if row.get("parent"):
-            children[row["parent"]].append(session_id)
-
-    def node(session_id: str, seen: frozenset[str]) -> dict[str, Any]:
-        row = rows.get(session_id, {})
-        kids = [
-            node(child, seen | {child})
-            for child in sorted(children[session_id])
-            if child not in seen
-        ]
-        tokens_own = own.get(session_id, 0)
-        return {
-            "session_id": session_id,
-            "model": row.get("model"),
-            "model_switches": int(row.get("model_switches") or 0),
-            "tokens": tokens_own,
-            "subtree_tokens": tokens_own + sum(kid["subtree_tokens"] for kid in kids),
-            "children": kids,
-        }
-
-    roots = [sid for sid, row in rows.items() if not row.get("parent") or row["parent"] not in rows]
-    return [node(sid, frozenset({sid})) for sid in sorted(roots)]
-
-
 def tokens_by_day_and_model(
     db: AnalyticsDatabase, since: str | None = None, until: str | None = None
 ) -> list[tuple[str, str, float]]:
@@ -278,7 +194,15 @@ def tokens_by_day_and_model(
     where, params = _days(since, until)
     rows = _rows(
         db,
-        f"SELECT day, model, SUM(total) AS total FROM tok_daily{where} GROUP BY day, model",
+        f"SELECT day, provider, model, SUM(total) AS total FROM tok_daily{where} "
+        "GROUP BY day, provider, model",
         params,
     )
-    return [(row["day"], row["model"], float(row["total"] or 0)) for row in rows]
+    return [
+        (
+            row["day"],
+            model_name(row["provider"], row["model"]) or "unknown",
+            float(row["total"] or 0),
+        )
+        for row in rows
+    ]

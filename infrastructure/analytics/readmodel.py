@@ -24,6 +24,8 @@ from sqlalchemy import Connection, text
 
 from pentrace.errors import AnalyticsError
 from pentrace.infrastructure.analytics.database import (
+    IDENTITY_SCHEME,
+    IDENTITY_TABLE,
     TRACKING_TABLE,
     AnalyticsDatabase,
     converted,
@@ -141,6 +143,14 @@ class ReadModel(TrackingRecorder):
             sql = (
                 f"INSERT INTO {TRACKING_TABLE} (notification_id, application_name) VALUES (:p, :n)"
             )
+            # A first commit (or a rebuild's) writes the read model with today's session keys.
+            conn.execute(
+                text(f"DELETE FROM {IDENTITY_TABLE} WHERE application_name = :n"), {"n": name}
+            )
+            conn.execute(
+                text(f"INSERT INTO {IDENTITY_TABLE} (application_name, scheme) VALUES (:n, :s)"),
+                {"n": name, "s": IDENTITY_SCHEME},
+            )
         else:
             sql = f"UPDATE {TRACKING_TABLE} SET notification_id = :p WHERE application_name = :n"
         conn.execute(text(sql), {"p": position, "n": name})
@@ -171,6 +181,19 @@ class ReadModel(TrackingRecorder):
                 {"n": self.name},
             ).scalar_one_or_none()
         return None if value is None else int(value)
+
+    def stale_identity(self) -> bool:
+        """True when the read model was built keying sessions by their id alone (ADR 0023)."""
+        with self.db.reading("read an analytics read model's session key scheme") as conn:
+            tracked = conn.execute(
+                text(f"SELECT 1 FROM {TRACKING_TABLE} WHERE application_name = :n"),
+                {"n": self.name},
+            ).first()
+            scheme = conn.execute(
+                text(f"SELECT scheme FROM {IDENTITY_TABLE} WHERE application_name = :n"),
+                {"n": self.name},
+            ).scalar_one_or_none()
+        return tracked is not None and scheme != IDENTITY_SCHEME
 
     def forget(self) -> None:
         """Remove the tracking position (a rebuild starts from nothing)."""

@@ -91,7 +91,7 @@ def rebuild(
                 tx.execute(statement)
             wanted = frozenset(projection.topics)
             for ref in iter_sessions(data_root):
-                limit = limits.get(f"session:{ref.session_id}", 0)
+                limit = limits.get(ref.key.stream_id, 0)
                 if limit == 0:
                     continue
                 sessions += 1

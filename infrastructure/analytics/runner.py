@@ -145,6 +145,12 @@ class AnalyticsRunner(BaseProjectionRunner[LedgerApplication]):
         name = projection_class.name
         try:
             check_gap(name, self._ledger, self.view.max_tracking_id(name), [])
+            if self.view.stale_identity():
+                raise AnalyticsError(
+                    f"read model {name!r} keys sessions by their id alone (built before "
+                    "ADR 0023); expected (project, agent, session id) keys",
+                    hint=f"rebuild it from the traces: `pentrace projections rebuild {name}`",
+                )
         except BaseException:
             self._ledger.close()
             self.view.db.close()
@@ -250,7 +256,20 @@ def catch_up(
     env: Mapping[str, str] | None = None,
     timeout: float = 600.0,
 ) -> int | None:
-    """Process every event the ledger holds now, commit, stop; returns the tracking position."""
+    """Process every event the ledger holds now, commit, stop; returns the tracking position.
+
+    A read model built before sessions were keyed by (project, agent, id)
+    (ADR 0023) is rebuilt from the traces first, never extended.
+    """
+    projection = open_projection(projection_class, data_root, _env(data_root, env))
+    try:
+        stale = projection.view.stale_identity()
+    finally:
+        projection.view.db.close()
+    if stale:
+        from pentrace.infrastructure.analytics.rebuild import rebuild
+
+        return rebuild(projection_class, data_root=data_root, env=env).position
     ledger = open_ledger(data_root, env)
     projection = open_projection(projection_class, data_root, _env(data_root, env))
     try:

@@ -62,6 +62,7 @@ from pentrace.infrastructure.ledger.formats import (
 )
 from pentrace.infrastructure.ledger.schema import LedgerTables, ledger_tables
 from pentrace.infrastructure.ledger.settings import ENV_URL, DatabaseTimeouts, safe_url
+from pentrace.infrastructure.ledger.upgrade import upgrade_event_ids
 
 __all__ = ["LedgerDatabase"]
 
@@ -176,6 +177,7 @@ class LedgerDatabase:
                 with converted("create the ledger schema", self.where):
                     self.tables.metadata.create_all(engine)
                     self._upgrade_indexes(engine)
+                    self._upgrade_ids(engine)
                 return
             except LedgerLockedError:
                 if self.path is None or time.monotonic() >= deadline:
@@ -206,6 +208,12 @@ class LedgerDatabase:
                 index.create(conn, checkfirst=True)
             for name in obsolete:
                 conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
+
+    def _upgrade_ids(self, engine: Engine) -> None:
+        """Rewrite session-id-only event ids of an earlier ledger (ADR 0023, :mod:`.upgrade`)."""
+        lock = None if self.is_sqlite else f"LOCK TABLE {self.tables.events.name} IN EXCLUSIVE MODE"
+        writer = engine.execution_options(**{_BEGIN: "BEGIN IMMEDIATE"})
+        upgrade_event_ids(writer, self.tables, lock=lock)
 
     def check_file(self) -> bool:
         """Reopen when the SQLite file vanished or was replaced (W13); True when it did."""

@@ -165,7 +165,7 @@ def sync(
 
 
 def _sync_session(ledger: RuntimeEventLedger, ref: SessionRef) -> tuple[int, int]:
-    held, pruned_through = ledger.held_sequences(f"session:{ref.session_id}")
+    held, pruned_through = ledger.held_sequences(ref.key.stream_id)
     indexed = held_total = 0
     batch: list[Any] = []
     for position, record, directory in _positioned(ref):
@@ -228,15 +228,10 @@ def rebuild_sessions(ledger: RuntimeEventLedger, refs: Iterable[SessionRef]) -> 
     failures: list[SessionFailure] = []
     for ref in refs:
         sessions += 1
-        stream = f"session:{ref.session_id}"
+        stream = ref.key.stream_id  # its own stream, whoever else holds the id (ADR 0023)
         try:
-            if stream in kept:
-                # The same session id under another agent shares the stream (as in sync,
-                # the positions already rebuilt are held and not indexed again).
-                indexed += _sync_session(ledger, ref)[0]
-            else:
-                events = (_event(ref, *item) for item in _positioned(ref))
-                indexed += ledger.replace_stream(stream, events)
+            events = (_event(ref, *item) for item in _positioned(ref))
+            indexed += ledger.replace_stream(stream, events)
         except SESSION_ERRORS as error:
             failures.append(SessionFailure.of(ref, error))
         kept.add(stream)

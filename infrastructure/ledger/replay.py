@@ -28,6 +28,7 @@ from sqlalchemy import (
 )
 
 from pentrace.domain.json_codec import JsonDecoder
+from pentrace.infrastructure.ledger.cursors import gap_reason, locate_cursor
 from pentrace.infrastructure.ledger.database import LedgerDatabase
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "ReplayGap",
     "ReplayResult",
     "Scope",
+    "locate_cursor",
     "replay_after",
     "scope_bounds",
     "scoped_page",
@@ -63,11 +65,16 @@ class LedgerEntry(msgspec.Struct, frozen=True):
 
 
 class Scope(NamedTuple):
-    """Penguin's replay filters; each given value matches itself or an unscoped row."""
+    """Penguin's replay filters; each given value matches itself or an unscoped row.
+
+    ``project_id`` is ours: with ``session_id`` and ``agent_id`` it names one
+    session when its id exists under several owners (ADR 0023).
+    """
 
     session_id: str | None = None
     agent_id: str | None = None
     directory: str | None = None
+    project_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -102,20 +109,18 @@ def replay_after(
     session_id: str | None = None,
     agent_id: str | None = None,
     directory: str | None = None,
+    project_id: str | None = None,
 ) -> ReplayResult:
     """Events after ``last_event_id`` (from the start when None); ``limit`` <= 0 means no limit."""
-    events = db.tables.events
-    scope = Scope(session_id, agent_id, directory)
+    scope = Scope(session_id, agent_id, directory, project_id)
     with db.reading("replay the ledger") as conn:
         if last_event_id is None:
             return ReplayResult(True, scoped_page(db, conn, scope, limit=limit))
-        cursor = conn.execute(
-            select(events.c.notification_id).where(events.c.event_id == last_event_id)
-        ).scalar_one_or_none()
+        cursor = locate_cursor(db, conn, last_event_id, scope)
         if cursor is not None:
             return ReplayResult(True, scoped_page(db, conn, scope, after=cursor, limit=limit))
         oldest, newest = _bounds(db, conn, scope)
-        gap = ReplayGap(last_event_id, _gap_reason(db, conn, last_event_id), oldest, newest)
+        gap = ReplayGap(last_event_id, gap_reason(db, conn, last_event_id), oldest, newest)
         return ReplayResult(False, scoped_page(db, conn, scope, limit=limit), gap)
 
 
@@ -124,10 +129,11 @@ def scope_bounds(
     session_id: str | None = None,
     agent_id: str | None = None,
     directory: str | None = None,
+    project_id: str | None = None,
 ) -> tuple[str | None, str | None]:
     """Oldest and newest retained event ids within the filter scope."""
     with db.reading("read the ledger bounds") as conn:
-        return _bounds(db, conn, Scope(session_id, agent_id, directory))
+        return _bounds(db, conn, Scope(session_id, agent_id, directory, project_id))
 
 
 def scoped_page(
@@ -180,7 +186,7 @@ def _position(row: tuple[str, bytes, int]) -> int:
 
 def _lead(scope: Scope) -> str | None:
     """The filter read by index range scans: the first given of session, agent, directory."""
-    for name in Scope._fields:
+    for name in ("session_id", "agent_id", "directory"):
         if getattr(scope, name) is not None:
             return name
     return None
@@ -205,6 +211,7 @@ def _branch_rows(
         through is not None,
         lead != "agent_id" and scope.agent_id is not None,
         lead != "directory" and scope.directory is not None,
+        scope.project_id is not None,
         limit is not None,
         newest_first,
     )
@@ -212,6 +219,7 @@ def _branch_rows(
         "session_id": scope.session_id,
         "agent_id": scope.agent_id,
         "directory": scope.directory,
+        "project_id": scope.project_id,
         "after": after,
         "through": through,
         "limit": limit,
@@ -227,6 +235,7 @@ def _page_statement(
     has_through: bool,
     has_agent: bool,
     has_directory: bool,
+    has_project: bool,
     has_limit: bool,
     newest_first: bool,
 ) -> Select[tuple[str, bytes, int]]:
@@ -245,6 +254,10 @@ def _page_statement(
         query = query.where(
             func.coalesce(events.c.directory, bindparam("directory")) == bindparam("directory")
         )
+    if has_project:
+        query = query.where(
+            func.coalesce(events.c.project_id, bindparam("project_id")) == bindparam("project_id")
+        )
     return db.window(
         query, after=has_after, through=has_through, limit=has_limit, newest_first=newest_first
     )
@@ -257,13 +270,3 @@ def _bounds(db: LedgerDatabase, conn: Connection, scope: Scope) -> tuple[str | N
         oldest[0].event_id if oldest else None,
         newest[0].event_id if newest else None,
     )
-
-
-def _gap_reason(db: LedgerDatabase, conn: Connection, event_id: str) -> GapReason:
-    """``evicted`` when retention removed this stream position, else ``unknown_event_id``."""
-    prefix, _, digits = event_id.rpartition(":")
-    if not prefix or not digits.isdigit():
-        return "unknown_event_id"
-    marks = db.tables.watermarks
-    pruned = conn.execute(select(marks.c.max_sequence).where(marks.c.id_prefix == prefix)).scalars()
-    return "evicted" if any(int(digits) <= value for value in pruned) else "unknown_event_id"

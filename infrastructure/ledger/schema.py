@@ -10,6 +10,10 @@ The envelope is stored once, in ``event_json``: Penguin's ``payload_json`` and
 ``projection_json`` copies doubled every row for columns nothing reads (ADR
 0009).  Ledgers created by earlier versions keep those columns, nullable and
 left empty.
+
+``runtime_event_meta`` holds the ledger's own versions, today the event id
+scheme (``event_ids``, ADR 0023): a ledger written with session-id-only ids
+is upgraded when it is opened (:mod:`.upgrade`).
 """
 
 from __future__ import annotations
@@ -37,12 +41,13 @@ _Id = BigInteger().with_variant(Integer(), "sqlite")
 
 @dataclass(frozen=True)
 class LedgerTables:
-    """The three tables of one ledger, named with a common prefix."""
+    """The tables of one ledger, named with a common prefix."""
 
     metadata: MetaData
     events: Table
     watermarks: Table
     tracking: Table
+    meta: Table
 
 
 def ledger_tables(prefix: str = "") -> LedgerTables:
@@ -104,4 +109,10 @@ def ledger_tables(prefix: str = "") -> LedgerTables:
         Column("application_name", String, primary_key=True),
         Column("notification_id", BigInteger, nullable=False),
     )
-    return LedgerTables(metadata, events, watermarks, tracking)
+    meta = Table(
+        f"{prefix}runtime_event_meta",
+        metadata,
+        Column("key", String, primary_key=True),
+        Column("value", String, nullable=False),
+    )
+    return LedgerTables(metadata, events, watermarks, tracking, meta)

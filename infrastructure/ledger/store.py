@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, func, select
 
+from pentrace.domain.session_key import SESSION_STREAM_PREFIX, SessionKey, parse_session_stream
 from pentrace.errors import ConfigError, LedgerFormatError
 from pentrace.infrastructure.ledger.database import LedgerDatabase
 from pentrace.infrastructure.ledger.errors import LedgerIntegrityError
@@ -158,6 +159,7 @@ class RuntimeEventLedger(LedgerRecorder):
         with self.db.writing("append to the ledger") as conn:
             fresh = self._without_duplicates(conn, rows)
             if fresh:
+                self._number_unsequenced(conn, fresh)
                 self._insert_rows(conn, fresh)
             if before_commit is not None:
                 before_commit(conn)
@@ -202,6 +204,32 @@ class RuntimeEventLedger(LedgerRecorder):
                 del unique[event_id]
         return list(unique.values())
 
+    def _number_unsequenced(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
+        """Give rows without a sequence (foreign envelopes) the next free one of their stream.
+
+        Such an event has no trace position; numbering it inside the write
+        transaction (one writer at a time) keeps ``(stream_id, sequence)``
+        unique without a counter in process memory.  Its envelope is stored
+        as sent.
+        """
+        events, marks = self.db.tables.events, self.db.tables.watermarks
+        following: dict[str, int] = {}
+        for row in rows:
+            if row["sequence"] > 0:
+                continue
+            stream = row["stream_id"]
+            if stream not in following:
+                held = conn.execute(
+                    select(func.max(events.c.sequence)).where(events.c.stream_id == stream)
+                ).scalar_one_or_none()
+                pruned = conn.execute(
+                    select(marks.c.max_sequence).where(marks.c.stream_id == stream)
+                ).scalar_one_or_none()
+                batch = max((r["sequence"] for r in rows if r["stream_id"] == stream), default=0)
+                following[stream] = max(int(held or 0), int(pruned or 0), batch)
+            following[stream] += 1
+            row["sequence"] = following[stream]
+
     # -- reading -----------------------------------------------------------------
     def replay_after(
         self,
@@ -210,6 +238,7 @@ class RuntimeEventLedger(LedgerRecorder):
         session_id: str | None = None,
         agent_id: str | None = None,
         directory: str | None = None,
+        project_id: str | None = None,
     ) -> ReplayResult:
         """Retained events after a cursor in global order; see :mod:`.replay` for gaps."""
         return replay_after(
@@ -219,6 +248,7 @@ class RuntimeEventLedger(LedgerRecorder):
             session_id=session_id,
             agent_id=agent_id,
             directory=directory,
+            project_id=project_id,
         )
 
     def bounds(
@@ -226,9 +256,10 @@ class RuntimeEventLedger(LedgerRecorder):
         session_id: str | None = None,
         agent_id: str | None = None,
         directory: str | None = None,
+        project_id: str | None = None,
     ) -> tuple[str | None, str | None]:
         """Oldest and newest retained event ids within the filter scope."""
-        return scope_bounds(self.db, session_id, agent_id, directory)
+        return scope_bounds(self.db, session_id, agent_id, directory, project_id)
 
     def contains(self, event_id: str) -> bool:
         """Whether the event is currently retained."""
@@ -271,17 +302,22 @@ class RuntimeEventLedger(LedgerRecorder):
             ).scalar_one_or_none()
         return sequences, int(pruned or 0)
 
-    def session_streams(self) -> dict[str, int]:
+    def session_streams(self) -> dict[SessionKey, int]:
         """Every session the ledger holds rows of, with its row count."""
         events = self.db.tables.events
         query = (
             select(events.c.stream_id, func.count())
-            .where(events.c.stream_id.like("session:%"))
+            .where(events.c.stream_id.like(SESSION_STREAM_PREFIX + "%"))
             .group_by(events.c.stream_id)
         )
         with self.db.reading("list the ledger's session streams") as conn:
             rows = conn.execute(query).all()
-        return {str(stream).removeprefix("session:"): int(count) for stream, count in rows}
+        held = {}
+        for stream, count in rows:
+            key = parse_session_stream(str(stream))
+            if key is not None:
+                held[key] = int(count)
+        return held
 
     def forget_stream(self, stream_id: str) -> int:
         """Delete a stream's rows and its retention watermark (a deleted session); returns

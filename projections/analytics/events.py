@@ -43,7 +43,24 @@ class AnalyticsEvent(msgspec.Struct, kw_only=True):
 
     @property
     def session(self) -> str:
-        """The session id ("" for events outside a session)."""
+        """The session's identity, ``project/agent/session-id`` ("" outside a session).
+
+        Read models key sessions by it: the same session id may exist under
+        several agents or projects (ADR 0023).  An event without project and
+        agent (a foreign envelope) keys by its session id alone.
+        """
+        session_id, project, agent = (
+            self.scope.session_id,
+            self.scope.project_id,
+            self.scope.agent_id,
+        )
+        if not session_id:
+            return ""
+        return f"{project}/{agent}/{session_id}" if project and agent else session_id
+
+    @property
+    def session_id(self) -> str:
+        """The bare session id ("" for events outside a session)."""
         return self.scope.session_id or ""
 
     @property

@@ -2,15 +2,17 @@
 
 Where the session summary (:mod:`pentrace.projections.session_summary`)
 already defines a rule - request statuses, which statuses are errors, when a
-tool call failed - these rules import it instead of restating it, so
+tool call failed - and where :mod:`pentrace.projections.session_numbers`
+defines one (a request's token counts, the model name), these rules import it
+instead of restating it, so
 ``pentrace sessions show`` and ``pentrace stats`` never disagree.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any, Final
 
+from pentrace.projections.session_numbers import TOKEN_FIELDS, TokenDelta, token_delta
 from pentrace.projections.session_summary import ERROR_STATUSES, REQUEST_STATUSES
 
 __all__ = [
@@ -25,25 +27,10 @@ __all__ = [
     "tool_outcome",
 ]
 
-TOKEN_FIELDS: Final = ("input", "output", "cache_read", "cache_write", "total")
 TRUNCATION_MARK: Final = "[output truncated: "
 _OUTCOMES: Final = {"aborted": "aborts", "timeout": "timeouts"}
 
-TokenDelta = tuple[int, int, int, int, int]
-"""(input, output, cache_read, cache_write, total) of one request."""
-
-
 _MAX_COUNT: Final = 2**63 - 1  # what a BIGINT column holds
-
-
-def _count(value: Any) -> int:
-    """A count as an int: 0 for anything but a finite number in 0..2**63-1 (1e400, -5, "7")."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return 0
-    if isinstance(value, float) and not math.isfinite(value):
-        return 0
-    count = int(value)
-    return count if 0 <= count <= _MAX_COUNT else 0
 
 
 def bigint(value: Any) -> int | None:
@@ -55,24 +42,6 @@ def bigint(value: Any) -> int | None:
     ):
         return value
     return None
-
-
-def token_delta(payload: dict[str, Any]) -> TokenDelta | None:
-    """The last request's token counts of a ``token_usage`` payload, or None without them.
-
-    ``TokenCounts`` has ``cache_read``, ``cache_write``, ``output`` and
-    ``total``; fresh (uncached) input is what the total leaves over, never
-    below zero.
-    """
-    request = payload.get("request")
-    if not isinstance(request, dict):
-        return None
-    output = _count(request.get("output"))
-    cache_read = _count(request.get("cache_read"))
-    cache_write = _count(request.get("cache_write"))
-    total = _count(request.get("total"))
-    fresh = max(total - output - cache_read - cache_write, 0)
-    return (fresh, output, cache_read, cache_write, total)
 
 
 def request_bucket(status: Any) -> str:

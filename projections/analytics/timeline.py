@@ -13,6 +13,7 @@ from typing import Any
 
 from pentrace.projections.analytics.events import AnalyticsEvent
 from pentrace.projections.analytics.rules import request_bucket, token_delta, tool_outcome
+from pentrace.projections.session_numbers import model_name
 
 __all__ = ["Marker", "Span", "Timeline", "build_timeline"]
 
@@ -45,6 +46,7 @@ class Timeline:
 
     session_id: str
     model: str = "unknown"
+    tokens: int = 0
     start_ms: int = 0
     end_ms: int = 0
     requests: list[Span] = field(default_factory=list)
@@ -65,13 +67,16 @@ def build_timeline(session_id: str, events: Iterable[AnalyticsEvent]) -> Timelin
     calls: dict[str, Span] = {}
     compaction: Span | None = None
     first = True
+    meta_seen = False
     for event in events:
         now, kind, payload = event.time, event.type, event.payload
         if first:
             timeline.start_ms, first = now, False
         timeline.end_ms = max(timeline.end_ms, now)
-        if kind in ("session.created", "session.updated"):
-            timeline.model = _text(payload.get("model_id"), timeline.model)
+        if kind == "session.created" or (kind == "session.updated" and not meta_seen):
+            # The session's model is its first session_meta's (session_numbers.model_name).
+            named = model_name(payload.get("provider"), payload.get("model_id"))
+            timeline.model, meta_seen = named or timeline.model, True
         elif kind == "run.started":
             request = Span("request", f"request {len(timeline.requests) + 1}", now)
             timeline.requests.append(request)
@@ -101,8 +106,12 @@ def build_timeline(session_id: str, events: Iterable[AnalyticsEvent]) -> Timelin
         elif kind == "token.usage.updated":
             delta = token_delta(payload)
             target = request or last_request
-            if delta is not None and target is not None:
-                target.tokens += delta[4]
+            if delta is not None:
+                # The session total counts every record (session_numbers); a request's
+                # bar shows what was reported while it ran, or right after it ended.
+                timeline.tokens += delta[4]
+                if target is not None:
+                    target.tokens += delta[4]
         elif kind == "session.subagent.started":
             child = _text(event.correlation.get("child_session_id"))
             timeline.markers.append(Marker("subagent", child, now))

@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 
 from pentrace.domain.json_codec import JsonDecoder
+from pentrace.domain.session_key import SessionKey
 
 PROJECT, AGENT = "demo", "coder"
 REPO = Path(__file__).resolve().parents[2]
@@ -415,9 +416,10 @@ def seed(root: Path, sid: str, turns: int, text_bytes: int = 100) -> int:
     return len(lines)
 
 
-def event_ids(sid: str, first: int, last: int) -> list[str]:
-    """The ledger ids of positions ``first..last`` of a session."""
-    return [f"evt:session:{sid}:{n:08d}" for n in range(first, last + 1)]
+def event_ids(sid: str, first: int, last: int, agent: str = AGENT) -> list[str]:
+    """The ledger ids of positions ``first..last`` of a session (of ``PROJECT``/``agent``)."""
+    key = SessionKey(PROJECT, agent, sid)
+    return [key.event_id(n) for n in range(first, last + 1)]
 
 
 if __name__ == "__main__":

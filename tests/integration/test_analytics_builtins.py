@@ -108,18 +108,27 @@ def test_requests_retries_compactions_goals_and_turns(root: Path) -> None:
          "avg_context": 9000.0, "max_context": 9000},
     ]  # fmt: skip
     assert document["goals"] == {"blocked": 1}
-    sessions = {row["key"]: row for row in stats(root, "sessions", "--by", "session")["rows"]}
+    rows = stats(root, "sessions", "--by", "session")["rows"]
+    # Sessions are keyed by their reference, project/agent/session-id (ADR 0023).
+    sessions = {row["key"].rpartition("/")[2]: row for row in rows}
     # The request inside the compaction is not a turn (resume's rule).
     assert (sessions[PARENT]["turns"], sessions[PARENT]["requests"]) == (2, 4)
     assert sessions[PARENT]["model_switches"] == 1
-    assert sessions[PARENT]["max_duration_s"] == 61.0  # first record to the last request_end
+    # First record to the last record (its token_usage), as `show` counts it (session_numbers).
+    assert sessions[PARENT]["max_duration_s"] == 62.0
 
 
 def test_tokens_follow_the_model_switch_and_the_subagent_tree(root: Path) -> None:
     by_model = {row["key"]: row["total"] for row in stats(root, "tokens", "--by", "model")["rows"]}
-    assert by_model == {"m1": 200, "m2": 7}
+    # The model's name is provider/model_id, as `sessions list` shows it (session_numbers).
+    assert by_model == {"p/m1": 200, "p/m2": 7}
     by_agent = {row["key"]: row["total"] for row in stats(root, "tokens", "--by", "agent")["rows"]}
     assert by_agent == {"agent": 187, "helper": 20}
     [tree] = stats(root, "tree")["trees"]
-    assert (tree["session_id"], tree["tokens"], tree["subtree_tokens"]) == (PARENT, 187, 207)
-    assert [child["session_id"] for child in tree["children"]] == [CHILD]
+    # The child runs under another agent: the pointer's bare id still finds it.
+    assert (tree["session_id"], tree["tokens"], tree["subtree_tokens"]) == (
+        f"proj/agent/{PARENT}",
+        187,
+        207,
+    )
+    assert [child["session_id"] for child in tree["children"]] == [f"proj/helper/{CHILD}"]

@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pentrace.cli.app import app
+from pentrace.domain.session_key import SessionKey
 from pentrace.infrastructure.file_modes import make_private_dirs
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
@@ -37,6 +38,7 @@ from tests.integration.cli_sessions_corpus import run_process
 
 SID = "session-2026-07-18-11-10-22-3f8a1c2d"
 OTHER = "session-2026-07-18-11-10-22-0badcafe"
+OTHER_REF = f"default_project/default_agent/{OTHER}"
 
 
 @pytest.fixture(autouse=True)
@@ -355,7 +357,7 @@ def test_ledger_events_of_a_session_deleted_by_hand_are_reported_and_removed_by_
     assert code == 1
     [orphan] = problems(report, "ledger_orphan_stream")
     assert (orphan["session_id"], orphan["severity"], orphan["fix"]) == (
-        OTHER,
+        OTHER_REF,
         "warning",
         "ledger_forget",
     )
@@ -366,11 +368,11 @@ def test_ledger_events_of_a_session_deleted_by_hand_are_reported_and_removed_by_
 
     code, out = run(tmp_path, "--fix")
     assert code == 0, out
-    assert f"[ledger_forget] {OTHER}" in out
+    assert f"[ledger_forget] {OTHER_REF}" in out
     assert "removed 8 ledger event(s) of a session with no trace" in out
     ledger = _ledger(tmp_path)
     try:
-        assert ledger.session_streams() == {SID: 8}
+        assert ledger.session_streams() == {SessionKey("default_project", "default_agent", SID): 8}
     finally:
         ledger.close()
 
@@ -390,9 +392,9 @@ def test_a_shared_ledger_reports_orphan_streams_without_offering_to_remove_them(
 
     code, report = run_json(root)
     [orphan] = problems(report, "ledger_orphan_stream")
-    assert (code, orphan["session_id"], orphan["fix"]) == (1, OTHER, None)
+    assert (code, orphan["session_id"], orphan["fix"]) == (1, OTHER_REF, None)
     assert "shared ledger" in orphan["message"]
-    assert f"remove its events with `pentrace ledger forget {OTHER}`" in orphan["message"]
+    assert f"remove its events with `pentrace ledger forget {OTHER_REF}`" in orphan["message"]
     code, report = run_json(root, "--fix")
     assert code == 1
     assert problems(report, "ledger_orphan_stream") == [orphan]

@@ -47,8 +47,13 @@ def test_the_demo_records_a_realistic_session_and_shows_it(tmp_path: Path) -> No
     # The ledger was indexed, the audit found the session healthy and ledger-consistent.
     assert "indexed 54 missing event(s)" in out
     assert re.search(r"^clean: 1 session\(s\), 47 record\(s\).*; ledger: /", out, re.MULTILINE)
-    # Stats read the analytics read models; request tokens add up to the session's.
-    assert re.search(r"^session-\S+\t3\t3626\t730\t2432\t512\t7300$", out, re.MULTILINE)
+    # Stats read the analytics read models; request tokens add up to the session's, and the
+    # session's requests are show's (5: completed 4, failed 1), its 3 token_usage apart.
+    assert re.search(
+        r"^demo_project/demo_agent/session-\S+\t5\t3\t3626\t730\t2432\t512\t7300$",
+        out,
+        re.MULTILINE,
+    )
     assert re.search(r"^exec_command\t4\t1\t", out, re.MULTILINE)
     assert "Traceback" not in done.stderr
 

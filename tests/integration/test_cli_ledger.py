@@ -34,6 +34,7 @@ from tests.integration.cli_sessions_corpus import run_process
 
 SID = "session-2026-07-18-11-10-22-3f8a1c2d"
 OTHER = "session-2026-07-19-08-00-00-0badcafe"
+OWNER = "default_project/default_agent"  # where write_trace puts sessions
 _ENV = (
     "PENGUIN_HOME",
     "PENGUIN_RUNTIME_EVENT_LEDGER_PATH",
@@ -104,8 +105,8 @@ def test_tail_shows_the_newest_events_of_one_session_or_all(tmp_path: Path) -> N
     assert {line["event"]["scope"]["session_id"] for line in lines} == {OTHER}
     mine = run(tmp_path, "tail", "-n", "2", "--session", SID, "--json").splitlines()
     assert [json.loads(line)["event"]["id"] for line in mine] == [
-        f"evt:session:{SID}:00000007",
-        f"evt:session:{SID}:00000008",
+        f"evt:session:{OWNER}/{SID}:00000007",
+        f"evt:session:{OWNER}/{SID}:00000008",
     ]
     table = run(tmp_path, "tail", "-n", "1").splitlines()
     assert table[0].split("\t") == [
@@ -171,7 +172,7 @@ def test_replay_after_an_event_and_after_an_unknown_or_evicted_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     synced(tmp_path)
-    after = run_json(tmp_path, "replay", "--after", f"evt:session:{SID}:00000006")
+    after = run_json(tmp_path, "replay", "--after", f"evt:session:{OWNER}/{SID}:00000006")
     assert (after["found"], after["gap"]) == (True, None)
     assert [e["event"]["sequence"] for e in after["events"]] == [7, 8]
     unknown = run_json(tmp_path, "replay", "--after", "evt:session:nope:00000001", "-n", "2")
@@ -179,15 +180,15 @@ def test_replay_after_an_event_and_after_an_unknown_or_evicted_one(
     assert unknown["gap"] == {
         "last_event_id": "evt:session:nope:00000001",
         "reason": "unknown_event_id",
-        "oldest_event_id": f"evt:session:{SID}:00000001",
-        "newest_event_id": f"evt:session:{SID}:00000008",
+        "oldest_event_id": f"evt:session:{OWNER}/{SID}:00000001",
+        "newest_event_id": f"evt:session:{OWNER}/{SID}:00000008",
     }
     assert [e["event"]["sequence"] for e in unknown["events"]] == [1, 2]
     monkeypatch.setenv("PENGUIN_RUNTIME_EVENT_LEDGER_MAX_EVENTS", "3")
     run(tmp_path, "cleanup")
-    evicted = run_json(tmp_path, "replay", "--after", f"evt:session:{SID}:00000002")
+    evicted = run_json(tmp_path, "replay", "--after", f"evt:session:{OWNER}/{SID}:00000002")
     assert evicted["gap"]["reason"] == "evicted"
-    assert evicted["gap"]["oldest_event_id"] == f"evt:session:{SID}:00000006"
+    assert evicted["gap"]["oldest_event_id"] == f"evt:session:{OWNER}/{SID}:00000006"
     assert [e["event"]["sequence"] for e in evicted["events"]] == [6, 7, 8]
 
 
@@ -223,8 +224,8 @@ def test_stats_counts_rows_bytes_ends_and_categories(tmp_path: Path) -> None:
     assert (figures["rows"], figures["streams"], figures["pruned_rows"]) == (16, 2, 0)
     assert sum(figures["by_category"].values()) == 16
     assert figures["by_category"]["tool_action_lifecycle"] == 6
-    assert figures["oldest_event_id"] == f"evt:session:{SID}:00000001"
-    assert figures["newest_event_id"] == f"evt:session:{OTHER}:00000008"
+    assert figures["oldest_event_id"] == f"evt:session:{OWNER}/{SID}:00000001"
+    assert figures["newest_event_id"] == f"evt:session:{OWNER}/{OTHER}:00000008"
     assert figures["bytes"] >= default_ledger_path(tmp_path).stat().st_size
     assert figures["oldest_inserted_at"].endswith("Z")
 
@@ -236,7 +237,7 @@ def _trace_files(root: Path, sid: str) -> list[Path]:
 def _streams(root: Path) -> dict[str, int]:
     counts: dict[str, int] = {}
     for _, event_id, _ in ledger_rows(root):
-        sid = event_id.split(":")[2]
+        sid = event_id.split(":")[2].rpartition("/")[2]  # evt:session:<owner>/<sid>:<seq>
         counts[sid] = counts.get(sid, 0) + 1
     return counts
 
@@ -248,7 +249,9 @@ def test_forget_removes_the_events_of_a_session_whose_traces_were_deleted(
     for path in _trace_files(tmp_path, OTHER):
         path.unlink()  # deleted by hand, outside pentrace
 
-    assert run_json(tmp_path, "forget", "session-2026-07-19", "--yes") == {"removed": {OTHER: 8}}
+    assert run_json(tmp_path, "forget", "session-2026-07-19", "--yes") == {
+        "removed": {f"{OWNER}/{OTHER}": 8}
+    }
     assert _streams(tmp_path) == {SID: 8}
     # With the traces gone, a sync does not bring them back.
     assert run_json(tmp_path, "sync") == {"sessions": 1, "indexed": 0, "already_held": 8}
@@ -268,10 +271,10 @@ def test_forget_refuses_a_session_that_still_has_traces_and_removes_nothing(
     assert done.returncode == 2, done.stderr
     first, second = done.stderr.splitlines()[:2]
     assert first == (
-        f"error: session {SID} still has traces under {tmp_path}: expected only sessions whose "
-        "traces are gone; its events would come back on the next `ledger sync`"
+        f"error: session {OWNER}/{SID} still has traces under {tmp_path}: expected only "
+        "sessions whose traces are gone; its events would come back on the next `ledger sync`"
     )
-    assert second == f"hint: delete the session itself: `pentrace delete {SID}`"
+    assert second == f"hint: delete the session itself: `pentrace delete {OWNER}/{SID}`"
     assert ledger_rows(tmp_path) == before  # not even OTHER's events went
 
 
@@ -288,7 +291,7 @@ def test_forget_names_an_unknown_or_ambiguous_session_and_asks_before_removing(
 
     ambiguous = _pentrace(tmp_path, "ledger", "forget", "session-2026-07", "--yes")
     assert ambiguous.returncode == 2
-    assert f"matches 2 sessions: {SID}, {OTHER}" in ambiguous.stderr
+    assert f"matches 2 sessions: {OWNER}/{SID}, {OWNER}/{OTHER}" in ambiguous.stderr
 
     for path in _trace_files(tmp_path, OTHER):
         path.unlink()

@@ -15,6 +15,7 @@ import pytest
 from pentrace.cli.app import main
 from pentrace.cli.session_args import forget_in_ledger
 from pentrace.domain.session import Session
+from pentrace.domain.session_key import SessionKey
 from pentrace.infrastructure.application import SessionApplication
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
@@ -39,6 +40,12 @@ from tests.integration.cli_sessions_corpus import (
 )
 
 SECRET = "sk-proj-" + "Ab3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF"
+
+KEY_A, KEY_B, KEY_C = (
+    SessionKey("p1", "a1", SID_A),
+    SessionKey("p1", "a1", SID_B),
+    SessionKey("p2", "a2", SID_C),
+)
 
 
 @pytest.fixture
@@ -304,13 +311,13 @@ def _own_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_delete_also_removes_the_sessions_ledger_events(root: Path) -> None:
     ledger = synced_ledger(root)
     held = ledger.session_streams()
-    assert set(held) == {SID_A, SID_B, SID_C}
+    assert set(held) == {KEY_A, KEY_B, KEY_C}
 
     result = cli(root, "delete", "7777", "--yes")
 
     assert result.exit_code == 0, result.output
-    assert f"removed {held[SID_C]} ledger event(s) of {SID_C}" in result.stdout
-    assert ledger.session_streams() == {SID_A: held[SID_A], SID_B: held[SID_B]}
+    assert f"removed {held[KEY_C]} ledger event(s) of {SID_C}" in result.stdout
+    assert ledger.session_streams() == {KEY_A: held[KEY_A], KEY_B: held[KEY_B]}
     ledger.close()
 
 
@@ -323,8 +330,8 @@ def test_prune_removes_the_ledger_events_of_what_it_deleted(root: Path) -> None:
     result = cli(root, "prune", "--older-than", "30d", "--yes", "--json")
 
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["ledger_events_removed"] == held[SID_A]
-    assert SID_A not in ledger.session_streams()
+    assert json.loads(result.stdout)["ledger_events_removed"] == held[KEY_A]
+    assert KEY_A not in ledger.session_streams()
     ledger.close()
 
 
@@ -343,15 +350,19 @@ def test_delete_with_a_locked_ledger_deletes_the_files_and_warns(
     assert code == 1
     assert "warning: the ledger still holds their events" in err
     assert "locked" in err
-    hint = f"hint: when the ledger can be written, run `pentrace ledger forget {SID_C} --yes`"
+    # The hint names the session by its owner: its id alone may exist under other agents.
+    hint = (
+        f"hint: when the ledger can be written, run `pentrace ledger forget {KEY_C.reference} "
+        "--yes`"
+    )
     assert hint in err
     assert not any(SID_C in path for path in tree(root))
     # The hint is the whole repair once the lock is gone.
-    result = cli(root, "ledger", "forget", SID_C, "--yes")
+    result = cli(root, "ledger", "forget", KEY_C.reference, "--yes")
     assert result.exit_code == 0, result.output
     ledger = RuntimeEventLedger.open(root, LedgerSettings())
     try:
-        assert SID_C not in ledger.session_streams()
+        assert KEY_C not in ledger.session_streams()
     finally:
         ledger.close()
 
@@ -361,7 +372,7 @@ def test_a_locked_ledger_after_a_large_prune_points_to_audit_not_a_huge_command(
     root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     synced_ledger(root).close()
-    many = [SID_A, SID_B, SID_C, "session-2026-07-21-09-00-00-00000004"]
+    many = [KEY_A, KEY_B, KEY_C, SessionKey("p2", "a2", "session-2026-07-21-09-00-00-00000004")]
     holder = sqlite3.connect(root / "runtime_events" / "runtime_events.db", isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     try:

@@ -24,6 +24,7 @@ from tests.integration.cli_sessions_corpus import (
 LIST_FIELDS = {
     "project", "agent", "session_id", "short_id", "start", "last", "provider", "model_id",
     "source", "turns", "tokens", "status", "records", "shards", "bytes", "has_errors", "problem",
+    "ref", "model", "requests",
 }  # fmt: skip
 
 
@@ -66,7 +67,7 @@ def test_list_prints_a_plain_table_with_a_header_when_piped(root: Path) -> None:
     ]  # fmt: skip
     assert lines[1].split("\t") == [
         SID_A, "p1/a1", "2026-07-18T03:00:00.000Z", "deepseek/deepseek-v4-pro",
-        "2", "500", "completed", "no",
+        "2", "800", "completed", "no",
     ]  # fmt: skip
     assert len(lines) == 4
 
@@ -76,7 +77,14 @@ def test_list_json_has_the_documented_fields(root: Path) -> None:
 
     assert [set(row) for row in rows] == [LIST_FIELDS] * 3
     first = rows[0]
-    assert (first["short_id"], first["turns"], first["tokens"]) == ("3f8a1c2d", 2, 500)
+    # Tokens sum every request's counts (300 + 500), as `stats tokens` does (session_numbers);
+    # the corpus's running session counts (500) are resume's carry-over.
+    assert (first["short_id"], first["turns"], first["tokens"]) == ("3f8a1c2d", 2, 800)
+    assert (first["ref"], first["model"], first["requests"]) == (
+        f"p1/a1/{SID_A}",
+        "deepseek/deepseek-v4-pro",
+        3,
+    )
     assert (first["records"], first["shards"], first["has_errors"]) == (17, 1, False)
     assert rows[1]["status"] == "failed"
     assert rows[2]["has_errors"] is True  # C's compaction never ended
@@ -137,7 +145,7 @@ def test_an_ambiguous_prefix_lists_the_candidates(
 
     assert code == 2
     assert err.splitlines() == [
-        f"error: session id prefix '3f8' matches 2 sessions: p1/a1/{SID_A}, p1/a1/{SID_B}",
+        f"error: session reference '3f8' matches 2 sessions: p1/a1/{SID_A}, p1/a1/{SID_B}",
         "hint: type more characters of the id",
     ]
 
@@ -163,6 +171,9 @@ def test_show_json_reports_shards_counters_and_the_summary(root: Path) -> None:
     assert summary["requests"]["aborted"] == 1
     assert summary["turns"] == 2
     assert summary["tokens"]["total"] == 500
+    assert summary["token_totals"]["total"] == 800
+    assert shown["numbers"]["requests"] == {"completed": 2, "aborted": 1}
+    assert (shown["numbers"]["request_total"], shown["numbers"]["tokens"]["total"]) == (3, 800)
     assert summary["tool_calls"] == {"exec_command": {"calls": 1, "failures": 0, "unanswered": 0}}
 
 

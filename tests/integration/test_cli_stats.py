@@ -47,9 +47,13 @@ def payloads(root: Path) -> list[dict[str, Any]]:
 def test_tokens_by_model_add_up_every_request_in_the_traces(root: Path) -> None:
     document = stats(root, "stats", "tokens", "--sync", "--by", "model")
     usages = [p["request"] for p in payloads(root) if p.get("type") == "token_usage"]
+    begun = [p for p in payloads(root) if p.get("type") == "request_begin"]
     [row] = document["rows"]
-    assert row["key"] == "deepseek-v4-pro"
-    assert row["requests"] == len(usages)
+    # One set of numbers (session_numbers): the model is provider/model_id, requests are the
+    # requests begun, and the token_usage records are counted apart, under their own name.
+    assert row["key"] == "deepseek/deepseek-v4-pro"
+    assert row["requests"] == len(begun)
+    assert row["usage_records"] == len(usages)
     assert row["total"] == sum(u["total"] for u in usages)
     assert row["output"] == sum(u["output"] for u in usages)
     fresh = [u["total"] - u["output"] - u["cache_read"] - u["cache_write"] for u in usages]
@@ -63,7 +67,7 @@ def test_sync_indexes_what_the_ledger_is_missing_before_the_stats(tmp_path: Path
     assert stats(data, "stats", "tokens")["rows"] == []
     [row] = stats(data, "stats", "tokens", "--sync")["rows"]
     usages = [p["request"] for p in payloads(data) if p.get("type") == "token_usage"]
-    assert (row["key"], row["requests"]) == ("deepseek-v4-pro", len(usages))
+    assert (row["key"], row["usage_records"]) == ("deepseek/deepseek-v4-pro", len(usages))
 
 
 def test_tokens_by_session_and_a_date_range_outside_the_data(root: Path) -> None:
@@ -201,7 +205,8 @@ def test_stats_sync_is_not_tripped_by_the_retention_of_its_own_sync(
     record_demo_session(DataRoot(tmp_path), START)
     usages = [p["request"] for p in payloads(tmp_path) if p.get("type") == "token_usage"]
     document = stats(tmp_path, "stats", "tokens", "--sync", "--by", "model")
-    assert sum(row["requests"] for row in document["rows"]) == len(usages)
+    # Every token_usage record was read (usage_records); requests count requests begun (#13).
+    assert sum(row["usage_records"] for row in document["rows"]) == len(usages)
     ledger = stats(tmp_path, "ledger", "stats")
     assert ledger["rows"] == 5
     # A second run prunes nothing of its own either, and sees the same numbers.

@@ -375,3 +375,30 @@ def test_notifications_filtered_by_topics_page_exactly_like_a_filter_in_order(
             )
             assert [n.id for n in page] == expected, (topics, start, stop, limit, inclusive)
             assert all(n.topic in topics for n in page)
+
+
+def _unpositioned(number: int) -> dict[str, Any]:
+    """A foreign envelope with an id but no stream and no sequence (issue #13)."""
+    event = make_event(None, 1, {"text": f"foreign {number}"})
+    event["id"] = f"evt:foreign:{number}"
+    del event["stream_id"], event["sequence"]
+    return event
+
+
+def test_envelopes_without_a_stream_or_sequence_do_not_collide_on_one_key(
+    make_ledger: MakeLedger,
+) -> None:
+    clock = FakeClock()
+    ledger = make_ledger(NO_LIMITS.model_copy(update={"max_age_days": 1.0}), clock=clock)
+    assert ledger.extend([_unpositioned(1), _unpositioned(2)]) == 2
+    assert ledger.append(_unpositioned(3)) is True
+    assert ledger.append(_unpositioned(3)) is False  # the same event again: a no-op
+    assert ids(ledger.replay_after(None).events) == [f"evt:foreign:{n}" for n in (1, 2, 3)]
+    assert ledger.held_sequences("global") == ({1, 2, 3}, 0)
+    clock.now += 2 * 86_400
+    assert ledger.cleanup().by_age == 3  # all gone; numbering continues past the watermark
+    assert ledger.append(_unpositioned(4)) is True
+    assert ledger.held_sequences("global") == ({4}, 3)
+    # The stored envelope is the one sent, still without a sequence of its own.
+    [last] = ledger.replay_after(None).events
+    assert "sequence" not in last.envelope()

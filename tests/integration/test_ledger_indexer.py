@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pentrace.domain.session_key import SessionKey
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import index_records, rebuild, sync
 from pentrace.infrastructure.ledger.live import LedgerHook
@@ -59,7 +60,7 @@ def open_ledger(path: Path) -> RuntimeEventLedger:
 
 
 def event_id(session_id: str, position: int) -> str:
-    return f"evt:session:{session_id}:{position:08d}"
+    return SessionKey(PROJECT, AGENT, session_id).event_id(position)
 
 
 def test_sync_indexes_every_record_once_and_a_second_sync_changes_nothing(

@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 from pentrace.cli.app import app
 from pentrace.domain.redaction import is_redacted
 from pentrace.domain.runtime_events import build_event
+from pentrace.domain.session_key import SessionKey
 from pentrace.errors import LedgerError, LedgerFormatError, LedgerLockedError, NotFoundError
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
@@ -293,7 +294,7 @@ def test_a_schema_mismatch_inside_an_operation_does_not_blame_the_disk(tmp_path:
 def test_forgetting_deleted_sessions_leaves_a_penguin_file_alone(tmp_path: Path) -> None:
     root, path = penguin_root(tmp_path)
     before = digest(path)
-    assert forget_sessions(DataRoot(root), ["ses_a"]) == {}
+    assert forget_sessions(DataRoot(root), [SessionKey("p", "a", "ses_a")]) == {}
     assert digest(path) == before
 
 

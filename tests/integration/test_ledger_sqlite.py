@@ -129,7 +129,7 @@ def test_a_page_filtered_by_agent_or_directory_alone_is_an_index_range_scan(
     with sqlite3.connect(path) as conn:
         for branch in ("own", "unscoped"):
             statement = _page_statement(
-                ledger.db, lead, branch, True, True, False, False, True, False
+                ledger.db, lead, branch, True, True, False, False, False, True, False
             ).compile(dialect=ledger.db.engine.dialect)
             names = statement.positiontup or []
             plan = str(

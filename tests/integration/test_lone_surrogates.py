@@ -156,7 +156,7 @@ def test_the_recording_api_refuses_a_value_without_json_form_before_writing(
 def test_sse_frames_carry_the_surrogate_as_an_escape(root: Path) -> None:
     ok(root, "ledger", "sync")
     server = Server(root).start()
-    first = f"evt:session:{SID_A}:00000001"
+    first = f"evt:session:p1/a1/{SID_A}:00000001"  # ids name the owner (#13)
     params = {"session_id": SID_A, "last_event_id": first}
     client = SseClient(server.url + "/api/v1/events/sse", params)
     try:
@@ -166,5 +166,7 @@ def test_sse_frames_carry_the_surrogate_as_an_escape(root: Path) -> None:
         client.close()
         server.stop()
     assert client.status == 200
-    assert [frame.id for frame in frames] == [f"evt:session:{SID_A}:{n:08d}" for n in range(2, 6)]
+    assert [frame.id for frame in frames] == [
+        f"evt:session:p1/a1/{SID_A}:{n:08d}" for n in range(2, 6)
+    ]
     assert "list \ud800 files" in json.dumps(frames[1].data, ensure_ascii=False)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pentrace.domain.session_key import SessionKey
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import sync
 from pentrace.infrastructure.recording import open_recording
@@ -45,7 +46,7 @@ def test_a_saved_request_is_in_the_ledger_and_published_live(tmp_path: Path) -> 
     settings = LedgerSettings(path=tmp_path / "ledger.db")
     session_id, live_ids = _record_one_request(tmp_path, settings)
 
-    expected = [f"evt:session:{session_id}:{n:08d}" for n in range(1, 7)]
+    expected = [SessionKey("proj", "agent", session_id).event_id(n) for n in range(1, 7)]
     assert live_ids == expected
     ledger = RuntimeEventLedger.open(tmp_path / "data", settings)
     try:
@@ -76,7 +77,7 @@ def test_recording_goes_on_when_the_ledger_cannot_be_opened(
     ledger = RuntimeEventLedger.open(tmp_path / "data", settings)
     try:
         sync(ledger, tmp_path / "data")
-        assert ledger.contains(f"evt:session:{session_id}:00000006")
+        assert ledger.contains(SessionKey("proj", "agent", session_id).event_id(6))
     finally:
         ledger.close()
 

@@ -112,7 +112,7 @@ def test_filters_keep_one_session_agent_or_directory(
     one, two = session_id(3), session_id(4)
     write_session(root, one, 1, agent="alpha", workspace="ws-one")  # 6 events
     write_session(root, two, 1, agent="beta", workspace="ws-two")  # 6 events
-    start = event_ids(one, 1, 1)[0]
+    start = event_ids(one, 1, 1, agent="alpha")[0]
     by_session = connect(server, client_factory, last_event_id=start, session_id=two)
     by_alias = connect(server, client_factory, last_event_id=start, conversation_id=two)
     by_agent = connect(server, client_factory, last_event_id=start, agent_id="beta")
@@ -120,11 +120,11 @@ def test_filters_keep_one_session_agent_or_directory(
         server, client_factory, last_event_id=start, directory=str(root / "ws-two") + "/./"
     )
     for client in (by_session, by_alias, by_agent, by_directory):
-        assert [frame.id for frame in client.events(6)] == event_ids(two, 1, 6)
+        assert [frame.id for frame in client.events(6)] == event_ids(two, 1, 6, agent="beta")
     by_other_dir = connect(
         server, client_factory, last_event_id=start, directory=str(root / "ws-one")
     )
-    assert [frame.id for frame in by_other_dir.events(5)] == event_ids(one, 2, 6)
+    assert [frame.id for frame in by_other_dir.events(5)] == event_ids(one, 2, 6, agent="alpha")
 
 
 def test_session_id_and_conversation_id_that_disagree_are_a_400(server: Server) -> None:

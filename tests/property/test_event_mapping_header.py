@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from pentrace.domain import event_mapping
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.runtime_events import build_event, runtime_event_from_record
+from pentrace.domain.session_key import SessionKey
 
 CORPUS = json.loads(
     (Path(__file__).parent.parent / "fixtures" / "redaction_corpus.json").read_text("utf-8")
@@ -69,6 +70,7 @@ def _reference(record: TraceRecord, **options: Any) -> bytes:
     # ``event_from_record`` as it was: every field through ``build_event``.
     session_id = options["session_id"]
     position = options["position"]
+    key = SessionKey(options["project"], options["agent"], session_id)
     payload = event_mapping._payload(record)
     event_type = event_mapping.event_type_for(record, position)
     anchor = (
@@ -82,7 +84,7 @@ def _reference(record: TraceRecord, **options: Any) -> bytes:
         time_ms=event_mapping.time_ms_of(record, 0),
         sequence=position,
         category=event_mapping._partial_category(record),
-        stream_id=f"session:{session_id}",
+        stream_id=key.stream_id,
         scope=event_mapping._scope(
             record, payload, session_id, options["project"], options["agent"], options["directory"]
         ),
@@ -91,6 +93,9 @@ def _reference(record: TraceRecord, **options: Any) -> bytes:
         projections={"opencode": {"id": f"{event_type}:{session_id}:{anchor}", "type": event_type}},
         home=options["home"],
     )
+    if event.stream_id == key.stream_id:
+        # The id is the key's (ADR 0023) unless redaction changed the stream.
+        event = msgspec.structs.replace(event, id=key.event_id(position))
     return msgspec.json.encode(event)
 
 

@@ -65,7 +65,9 @@ def test_an_envelope_decodes_with_scope_correlation_and_day() -> None:
         record, session_id="s", position=3, project="p", agent="a", directory=None
     )
     decoded = decode_event(msgspec.json.encode(event))
-    assert (decoded.type, decoded.session, decoded.sequence) == ("tool.called", "s", 3)
+    # A session is keyed by its owner too (ADR 0023); session_id is the bare id.
+    assert (decoded.type, decoded.session, decoded.sequence) == ("tool.called", "p/a/s", 3)
+    assert decoded.session_id == "s"
     assert (decoded.scope.project_id, decoded.scope.agent_id) == ("p", "a")
     assert decoded.correlation == {"tool_call_id": "c1"}
     assert decoded.day == "2026-11-28"

@@ -41,5 +41,7 @@ def test_requests_tools_approvals_compactions_and_tokens_are_folded_in_order() -
     assert [(m.kind, m.label) for m in timeline.markers] == [("approval", "deny")]
     [compaction] = timeline.compactions
     assert (compaction.status, compaction.detail["context"]) == ("completed", 900)
-    assert timeline.model == "m2"
+    # The session's model is its first session_meta's, as `sessions list` names it.
+    assert timeline.model == "m1"
+    assert timeline.tokens == 50
     assert (timeline.start_ms, timeline.end_ms) == (0, 51)

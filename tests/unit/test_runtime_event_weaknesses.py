@@ -61,7 +61,7 @@ def test_w1_ids_survive_a_restart_because_they_come_from_trace_positions() -> No
     # A restarted process knows nothing; it reads the trace and continues from it.
     after_restart = _ids(records)
     assert after_restart[:3] == before_restart
-    assert after_restart[3:] == ["evt:session:ses_1:00000004", "evt:session:ses_1:00000005"]
+    assert after_restart[3:] == ["evt:session:p/a/ses_1:00000004", "evt:session:p/a/ses_1:00000005"]
     assert len(set(after_restart)) == 5
 
 

@@ -95,8 +95,9 @@ def test_every_record_type_maps_as_documented(
 
 def test_the_id_and_sequence_come_from_the_records_position() -> None:
     event = _event(_record("event_msg", {"type": "request_begin"}), position=42)
-    assert event.id == f"evt:session:{SESSION}:00000042"
-    assert (event.sequence, event.stream_id) == (42, f"session:{SESSION}")
+    # The id names the session's owner (ADR 0023): the same id may exist under another agent.
+    assert event.id == f"evt:session:acme/coder/{SESSION}:00000042"
+    assert (event.sequence, event.stream_id) == (42, f"session:acme/coder/{SESSION}")
     assert event.subject == f"session_id:{SESSION}"
     assert event.schema_version == SCHEMA_VERSION
 
@@ -219,7 +220,7 @@ def test_the_encoded_envelope_keeps_penguins_key_order_and_is_fully_redacted() -
 def test_the_opencode_view_backfills_session_agent_and_directory() -> None:
     event = _event(_record("event_msg", {"type": "abort", "reason": "user"}), position=4)
     assert opencode_payload(event) == {
-        "id": f"evt:session:{SESSION}:00000004",
+        "id": f"evt:session:acme/coder/{SESSION}:00000004",
         "order": 4,
         "time": STAMP_MS,
         "type": "session.aborted",

@@ -5,20 +5,41 @@
 * ``act_compactions``: one row per compaction (mode, reason, context size
   before, outcome; ``open`` until it ends).
 * ``act_goals``: ``goal_finished`` outcomes.
-* ``act_sessions``: start/end time, turns (resume's rule: a completed request
-  outside a compaction), model, model switches and the parent session.
+* ``act_sessions``: start/end time, requests, turns, model (as
+  :mod:`pentrace.projections.session_numbers` defines them), model switches
+  and the parent session.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from pentrace.domain.runtime_events import EVENT_TYPES, MODEL_MESSAGE_TYPES
 from pentrace.infrastructure.analytics.api import AnalyticsProjection, handles
 from pentrace.infrastructure.analytics.readmodel import Transaction
 from pentrace.projections.analytics.events import AnalyticsEvent
 from pentrace.projections.analytics.rules import bigint, request_bucket
 
-__all__ = ["SessionActivity"]
+__all__ = ["EVERY_TYPE", "SessionActivity"]
+
+# Every type a trace record maps to (``docs/runtime-events.md``).
+EVERY_TYPE: tuple[str, ...] = tuple(
+    dict.fromkeys(
+        (
+            "session.created",
+            "session.updated",
+            *MODEL_MESSAGE_TYPES.values(),
+            *EVENT_TYPES.values(),
+            "run.completed",
+            "run.aborted",
+            "run.error",
+            "session.compacted",
+            "session.compaction.error",
+            "trace.event",
+            "trace.record",
+        )
+    )
+)
 
 
 def _where(event: AnalyticsEvent) -> dict[str, Any]:
@@ -41,53 +62,58 @@ class SessionActivity(AnalyticsProjection):
         "CREATE TABLE IF NOT EXISTS act_requests (day VARCHAR(10), project VARCHAR(200), "
         "agent VARCHAR(200), status VARCHAR(50), count BIGINT, retries BIGINT, "
         "PRIMARY KEY (day, project, agent, status))",
-        "CREATE TABLE IF NOT EXISTS act_compactions (session_id VARCHAR(200), sequence BIGINT, "
+        "CREATE TABLE IF NOT EXISTS act_compactions (session_id VARCHAR(600), sequence BIGINT, "
         "day VARCHAR(10), mode VARCHAR(50), reason VARCHAR(50), context BIGINT, "
         "outcome VARCHAR(50), PRIMARY KEY (session_id, sequence))",
         "CREATE TABLE IF NOT EXISTS act_goals (day VARCHAR(10), project VARCHAR(200), "
         "agent VARCHAR(200), outcome VARCHAR(50), count BIGINT, "
         "PRIMARY KEY (day, project, agent, outcome))",
-        "CREATE TABLE IF NOT EXISTS act_sessions (session_id VARCHAR(200) PRIMARY KEY, "
+        "CREATE TABLE IF NOT EXISTS act_sessions (session_id VARCHAR(600) PRIMARY KEY, "
         "project VARCHAR(200), agent VARCHAR(200), model VARCHAR(200), "
         "provider VARCHAR(200), parent VARCHAR(200), started_ms BIGINT, ended_ms BIGINT, "
-        "turns BIGINT, requests BIGINT, model_switches BIGINT, open_compaction BIGINT)",
+        "turns BIGINT, requests BIGINT, model_switches BIGINT, open_compaction BIGINT, "
+        "current_model VARCHAR(200), bare_id VARCHAR(200))",
+        # A subagent pointer names the child's session id only; the child may run under
+        # another agent, so the tree query finds its owner (queries.tree).
+        "CREATE TABLE IF NOT EXISTS act_subagents (parent VARCHAR(600), child_id VARCHAR(200), "
+        "project VARCHAR(200), agent VARCHAR(200), PRIMARY KEY (parent, child_id))",
     )
 
-    @handles(
-        "session.created",
-        "session.updated",
-        "run.started",
-        "run.completed",
-        "run.aborted",
-        "run.error",
-        "session.compaction.started",
-        "session.compacted",
-        "session.compaction.error",
-        "task.finished",
-        "session.subagent.started",
-    )
+    @handles(*EVERY_TYPE)
     def on_any(self, event: AnalyticsEvent, tx: Transaction) -> None:
-        """Every event of a session stretches its time span."""
+        """Every record of a session stretches its time span (``session_numbers``: the
+        duration runs from the first record's timestamp to the last's)."""
+        if not event.time:
+            return  # a record without a readable timestamp
         key = {"session_id": event.session}
         tx.least("act_sessions", key, started_ms=event.time)
         tx.greatest("act_sessions", key, ended_ms=event.time)
 
+    @handles("run.started")
+    def on_request_begin(self, event: AnalyticsEvent, tx: Transaction) -> None:
+        """A request is counted when it begins, however it ends (``session_numbers``)."""
+        tx.add("act_sessions", {"session_id": event.session}, requests=1)
+
     @handles("session.created", "session.updated")
     def on_meta(self, event: AnalyticsEvent, tx: Transaction) -> None:
-        """Record project, agent and model; a different model later is a model switch."""
+        """Record project, agent and the session's model (its first session_meta's, as
+        ``session_numbers`` defines it); a different model later is a model switch."""
         key = {"session_id": event.session}
         model = _text(event.payload.get("model_id"))
         row = tx.get("act_sessions", key)
-        if row is not None and row.get("model") not in (None, model):
+        if row is not None and row.get("current_model") not in (None, model):
             tx.add("act_sessions", key, model_switches=1)
-        tx.put(
-            "act_sessions",
-            key,
-            project=event.scope.project_id or "",
-            agent=event.scope.agent_id or "",
-            model=model,
-            provider=_text(event.payload.get("provider")),
-        )
+        if row is None or row.get("current_model") is None:
+            tx.put(
+                "act_sessions",
+                key,
+                bare_id=event.session_id,
+                project=event.scope.project_id or "",
+                agent=event.scope.agent_id or "",
+                model=model,
+                provider=_text(event.payload.get("provider")),
+            )
+        tx.put("act_sessions", key, current_model=model)
 
     @handles("run.completed", "run.aborted", "run.error")
     def on_request_end(self, event: AnalyticsEvent, tx: Transaction) -> None:
@@ -97,7 +123,6 @@ class SessionActivity(AnalyticsProjection):
         status = request_bucket(event.payload.get("status"))
         tx.add("act_requests", {**_where(event), "status": status}, count=1, retries=int(retried))
         key = {"session_id": event.session}
-        tx.add("act_sessions", key, requests=1)
         if status == "completed":
             row = tx.get("act_sessions", key)
             if row is None or not row.get("open_compaction"):
@@ -143,5 +168,10 @@ class SessionActivity(AnalyticsProjection):
     def on_subagent(self, event: AnalyticsEvent, tx: Transaction) -> None:
         """Link the child session to its parent."""
         child = event.correlation.get("child_session_id")
-        if isinstance(child, str):
-            tx.put("act_sessions", {"session_id": child}, parent=event.session)
+        if isinstance(child, str) and child:
+            tx.put(
+                "act_subagents",
+                {"parent": event.session, "child_id": child},
+                project=event.scope.project_id or "",
+                agent=event.scope.agent_id or "",
+            )

@@ -1,5 +1,9 @@
 """Built-in: token use per request, and per day / project / agent / provider / model / session.
 
+``requests`` counts requests begun and the token columns sum every
+``token_usage`` (:mod:`pentrace.projections.session_numbers`), so
+``stats tokens`` agrees with ``pentrace show`` for every session.
+
 Cost is not stored: ``pentrace stats cost`` prices these counts with the
 price table when it reads them, so editing ``prices.toml`` never needs a
 rebuild.  A request's model is the session's model when its ``token_usage``
@@ -25,13 +29,13 @@ class TokenUse(AnalyticsProjection):
 
     name = "tokens"
     schema: ClassVar[tuple[str, ...]] = (
-        "CREATE TABLE IF NOT EXISTS tok_sessions (session_id VARCHAR(200) PRIMARY KEY, "
+        "CREATE TABLE IF NOT EXISTS tok_sessions (session_id VARCHAR(600) PRIMARY KEY, "
         "provider TEXT, model TEXT)",
         "CREATE TABLE IF NOT EXISTS tok_daily (day VARCHAR(10), project VARCHAR(200), "
-        "agent VARCHAR(200), provider VARCHAR(200), model VARCHAR(200), session_id VARCHAR(200), "
-        f"requests BIGINT, {_COUNTS}, "
+        "agent VARCHAR(200), provider VARCHAR(200), model VARCHAR(200), session_id VARCHAR(600), "
+        f"requests BIGINT, usage_records BIGINT, {_COUNTS}, "
         "PRIMARY KEY (day, project, agent, provider, model, session_id))",
-        "CREATE TABLE IF NOT EXISTS tok_requests (session_id VARCHAR(200), sequence BIGINT, "
+        "CREATE TABLE IF NOT EXISTS tok_requests (session_id VARCHAR(600), sequence BIGINT, "
         f"time_ms BIGINT, model VARCHAR(200), {_COUNTS}, PRIMARY KEY (session_id, sequence))",
     )
 
@@ -52,23 +56,35 @@ class TokenUse(AnalyticsProjection):
         self._models[event.session] = entry
         tx.put("tok_sessions", {"session_id": event.session}, provider=entry[0], model=entry[1])
 
-    @handles("token.usage.updated")
-    def on_usage(self, event: AnalyticsEvent, tx: Transaction) -> None:
-        """Add the request's counts to its day/model/session row and keep the request row."""
-        delta = token_delta(event.payload)
-        if delta is None:
-            return
-        session = event.session
-        provider, model = self._model_of(session, tx)
-        fresh, output, cache_read, cache_write, total = delta
-        key = {
+    def _daily_key(self, event: AnalyticsEvent, tx: Transaction) -> dict[str, str]:
+        provider, model = self._model_of(event.session, tx)
+        return {
             "day": event.day,
             "project": event.scope.project_id or "",
             "agent": event.scope.agent_id or "",
             "provider": provider,
             "model": model,
-            "session_id": session,
+            "session_id": event.session,
         }
+
+    @handles("run.started")
+    def on_request(self, event: AnalyticsEvent, tx: Transaction) -> None:
+        """Count the request when it begins, however it ends (``session_numbers``)."""
+        tx.add("tok_daily", self._daily_key(event, tx), requests=1)
+
+    @handles("token.usage.updated")
+    def on_usage(self, event: AnalyticsEvent, tx: Transaction) -> None:
+        """Add the request's counts to its day/model/session row and keep the request row.
+
+        Every ``token_usage`` counts, committed or not (``session_numbers``).
+        """
+        delta = token_delta(event.payload)
+        if delta is None:
+            return
+        session = event.session
+        model = self._model_of(session, tx)[1]
+        fresh, output, cache_read, cache_write, total = delta
+        key = self._daily_key(event, tx)
         counts = {
             "input": fresh,
             "output": output,
@@ -76,7 +92,7 @@ class TokenUse(AnalyticsProjection):
             "cache_write": cache_write,
             "total": total,
         }
-        tx.add("tok_daily", key, requests=1, **counts)
+        tx.add("tok_daily", key, usage_records=1, **counts)
         tx.put(
             "tok_requests",
             {"session_id": session, "sequence": event.sequence},

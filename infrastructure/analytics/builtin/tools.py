@@ -26,7 +26,7 @@ class ToolCalls(AnalyticsProjection):
         "CREATE TABLE IF NOT EXISTS tool_daily (day VARCHAR(10), project VARCHAR(200), "
         "agent VARCHAR(200), tool VARCHAR(200), calls BIGINT, failures BIGINT, aborts BIGINT, "
         "timeouts BIGINT, truncations BIGINT, PRIMARY KEY (day, project, agent, tool))",
-        "CREATE TABLE IF NOT EXISTS tool_open (session_id VARCHAR(200), call_id VARCHAR(200), "
+        "CREATE TABLE IF NOT EXISTS tool_open (session_id VARCHAR(600), call_id VARCHAR(200), "
         "day VARCHAR(10), project VARCHAR(200), agent VARCHAR(200), tool VARCHAR(200), "
         "answered BIGINT, PRIMARY KEY (session_id, call_id))",
         "CREATE TABLE IF NOT EXISTS tool_approvals (day VARCHAR(10), project VARCHAR(200), "
