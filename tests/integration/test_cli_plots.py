@@ -66,7 +66,7 @@ def test_days_are_a_time_axis_where_a_gap_of_months_shows(root: Path, tmp_path: 
     # Ticks are months, September and October included although nothing ran then.
     assert {"Aug", "Sep", "Oct", "Nov"} <= set(shown)
     assert len([t for t in shown if re.fullmatch(r"\d{4}-\d{2}-\d{2}", t)]) == 0  # no 60 labels
-    assert {model for _, model in MODELS} <= set(shown)  # the legend
+    assert {f"{provider}/{model}" for provider, model in MODELS} <= set(shown)  # the legend
     assert "model" in shown
     assert "Tokens per day by model, 2026-08-01 to 2026-11-29 (UTC)" in shown
 

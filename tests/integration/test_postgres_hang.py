@@ -26,6 +26,7 @@ from typing import TypeVar
 import pytest
 from sqlalchemy import text
 
+from pentrace.domain.session_key import SessionKey
 from pentrace.errors import AnalyticsError, LedgerError
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
@@ -189,7 +190,7 @@ def test_saves_go_on_while_the_server_hangs_and_ledger_sync_closes_the_gap_after
     assert result.returncode == 0, result.stderr
     direct = RuntimeEventLedger(LedgerDatabase(URL, table_prefix=prefix), LedgerSettings())
     try:
-        held, _ = direct.held_sequences(f"session:{sid}")
+        held, _ = direct.held_sequences(SessionKey("proj", "agent", sid).stream_id)
     finally:
         direct.close()
     assert held == set(range(1, 2 + 4 * turns + 1))  # every record of the trace, none missing
@@ -210,6 +211,7 @@ def test_open_recording_and_ledger_stats_give_a_clear_error_against_a_hung_serve
     assert "recording without the ledger" in caplog.text
     assert "did not answer" in caplog.text
 
+    (tmp_path / "data").mkdir(mode=0o700, exist_ok=True)  # a missing root is a usage error
     result = run_cli(
         tmp_path / "data",
         {"PENTRACE_LEDGER_URL": hung, "PENTRACE_DB_CONNECT_TIMEOUT": "2"},
