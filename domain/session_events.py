@@ -136,6 +136,7 @@ class RequestBegan(SessionEvent):
         aggregate.open_calls.clear()
         aggregate.answered_recent.clear()
         aggregate.open_request = True
+        aggregate.abandoned_request = False
         aggregate.requests += 1
 
 

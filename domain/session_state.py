@@ -46,6 +46,9 @@ class SessionState(BaseAggregate[str]):
         self.requests: int = 0
         self.turns: int = 0
         self.open_request: bool = False
+        # A request left open by a dead process was forgotten in memory only (resume):
+        # the trace still reads it as open until the next request_begin drops it.
+        self.abandoned_request: bool = False
         # Calls of the open request awaiting output -> whether they stopped "completed".
         self.open_calls: dict[str, bool] = {}
         # Committed calls still unanswered (insertion-ordered, like replay's list).
@@ -84,6 +87,8 @@ class SessionState(BaseAggregate[str]):
         ``request_begin`` arrives, and so does ``apply`` on a rebuild.  The
         dropped round's tool calls get no output.
         """
+        if self.open_request:
+            self.abandoned_request = True
         self.open_request = False
         self.open_calls.clear()
 
