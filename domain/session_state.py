@@ -46,9 +46,6 @@ class SessionState(BaseAggregate[str]):
         self.requests: int = 0
         self.turns: int = 0
         self.open_request: bool = False
-        # A request left open by a dead process was forgotten in memory only (resume):
-        # the trace still reads it as open until the next request_begin drops it.
-        self.abandoned_request: bool = False
         # Calls of the open request awaiting output -> whether they stopped "completed".
         self.open_calls: dict[str, bool] = {}
         # Committed calls still unanswered (insertion-ordered, like replay's list).
@@ -84,11 +81,11 @@ class SessionState(BaseAggregate[str]):
         """Forget a request left open by a process that died (resume does this).
 
         Nothing is written: replay drops an open round when the next
-        ``request_begin`` arrives, and so does ``apply`` on a rebuild.  The
-        dropped round's tool calls get no output.
+        ``request_begin`` arrives, and so does ``apply`` on a rebuild, which
+        also drops it at a completed ``compaction_end`` (the context closes
+        there, see ``CompactionEnded``), so a checkpoint taken before the
+        rotation equals the fold.  The dropped round's tool calls get no output.
         """
-        if self.open_request:
-            self.abandoned_request = True
         self.open_request = False
         self.open_calls.clear()
 

@@ -52,7 +52,6 @@ _FIELDS: Final = frozenset(
         "requests",
         "turns",
         "open_request",
-        "abandoned_request",
         "open_calls",
         "unanswered",
         "answered_recent",
@@ -164,10 +163,6 @@ def write_checkpoint(
     older = _older(older_shards)
     if not older or set(fields) != _FIELDS or session._pending_events:
         return False
-    if session.abandoned_request:
-        # Resume forgot an open request in memory only; the trace still reads it as
-        # open until the next request_begin, and a checkpoint must equal the fold.
-        return False
     state = _State(
         version=session.version,
         created_on=session.created_on,
@@ -233,7 +228,6 @@ def restore_session(checkpoint: Checkpoint) -> Session:
     session.requests = state.requests
     session.turns = state.turns
     session.open_request = state.open_request
-    session.abandoned_request = False
     session.open_calls = dict(state.open_calls)
     session.unanswered = dict.fromkeys(state.unanswered)
     session.answered_recent = set(state.answered_recent)
