@@ -1,4 +1,4 @@
-"""``pentrace ledger ...``: tail, replay, sync, rebuild, cleanup, forget and stats of the ledger.
+"""``pentrace ledger ...``: tail, replay, sync, rebuild, cleanup, forget, stats and import-penguin.
 
 The ledger is derived from the traces; ``sync`` and ``rebuild`` make it agree
 with them.  ``--wait`` bounds how long a command waits for another process's
@@ -7,11 +7,13 @@ write lock before it fails with a clean "locked" error.
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from pentrace.cli.ledger_penguin import import_penguin
 from pentrace.cli.ledger_view import COLUMNS, iso, json_entry, print_entries, table_row
 from pentrace.cli.output import emit_json, emit_table, progress
 from pentrace.cli.session_args import (
@@ -22,6 +24,7 @@ from pentrace.cli.session_args import (
     data_root,
 )
 from pentrace.infrastructure.ledger import RuntimeEventLedger
+from pentrace.infrastructure.ledger.indexer import SyncReport
 from pentrace.infrastructure.ledger.indexer import sync as sync_traces
 from pentrace.infrastructure.ledger_admin import (
     entries_after,
@@ -61,10 +64,16 @@ def _group(
     ctx.obj = _Options(wait)
 
 
-def _open(ctx: typer.Context, *, must_exist: bool = True, keep: bool = False) -> RuntimeEventLedger:
+def _open(
+    ctx: typer.Context, *, must_exist: bool = True, keep: bool = False, read_only: bool = False
+) -> RuntimeEventLedger:
     options: _Options = ctx.obj
     return open_ledger(
-        data_root(ctx), wait_seconds=options.wait, must_exist=must_exist, keep_everything=keep
+        data_root(ctx),
+        wait_seconds=options.wait,
+        must_exist=must_exist,
+        keep_everything=keep,
+        read_only=read_only,
     )
 
 
@@ -89,7 +98,7 @@ def tail(
 
     Example: pentrace ledger tail -n 50 -f --session session-2026-11-29-10-00-00-3f8a1c2d
     """
-    ledger = _open(ctx)
+    ledger = _open(ctx, read_only=True)
     try:
         entries = newest_entries(ledger, lines, session_id=session)
         print_entries(entries, as_json, header=True)
@@ -130,7 +139,7 @@ def replay(
 
     Example: pentrace ledger replay --after evt:session:session-2026-11-29-10-00-00-3f8a:00000042
     """
-    ledger = _open(ctx)
+    ledger = _open(ctx, read_only=True)
     try:
         result = ledger.replay_after(after, limit, session_id=session)
     finally:
@@ -184,14 +193,16 @@ def sync(
         "sessions": report.sessions,
         "indexed": report.indexed,
         "already_held": report.already_held,
+        **_failures(report),
     }
     if as_json:
         emit_json(counts)
-        return
-    typer.echo(
-        f"synced {report.sessions} session(s): indexed {report.indexed} missing event(s), "
-        f"{report.already_held} already held"
-    )
+    else:
+        typer.echo(
+            f"synced {report.sessions} session(s): indexed {report.indexed} missing event(s), "
+            f"{report.already_held} already held"
+        )
+    _warn_failures(report)
 
 
 @ledger_app.command()
@@ -201,7 +212,10 @@ def rebuild(
     agent: AgentOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Delete every ledger row and index all traces again, with the same event ids.
+    """Index all traces again, with the same event ids, one session per transaction.
+
+    Rows of sessions that have no trace are deleted at the end; a session that cannot be read
+    keeps its rows and is reported.
 
     Example: pentrace ledger rebuild
     """
@@ -213,9 +227,36 @@ def rebuild(
     finally:
         ledger.close()
     if as_json:
-        emit_json({"sessions": report.sessions, "indexed": report.indexed})
-        return
-    typer.echo(f"rebuilt the ledger: {report.indexed} event(s) from {report.sessions} session(s)")
+        emit_json({"sessions": report.sessions, "indexed": report.indexed, **_failures(report)})
+    else:
+        typer.echo(
+            f"rebuilt the ledger: {report.indexed} event(s) from {report.sessions} session(s)"
+        )
+    _warn_failures(report)
+
+
+def _failures(report: SyncReport) -> dict[str, Any]:
+    """The ``failures`` field of the JSON output (only when a session failed)."""
+    if not report.failures:
+        return {}
+    return {"failures": [dataclasses.asdict(failure) for failure in report.failures]}
+
+
+def _warn_failures(report: SyncReport) -> None:
+    """One stderr line per session left out, then exit 1: the other sessions were done."""
+    for failure in report.failures:
+        typer.echo(
+            f"warning: {failure.project}/{failure.agent}/{failure.session_id}: "
+            f"left out: {failure.message}",
+            err=True,
+        )
+    if report.failures:
+        typer.echo(
+            f"hint: {len(report.failures)} session(s) were left out; "
+            "run `pentrace audit` on them, then sync again",
+            err=True,
+        )
+        raise typer.Exit(1)
 
 
 @ledger_app.command()
@@ -230,7 +271,7 @@ def cleanup(
 
     Example: pentrace ledger cleanup --dry-run
     """
-    ledger = _open(ctx)
+    ledger = _open(ctx, read_only=dry_run)
     try:
         if dry_run:
             plan = retention_plan(ledger)
@@ -303,7 +344,7 @@ def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
 
     Example: pentrace ledger stats --json
     """
-    ledger = _open(ctx)
+    ledger = _open(ctx, read_only=True)
     try:
         figures = ledger_stats(ledger)
     finally:
@@ -319,12 +360,14 @@ def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
         "streams": figures.streams,
         "pruned_rows": figures.pruned_rows,
         "by_category": figures.by_category,
+        "format": figures.format,
     }
     if as_json:
         emit_json(value)
         return
     for key in (
         "ledger",
+        "format",
         "rows",
         "bytes",
         "streams",
@@ -336,3 +379,6 @@ def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
     ):
         typer.echo(f"{key}: {'-' if value[key] is None else value[key]}")
     emit_table(("category", "rows"), sorted(figures.by_category.items()))
+
+
+ledger_app.command("import-penguin")(import_penguin)

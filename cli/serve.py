@@ -2,7 +2,9 @@
 
 Binds 127.0.0.1 by default.  Any other address needs a bearer token from
 ``PENTRACE_API_TOKEN``, ``PENTRACE_API_TOKEN_FILE`` or ``--token-file``; the
-token is never accepted as a command-line value, and never logged.
+token is never accepted as a command-line value, and never logged.  The server
+answers only the Host names it is bound to, plus ``--allowed-host`` names, and
+refuses foreign Origins unless ``--allowed-origin`` names them (docs/security.md).
 """
 
 from __future__ import annotations
@@ -18,7 +20,13 @@ from pentrace.infrastructure.analytics.database import ENV_ANALYTICS_URL
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger import LedgerSettings
 from pentrace.infrastructure.ledger.application import ENV_TABLE_PREFIX
-from pentrace.service.settings import ServiceSettings, read_token
+from pentrace.service.settings import (
+    ENV_ALLOWED_HOSTS,
+    ENV_ALLOWED_ORIGINS,
+    ServiceSettings,
+    read_list,
+    read_token,
+)
 
 __all__ = ["serve"]
 
@@ -35,6 +43,24 @@ def serve(
             "--token-file",
             help="File holding the bearer token (else $PENTRACE_API_TOKEN_FILE, "
             "$PENTRACE_API_TOKEN).",
+            show_default=False,
+        ),
+    ] = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help="Also answer requests for this Host name (repeatable; * = any); else "
+            f"${ENV_ALLOWED_HOSTS}, comma-separated.",
+            show_default=False,
+        ),
+    ] = None,
+    allowed_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-origin",
+            help="Let pages of this origin (https://app.example) read the API with CORS "
+            f"(repeatable); else ${ENV_ALLOWED_ORIGINS}, comma-separated.",
             show_default=False,
         ),
     ] = None,
@@ -58,9 +84,10 @@ def serve(
     """Serve the SSE event stream and the read-only session API.
 
     Endpoints: /api/v1/events/sse, /api/v1/sessions, /api/v1/sessions/{id},
-    /api/v1/sessions/{id}/trace and /openapi.json (see docs/service.md).
+    /api/v1/sessions/{id}/trace and /openapi.json (see docs/service.md). Traces are
+    redacted; the verbatim trace (?redacted=false) needs the bearer token.
 
-    Example: pentrace serve --port 8765
+    Example: pentrace serve --port 8765 --allowed-host pentrace.lan
     """
     import uvicorn  # imported here: the other commands should not pay for it
 
@@ -76,6 +103,8 @@ def serve(
         host=host,
         port=port,
         token=read_token(token_file),
+        allowed_hosts=read_list(allowed_host or (), ENV_ALLOWED_HOSTS),
+        allowed_origins=read_list(allowed_origin or (), ENV_ALLOWED_ORIGINS),
         keepalive_seconds=keepalive,
         poll_interval_seconds=poll_interval,
         page_size=page_size,
@@ -84,4 +113,11 @@ def serve(
     )
     app = create_app(settings)
     logging.getLogger("pentrace").setLevel(log_level.upper())
-    uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=2)
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        timeout_graceful_shutdown=2,
+        server_header=False,  # no "server: uvicorn": nothing to fingerprint
+    )

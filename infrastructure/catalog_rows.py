@@ -121,9 +121,18 @@ _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 def parse_time_bound(text: str, now: datetime) -> datetime:
     """A time bound: ``2026-11-01``, an ISO 8601 time, or an age such as ``7d`` / ``12h`` ago."""
     value = text.strip()
-    if value[-1:].lower() in _UNITS and value[:-1].isdigit():
-        seconds = int(value[:-1]) * _UNITS[value[-1].lower()]
-        return now.astimezone(UTC) - timedelta(seconds=seconds)
+    # ASCII digits only: '²' is a digit to str.isdigit() but not to int().
+    if value[-1:].lower() in _UNITS and value[:-1].isascii() and value[:-1].isdigit():
+        digits = value[:-1]
+        try:
+            if len(digits) > 12:  # more than any timedelta holds; int() stays cheap
+                raise OverflowError
+            return now.astimezone(UTC) - timedelta(seconds=int(digits) * _UNITS[value[-1].lower()])
+        except OverflowError:
+            raise UsageError(
+                f"expected an age that reaches back no further than the year 1, found {text!r}",
+                hint="for example --since 30d",
+            ) from None
     moment = _parse_timestamp(value)
     if moment is None:
         raise UsageError(

@@ -13,7 +13,6 @@ Mount with ``routes.extend(analytics_routes.routes)``.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Final
 
 from starlette.requests import Request
@@ -25,6 +24,7 @@ from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analyt
 from pentrace.infrastructure.analytics.prices import load_prices
 from pentrace.infrastructure.analytics.registry import BUILTINS
 from pentrace.infrastructure.analytics.runner import catch_up, open_ledger, open_projection
+from pentrace.service import params
 from pentrace.service.context import ServiceContext
 from pentrace.service.errors import BadRequest
 
@@ -38,19 +38,6 @@ _NEEDS: Final = {
     "sessions": ("sessions",),
     "tree": ("sessions", "tokens"),
 }
-_DAY: Final = re.compile(r"\d{4}-\d{2}-\d{2}")
-
-
-def _day(request: Request, name: str) -> str | None:
-    value = request.query_params.get(name)
-    if value is None or value == "":
-        return None
-    if not _DAY.fullmatch(value):
-        raise BadRequest(
-            f"query parameter {name}: expected a day YYYY-MM-DD, found {value[:30]!r}",
-            hint=f"for example ?{name}=2026-11-01",
-        )
-    return value
 
 
 def _read(context: ServiceContext, kind: str, params: dict[str, Any]) -> Any:
@@ -83,20 +70,20 @@ def _read(context: ServiceContext, kind: str, params: dict[str, Any]) -> Any:
 
 async def stats_route(request: Request) -> Response:
     """``GET /api/v1/stats/{kind}``: one analytics document."""
-    kind = request.path_params["kind"]
+    kind = params.path_text(request, "kind")
     if kind not in _NEEDS:
         raise BadRequest(
             f"stats kind: expected one of {', '.join(_NEEDS)}, found {kind[:30]!r}",
             hint="for example /api/v1/stats/tokens?by=model",
         )
-    params = {
-        "by": request.query_params.get("by") or None,
-        "since": _day(request, "since"),
-        "until": _day(request, "until"),
-        "catch_up": request.query_params.get("catch_up", "") in {"1", "true", "yes"},
+    query = {
+        "by": params.choice(request, "by", tuple(queries.GROUPS)),
+        "since": params.day(request, "since"),
+        "until": params.day(request, "until"),
+        "catch_up": bool(params.flag(request, "catch_up")),
     }
     context: ServiceContext = request.app.state.context
-    return JSONResponse(await context.run(_read, context, kind, params))
+    return JSONResponse(await context.run(_read, context, kind, query))
 
 
 def _status(context: ServiceContext) -> dict[str, Any]:

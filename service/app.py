@@ -8,34 +8,77 @@
 ``pentrace serve`` does exactly this.  The ledger is opened in the app's
 lifespan (the same settings as the rest of pentrace: ``PENTRACE_LEDGER_URL``
 or the SQLite file under the data root) and closed on shutdown.
+
+Layers, outermost first: :class:`~pentrace.service.headers.SecurityHeaders`,
+:class:`~pentrace.service.guard.RequestGuard` (Host, Origin, CORS), Starlette's
+500 handler, :class:`~pentrace.service.auth.BearerAuth` when a token is set,
+then the routes.  The first two wrap the whole app, so every route added later
+(pages, static files) is covered without doing anything.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, ExceptionHandler, Lifespan
 
 from pentrace.errors import PentraceError
 from pentrace.infrastructure.ledger import RuntimeEventLedger
 from pentrace.service import analytics_routes
 from pentrace.service.auth import BearerAuth
 from pentrace.service.context import ServiceContext
-from pentrace.service.errors import error_response, pentrace_error_response
+from pentrace.service.errors import ErrorWriter
 from pentrace.service.follower import LedgerFollower
 from pentrace.service.frames import FrameCache
+from pentrace.service.guard import RequestGuard
+from pentrace.service.headers import SecurityHeaders
 from pentrace.service.openapi import openapi_document
 from pentrace.service.sessions import list_route, show_route, trace_route
 from pentrace.service.settings import ServiceSettings
 from pentrace.service.sse import sse_endpoint
-from pentrace.service.test_page import test_page_route
+from pentrace.service.test_page import test_page_routes
 
 __all__ = ["create_app"]
+
+
+class _ServiceApp(Starlette):
+    """Starlette with the guard and the security headers outside everything else."""
+
+    def __init__(
+        self,
+        settings: ServiceSettings,
+        errors: ErrorWriter,
+        routes: Sequence[BaseRoute],
+        middleware: Sequence[Middleware],
+        lifespan: Lifespan[Starlette],
+        exception_handlers: Mapping[Any, ExceptionHandler],
+    ) -> None:
+        self._policy = settings.policy()
+        self._errors = errors
+        super().__init__(
+            routes=routes,
+            middleware=middleware,
+            lifespan=lifespan,
+            exception_handlers=exception_handlers,
+        )
+        self.state.errors = errors
+
+    def build_middleware_stack(self) -> ASGIApp:
+        """The stack Starlette builds, wrapped so even its 500 answers get the headers."""
+        inner = super().build_middleware_stack()
+        return SecurityHeaders(RequestGuard(inner, self._policy, self._errors))
+
+
+def _errors(request: Request) -> ErrorWriter:
+    writer: ErrorWriter = request.app.state.errors
+    return writer
 
 
 async def _openapi(request: Request) -> Response:
@@ -44,11 +87,20 @@ async def _openapi(request: Request) -> Response:
 
 async def _library_error(request: Request, error: Exception) -> Response:
     assert isinstance(error, PentraceError)
-    return pentrace_error_response(error)
+    return _errors(request).for_error(error)
+
+
+async def _internal(request: Request, error: Exception) -> Response:
+    # The traceback goes to the server's log (Starlette re-raises); the client gets no detail.
+    return _errors(request).response(
+        500,
+        f"internal error while answering {request.method} {request.url.path}",
+        hint="the server's log has the details",
+    )
 
 
 async def _not_found(request: Request, error: Exception) -> Response:
-    return error_response(
+    return _errors(request).response(
         404,
         f"no route for {request.method} {request.url.path}",
         hint="see /openapi.json for the endpoints",
@@ -56,7 +108,7 @@ async def _not_found(request: Request, error: Exception) -> Response:
 
 
 async def _not_allowed(request: Request, error: Exception) -> Response:
-    return error_response(
+    return _errors(request).response(
         405,
         f"{request.method} is not allowed on {request.url.path}: the service is read-only",
         hint="use GET",
@@ -70,7 +122,10 @@ def create_app(settings: ServiceSettings) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         ledger = RuntimeEventLedger.open(
-            settings.data_root, settings.ledger, table_prefix=settings.ledger_table_prefix
+            settings.data_root,
+            settings.ledger,
+            table_prefix=settings.ledger_table_prefix,
+            penguin_read_only=True,  # replay a Penguin-format ledger file without writing it
         )
         follower = LedgerFollower(ledger, settings.poll_interval_seconds)
         follower.start()
@@ -91,16 +146,20 @@ def create_app(settings: ServiceSettings) -> Starlette:
         *analytics_routes.routes,
     ]
     if settings.test_page:
-        routes.append(Route("/_test/sse.html", test_page_route, methods=["GET"]))
+        routes.extend(test_page_routes)
+    errors = ErrorWriter(settings.data_root)
     middleware = []
     if settings.token is not None:
-        middleware.append(Middleware(BearerAuth, token=settings.token))
-    return Starlette(
+        middleware.append(Middleware(BearerAuth, token=settings.token, errors=errors))
+    return _ServiceApp(
+        settings,
+        errors,
         routes=routes,
         middleware=middleware,
         lifespan=lifespan,
         exception_handlers={
             PentraceError: _library_error,
+            Exception: _internal,
             404: _not_found,
             405: _not_allowed,
         },

@@ -132,6 +132,8 @@ def _query(name: str, description: str, kind: str = "string") -> dict[str, Any]:
 _ERRORS = {
     "400": _json(ErrorBody, "a query or path parameter is invalid"),
     "401": _json(ErrorBody, "a bearer token is configured and the request lacks it"),
+    "403": _json(ErrorBody, "a foreign Origin; or redacted=false without the token"),
+    "421": _json(ErrorBody, "a Host name the server does not answer for (DNS rebinding)"),
 }
 _SESSION_PATH = {
     "name": "session_id",
@@ -216,11 +218,13 @@ def openapi_document() -> dict[str, Any]:
             },
             "/api/v1/sessions/{session_id}/trace": {
                 "get": {
-                    "summary": "A trace shard as JSONL, verbatim or redacted",
+                    "summary": "A trace shard as JSONL, redacted (verbatim needs the token)",
                     "parameters": [
                         _SESSION_PATH,
                         _query(
-                            "redacted", "pass every record through the redaction policy", "boolean"
+                            "redacted",
+                            "default true; false sends the file's bytes, only with the token",
+                            "boolean",
                         ),
                         _query("shard", "a shard number or 'all' (default: the latest)"),
                     ],

@@ -3,9 +3,11 @@
 ``GET /api/v1/sessions`` lists (filters and sort as ``pentrace sessions list``),
 ``GET /api/v1/sessions/{id}`` shows one session's meta and counters (a unique
 id prefix or 8-hex token works), and ``GET /api/v1/sessions/{id}/trace``
-streams a shard verbatim, or record by record through the redaction policy.
+streams a shard record by record through the redaction policy, or verbatim
+(``?redacted=false``) to a caller that sent the bearer token (ADR 0012).
 Summaries pass through the same redaction before they leave, so a secret that
 slipped into meta (a workspace path with a token in it) is hidden here too.
+Every request value is read through :mod:`pentrace.service.params`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from pentrace.domain.json_codec import JsonEncoder
 from pentrace.domain.redaction import redact
 from pentrace.errors import NotFoundError
 from pentrace.infrastructure.catalog import (
@@ -26,21 +29,22 @@ from pentrace.infrastructure.catalog import (
     SessionFilter,
     SessionRow,
     list_sessions,
-    parse_time_bound,
     read_row,
     resolve_session,
 )
 from pentrace.infrastructure.layout import SessionRef, ShardRef
 from pentrace.infrastructure.trace_reader import read_shard
+from pentrace.service import params
+from pentrace.service.auth import authenticated
 from pentrace.service.context import ServiceContext
-from pentrace.service.errors import BadRequest
+from pentrace.service.errors import ErrorWriter, Forbidden
 
 __all__ = ["list_route", "session_item", "show_route", "trace_route"]
 
 _CHUNK: Final = 256 * 1024
-_encode: Final = msgspec.json.Encoder().encode
-_TRUE: Final = frozenset({"1", "true", "yes", "on"})
-_FALSE: Final = frozenset({"0", "false", "no", "off"})
+_encode: Final = JsonEncoder().encode
+_MAX_SHARD: Final = 1_000_000
+_MAX_LIMIT: Final = 1_000_000
 
 
 def session_item(row: SessionRow) -> dict[str, Any]:
@@ -64,45 +68,17 @@ def session_item(row: SessionRow) -> dict[str, Any]:
     return item
 
 
-def _flag(request: Request, name: str) -> bool | None:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return None
-    if raw.lower() in _TRUE:
-        return True
-    if raw.lower() in _FALSE:
-        return False
-    raise BadRequest(
-        f"query parameter {name}: expected true or false, found {raw[:40]!r}",
-        hint=f"for example ?{name}=true",
-    )
-
-
-def _int(request: Request, name: str, default: int | None, low: int) -> int | None:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return default
-    if not raw.isdigit() or int(raw) < low:
-        raise BadRequest(
-            f"query parameter {name}: expected an integer >= {low}, found {raw[:40]!r}",
-            hint=f"for example ?{name}={max(low, 1)}",
-        )
-    return int(raw)
-
-
 def _filters(request: Request) -> SessionFilter:
-    query = request.query_params
     now = datetime.now(UTC)
-    since, until = query.get("since"), query.get("until")
-    # A bad time bound or status raises UsageError, which the app answers with 400.
+    # A bad status raises UsageError, which the app answers with 400.
     return SessionFilter(
-        project=query.get("project") or None,
-        agent=query.get("agent") or None,
-        since=parse_time_bound(since, now) if since else None,
-        until=parse_time_bound(until, now) if until else None,
-        model=query.get("model") or None,
-        status=query.get("status") or None,
-        has_errors=_flag(request, "has_errors"),
+        project=params.text(request, "project"),
+        agent=params.text(request, "agent"),
+        since=params.time_bound(request, "since", now),
+        until=params.time_bound(request, "until", now),
+        model=params.text(request, "model"),
+        status=params.text(request, "status"),
+        has_errors=params.flag(request, "has_errors"),
     )
 
 
@@ -110,14 +86,9 @@ async def list_route(request: Request) -> Response:
     """``GET /api/v1/sessions``."""
     context: ServiceContext = request.app.state.context
     filters = _filters(request)
-    sort = request.query_params.get("sort") or "start"
-    if sort not in SORT_KEYS:
-        raise BadRequest(
-            f"query parameter sort: expected one of {', '.join(SORT_KEYS)}, found {sort[:40]!r}",
-            hint="for example ?sort=tokens",
-        )
-    reverse = bool(_flag(request, "reverse"))
-    limit = _int(request, "limit", None, 1)
+    sort = params.choice(request, "sort", SORT_KEYS) or "start"
+    reverse = bool(params.flag(request, "reverse"))
+    limit = params.integer(request, "limit", low=1, high=_MAX_LIMIT)
     rows = await context.run(_list, context, filters, sort, reverse)
     shown = rows if limit is None else rows[:limit]
     return JSONResponse({"sessions": [session_item(row) for row in shown], "total": len(rows)})
@@ -132,29 +103,39 @@ def _list(
 async def show_route(request: Request) -> Response:
     """``GET /api/v1/sessions/{id}``: meta, counters and files of one session."""
     context: ServiceContext = request.app.state.context
-    ref = await context.run(resolve_session, context.root, request.path_params["session_id"])
+    errors: ErrorWriter = request.app.state.errors
+    ref = await context.run(resolve_session, context.root, params.path_text(request, "session_id"))
     row = await context.run(read_row, ref)
     detail = {
         **session_item(row),
         "bytes": row.bytes,
         "skipped_lines": row.skipped_lines,
         "torn_tails": row.torn_tails,
-        "problem": row.problem,
+        # A reader's message names files: relative to the data root, like error bodies.
+        "problem": None if row.problem is None else errors.scrub(row.problem),
         "summary": redact(msgspec.to_builtins(row.summary)).value,
     }
     return JSONResponse(detail)
 
 
 async def trace_route(request: Request) -> Response:
-    """``GET /api/v1/sessions/{id}/trace``: a shard's JSONL, verbatim or ``?redacted=true``.
+    """``GET /api/v1/sessions/{id}/trace``: a shard's JSONL, redacted unless
+    ``?redacted=false`` from a caller with the bearer token.
 
     ``?shard=N`` picks a shard (default: the latest, a complete model context);
     ``?shard=all`` streams every shard in index order.
     """
     context: ServiceContext = request.app.state.context
-    redacted = bool(_flag(request, "redacted"))
-    ref = await context.run(resolve_session, context.root, request.path_params["session_id"])
-    shards = _chosen_shards(ref, request.query_params.get("shard"))
+    redacted = params.flag(request, "redacted") is not False
+    if not redacted and not authenticated(request.scope):
+        raise Forbidden(
+            "the verbatim trace (redacted=false) holds unredacted credentials: expected a "
+            "request with the bearer token, found a server without one",
+            hint="omit redacted=false for the redacted trace, or start the server with "
+            "PENTRACE_API_TOKEN (or --token-file) and send Authorization: Bearer <token>",
+        )
+    ref = await context.run(resolve_session, context.root, params.path_text(request, "session_id"))
+    shards = _chosen_shards(ref, params.integer_or(request, "shard", "all", high=_MAX_SHARD))
     body = _redacted_lines(shards) if redacted else _verbatim(shards)
     return StreamingResponse(
         body,
@@ -166,22 +147,17 @@ async def trace_route(request: Request) -> Response:
     )
 
 
-def _chosen_shards(ref: SessionRef, raw: str | None) -> list[ShardRef]:
-    if raw is None or raw == "":
+def _chosen_shards(ref: SessionRef, wanted: int | str | None) -> list[ShardRef]:
+    if wanted is None:
         return [ref.shards[-1]]
-    if raw == "all":
+    if wanted == "all":
         return list(ref.shards)
-    if not raw.isdigit():
-        raise BadRequest(
-            f"query parameter shard: expected a shard number or 'all', found {raw[:40]!r}",
-            hint="for example ?shard=1 or ?shard=all",
-        )
     for shard in ref.shards:
-        if shard.index == int(raw):
+        if shard.index == wanted:
             return [shard]
     have = ", ".join(str(shard.index) for shard in ref.shards)
     raise NotFoundError(
-        f"session {ref.session_id} has no shard {int(raw)} (it has {have})",
+        f"session {ref.session_id} has no shard {wanted} (it has {have})",
         hint="omit shard to get the latest",
     )
 

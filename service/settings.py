@@ -4,13 +4,17 @@ The bearer token comes from ``PENTRACE_API_TOKEN`` or from a file (``--token-fil
 or ``PENTRACE_API_TOKEN_FILE``), never from a command-line value (it would show in
 ``ps``).  It is held as a pydantic ``SecretStr`` so no repr, log line or error ever
 prints it.  Binding to anything but a loopback address without a token is refused.
+
+``allowed_hosts`` and ``allowed_origins`` widen the Host and Origin checks of
+:mod:`pentrace.service.hosts` (``--allowed-host``, ``--allowed-origin``, or the
+comma-separated ``PENTRACE_ALLOWED_HOSTS`` / ``PENTRACE_ALLOWED_ORIGINS``).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
@@ -21,14 +25,21 @@ from pentrace.infrastructure.analytics.database import ENV_ANALYTICS_URL
 from pentrace.infrastructure.input_files import read_small_file
 from pentrace.infrastructure.ledger import LedgerSettings
 from pentrace.infrastructure.ledger.application import ENV_TABLE_PREFIX
+from pentrace.service.hosts import HostPolicy, normalize_origin, split_host
 
 __all__ = [
+    "ENV_ALLOWED_HOSTS",
+    "ENV_ALLOWED_ORIGINS",
     "ENV_TOKEN",
     "ENV_TOKEN_FILE",
     "ServiceSettings",
     "is_loopback",
+    "read_list",
     "read_token",
 ]
+
+ENV_ALLOWED_HOSTS: Final = "PENTRACE_ALLOWED_HOSTS"
+ENV_ALLOWED_ORIGINS: Final = "PENTRACE_ALLOWED_ORIGINS"
 
 ENV_TOKEN: Final = "PENTRACE_API_TOKEN"  # noqa: S105  # a variable name, not a secret
 ENV_TOKEN_FILE: Final = "PENTRACE_API_TOKEN_FILE"  # noqa: S105  # a variable name
@@ -48,6 +59,9 @@ class ServiceSettings(BaseModel):
     host: str = "127.0.0.1"
     port: int = 8765
     token: SecretStr | None = None
+    # Host names answered besides the bound ones ("*": any); origins allowed CORS reads.
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
     keepalive_seconds: float = 15.0
     poll_interval_seconds: float = 0.05
     page_size: int = 500
@@ -64,8 +78,28 @@ class ServiceSettings(BaseModel):
             ENV_ANALYTICS_URL: self.analytics_url or "",
         }
 
+    def policy(self) -> HostPolicy:
+        """The Host and Origin rules of a server with these settings."""
+        return HostPolicy.of(self.host, self.allowed_hosts, self.allowed_origins)
+
     def check_binding(self) -> None:
-        """Refuse a non-loopback bind without a token (``ConfigError``)."""
+        """Refuse a non-loopback bind without a token, and malformed allowed hosts or
+        origins (``ConfigError``)."""
+        for host in self.allowed_hosts:
+            parts = split_host(host) if host != "*" else ("*", None)
+            if parts is None or parts[1] is not None:
+                raise ConfigError(
+                    f"allowed host {host[:80]!r}: expected a host name or address without "
+                    "a port (ports are not compared), or *",
+                    hint="for example --allowed-host pentrace.lan",
+                )
+        for origin in self.allowed_origins:
+            if normalize_origin(origin) is None:
+                raise ConfigError(
+                    f"allowed origin {origin[:80]!r}: expected scheme://host[:port] with "
+                    "scheme http or https and nothing after it",
+                    hint="for example --allowed-origin https://viewer.example:8443",
+                )
         if self.token is None and not is_loopback(self.host):
             raise ConfigError(
                 f"binding the event service to {self.host}: expected a bearer token for a "
@@ -114,3 +148,14 @@ def read_token(
             hint="generate one with `python -c 'import secrets; print(secrets.token_urlsafe(32))'`",
         )
     return SecretStr(value)
+
+
+def read_list(
+    given: Iterable[str], variable: str, environ: Mapping[str, str] | None = None
+) -> tuple[str, ...]:
+    """Values given as options, else the comma-separated ``$variable``; blanks dropped."""
+    values = [value.strip() for value in given if value.strip()]
+    if values:
+        return tuple(values)
+    env = os.environ if environ is None else environ
+    return tuple(value.strip() for value in env.get(variable, "").split(",") if value.strip())

@@ -28,6 +28,7 @@ from starlette.responses import Response
 
 from pentrace.domain.runtime_events import normalize_directory
 from pentrace.infrastructure.ledger import ReplayGap
+from pentrace.service import params
 from pentrace.service.context import ServiceContext
 from pentrace.service.errors import BadRequest
 from pentrace.service.frames import connected_frame, gap_frame
@@ -35,45 +36,35 @@ from pentrace.service.ledger_tail import Page, Scope, ledger_head, locate, read_
 
 __all__ = ["parse_scope", "sse_endpoint", "stream_events"]
 
+_MAX_DIRECTORY = 4096  # PATH_MAX
+
 
 def parse_scope(request: Request) -> Scope:
     """The filters of a request: ``session_id`` (alias ``conversation_id``), agent, directory."""
-    query = request.query_params
-    session = query.get("session_id") or None
-    conversation = query.get("conversation_id") or None
+    session = params.text(request, "session_id")
+    conversation = params.text(request, "conversation_id")
     if session and conversation and session != conversation:
         raise BadRequest(
             "session_id and conversation_id name different sessions: expected one value "
             "(conversation_id is an alias)",
             hint="pass only session_id",
         )
-    raw_directory = query.get("directory")
+    raw_directory = params.text(request, "directory", max_chars=_MAX_DIRECTORY)
     directory = None
     if raw_directory is not None and raw_directory.strip():
         # The same normalisation the ledger's scope uses, so filters and rows agree (W11).
         directory = normalize_directory(raw_directory, home=str(Path.home()), cwd=os.getcwd())
-    return Scope(session or conversation, query.get("agent_id") or None, directory)
-
-
-def cursor_of(request: Request) -> str | None:
-    """The ``last_event_id`` query parameter, else the ``Last-Event-ID`` header (query wins)."""
-    value = request.query_params.get("last_event_id")
-    if value is None:
-        value = request.headers.get("last-event-id")
-    if value is None or not value.strip():
-        return None
-    return value.strip()
+    return Scope(session or conversation, params.text(request, "agent_id"), directory)
 
 
 async def sse_endpoint(request: Request) -> Response:
     """The SSE route."""
     context: ServiceContext = request.app.state.context
     scope = parse_scope(request)
-    cursor = cursor_of(request)
+    cursor = params.cursor(request)
     keepalive = context.settings.keepalive_seconds
     return EventSourceResponse(
         stream_events(context, scope, cursor),
-        headers={"Cache-Control": "no-cache"},
         ping=keepalive if keepalive > 0 else 0,
         ping_message_factory=lambda: ServerSentEvent(comment="keepalive", sep="\n"),
         sep="\n",

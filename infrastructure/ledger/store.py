@@ -15,15 +15,17 @@ writing it again is a harmless no-op).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, delete, func, select
 
-from pentrace.errors import ConfigError
+from pentrace.errors import ConfigError, LedgerFormatError
 from pentrace.infrastructure.ledger.database import LedgerDatabase
 from pentrace.infrastructure.ledger.errors import LedgerIntegrityError
+from pentrace.infrastructure.ledger.formats import file_format
 from pentrace.infrastructure.ledger.recorder import LedgerRecorder
 from pentrace.infrastructure.ledger.replay import (
     LedgerEntry,
@@ -38,6 +40,7 @@ from pentrace.infrastructure.ledger.retention import (
 )
 from pentrace.infrastructure.ledger.rows import as_envelope, envelope_row
 from pentrace.infrastructure.ledger.settings import LedgerSettings, default_ledger_path
+from pentrace.infrastructure.redaction_policy import activate_policy
 
 __all__ = ["RuntimeEventLedger"]
 
@@ -64,6 +67,7 @@ class RuntimeEventLedger(LedgerRecorder):
         )
         self._monotonic = monotonic
         self._last_cleanup: float | None = None
+        self._retention_held = 0
 
     @classmethod
     def open(
@@ -74,15 +78,21 @@ class RuntimeEventLedger(LedgerRecorder):
         table_prefix: str = "",
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        read_only: bool = False,
+        penguin_read_only: bool = False,
     ) -> RuntimeEventLedger:
         """Open the ledger the settings (default: the environment) point at.
 
         A URL wins; otherwise the SQLite file is ``settings.path`` or
-        ``<data_root>/runtime_events/runtime_events.db``.
+        ``<data_root>/runtime_events/runtime_events.db``.  ``read_only``
+        creates and changes nothing; ``penguin_read_only`` opens a
+        Penguin-format file read-only instead of refusing it (the SSE service).
         """
         settings = settings if settings is not None else LedgerSettings.from_env()
+        if data_root is not None:
+            activate_policy(data_root)
         if settings.url is not None:
-            db = LedgerDatabase(settings.url, table_prefix=table_prefix)
+            db = LedgerDatabase(settings.url, table_prefix=table_prefix, read_only=read_only)
         else:
             path = settings.path
             if path is None:
@@ -93,7 +103,14 @@ class RuntimeEventLedger(LedgerRecorder):
                         hint="set PENGUIN_HOME or PENGUIN_RUNTIME_EVENT_LEDGER_PATH",
                     )
                 path = default_ledger_path(data_root)
-            db = LedgerDatabase.for_path(path, table_prefix=table_prefix)
+            try:
+                db = LedgerDatabase.for_path(path, table_prefix=table_prefix, read_only=read_only)
+            except LedgerFormatError:
+                if not penguin_read_only or file_format(path, f"{table_prefix}runtime_events") != (
+                    "penguin"
+                ):
+                    raise
+                db = LedgerDatabase.for_path(path, table_prefix=table_prefix, read_only=True)
         return cls(db, settings, clock=clock, monotonic=monotonic)
 
     # -- writing -----------------------------------------------------------------
@@ -101,8 +118,18 @@ class RuntimeEventLedger(LedgerRecorder):
         """Store one envelope; True when stored, False when an identical copy was already there."""
         return self.extend([event]) == 1
 
-    def extend(self, events: Iterable[object]) -> int:
-        """Store envelopes in one transaction; returns how many were new."""
+    def extend(
+        self,
+        events: Iterable[object],
+        *,
+        before_commit: Callable[[Connection], None] | None = None,
+    ) -> int:
+        """Store envelopes in one transaction; returns how many were new.
+
+        ``before_commit`` runs inside the transaction after the rows are
+        written; when it raises, nothing is stored (Penguin's compat ledger
+        runs its cleanup hook there).
+        """
         now = self.now_ms()
         rows = [envelope_row(as_envelope(event), now) for event in events]
         if not rows:
@@ -111,9 +138,24 @@ class RuntimeEventLedger(LedgerRecorder):
             fresh = self._without_duplicates(conn, rows)
             if fresh:
                 self._insert_rows(conn, fresh)
+            if before_commit is not None:
+                before_commit(conn)
         if fresh:
             self.waker.wake()
         self.cleanup_if_due()
+        return len(fresh)
+
+    def extend_rows(self, rows: list[dict[str, Any]]) -> int:
+        """Store rows made by :func:`.rows.envelope_row` (each with its own ``inserted_at``),
+        in one transaction; identical copies are skipped, and the count of new ones returned."""
+        if not rows:
+            return 0
+        with self.db.writing("import into the ledger") as conn:
+            fresh = self._without_duplicates(conn, rows)
+            if fresh:
+                self._insert_rows(conn, fresh)
+        if fresh:
+            self.waker.wake()
         return len(fresh)
 
     def _without_duplicates(
@@ -236,14 +278,81 @@ class RuntimeEventLedger(LedgerRecorder):
         return apply_retention(self.db, self.policy, self.now_ms())
 
     def cleanup_if_due(self) -> RetentionReport | None:
-        """Apply retention when the cleanup interval has passed (never when it is 0/None)."""
+        """Apply retention when the cleanup interval has passed (never when it is 0/None).
+
+        Inside :meth:`retention_held` it waits: a command that indexes and then
+        reads what it indexed must not have retention prune under it.
+        """
         interval = self.settings.cleanup_interval_seconds
-        if not interval:
+        if not interval or self._retention_held:
             return None
         last = self._last_cleanup
         if last is not None and self._monotonic() - last < interval:
             return None
         return self.cleanup()
+
+    def replace_stream(self, stream_id: str, events: Iterable[object]) -> int:
+        """Replace a stream's rows and watermark with ``events``, in one transaction.
+
+        Until it commits, readers see the old rows; if building or storing any
+        event fails, the old rows stay.  Returns how many rows were stored.
+        """
+        tables = self.db.tables
+        now = self.now_ms()
+        stored = 0
+        with self.db.writing("replace a stream in the ledger") as conn:
+            conn.execute(delete(tables.events).where(tables.events.c.stream_id == stream_id))
+            conn.execute(
+                delete(tables.watermarks).where(tables.watermarks.c.stream_id == stream_id)
+            )
+            batch: list[dict[str, Any]] = []
+            for event in events:
+                batch.append(envelope_row(as_envelope(event), now))
+                if len(batch) >= _CHUNK:
+                    stored += self._insert_fresh(conn, batch)
+                    batch = []
+            stored += self._insert_fresh(conn, batch)
+        self.waker.wake()
+        self.cleanup_if_due()
+        return stored
+
+    def _insert_fresh(self, conn: Connection, rows: list[dict[str, Any]]) -> int:
+        fresh = self._without_duplicates(conn, rows) if rows else []
+        if fresh:
+            self._insert_rows(conn, fresh)
+        return len(fresh)
+
+    def keep_streams(self, stream_ids: Iterable[str]) -> int:
+        """Delete the rows and watermarks of every stream not in ``stream_ids``; returns rows."""
+        events, marks = self.db.tables.events, self.db.tables.watermarks
+        keep = set(stream_ids)
+        deleted = 0
+        with self.db.writing("drop streams no trace holds") as conn:
+            held = {str(s) for s in conn.execute(select(events.c.stream_id).distinct()).scalars()}
+            marked = {str(s) for s in conn.execute(select(marks.c.stream_id)).scalars()}
+            gone = sorted((held | marked) - keep)
+            for start in range(0, len(gone), _CHUNK):
+                chunk = gone[start : start + _CHUNK]
+                result = conn.execute(delete(events).where(events.c.stream_id.in_(chunk)))
+                deleted += int(result.rowcount or 0)
+                conn.execute(delete(marks).where(marks.c.stream_id.in_(chunk)))
+        return deleted
+
+    @contextmanager
+    def retention_held(self) -> Iterator[None]:
+        """Hold automatic retention in the block, then apply it if it is due.
+
+        ``stats --sync`` indexes the traces, then catches the projections up
+        from the rows it just wrote; pruning between the two would be a gap
+        of the command's own making.  The ledger may exceed its limits until
+        the block ends.
+        """
+        self._retention_held += 1
+        try:
+            yield
+        finally:
+            self._retention_held -= 1
+        self.cleanup_if_due()
 
     def clear(self) -> None:
         """Delete every event and watermark; notification ids keep counting up."""

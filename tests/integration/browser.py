@@ -50,11 +50,14 @@ def needs_browser(test: _T) -> _T:
 
 
 @contextmanager
-def chromium() -> Iterator[Any]:
-    """A launched headless Chromium (a playwright ``Browser``), closed afterwards."""
+def chromium(extra_args: list[str] | None = None) -> Iterator[Any]:
+    """A launched headless Chromium (a playwright ``Browser``), closed afterwards;
+    ``extra_args`` are more command-line flags (``--host-resolver-rules=...``)."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package")
     with sync_api.sync_playwright() as driver:
-        browser = driver.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
+        browser = driver.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=[*ARGS, *(extra_args or [])]
+        )
         try:
             yield browser
         finally:

@@ -28,6 +28,7 @@ from tests.integration.sse_harness import (
 
 SECRET = "Bearer sk-proj-Abc123def456ghi789jkl012mno345"
 LEAKY = "session-2026-11-29-09-00-00-5ec2e700"
+TOKEN = "tok-Vb7nQ2wE9rT4yU6iO1pA3sD5"
 
 
 def _leaky_session(root: Path) -> None:
@@ -72,8 +73,23 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     running.stop()
 
 
+@pytest.fixture(scope="module")
+def guarded(server: Server) -> Iterator[Server]:
+    """A second server on the same root that requires the bearer token."""
+    token_file = server.root / "token"
+    token_file.write_text(TOKEN)
+    running = Server(server.root, args=["--token-file", str(token_file)]).start(token=TOKEN)
+    yield running
+    running.stop()
+
+
 def get(server: Server, path: str, **params: str) -> httpx.Response:
     return httpx.get(server.url + path, params=params, timeout=10)
+
+
+def get_with_token(server: Server, path: str, **params: str) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    return httpx.get(server.url + path, params=params, headers=headers, timeout=10)
 
 
 def test_the_list_has_one_row_per_session_with_its_counters(server: Server) -> None:
@@ -105,7 +121,7 @@ def test_the_list_filters_sorts_and_limits(server: Server) -> None:
     [
         ({"sort": "size"}, "expected one of start, tokens, turns, id"),
         ({"has_errors": "maybe"}, "expected true or false"),
-        ({"limit": "0"}, "expected an integer >= 1"),
+        ({"limit": "0"}, "expected an integer from 1 to 1000000"),
         ({"since": "last tuesday"}, "expected a date"),
         ({"status": "exploded"}, "expected a status among"),
     ],
@@ -137,26 +153,54 @@ def test_an_unknown_session_is_a_404_and_an_ambiguous_prefix_a_400(server: Serve
     assert "matches 2 sessions" in ambiguous.json()["error"]["message"]
 
 
-def test_the_trace_is_streamed_verbatim_latest_shard_by_default(
-    server: Server,
+def test_the_verbatim_trace_goes_to_a_token_holder_latest_shard_by_default(
+    guarded: Server,
 ) -> None:
-    shards = DataRoot(server.root).find_shards(PROJECT, "auditor", LEAKY)
-    latest = get(server, f"/api/v1/sessions/{LEAKY}/trace")
+    # Before ADR 0012 any loopback client got these bytes by default, without a token.
+    shards = DataRoot(guarded.root).find_shards(PROJECT, "auditor", LEAKY)
+    path = f"/api/v1/sessions/{LEAKY}/trace"
+    latest = get_with_token(guarded, path, redacted="false")
     assert latest.headers["content-type"] == "application/x-ndjson"
+    assert latest.headers["x-pentrace-redacted"] == "false"
     assert latest.content == shards[-1].path.read_bytes()
-    every = get(server, f"/api/v1/sessions/{LEAKY}/trace", shard="all")
+    every = get_with_token(guarded, path, shard="all", redacted="false")
     assert every.content == b"".join(shard.path.read_bytes() for shard in shards)
-    assert get(server, f"/api/v1/sessions/{LEAKY}/trace", shard="1").content == (
+    assert get_with_token(guarded, path, shard="1", redacted="false").content == (
         shards[0].path.read_bytes()
     )
-    assert get(server, f"/api/v1/sessions/{LEAKY}/trace", shard="7").status_code == 404
-    assert get(server, f"/api/v1/sessions/{LEAKY}/trace", shard="x").status_code == 400
+    assert get_with_token(guarded, path, shard="7").status_code == 404
+    assert get_with_token(guarded, path, shard="x").status_code == 400
 
 
-def test_the_redacted_trace_hides_credentials_and_stays_jsonl(server: Server) -> None:
-    verbatim = get(server, f"/api/v1/sessions/{LEAKY}/trace", shard="all").text
+def test_the_trace_is_redacted_by_default_even_for_a_token_holder(guarded: Server) -> None:
+    response = get_with_token(guarded, f"/api/v1/sessions/{LEAKY}/trace", shard="all")
+    assert response.status_code == 200
+    assert response.headers["x-pentrace-redacted"] == "true"
+    assert "sk-proj-Abc123" not in response.text
+
+
+def test_without_a_token_the_verbatim_trace_is_refused_with_a_403_and_a_hint(
+    server: Server,
+) -> None:
+    refused = get(server, f"/api/v1/sessions/{LEAKY}/trace", shard="all", redacted="false")
+    assert refused.status_code == 403
+    error = refused.json()["error"]
+    assert "expected a request with the bearer token" in error["message"]
+    assert "PENTRACE_API_TOKEN" in error["hint"]
+    assert "sk-proj-Abc123" not in refused.text
+    default = get(server, f"/api/v1/sessions/{LEAKY}/trace", shard="all")
+    assert default.status_code == 200
+    assert default.headers["x-pentrace-redacted"] == "true"
+    assert "sk-proj-Abc123" not in default.text
+
+
+def test_the_redacted_trace_hides_credentials_and_stays_jsonl(
+    server: Server, guarded: Server
+) -> None:
+    path = f"/api/v1/sessions/{LEAKY}/trace"
+    verbatim = get_with_token(guarded, path, shard="all", redacted="false").text
     assert "sk-proj-Abc123" in verbatim
-    redacted = get(server, f"/api/v1/sessions/{LEAKY}/trace", shard="all", redacted="true")
+    redacted = get(server, path, shard="all", redacted="true")
     assert redacted.headers["x-pentrace-redacted"] == "true"
     lines = [msgspec.json.decode(line) for line in redacted.content.splitlines()]
     assert len(lines) == 4

@@ -25,20 +25,20 @@ def test_the_browser_reconnects_with_last_event_id_and_sees_every_event_exactly_
             page = browser.new_page()
             # No cursor in the URL: the query would win over Last-Event-ID on every reconnect.
             page.goto(f"{server.url}/_test/sse.html?session_id={sid}")
-            page.wait_for_function("window.pentrace.control.length >= 1", timeout=20_000)
+            page.wait_for_function("() => window.pentrace.control.length >= 1", timeout=20_000)
             write_session(
                 tmp_path, sid, 10
             )  # positions 1..42, live (another process than the server)
-            page.wait_for_function("window.pentrace.events.length >= 42", timeout=30_000)
+            page.wait_for_function("() => window.pentrace.events.length >= 42", timeout=30_000)
             server.kill()
-            page.wait_for_function("window.pentrace.errors >= 1", timeout=20_000)
+            page.wait_for_function("() => window.pentrace.errors >= 1", timeout=20_000)
             # Written while the server is down: only the ledger has them.
             write_session(tmp_path, sid, 10)  # positions 43..82
             server.start()
-            page.wait_for_function("window.pentrace.events.length >= 82", timeout=30_000)
+            page.wait_for_function("() => window.pentrace.events.length >= 82", timeout=30_000)
             # One more live batch after the reconnect, then look for duplicates.
             write_session(tmp_path, sid, 2)  # positions 83..90
-            page.wait_for_function("window.pentrace.events.length >= 90", timeout=30_000)
+            page.wait_for_function("() => window.pentrace.events.length >= 90", timeout=30_000)
             page.wait_for_timeout(500)
             state = page.evaluate("window.pentrace")
     finally:

@@ -61,7 +61,7 @@ def test_the_response_has_the_event_stream_headers_and_starts_with_an_id_less_co
     assert client.status == 200
     assert client.headers is not None
     assert client.headers["content-type"].startswith("text/event-stream")
-    assert client.headers["cache-control"] == "no-cache"
+    assert client.headers["cache-control"] == "no-store"  # events never land in a cache
     assert client.headers["x-accel-buffering"] == "no"
     assert first.type == "server.connected"
     assert first.id is None  # W10: a control frame never moves the browser's Last-Event-ID
