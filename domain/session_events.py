@@ -241,9 +241,20 @@ class CompactionEnded(SessionEvent):
     """``compaction_end``: completed closes the context; the next write rotates."""
 
     def apply(self, aggregate: Session) -> None:
-        """Close the compaction span; a completed one defers a rotation to the next write."""
+        """Close the compaction span; a completed one defers a rotation to the next write.
+
+        A completed compaction closes the context: the next record opens a new
+        shard, and resume reads the newest shard alone, so a request still
+        open here can never commit.  It is dropped, as ``request_begin`` drops
+        one; this is also where a request resume forgot in memory only (the
+        process that began it died) stops being open in a rebuild.
+        """
         aggregate.compaction = None
-        aggregate.rotation_pending = self.header().status == COMPLETED
+        completed = self.header().status == COMPLETED
+        aggregate.rotation_pending = completed
+        if completed:
+            aggregate.open_request = False
+            aggregate.open_calls.clear()
 
 
 @dataclass(frozen=True, eq=True)

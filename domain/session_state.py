@@ -84,8 +84,10 @@ class SessionState(BaseAggregate[str]):
         """Forget a request left open by a process that died (resume does this).
 
         Nothing is written: replay drops an open round when the next
-        ``request_begin`` arrives, and so does ``apply`` on a rebuild.  The
-        dropped round's tool calls get no output.
+        ``request_begin`` arrives, and so does ``apply`` on a rebuild, which
+        also drops it at a completed ``compaction_end`` (the context closes
+        there, see ``CompactionEnded``), so a checkpoint taken before the
+        rotation equals the fold.  The dropped round's tool calls get no output.
         """
         self.open_request = False
         self.open_calls.clear()

@@ -101,7 +101,10 @@ def expected_resume(data: bytes) -> Expected:
             if current is not None:
                 drop()
             current, waiting = _Round(waiting), []
-        elif ptype == "request_end" and current is not None:
+        elif ptype == "request_end":
+            # The reference counts a stray completed end as a turn; a legal session never
+            # writes one (its request_begin is always earlier in the same shard).
+            assert current is not None, f"request_end without its request_begin: {line!r}"
             if payload.get("status") != "completed":
                 drop()
                 continue

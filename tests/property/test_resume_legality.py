@@ -139,10 +139,14 @@ class ResumeLegality(RuleBasedStateMachine):
 
     def _extend_model(self, lines: list[bytes], first: int) -> None:
         for position, line in enumerate(lines, start=first):
-            if TraceRecord(line).ptype == "request_begin":
+            record = TraceRecord(line)
+            # The next begin drops a forgotten request; so does a completed compaction.
+            if record.ptype == "request_begin" or (
+                record.ptype == "compaction_end" and record.status == "completed"
+            ):
                 self.abandoned = False
             # A session_meta after position 1 opens the next shard (rotation).
-            if not self.files or (position > 1 and TraceRecord(line).kind == "session_meta"):
+            if not self.files or (position > 1 and record.kind == "session_meta"):
                 self.files.append(bytearray())
             shard = self.files[-1]
             if shard and not shard.endswith(b"\n"):

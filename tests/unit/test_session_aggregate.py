@@ -407,6 +407,35 @@ def test_events_round_trip_through_the_line_mapper_and_rebuild_the_same_state() 
     assert (rebuilt.awaiting_output(), rebuilt.shard_index, rebuilt.turns) == (["c2"], 2, 1)
 
 
+def test_a_completed_compaction_drops_a_request_still_open_in_the_trace() -> None:
+    # A process died inside a request; resume forgot it in memory only (nothing written).
+    session = new_session()
+    session.record_user_input("go", now=NOW)
+    session.begin_request(now=NOW)
+    session.record_tool_call("exec", "{}", "c1", now=NOW)
+    trace = session.collect_events()
+    session.abandon_open_request()
+    session.begin_compaction("context", "discard", now=NOW)
+    session.end_compaction("completed", now=NOW)
+    trace += session.collect_events()
+    # One fold of the trace agrees with the live session: the context is closed, the
+    # request can never commit (its request_end would land in the next shard).
+    rebuilt = project_session(None, trace)
+    assert isinstance(rebuilt, Session)
+    assert (rebuilt.open_request, rebuilt.open_calls, rebuilt.rotation_pending) == (False, {}, True)
+    assert (session.open_request, session.open_calls) == (False, {})
+    with pytest.raises(RequestNotOpenError):
+        rebuilt.end_request("completed", now=NOW)
+
+
+def test_a_failed_compaction_keeps_a_request_open_until_the_next_begin() -> None:
+    session = started()
+    session.begin_request(now=NOW)
+    session.begin_compaction("manual", "discard", now=NOW)
+    session.end_compaction("failed", now=NOW)
+    assert session.open_request  # no rotation: request_begin still drops it, as replay does
+
+
 def test_foreign_and_unknown_records_map_to_record_appended() -> None:
     cases = [
         b'{"type":"event_msg","payload":{"type":"from_the_future"}}',
