@@ -101,16 +101,24 @@ class RuntimeEventLedger(LedgerRecorder):
         """Store one envelope; True when stored, False when an identical copy was already there."""
         return self.extend([event]) == 1
 
-    def extend(self, events: Iterable[object]) -> int:
-        """Store envelopes in one transaction; returns how many were new."""
+    def extend(
+        self, events: Iterable[object], *, also: Callable[[Connection], None] | None = None
+    ) -> int:
+        """Store envelopes in one transaction; returns how many were new.
+
+        ``also`` runs inside the same transaction, after the rows, so what it
+        writes (the ingest follower's cursor) commits or rolls back with them.
+        """
         now = self.now_ms()
         rows = [envelope_row(as_envelope(event), now) for event in events]
-        if not rows:
+        if not rows and also is None:
             return 0
         with self.db.writing("append to the ledger") as conn:
-            fresh = self._without_duplicates(conn, rows)
+            fresh = self._without_duplicates(conn, rows) if rows else []
             if fresh:
                 self._insert_rows(conn, fresh)
+            if also is not None:
+                also(conn)
         if fresh:
             self.waker.wake()
         self.cleanup_if_due()

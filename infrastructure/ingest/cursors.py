@@ -1,0 +1,135 @@
+"""The follower's durable per-shard cursors, kept in the ledger database.
+
+One row per shard: where the follower stopped (``offset``, the byte just after
+the last complete line it consumed), the session position of the last record
+before that offset (``position``), the position the shard starts after
+(``base``) and the file's identity (device and inode) when it was read.
+
+A cursor row is written by the same transaction as the ledger rows it covers
+(:meth:`RuntimeEventLedger.extend` with ``also``), so after a crash either both
+are there or neither is: the follower never skips a record and, because event
+ids come from positions, never stores one twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import BigInteger, Column, Connection, Integer, MetaData, String, Table, delete
+
+from pentrace.infrastructure.ledger.database import LedgerDatabase
+from pentrace.infrastructure.ledger.errors import converted
+from pentrace.infrastructure.ledger.store import RuntimeEventLedger
+
+__all__ = ["Cursor", "CursorStore", "SessionKey"]
+
+SessionKey = tuple[str, str, str]  # (project, agent, session id)
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    """Where the follower stands in one shard."""
+
+    shard: str  # the path relative to the data root
+    session: SessionKey
+    index: int
+    device: int
+    inode: int
+    offset: int
+    line: int
+    base: int
+    position: int
+
+
+def _table(prefix: str) -> Table:
+    return Table(
+        f"{prefix}ingest_cursors",
+        MetaData(),
+        Column("shard", String, primary_key=True),
+        Column("project", String, nullable=False),
+        Column("agent", String, nullable=False),
+        Column("session_id", String, nullable=False),
+        Column("shard_index", Integer, nullable=False),
+        Column("device", BigInteger, nullable=False),
+        Column("inode", BigInteger, nullable=False),
+        Column("byte_offset", BigInteger, nullable=False),
+        Column("line", BigInteger, nullable=False),
+        Column("base", BigInteger, nullable=False),
+        Column("position", BigInteger, nullable=False),
+    )
+
+
+def _prefix(db: LedgerDatabase) -> str:
+    name = db.tables.events.name
+    return name[: -len("runtime_events")] if name.endswith("runtime_events") else ""
+
+
+class CursorStore:
+    """Reads and writes the cursor table next to one ledger's tables."""
+
+    def __init__(self, ledger: RuntimeEventLedger) -> None:
+        self.ledger = ledger
+        self.table = _table(_prefix(ledger.db))
+        self.ensure()
+
+    def ensure(self) -> None:
+        """Create the table unless it exists (also after the SQLite file was replaced)."""
+        db = self.ledger.db
+        with converted("create the ingest cursor table", db.where):
+            self.table.create(db.engine, checkfirst=True)
+
+    def load(self) -> dict[str, Cursor]:
+        """Every cursor, by shard path."""
+        if self.ledger.db.check_file():
+            self.ensure()
+        with self.ledger.db.reading("read the ingest cursors") as conn:
+            rows = conn.execute(self.table.select()).all()
+        return {row.shard: _cursor(row) for row in rows}
+
+    def writer(self, cursor: Cursor) -> Any:
+        """A function that stores ``cursor`` on a connection (for ``extend(also=...)``)."""
+
+        def write(conn: Connection) -> None:
+            conn.execute(delete(self.table).where(self.table.c.shard == cursor.shard))
+            conn.execute(self.table.insert().values(**_values(cursor)))
+
+        return write
+
+    def forget(self, shards: list[str]) -> None:
+        """Drop the cursors of shards that are gone."""
+        if not shards:
+            return
+        with self.ledger.db.writing("forget ingest cursors") as conn:
+            conn.execute(delete(self.table).where(self.table.c.shard.in_(shards)))
+
+
+def _values(cursor: Cursor) -> dict[str, Any]:
+    project, agent, session_id = cursor.session
+    return {
+        "shard": cursor.shard,
+        "project": project,
+        "agent": agent,
+        "session_id": session_id,
+        "shard_index": cursor.index,
+        "device": cursor.device,
+        "inode": cursor.inode,
+        "byte_offset": cursor.offset,
+        "line": cursor.line,
+        "base": cursor.base,
+        "position": cursor.position,
+    }
+
+
+def _cursor(row: Any) -> Cursor:
+    return Cursor(
+        shard=row.shard,
+        session=(row.project, row.agent, row.session_id),
+        index=row.shard_index,
+        device=row.device,
+        inode=row.inode,
+        offset=row.byte_offset,
+        line=row.line,
+        base=row.base,
+        position=row.position,
+    )

@@ -1,0 +1,305 @@
+"""The follower: index every new complete record of every shard into the ledger.
+
+A session's positions run across its shards in index order, so a shard is
+read only after the ones before it, and its cursor remembers the position it
+starts after (``base``).  Each batch of lines is one ledger transaction that
+also stores the shard's new cursor.  What the follower meets besides records
+is logged on ``pentrace.ingest`` with structured ``fields``: skipped
+fragments, replaced or truncated shards, deleted sessions, refused batches.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from pentrace.domain.records import MalformedLine, decode_line
+from pentrace.errors import LedgerConflictError, LedgerError, PentraceError, TraceError
+from pentrace.infrastructure.ingest.cursors import Cursor, CursorStore, SessionKey
+from pentrace.infrastructure.ingest.tail import file_identity, read_tail
+from pentrace.infrastructure.layout import DataRoot, SessionRef, ShardRef, iter_sessions
+from pentrace.infrastructure.ledger.indexer import (
+    build_events,
+    record_workspace,
+    session_directory,
+)
+from pentrace.infrastructure.ledger.rows import as_envelope
+from pentrace.infrastructure.ledger.store import RuntimeEventLedger
+
+__all__ = ["Follower", "IngestStats"]
+
+log = logging.getLogger("pentrace.ingest")
+
+
+@dataclass(slots=True)
+class IngestStats:
+    """Counters since the follower started, and the lag after the latest pass."""
+
+    passes: int = 0
+    indexed: int = 0
+    already_held: int = 0
+    skipped_lines: int = 0
+    replaced: int = 0
+    forgotten_sessions: int = 0
+    errors: int = 0
+    sessions: int = 0
+    shards: int = 0
+    lag_bytes: int = 0
+
+
+def report(level: int, message: str, **fields: Any) -> None:
+    """Log one structured event of the follower."""
+    log.log(level, message, extra={"fields": fields})
+
+
+class Follower:
+    """Follows one data root into one ledger; not thread-safe (one thread drives it)."""
+
+    def __init__(
+        self,
+        ledger: RuntimeEventLedger,
+        root: DataRoot,
+        *,
+        stop: threading.Event | None = None,
+    ) -> None:
+        self.ledger = ledger
+        self.root = root
+        self.stop = stop if stop is not None else threading.Event()
+        self.cursors = CursorStore(ledger)
+        self.stats = IngestStats()
+        self._known: dict[str, Cursor] = self.cursors.load()
+        self._lag: dict[str, int] = {}
+        self._directories: dict[SessionKey, str | None] = {}
+        self._floors: dict[SessionKey, int] = {}
+        self._blocked: dict[SessionKey, tuple[Any, ...]] = {}
+
+    # -- passes ------------------------------------------------------------------
+    def scan(self) -> int:
+        """One pass over every session of the root; returns how many records were new."""
+        before = self.stats.indexed
+        seen: set[SessionKey] = set()
+        for ref in iter_sessions(self.root):
+            if self.stop.is_set():
+                break
+            seen.add((ref.project, ref.agent, ref.session_id))
+            self._follow(ref)
+        else:
+            gone = {c.session for c in self._known.values()} - seen
+            for key in sorted(gone):
+                self._forget_session(key)
+        self._finish_pass()
+        return self.stats.indexed - before
+
+    def follow_session(self, key: SessionKey) -> int:
+        """One pass over one session (after a notification about its files)."""
+        before = self.stats.indexed
+        try:
+            shards = self.root.find_shards(*key)
+        except PentraceError:
+            shards = []
+        if shards:
+            self._follow(SessionRef(key[0], key[1], key[2], tuple(shards)))
+        elif any(c.session == key for c in self._known.values()):
+            self._forget_session(key)
+        self._finish_pass()
+        return self.stats.indexed - before
+
+    def _finish_pass(self) -> None:
+        self.stats.passes += 1
+        self.stats.sessions = len({c.session for c in self._known.values()})
+        self.stats.shards = len(self._known)
+        self.stats.lag_bytes = sum(self._lag.values())
+
+    # -- one session -------------------------------------------------------------
+    def _follow(self, ref: SessionRef) -> None:
+        key = (ref.project, ref.agent, ref.session_id)
+        identities = tuple(file_identity(shard.path) for shard in ref.shards)
+        if self._blocked.get(key) == identities:
+            return
+        self._blocked.pop(key, None)
+        try:
+            self._follow_shards(key, ref.shards, identities)
+        except (LedgerConflictError, TraceError) as error:
+            self.stats.errors += 1
+            self._blocked[key] = identities
+            report(
+                logging.ERROR,
+                "session refused; it is retried when its files change",
+                event="refused",
+                session=ref.session_id,
+                project=ref.project,
+                agent=ref.agent,
+                error=error.message,
+                hint=error.hint or "run `pentrace audit` on the session",
+            )
+        except PentraceError as error:
+            self.stats.errors += 1
+            report(
+                logging.WARNING,
+                "ledger write failed; retried on the next pass",
+                event="write_failed",
+                session=ref.session_id,
+                error=error.message,
+            )
+        self._forget_missing_shards(key, ref.shards)
+
+    def _follow_shards(
+        self,
+        key: SessionKey,
+        shards: tuple[ShardRef, ...],
+        identities: tuple[tuple[int, int, int] | None, ...],
+    ) -> None:
+        position = 0
+        reset = False
+        for number, (shard, identity) in enumerate(zip(shards, identities, strict=True)):
+            if identity is None or self.stop.is_set():
+                return  # deleted while we looked, or shutting down
+            device, inode, size = identity
+            name = str(shard.path.relative_to(self.root.path))
+            cursor = self._known.get(name)
+            if cursor is not None and not reset:
+                problem = _problem(cursor, device, inode, size, position)
+                if problem is not None:
+                    reset = True
+                    self.stats.replaced += 1
+                    report(
+                        logging.WARNING,
+                        "shard changed under its cursor; indexing it again from the start",
+                        event="reindex",
+                        shard=name,
+                        session=key[2],
+                        reason=problem,
+                        offset=cursor.offset,
+                        size=size,
+                    )
+            if cursor is None or reset:
+                cursor = Cursor(name, key, shard.index, device, inode, 0, 0, position, position)
+            sealed = number < len(shards) - 1
+            cursor = self._advance(key, shards, cursor, shard.path, sealed, size)
+            self._lag[name] = max(0, size - cursor.offset)
+            position = cursor.position
+
+    def _advance(
+        self,
+        key: SessionKey,
+        shards: tuple[ShardRef, ...],
+        cursor: Cursor,
+        path: Path,
+        sealed: bool,
+        size: int,
+    ) -> Cursor:
+        """Index the shard's complete lines after the cursor, one transaction per read."""
+        while not self.stop.is_set():
+            lines = read_tail(path, cursor.offset, cursor.line, sealed=sealed)
+            if not lines:
+                return cursor
+            records: list[tuple[int, bytes]] = []
+            position = cursor.position
+            for tail in lines:
+                try:
+                    record = decode_line(tail.raw, tail.line)
+                except MalformedLine:
+                    self.stats.skipped_lines += 1
+                    report(
+                        logging.WARNING,
+                        "skipped a line that is not a record (a healed torn fragment)",
+                        event="skipped",
+                        shard=cursor.shard,
+                        line=tail.line,
+                        session=key[2],
+                    )
+                    continue
+                if record is None:
+                    continue
+                position += 1
+                if position == 1:
+                    self._directories[key] = record_workspace(record)
+                records.append((position, tail.raw))
+            after = replace(cursor, offset=lines[-1].end, line=lines[-1].line, position=position)
+            self._write(key, shards, records, after)
+            cursor = after
+            self._known[cursor.shard] = cursor
+            if cursor.offset >= size:
+                return cursor
+        return cursor
+
+    def _write(
+        self,
+        key: SessionKey,
+        shards: tuple[ShardRef, ...],
+        records: list[tuple[int, bytes]],
+        cursor: Cursor,
+    ) -> None:
+        project, agent, session_id = key
+        directory = self._directory(key, shards)
+        try:
+            events = build_events(
+                session_id, records, project=project, agent=agent, directory=directory
+            )
+        except LedgerError as error:
+            raise LedgerConflictError(error.message, hint=error.hint) from None
+        envelopes = [as_envelope(event) for event in events]
+        if envelopes and key not in self._floors:
+            stream = str(envelopes[0].get("stream_id") or "")
+            self._floors[key] = self.ledger.held_sequences(stream)[1] if stream else 0
+        floor = self._floors.get(key, 0)
+        kept = [
+            env for (position, _), env in zip(records, envelopes, strict=True) if position > floor
+        ]
+        new = self.ledger.extend(kept, also=self.cursors.writer(cursor))
+        self.stats.indexed += new
+        self.stats.already_held += len(kept) - new
+
+    def _directory(self, key: SessionKey, shards: tuple[ShardRef, ...]) -> str | None:
+        if key not in self._directories:
+            self._directories[key] = session_directory(shards)
+        return self._directories[key]
+
+    # -- forgetting --------------------------------------------------------------
+    def _forget_missing_shards(self, key: SessionKey, shards: tuple[ShardRef, ...]) -> None:
+        present = {str(shard.path.relative_to(self.root.path)) for shard in shards}
+        missing = [n for n, c in self._known.items() if c.session == key and n not in present]
+        if missing:
+            report(
+                logging.WARNING,
+                "shard deleted; its cursor is forgotten",
+                event="shard_gone",
+                session=key[2],
+                shards=missing,
+            )
+            self._drop(missing)
+
+    def _forget_session(self, key: SessionKey) -> None:
+        names = [n for n, c in self._known.items() if c.session == key]
+        self.stats.forgotten_sessions += 1
+        report(
+            logging.INFO,
+            "session deleted; its cursors are forgotten, its ledger rows stay",
+            event="session_gone",
+            project=key[0],
+            agent=key[1],
+            session=key[2],
+            hint=f"drop its ledger rows with `pentrace ledger forget {key[2]}`",
+        )
+        self._drop(names)
+        for cache in (self._directories, self._floors, self._blocked):
+            cache.pop(key, None)
+
+    def _drop(self, names: list[str]) -> None:
+        self.cursors.forget(names)
+        for name in names:
+            self._known.pop(name, None)
+            self._lag.pop(name, None)
+
+
+def _problem(cursor: Cursor, device: int, inode: int, size: int, base: int) -> str | None:
+    if (cursor.device, cursor.inode) != (device, inode):
+        return "replaced (new inode)"
+    if size < cursor.offset:
+        return f"truncated ({size} bytes, cursor at {cursor.offset})"
+    if cursor.base != base:
+        return "an earlier shard of the session changed"
+    return None

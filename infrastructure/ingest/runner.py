@@ -1,0 +1,165 @@
+"""Running the follower as a service: notifications or polling, health, shutdown.
+
+Filesystem notifications come from ``watchfiles`` (Rust ``notify``; inotify
+on Linux), ADR 0027.  A notification about a shard re-reads that session; one
+about a folder (a new project, agent or date folder) re-reads the whole root,
+since a file created before the new folder's watch existed is otherwise
+missed.  With no notification in ``rescan`` seconds, the whole root is read
+anyway, so a lost notification costs at most that much delay.  When
+notifications are unavailable (or ``poll`` is set) the root is read every
+``interval`` seconds.  ``stop`` ends the loop after the current batch, whose
+cursor has committed with its rows.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Final
+
+from pentrace.infrastructure.ingest.cursors import SessionKey
+from pentrace.infrastructure.ingest.follower import Follower, report
+from pentrace.infrastructure.names import parse_shard_name
+
+__all__ = ["IngestRunner", "changed_sessions", "run_in_background"]
+
+_DEBOUNCE_MS: Final = 20
+_STEP_MS: Final = 1
+_TIMEOUT_MS: Final = 500
+
+
+def changed_sessions(root: Path, paths: Iterable[str]) -> tuple[set[SessionKey], bool]:
+    """The sessions whose shards changed, and whether a folder changed (read everything)."""
+    keys: set[SessionKey] = set()
+    everything = False
+    for raw in paths:
+        try:
+            parts = Path(raw).relative_to(root).parts
+        except ValueError:
+            continue
+        if len(parts) <= 5:
+            # project, agents/, agent, traces/, date folder: a new place to look.
+            everything = everything or len(parts) <= 3 or parts[1:2] == ("agents",)
+            continue
+        if parts[1] != "agents" or parts[3] != "traces" or len(parts) != 6:
+            continue
+        parsed = parse_shard_name(parts[5])
+        if parsed is not None:
+            keys.add((parts[0], parts[2], parsed[0]))
+    return keys, everything
+
+
+class IngestRunner:
+    """Drives a :class:`Follower` until ``stop`` is set (or once)."""
+
+    def __init__(
+        self,
+        follower: Follower,
+        *,
+        poll: bool = False,
+        interval: float = 0.5,
+        rescan: float = 5.0,
+        health_file: Path | None = None,
+        health_interval: float = 30.0,
+    ) -> None:
+        self.follower = follower
+        self.stop = follower.stop
+        self.poll = poll
+        self.interval = interval
+        self.rescan = rescan
+        self.health_file = health_file
+        self.health_interval = health_interval
+        self.mode = "poll" if poll else "notify"
+        self._last_health = 0.0
+
+    def run_once(self) -> None:
+        """One pass over the root, then the health line."""
+        self.follower.scan()
+        self.health(force=True)
+
+    def run(self) -> None:
+        """Follow until stopped: notifications when possible, else polling."""
+        root = self.follower.root.path
+        root.mkdir(parents=True, exist_ok=True)
+        report(logging.INFO, "ingest started", event="started", root=str(root), mode=self.mode)
+        self.follower.scan()
+        self.health(force=True)
+        if not self.poll:
+            try:
+                self._watch(root)
+            except (OSError, RuntimeError, ImportError) as error:
+                self.mode = "poll"
+                report(
+                    logging.WARNING,
+                    "filesystem notifications are unavailable; polling instead",
+                    event="fallback",
+                    error=f"{type(error).__name__}: {error}",
+                )
+        if not self.stop.is_set():
+            self._poll()
+        self.health(force=True)
+        report(logging.INFO, "ingest stopped", event="stopped", **self._counters())
+
+    def _watch(self, root: Path) -> None:
+        import watchfiles  # imported here: only the notifying follower needs it
+
+        last_full = time.monotonic()
+        for changes in watchfiles.watch(
+            root,
+            stop_event=self.stop,
+            debounce=_DEBOUNCE_MS,
+            step=_STEP_MS,
+            rust_timeout=_TIMEOUT_MS,
+            yield_on_timeout=True,
+            raise_interrupt=False,
+            ignore_permission_denied=True,
+        ):
+            keys, everything = changed_sessions(root, (path for _, path in changes))
+            if everything or time.monotonic() - last_full >= self.rescan:
+                self.follower.scan()
+                last_full = time.monotonic()
+            else:
+                for key in sorted(keys):
+                    self.follower.follow_session(key)
+            self.health()
+
+    def _poll(self) -> None:
+        while not self.stop.wait(self.interval):
+            self.follower.scan()
+            self.health()
+
+    # -- health ------------------------------------------------------------------
+    def _counters(self) -> dict[str, Any]:
+        return {"mode": self.mode, **asdict(self.follower.stats)}
+
+    def health(self, *, force: bool = False) -> None:
+        """Write the health file and log the health line, at most once per interval."""
+        now = time.monotonic()
+        if not force and now - self._last_health < min(self.health_interval, 1.0):
+            return
+        counters = self._counters()
+        if self.health_file is not None:
+            _write_health(self.health_file, {"status": "ok", "time": time.time(), **counters})
+        if force or now - self._last_health >= self.health_interval:
+            report(logging.INFO, "health", event="health", **counters)
+        self._last_health = now
+
+
+def _write_health(path: Path, body: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(body, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def run_in_background(runner: IngestRunner) -> threading.Thread:
+    """Start the runner on a daemon thread (``pentrace serve --ingest``)."""
+    thread = threading.Thread(target=runner.run, name="pentrace-ingest", daemon=True)
+    thread.start()
+    return thread
