@@ -1,9 +1,10 @@
 """The follower's durable per-shard cursors, kept in the ledger database.
 
-One row per shard: where the follower stopped (``offset``, the byte just after
-the last complete line it consumed), the session position of the last record
-before that offset (``position``), the position the shard starts after
-(``base``) and the file's identity (device and inode) when it was read.
+One row per shard, in the ledger's ``ingest_cursors`` table: where the
+follower stopped (``offset``, the byte just after the last complete line it
+consumed), the session position of the last record before that offset
+(``position``), the position the shard starts after (``base``) and the file's
+identity (device and inode) when it was read.
 
 A cursor row is written by the same transaction as the ledger rows it covers
 (:meth:`RuntimeEventLedger.extend` with ``also``), so after a crash either both
@@ -16,10 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import BigInteger, Column, Connection, Integer, MetaData, String, Table, delete
+from sqlalchemy import Connection, delete
 
-from pentrace.infrastructure.ledger.database import LedgerDatabase
-from pentrace.infrastructure.ledger.errors import converted
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 
 __all__ = ["Cursor", "CursorStore", "SessionKey"]
@@ -42,47 +41,15 @@ class Cursor:
     position: int
 
 
-def _table(prefix: str) -> Table:
-    return Table(
-        f"{prefix}ingest_cursors",
-        MetaData(),
-        Column("shard", String, primary_key=True),
-        Column("project", String, nullable=False),
-        Column("agent", String, nullable=False),
-        Column("session_id", String, nullable=False),
-        Column("shard_index", Integer, nullable=False),
-        Column("device", BigInteger, nullable=False),
-        Column("inode", BigInteger, nullable=False),
-        Column("byte_offset", BigInteger, nullable=False),
-        Column("line", BigInteger, nullable=False),
-        Column("base", BigInteger, nullable=False),
-        Column("position", BigInteger, nullable=False),
-    )
-
-
-def _prefix(db: LedgerDatabase) -> str:
-    name = db.tables.events.name
-    return name[: -len("runtime_events")] if name.endswith("runtime_events") else ""
-
-
 class CursorStore:
     """Reads and writes the cursor table next to one ledger's tables."""
 
     def __init__(self, ledger: RuntimeEventLedger) -> None:
         self.ledger = ledger
-        self.table = _table(_prefix(ledger.db))
-        self.ensure()
-
-    def ensure(self) -> None:
-        """Create the table unless it exists (also after the SQLite file was replaced)."""
-        db = self.ledger.db
-        with converted("create the ingest cursor table", db.where):
-            self.table.create(db.engine, checkfirst=True)
+        self.table = ledger.db.tables.ingest_cursors
 
     def load(self) -> dict[str, Cursor]:
         """Every cursor, by shard path."""
-        if self.ledger.db.check_file():
-            self.ensure()
         with self.ledger.db.reading("read the ingest cursors") as conn:
             rows = conn.execute(self.table.select()).all()
         return {row.shard: _cursor(row) for row in rows}

@@ -37,12 +37,13 @@ _Id = BigInteger().with_variant(Integer(), "sqlite")
 
 @dataclass(frozen=True)
 class LedgerTables:
-    """The three tables of one ledger, named with a common prefix."""
+    """The four tables of one ledger, named with a common prefix."""
 
     metadata: MetaData
     events: Table
     watermarks: Table
     tracking: Table
+    ingest_cursors: Table
 
 
 def ledger_tables(prefix: str = "") -> LedgerTables:
@@ -104,4 +105,21 @@ def ledger_tables(prefix: str = "") -> LedgerTables:
         Column("application_name", String, primary_key=True),
         Column("notification_id", BigInteger, nullable=False),
     )
-    return LedgerTables(metadata, events, watermarks, tracking)
+    # The ingest follower's per-shard cursors (infrastructure/ingest, ADR 0028): here so
+    # they commit with the rows they cover, and a clear or rebuild resets them too.
+    ingest_cursors = Table(
+        f"{prefix}ingest_cursors",
+        metadata,
+        Column("shard", String, primary_key=True),
+        Column("project", String, nullable=False),
+        Column("agent", String, nullable=False),
+        Column("session_id", String, nullable=False),
+        Column("shard_index", Integer, nullable=False),
+        Column("device", BigInteger, nullable=False),
+        Column("inode", BigInteger, nullable=False),
+        Column("byte_offset", BigInteger, nullable=False),
+        Column("line", BigInteger, nullable=False),
+        Column("base", BigInteger, nullable=False),
+        Column("position", BigInteger, nullable=False),
+    )
+    return LedgerTables(metadata, events, watermarks, tracking, ingest_cursors)

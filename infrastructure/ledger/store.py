@@ -254,10 +254,11 @@ class RuntimeEventLedger(LedgerRecorder):
         return self.cleanup()
 
     def clear(self) -> None:
-        """Delete every event and watermark; notification ids keep counting up."""
+        """Delete every event, watermark and ingest cursor; notification ids keep counting up."""
         with self.db.writing("clear the ledger") as conn:
             conn.execute(delete(self.db.tables.events))
             conn.execute(delete(self.db.tables.watermarks))
+            conn.execute(delete(self.db.tables.ingest_cursors))
 
     def close(self) -> None:
         """Close the database connections."""

@@ -190,3 +190,16 @@ def test_a_replaced_file_with_other_records_is_refused_and_reported(
     assert fields(refused[0])["session"] == SESSION
     assert held_positions(ledger, OTHER) == [1, 2]  # other sessions carry on
     assert held_positions(ledger) == [1, 2, 3]  # the ledger keeps what it had
+
+
+def test_clearing_the_ledger_resets_the_cursors_so_everything_is_indexed_again(
+    root: Path, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.db"
+    append(shard(root), lines(1, 3))
+    follower = follow(root, ledger)
+    follower.scan()
+    follower.ledger.clear()  # what `pentrace ledger rebuild` does first
+    assert follower.cursors.load() == {}
+    assert follow(root, ledger).scan() == 3
+    assert held_positions(ledger) == [1, 2, 3]
