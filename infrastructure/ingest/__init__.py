@@ -2,6 +2,6 @@
 
 from pentrace.infrastructure.ingest.cursors import Cursor, CursorStore
 from pentrace.infrastructure.ingest.follower import Follower, IngestStats
-from pentrace.infrastructure.ingest.runner import IngestRunner, run_in_background
+from pentrace.infrastructure.ingest.runner import EmbeddedIngest, IngestRunner
 
-__all__ = ["Cursor", "CursorStore", "Follower", "IngestRunner", "IngestStats", "run_in_background"]
+__all__ = ["Cursor", "CursorStore", "EmbeddedIngest", "Follower", "IngestRunner", "IngestStats"]

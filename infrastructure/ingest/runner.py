@@ -25,9 +25,11 @@ from typing import Any, Final
 
 from pentrace.infrastructure.ingest.cursors import SessionKey
 from pentrace.infrastructure.ingest.follower import Follower, report
+from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 from pentrace.infrastructure.names import parse_shard_name
 
-__all__ = ["IngestRunner", "changed_sessions", "run_in_background"]
+__all__ = ["EmbeddedIngest", "IngestRunner", "changed_sessions"]
 
 _DEBOUNCE_MS: Final = 20
 _STEP_MS: Final = 1
@@ -158,8 +160,17 @@ def _write_health(path: Path, body: dict[str, Any]) -> None:
     os.replace(temporary, path)
 
 
-def run_in_background(runner: IngestRunner) -> threading.Thread:
-    """Start the runner on a daemon thread (``pentrace serve --ingest``)."""
-    thread = threading.Thread(target=runner.run, name="pentrace-ingest", daemon=True)
-    thread.start()
-    return thread
+class EmbeddedIngest:
+    """The follower on a background thread of another command (``pentrace serve --ingest``)."""
+
+    def __init__(self, root: DataRoot, ledger: RuntimeEventLedger) -> None:
+        self.ledger = ledger
+        self.runner = IngestRunner(Follower(ledger, root))
+        self.thread = threading.Thread(target=self.runner.run, name="pentrace-ingest", daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        """Finish the current batch (its cursor commits), then close the ledger."""
+        self.runner.stop.set()
+        self.thread.join(timeout=30)
+        self.ledger.close()
