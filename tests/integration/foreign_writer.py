@@ -4,8 +4,9 @@ Run as a script (it imports nothing from pentrace, as a Node harness would not):
 
 foreign_writer.py <shard> <first> <count> [pause_seconds]
     append records <first> .. <first + count - 1> (record 1 is a session_meta),
-    one os.write(2) per line on an O_APPEND descriptor, printing "WROTE <n>"
-    after each, with ``pause_seconds`` between lines; then print "DONE".
+    one os.write(2) per line on an O_APPEND descriptor, printing
+    "WROTE <n> <time.time() just before the write>" after each, with
+    ``pause_seconds`` between lines; then print "DONE".
 """
 
 from __future__ import annotations
@@ -35,8 +36,10 @@ def main() -> None:
     fd = os.open(shard, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         for number in range(first, first + count):
-            os.write(fd, line(number))
-            print(f"WROTE {number}", flush=True)
+            data = line(number)
+            before = time.time()
+            os.write(fd, data)
+            print(f"WROTE {number} {before:.6f}", flush=True)
             if pause:
                 time.sleep(pause)
     finally:
