@@ -78,7 +78,7 @@ class IngestRunner:
         self.health_file = health_file
         self.health_interval = health_interval
         self.mode = "poll" if poll else "notify"
-        self._last_health = 0.0
+        self._last_health = self._last_file = 0.0
 
     def run_once(self) -> None:
         """One pass over the root, then the health line."""
@@ -141,16 +141,15 @@ class IngestRunner:
         return {"mode": self.mode, **asdict(self.follower.stats)}
 
     def health(self, *, force: bool = False) -> None:
-        """Write the health file and log the health line, at most once per interval."""
+        """Rewrite the health file (at most once a second); log the health line (per interval)."""
         now = time.monotonic()
-        if not force and now - self._last_health < min(self.health_interval, 1.0):
-            return
         counters = self._counters()
-        if self.health_file is not None:
+        if self.health_file is not None and (force or now - self._last_file >= 1.0):
             _write_health(self.health_file, {"status": "ok", "time": time.time(), **counters})
+            self._last_file = now
         if force or now - self._last_health >= self.health_interval:
             report(logging.INFO, "health", event="health", **counters)
-        self._last_health = now
+            self._last_health = now
 
 
 def _write_health(path: Path, body: dict[str, Any]) -> None:
