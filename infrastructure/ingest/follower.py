@@ -192,6 +192,8 @@ class Follower:
         size: int,
     ) -> Cursor:
         """Index the shard's complete lines after the cursor, one transaction per read."""
+        if cursor.offset >= size:
+            return cursor  # nothing new: no need to open the file
         while not self.stop.is_set():
             lines = read_tail(path, cursor.offset, cursor.line, sealed=sealed)
             if not lines:

@@ -24,6 +24,7 @@ from tests.integration.ingest_harness import (
     shard,
     wait_until,
 )
+from tests.integration.sse_harness import child_env
 
 
 def writer(path: Path, first: int, count: int, pause: float = 0.0) -> subprocess.Popen[str]:
@@ -131,3 +132,40 @@ def test_without_notifications_the_follower_falls_back_to_polling(
     fallback = [e for e in log_events(err) if e.get("event") == "fallback"]
     assert fallback
     assert "no notify backend" in str(fallback[0]["error"])
+
+
+def test_a_one_shot_run_indexes_what_is_there_and_prints_a_summary(
+    root: Path, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.db"
+    append(shard(root), line(1) + line(2) + line(3)[:5])
+    env = {**child_env(root), "PENGUIN_RUNTIME_EVENT_LEDGER_PATH": str(ledger)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pentrace", "ingest", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["indexed"] == 2
+    assert summary["sessions"] == 1
+    assert held_positions(ledger) == [1, 2]
+
+
+def test_once_and_follow_together_is_a_usage_error_without_a_traceback(
+    root: Path, tmp_path: Path
+) -> None:
+    env = {**child_env(root), "PENGUIN_RUNTIME_EVENT_LEDGER_PATH": str(tmp_path / "l.db")}
+    done = subprocess.run(
+        [sys.executable, "-m", "pentrace", "ingest", "--once", "--follow"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert "--once" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "l.db").exists()
