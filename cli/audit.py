@@ -26,10 +26,13 @@ from pentrace.infrastructure.audit import (
     audit_sessions,
     ledger_orphans,
     open_existing_ledger,
+    orphan_temps,
 )
 from pentrace.infrastructure.audit_fix import Change, fix_sessions
 from pentrace.infrastructure.catalog import short_id
-from pentrace.infrastructure.layout import SessionRef
+from pentrace.infrastructure.layout import DataRoot, SessionRef
+from pentrace.infrastructure.ledger import RuntimeEventLedger
+from pentrace.projections.audit_checks import Problem
 
 __all__ = ["audit"]
 
@@ -113,7 +116,7 @@ def audit(
         typer.Option(
             "--fix",
             help="Repair what is safe (heal torn tails into a .torn sidecar, close dangling "
-            "compactions, ledger sync) and print every change.",
+            "compactions, remove stale temp files, ledger sync) and print every change.",
         ),
     ] = False,
     no_ledger: Annotated[
@@ -121,13 +124,15 @@ def audit(
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Check sessions: torn tails, malformed lines, dangling compactions, orphan or
-    unanswered tool calls, requests without an end, shard gaps and ledger drift.
+    """Check sessions: torn tails, healed torn fragments, malformed lines, dangling
+    compactions, orphan or unanswered tool calls, requests without an end, shard gaps,
+    stale temp files and ledger drift.
 
     Every problem names its file and line. Exit code 0 means clean, 1 warnings
     only, 2 errors (with --fix: what is left after the repairs). --fix never
     rewrites history: it only quarantines torn bytes, appends the failed
-    compaction_end resume would write, and indexes missing ledger events.
+    compaction_end resume would write, removes temp files no live writer uses,
+    and indexes missing ledger events.
 
     Example: pentrace audit --fix 3f8a
     """
@@ -138,8 +143,8 @@ def audit(
     whole_root = session is None and project is None and agent is None
     try:
         report = audit_sessions(progress(refs, total=len(refs), label="auditing"), ledger)
-        if whole_root and ledger is not None:
-            report.orphans = ledger_orphans(ledger, root, (ref.session_id for ref in refs))
+        if whole_root:
+            report.orphans = _orphans(root, refs, ledger)
         changes: list[Change] | None = None
         if fix:
             # Text output shows each change as it happens, so a fix that fails
@@ -155,8 +160,8 @@ def audit(
                 fixed = [audit.ref for audit in report.sessions]
                 fresh = [_refresh(root_ref, root) for root_ref in fixed]
                 report = audit_sessions([ref for ref in fresh if ref is not None], ledger)
-                if whole_root and ledger is not None:
-                    report.orphans = ledger_orphans(ledger, root, (r.session_id for r in refs))
+                if whole_root:
+                    report.orphans = _orphans(root, refs, ledger)
     finally:
         if ledger is not None:
             ledger.close()
@@ -167,6 +172,16 @@ def audit(
             typer.echo("--fix: nothing to change")
         _print_report(report)
     raise typer.Exit(report.exit_code)
+
+
+def _orphans(
+    root: DataRoot, refs: list[SessionRef], ledger: RuntimeEventLedger | None
+) -> list[Problem]:
+    """Findings without a session on disk: stale temp files, then the ledger's streams."""
+    found = orphan_temps(root, refs)
+    if ledger is not None:
+        found += ledger_orphans(ledger, root, (ref.session_id for ref in refs))
+    return found
 
 
 def _refresh(ref: SessionRef, root: Any) -> SessionRef | None:

@@ -26,6 +26,14 @@ Every read command accepts `--json`. Its output is a contract: fields are only
 ever added, never renamed or removed, so consumers should ignore fields they do
 not know. Errors print one line `error: ...` and a `hint: ...` on stderr and exit
 non-zero (2 for usage errors); `--debug` shows the traceback.
+
+Paths: a path a command reads (`import FILE`, `resume-check PATH`, `--prices`,
+`--token-file`) must be a regular file; a FIFO, a device such as `/dev/zero`, a
+socket or a folder (or a symlink to one) is refused at once, never read. Inputs
+read whole into memory (`--prices`, `--token-file`) stop at 1 MiB; traces are
+streamed, and one trace line may be at most 512 MiB long. Outputs (`-o`,
+`--plot`) are written atomically with mode 0600 and only ever replace a regular
+file. `--data-root` must be a folder.
 """
 
 

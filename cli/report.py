@@ -18,6 +18,7 @@ import typer
 
 from pentrace.cli.session_args import SessionArgument, resolve
 from pentrace.infrastructure.analytics.trace_events import session_events
+from pentrace.infrastructure.atomic_files import publish_file
 from pentrace.projections.analytics.events import iso_of
 from pentrace.projections.analytics.timeline import Span, Timeline, build_timeline
 
@@ -124,5 +125,7 @@ def report(
     """
     _root, ref = resolve(ctx, session)
     events = session_events(ref)
-    output.write_text(render_report(build_timeline(ref.session_id, events)), encoding="utf-8")
+    page = render_report(build_timeline(ref.session_id, events)).encode("utf-8")
+    # Atomic and 0600 like every export: the page shows what the session did.
+    publish_file(output.absolute(), [page], overwrite=True)
     typer.echo(f"wrote {output}")

@@ -10,6 +10,7 @@ import typer
 
 from pentrace.errors import LedgerError, UsageError
 from pentrace.infrastructure.catalog import resolve_session
+from pentrace.infrastructure.input_files import check_data_root
 from pentrace.infrastructure.layout import DataRoot, SessionRef
 
 __all__ = [
@@ -46,8 +47,11 @@ def data_root(ctx: typer.Context) -> DataRoot:
     settings: Any = ctx.find_root().obj
     configured: Path | None = getattr(settings, "data_root", None)
     if configured is not None:
-        return DataRoot(configured.expanduser().absolute())
-    return DataRoot.from_env()
+        root = DataRoot(configured.expanduser().absolute())
+    else:
+        root = DataRoot.from_env()
+    check_data_root(root.path)  # a file or FIFO named as the root is refused at once
+    return root
 
 
 def resolve(

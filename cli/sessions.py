@@ -249,8 +249,8 @@ def delete(
     agent: AgentOption = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
-    """Delete a session: its shards, scratchpad, lock file and ledger events (subagent
-    children stay).
+    """Delete a session: its shards, checkpoints, leftover temp files, scratchpad (tool
+    output archives), lock file and ledger events (subagent children stay).
 
     Asks for confirmation unless --yes; refuses without a terminal and without --yes.
 

@@ -13,27 +13,34 @@ from pathlib import Path
 
 from pentrace.errors import PentraceError, UsageError
 from pentrace.infrastructure.durability import fsync_directory
+from pentrace.infrastructure.file_modes import open_private
+from pentrace.infrastructure.input_files import check_output_path
+from pentrace.infrastructure.temp_files import in_flight, temp_name
 
 __all__ = ["publish_file"]
 
 
-def _temp_name(dest: Path) -> Path:
-    # A leading dot and a suffix other than .jsonl keep shard discovery from seeing it.
-    return dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-
-
-def publish_file(dest: Path, chunks: Iterable[bytes], *, overwrite: bool, mode: int = 0o600) -> int:
+def publish_file(dest: Path, chunks: Iterable[bytes], *, overwrite: bool) -> int:
     """Write ``chunks`` to ``dest`` atomically and durably; return the number of bytes.
 
     With ``overwrite=False`` the file is published with ``link(2)``, which
     refuses an existing ``dest`` even when another process created it a moment
     ago; that raises :class:`~pentrace.errors.UsageError`.  ``dest.parent``
-    must exist.
+    must exist, and ``dest`` must not be a FIFO, device or folder
+    (:class:`~pentrace.errors.NotRegularFileError`).  The file is 0600
+    (:mod:`~pentrace.infrastructure.file_modes`); its temp file is marked in
+    flight so no stale-temp cleaner removes it.
     """
-    temp = _temp_name(dest)
+    # An atomic rename over /dev/null or a FIFO would replace it: refuse what is not a file.
+    check_output_path(dest, "destination")
+    with in_flight(temp_name(dest)) as temp:
+        return _publish(dest, temp, chunks, overwrite)
+
+
+def _publish(dest: Path, temp: Path, chunks: Iterable[bytes], overwrite: bool) -> int:
     written = 0
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+        fd = open_private(temp, os.O_WRONLY | os.O_TRUNC)
         try:
             for chunk in chunks:
                 view = memoryview(chunk)

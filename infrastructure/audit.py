@@ -21,12 +21,14 @@ from pentrace.infrastructure.layout import DataRoot, SessionRef
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.settings import default_ledger_path
 from pentrace.infrastructure.ledger_admin import open_ledger
+from pentrace.infrastructure.temp_files import agent_temps, is_stale, session_temps
 from pentrace.infrastructure.trace_reader import ParseReport, read_shard
 from pentrace.projections.audit_checks import (
     Problem,
     SessionChecks,
     parse_problems,
     shard_index_problems,
+    temp_file_problems,
     worst_exit_code,
 )
 from pentrace.projections.ledger_drift import LedgerDrift
@@ -38,6 +40,7 @@ __all__ = [
     "audit_sessions",
     "ledger_orphans",
     "open_existing_ledger",
+    "orphan_temps",
 ]
 
 
@@ -61,7 +64,7 @@ class AuditReport:
 
     sessions: list[SessionAudit] = field(default_factory=list)
     ledger: str | None = None
-    # Ledger streams of sessions with no trace (checked when the whole root is audited).
+    # Ledger streams and temp files of sessions with no trace (whole-root audits only).
     orphans: list[Problem] = field(default_factory=list)
 
     @property
@@ -150,17 +153,43 @@ def audit_session(ref: SessionRef, ledger: RuntimeEventLedger | None = None) -> 
             checks.record(record)
             if drift is not None:
                 drift.record(record, position, path)
+        checks.healed_fragments(bad.line for bad in report.healed)
         problems.extend(
             parse_problems(
                 sid,
                 [(path, bad.line, bad.reason) for bad in report.skipped],
                 [(path, bad.line, bad.reason) for bad in report.torn_tails],
+                [(path, bad.line, bad.reason) for bad in report.healed],
             )
         )
     problems.extend(checks.finish())
+    problems.extend(_stale_temps(ref))
     if drift is not None:
         problems.extend(drift.finish())
     return SessionAudit(ref, position, _in_file_order(problems))
+
+
+def _stale_temps(ref: SessionRef) -> list[Problem]:
+    """The session's temp files no live writer is using (an audit holds no lock)."""
+    if not ref.shards:
+        return []
+    traces = ref.shards[0].path.parent.parent
+    stale = [t for t in session_temps(traces, ref.session_id) if is_stale(t, locked=False)]
+    return temp_file_problems(ref.session_id, [(str(t.path), t.pid) for t in stale])
+
+
+def orphan_temps(root: DataRoot, refs: Iterable[SessionRef]) -> list[Problem]:
+    """Stale temp files of sessions with no shard at all (a writer killed while creating a
+    session's first shard, or an import): only seen when every session is audited."""
+    known = {(ref.project, ref.agent, ref.session_id) for ref in refs}
+    problems: list[Problem] = []
+    for traces in sorted(root.path.glob("*/agents/*/traces")):
+        project, agent = traces.parent.parent.parent.name, traces.parent.name
+        for temp in agent_temps(traces):
+            if (project, agent, temp.session_id) in known or not is_stale(temp, locked=False):
+                continue
+            problems.extend(temp_file_problems(temp.session_id, [(str(temp.path), temp.pid)]))
+    return problems
 
 
 def ledger_orphans(

@@ -10,6 +10,9 @@
   forgetting a request left open, exactly as resume does.  A second run finds
   nothing to close.
 * **Ledger sync**: index the trace records the ledger is missing.
+* **Remove stale temp files** (``.<shard or checkpoint>.<pid>.tmp``) a writer
+  killed while rotating or writing a checkpoint left behind; see
+  :mod:`~pentrace.infrastructure.temp_files` for when one is stale.
 
 Every repair takes the session's writer lock, so it never races a live writer
 (a held lock is a clean :class:`~pentrace.errors.TraceLockedError`).  History
@@ -27,14 +30,22 @@ from pentrace.domain.records import MalformedLine, decode_line
 from pentrace.infrastructure.application import DANGLING_COMPACTION_ERROR, SessionApplication
 from pentrace.infrastructure.audit import SessionAudit
 from pentrace.infrastructure.durability import fsync_directory
+from pentrace.infrastructure.file_modes import make_private_dirs, open_private
 from pentrace.infrastructure.layout import DataRoot, SessionRef
 from pentrace.infrastructure.ledger import RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import sync
 from pentrace.infrastructure.locking import SessionLock
+from pentrace.infrastructure.temp_files import remove_stale
 from pentrace.infrastructure.trace_writer import session_lock_path
 from pentrace.projections.audit_checks import Problem
 
-__all__ = ["Change", "close_dangling_compaction", "fix_sessions", "heal_torn_tail"]
+__all__ = [
+    "Change",
+    "close_dangling_compaction",
+    "fix_sessions",
+    "heal_torn_tail",
+    "remove_stale_temps",
+]
 
 
 @dataclass(frozen=True)
@@ -109,7 +120,7 @@ def _index_of(ref: SessionRef, shard: Path) -> int:
 
 
 def _write_durably(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    fd = open_private(path, os.O_WRONLY | os.O_EXCL)
     try:
         view = memoryview(data)
         while view:
@@ -122,8 +133,21 @@ def _write_durably(path: Path, data: bytes) -> None:
 
 def _session_lock(root: DataRoot, ref: SessionRef) -> SessionLock:
     lock_path = session_lock_path(root, ref.project, ref.agent, ref.session_id)
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(lock_path.parent)
     return SessionLock(lock_path, label=f"session {ref.session_id} (audit --fix)")
+
+
+def remove_stale_temps(root: DataRoot, ref: SessionRef) -> list[Change]:
+    """Under the session lock, remove the temp files a killed writer of ``ref`` left."""
+    traces = root.traces_dir(ref.project, ref.agent)
+    with _session_lock(root, ref) as lock:
+        removed = remove_stale(traces, ref.session_id, locked=True)
+        if not root.find_shards(ref.project, ref.agent, ref.session_id):
+            lock.path.unlink()  # a session with no shard keeps no lock file either
+    return [
+        Change("remove_temp", ref.session_id, str(path), "removed a stale temp file")
+        for path in removed
+    ]
 
 
 def close_dangling_compaction(root: DataRoot, ref: SessionRef) -> Change | None:
@@ -173,12 +197,24 @@ def fix_sessions(
             change = heal_torn_tail(root, audit.ref, Path(path))
             if change is not None:
                 changes.append(change)
+        if "remove_temp" in fixes:
+            for change in remove_stale_temps(root, audit.ref):
+                changes.append(change)
         if "close_compaction" in fixes:
             change = close_dangling_compaction(root, audit.ref)
             if change is not None:
                 changes.append(change)
         if "ledger_sync" in fixes or "close_compaction" in fixes:
             to_sync.add((audit.ref.project, audit.ref.agent))
+    for orphan in orphans:
+        if orphan.fix == "remove_temp" and orphan.path is not None:
+            # A session with no shard: where it lives comes from the temp file's path.
+            traces = Path(orphan.path).parent.parent
+            ref = SessionRef(
+                traces.parent.parent.parent.name, traces.parent.name, orphan.session_id, ()
+            )
+            for change in remove_stale_temps(root, ref):
+                changes.append(change)
     if ledger is not None:
         for project, agent in sorted(to_sync):
             result = sync(ledger, root, project=project, agent=agent)

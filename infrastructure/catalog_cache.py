@@ -17,6 +17,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
+from pentrace.infrastructure.file_modes import prepare_sqlite_file, repair_modes, sqlite_files
+
 __all__ = ["CACHE_VERSION", "CatalogCache", "Key", "cache_path", "open_cache"]
 
 logger = logging.getLogger(__name__)
@@ -92,6 +94,7 @@ class CatalogCache:
 
 
 def _connect(path: Path) -> sqlite3.Connection:
+    prepare_sqlite_file(path, own_folder=True, parents=False)
     db = sqlite3.connect(path, timeout=5.0, isolation_level=None)
     try:
         db.execute("PRAGMA journal_mode=WAL")
@@ -104,6 +107,7 @@ def _connect(path: Path) -> sqlite3.Connection:
     except BaseException:
         db.close()
         raise
+    repair_modes(sqlite_files(path), where=path)  # the side files SQLite made
     db.isolation_level = "DEFERRED"
     return db
 
@@ -117,7 +121,7 @@ def open_cache(root: Path) -> CatalogCache:
     """The cache of data root ``root``, rebuilt when damaged, disabled when unusable."""
     path = cache_path(root)
     try:
-        path.parent.mkdir(mode=0o700, exist_ok=True)
+        prepare_sqlite_file(path, own_folder=True, parents=False)
     except OSError as exc:
         logger.warning("cannot create %s (%s); listing without a cache", path.parent, exc)
         return CatalogCache(None)

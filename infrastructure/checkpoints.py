@@ -25,6 +25,7 @@ import msgspec
 from pentrace.domain.session import Session
 from pentrace.errors import PentraceError
 from pentrace.infrastructure.atomic_files import publish_file
+from pentrace.infrastructure.file_modes import make_private_dirs
 from pentrace.infrastructure.layout import DataRoot, ShardRef
 
 __all__ = [
@@ -183,7 +184,7 @@ def write_checkpoint(
     checkpoint = Checkpoint(session.id, index, session.version, older, state)
     path = checkpoint_path(root, project, agent, session.id, index)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(path.parent, within=root.path)
         publish_file(path, [_encoder.encode(checkpoint)], overwrite=True)
     except (OSError, PentraceError) as exc:
         logger.warning(

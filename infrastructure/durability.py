@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pentrace.errors import TraceWriteError
+from pentrace.infrastructure.file_modes import make_private_dir
 
 __all__ = ["Durability", "FsyncFn", "fsync_directory", "make_dirs_durably"]
 
@@ -58,10 +59,9 @@ def make_dirs_durably(path: Path, fsync: FsyncFn | None = os.fsync) -> None:
         probe = probe.parent
     for folder in reversed(missing):
         try:
-            folder.mkdir(mode=0o700)
-        except FileExistsError:
-            # Another process made it between our check and mkdir; it fsyncs its own.
-            continue
+            if not make_private_dir(folder):
+                # Another process made it between our check and mkdir; it fsyncs its own.
+                continue
         except OSError as exc:
             raise TraceWriteError(
                 f"cannot create the trace folder {folder}: {exc.strerror or type(exc).__name__}",

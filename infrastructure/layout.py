@@ -20,6 +20,7 @@ from datetime import date
 from pathlib import Path
 
 from pentrace.errors import TraceError, UsageError
+from pentrace.infrastructure.file_modes import make_private_dir, make_private_dirs, open_private
 from pentrace.infrastructure.names import (
     MAX_NAME_BYTES,
     SHARD_SUFFIX,
@@ -143,9 +144,9 @@ class DataRoot:
     def ensure_project_config(self, project: str) -> Path:
         """Create an empty project config with mode 0600 unless it exists; return its path."""
         path = self.project_config_path(project)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(path.parent)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            fd = open_private(path, os.O_WRONLY | os.O_EXCL)
         except FileExistsError:
             return path
         os.close(fd)
@@ -195,15 +196,13 @@ class DataRoot:
         for _ in range(16):
             hex8 = check_token(token) if token is not None else secrets.token_hex(4)
             path = self.workspace_dir(project, agent, f"tmp-{hex8}")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                path.mkdir()
-            except FileExistsError:
+            make_private_dirs(path.parent)
+            if not make_private_dir(path):
                 if token is not None:
                     raise UsageError(
                         f"temporary workspace {path} already exists",
                         hint="omit the token to get a fresh random one",
-                    ) from None
+                    )
                 continue
             return path
         raise UsageError(  # pragma: no cover - 16 random collisions in a row
@@ -227,7 +226,7 @@ class DataRoot:
         """Create the agent folder and its standard subfolders; return the agent folder."""
         base = self.agent_dir(project, agent)
         for sub in AGENT_SUBDIRS:
-            (base / sub).mkdir(parents=True, exist_ok=True)
+            make_private_dirs(base / sub, within=self.path)
         return base
 
     def find_shards(self, project: str, agent: str, session_id: str) -> list[ShardRef]:

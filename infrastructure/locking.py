@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Final
 
 from pentrace.errors import TraceError, TraceLockedError, UsageError
+from pentrace.infrastructure.file_modes import open_private
 
 __all__ = ["LockHolder", "SessionLock", "read_holder"]
 
@@ -103,7 +104,7 @@ class SessionLock:
         self.path = lock_path
         self.label = label
         try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = open_private(lock_path, os.O_RDWR)
         except OSError as exc:
             raise TraceError(
                 f"cannot open the lock file {lock_path} for {label}: "

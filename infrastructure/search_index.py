@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Final
 
 from pentrace.errors import SearchIndexError
+from pentrace.infrastructure.file_modes import prepare_sqlite_file, repair_modes, sqlite_files
 from pentrace.infrastructure.layout import DataRoot, SessionRef
 from pentrace.infrastructure.search_query import SearchHit, SearchQuery, run_query
 from pentrace.infrastructure.search_shards import (
@@ -81,7 +82,6 @@ class SearchIndex:
         self.conn = self._open()
 
     def _open(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             return self._connect()
         except sqlite3.DatabaseError as error:
@@ -92,6 +92,7 @@ class SearchIndex:
             return self._connect()
 
     def _connect(self) -> sqlite3.Connection:
+        prepare_sqlite_file(self.path, own_folder=True)
         conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         try:
             conn.execute("PRAGMA journal_mode=WAL")
@@ -106,6 +107,7 @@ class SearchIndex:
         except BaseException:
             conn.close()
             raise
+        repair_modes(sqlite_files(self.path), where=self.path)  # the side files SQLite made
         return conn
 
     def _delete_files(self) -> None:
@@ -152,6 +154,16 @@ class SearchIndex:
             self._write(functools.partial(self._drop, key, forget=True))
             report.removed += 1
         return report
+
+    def forget(self, project: str, agent: str, session_id: str) -> bool:
+        """Drop one session's documents now (``delete`` calls this); False if none were held."""
+        row = self._execute(
+            "SELECT id FROM sessions WHERE project=? AND agent=? AND session_id=?",
+            (project, agent, session_id),
+        ).fetchone()
+        if row is not None:
+            self._write(functools.partial(self._drop, int(row[0]), forget=True))
+        return row is not None
 
     def _refresh_session(
         self, ref: SessionRef, key: int | None, stored: list[ShardState], report: RefreshReport

@@ -11,8 +11,10 @@ round-trips.  Every shard, and the subagent children, go into one file with
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,12 +23,14 @@ from typing import IO, Final
 import msgspec
 
 from pentrace.domain.redaction import redact
-from pentrace.errors import NotFoundError, TraceError, UsageError
+from pentrace.errors import NotFoundError, PentraceError, TraceError, UsageError
 from pentrace.infrastructure.atomic_files import publish_file
+from pentrace.infrastructure.file_modes import make_private_dirs
 from pentrace.infrastructure.layout import DataRoot, ShardRef, validate_name
 from pentrace.infrastructure.locking import SessionLock
 from pentrace.infrastructure.session_archive import ArchiveResult, export_archive
 from pentrace.infrastructure.session_import import ImportResult, import_session
+from pentrace.infrastructure.temp_files import session_checkpoints, session_temps
 from pentrace.infrastructure.trace_reader import ParseReport, read_shard
 from pentrace.infrastructure.trace_writer import session_lock_path
 
@@ -40,6 +44,8 @@ __all__ = [
     "export_session",
     "import_session",
 ]
+
+logger = logging.getLogger(__name__)
 
 _CHUNK: Final = 1024 * 1024
 _encoder: Final = msgspec.json.Encoder()
@@ -58,7 +64,8 @@ class ExportResult:
 
 @dataclass(frozen=True, slots=True)
 class DeleteResult:
-    """The session that was deleted and every path removed (shards, scratchpad, lock file)."""
+    """The session that was deleted and every path removed (shards, checkpoints, temp
+    files, scratchpad, lock file)."""
 
     session_id: str
     removed: tuple[Path, ...]
@@ -137,12 +144,14 @@ def export_session(
             f"cannot export {shard.path}: {exc.strerror or type(exc).__name__}",
             hint="check that the trace is readable and the destination writable",
         ) from exc
-    skipped = report.skipped_count + len(report.torn_tails)
+    skipped = report.skipped_count + report.healed_count + len(report.torn_tails)
     return ExportResult(shard, written_to, size, redacted, skipped)
 
 
 def delete_session(root: DataRoot, project: str, agent: str, session_id: str) -> DeleteResult:
-    """Remove a session's shards (in every date folder), its scratchpad and its lock file.
+    """Remove everything of a session: its shards (in every date folder), its shard
+    checkpoints, the hidden temp files a killed writer left, its scratchpad (tool-output
+    archives included) and its lock file.
 
     Refuses with :class:`~pentrace.errors.TraceLockedError` while a writer
     holds the session, and with :class:`~pentrace.errors.NotFoundError` when
@@ -170,13 +179,22 @@ def delete_session(root: DataRoot, project: str, agent: str, session_id: str) ->
     lock_path = session_lock_path(root, project, agent, sid)
     removed: list[Path] = []
     try:
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(lock_path.parent)
         with SessionLock(lock_path, label=f"session {sid}"):
             # Look again under the lock: a writer may have rotated before we got it.
             for shard in root.find_shards(project, agent, sid):
                 shard.path.unlink()
                 removed.append(shard.path)
                 _rmdir_if_empty(shard.path.parent)
+            # Temp files before checkpoints: a checkpoint renamed into place meanwhile
+            # is then still found below, and a later rename finds its temp gone.
+            traces = root.traces_dir(project, agent)
+            for temp in session_temps(traces, sid):
+                temp.path.unlink(missing_ok=True)
+                removed.append(temp.path)
+            for checkpoint in session_checkpoints(traces, sid):
+                checkpoint.unlink(missing_ok=True)
+                removed.append(checkpoint)
             if has_scratchpad:
                 shutil.rmtree(scratchpad)
                 removed.append(scratchpad)
@@ -189,7 +207,30 @@ def delete_session(root: DataRoot, project: str, agent: str, session_id: str) ->
             hint="check the permissions of the traces and scratchpad folders; "
             "run the delete again to finish",
         ) from exc
+    _forget_text(root, project, agent, sid)
     return DeleteResult(sid, tuple(removed))
+
+
+def _forget_text(root: DataRoot, project: str, agent: str, sid: str) -> None:
+    """Drop the session's conversation text from the search index, if there is one.
+
+    Best-effort: a busy index keeps it until its next refresh, which drops
+    sessions that are no longer on disk.
+    """
+    # Imported here: the session commands load eagerly (ADR 0008).
+    from pentrace.infrastructure.search_index import SearchIndex, search_index_path
+
+    if not search_index_path(root).is_file():
+        return
+    try:
+        with SearchIndex(root) as index:
+            index.forget(project, agent, sid)
+    except (PentraceError, sqlite3.Error, OSError) as exc:
+        logger.warning(
+            "the search index still holds text of deleted session %s until its next refresh (%s)",
+            sid,
+            type(exc).__name__,
+        )
 
 
 def _rmdir_if_empty(folder: Path) -> None:

@@ -26,6 +26,7 @@ import msgspec
 
 from pentrace.errors import PentraceError, SessionExistsError, TraceError, UsageError
 from pentrace.infrastructure.atomic_files import publish_file
+from pentrace.infrastructure.file_modes import make_private_dirs
 from pentrace.infrastructure.layout import DataRoot, SessionRef, new_session_id
 from pentrace.infrastructure.locking import SessionLock
 from pentrace.infrastructure.trace_reader import ParseReport, read_shard
@@ -141,7 +142,7 @@ def _publish(
     day = now.astimezone(UTC).date()
     written: list[Path] = []
     try:
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(lock_path.parent)
         with SessionLock(lock_path, label=f"session {new_id}"):
             if root.find_shards(project, agent, new_id):
                 raise SessionExistsError(
@@ -151,7 +152,7 @@ def _publish(
                 )
             for index, lines in enumerate(shards, start=1):
                 dest = root.shard_path(project, agent, new_id, index, day)
-                dest.parent.mkdir(parents=True, exist_ok=True)
+                make_private_dirs(dest.parent)
                 publish_file(dest, lines, overwrite=False)
                 written.append(dest)
     except OSError as exc:

@@ -34,6 +34,8 @@ from pentrace.errors import (
     TraceFormatError,
 )
 from pentrace.infrastructure.atomic_files import publish_file
+from pentrace.infrastructure.file_modes import make_private_dir
+from pentrace.infrastructure.input_files import open_regular
 from pentrace.infrastructure.layout import DataRoot, validate_name
 from pentrace.infrastructure.locking import SessionLock
 from pentrace.infrastructure.trace_reader import ParseReport, read_shard
@@ -129,7 +131,7 @@ def _scan(source: Path, on_progress: Callable[[int], None] | None) -> _Scan:
 def _copy(source: Path, keep_lines: int | None) -> Iterator[bytes]:
     """The file's bytes; with ``keep_lines``, only that many ``\\n``-terminated lines."""
     left = keep_lines
-    with source.open("rb") as handle:
+    with open_regular(source, "import source") as handle:
         while chunk := handle.read(_COPY_CHUNK):
             if left is None:
                 yield chunk
@@ -167,10 +169,11 @@ def import_session(
     :class:`~pentrace.errors.TraceLockedError` if a writer holds the session.
     """
     source = Path(source_path)
-    if not source.is_file():
+    if not source.exists():
         raise NotFoundError(
-            f"import source {source} is not a readable file", hint="pass the path of a .jsonl trace"
+            f"import source {source} does not exist", hint="pass the path of a .jsonl trace"
         )
+    # The strict scan reads through input_files: a FIFO, a device or a folder is refused.
     scan = _scan(source, on_progress)
     sid = scan.session_id
     _refuse_existing(root, project, agent, sid, source)
@@ -219,7 +222,7 @@ def _make_dirs(folder: Path) -> list[Path]:
         missing.append(probe)
         probe = probe.parent
     for path in reversed(missing):
-        path.mkdir(mode=0o700, exist_ok=True)
+        make_private_dir(path)
     return list(reversed(missing))
 
 

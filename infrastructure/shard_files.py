@@ -8,6 +8,8 @@ from pathlib import Path
 
 from pentrace.errors import TraceWriteError
 from pentrace.infrastructure.durability import FsyncFn, fsync_directory
+from pentrace.infrastructure.file_modes import open_private
+from pentrace.infrastructure.temp_files import in_flight, temp_name
 
 __all__ = ["create_shard", "finish_short_write", "probe_tail"]
 
@@ -45,10 +47,14 @@ def create_shard(path: Path, buffer: bytes, count: int, fsync: FsyncFn | None) -
     caller holds the session lock, so the existence check cannot race another
     pentrace writer.
     """
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with in_flight(temp_name(path)) as temp:
+        return _create(path, temp, buffer, count, fsync)
+
+
+def _create(path: Path, temp: Path, buffer: bytes, count: int, fsync: FsyncFn | None) -> int:
     renamed = False
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        fd = open_private(temp, os.O_WRONLY | os.O_EXCL)
         try:
             written = os.write(fd, buffer)
             if written != len(buffer):

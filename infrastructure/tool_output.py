@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from pentrace.infrastructure.file_modes import make_private_dirs, open_private
+
 __all__ = [
     "ARCHIVE_GAP_MARKER",
     "ARCHIVE_LIMIT_BYTES",
@@ -156,9 +158,8 @@ def write_archive(
     data, cut = bound_archive_bytes(output, limit)
     path = directory.absolute() / archive_file_name(tool_name, tool_call_id)
     try:
-        directory.parent.mkdir(parents=True, exist_ok=True)
-        directory.mkdir(mode=0o700, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        make_private_dirs(directory)
+        fd = open_private(path, os.O_WRONLY | os.O_EXCL)
         try:
             view = memoryview(data)
             while view:

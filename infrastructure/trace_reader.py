@@ -9,7 +9,11 @@ The rules (``docs/trace-format.md``, reference ``resume-semantics.md``):
   :func:`~pentrace.domain.records.decode_lines`, which applies the same rules;
   lines empty after the trim are ignored but keep their number;
 * a malformed line that is followed by another non-empty line is skipped and
-  reported (strict mode raises :class:`~pentrace.errors.TraceFormatError`);
+  reported (strict mode raises :class:`~pentrace.errors.TraceFormatError`) -
+  unless it is a *healed torn fragment*: the unterminated prefix of a JSON
+  object, directly followed by the next line (the ``\n`` a resuming writer
+  puts before its first record).  That is legal history, skipped in every
+  mode and counted in ``healed``;
 * the *last* non-empty line, when it does not parse, is a torn tail left by a
   crash: it is dropped silently, even in strict mode, and noted as
   ``torn_tail`` so an audit can show it.
@@ -28,12 +32,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from pentrace.domain.json_prefix import is_object_prefix
 from pentrace.domain.records import MalformedLine, TraceRecord, decode_line, decode_lines
-from pentrace.errors import NotFoundError, TraceError, TraceFormatError, UsageError
+from pentrace.errors import (
+    NotFoundError,
+    NotRegularFileError,
+    TraceError,
+    TraceFormatError,
+    UsageError,
+)
+from pentrace.infrastructure.input_files import open_regular
 from pentrace.infrastructure.layout import ShardRef
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
+    "MAX_LINE_BYTES",
     "BadLine",
     "ParseReport",
     "read_records_from_bytes",
@@ -44,6 +57,8 @@ __all__ = [
 # Measured (benchmarks/trace_read.py): 256 KiB chunks stay in cache and beat 1-4 MiB by ~5-10%.
 DEFAULT_CHUNK_SIZE: Final = 256 * 1024
 _MAX_REASON: Final = 160
+# The longest line read: a JavaScript string (PenguinHarness) stops near 2**29 characters.
+MAX_LINE_BYTES: Final = 512 * 1024 * 1024
 # About one 256 KiB chunk of typical lines: the batch stays in cache between decode and fold.
 _BATCH_LINES: Final = 1024
 
@@ -61,15 +76,18 @@ class BadLine:
 class ParseReport:
     """What a read saw besides records: bad lines, torn tails and counts.
 
-    Only the first ``max_kept`` skipped lines are kept in ``skipped``;
-    ``skipped_count`` always counts them all.  One report may be shared by
-    several reads (``read_session`` does this); the counts then add up.
+    Only the first ``max_kept`` skipped (or healed) lines are kept in
+    ``skipped`` (``healed``); ``skipped_count`` (``healed_count``) always counts
+    them all.  Healed torn fragments are legal and leave a read ``clean``.
+    One report may be shared by several reads (``read_session`` does this); the counts then add up.
     """
 
     max_kept: int = 1000
     skipped: list[BadLine] = field(default_factory=list)
     skipped_count: int = 0
     torn_tails: list[BadLine] = field(default_factory=list)
+    healed: list[BadLine] = field(default_factory=list)
+    healed_count: int = 0
     files: int = 0
     lines: int = 0
     blank_lines: int = 0
@@ -87,18 +105,38 @@ class ParseReport:
         return self.skipped_count == 0 and not self.torn_tails
 
     def note(self, limit: int = 20) -> str:
-        """A one-line summary naming up to ``limit`` skipped line numbers, like the reference."""
+        """A one-line summary naming up to ``limit`` skipped line numbers, like the reference
+        (healed torn fragments, which the reference counts as malformed, are named apart)."""
+        healed = ""
+        if self.healed_count:
+            lines = ", ".join(str(bad.line) for bad in self.healed[:limit])
+            healed = f"; {self.healed_count} healed torn fragment(s): {lines}"
         if self.skipped_count == 0:
-            return "no malformed lines"
+            return "no malformed lines" + healed
         shown = ", ".join(str(bad.line) for bad in self.skipped[:limit])
         more = self.skipped_count - min(limit, len(self.skipped))
         extra = f" (and {more} more)" if more > 0 else ""
-        return f"skipped {self.skipped_count} malformed line(s): {shown}{extra}"
+        return f"skipped {self.skipped_count} malformed line(s): {shown}{extra}{healed}"
+
+    def _heal(self, bad: BadLine) -> None:
+        self.healed_count += 1
+        if len(self.healed) < self.max_kept:
+            self.healed.append(bad)
 
     def _skip(self, bad: BadLine) -> None:
         self.skipped_count += 1
         if len(self.skipped) < self.max_kept:
             self.skipped.append(bad)
+
+
+def _too_long(path: Path | None, offset: int) -> TraceError:
+    where = f"trace file {path}" if path is not None else "the trace"
+    return TraceError(
+        f"{where}: the line starting at byte {offset} is longer than {MAX_LINE_BYTES} bytes "
+        "without a newline; no record is that long",
+        hint="check that this is a trace file (.jsonl); a record longer than this "
+        "cannot be read by PenguinHarness either",
+    )
 
 
 def _reason(exc: Exception) -> str:
@@ -107,21 +145,32 @@ def _reason(exc: Exception) -> str:
     return text if len(text) <= _MAX_REASON else text[: _MAX_REASON - 4] + "...)"
 
 
-def _complete_lines(chunks: Iterable[bytes], report: ParseReport) -> Iterator[list[bytes]]:
-    """Lists of whole lines (split on ``\\n`` only); a partial line waits for the next chunk."""
+def _complete_lines(
+    chunks: Iterable[bytes], report: ParseReport, path: Path | None
+) -> Iterator[list[bytes]]:
+    """Lists of whole lines (split on ``\\n`` only); a partial line waits for the next chunk.
+
+    A line longer than :data:`MAX_LINE_BYTES` stops the read with a
+    :class:`~pentrace.errors.TraceError`: it would have to be held whole.
+    """
     carry: list[bytes] = []
+    carried = seen = 0
     for chunk in chunks:
         report.bytes_read += len(chunk)
+        seen += len(chunk)
         pieces = chunk.split(b"\n")
         if carry:
             carry.append(pieces[0])
+            carried += len(pieces[0])
             if len(pieces) == 1:
+                if carried > MAX_LINE_BYTES:
+                    raise _too_long(path, seen - carried)
                 continue  # a line longer than a chunk: keep collecting its parts
             pieces[0] = b"".join(carry)
             carry = []
         last = pieces.pop()
         if last:
-            carry = [last]
+            carry, carried = [last], len(last)
         if len(pieces) <= _BATCH_LINES:
             yield pieces
             continue
@@ -143,9 +192,11 @@ def _parse(
     """
     line = records = blanks = 0
     held: BadLine | None = None
+    # Whether the held line is a cut-off record prefix directly followed by the next line.
+    healable = False
     report.files += 1
     try:
-        for pieces in _complete_lines(chunks, report):
+        for pieces in _complete_lines(chunks, report, path):
             batch = decode_lines(pieces, line + 1) if held is None else None
             if batch is not None:
                 found, blank = batch
@@ -171,14 +222,16 @@ def _parse(
                     record = decode_line(piece, line)
                 except MalformedLine as exc:
                     if held is not None:
-                        _middle(held, strict, report)
+                        _middle(held, healable, strict, report)
                     held = BadLine(path, line, _reason(exc))
+                    healable = is_object_prefix(piece)
                     continue
                 if record is None:
                     blanks += 1
+                    healable = False  # the healing writer adds one "\n", never a blank line
                     continue
                 if held is not None:
-                    _middle(held, strict, report)
+                    _middle(held, healable, strict, report)
                     held = None
                 records += 1
                 yield record
@@ -190,8 +243,12 @@ def _parse(
         report.records += records
 
 
-def _middle(bad: BadLine, strict: bool, report: ParseReport) -> None:
-    """A failing line followed by more content: report it, and raise in strict mode."""
+def _middle(bad: BadLine, healable: bool, strict: bool, report: ParseReport) -> None:
+    """A failing line followed by more content: a healed fragment, or reported (and
+    raised in strict mode) as malformed."""
+    if healable:
+        report._heal(bad)
+        return
     report._skip(bad)
     if strict:
         raise TraceFormatError(bad.path, bad.line, bad.reason)
@@ -200,12 +257,18 @@ def _middle(bad: BadLine, strict: bool, report: ParseReport) -> None:
 def _file_chunks(path: Path, chunk_size: int) -> Iterator[bytes]:
     """The file's bytes in chunks; every OS error becomes a pentrace error naming the file."""
     try:
-        with path.open("rb", buffering=0) as handle:
+        # A FIFO, /dev/zero or a folder is refused at once (input_files), never read.
+        with open_regular(path, "trace file") as handle:
             while chunk := handle.read(chunk_size):
                 yield chunk
     except FileNotFoundError:
         raise NotFoundError(
             f"trace file {path} does not exist", hint="list sessions with `pentrace sessions list`"
+        ) from None
+    except NotRegularFileError as exc:
+        raise TraceError(
+            f"cannot read trace file {path}: it is {exc.kind}, expected a regular file",
+            hint="check that the path is a readable file",
         ) from None
     except OSError as exc:
         raise TraceError(

@@ -11,16 +11,21 @@ rules in prose.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from datetime import UTC, date, datetime
 from pathlib import Path
 
 from pentrace.infrastructure.durability import Durability, FsyncFn, make_dirs_durably
+from pentrace.infrastructure.file_modes import repair_below
 from pentrace.infrastructure.layout import DataRoot, validate_name
 from pentrace.infrastructure.locking import SessionLock
 from pentrace.infrastructure.record_checks import is_request_end, refuse_record
 from pentrace.infrastructure.shard_writer import ShardWriter
+from pentrace.infrastructure.temp_files import remove_stale
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "Durability",
@@ -74,6 +79,7 @@ def open_session_writer(
     try:
         latest = root.latest_shard(project, agent, session_id)
         path = latest.path if latest else root.shard_path(project, agent, session_id, 1, day())
+        _tidy(root, project, agent, session_id, path)
         return ShardWriter(
             path,
             durability=durability,
@@ -85,3 +91,17 @@ def open_session_writer(
     except BaseException:
         lock.release()
         raise
+
+
+def _tidy(root: DataRoot, project: str, agent: str, session_id: str, shard: Path) -> None:
+    """Under the session lock: repair loose modes on the way to the shard, and remove the
+    temp files a killed writer of this session left (see ``temp_files``)."""
+    traces = root.traces_dir(project, agent)
+    repair_below(root.path, traces / ".locks", shard)
+    removed = remove_stale(traces, session_id, locked=True)
+    if removed:
+        logger.info(
+            "removed %d stale temp file(s) of session %s left by a killed writer",
+            len(removed),
+            session_id,
+        )

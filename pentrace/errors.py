@@ -38,6 +38,12 @@ class InvalidNameError(UsageError):
     """A name that becomes part of a path (project, agent, session id, workspace) is unsafe."""
 
 
+class NotRegularFileError(UsageError):
+    """A path names a FIFO, device, socket or folder where a regular file is expected."""
+
+    kind: str = "not a regular file"  # "a FIFO (named pipe)", "a folder", ...
+
+
 class NotFoundError(PentraceError):
     """A session, trace file or other named thing does not exist."""
 

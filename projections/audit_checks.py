@@ -10,25 +10,28 @@ Severities (the CLI's exit code is the worst one: 0 clean, 1 warnings, 2 errors)
 
 * ``error``: the trace breaks a rule a correct writer never breaks (a
   malformed line in the middle of a shard, an output before or without its
-  call, a request left open while the next one began, a gap or duplicate in the
-  shard numbering, a rotated shard without ``session_meta``, ledger rows that
-  disagree with the trace);
+  call, a gap or duplicate in the shard numbering, a rotated shard without
+  ``session_meta``, ledger rows that disagree with the trace);
 * ``warning``: what a crash or an interrupted run leaves behind, which resume
-  already tolerates (a torn tail, an open request at the end of the trace, a
-  dangling compaction, an unanswered tool call, events the ledger is missing).
+  already tolerates (a torn tail, a healed torn fragment, a request left open
+  when the next began or at the end of the trace, a dangling compaction, an
+  unanswered tool call, a stale temp file, events the ledger is missing).
 
 ``fix`` names the safe repair ``audit --fix`` applies, ``None`` when there is none.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterable, Sequence
-from typing import Any, Literal
-
-import msgspec
+from collections.abc import Iterable
+from typing import Any
 
 from pentrace.domain.records import TraceRecord
+from pentrace.projections.audit_files import (
+    parse_problems,
+    shard_index_problems,
+    temp_file_problems,
+)
+from pentrace.projections.audit_problem import Fix, Problem, Severity, worst_exit_code
 
 __all__ = [
     "Fix",
@@ -37,108 +40,9 @@ __all__ = [
     "Severity",
     "parse_problems",
     "shard_index_problems",
+    "temp_file_problems",
     "worst_exit_code",
 ]
-
-Severity = Literal["error", "warning"]
-Fix = Literal["heal_torn_tail", "close_compaction", "ledger_sync", "ledger_forget"]
-
-
-class Problem(msgspec.Struct, kw_only=True, frozen=True):
-    """One finding: what (``code``), how bad, where (file and line), and its safe fix.
-
-    ``position`` is the record's 1-based position in the session (``None`` for
-    lines that are not records, and for whole-shard problems).  ``message``
-    names kinds, ids and counts, never payload text.
-    """
-
-    code: str
-    severity: Severity
-    message: str
-    session_id: str
-    path: str | None = None
-    line: int | None = None
-    position: int | None = None
-    fix: Fix | None = None
-
-
-def worst_exit_code(problems: Iterable[Problem]) -> int:
-    """0 when there is no problem, 1 when the worst is a warning, 2 when any is an error."""
-    code = 0
-    for problem in problems:
-        if problem.severity == "error":
-            return 2
-        code = 1
-    return code
-
-
-def shard_index_problems(session_id: str, shards: Sequence[tuple[int, str]]) -> list[Problem]:
-    """Gaps (``_001``, ``_003``) and duplicates in a session's shard indexes.
-
-    ``shards`` holds ``(index, path)`` pairs in any order.
-    """
-    problems: list[Problem] = []
-    ordered = sorted(shards)
-    for (index, path), (next_index, next_path) in itertools.pairwise(ordered):
-        if index == next_index:
-            problems.append(
-                Problem(
-                    code="duplicate_shard",
-                    severity="error",
-                    message=f"shard index {index:03d} appears twice (also {path}); "
-                    "the record order is ambiguous",
-                    session_id=session_id,
-                    path=next_path,
-                )
-            )
-    expected = 1
-    for index, path in ordered:
-        if index > expected:
-            missing = ", ".join(f"_{n:03d}" for n in range(expected, index))
-            problems.append(
-                Problem(
-                    code="shard_gap",
-                    severity="error",
-                    message=f"expected shard _{expected:03d} before _{index:03d}, "
-                    f"found none (missing {missing})",
-                    session_id=session_id,
-                    path=path,
-                )
-            )
-        expected = max(expected, index + 1)
-    return problems
-
-
-def parse_problems(
-    session_id: str,
-    skipped: Iterable[tuple[str, int, str]],
-    torn: Iterable[tuple[str, int, str]],
-) -> list[Problem]:
-    """Problems for the reader's malformed lines and torn tails, as ``(path, line, reason)``."""
-    problems = [
-        Problem(
-            code="malformed_line",
-            severity="error",
-            message=f"line is not a record: {reason}",
-            session_id=session_id,
-            path=path,
-            line=line,
-        )
-        for path, line, reason in skipped
-    ]
-    problems.extend(
-        Problem(
-            code="torn_tail",
-            severity="warning",
-            message=f"the last line is cut short (a crash mid-write): {reason}",
-            session_id=session_id,
-            path=path,
-            line=line,
-            fix="heal_torn_tail",
-        )
-        for path, line, reason in torn
-    )
-    return problems
 
 
 class SessionChecks:
@@ -160,10 +64,21 @@ class SessionChecks:
         self._calls: dict[str, tuple[str, int, int, str]] = {}
         self._answered: set[str] = set()
         self._early_outputs: dict[str, tuple[str, int, int]] = {}
+        # Requests left open when the next began: (where, shard order, next begin's line).
+        self._overlaps: list[tuple[tuple[str, int, int], int, int, int]] = []
+        self._next_begins: list[int] = []
+        self._healed: list[tuple[int, int]] = []
+        self._order = 0
+        self._begin_order = 0
 
     def start_shard(self, index: int, path: str) -> None:
         """The next records come from shard ``index`` at ``path``."""
         self._index, self._path, self._first_in_shard = index, path, True
+        self._order += 1
+
+    def healed_fragments(self, lines: Iterable[int]) -> None:
+        """The lines of the current shard that are healed torn fragments (crash points)."""
+        self._healed.extend((self._order, line) for line in lines)
 
     def _add(
         self,
@@ -215,15 +130,13 @@ class SessionChecks:
     def _event(self, ptype: Any, record: TraceRecord, where: tuple[str, int, int]) -> None:
         if ptype == "request_begin":
             if self._open_request is not None:
-                _, line, position = self._open_request
-                self._add(
-                    "open_request",
-                    "error",
-                    f"request_begin at position {position} (line {line}) has no request_end; "
-                    f"the next request began at position {where[2]}",
-                    self._open_request,
+                # Judged in finish(): a crash between the two makes it legal history.
+                self._overlaps.append(
+                    (self._open_request, self._begin_order, self._order, where[1])
                 )
+                self._next_begins.append(where[2])
             self._open_request = where
+            self._begin_order = self._order
         elif ptype == "request_end":
             if self._open_request is None:
                 self._add(
@@ -258,8 +171,35 @@ class SessionChecks:
         else:
             self._early_outputs.setdefault(call_id, where)
 
+    def _judge_overlaps(self) -> None:
+        """A request still open when the next began: the run stopped or crashed inside it.
+
+        A warning, not an error: only a writer that died leaves this (one process
+        never begins a request while one is open), and resume - here as in
+        PenguinHarness - drops the round.  A healed torn fragment between the two
+        begins names the crash.
+        """
+        for (opened, order, next_order, next_line), next_position in zip(
+            self._overlaps, self._next_begins, strict=True
+        ):
+            start, end = (order, opened[1]), (next_order, next_line)
+            crash = next((h for h in self._healed if start < h < end), None)
+            cause = (
+                f"was interrupted by a crash (healed torn fragment at line {crash[1]})"
+                if crash is not None
+                else "has no request_end: the run stopped or crashed inside it"
+            )
+            self._add(
+                "open_request",
+                "warning",
+                f"request_begin at position {opened[2]} (line {opened[1]}) {cause}; resume "
+                f"drops the round, and the next request began at position {next_position}",
+                opened,
+            )
+
     def finish(self) -> list[Problem]:
         """Add the end-of-trace findings and return every problem, in trace order."""
+        self._judge_overlaps()
         if self._open_request is not None:
             self._add(
                 "open_request_at_end",

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from pentrace.errors import ConfigError
 from pentrace.infrastructure.analytics.database import ENV_ANALYTICS_URL
+from pentrace.infrastructure.input_files import read_small_file
 from pentrace.infrastructure.ledger import LedgerSettings
 from pentrace.infrastructure.ledger.application import ENV_TABLE_PREFIX
 
@@ -92,10 +93,11 @@ def read_token(
     path = token_file or (Path(env[ENV_TOKEN_FILE]) if env.get(ENV_TOKEN_FILE) else None)
     if path is not None:
         try:
-            value = path.read_text(encoding="utf-8").strip()
-        except OSError as error:
+            value = read_small_file(path, "API token file").decode("utf-8").strip()
+        except (OSError, UnicodeDecodeError) as error:
             raise ConfigError(
-                f"cannot read the API token file {path}: {error.strerror or type(error).__name__}",
+                f"cannot read the API token file {path}: "
+                f"{getattr(error, 'strerror', None) or type(error).__name__}",
                 hint="check the path and its permissions",
             ) from None
         where = str(path)

@@ -21,6 +21,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, exc
 from sqlalchemy.engine import make_url
 
 from pentrace.errors import AnalyticsError, ConfigError
+from pentrace.infrastructure.file_modes import prepare_sqlite_file, repair_modes, sqlite_files
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger.settings import safe_url
 
@@ -84,7 +85,7 @@ class AnalyticsDatabase:
                     hint=f"set {ENV_ANALYTICS_URL} to sqlite:////path/analytics.db",
                 )
             path = Path(parsed.database)
-            path.parent.mkdir(parents=True, exist_ok=True)
+            prepare_sqlite_file(path)
             self.where = str(path)
             self.engine: Engine = create_engine(
                 url, connect_args={"timeout": _BUSY_TIMEOUT_S, "check_same_thread": False}
@@ -98,6 +99,8 @@ class AnalyticsDatabase:
                 f"CREATE TABLE IF NOT EXISTS {TRACKING_TABLE} ("
                 "application_name VARCHAR(200) PRIMARY KEY, notification_id BIGINT NOT NULL)"
             )
+        if self.is_sqlite:
+            repair_modes(sqlite_files(Path(self.where)), where=self.where)  # SQLite's side files
 
     @property
     def placeholder(self) -> str:

@@ -7,11 +7,13 @@ The Agg backend is used, so no display is needed.  PNG or SVG by suffix.
 
 from __future__ import annotations
 
+import io
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from pentrace.errors import UsageError
+from pentrace.infrastructure.atomic_files import publish_file
 
 __all__ = ["plot_bars", "plot_stacked"]
 
@@ -38,6 +40,13 @@ def _check(path: Path) -> None:
         )
 
 
+def _save(figure: Any, path: Path) -> None:
+    """Render in memory, then publish atomically at 0600 like every file pentrace writes."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format=path.suffix.lstrip(".").lower())
+    publish_file(path.absolute(), [buffer.getvalue()], overwrite=True)
+
+
 def plot_stacked(
     rows: list[tuple[str, str, float]], path: Path, *, title: str, ylabel: str
 ) -> Path:
@@ -60,7 +69,7 @@ def plot_stacked(
         axes.legend(fontsize="small")
     axes.tick_params(axis="x", labelrotation=45)
     figure.tight_layout()
-    figure.savefig(path)
+    _save(figure, path)
     plt.close(figure)
     return path
 
@@ -75,6 +84,6 @@ def plot_bars(rows: list[tuple[str, float]], path: Path, *, title: str, ylabel: 
     axes.set_ylabel(ylabel)
     axes.tick_params(axis="x", labelrotation=45)
     figure.tight_layout()
-    figure.savefig(path)
+    _save(figure, path)
     plt.close(figure)
     return path

@@ -30,6 +30,7 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pentrace.errors import ConfigError
+from pentrace.infrastructure.input_files import read_small_file
 
 __all__ = ["DEFAULT_PRICES", "ModelPrice", "PriceTable", "load_prices", "parse_prices"]
 
@@ -98,10 +99,11 @@ def load_prices(path: Path | None = None) -> PriceTable:
     """Read a price table file (default: ``PENTRACE_PRICES``, else the shipped example)."""
     chosen = path or Path(os.environ.get("PENTRACE_PRICES") or DEFAULT_PRICES)
     try:
-        text = chosen.read_text(encoding="utf-8")
-    except OSError as error:
+        text = read_small_file(chosen, "price table").decode("utf-8")
+    except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(
-            f"price table {chosen}: expected a readable file, found {error.strerror or error}",
+            f"price table {chosen}: expected a readable file, found "
+            f"{getattr(error, 'strerror', None) or error}",
             hint="pass --prices FILE or set PENTRACE_PRICES",
         ) from None
     return parse_prices(text, str(chosen))

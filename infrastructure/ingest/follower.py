@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from pentrace.domain.json_prefix import is_object_prefix
 from pentrace.domain.records import MalformedLine, decode_line
 from pentrace.errors import LedgerConflictError, LedgerError, PentraceError, TraceError
 from pentrace.infrastructure.ingest.cursors import Cursor, CursorStore, SessionKey
@@ -42,6 +43,7 @@ class IngestStats:
     indexed: int = 0
     already_held: int = 0
     skipped_lines: int = 0
+    healed_fragments: int = 0
     replaced: int = 0
     forgotten_sessions: int = 0
     errors: int = 0
@@ -204,15 +206,7 @@ class Follower:
                 try:
                     record = decode_line(tail.raw, tail.line)
                 except MalformedLine:
-                    self.stats.skipped_lines += 1
-                    report(
-                        logging.WARNING,
-                        "skipped a line that is not a record (a healed torn fragment)",
-                        event="skipped",
-                        shard=cursor.shard,
-                        line=tail.line,
-                        session=key[2],
-                    )
+                    self._not_a_record(key, cursor.shard, tail.line, tail.raw)
                     continue
                 if record is None:
                     continue
@@ -227,6 +221,17 @@ class Follower:
             if cursor.offset >= size:
                 return cursor
         return cursor
+
+    def _not_a_record(self, key: SessionKey, shard: str, line: int, raw: bytes) -> None:
+        """Report a complete line that does not parse; it takes no position, as in the reader."""
+        if is_object_prefix(raw):
+            # A record's first bytes, left by a killed writer and healed by the next (ADR 0014).
+            self.stats.healed_fragments += 1
+            event, message = "healed", "skipped a healed torn fragment"
+        else:
+            self.stats.skipped_lines += 1
+            event, message = "skipped", "skipped a malformed line"
+        report(logging.WARNING, message, event=event, shard=shard, line=line, session=key[2])
 
     def _write(
         self,

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from pentrace.errors import TraceError
+from pentrace.errors import NotRegularFileError, TraceError
+from pentrace.infrastructure.input_files import open_regular
 
 __all__ = ["READ_LIMIT", "TailLine", "file_identity", "read_tail"]
 
@@ -37,7 +38,7 @@ def read_tail(
     A line longer than ``limit`` is read whole.  A missing file gives no lines.
     """
     try:
-        with path.open("rb", buffering=0) as handle:
+        with open_regular(path, "trace file") as handle:
             handle.seek(offset)
             data = handle.read(limit)
             while data and b"\n" not in data:
@@ -48,6 +49,11 @@ def read_tail(
             at_end = offset + len(data) >= os.fstat(handle.fileno()).st_size
     except FileNotFoundError:
         return []
+    except NotRegularFileError as exc:
+        raise TraceError(
+            f"cannot read trace file {path}: it is {exc.kind}, expected a regular file",
+            hint="move it out of the traces folder",
+        ) from None
     except OSError as exc:
         raise TraceError(
             f"cannot read trace file {path}: {exc.strerror or type(exc).__name__}",

@@ -40,6 +40,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.sql.compiler import Compiled
 
 from pentrace.errors import ConfigError, LedgerLockedError
+from pentrace.infrastructure.file_modes import prepare_sqlite_file, repair_modes, sqlite_files
 from pentrace.infrastructure.ledger.errors import converted
 from pentrace.infrastructure.ledger.schema import LedgerTables, ledger_tables
 from pentrace.infrastructure.ledger.settings import safe_url
@@ -89,7 +90,7 @@ class LedgerDatabase:
             engine = create_engine(self.url, pool_pre_ping=True)
         else:
             with converted("create the ledger's folder", self.where):
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                prepare_sqlite_file(self.path)
             engine = create_engine(
                 self.url, connect_args={"timeout": self.busy_timeout_ms / 1000}, pool_size=8
             )
@@ -97,6 +98,7 @@ class LedgerDatabase:
             event.listen(engine, "begin", _begin_sqlite)
         self._create_schema(engine)
         if self.path is not None:
+            repair_modes(sqlite_files(self.path), where=self.path)  # the side files SQLite made
             self._inode = _inode(self.path)
         return engine
 

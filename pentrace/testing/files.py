@@ -8,6 +8,7 @@ from datetime import date
 from pathlib import Path
 from typing import Final
 
+from pentrace.infrastructure.file_modes import make_private_dirs, open_private
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.testing.commands import Command
 from pentrace.testing.render import DEFAULT_SESSION_ID, DEFAULT_START, render_shards
@@ -28,15 +29,18 @@ def write_shards(
 ) -> list[Path]:
     """Write each shard's lines (``\\n`` added where missing) as ``_001``, ``_002``, ...
 
-    Returns the shard paths in index order.  Existing files are replaced.
+    Returns the shard paths in index order.  Existing files are replaced.  Files
+    and folders get pentrace's private modes, as the real writer gives them.
     """
     base = root if isinstance(root, DataRoot) else DataRoot(root)
     paths: list[Path] = []
     for index, lines in enumerate(shards, start=1):
         path = base.shard_path(project, agent, session_id, index, day)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(path.parent)
         body = b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines)
-        path.write_bytes(body)
+        fd = open_private(path, os.O_WRONLY | os.O_TRUNC)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(body)
         paths.append(path)
     return paths
 

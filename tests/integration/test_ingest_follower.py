@@ -103,10 +103,24 @@ def test_a_torn_tail_waits_for_its_newline_and_a_healed_fragment_is_skipped(
     with caplog.at_level(logging.WARNING, logger="pentrace.ingest"):
         assert follower.scan() == 1
     assert held_positions(ledger) == [1, 2, 3, 4]
-    assert follower.stats.skipped_lines == 1
+    assert follower.stats.healed_fragments == 1
+    healed = [r for r in caplog.records if fields(r).get("event") == "healed"]
+    assert healed
+    assert fields(healed[0])["line"] == 4
+
+
+def test_a_malformed_complete_line_is_skipped_and_reported_apart_from_healed_ones(
+    root: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    ledger = tmp_path / "ledger.db"
+    append(shard(root), lines(1, 1) + b"not json at all\n" + lines(2, 2))
+    follower = follow(root, ledger)
+    with caplog.at_level(logging.WARNING, logger="pentrace.ingest"):
+        assert follower.scan() == 2
+    assert (follower.stats.skipped_lines, follower.stats.healed_fragments) == (1, 0)
     skipped = [r for r in caplog.records if fields(r).get("event") == "skipped"]
-    assert skipped
-    assert fields(skipped[0])["line"] == 4
+    assert [fields(r)["line"] for r in skipped] == [2]
+    assert held_positions(ledger) == [1, 2]
 
 
 def test_a_sealed_shards_unterminated_last_record_counts_as_the_reader_counts_it(

@@ -26,11 +26,11 @@ CHILD = Path(__file__).with_name("writer_child.py")
 ITERATIONS = 25
 
 
-def read_like_the_reader(path: Path) -> tuple[list[TraceRecord], int, bool]:
-    """Records, malformed middle lines and whether the last line is torn, per the trace reader."""
+def read_like_the_reader(path: Path) -> tuple[list[TraceRecord], int, int, bool]:
+    """Records, malformed and healed middle lines, and whether the last line is torn."""
     report = ParseReport()
     records = list(read_shard(path, report=report))
-    return records, report.skipped_count, report.torn_tail is not None
+    return records, report.skipped_count, report.healed_count, report.torn_tail is not None
 
 
 def check_acknowledged(records: list[TraceRecord], acked: set[int]) -> None:
@@ -55,13 +55,18 @@ def check_acknowledged(records: list[TraceRecord], acked: set[int]) -> None:
         assert got[3].status == "completed"
 
 
-def run_and_kill(shard: Path, first: int, seed: int, rng: random.Random) -> set[int]:
-    """Start a writer, let it acknowledge a few requests, SIGKILL it; return its ACKs."""
+def run_and_kill(
+    shard: Path, first: int, seed: int, rng: random.Random, mode: str = "requests"
+) -> set[int]:
+    """Start a writer, let it acknowledge a few requests, SIGKILL it; return its ACKs.
+
+    ``mode`` is the writer_child command: ``session`` starts the shard with a session_meta.
+    """
     wanted = rng.randint(1, 3)
     # Half the kills aim at an 8 MB write in progress, half at a random moment.
     big_after = wanted if rng.random() < 0.5 else -1
     child = subprocess.Popen(
-        [sys.executable, str(CHILD), "requests", str(shard), str(first), str(seed), str(big_after)],
+        [sys.executable, str(CHILD), mode, str(shard), str(first), str(seed), str(big_after)],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -126,11 +131,13 @@ def test_acknowledged_requests_survive_sigkill_and_the_next_writer_heals_the_tai
     for iteration in range(ITERATIONS):
         acked |= run_and_kill(shard, iteration * 1000, iteration, rng)
         torn_seen += ends_torn(shard)
-    records, malformed, torn = read_like_the_reader(shard)
+    records, malformed, healed, torn = read_like_the_reader(shard)
     check_acknowledged(records, acked)
     # Every torn tail but a final one was healed by the next writer: it became one
-    # malformed middle line and the records after it are intact.
+    # healed torn fragment (legal, not malformed) and the records after it are intact.
     assert torn == ends_torn(shard)
-    assert malformed == torn_seen - torn
+    assert (healed, malformed) == (torn_seen - torn, 0)
+    # Strict reading (what import does) accepts the healed fragments.
+    assert len(list(read_shard(shard, strict=True))) == len(records)
     assert torn_seen > 0, "no kill landed mid-write; the healing path went untested"
     print(f"{len(acked)} acknowledged requests, {torn_seen} torn tails")

@@ -158,18 +158,71 @@ def test_a_malformed_middle_line_raises_in_strict_mode_after_the_records_before_
 
 
 def test_consecutive_malformed_lines_before_the_end_are_all_reported() -> None:
-    records, report = read(b"{\n[\n" + END + b"\n")
+    records, report = read(b"{x\n[\n" + END + b"\n")
     assert lines_of(records) == [3]
     assert [bad.line for bad in report.skipped] == [1, 2]
     assert report.torn_tail is None
 
 
 def test_of_two_malformed_last_lines_only_the_final_one_is_torn() -> None:
-    records, report = read(BEGIN + b"\n{\n[\n")
+    records, report = read(BEGIN + b"\n{x\n[\n")
     assert lines_of(records) == [1]
     assert [bad.line for bad in report.skipped] == [2]
     assert report.torn_tail is not None
     assert report.torn_tail.line == 3
+
+
+# --- healed torn fragments ------------------------------------------------------------------
+
+
+def test_a_healed_torn_fragment_is_legal_history_not_a_malformed_line() -> None:
+    data = BEGIN + b"\n" + END[:30] + b"\n" + END + b"\n"
+    records, report = read(data)
+    assert lines_of(records) == [1, 3]
+    assert (report.skipped_count, report.torn_tail) == (0, None)
+    assert [bad.line for bad in report.healed] == [2]
+    assert report.healed_count == 1
+    assert report.clean
+
+
+def test_the_reader_note_names_healed_fragments_apart_from_malformed_lines() -> None:
+    _, report = read(BEGIN + b"\n" + END[:30] + b"\n" + END + b"\n")
+    assert report.note() == "no malformed lines; 1 healed torn fragment(s): 2"
+
+
+def test_a_healed_torn_fragment_does_not_raise_in_strict_mode() -> None:
+    records, report = read(BEGIN + b"\n" + BEGIN[:9] + b"\n" + END, strict=True)
+    assert lines_of(records) == [1, 3]
+    assert [bad.line for bad in report.healed] == [2]
+
+
+def test_two_crashes_in_a_row_leave_two_healed_fragments() -> None:
+    records, report = read(BEGIN + b"\n" + END[:5] + b"\n" + END[:50] + b"\n" + END)
+    assert lines_of(records) == [1, 4]
+    assert [bad.line for bad in report.healed] == [2, 3]
+    assert report.skipped_count == 0
+
+
+@pytest.mark.parametrize(
+    "fragment",
+    [
+        b"not json",  # never JSON
+        b'{"type":"event_msg"}}',  # a whole object and more: two records spliced
+        b'{"type" "event_msg"',  # a syntax error before the cut
+        b"\x00\x00\x00\x00",  # zeroed blocks after a power cut
+        b'  {"type":"ev',  # a writer's record starts at the line's first byte
+    ],
+)
+def test_real_corruption_in_the_middle_still_raises_in_strict_mode(fragment: bytes) -> None:
+    with pytest.raises(TraceFormatError, match=r"line 2: "):
+        read(BEGIN + b"\n" + fragment + b"\n" + END, strict=True)
+
+
+def test_a_fragment_followed_by_a_blank_line_was_not_healed_by_a_writer() -> None:
+    records, report = read(BEGIN + b"\n" + END[:30] + b"\n\n" + END + b"\n")
+    assert lines_of(records) == [1, 4]
+    assert [bad.line for bad in report.skipped] == [2]
+    assert report.healed == []
 
 
 @pytest.mark.parametrize("text", [b"NaN", b'{"a":Infinity}', b"{'a':1}", b'{"a":1,}', b"\x00{}"])
@@ -354,3 +407,12 @@ def test_reading_a_large_file_keeps_memory_bounded_by_chunk_and_line(tmp_path: P
     assert count == 3000
     assert path.stat().st_size > 6_000_000
     assert peak < 600_000
+
+
+def test_a_line_longer_than_the_limit_stops_the_read_instead_of_filling_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("pentrace.infrastructure.trace_reader.MAX_LINE_BYTES", 1000)
+    path = write(tmp_path / "s_001.jsonl", BEGIN + b"\n" + b"x" * 5000)
+    with pytest.raises(TraceError, match=r"s_001\.jsonl: the line starting at byte 56 is longer"):
+        list(read_shard(path, chunk_size=100))
