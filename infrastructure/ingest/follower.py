@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from pentrace.domain.json_prefix import is_object_prefix
 from pentrace.domain.records import MalformedLine, decode_line
 from pentrace.errors import LedgerConflictError, LedgerError, PentraceError, TraceError
 from pentrace.infrastructure.ingest.cursors import Cursor, CursorStore, SessionKey
+from pentrace.infrastructure.ingest.stats import IngestStats, report
 from pentrace.infrastructure.ingest.tail import file_identity, read_tail
 from pentrace.infrastructure.layout import DataRoot, SessionRef, ShardRef, iter_sessions
 from pentrace.infrastructure.ledger.indexer import (
@@ -30,31 +31,7 @@ from pentrace.infrastructure.ledger.indexer import (
 from pentrace.infrastructure.ledger.rows import as_envelope
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 
-__all__ = ["Follower", "IngestStats"]
-
-log = logging.getLogger("pentrace.ingest")
-
-
-@dataclass(slots=True)
-class IngestStats:
-    """Counters since the follower started, and the lag after the latest pass."""
-
-    passes: int = 0
-    indexed: int = 0
-    already_held: int = 0
-    skipped_lines: int = 0
-    healed_fragments: int = 0
-    replaced: int = 0
-    forgotten_sessions: int = 0
-    errors: int = 0
-    sessions: int = 0
-    shards: int = 0
-    lag_bytes: int = 0
-
-
-def report(level: int, message: str, **fields: Any) -> None:
-    """Log one structured event of the follower."""
-    log.log(level, message, extra={"fields": fields})
+__all__ = ["Follower", "IngestStats", "report"]
 
 
 class Follower:

@@ -37,7 +37,12 @@ _TIMEOUT_MS: Final = 500
 
 
 def changed_sessions(root: Path, paths: Iterable[str]) -> tuple[set[SessionKey], bool]:
-    """The sessions whose shards changed, and whether a folder changed (read everything)."""
+    """The sessions whose shards changed, and whether a folder changed (read everything).
+
+    Only ``<project>/agents/<agent>/traces/<day>/<shard>`` matters; everything
+    else under the root (the SQLite ledger and its WAL, search indexes, agent
+    state) is ignored, or the follower's own commits would wake it.
+    """
     keys: set[SessionKey] = set()
     everything = False
     for raw in paths:
@@ -45,13 +50,15 @@ def changed_sessions(root: Path, paths: Iterable[str]) -> tuple[set[SessionKey],
             parts = Path(raw).relative_to(root).parts
         except ValueError:
             continue
+        if len(parts) == 1:
+            everything = True  # a new project folder (or the root's own files: cheap)
+            continue
+        if parts[1] != "agents" or (len(parts) >= 4 and parts[3] != "traces"):
+            continue
         if len(parts) <= 5:
-            # project, agents/, agent, traces/, date folder: a new place to look.
-            everything = everything or len(parts) <= 3 or parts[1:2] == ("agents",)
+            everything = True  # agents/, an agent, its traces/ or a date folder
             continue
-        if parts[1] != "agents" or parts[3] != "traces" or len(parts) != 6:
-            continue
-        parsed = parse_shard_name(parts[5])
+        parsed = parse_shard_name(parts[5]) if len(parts) == 6 else None
         if parsed is not None:
             keys.add((parts[0], parts[2], parsed[0]))
     return keys, everything
