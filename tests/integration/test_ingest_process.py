@@ -11,6 +11,7 @@ import json
 import signal
 import subprocess
 import sys
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -169,3 +170,26 @@ def test_once_and_follow_together_is_a_usage_error_without_a_traceback(
     assert "--once" in done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "l.db").exists()
+
+
+def test_rotation_into_a_new_date_folder_and_a_new_session_are_followed_live(
+    root: Path, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.db"
+    other = "session-2026-11-30-09-00-00-0e0f1a2b"
+    later = date(2026, 11, 30)
+    follower = FollowerProcess(root, ledger)
+    try:
+        follower.ready()
+        assert writer(shard(root), 1, 5).wait(timeout=60) == 0
+        wait_until(lambda: len(held_positions(ledger)) == 5, "the first shard")
+        # The writer rotates to _002, in a folder that did not exist when the watch began.
+        assert writer(shard(root, index=2, day=later), 6, 5).wait(timeout=60) == 0
+        assert writer(shard(root, other, day=later), 1, 3).wait(timeout=60) == 0
+        wait_until(lambda: len(held_positions(ledger)) == 10, "the rotated shard")
+        wait_until(lambda: len(held_positions(ledger, other)) == 3, "the new session")
+    finally:
+        code, err = follower.stop()
+    assert code == 0, err
+    assert held_positions(ledger) == list(range(1, 11))
+    assert held_positions(ledger, other) == [1, 2, 3]
