@@ -13,7 +13,10 @@ import pytest
 from pentrace.infrastructure.ingest import Follower
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.ledger.live import LedgerHook
 from tests.integration.ingest_harness import (
+    AGENT,
+    PROJECT,
     SESSION,
     append,
     held_positions,
@@ -217,3 +220,18 @@ def test_clearing_the_ledger_resets_the_cursors_so_everything_is_indexed_again(
     assert follower.cursors.load() == {}
     assert follow(root, ledger).scan() == 3
     assert held_positions(ledger) == [1, 2, 3]
+
+
+def test_records_the_live_recorder_already_indexed_are_held_not_written_again(
+    root: Path, tmp_path: Path
+) -> None:
+    ledger_path = tmp_path / "ledger.db"
+    ledger = open_test_ledger(ledger_path)
+    body = [line(n).rstrip(b"\n") for n in range(1, 5)]
+    append(shard(root), b"".join(raw + b"\n" for raw in body))
+    hook = LedgerHook(ledger, data_root=DataRoot(root), project=PROJECT, agent=AGENT)
+    hook(SESSION, list(enumerate(body, start=1)))  # what pentrace's own recording does
+    follower = Follower(ledger, DataRoot(root))
+    assert follower.scan() == 0
+    assert follower.stats.already_held == 4
+    assert held_positions(ledger_path) == [1, 2, 3, 4]
