@@ -49,7 +49,10 @@ class Follower:
         self.stop = stop if stop is not None else threading.Event()
         self.cursors = CursorStore(ledger)
         self.stats = IngestStats()
-        self._known: dict[str, Cursor] = self.cursors.load()
+        self._known: dict[str, Cursor] = {}
+        self._by_session: dict[SessionKey, set[str]] = {}
+        for cursor in self.cursors.load().values():
+            self._remember(cursor)
         self._lag: dict[str, int] = {}
         self._directories: dict[SessionKey, str | None] = {}
         self._floors: dict[SessionKey, int] = {}
@@ -66,7 +69,7 @@ class Follower:
             seen.add((ref.project, ref.agent, ref.session_id))
             self._follow(ref)
         else:
-            gone = {c.session for c in self._known.values()} - seen
+            gone = set(self._by_session) - seen
             for key in sorted(gone):
                 self._forget_session(key)
         self._finish_pass()
@@ -81,14 +84,14 @@ class Follower:
             shards = []
         if shards:
             self._follow(SessionRef(key[0], key[1], key[2], tuple(shards)))
-        elif any(c.session == key for c in self._known.values()):
+        elif key in self._by_session:
             self._forget_session(key)
         self._finish_pass()
         return self.stats.indexed - before
 
     def _finish_pass(self) -> None:
         self.stats.passes += 1
-        self.stats.sessions = len({c.session for c in self._known.values()})
+        self.stats.sessions = len(self._by_session)
         self.stats.shards = len(self._known)
         self.stats.lag_bytes = sum(self._lag.values())
 
@@ -194,7 +197,7 @@ class Follower:
             after = replace(cursor, offset=lines[-1].end, line=lines[-1].line, position=position)
             self._write(key, shards, records, after)
             cursor = after
-            self._known[cursor.shard] = cursor
+            self._remember(cursor)
             if cursor.offset >= size:
                 return cursor
         return cursor
@@ -245,7 +248,7 @@ class Follower:
     # -- forgetting --------------------------------------------------------------
     def _forget_missing_shards(self, key: SessionKey, shards: tuple[ShardRef, ...]) -> None:
         present = {str(shard.path.relative_to(self.root.path)) for shard in shards}
-        missing = [n for n, c in self._known.items() if c.session == key and n not in present]
+        missing = sorted(self._by_session.get(key, set()) - present)
         if missing:
             report(
                 logging.WARNING,
@@ -257,7 +260,7 @@ class Follower:
             self._drop(missing)
 
     def _forget_session(self, key: SessionKey) -> None:
-        names = [n for n, c in self._known.items() if c.session == key]
+        names = sorted(self._by_session.get(key, set()))
         self.stats.forgotten_sessions += 1
         report(
             logging.INFO,
@@ -275,8 +278,17 @@ class Follower:
     def _drop(self, names: list[str]) -> None:
         self.cursors.forget(names)
         for name in names:
-            self._known.pop(name, None)
+            cursor = self._known.pop(name, None)
+            if cursor is not None:
+                held = self._by_session.get(cursor.session, set())
+                held.discard(name)
+                if not held:
+                    self._by_session.pop(cursor.session, None)
             self._lag.pop(name, None)
+
+    def _remember(self, cursor: Cursor) -> None:
+        self._known[cursor.shard] = cursor
+        self._by_session.setdefault(cursor.session, set()).add(cursor.shard)
 
 
 def _problem(cursor: Cursor, device: int, inode: int, size: int, base: int) -> str | None:
