@@ -92,14 +92,12 @@ class FollowerProcess:
         self, root: Path, ledger: Path, *args: str, env: dict[str, str] | None = None
     ) -> None:
         self.health = ledger.with_name(f"health-{time.monotonic_ns()}.json")
-        environ = {
-            **os.environ,
-            "PENGUIN_HOME": str(root),
-            "PENGUIN_RUNTIME_EVENT_LEDGER_PATH": str(ledger),
-            **(env or {}),
-        }
+        environ = {**os.environ}
         for name in ("PENTRACE_LEDGER_URL", "PENGUIN_RUNTIME_EVENT_LEDGER_URL"):
-            environ.pop(name, None)
+            environ.pop(name, None)  # SQLite unless ``env`` names a URL
+        environ.update(
+            PENGUIN_HOME=str(root), PENGUIN_RUNTIME_EVENT_LEDGER_PATH=str(ledger), **(env or {})
+        )
         command = [sys.executable, "-m", "pentrace", "ingest", "--follow", "--log-format", "json"]
         self.process = subprocess.Popen(
             [*command, "--health-file", str(self.health), *args],

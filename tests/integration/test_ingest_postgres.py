@@ -7,6 +7,7 @@ prefix, dropped at the end.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -19,7 +20,7 @@ from sqlalchemy import select
 from pentrace.infrastructure.ingest import Follower
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
-from tests.integration.ingest_harness import SESSION, WRITER, shard
+from tests.integration.ingest_harness import SESSION, WRITER, FollowerProcess, shard, wait_until
 
 URL = os.environ.get("PENTRACE_TEST_DATABASE_URL")
 
@@ -83,3 +84,33 @@ def test_a_foreign_writers_records_land_in_postgres_once_across_a_restart(
         assert len(follower.cursors.load()) == 1
     finally:
         again.close()
+
+
+def test_a_follower_process_killed_mid_stream_resumes_from_its_cursor_exactly_once(
+    tmp_path: Path, prefix: str
+) -> None:
+    assert URL is not None
+    root = tmp_path / "data"
+    total = 1500
+    child = subprocess.Popen(
+        [sys.executable, str(WRITER), str(shard(root)), "1", str(total), "0.001"],
+        stdout=subprocess.DEVNULL,
+    )
+    env = {"PENTRACE_LEDGER_URL": URL, "PENTRACE_LEDGER_TABLE_PREFIX": prefix}
+    reader = open_pg(prefix)
+    follower = FollowerProcess(root, tmp_path / "unused.db", env=env)
+    try:
+        wait_until(lambda: len(positions(reader)) >= 50, "the first records")
+        assert follower.kill() == -signal.SIGKILL
+        follower = FollowerProcess(root, tmp_path / "unused.db", env=env)
+        assert child.wait(timeout=120) == 0
+        wait_until(lambda: len(positions(reader)) >= total, "every record after the restart")
+        code, err = follower.stop()
+        assert code == 0, err
+        assert positions(reader) == list(range(1, total + 1))
+    finally:
+        child.kill()
+        child.wait()
+        follower.close()
+        reader.close()
+    assert not (tmp_path / "unused.db").exists()
