@@ -23,6 +23,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Final
 
+from pentrace.errors import ConfigError
 from pentrace.infrastructure.ingest.cursors import SessionKey
 from pentrace.infrastructure.ingest.follower import Follower, report
 from pentrace.infrastructure.layout import DataRoot
@@ -86,6 +87,7 @@ class IngestRunner:
         self.health_interval = health_interval
         self.mode = "poll" if poll else "notify"
         self._last_health = self._last_file = 0.0
+        self._health_written = False
 
     def run_once(self) -> None:
         """One pass over the root, then the health line."""
@@ -143,6 +145,30 @@ class IngestRunner:
             self.follower.scan()
             self.health()
 
+    def _write_health(self, path: Path, body: dict[str, Any]) -> None:
+        """Replace the health file atomically; the first failure is fatal, later ones logged."""
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temporary.write_text(json.dumps(body, sort_keys=True) + "\n", encoding="utf-8")
+            os.replace(temporary, path)
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            if not self._health_written:
+                raise ConfigError(
+                    f"cannot write the health file {path}: {reason}",
+                    hint="pass a --health-file in a writable folder",
+                ) from None
+            report(
+                logging.WARNING,
+                "health file not written",
+                event="health_failed",
+                path=str(path),
+                error=reason,
+            )
+            return
+        self._health_written = True
+
     # -- health ------------------------------------------------------------------
     def _counters(self) -> dict[str, Any]:
         return {"mode": self.mode, **asdict(self.follower.stats)}
@@ -152,18 +178,11 @@ class IngestRunner:
         now = time.monotonic()
         counters = self._counters()
         if self.health_file is not None and (force or now - self._last_file >= 1.0):
-            _write_health(self.health_file, {"status": "ok", "time": time.time(), **counters})
+            self._write_health(self.health_file, {"status": "ok", "time": time.time(), **counters})
             self._last_file = now
         if force or now - self._last_health >= self.health_interval:
             report(logging.INFO, "health", event="health", **counters)
             self._last_health = now
-
-
-def _write_health(path: Path, body: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(body, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
 
 
 class EmbeddedIngest:

@@ -193,3 +193,19 @@ def test_rotation_into_a_new_date_folder_and_a_new_session_are_followed_live(
     assert code == 0, err
     assert held_positions(ledger) == list(range(1, 11))
     assert held_positions(ledger, other) == [1, 2, 3]
+
+
+def test_an_unwritable_health_file_is_a_clear_error(root: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    env = {**child_env(root), "PENGUIN_RUNTIME_EVENT_LEDGER_PATH": str(tmp_path / "l.db")}
+    done = subprocess.run(
+        [sys.executable, "-m", "pentrace", "ingest", "--health-file", str(blocker / "h.json")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert f"cannot write the health file {blocker / 'h.json'}" in done.stderr
+    assert "Traceback" not in done.stderr
