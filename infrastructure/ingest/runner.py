@@ -52,7 +52,8 @@ def changed_sessions(root: Path, paths: Iterable[str]) -> tuple[set[SessionKey],
         except ValueError:
             continue
         if len(parts) == 1:
-            everything = True  # a new project folder (or the root's own files: cheap)
+            # A new project folder; files at the top (a health file, say) are not projects.
+            everything = everything or Path(raw).is_dir()
             continue
         if parts[1] != "agents" or (len(parts) >= 4 and parts[3] != "traces"):
             continue

@@ -17,9 +17,13 @@ def test_a_shard_change_names_its_session() -> None:
     assert not everything
 
 
-def test_new_folders_read_the_whole_root() -> None:
-    for path in ("/data/demo", "/data/demo/agents/coder", f"{TRACES}/2026-11-30"):
+def test_new_folders_read_the_whole_root(tmp_path: Path) -> None:
+    for path in ("/data/demo/agents/coder", f"{TRACES}/2026-11-30"):
         assert changed_sessions(ROOT, [path])[1], path
+    (tmp_path / "new_project").mkdir()
+    (tmp_path / "health.json").write_text("{}")
+    assert changed_sessions(tmp_path, [str(tmp_path / "new_project")])[1]
+    assert not changed_sessions(tmp_path, [str(tmp_path / "health.json")])[1]
 
 
 def test_the_ledger_and_other_files_under_the_root_are_ignored() -> None:
