@@ -64,6 +64,12 @@ def ingest(
     wait: Annotated[
         float, typer.Option(help="Seconds to wait for another process's ledger lock.")
     ] = 5.0,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            help="This follower's name in the ledger's cursor table [default: host:root]."
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Index every new complete trace record into the ledger, once or continuously.
@@ -83,7 +89,7 @@ def ingest(
     ledger = open_ledger(root, wait_seconds=wait, must_exist=False, keep_everything=True)
     stop = threading.Event()
     try:
-        follower = Follower(ledger, root, stop=stop)
+        follower = Follower(ledger, root, stop=stop, source=source)
         runner = IngestRunner(
             follower,
             poll=poll,

@@ -1,6 +1,7 @@
 """The follower's durable per-shard cursors, kept in the ledger database.
 
-One row per shard, in the ledger's ``ingest_cursors`` table: where the
+One row per follower ``source`` (host and data root, so several agent hosts
+can share one PostgreSQL ledger) and shard, in the ledger's ``ingest_cursors`` table: where the
 follower stopped (``offset``, the byte just after the last complete line it
 consumed), the session position of the last record before that offset
 (``position``), the position the shard starts after (``base``) and the file's
@@ -44,22 +45,23 @@ class Cursor:
 class CursorStore:
     """Reads and writes the cursor table next to one ledger's tables."""
 
-    def __init__(self, ledger: RuntimeEventLedger) -> None:
+    def __init__(self, ledger: RuntimeEventLedger, source: str) -> None:
         self.ledger = ledger
+        self.source = source
         self.table = ledger.db.tables.ingest_cursors
 
     def load(self) -> dict[str, Cursor]:
         """Every cursor, by shard path."""
         with self.ledger.db.reading("read the ingest cursors") as conn:
-            rows = conn.execute(self.table.select()).all()
+            rows = conn.execute(self.table.select().where(self.table.c.source == self.source)).all()
         return {row.shard: _cursor(row) for row in rows}
 
     def writer(self, cursor: Cursor) -> Any:
         """A function that stores ``cursor`` on a connection (for ``extend(also=...)``)."""
 
         def write(conn: Connection) -> None:
-            conn.execute(delete(self.table).where(self.table.c.shard == cursor.shard))
-            conn.execute(self.table.insert().values(**_values(cursor)))
+            conn.execute(delete(self.table).where(self._mine(), self.table.c.shard == cursor.shard))
+            conn.execute(self.table.insert().values(source=self.source, **_values(cursor)))
 
         return write
 
@@ -68,7 +70,10 @@ class CursorStore:
         if not shards:
             return
         with self.ledger.db.writing("forget ingest cursors") as conn:
-            conn.execute(delete(self.table).where(self.table.c.shard.in_(shards)))
+            conn.execute(delete(self.table).where(self._mine(), self.table.c.shard.in_(shards)))
+
+    def _mine(self) -> Any:
+        return self.table.c.source == self.source
 
 
 def _values(cursor: Cursor) -> dict[str, Any]:

@@ -11,6 +11,7 @@ fragments, replaced or truncated shards, deleted sessions, refused batches.
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -43,11 +44,14 @@ class Follower:
         root: DataRoot,
         *,
         stop: threading.Event | None = None,
+        source: str | None = None,
     ) -> None:
         self.ledger = ledger
         self.root = root
         self.stop = stop if stop is not None else threading.Event()
-        self.cursors = CursorStore(ledger)
+        # Cursors are this follower's: its host and data root, unless named.
+        self.source = source or f"{socket.gethostname()}:{root.path}"
+        self.cursors = CursorStore(ledger, self.source)
         self.stats = IngestStats()
         self._known: dict[str, Cursor] = {}
         self._by_session: dict[SessionKey, set[str]] = {}

@@ -110,6 +110,8 @@ def ledger_tables(prefix: str = "") -> LedgerTables:
     ingest_cursors = Table(
         f"{prefix}ingest_cursors",
         metadata,
+        # Which follower: host and data root, so agent hosts can share one ledger.
+        Column("source", String, primary_key=True),
         Column("shard", String, primary_key=True),
         Column("project", String, nullable=False),
         Column("agent", String, nullable=False),

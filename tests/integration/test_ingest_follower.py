@@ -235,3 +235,20 @@ def test_records_the_live_recorder_already_indexed_are_held_not_written_again(
     assert follower.scan() == 0
     assert follower.stats.already_held == 4
     assert held_positions(ledger_path) == [1, 2, 3, 4]
+
+
+def test_two_data_roots_sharing_one_ledger_keep_their_own_cursors(tmp_path: Path) -> None:
+    # Two agent hosts, one ledger: neither takes the other's sessions for deleted ones.
+    ledger = tmp_path / "ledger.db"
+    first, second = tmp_path / "host-a", tmp_path / "host-b"
+    append(shard(first), lines(1, 2))
+    append(shard(second, OTHER), lines(1, 3))
+    a, b = follow(first, ledger), follow(second, ledger)
+    assert a.scan() == 2
+    assert b.scan() == 3
+    append(shard(first), lines(3, 3))
+    assert a.scan() == 1
+    assert a.stats.forgotten_sessions == 0
+    assert b.scan() == 0
+    assert [c.session[2] for c in b.cursors.load().values()] == [OTHER]
+    assert held_positions(ledger, OTHER) == [1, 2, 3]
