@@ -20,6 +20,7 @@ from pentrace.cli import replay as _replay
 from pentrace.cli import session_io as _session_io
 from pentrace.cli import sessions as _sessions
 from pentrace.cli.lazy import LazyGroup
+from pentrace.cli.output import escape_unencodable_text
 from pentrace.errors import PentraceError
 
 # Commands whose modules pull in heavy libraries (SQLAlchemy, psycopg, eventsourcing,
@@ -32,6 +33,7 @@ LazyGroup.lazy_commands = {
     "ledger": "pentrace.cli.ledger:ledger_app",
     "projections": "pentrace.cli.projections:projections_app",
     "report": "pentrace.cli.report:report",
+    "scan": "pentrace.cli.scan:scan",
     "search": "pentrace.cli.search:search",
     "serve": "pentrace.cli.serve:serve",
     "stats": "pentrace.cli.stats:stats_app",
@@ -51,9 +53,12 @@ app = typer.Typer(
 class Settings:
     """Global options, shared with every command through the click context."""
 
-    def __init__(self, data_root: Path | None, debug: bool) -> None:
+    def __init__(
+        self, data_root: Path | None, debug: bool, redaction_rules: Path | None = None
+    ) -> None:
         self.data_root = data_root
         self.debug = debug
+        self.redaction_rules = redaction_rules
 
 
 @app.callback()
@@ -71,12 +76,22 @@ def _root(
     debug: Annotated[
         bool, typer.Option("--debug", help="Show tracebacks for errors.", envvar="PENTRACE_DEBUG")
     ] = False,
+    redaction_rules: Annotated[
+        Path | None,
+        typer.Option(
+            "--redaction-rules",
+            help="Your redaction rules (default: $PENTRACE_REDACTION_RULES, else "
+            "<data root>/redaction.toml; docs/redaction.md).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Record, replay, resume and audit LLM agent sessions.
 
     Example: pentrace --data-root /tmp/demo sessions list
     """
-    ctx.obj = Settings(data_root=data_root, debug=debug)
+    escape_unencodable_text()
+    ctx.obj = Settings(data_root=data_root, debug=debug, redaction_rules=redaction_rules)
 
 
 @app.command()
@@ -112,6 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``pentrace`` console script and ``python -m pentrace``."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = _debug_requested(args)
+    escape_unencodable_text()
     try:
         # standalone mode: usage errors print click's message and exit 2 by themselves.
         app(args=args, prog_name="pentrace")

@@ -7,8 +7,9 @@ write lock before it fails with a clean "locked" error.
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -22,6 +23,7 @@ from pentrace.cli.session_args import (
     data_root,
 )
 from pentrace.infrastructure.ledger import RuntimeEventLedger
+from pentrace.infrastructure.ledger.indexer import SyncReport
 from pentrace.infrastructure.ledger.indexer import sync as sync_traces
 from pentrace.infrastructure.ledger_admin import (
     entries_after,
@@ -184,14 +186,16 @@ def sync(
         "sessions": report.sessions,
         "indexed": report.indexed,
         "already_held": report.already_held,
+        **_failures(report),
     }
     if as_json:
         emit_json(counts)
-        return
-    typer.echo(
-        f"synced {report.sessions} session(s): indexed {report.indexed} missing event(s), "
-        f"{report.already_held} already held"
-    )
+    else:
+        typer.echo(
+            f"synced {report.sessions} session(s): indexed {report.indexed} missing event(s), "
+            f"{report.already_held} already held"
+        )
+    _warn_failures(report)
 
 
 @ledger_app.command()
@@ -201,7 +205,10 @@ def rebuild(
     agent: AgentOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Delete every ledger row and index all traces again, with the same event ids.
+    """Index all traces again, with the same event ids, one session per transaction.
+
+    Rows of sessions that have no trace are deleted at the end; a session that cannot be read
+    keeps its rows and is reported.
 
     Example: pentrace ledger rebuild
     """
@@ -213,9 +220,36 @@ def rebuild(
     finally:
         ledger.close()
     if as_json:
-        emit_json({"sessions": report.sessions, "indexed": report.indexed})
-        return
-    typer.echo(f"rebuilt the ledger: {report.indexed} event(s) from {report.sessions} session(s)")
+        emit_json({"sessions": report.sessions, "indexed": report.indexed, **_failures(report)})
+    else:
+        typer.echo(
+            f"rebuilt the ledger: {report.indexed} event(s) from {report.sessions} session(s)"
+        )
+    _warn_failures(report)
+
+
+def _failures(report: SyncReport) -> dict[str, Any]:
+    """The ``failures`` field of the JSON output (only when a session failed)."""
+    if not report.failures:
+        return {}
+    return {"failures": [dataclasses.asdict(failure) for failure in report.failures]}
+
+
+def _warn_failures(report: SyncReport) -> None:
+    """One stderr line per session left out, then exit 1: the other sessions were done."""
+    for failure in report.failures:
+        typer.echo(
+            f"warning: {failure.project}/{failure.agent}/{failure.session_id}: "
+            f"left out: {failure.message}",
+            err=True,
+        )
+    if report.failures:
+        typer.echo(
+            f"hint: {len(report.failures)} session(s) were left out; "
+            "run `pentrace audit` on them, then sync again",
+            err=True,
+        )
+        raise typer.Exit(1)
 
 
 @ledger_app.command()

@@ -11,14 +11,31 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-import msgspec
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from pentrace.domain.json_codec import JsonEncoder, json_format
+
 T = TypeVar("T")
 
-_json_encoder = msgspec.json.Encoder(order="deterministic")
+_json_encoder = JsonEncoder(order="deterministic")
+# Error handlers that fail on some lone surrogate: surrogateescape only takes U+DC80..U+DCFF.
+_FAILING = frozenset(("strict", "surrogateescape"))
+
+
+def escape_unencodable_text() -> None:
+    """Make stdout and stderr write text they cannot encode as escapes instead of failing.
+
+    A lone surrogate (``'\\ud800'`` from a trace, ``'\\udcff'`` from a file
+    name) has no UTF-8 form; with ``backslashreplace`` it prints as its JSON
+    escape ``\\ud800`` (ADR 0015).  On a terminal that cannot show some
+    character, that character is escaped the same way rather than crashing.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", None) in _FAILING:
+            reconfigure(errors="backslashreplace")
 
 
 def stdout_is_tty() -> bool:
@@ -28,7 +45,7 @@ def stdout_is_tty() -> bool:
 
 def emit_json(value: Any) -> None:
     """Write ``value`` as indented JSON to stdout, one document, newline-terminated."""
-    text = msgspec.json.format(_json_encoder.encode(value), indent=2)
+    text = json_format(_json_encoder.encode(value), indent=2)
     sys.stdout.buffer.write(text + b"\n")
     sys.stdout.flush()
 

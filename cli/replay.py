@@ -19,6 +19,7 @@ from pentrace.cli.session_args import (
     SessionArgument,
     resolve,
 )
+from pentrace.domain.json_codec import JsonEncoder
 from pentrace.infrastructure.resume_io import resume_trace_file
 from pentrace.infrastructure.session_fork import read_replay
 from pentrace.infrastructure.trace_reader import ParseReport
@@ -30,7 +31,7 @@ from pentrace.projections.synthetic import SyntheticRecord
 __all__ = ["register", "replay", "resume_check"]
 
 # Compact JSON keeps every envelope byte for byte (fidelity blobs included).
-_encoder: Final = msgspec.json.Encoder()
+_encoder: Final = JsonEncoder()
 _CLOSED: Final = "yes: the next run starts from an empty context"
 
 

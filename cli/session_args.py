@@ -12,6 +12,7 @@ from pentrace.errors import LedgerError, UsageError
 from pentrace.infrastructure.catalog import resolve_session
 from pentrace.infrastructure.input_files import check_data_root
 from pentrace.infrastructure.layout import DataRoot, SessionRef
+from pentrace.infrastructure.redaction_policy import activate_policy
 
 __all__ = [
     "AgentOption",
@@ -51,6 +52,8 @@ def data_root(ctx: typer.Context) -> DataRoot:
     else:
         root = DataRoot.from_env()
     check_data_root(root.path)  # a file or FIFO named as the root is refused at once
+    rules: Path | None = getattr(settings, "redaction_rules", None)
+    activate_policy(root.path, rules=rules)  # every command redacts with the root's rules
     return root
 
 

@@ -58,14 +58,25 @@ _TOKEN_COLUMNS = ("requests", "input", "output", "cache_read", "cache_write", "t
 
 def _ready(ctx: typer.Context, names: tuple[str, ...], do_sync: bool) -> AnalyticsDatabase:
     root = data_root(ctx).path
-    if do_sync:
-        ledger = open_ledger(root)
-        try:
-            sync(ledger, root)
-        finally:
-            ledger.close()
-    for name in names:
-        catch_up(BUILTINS[name], data_root=root)
+    if not do_sync:
+        for name in names:
+            catch_up(BUILTINS[name], data_root=root)
+        return AnalyticsDatabase(analytics_url(root, os.environ))
+    ledger = open_ledger(root)
+    try:
+        # Retention waits until the projections have read what this sync indexed.
+        with ledger.retention_held():
+            report = sync(ledger, root)
+            for name in names:
+                catch_up(BUILTINS[name], data_root=root)
+    finally:
+        ledger.close()
+    for failure in report.failures:
+        typer.echo(
+            f"warning: {failure.project}/{failure.agent}/{failure.session_id}: "
+            f"left out of the sync: {failure.message}",
+            err=True,
+        )
     return AnalyticsDatabase(analytics_url(root, os.environ))
 
 

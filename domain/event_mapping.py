@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from pentrace.domain.records import TraceRecord
-from pentrace.domain.redaction import redact, redact_string
+from pentrace.domain.redaction import redact_decoded, redact_string
 from pentrace.domain.runtime_envelope import (
     Header,
     RuntimeEvent,
@@ -239,7 +239,7 @@ def event_from_record(
     """
     event_type = event_type_for(record, position)
     payload = _payload(record)
-    redacted = redact(payload, depth=1)
+    redacted = redact_decoded(payload, record.raw, depth=1)
     anchor = (
         record.tool_call_id
         if isinstance(record.tool_call_id, str) and record.tool_call_id

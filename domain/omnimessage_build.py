@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
-import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
+from pentrace.domain.json_codec import JsonEncoder
 from pentrace.domain.omnimessage_codec import Envelope, Payload, envelope_type_for
 from pentrace.domain.omnimessage_events import Abort
 from pentrace.domain.omnimessage_payloads import (
@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 FidelityInput = Raw | Mapping[str, Any] | UnsetType
-_encoder: Final = msgspec.json.Encoder()
+_encoder: Final = JsonEncoder()
 
 
 def format_timestamp(moment: datetime) -> str:

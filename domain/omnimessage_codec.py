@@ -17,6 +17,7 @@ from typing import Any, Final
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
+from pentrace.domain.json_codec import JsonEncoder, encode_escaped
 from pentrace.domain.omnimessage_events import EVENT_TYPES, EventPayload
 from pentrace.domain.omnimessage_payloads import (
     COMPLETE_MODEL_TYPES,
@@ -104,7 +105,8 @@ _DECODERS: Final[dict[str, msgspec.json.Decoder[Any]]] = {
 _wire_decoder: Final = msgspec.json.Decoder(_Wire)
 _peek_decoder: Final = msgspec.json.Decoder(_TypePeek)
 _fields_decoder: Final = msgspec.json.Decoder(dict[str, Raw])
-_encoder: Final = msgspec.json.Encoder()
+_encoder: Final = JsonEncoder()
+_fast_encode: Final = msgspec.json.Encoder().encode  # encode_envelope's hot path
 
 
 def payload_type(payload: Payload) -> str | None:
@@ -147,6 +149,12 @@ def _shape_error(exc: msgspec.ValidationError, prefix: str, where: str) -> Envel
     return EnvelopeFormatError(f"{where}invalid OmniMessage envelope: {message}", hint=_HINT)
 
 
+def _too_deep(where: str) -> EnvelopeFormatError:
+    return EnvelopeFormatError(
+        f"{where}invalid OmniMessage envelope: JSON nested too deeply to decode", hint=_HINT
+    )
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not strict JSON")
 
@@ -175,7 +183,7 @@ def _strip_legacy(payload_raw: Raw) -> Raw | None:
     """
     try:
         fields = _fields_decoder.decode(payload_raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return None  # not an object: the typed decode reports the shape error
     if LEGACY_META_KEYS.isdisjoint(fields):
         return None
@@ -189,6 +197,8 @@ def _decode_payload(kind: str, payload_raw: Raw, where: str) -> Payload:
         return UnknownPayload(raw=payload_raw, payload_type=_peek_type(payload_raw))
     try:
         payload: Payload = decoder.decode(payload_raw)
+    except RecursionError:
+        raise _too_deep(where) from None
     except msgspec.ValidationError as exc:
         ptype = _peek_type(payload_raw)
         if kind in _TAGS and isinstance(ptype, str) and ptype not in _TAGS[kind]:
@@ -203,7 +213,7 @@ def _decode_payload(kind: str, payload_raw: Raw, where: str) -> Payload:
 def _peek_type(payload_raw: Raw) -> str | None:
     try:
         ptype = _peek_decoder.decode(payload_raw).type
-    except msgspec.ValidationError:
+    except (msgspec.DecodeError, RecursionError):
         return None
     return ptype if isinstance(ptype, str) else None
 
@@ -223,6 +233,8 @@ def decode_envelope(raw: bytes, *, where: str = "") -> Envelope:
         raise _shape_error(exc, "", where) from None
     except msgspec.DecodeError as exc:
         raise _json_error(exc, data, where) from None
+    except RecursionError:
+        raise _too_deep(where) from None
     payload_raw = wire.payload
     if wire.type == "session_meta":
         stripped = _strip_legacy(payload_raw)
@@ -267,7 +279,10 @@ def encode_envelope(envelope: Envelope) -> bytes:
         payload_raw: Raw | None = payload.raw
     else:
         payload_raw = payload.__dict__.get(_SOURCE)
-    if payload_raw is None:
-        return _encoder.encode(envelope)
-    wire = _Wire(envelope.timestamp, envelope.type, payload_raw, envelope.origin)
-    return _encoder.encode(wire)
+    value: Any = envelope
+    if payload_raw is not None:
+        value = _Wire(envelope.timestamp, envelope.type, payload_raw, envelope.origin)
+    try:
+        return _fast_encode(value)
+    except UnicodeEncodeError:
+        return encode_escaped(value)  # lone surrogates become JSON escapes (ADR 0015)

@@ -15,12 +15,13 @@ record - ``42`` and ``[]`` included; only a JSON object whose ``type`` is
 
 from __future__ import annotations
 
-import json
 from operator import attrgetter
 from typing import Any, Final
 
 import msgspec
 from msgspec import StructMeta
+
+from pentrace.domain.json_codec import json_bytes, loads_strict
 
 __all__ = [
     "JS_WHITESPACE",
@@ -63,20 +64,11 @@ _any_decoder: Final = msgspec.json.Decoder()
 _decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {}
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _parse_int(digits: str) -> Any:
-    # Python refuses int() on more than 4300 digits; JSON.parse gives a double (maybe Infinity).
-    return int(digits) if len(digits) <= 4000 else float(digits)
-
-
 def _slow_decode(text: str) -> Any:
     """Decode what msgspec refuses but JSON.parse accepts (lone surrogates, 1e400, 1e5000)."""
     try:
-        return json.loads(text, parse_constant=_reject_constant, parse_int=_parse_int)
-    except (ValueError, RecursionError) as exc:
+        return loads_strict(text)
+    except ValueError as exc:
         raise MalformedLine(str(exc)) from None
 
 
@@ -211,7 +203,7 @@ class TraceRecord(msgspec.Struct, metaclass=_ParsingMeta, gc=False, eq=False):
     @classmethod
     def from_value(cls, value: Any, line: int = 0) -> TraceRecord:
         """Build a record from builtins (tests, synthesized placeholders)."""
-        record = cls(msgspec.json.encode(value), line)
+        record = cls(json_bytes(value), line)
         record._value = value
         return record
 

@@ -26,7 +26,7 @@ from typing import Any, Final, NamedTuple
 import msgspec
 
 from pentrace.domain.redaction import redact, redact_text
-from pentrace.domain.redaction_memo import redact_flat
+from pentrace.domain.redaction.memo import redact_flat
 from pentrace.domain.runtime_scope import (
     derive_stream_id,
     derive_subject,

@@ -22,6 +22,7 @@ import msgspec
 
 from pentrace.domain import omnimessage as om
 from pentrace.domain import session_events as ev
+from pentrace.domain.json_codec import JsonEncoder
 from pentrace.domain.records import PayloadHead
 from pentrace.domain.session_lines import (
     Fidelity,
@@ -43,7 +44,7 @@ __all__ = ["Fidelity", "Session", "ToolSpec", "project_session"]
 
 _EVENT: Final = "event_msg"
 _REQUEST_STATUSES: Final = get_args(om.StopReason)
-_encode: Final = msgspec.json.Encoder().encode
+_encode: Final = JsonEncoder().encode
 
 
 class Session(SessionMessages):

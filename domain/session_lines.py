@@ -18,6 +18,7 @@ from typing import Any, Final
 import msgspec
 
 from pentrace.domain import omnimessage as om
+from pentrace.domain.json_codec import JsonEncoder, json_bytes
 from pentrace.domain.omnimessage import format_timestamp
 from pentrace.domain.records import PayloadHead, TraceRecord
 
@@ -38,7 +39,7 @@ __all__ = [
 
 EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
-_encoder: Final = msgspec.json.Encoder()
+_encoder: Final = JsonEncoder()
 
 
 class _Stamp(msgspec.Struct):
@@ -168,7 +169,7 @@ def tool_definition(spec: ToolSpec) -> om.ToolDefinition:
     if isinstance(spec, om.ToolDefinition):
         return spec
     parameters = spec.get("parameters")
-    raw = msgspec.UNSET if parameters is None else msgspec.Raw(msgspec.json.encode(parameters))
+    raw = msgspec.UNSET if parameters is None else msgspec.Raw(json_bytes(parameters))
     return om.ToolDefinition(name=spec["name"], description=spec["description"], parameters=raw)
 
 

@@ -18,6 +18,7 @@ from eventsourcing.domain import BaseAggregate, OriginatorIDError, OriginatorVer
 
 from pentrace.domain import omnimessage as om
 from pentrace.domain import session_events as ev
+from pentrace.domain.json_codec import encode_escaped
 from pentrace.domain.records import PayloadHead, TraceRecord
 from pentrace.domain.session_lines import known_record, meta_copy_line, stamp
 from pentrace.errors import (
@@ -26,11 +27,13 @@ from pentrace.errors import (
     SessionDeletedError,
     SessionNotStartedError,
     TraceError,
+    UnencodableValueError,
     UnknownToolCallError,
 )
 
 __all__ = ["SessionState", "project_session"]
 
+# msgspec directly, with the escaping fallback below: this is the recording hot path.
 _encode: Final = msgspec.json.Encoder().encode
 _new_event: Final = object.__new__
 _APPLYING: Final = ev.APPLYING
@@ -149,11 +152,29 @@ class SessionState(BaseAggregate[str]):
         """
         if self.deleted or not self.started:
             self._check_writable(str(om.payload_type(payload)))
+        text, exact = stamp(now)
+        envelope = om.Envelope(timestamp=text, type=kind, payload=payload)
+        try:
+            line = _encode(envelope)
+        except (TypeError, ValueError, OverflowError):  # UnicodeEncodeError is a ValueError
+            line = self._encode_slowly(envelope)
         if self.rotation_pending:
             self._rotate(now)
-        text, exact = stamp(now)
-        line = _encode(om.Envelope(timestamp=text, type=kind, payload=payload))
         self._trigger(cls, exact, line, None if head is None else known_record(line, kind, head))
+
+    def _encode_slowly(self, envelope: om.Envelope) -> bytes:
+        """Lone surrogates become JSON escapes (ADR 0015); a value with no JSON form is refused.
+
+        Refused before anything changes: nothing pending, no rotation, no event.
+        """
+        try:
+            return encode_escaped(envelope)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise UnencodableValueError(
+                self._where(str(om.payload_type(envelope.payload)))
+                + f"expected values with a JSON form, found one without ({exc})",
+                hint="pass str, int, float, bool, None, lists and dicts of them",
+            ) from None
 
     def _trigger(
         self,

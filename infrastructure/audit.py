@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import select
 
-from pentrace.errors import NotFoundError
+from pentrace.errors import NotFoundError, PentraceError, TraceError
 from pentrace.infrastructure.layout import DataRoot, SessionRef
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.settings import default_ledger_path
@@ -148,11 +148,15 @@ def audit_session(ref: SessionRef, ledger: RuntimeEventLedger | None = None) -> 
         path = str(shard.path)
         report = ParseReport(max_kept=10_000)
         checks.start_shard(shard.index, path)
-        for record in read_shard(shard.path, report=report):
-            position += 1
-            checks.record(record)
-            if drift is not None:
-                drift.record(record, position, path)
+        try:
+            for record in read_shard(shard.path, report=report):
+                position += 1
+                checks.record(record)
+                if drift is not None:
+                    drift.record(record, position, path)
+        except (TraceError, OSError) as error:
+            # One unreadable shard is this session's problem; the audit goes on.
+            problems.append(_unreadable(sid, path, error))
         checks.healed_fragments(bad.line for bad in report.healed)
         problems.extend(
             parse_problems(
@@ -225,6 +229,17 @@ def _orphan_hint(session_id: str, local: bool) -> str:
     return (
         " (a shared ledger: if no other data root holds the session, remove its events with "
         f"`pentrace ledger forget {session_id}`)"
+    )
+
+
+def _unreadable(session_id: str, path: str, error: Exception) -> Problem:
+    reason = error.message if isinstance(error, PentraceError) else str(error)
+    return Problem(
+        code="unreadable_shard",
+        severity="error",
+        message=f"the shard could not be read to its end: {reason}",
+        session_id=session_id,
+        path=path,
     )
 
 

@@ -105,8 +105,9 @@ def _rows(
         for ref in progress(scan) if progress is not None and scan else scan:
             key = (ref.project, ref.agent, ref.session_id)
             row = rows[key] = read_row(ref)
-            if signatures[key] and row.problem is None:
-                fresh.append((key, signatures[key], msgspec.msgpack.encode(row)))
+            packed = _packed(row) if signatures[key] and row.problem is None else None
+            if packed is not None:
+                fresh.append((key, signatures[key], packed))
         present = {(r.project, r.agent, r.session_id) for r in refs}
         gone = [
             key
@@ -119,6 +120,17 @@ def _rows(
     finally:
         cache.close()
     return [rows[(r.project, r.agent, r.session_id)] for r in refs]
+
+
+def _packed(row: SessionRow) -> bytes | None:
+    """The row as cached, or None when it holds text with no UTF-8 form (a lone surrogate).
+
+    Such a row is read from its trace every time rather than cached in another spelling.
+    """
+    try:
+        return msgspec.msgpack.encode(row)
+    except UnicodeEncodeError:
+        return None
 
 
 def _sort_key(sort: str) -> Callable[[SessionRow], tuple[object, ...]]:

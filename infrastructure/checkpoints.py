@@ -22,6 +22,7 @@ from typing import Final
 
 import msgspec
 
+from pentrace.domain.json_codec import JsonDecoder, JsonEncoder
 from pentrace.domain.session import Session
 from pentrace.errors import PentraceError
 from pentrace.infrastructure.atomic_files import publish_file
@@ -102,8 +103,8 @@ class Checkpoint(msgspec.Struct, forbid_unknown_fields=True):
     state: _State
 
 
-_decoder: Final = msgspec.json.Decoder(Checkpoint)
-_encoder: Final = msgspec.json.Encoder()
+_decoder: Final = JsonDecoder(Checkpoint)
+_encoder: Final = JsonEncoder()
 
 
 def checkpoint_path(root: DataRoot, project: str, agent: str, session_id: str, index: int) -> Path:

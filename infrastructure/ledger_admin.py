@@ -36,9 +36,8 @@ from pentrace.infrastructure.ledger import (
     default_ledger_path,
 )
 from pentrace.infrastructure.ledger.application import ENV_TABLE_PREFIX
-from pentrace.infrastructure.ledger.indexer import SyncReport, index_records, session_directory
+from pentrace.infrastructure.ledger.indexer import SyncReport, rebuild_sessions
 from pentrace.infrastructure.ledger.retention import ledger_size
-from pentrace.infrastructure.trace_reader import read_session
 
 __all__ = [
     "LedgerStats",
@@ -52,7 +51,6 @@ __all__ = [
 ]
 
 _DAY_MS: Final = 86_400_000
-_BATCH: Final = 1000
 
 
 def open_ledger(
@@ -293,30 +291,5 @@ def retention_plan(ledger: RuntimeEventLedger) -> RetentionPlan:
 
 
 def rebuild_ledger(ledger: RuntimeEventLedger, refs: Iterable[SessionRef]) -> SyncReport:
-    """Delete every row, then index each session's trace again (the same event ids)."""
-    ledger.clear()
-    sessions = indexed = 0
-    for ref in refs:
-        sessions += 1
-        directory = session_directory(ref.shards)
-        batch: list[tuple[int, bytes]] = []
-        for position, record in enumerate(read_session(ref.shards), start=1):
-            batch.append((position, record.raw))
-            if len(batch) >= _BATCH:
-                indexed += _index(ledger, ref, batch, directory)
-                batch = []
-        indexed += _index(ledger, ref, batch, directory)
-    return SyncReport(sessions, indexed, 0)
-
-
-def _index(
-    ledger: RuntimeEventLedger,
-    ref: SessionRef,
-    batch: list[tuple[int, bytes]],
-    directory: str | None,
-) -> int:
-    if not batch:
-        return 0
-    return index_records(
-        ledger, ref.session_id, batch, project=ref.project, agent=ref.agent, directory=directory
-    )
+    """Index each session's trace again (the same event ids), one transaction per session."""
+    return rebuild_sessions(ledger, refs)

@@ -59,6 +59,12 @@ def name_problem(value: str) -> str | None:
         return "it contains a control character"
     if PureWindowsPath(value).drive:
         return "it names a drive"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (from a JSON escape or a non-UTF-8 file name) has no UTF-8
+        # form, so PenguinHarness could not spell the path and no store could hold the name.
+        return "it holds a lone surrogate, which has no UTF-8 form"
     if len(value.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
         return f"it is longer than {MAX_NAME_BYTES} bytes"
     return None

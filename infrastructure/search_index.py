@@ -26,9 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from pentrace.domain.json_codec import escape_surrogates
 from pentrace.errors import SearchIndexError
 from pentrace.infrastructure.file_modes import prepare_sqlite_file, repair_modes, sqlite_files
 from pentrace.infrastructure.layout import DataRoot, SessionRef
+from pentrace.infrastructure.redaction_policy import activate_policy
 from pentrace.infrastructure.search_query import SearchHit, SearchQuery, run_query
 from pentrace.infrastructure.search_shards import (
     ShardState,
@@ -78,6 +80,7 @@ class SearchIndex:
 
     def __init__(self, root: DataRoot, path: Path | None = None) -> None:
         self.root = root
+        activate_policy(root.path)
         self.path = path if path is not None else search_index_path(root)
         self.conn = self._open()
 
@@ -297,11 +300,12 @@ class SearchIndex:
 
 
 def _doc_row(base: int, shard: int, doc: SearchDoc) -> tuple[object, ...]:
+    # sqlite3 binds text as UTF-8: lone surrogates go in as their JSON escapes (ADR 0015).
     return (
         base | doc.position,
-        doc.body,
-        doc.kind,
-        doc.role,
+        escape_surrogates(doc.body),
+        escape_surrogates(doc.kind),
+        None if doc.role is None else escape_surrogates(doc.role),
         doc.turn,
         doc.time_ms,
         shard,

@@ -15,6 +15,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from pentrace.domain.json_codec import escape_surrogates
 from pentrace.domain.omnimessage import format_timestamp
 from pentrace.errors import SearchIndexError, SearchQueryError, UsageError
 from pentrace.projections.search_docs import KINDS
@@ -102,12 +103,14 @@ def run_query(conn: sqlite3.Connection, path: Path, query: SearchQuery) -> list[
     if query.limit < 1:
         raise UsageError(f"expected --limit >= 1, found {query.limit}", hint="try --limit 20")
     kinds = _kinds(query)
+    # The index holds lone surrogates as their JSON escapes (ADR 0015); so does the query.
+    text = escape_surrogates(query.text)
     where = ["docs MATCH ?", f"docs.kind IN ({', '.join('?' * len(kinds))})"]
-    params: list[object] = [query.text, *kinds]
+    params: list[object] = [text, *kinds]
     for column, value in (("s.project", query.project), ("s.agent", query.agent)):
         if value is not None:
             where.append(f"{column} = ?")
-            params.append(value)
+            params.append(escape_surrogates(value))
     if query.since is not None:
         where.append("docs.time >= ?")
         params.append(_ms(query.since))
@@ -116,7 +119,7 @@ def run_query(conn: sqlite3.Connection, path: Path, query: SearchQuery) -> list[
         params.append(_ms(query.until))
     if query.sessions:
         where.append(f"s.session_id IN ({', '.join('?' * len(query.sessions))})")
-        params.extend(query.sessions)
+        params.extend(escape_surrogates(session) for session in query.sessions)
     # FTS5 must score every match to sort by rank, which grows with the corpus; so
     # the newest ``window`` matches are scored and the best of them are shown.
     window = max(query.window, query.limit) if query.order == "rank" else query.limit
@@ -129,7 +132,7 @@ def run_query(conn: sqlite3.Connection, path: Path, query: SearchQuery) -> list[
         if query.order == "rank":
             found.sort(key=lambda row: row[1])
         chosen = [int(row[0]) for row in found[: query.limit]]
-        rows = conn.execute(_details(len(chosen)), [query.text, *chosen]).fetchall()
+        rows = conn.execute(_details(len(chosen)), [text, *chosen]).fetchall()
     except sqlite3.OperationalError as error:
         raise _query_error(path, error) from error
     by_rowid = {int(row[0]): row for row in rows}

@@ -36,8 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final
 
-import msgspec
-
+from pentrace.domain.json_codec import JsonEncoder
 from pentrace.errors import InvalidNameError, NotFoundError
 from pentrace.infrastructure.atomic_files import publish_file
 from pentrace.infrastructure.layout import DataRoot, ShardRef, validate_name
@@ -49,7 +48,7 @@ ARCHIVE_FORMAT: Final = "pentrace.session_archive.v1"
 _CHUNK: Final = 1024 * 1024
 # Small archives are built in memory; larger ones spill to a temporary file.
 _SPOOL_IN_MEMORY: Final = 16 * 1024 * 1024
-_encoder: Final = msgspec.json.Encoder()
+_encoder: Final = JsonEncoder()
 
 
 @dataclass(frozen=True, slots=True)

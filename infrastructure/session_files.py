@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Final
 
-import msgspec
-
+from pentrace.domain.json_codec import JsonEncoder
 from pentrace.domain.redaction import redact
 from pentrace.errors import NotFoundError, PentraceError, TraceError, UsageError
 from pentrace.infrastructure.atomic_files import publish_file
@@ -48,7 +47,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _CHUNK: Final = 1024 * 1024
-_encoder: Final = msgspec.json.Encoder()
+_encoder: Final = JsonEncoder()
 
 
 @dataclass(frozen=True, slots=True)

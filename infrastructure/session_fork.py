@@ -22,8 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-import msgspec
-
+from pentrace.domain.json_codec import JsonEncoder
 from pentrace.errors import PentraceError, SessionExistsError, TraceError, UsageError
 from pentrace.infrastructure.atomic_files import publish_file
 from pentrace.infrastructure.file_modes import make_private_dirs
@@ -35,7 +34,7 @@ from pentrace.projections.replay_view import ReplayItem, build_replay, fork_cut
 
 __all__ = ["ForkResult", "fork_session", "read_replay"]
 
-_encoder: Final = msgspec.json.Encoder()
+_encoder: Final = JsonEncoder()
 
 
 @dataclass(frozen=True, slots=True)

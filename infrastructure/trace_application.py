@@ -33,6 +33,7 @@ from pentrace.infrastructure.checkpoints import (
 )
 from pentrace.infrastructure.durability import Durability
 from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.redaction_policy import activate_policy
 from pentrace.infrastructure.tool_output import DEFAULT_MAX_OUTPUT_CHARS
 from pentrace.infrastructure.trace_mapper import TraceMapper
 from pentrace.infrastructure.trace_persistence import Factory, TraceRecorder
@@ -126,6 +127,7 @@ class TraceApplication(Application[str]):
     ) -> None:
         root = data_root if isinstance(data_root, DataRoot) else DataRoot(Path(data_root))
         self.root = DataRoot(root.path.expanduser().absolute())
+        activate_policy(self.root.path)
         self.project = project
         self.agent = agent
         self.clock = clock

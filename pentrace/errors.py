@@ -141,6 +141,10 @@ class UnknownStatusError(IllegalCommandError):
     """request_end with a status that is not one of the StopReason values."""
 
 
+class UnencodableValueError(IllegalCommandError):
+    """A command was given a value with no JSON form; nothing was recorded."""
+
+
 class ResumeError(PentraceError):
     """A session cannot be resumed (no session_meta, no provider, workspace gone)."""
 

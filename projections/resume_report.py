@@ -14,13 +14,14 @@ from typing import Any, Protocol
 
 import msgspec
 
+from pentrace.domain.json_codec import JsonEncoder
 from pentrace.domain.records import TraceRecord
 from pentrace.projections.resume import ResumeResult
 from pentrace.projections.synthetic import SyntheticRecord
 
 __all__ = ["ParseReportLike", "encode_resume_report", "resume_report"]
 
-_encoder = msgspec.json.Encoder()
+_encoder = JsonEncoder()
 
 
 class _LineLike(Protocol):

@@ -30,6 +30,7 @@ Definitions (they are the CLI's ``--json`` contract, ``docs/cli-json.md``):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any, Final
 
@@ -47,6 +48,7 @@ __all__ = [
     "SummaryFold",
     "ToolStats",
     "summarize_session",
+    "token_count",
 ]
 
 REQUEST_STATUSES: Final = ("completed", "failed", "aborted", "timeout", "malformed", "auth")
@@ -105,8 +107,7 @@ class SessionSummary(msgspec.Struct, kw_only=True):
     @property
     def total_tokens(self) -> int:
         """``tokens.total`` as an int (0 when it is not a number)."""
-        total = self.tokens.get("total")
-        return int(total) if isinstance(total, int | float) and not isinstance(total, bool) else 0
+        return int(token_count(self.tokens.get("total")))
 
     @property
     def tool_failures(self) -> int:
@@ -116,6 +117,20 @@ class SessionSummary(msgspec.Struct, kw_only=True):
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def token_count(value: Any) -> int | float:
+    """A token count as written when it is a finite number >= 0, else 0.
+
+    Counts of other shapes (``1e400`` read as infinity, ``-5``, ``true``,
+    ``"12"``, an object) count as nothing rather than failing every command
+    that adds them up.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    if isinstance(value, float) and not math.isfinite(value):
+        return 0
+    return value if value >= 0 else 0
 
 
 def _key(value: Any) -> str:
@@ -188,6 +203,8 @@ class SummaryFold:
             self._in_request = True
         elif ptype == "request_end":
             status = record.status
+            # A status of another shape (an object, a list) is "other", never a crash.
+            status = status if isinstance(status, str) else None
             name = status if status in REQUEST_STATUSES else "other"
             self._requests[name] += 1
             summary.last_request_status = _key(status)
@@ -305,7 +322,7 @@ class SummaryFold:
             return empty_token_counts()
         session = self._tokens.payload().get("session")
         if isinstance(session, dict):
-            return {key: session.get(key, 0) for key in _TOKEN_KEYS}
+            return {key: token_count(session.get(key, 0)) for key in _TOKEN_KEYS}
         return empty_token_counts()
 
 

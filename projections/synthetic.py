@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-import msgspec
-
+from pentrace.domain.json_codec import json_bytes
 from pentrace.domain.records import TraceRecord
 from pentrace.projections.summary import context_summary_text
 
@@ -26,7 +25,7 @@ class SyntheticRecord(TraceRecord, gc=False, eq=False):
 
 
 def _synthesize(envelope: dict[str, Any]) -> SyntheticRecord:
-    return SyntheticRecord(msgspec.json.encode(envelope))
+    return SyntheticRecord(json_bytes(envelope))
 
 
 def _timestamp_of(record: TraceRecord) -> dict[str, Any]:

@@ -13,15 +13,14 @@ from collections import OrderedDict
 from threading import Lock
 from typing import Any, Final
 
-import msgspec
-
+from pentrace.domain.json_codec import JsonDecoder, JsonEncoder
 from pentrace.domain.runtime_events import opencode_payload
 from pentrace.infrastructure.ledger import LedgerEntry, ReplayGap
 
 __all__ = ["FrameCache", "connected_frame", "event_frame", "gap_frame"]
 
-_encode: Final = msgspec.json.Encoder().encode
-_decode: Final = msgspec.json.Decoder().decode
+_encode: Final = JsonEncoder().encode
+_decode: Final = JsonDecoder[Any]().decode
 
 
 def event_frame(entry: LedgerEntry) -> bytes:

@@ -19,6 +19,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from pentrace.domain.json_codec import JsonEncoder
 from pentrace.domain.redaction import redact
 from pentrace.errors import NotFoundError
 from pentrace.infrastructure.catalog import (
@@ -38,7 +39,7 @@ from pentrace.service.errors import BadRequest
 __all__ = ["list_route", "session_item", "show_route", "trace_route"]
 
 _CHUNK: Final = 256 * 1024
-_encode: Final = msgspec.json.Encoder().encode
+_encode: Final = JsonEncoder().encode
 _TRUE: Final = frozenset({"1", "true", "yes", "on"})
 _FALSE: Final = frozenset({"0", "false", "no", "off"})
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator
 from typing import Final
 
-import msgspec
-
+from pentrace.domain.json_codec import JsonEncoder
 from pentrace.domain.runtime_events import event_type_for, runtime_event_from_record
 from pentrace.infrastructure.layout import SessionRef
 from pentrace.infrastructure.ledger.indexer import record_workspace
@@ -15,7 +14,7 @@ from pentrace.projections.analytics.events import AnalyticsEvent, decode_event
 
 __all__ = ["session_events"]
 
-_encode: Final = msgspec.json.Encoder().encode
+_encode: Final = JsonEncoder().encode
 
 
 def session_events(

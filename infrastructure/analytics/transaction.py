@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import Connection, text
 
+from pentrace.domain.json_codec import escape_surrogates
+
 if TYPE_CHECKING:
     from pentrace.infrastructure.analytics.readmodel import ReadModel
 
@@ -86,14 +88,16 @@ class Transaction:
         if table in self._pending:
             self.flush()
         where = " AND ".join(f"{name} = :{name}" for name in key)
-        row = self.connection.execute(text(f"SELECT * FROM {table} WHERE {where}"), dict(key))
+        params = {name: _bindable(value) for name, value in key.items()}
+        row = self.connection.execute(text(f"SELECT * FROM {table} WHERE {where}"), params)
         found = row.mappings().first()
         return dict(found) if found is not None else None
 
     def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> Any:
         """Run SQL (``:name`` parameters) in this transaction, after the merged writes."""
         self.flush()
-        return self.connection.execute(text(sql), dict(params or {}))
+        bound = {name: _bindable(value) for name, value in (params or {}).items()}
+        return self.connection.execute(text(sql), bound)
 
     @property
     def connection(self) -> Connection:
@@ -113,10 +117,17 @@ class Transaction:
                 columns = tuple(sorted(cells))
                 shape = (names, columns, tuple(cells[c][0] for c in columns))
                 params = values + tuple(cells[c][1] for c in columns)
-                shapes.setdefault(shape, []).append(params)
+                shapes.setdefault(shape, []).append(tuple(map(_bindable, params)))
             for (names, columns, ops), params_list in shapes.items():
                 sql = _upsert_sql(table, names, columns, ops, db.placeholder, db.is_sqlite)
                 conn.exec_driver_sql(sql, params_list)
+
+
+def _bindable(value: Any) -> Any:
+    """Text is bound as UTF-8: lone surrogates go in as their JSON escapes (ADR 0015)."""
+    if isinstance(value, str) and not value.isascii():
+        return escape_surrogates(value)
+    return value
 
 
 def _upsert_sql(

@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-import msgspec
 from eventsourcing.application import Application
 from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import ApplicationRecorder, JSONTranscoder, Mapper, StoredEvent
 
+from pentrace.domain.json_codec import JsonDecoder
 from pentrace.errors import LedgerError
 from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger.settings import LedgerSettings
@@ -27,7 +27,7 @@ from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 __all__ = ["ENV_TABLE_PREFIX", "LedgerApplication", "LedgerEvent", "LedgerMapper"]
 
 ENV_TABLE_PREFIX: Final = "PENTRACE_LEDGER_TABLE_PREFIX"
-_decode: Final = msgspec.json.Decoder().decode
+_decode: Final = JsonDecoder[Any]().decode
 
 
 @dataclass(frozen=True)

@@ -18,16 +18,25 @@ from typing import Any, Final
 
 from pentrace.domain.records import MalformedLine, TraceRecord, decode_line
 from pentrace.domain.runtime_events import runtime_event_from_record
-from pentrace.errors import LedgerError
-from pentrace.infrastructure.layout import DataRoot, ShardRef, iter_sessions
+from pentrace.errors import (
+    LedgerConflictError,
+    LedgerError,
+    PentraceError,
+    RedactionError,
+    TraceError,
+)
+from pentrace.infrastructure.layout import DataRoot, SessionRef, ShardRef, iter_sessions
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 from pentrace.infrastructure.trace_reader import read_session, read_shard
 
 __all__ = [
+    "SESSION_ERRORS",
+    "SessionFailure",
     "SyncReport",
     "build_events",
     "index_records",
     "rebuild",
+    "rebuild_sessions",
     "record_workspace",
     "session_directory",
     "sync",
@@ -36,13 +45,35 @@ __all__ = [
 _BATCH: Final = 1000
 
 
+# Errors that belong to one session's trace or rows; anything else (the database
+# locked or gone) stops the whole run.
+SESSION_ERRORS: Final = (LedgerConflictError, RedactionError, TraceError, OSError)
+
+
+@dataclass(frozen=True)
+class SessionFailure:
+    """A session a sync or rebuild could not index, and why (the message names where)."""
+
+    project: str
+    agent: str
+    session_id: str
+    message: str
+
+    @classmethod
+    def of(cls, ref: SessionRef, error: Exception) -> SessionFailure:
+        """The failure of ``ref`` with ``error``'s message."""
+        message = error.message if isinstance(error, PentraceError) else str(error)
+        return cls(ref.project, ref.agent, ref.session_id, message)
+
+
 @dataclass(frozen=True)
 class SyncReport:
-    """What a sync or rebuild did."""
+    """What a sync or rebuild did; ``failures`` lists the sessions it had to leave out."""
 
     sessions: int = 0
     indexed: int = 0
     already_held: int = 0
+    failures: tuple[SessionFailure, ...] = ()
 
 
 def build_events(
@@ -115,37 +146,59 @@ def sync(
     """Index every trace record the ledger is missing; running it again changes nothing.
 
     A position the ledger holds, or one at or below what retention already
-    pruned from that stream, is not indexed again.
+    pruned from that stream, is not indexed again.  A session that fails
+    (its trace unreadable, a held id whose trace changed) is reported in
+    ``failures`` and the others go on.
     """
     sessions = indexed = held_total = 0
+    failures: list[SessionFailure] = []
     for ref in iter_sessions(data_root, project, agent):
         sessions += 1
-        held, pruned_through = ledger.held_sequences(f"session:{ref.session_id}")
-        records = _numbered(read_session(ref.shards))
-        directory: str | None = None
-        batch: list[Any] = []
-        for position, record in records:
-            if position == 1:
-                directory = record_workspace(record)
-            if position in held or position <= pruned_through:
-                held_total += 1
-                continue
-            batch.append(
-                runtime_event_from_record(
-                    record,
-                    session_id=ref.session_id,
-                    position=position,
-                    project=ref.project,
-                    agent=ref.agent,
-                    directory=directory,
-                )
-            )
-            if len(batch) >= _BATCH:
-                indexed += ledger.extend(batch)
-                batch = []
-        if batch:
+        try:
+            new, held = _sync_session(ledger, ref)
+        except SESSION_ERRORS as error:
+            failures.append(SessionFailure.of(ref, error))
+            continue
+        indexed += new
+        held_total += held
+    return SyncReport(sessions, indexed, held_total, tuple(failures))
+
+
+def _sync_session(ledger: RuntimeEventLedger, ref: SessionRef) -> tuple[int, int]:
+    held, pruned_through = ledger.held_sequences(f"session:{ref.session_id}")
+    indexed = held_total = 0
+    batch: list[Any] = []
+    for position, record, directory in _positioned(ref):
+        if position in held or position <= pruned_through:
+            held_total += 1
+            continue
+        batch.append(_event(ref, position, record, directory))
+        if len(batch) >= _BATCH:
             indexed += ledger.extend(batch)
-    return SyncReport(sessions, indexed, held_total)
+            batch = []
+    if batch:
+        indexed += ledger.extend(batch)
+    return indexed, held_total
+
+
+def _positioned(ref: SessionRef) -> Iterator[tuple[int, TraceRecord, str | None]]:
+    """Each record with its position and the session's directory (from its first record)."""
+    directory: str | None = None
+    for position, record in _numbered(read_session(ref.shards)):
+        if position == 1:
+            directory = record_workspace(record)
+        yield position, record, directory
+
+
+def _event(ref: SessionRef, position: int, record: TraceRecord, directory: str | None) -> Any:
+    return runtime_event_from_record(
+        record,
+        session_id=ref.session_id,
+        position=position,
+        project=ref.project,
+        agent=ref.agent,
+        directory=directory,
+    )
 
 
 def rebuild(
@@ -155,9 +208,40 @@ def rebuild(
     project: str | None = None,
     agent: str | None = None,
 ) -> SyncReport:
-    """Delete every ledger row, then index all traces again (same event ids)."""
-    ledger.clear()
-    return sync(ledger, data_root, project=project, agent=agent)
+    """Index all traces again (same event ids) and drop every row no trace holds.
+
+    See :func:`rebuild_sessions`.
+    """
+    return rebuild_sessions(ledger, iter_sessions(data_root, project, agent))
+
+
+def rebuild_sessions(ledger: RuntimeEventLedger, refs: Iterable[SessionRef]) -> SyncReport:
+    """Replace each session's rows in its own transaction, then drop streams no trace holds.
+
+    The ledger is never emptier than the traces allow: a session's old rows
+    stay until its new ones commit, and a session that fails keeps its old
+    rows and is reported in ``failures``.  Rows of other streams are deleted
+    only once every session is done.
+    """
+    sessions = indexed = 0
+    kept: set[str] = set()
+    failures: list[SessionFailure] = []
+    for ref in refs:
+        sessions += 1
+        stream = f"session:{ref.session_id}"
+        try:
+            if stream in kept:
+                # The same session id under another agent shares the stream (as in sync,
+                # the positions already rebuilt are held and not indexed again).
+                indexed += _sync_session(ledger, ref)[0]
+            else:
+                events = (_event(ref, *item) for item in _positioned(ref))
+                indexed += ledger.replace_stream(stream, events)
+        except SESSION_ERRORS as error:
+            failures.append(SessionFailure.of(ref, error))
+        kept.add(stream)
+    ledger.keep_streams(kept)
+    return SyncReport(sessions, indexed, 0, tuple(failures))
 
 
 def _numbered(records: Iterable[TraceRecord]) -> Iterator[tuple[int, TraceRecord]]:

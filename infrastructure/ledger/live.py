@@ -17,8 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-import msgspec
-
+from pentrace.domain.json_codec import JsonEncoder
 from pentrace.domain.redaction import is_redacted
 from pentrace.errors import PentraceError, RedactionError
 from pentrace.infrastructure.layout import DataRoot
@@ -30,7 +29,7 @@ from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 __all__ = ["LedgerHook", "LiveFanout", "LiveSubscription"]
 
 log = logging.getLogger(__name__)
-_encode: Final = msgspec.json.Encoder().encode
+_encode: Final = JsonEncoder().encode
 
 
 class LiveSubscription:

@@ -27,6 +27,7 @@ from sqlalchemy import (
     select,
 )
 
+from pentrace.domain.json_codec import JsonDecoder
 from pentrace.infrastructure.ledger.database import LedgerDatabase
 
 __all__ = [
@@ -41,7 +42,7 @@ __all__ = [
 ]
 
 GapReason = Literal["evicted", "unknown_event_id"]
-_decode: Final = msgspec.json.Decoder().decode
+_decode: Final = JsonDecoder[Any]().decode
 
 
 class LedgerEntry(msgspec.Struct, frozen=True):

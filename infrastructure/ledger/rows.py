@@ -16,7 +16,8 @@ from uuid import UUID
 import msgspec
 from eventsourcing.persistence import StoredEvent
 
-from pentrace.domain.redaction import is_redacted, redact
+from pentrace.domain.json_codec import JsonEncoder, escape_surrogates
+from pentrace.domain.redaction import is_redacted, is_redacted_encoded, redact
 from pentrace.errors import LedgerError, RedactionError
 
 __all__ = ["SCHEMA_VERSION", "as_envelope", "envelope_row", "stored_event_row"]
@@ -31,7 +32,7 @@ _SCOPE_COLUMNS: Final = (
     "project_id",
     "directory",
 )
-_encode: Final = msgspec.json.Encoder().encode
+_encode: Final = JsonEncoder().encode
 
 
 def as_envelope(event: object) -> Mapping[str, Any]:
@@ -59,7 +60,8 @@ def envelope_row(envelope: Mapping[str, Any], inserted_at: int) -> dict[str, Any
             hint="build events with pentrace.domain.runtime_events",
         )
     _check_shape(envelope, event_id)
-    if not is_redacted(envelope):
+    event_json = _encode(envelope)
+    if not is_redacted_encoded(envelope, event_json):
         paths = sorted(set(changed_paths(envelope, redact(envelope).value)))
         shown = ", ".join(paths[:20]) + (
             f" (and {len(paths) - 20} more)" if len(paths) > 20 else ""
@@ -76,13 +78,13 @@ def envelope_row(envelope: Mapping[str, Any], inserted_at: int) -> dict[str, Any
         "event_id": event_id,
         "stream_id": _text(envelope.get("stream_id")) or "global",
         "sequence": _positive(envelope.get("sequence")),
-        "event_type": envelope["type"],
+        "event_type": escape_surrogates(envelope["type"]),
         "category": _text(envelope.get("category")) or "session_lifecycle",
         "event_time": _positive(envelope.get("time")),
         "inserted_at": inserted_at,
         "privacy_classification": _text(privacy.get("classification")) or "public",
         "redacted": bool(privacy.get("redacted")),
-        "event_json": _encode(envelope),
+        "event_json": event_json,
     }
     for column in _SCOPE_COLUMNS:
         row[column] = _text(scope.get(column))
@@ -159,7 +161,8 @@ def _check_shape(envelope: Mapping[str, Any], event_id: str) -> None:
 
 
 def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
+    # Text columns are bound as UTF-8: lone surrogates go in as their JSON escapes (ADR 0015).
+    return escape_surrogates(value) if isinstance(value, str) and value else None
 
 
 def _positive(value: Any) -> int:

@@ -15,7 +15,8 @@ writing it again is a harmless no-op).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from pentrace.infrastructure.ledger.retention import (
 )
 from pentrace.infrastructure.ledger.rows import as_envelope, envelope_row
 from pentrace.infrastructure.ledger.settings import LedgerSettings, default_ledger_path
+from pentrace.infrastructure.redaction_policy import activate_policy
 
 __all__ = ["RuntimeEventLedger"]
 
@@ -64,6 +66,7 @@ class RuntimeEventLedger(LedgerRecorder):
         )
         self._monotonic = monotonic
         self._last_cleanup: float | None = None
+        self._retention_held = 0
 
     @classmethod
     def open(
@@ -81,6 +84,8 @@ class RuntimeEventLedger(LedgerRecorder):
         ``<data_root>/runtime_events/runtime_events.db``.
         """
         settings = settings if settings is not None else LedgerSettings.from_env()
+        if data_root is not None:
+            activate_policy(data_root)
         if settings.url is not None:
             db = LedgerDatabase(settings.url, table_prefix=table_prefix)
         else:
@@ -244,14 +249,81 @@ class RuntimeEventLedger(LedgerRecorder):
         return apply_retention(self.db, self.policy, self.now_ms())
 
     def cleanup_if_due(self) -> RetentionReport | None:
-        """Apply retention when the cleanup interval has passed (never when it is 0/None)."""
+        """Apply retention when the cleanup interval has passed (never when it is 0/None).
+
+        Inside :meth:`retention_held` it waits: a command that indexes and then
+        reads what it indexed must not have retention prune under it.
+        """
         interval = self.settings.cleanup_interval_seconds
-        if not interval:
+        if not interval or self._retention_held:
             return None
         last = self._last_cleanup
         if last is not None and self._monotonic() - last < interval:
             return None
         return self.cleanup()
+
+    def replace_stream(self, stream_id: str, events: Iterable[object]) -> int:
+        """Replace a stream's rows and watermark with ``events``, in one transaction.
+
+        Until it commits, readers see the old rows; if building or storing any
+        event fails, the old rows stay.  Returns how many rows were stored.
+        """
+        tables = self.db.tables
+        now = self.now_ms()
+        stored = 0
+        with self.db.writing("replace a stream in the ledger") as conn:
+            conn.execute(delete(tables.events).where(tables.events.c.stream_id == stream_id))
+            conn.execute(
+                delete(tables.watermarks).where(tables.watermarks.c.stream_id == stream_id)
+            )
+            batch: list[dict[str, Any]] = []
+            for event in events:
+                batch.append(envelope_row(as_envelope(event), now))
+                if len(batch) >= _CHUNK:
+                    stored += self._insert_fresh(conn, batch)
+                    batch = []
+            stored += self._insert_fresh(conn, batch)
+        self.waker.wake()
+        self.cleanup_if_due()
+        return stored
+
+    def _insert_fresh(self, conn: Connection, rows: list[dict[str, Any]]) -> int:
+        fresh = self._without_duplicates(conn, rows) if rows else []
+        if fresh:
+            self._insert_rows(conn, fresh)
+        return len(fresh)
+
+    def keep_streams(self, stream_ids: Iterable[str]) -> int:
+        """Delete the rows and watermarks of every stream not in ``stream_ids``; returns rows."""
+        events, marks = self.db.tables.events, self.db.tables.watermarks
+        keep = set(stream_ids)
+        deleted = 0
+        with self.db.writing("drop streams no trace holds") as conn:
+            held = {str(s) for s in conn.execute(select(events.c.stream_id).distinct()).scalars()}
+            marked = {str(s) for s in conn.execute(select(marks.c.stream_id)).scalars()}
+            gone = sorted((held | marked) - keep)
+            for start in range(0, len(gone), _CHUNK):
+                chunk = gone[start : start + _CHUNK]
+                result = conn.execute(delete(events).where(events.c.stream_id.in_(chunk)))
+                deleted += int(result.rowcount or 0)
+                conn.execute(delete(marks).where(marks.c.stream_id.in_(chunk)))
+        return deleted
+
+    @contextmanager
+    def retention_held(self) -> Iterator[None]:
+        """Hold automatic retention in the block, then apply it if it is due.
+
+        ``stats --sync`` indexes the traces, then catches the projections up
+        from the rows it just wrote; pruning between the two would be a gap
+        of the command's own making.  The ledger may exceed its limits until
+        the block ends.
+        """
+        self._retention_held += 1
+        try:
+            yield
+        finally:
+            self._retention_held -= 1
+        self.cleanup_if_due()
 
     def clear(self) -> None:
         """Delete every event, watermark and ingest cursor; notification ids keep counting up."""

@@ -13,8 +13,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-import msgspec
-
+from pentrace.domain.json_codec import JsonEncoder
 from pentrace.testing.commands import (
     Abort,
     Approval,
@@ -45,7 +44,7 @@ __all__ = [
 
 DEFAULT_SESSION_ID: Final = "session-2026-07-18-11-10-22-3f8a1c2d"
 DEFAULT_START: Final = datetime(2026, 7, 18, 3, 10, 22, 531000, tzinfo=UTC)
-_encoder: Final = msgspec.json.Encoder()
+_encoder: Final = JsonEncoder()
 
 
 def format_timestamp(moment: datetime) -> str:

@@ -14,6 +14,8 @@ from typing import Any, Final
 
 import msgspec
 
+from pentrace.domain.json_codec import JsonDecoder
+
 __all__ = ["AnalyticsEvent", "Scope", "day_of", "decode_event", "iso_of"]
 
 
@@ -50,7 +52,7 @@ class AnalyticsEvent(msgspec.Struct, kw_only=True):
         return day_of(self.time)
 
 
-_decoder: Final = msgspec.json.Decoder(AnalyticsEvent)
+_decoder: Final = JsonDecoder(AnalyticsEvent)
 
 
 def decode_event(event_json: bytes) -> AnalyticsEvent:

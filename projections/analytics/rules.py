@@ -8,6 +8,7 @@ tool call failed - these rules import it instead of restating it, so
 
 from __future__ import annotations
 
+import math
 from typing import Any, Final
 
 from pentrace.projections.session_summary import ERROR_STATUSES, REQUEST_STATUSES
@@ -16,6 +17,7 @@ __all__ = [
     "TOKEN_FIELDS",
     "TRUNCATION_MARK",
     "TokenDelta",
+    "bigint",
     "is_error_status",
     "is_truncated",
     "request_bucket",
@@ -31,10 +33,28 @@ TokenDelta = tuple[int, int, int, int, int]
 """(input, output, cache_read, cache_write, total) of one request."""
 
 
+_MAX_COUNT: Final = 2**63 - 1  # what a BIGINT column holds
+
+
 def _count(value: Any) -> int:
+    """A count as an int: 0 for anything but a finite number in 0..2**63-1 (1e400, -5, "7")."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return 0
-    return max(int(value), 0)
+    if isinstance(value, float) and not math.isfinite(value):
+        return 0
+    count = int(value)
+    return count if 0 <= count <= _MAX_COUNT else 0
+
+
+def bigint(value: Any) -> int | None:
+    """``value`` when it is an int a BIGINT column holds, else None (``2**70``, ``"7"``)."""
+    if (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and -_MAX_COUNT <= value <= _MAX_COUNT
+    ):
+        return value
+    return None
 
 
 def token_delta(payload: dict[str, Any]) -> TokenDelta | None:
@@ -62,7 +82,7 @@ def request_bucket(status: Any) -> str:
 
 def is_error_status(status: Any) -> bool:
     """True for the statuses the session summary counts as errors."""
-    return status in ERROR_STATUSES
+    return isinstance(status, str) and status in ERROR_STATUSES
 
 
 def tool_outcome(stop_reason: Any) -> str | None:

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import msgspec
+
+from pentrace.domain.json_codec import JsonDecoder
 
 PROJECT, AGENT = "demo", "coder"
 REPO = Path(__file__).resolve().parents[2]
@@ -141,6 +142,9 @@ class Frame:
         return self.data.get("type") if isinstance(self.data, dict) else None
 
 
+_frame_decode = JsonDecoder[Any]().decode
+
+
 def parse_frames(lines: Iterator[str]) -> Iterator[Frame]:
     """SSE frames from text lines (no trailing newlines), per the EventSource rules we use."""
     frame = Frame()
@@ -159,7 +163,7 @@ def parse_frames(lines: Iterator[str]) -> Iterator[Frame]:
         elif name == "id":
             frame.id = value
         elif name == "data":
-            frame.data = msgspec.json.decode(value)
+            frame.data = _frame_decode(value)  # lone surrogate escapes included (ADR 0015)
         elif name == "retry":
             frame.retry = int(value)
 

@@ -190,3 +190,19 @@ def test_an_unknown_projection_name_is_a_usage_error(
             main(["--data-root", str(root), "projections", "rebuild", name])
         assert exit_info.value.code == 2
         assert "expected" in capsys.readouterr().err
+
+
+def test_stats_sync_is_not_tripped_by_the_retention_of_its_own_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A limit far below the demo's events: the sync alone would prune most of what it
+    # indexes before the projections read it, and the catch-up then saw a gap.
+    monkeypatch.setenv("PENGUIN_RUNTIME_EVENT_LEDGER_MAX_EVENTS", "5")
+    record_demo_session(DataRoot(tmp_path), START)
+    usages = [p["request"] for p in payloads(tmp_path) if p.get("type") == "token_usage"]
+    document = stats(tmp_path, "stats", "tokens", "--sync", "--by", "model")
+    assert sum(row["requests"] for row in document["rows"]) == len(usages)
+    ledger = stats(tmp_path, "ledger", "stats")
+    assert ledger["rows"] == 5
+    # A second run prunes nothing of its own either, and sees the same numbers.
+    assert stats(tmp_path, "stats", "tokens", "--sync", "--by", "model") == document

@@ -216,7 +216,7 @@ def test_clearing_the_ledger_resets_the_cursors_so_everything_is_indexed_again(
     append(shard(root), lines(1, 3))
     follower = follow(root, ledger)
     follower.scan()
-    follower.ledger.clear()  # what `pentrace ledger rebuild` does first
+    follower.ledger.clear()  # `RuntimeEventLedger.clear`: every row goes
     assert follower.cursors.load() == {}
     assert follow(root, ledger).scan() == 3
     assert held_positions(ledger) == [1, 2, 3]

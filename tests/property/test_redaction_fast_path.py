@@ -19,7 +19,6 @@ from unittest.mock import patch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pentrace.domain import redaction
 from pentrace.domain.redaction import (
     REDACTED,
     is_redacted,
@@ -27,6 +26,7 @@ from pentrace.domain.redaction import (
     redact_reference,
     redact_string,
 )
+from pentrace.domain.redaction import core as redaction
 from pentrace.domain.runtime_envelope import build_event
 
 CORPUS = json.loads(

@@ -7,7 +7,6 @@ from typing import Any
 import msgspec
 import pytest
 
-from pentrace.domain import secret_keys, secret_patterns
 from pentrace.domain.redaction import (
     REDACTED,
     TOO_DEEP,
@@ -16,8 +15,10 @@ from pentrace.domain.redaction import (
     redact,
     redact_text,
 )
+from pentrace.domain.redaction import keys as secret_keys
+from pentrace.domain.redaction import text as secret_patterns
+from pentrace.domain.redaction.keys import is_secret_key, normalize_key
 from pentrace.domain.runtime_events import build_event
-from pentrace.domain.secret_keys import is_secret_key, normalize_key
 
 GHP = "ghp_R4nd0mT0k3nV4lu3F0rT3st1ngPurp0s3sXy"
 

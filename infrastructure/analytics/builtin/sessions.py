@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from pentrace.infrastructure.analytics.api import AnalyticsProjection, handles
 from pentrace.infrastructure.analytics.readmodel import Transaction
 from pentrace.projections.analytics.events import AnalyticsEvent
-from pentrace.projections.analytics.rules import request_bucket
+from pentrace.projections.analytics.rules import bigint, request_bucket
 
 __all__ = ["SessionActivity"]
 
@@ -113,7 +113,7 @@ class SessionActivity(AnalyticsProjection):
             day=event.day,
             mode=_text(event.payload.get("mode")),
             reason=_text(event.payload.get("reason")),
-            context=context if isinstance(context, int) and not isinstance(context, bool) else None,
+            context=bigint(context),
             outcome="open",
         )
         tx.put("act_sessions", {"session_id": event.session}, open_compaction=event.sequence)

@@ -3,13 +3,13 @@
 Ledger rows, the SSE stream and redacted exports all pass through
 :func:`redact`.  It applies, in one depth-first walk:
 
-* **key rules** (:mod:`pentrace.domain.secret_keys`): the whole value under a
+* **key rules** (:mod:`pentrace.domain.redaction.keys`): the whole value under a
   secret key becomes ``"[redacted]"`` and the walk does not descend below it,
   exactly as Penguin does, but with the names Penguin misses (W12);
 * **structure rules**: ``["--api-key", "sk-..."]`` argument lists, header pair
   lists ``[["Authorization", "..."]]`` and ``{"name": "OPENAI_API_KEY",
   "value": "..."}`` objects hide the value that follows the secret name;
-* **value rules** (:mod:`pentrace.domain.secret_patterns`): secret shapes
+* **value rules** (:mod:`pentrace.domain.redaction.text`): secret shapes
   inside any string are replaced in place by ``[redacted:<kind>]`` so the
   surrounding text stays readable; a string that holds JSON (tool arguments)
   is parsed and redacted as a structure, then re-encoded compactly.
@@ -17,7 +17,7 @@ Ledger rows, the SSE stream and redacted exports all pass through
 Paths are Penguin's: dotted keys with ``[i]`` for list indices.  The walk is
 pure and deterministic; :func:`is_redacted` holds for every output.
 
-Speed: the full walk lives in :mod:`pentrace.domain.redaction_walk`.  Here a
+Speed: the full walk lives in :mod:`pentrace.domain.redaction.walk`.  Here a
 fast loop handles the dicts that need no neighbour or index (most payloads
 and envelope fields) and hands every other subtree to the walk in place;
 :func:`redact_reference` is the walk alone, and property tests hold the two
@@ -28,11 +28,14 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from pentrace.domain.redaction_walk import (
+from pentrace.domain.redaction.keys import is_secret_key, normalize_key
+from pentrace.domain.redaction.text import redact_secrets_in_text
+from pentrace.domain.redaction.walk import (
     MAX_DEPTH,
     NEIGHBOUR_KEYS,
     PATH_LIST_KEYS,
     REDACTED,
+    SCALAR_SECRET_KEYS,
     TOO_DEEP,
     VALUE_KEYS,
     Classification,
@@ -41,8 +44,6 @@ from pentrace.domain.redaction_walk import (
     key_rule,
     redact_reference,
 )
-from pentrace.domain.secret_keys import is_secret_key, normalize_key
-from pentrace.domain.secret_patterns import redact_secrets_in_text
 
 __all__ = [
     "REDACTED",
@@ -198,7 +199,7 @@ def _plain_keys(keys: tuple[Any, ...]) -> bool:
     if keys in _plain_key_sets:
         return True
     for key in keys:
-        if type(key) is not str or key in VALUE_KEYS:
+        if type(key) is not str or key in VALUE_KEYS or key in SCALAR_SECRET_KEYS:
             return False
         clean, secret = key_rule(key)
         if secret or clean != key:

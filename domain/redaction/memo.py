@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from pentrace.domain.redaction import redact
+from pentrace.domain.redaction.core import redact
 
 __all__ = ["redact_flat"]
 

@@ -5,7 +5,10 @@ A key is first normalised the way Penguin does it (``apiKey`` -> ``api_key``,
 ``_`` segments and on its *compact* form (the segments glued together), so that
 ``PGPASSWORD``, ``XApiKey`` and ``password2`` are caught as well as
 ``db_password``.  Token *telemetry* (``tokens``, ``input_tokens``,
-``token_usage``, ``max_tokens``, ``context_window``) is never a secret.
+``token_usage``, ``max_tokens``, ``context_window``) is never a secret, nor
+are words that merely contain a secret word (``secretary``) or name a property
+of a credential (``credential_id``).  The policy's own key names
+(:mod:`pentrace.domain.redaction.policy`) come first, allowed before secret.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import re
 from functools import lru_cache
 from itertools import pairwise
 from typing import Final
+
+from pentrace.domain.redaction.policy import current, on_install
 
 __all__ = ["is_secret_key", "normalize_key"]
 
@@ -65,6 +70,37 @@ _SECRET_WORDS: Final = (
     "openaikey",
     "anthropickey",
     "webhookurl",
+    "accountkey",
+    "storagekey",
+    "signingkey",
+    "encryptionkey",
+    "masterkey",
+    "clientkey",
+    "licensekey",
+)
+# Whole normalised names that are credentials though none of the rules says so.
+# A bare ``auth`` is not one: it often holds a dict of settings (Penguin's own
+# paths name ``auth.password``); a ``Basic`` value under it is a value rule.
+_SECRET_NAMES: Final = frozenset(
+    {"basic_auth", "http_auth", "proxy_auth", "auth_header", "auth_value", "auth_string"}
+)
+# Words that hold a secret word by chance; blanked before the substring rules look.
+_BENIGN_WORDS: Final = re.compile(r"secretar(?:y|ies|iat)|secretion|credentials?_?(?:id|type)")
+# Glued lower-case names (``accesstoken``, ``authkey``): a credential word
+# before a closing ``token`` or ``key`` makes the segment a secret.
+_GLUED: Final = re.compile(
+    r"(?:access|auth|api|refresh|id|bearer|session|oauth|secret|client|bot|personal|deploy"
+    r"|github|gitlab|slack|npm|pypi|hf|csrf|xsrf|service|app)(?:token|key)s?\d*"
+)
+# ``<credential word>_<suffix>`` names a property of a credential, not the
+# credential (``credential_id``, ``cookie_consent``, ``jwt_alg``): the extra
+# rules yield to it for the soft words alone, Penguin's rules never do.
+_SOFT_WORDS: Final = frozenset({"credential", "cookie", "jwt", "bearer"})
+_BENIGN_SUFFIXES: Final = frozenset(
+    {"id", "ids", "name", "names", "type", "types", "kind", "count", "len", "length"}
+    | {"alg", "algorithm", "format", "consent", "policy", "expiry", "expires", "expiration"}
+    | {"ttl", "version", "scope", "scopes", "status", "source", "provider", "store", "helper"}
+    | {"enabled", "disabled", "required", "domain", "size", "banner", "settings"}
 )
 _SECRET_EXACT_SEGMENTS: Final = frozenset(
     {"pwd", "dsn", "creds", "jwt", "dburl", "dburi", "connstr", "otp", "totp"}
@@ -209,11 +245,18 @@ def _is_penguin_secret(normal: str, segments: list[str]) -> bool:
     )
 
 
-def _is_extra_secret(segments: list[str]) -> bool:
-    compact = "".join(segments)
-    if any(word in compact for word in _SECRET_WORDS):
+def _is_extra_secret(normal: str, segments: list[str]) -> bool:
+    if normal in _SECRET_NAMES:
         return True
     stems = [_TRAILING_DIGITS.sub("", segment) for segment in segments]
+    compact = _BENIGN_WORDS.sub("-", "".join(segments))
+    words = [word for word in _SECRET_WORDS if word in compact]
+    if len(stems) > 1 and stems[-1] in _BENIGN_SUFFIXES and set(words) <= _SOFT_WORDS:
+        return False
+    if words:
+        return True
+    if any(_GLUED.fullmatch(segment) for segment in segments):
+        return True
     if any(stem in _SECRET_EXACT_SEGMENTS for stem in stems):
         return True
     for index, stem in enumerate(stems):
@@ -235,5 +278,13 @@ def is_secret_key(key: str) -> bool:
     normal = normalize_key(key)
     if not normal:
         return False
+    policy = current()
+    if normal in policy.allowed_keys:
+        return False
+    if normal in policy.secret_keys:
+        return True
     segments = [segment for segment in normal.split("_") if segment]
-    return _is_penguin_secret(normal, normal.split("_")) or _is_extra_secret(segments)
+    return _is_penguin_secret(normal, normal.split("_")) or _is_extra_secret(normal, segments)
+
+
+on_install(is_secret_key.cache_clear)

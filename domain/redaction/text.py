@@ -7,7 +7,7 @@ than one alternation in one pass) means a match of one rule can never swallow
 the first half of another secret and leave its tail behind.
 
 Speed matters: this runs on every string of every ledger row.  The shape
-rules (:mod:`pentrace.domain.secret_shapes`) are gated by a literal each;
+rules (:mod:`pentrace.domain.redaction.shapes`) are gated by a literal each;
 ``name=value`` and ``name: value`` rules start from the few secret words in
 the text and look around them for the name, the separator and the value.
 """
@@ -19,8 +19,10 @@ import string
 from functools import lru_cache
 from typing import Final
 
-from pentrace.domain.secret_keys import is_secret_key, normalize_key
-from pentrace.domain.secret_shapes import GATES, LOWERED_GATES, shape_spans
+from pentrace.domain.redaction import shapes as _shapes
+from pentrace.domain.redaction.keys import is_secret_key, normalize_key
+from pentrace.domain.redaction.policy import current, on_install
+from pentrace.domain.redaction.shapes import shape_spans
 
 __all__ = ["MARKER", "find_secret_spans", "is_marker", "redact_secrets_in_text"]
 
@@ -30,7 +32,7 @@ _QUERY_ONLY_NAMES: Final = frozenset(
 )
 # Every secret name contains one of these (lowercased); ``name=value`` rules
 # start from their occurrences.  A test holds the list to the key rules: each
-# secret word and segment of :mod:`pentrace.domain.secret_keys` contains one.
+# secret word and segment of :mod:`pentrace.domain.redaction.keys` contains one.
 _SECRET_WORDS: Final = (
     "pass",
     "pwd",
@@ -48,16 +50,22 @@ _SECRET_WORDS: Final = (
     "private",
     "database",
     "db_ur",
+    "db-ur",
+    "db.ur",
     "dbur",
     "connection",
     "conn_str",
+    "conn-str",
+    "conn.str",
     "connstr",
     "hook",
     "otp",
 )
 # One alternation over the words, shortest first: where two start at the same
 # place the sorted hits of the ``str.find`` loop take the shorter one too.
-_WORD_SEARCH: Final = re.compile("|".join(map(re.escape, sorted(_SECRET_WORDS, key=len))))
+# The policy's own key names add a word each (see ``secret_words``).
+_WORDS: tuple[str, ...] = _SECRET_WORDS
+_WORD_SEARCH = re.compile("|".join(map(re.escape, sorted(_SECRET_WORDS, key=len))))
 _ALTERNATION_LENGTH: Final = 1024
 # Text made only of name characters and ``:`` (ids): see ``_no_secret_part``.
 _IDENTIFIER: Final = re.compile(r"[A-Za-z0-9_.:-]*")
@@ -72,6 +80,8 @@ _ASSIGNED_VALUE: Final = re.compile(r"[ \t]*(\"[^\"\r\n]*\"|'[^'\r\n]*'|[^\s&\"'
 _COLON_VALUE: Final = re.compile(
     r"[ \t]*(?:\"((?:[^\"\\\r\n]|\\.)*)\"|'((?:[^'\\\r\n]|\\.)*)'|(?![\"'/])(\S[^\r\n,}]*))"
 )
+# The value after a secret flag and blanks: quoted, or a word that is no other flag.
+_FLAG_VALUE: Final = re.compile(r"[ \t]+(\"[^\"\r\n]*\"|'[^'\r\n]*'|(?!-)[^\s\"'`;|&<>()]+)")
 _TYPE_WORD: Final = re.compile(
     r"(?:str|string|int|bytes|bool|boolean|float|number|None|null|undefined|Any|any"
     r"|Optional|SecretStr|SecretBytes|Union|list|dict)(?![A-Za-z0-9_])"
@@ -88,6 +98,24 @@ _BLOB_LENGTH: Final = 512
 _BLOB: Final = re.compile(r"[A-Za-z0-9+/_=-]+")
 _KNOWN_PREFIXES: Final = ("sk-", "sk_", "rk_", "gh", "github_pat_", "glpat-", "xox", "xapp-")
 _KNOWN_PREFIXES_MORE: Final = ("AIza", "hf_", "npm_", "whsec_", "eyJ", "AKIA", "ASIA")
+
+
+def secret_words() -> tuple[str, ...]:
+    """Lowercase words one of which every secret name holds (the policy's included).
+
+    A policy key name holds its longest ``_`` segment however it is spelt
+    (``my_ssn``, ``mySsn``, ``MYSSN``), so that segment is its word.
+    """
+    return _WORDS
+
+
+def _reload() -> None:
+    global _WORDS, _WORD_SEARCH
+    extra = {max(name.split("_"), key=len) for name in current().secret_keys}
+    _WORDS = tuple(dict.fromkeys((*_SECRET_WORDS, *sorted(extra - {""}))))
+    _WORD_SEARCH = re.compile("|".join(map(re.escape, sorted(_WORDS, key=len))))
+    _clean_stems.clear()
+    _replace_short.cache_clear()
 
 
 def is_marker(text: str) -> bool:
@@ -145,6 +173,12 @@ def _named_span_at(
     name_start, name_end = _name_around(text, word_start, word_end)
     name = text[name_start:name_end].lstrip("-")
     found = _separator(text, name_end)
+    if found is None and name_end - name_start > len(name) and is_secret_key(name):
+        # ``--token abc``: a secret flag hides the word after it.
+        flag = _FLAG_VALUE.match(text, name_end)
+        if flag is not None:
+            spans.append((*flag.span(1), "secret"))
+        return name_end
     if found is None or not name or not (name[0].isalpha() or name[0] == "_"):
         return name_end
     separator, at = found
@@ -199,7 +233,7 @@ def _named_spans(text: str, lowered: str, spans: list[tuple[int, int, str]]) -> 
             done = _named_span_at(text, hit.start(), hit.end(), spans)
         return
     hits: list[tuple[int, int]] = []
-    for word in _SECRET_WORDS:
+    for word in _WORDS:
         index = lowered.find(word)
         while index != -1:
             hits.append((index, index + len(word)))
@@ -234,6 +268,7 @@ def _widen(start: int, end: int, markers: list[tuple[int, int]]) -> tuple[int, i
 
 def _merge(spans: list[tuple[int, int, str]], text: str) -> list[tuple[int, int, str]]:
     markers = [m.span() for m in MARKER.finditer(text)] if "[redacted" in text else []
+    policy = current()
     kept = sorted(
         (*_widen(start, end, markers), kind)
         for start, end, kind in spans
@@ -241,6 +276,7 @@ def _merge(spans: list[tuple[int, int, str]], text: str) -> list[tuple[int, int,
         # ``:`` looks like a URL userinfo or a ``name: value`` pair to some rule.
         if end > start
         and not is_marker(text[start:end])
+        and not (policy.allowed_values and policy.allows(text[start:end]))
         and not any(left <= start and end <= right for left, right in markers)
     )
     merged: list[tuple[int, int, str]] = []
@@ -261,7 +297,7 @@ def find_secret_spans(text: str) -> list[tuple[int, int, str]]:
         lowered = text.translate(_ASCII_LOWER)
     spans: list[tuple[int, int, str]] = []
     shape_spans(text, lowered, spans)
-    if "=" in text or ":" in text:
+    if "=" in text or ":" in text or "-" in text:
         _named_spans(text, lowered, spans)
         if '\\"' in text:
             _escaped_pair_spans(text, spans)
@@ -292,6 +328,7 @@ def _replace(text: str) -> str:
 
 # Ids, names, paths and enum-like values repeat in every event of a session.
 _replace_short: Final = lru_cache(maxsize=8192)(_replace)
+on_install(_reload)
 
 
 def _is_opaque_blob(text: str) -> bool:
@@ -326,8 +363,9 @@ def _clean_with_any_number(stem: str) -> bool:
         or not stem.endswith(":")
         or _IDENTIFIER.fullmatch(stem) is None
         or any(len(part) > _NAME_WINDOW for part in stem.split(":"))
-        or any(gate in stem for gate in GATES)
-        or any(gate in stem.lower() for gate in LOWERED_GATES)
+        or _shapes.UNGATED_CUSTOM
+        or any(gate in stem for gate in _shapes.GATES)
+        or any(gate in stem.lower() for gate in _shapes.LOWERED_GATES)
         or _replace(stem + "0") != stem + "0"
     ):
         return False

@@ -14,14 +14,17 @@ from typing import Any, Final, Literal, NamedTuple
 
 import msgspec
 
-from pentrace.domain.secret_keys import is_secret_key
-from pentrace.domain.secret_patterns import redact_secrets_in_text
+from pentrace.domain.json_codec import JsonDecoder, JsonEncoder
+from pentrace.domain.redaction.keys import is_secret_key
+from pentrace.domain.redaction.text import redact_secrets_in_text
 
 __all__ = [
     "MAX_DEPTH",
+    "MAX_NAME_LENGTH",
     "NEIGHBOUR_KEYS",
     "PATH_LIST_KEYS",
     "REDACTED",
+    "SCALAR_SECRET_KEYS",
     "TOO_DEEP",
     "VALUE_KEYS",
     "Classification",
@@ -41,15 +44,20 @@ _PATH_LIST_KEYS: Final = frozenset({"redacted_fields"})
 _VALUE_FIELDS: Final = ("value", "Value", "val")
 # Keys that make the walk look at a mapping's neighbours (name/value pairs,
 # lists of redacted paths).
-NEIGHBOUR_KEYS: Final = frozenset(_VALUE_FIELDS) | _PATH_LIST_KEYS
+# ``auth`` holds ``user:password``, a base64 credential (Docker's ``auths``) or
+# a settings dict: its value is hidden when it is a string that is not a
+# short lower-case word (``"auth": "oauth2"`` stays, the settings dict is walked).
+SCALAR_SECRET_KEYS: Final = frozenset({"auth", "Auth", "AUTH"})
+_ENUM_WORD: Final = re.compile(r"[a-z0-9_-]{1,20}")
+NEIGHBOUR_KEYS: Final = frozenset(_VALUE_FIELDS) | _PATH_LIST_KEYS | SCALAR_SECRET_KEYS
 # The two halves: value keys make the walk read a name beside them; a list
 # under a path-list key is walked item by item, without the list rules.
 VALUE_KEYS: Final = frozenset(_VALUE_FIELDS)
 PATH_LIST_KEYS: Final = _PATH_LIST_KEYS
-_MAX_NAME_LENGTH: Final = 66
+MAX_NAME_LENGTH: Final = 66
 _NAME_SHAPE: Final = re.compile(r"-{0,2}[A-Za-z_][A-Za-z0-9_.-]*")
-_json_decoder: Final = msgspec.json.Decoder()
-_json_encoder: Final = msgspec.json.Encoder()
+_json_decoder: Final = JsonDecoder[Any]()
+_json_encoder: Final = JsonEncoder()
 
 
 class Redacted(NamedTuple):
@@ -70,9 +78,19 @@ def _names_a_secret(candidate: object) -> bool:
     # normalises to a secret-looking name but must not hide its neighbour.
     return (
         isinstance(candidate, str)
-        and len(candidate) <= _MAX_NAME_LENGTH
+        and len(candidate) <= MAX_NAME_LENGTH
         and _NAME_SHAPE.fullmatch(candidate) is not None
         and is_secret_key(candidate)
+    )
+
+
+def _credential_under(name: str, item: object) -> bool:
+    """True for a credential string under a key such as ``auth`` (see ``SCALAR_SECRET_KEYS``)."""
+    return (
+        name in SCALAR_SECRET_KEYS
+        and isinstance(item, str)
+        and bool(item)
+        and _ENUM_WORD.fullmatch(item) is None
     )
 
 
@@ -140,7 +158,7 @@ class Walker:
                 key = name = clean
                 secret = True
             stack.append(name)
-            if secret or key == hidden_value_field:
+            if secret or key == hidden_value_field or _credential_under(name, item):
                 out[key] = REDACTED
                 self._hidden()
             elif key in _PATH_LIST_KEYS and isinstance(item, list):

@@ -1,0 +1,154 @@
+"""``pentrace scan``: which secrets sit in the traces, and which derived stores leak them.
+
+Exit codes: 0 when nothing was found, 1 when something was, 2 on an error.
+Findings carry a masked preview cut from the redacted text; the secret itself
+is never printed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Annotated
+
+import typer
+
+from pentrace.cli.output import byte_progress, emit_json, emit_table
+from pentrace.cli.session_args import AgentOption, JsonOption, ProjectOption, data_root
+from pentrace.errors import PentraceError, UsageError
+from pentrace.infrastructure.catalog import resolve_session
+from pentrace.infrastructure.layout import DataRoot, SessionRef
+from pentrace.infrastructure.secret_scan import ScanFinding, scan_traces
+
+__all__ = ["scan"]
+
+_COLUMNS = ("store", "rule", "session", "file", "line", "path", "preview")
+_ERROR_EXIT = 2
+
+
+def _sessions(
+    root: DataRoot, names: list[str], project: str | None, agent: str | None
+) -> list[SessionRef]:
+    if names:
+        return [resolve_session(root, name, project=project, agent=agent) for name in names]
+    return list(root.iter_sessions(project, agent)) if root.path.is_dir() else []
+
+
+def _trace_findings(refs: list[SessionRef]) -> Iterator[ScanFinding]:
+    total = 0
+    for ref in refs:
+        for shard in ref.shards:
+            try:
+                total += os.stat(shard.path).st_size
+            except OSError:
+                continue
+    with byte_progress(total, "scanning") as advance:
+        yield from scan_traces(refs, on_record=advance)
+
+
+def _derived_findings(root: DataRoot) -> Iterator[ScanFinding]:
+    # The stores pull in SQLAlchemy; a trace scan never needs it.
+    from pentrace.infrastructure.secret_scan_stores import derived_findings
+
+    yield from derived_findings(root)
+
+
+def _fix(root: DataRoot, findings: list[ScanFinding]) -> list[str]:
+    from pentrace.infrastructure.secret_scan_stores import fix_derived
+
+    return fix_derived(root, findings)
+
+
+def _row(finding: ScanFinding) -> tuple[object, ...]:
+    return (
+        finding.store,
+        finding.rule,
+        finding.session_id,
+        finding.file,
+        finding.line,
+        finding.path,
+        finding.preview,
+    )
+
+
+def scan(
+    ctx: typer.Context,
+    sessions: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Sessions to scan (ids or unique prefixes; default: all).", show_default=False
+        ),
+    ] = None,
+    project: ProjectOption = None,
+    agent: AgentOption = None,
+    derived: Annotated[
+        bool,
+        typer.Option(
+            "--derived",
+            help="Check the ledger, the search index and the read models instead of the traces.",
+        ),
+    ] = False,
+    fix: Annotated[
+        bool,
+        typer.Option("--fix", help="With --derived: rebuild every store that holds a finding."),
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """List the secrets the redaction policy finds in traces (or in derived stores).
+
+    Prints store, rule, session, file, line, path and a masked preview (the
+    secret is never shown). Exits 0 when clean, 1 with findings, 2 on error.
+    With --derived, looks for values the current policy would redact in the
+    ledger, the search index and the analytics read models (written by an
+    older version or before a rule was added); --fix rebuilds those stores.
+
+    Example: pentrace scan --derived --fix
+    """
+    try:
+        if fix and not derived:
+            raise UsageError("--fix needs --derived", hint="pentrace scan --derived --fix")
+        if derived and (sessions or project or agent):
+            raise UsageError(
+                "--derived checks whole stores: SESSION, --project and --agent do not apply",
+                hint="pentrace scan --derived",
+            )
+        root = data_root(ctx)
+        if derived:
+            findings = list(_derived_findings(root))
+        else:
+            findings = list(_trace_findings(_sessions(root, sessions or [], project, agent)))
+        fixed = _fix(root, findings) if fix and findings else []
+        remaining = list(_derived_findings(root)) if fixed else findings
+    except PentraceError as error:
+        error.exit_code = _ERROR_EXIT
+        raise
+    if as_json:
+        emit_json(
+            {
+                "clean": not findings,
+                "findings": [
+                    {
+                        "store": f.store,
+                        "rule": f.rule,
+                        "session_id": f.session_id,
+                        "project": f.project,
+                        "agent": f.agent,
+                        "file": f.file,
+                        "line": f.line,
+                        "path": f.path,
+                        "preview": f.preview,
+                    }
+                    for f in findings
+                ],
+                "fixed": fixed,
+                "remaining": len(remaining),
+            }
+        )
+    elif findings:
+        emit_table(_COLUMNS, map(_row, findings))
+        if fixed:
+            typer.echo(f"rebuilt: {', '.join(fixed)}", err=True)
+    else:
+        typer.echo("no secrets found", err=True)
+    if remaining:
+        raise typer.Exit(1)

@@ -1,0 +1,86 @@
+"""The user's part of the redaction policy, and the one policy a process applies.
+
+Built-in rules are code; an operator adds rules of their own (a regex, key
+names, an allow-list) in ``<data root>/redaction.toml``.  The file is read and
+validated outside the domain (:mod:`pentrace.infrastructure.redaction_policy`)
+into a :class:`Policy`, and :func:`install` makes it the one every redaction
+in this process applies: ledger rows, SSE frames, the search index and
+redacted exports cannot disagree, because there is only one.
+
+Installing a different policy empties every memo of the redaction modules
+(they remember verdicts of the policy they were made under), through the
+hooks those modules register with :func:`on_install`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+__all__ = ["DEFAULT", "CustomRule", "Policy", "current", "install", "on_install"]
+
+
+@dataclass(frozen=True)
+class CustomRule:
+    """One user regex: the text it matches (or its ``group``) becomes ``[redacted:<id>]``.
+
+    ``keywords`` are literals, compared case-insensitively, one of which the
+    text must hold before the regex runs at all (as gitleaks' keywords); a
+    rule without keywords runs on every string and turns the screen off.
+    """
+
+    id: str
+    regex: re.Pattern[str]
+    keywords: tuple[str, ...] = ()
+    group: int = 0
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The user's additions to the built-in rules; the empty policy adds nothing."""
+
+    rules: tuple[CustomRule, ...] = ()
+    # Normalised key names (``normalize_key``) whose values are secrets.
+    secret_keys: frozenset[str] = frozenset()
+    # Normalised key names that are never secrets, whatever the built-in rules say.
+    allowed_keys: frozenset[str] = frozenset()
+    # A span of text wholly matched by one of these is never hidden.
+    allowed_values: tuple[re.Pattern[str], ...] = ()
+    # Where the policy came from, for messages (a file path), or None.
+    source: str | None = field(default=None, compare=False)
+
+    def allows(self, text: str) -> bool:
+        """True when ``text`` is allow-listed as a whole."""
+        return any(pattern.fullmatch(text) for pattern in self.allowed_values)
+
+    @property
+    def screenable(self) -> bool:
+        """False when a rule without keywords must run on every string."""
+        return all(rule.keywords for rule in self.rules)
+
+
+DEFAULT: Final = Policy()
+_state: list[Policy] = [DEFAULT]
+_hooks: list[Callable[[], None]] = []
+
+
+def current() -> Policy:
+    """The policy this process applies."""
+    return _state[0]
+
+
+def on_install(hook: Callable[[], None]) -> None:
+    """Call ``hook`` whenever another policy is installed (modules empty their memos)."""
+    _hooks.append(hook)
+
+
+def install(policy: Policy) -> bool:
+    """Make ``policy`` the one this process applies; True when it changed anything."""
+    if policy == _state[0]:
+        return False
+    _state[0] = policy
+    for hook in _hooks:
+        hook()
+    return True

@@ -1,0 +1,83 @@
+"""One bad session never stops work on the others: ledger sync, rebuild, audit and search go on."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from typer.testing import Result
+
+from pentrace.infrastructure.ledger import default_ledger_path
+from tests.integration.cli_sessions_corpus import SID_A, SID_B, SID_C, build_corpus, cli
+
+
+@pytest.fixture(autouse=True)
+def _no_ledger_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("PENGUIN_RUNTIME_EVENT_LEDGER_PATH", "PENTRACE_LEDGER_URL", "PENGUIN_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("PENGUIN_RUNTIME_EVENT_LEDGER_URL", raising=False)
+    monkeypatch.delenv("PENGUIN_RUNTIME_EVENT_LEDGER_MAX_EVENTS", raising=False)
+
+
+def run(root: Path, *args: str) -> Result:
+    result = cli(root, *args)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result
+
+
+def rows_by_session(root: Path) -> dict[str, int]:
+    with sqlite3.connect(default_ledger_path(root)) as conn:
+        rows = conn.execute("SELECT session_id, count(*) FROM runtime_events GROUP BY 1").fetchall()
+    return {str(sid): int(count) for sid, count in rows}
+
+
+def break_trace(shard: Path) -> None:
+    """Make the shard a file whose every read fails (EIO): /proc/self/mem at offset 0."""
+    shard.unlink()
+    shard.symlink_to("/proc/self/mem")
+
+
+def test_sync_reports_a_session_it_cannot_read_and_indexes_the_others(tmp_path: Path) -> None:
+    shards = build_corpus(tmp_path)
+    break_trace(shards[SID_A][0])
+    result = run(tmp_path, "ledger", "sync", "--json")
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert [f["session_id"] for f in report["failures"]] == [SID_A]
+    assert "cannot read trace file" in report["failures"][0]["message"]
+    assert f"p1/a1/{SID_A}: left out" in result.stderr
+    assert set(rows_by_session(tmp_path)) == {SID_B, SID_C}
+
+
+def test_rebuild_keeps_the_rows_of_a_session_it_cannot_read(tmp_path: Path) -> None:
+    shards = build_corpus(tmp_path)
+    assert run(tmp_path, "ledger", "sync").exit_code == 0
+    before = rows_by_session(tmp_path)
+    break_trace(shards[SID_B][0])
+    result = run(tmp_path, "ledger", "rebuild", "--json")
+    assert result.exit_code == 1
+    assert [f["session_id"] for f in json.loads(result.stdout)["failures"]] == [SID_B]
+    assert rows_by_session(tmp_path) == before
+
+
+def test_rebuild_drops_rows_of_sessions_whose_traces_are_gone(tmp_path: Path) -> None:
+    shards = build_corpus(tmp_path)
+    assert run(tmp_path, "ledger", "sync").exit_code == 0
+    before = rows_by_session(tmp_path)
+    shards[SID_C][0].unlink()
+    assert run(tmp_path, "ledger", "rebuild").exit_code == 0
+    assert rows_by_session(tmp_path) == {SID_A: before[SID_A], SID_B: before[SID_B]}
+
+
+def test_audit_reports_an_unreadable_shard_and_audits_the_other_sessions(tmp_path: Path) -> None:
+    shards = build_corpus(tmp_path)
+    break_trace(shards[SID_A][0])
+    result = run(tmp_path, "audit", "--json")
+    assert result.exit_code == 2
+    report = json.loads(result.stdout)
+    codes = {(p["session_id"], p["code"]) for p in report["problems"]}
+    assert (SID_A, "unreadable_shard") in codes
+    assert (SID_C, "dangling_compaction") in codes
