@@ -22,7 +22,7 @@ from sqlalchemy import Connection, delete
 
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 
-__all__ = ["Cursor", "CursorStore", "SessionKey"]
+__all__ = ["Cursor", "CursorStore", "SessionKey", "change_reason"]
 
 SessionKey = tuple[str, str, str]  # (project, agent, session id)
 
@@ -105,3 +105,14 @@ def _cursor(row: Any) -> Cursor:
         base=row.base,
         position=row.position,
     )
+
+
+def change_reason(cursor: Cursor, device: int, inode: int, size: int, base: int) -> str | None:
+    """Why ``cursor`` no longer fits its shard (new inode, shorter file, moved start), or None."""
+    if (cursor.device, cursor.inode) != (device, inode):
+        return "replaced (new inode)"
+    if size < cursor.offset:
+        return f"truncated ({size} bytes, cursor at {cursor.offset})"
+    if cursor.base != base:
+        return "an earlier shard of the session changed"
+    return None

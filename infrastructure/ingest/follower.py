@@ -20,7 +20,7 @@ from typing import Any
 from pentrace.domain.json_prefix import is_object_prefix
 from pentrace.domain.records import MalformedLine, decode_line
 from pentrace.errors import LedgerConflictError, LedgerError, PentraceError, TraceError
-from pentrace.infrastructure.ingest.cursors import Cursor, CursorStore, SessionKey
+from pentrace.infrastructure.ingest.cursors import Cursor, CursorStore, SessionKey, change_reason
 from pentrace.infrastructure.ingest.stats import IngestStats, report
 from pentrace.infrastructure.ingest.tail import file_identity, read_tail
 from pentrace.infrastructure.layout import DataRoot, SessionRef, ShardRef, iter_sessions
@@ -138,6 +138,12 @@ class Follower:
         shards: tuple[ShardRef, ...],
         identities: tuple[tuple[int, int, int] | None, ...],
     ) -> None:
+        indexes = [shard.index for shard in shards]
+        if len(set(indexes)) != len(indexes):
+            raise TraceError(
+                f"session {key[2]}: two shards with one index, so the order is ambiguous",
+                hint="move the stray copy out of the traces folder (as `ledger sync` says)",
+            )
         position = 0
         reset = False
         for number, (shard, identity) in enumerate(zip(shards, identities, strict=True)):
@@ -147,7 +153,7 @@ class Follower:
             name = str(shard.path.relative_to(self.root.path))
             cursor = self._known.get(name)
             if cursor is not None and not reset:
-                problem = _problem(cursor, device, inode, size, position)
+                problem = change_reason(cursor, device, inode, size, position)
                 if problem is not None:
                     reset = True
                     self.stats.replaced += 1
@@ -293,13 +299,3 @@ class Follower:
     def _remember(self, cursor: Cursor) -> None:
         self._known[cursor.shard] = cursor
         self._by_session.setdefault(cursor.session, set()).add(cursor.shard)
-
-
-def _problem(cursor: Cursor, device: int, inode: int, size: int, base: int) -> str | None:
-    if (cursor.device, cursor.inode) != (device, inode):
-        return "replaced (new inode)"
-    if size < cursor.offset:
-        return f"truncated ({size} bytes, cursor at {cursor.offset})"
-    if cursor.base != base:
-        return "an earlier shard of the session changed"
-    return None

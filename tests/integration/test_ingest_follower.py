@@ -252,3 +252,15 @@ def test_two_data_roots_sharing_one_ledger_keep_their_own_cursors(tmp_path: Path
     assert b.scan() == 0
     assert [c.session[2] for c in b.cursors.load().values()] == [OTHER]
     assert held_positions(ledger, OTHER) == [1, 2, 3]
+
+
+def test_two_shards_with_one_index_are_refused_as_the_reader_refuses_them(
+    root: Path, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.db"
+    append(shard(root), lines(1, 2))
+    append(shard(root, day=date(2026, 11, 30)), lines(1, 2))  # a stray copy of _001
+    follower = follow(root, ledger)
+    assert follower.scan() == 0
+    assert follower.stats.errors == 1
+    assert held_positions(ledger) == []
