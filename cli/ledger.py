@@ -1,4 +1,4 @@
-"""``pentrace ledger ...``: tail, replay, sync, rebuild, cleanup, forget and stats of the ledger.
+"""``pentrace ledger ...``: tail, replay, sync, rebuild, cleanup, forget, stats and import-penguin.
 
 The ledger is derived from the traces; ``sync`` and ``rebuild`` make it agree
 with them.  ``--wait`` bounds how long a command waits for another process's
@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from pentrace.cli.ledger_penguin import import_penguin
 from pentrace.cli.ledger_view import COLUMNS, iso, json_entry, print_entries, table_row
 from pentrace.cli.output import emit_json, emit_table, progress
 from pentrace.cli.session_args import (
@@ -63,10 +64,16 @@ def _group(
     ctx.obj = _Options(wait)
 
 
-def _open(ctx: typer.Context, *, must_exist: bool = True, keep: bool = False) -> RuntimeEventLedger:
+def _open(
+    ctx: typer.Context, *, must_exist: bool = True, keep: bool = False, read_only: bool = False
+) -> RuntimeEventLedger:
     options: _Options = ctx.obj
     return open_ledger(
-        data_root(ctx), wait_seconds=options.wait, must_exist=must_exist, keep_everything=keep
+        data_root(ctx),
+        wait_seconds=options.wait,
+        must_exist=must_exist,
+        keep_everything=keep,
+        read_only=read_only,
     )
 
 
@@ -91,7 +98,7 @@ def tail(
 
     Example: pentrace ledger tail -n 50 -f --session session-2026-11-29-10-00-00-3f8a1c2d
     """
-    ledger = _open(ctx)
+    ledger = _open(ctx, read_only=True)
     try:
         entries = newest_entries(ledger, lines, session_id=session)
         print_entries(entries, as_json, header=True)
@@ -132,7 +139,7 @@ def replay(
 
     Example: pentrace ledger replay --after evt:session:session-2026-11-29-10-00-00-3f8a:00000042
     """
-    ledger = _open(ctx)
+    ledger = _open(ctx, read_only=True)
     try:
         result = ledger.replay_after(after, limit, session_id=session)
     finally:
@@ -264,7 +271,7 @@ def cleanup(
 
     Example: pentrace ledger cleanup --dry-run
     """
-    ledger = _open(ctx)
+    ledger = _open(ctx, read_only=dry_run)
     try:
         if dry_run:
             plan = retention_plan(ledger)
@@ -337,7 +344,7 @@ def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
 
     Example: pentrace ledger stats --json
     """
-    ledger = _open(ctx)
+    ledger = _open(ctx, read_only=True)
     try:
         figures = ledger_stats(ledger)
     finally:
@@ -353,12 +360,14 @@ def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
         "streams": figures.streams,
         "pruned_rows": figures.pruned_rows,
         "by_category": figures.by_category,
+        "format": figures.format,
     }
     if as_json:
         emit_json(value)
         return
     for key in (
         "ledger",
+        "format",
         "rows",
         "bytes",
         "streams",
@@ -370,3 +379,6 @@ def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
     ):
         typer.echo(f"{key}: {'-' if value[key] is None else value[key]}")
     emit_table(("category", "rows"), sorted(figures.by_category.items()))
+
+
+ledger_app.command("import-penguin")(import_penguin)

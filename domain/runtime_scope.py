@@ -50,6 +50,8 @@ _NESTED: Final = ("part", "info", "status")
 _DIRECTORY_CONTAINERS: Final = ("info", "path", "part")
 _SUBJECT_KEYS: Final = ("session_id", "task_id", "run_id", "agent_id")
 _SOURCE_KEYS: Final = ("id", "requestID", "messageID", "partID")
+# Penguin reads no request id inside ``part`` / ``info``: a part names itself.
+_NESTED_SOURCE_KEYS: Final = ("id", "messageID", "partID")
 _SLUG_SAFE: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-")
 _SLUG_MAX: Final = 80
 _SLUG_HEAD: Final = 48
@@ -92,8 +94,8 @@ def normalize_directory(
 
 
 def _directory_candidate(payload: Mapping[str, Any]) -> object:
-    # Penguin chains the candidates with ``or``: the first truthy one wins,
-    # even when it is blank, which then yields no directory at all.
+    # Penguin takes the first non-empty *string* candidate, even when it is
+    # blank, which then yields no directory at all; other values are skipped.
     candidates: list[object] = [payload.get("directory")]
     for name in _DIRECTORY_CONTAINERS:
         container = payload.get(name)
@@ -102,7 +104,7 @@ def _directory_candidate(payload: Mapping[str, Any]) -> object:
             candidates.append(container.get("directory"))
             candidates.append(path.get("cwd") if isinstance(path, Mapping) else None)
             candidates.append(container.get("cwd"))
-    return next((candidate for candidate in candidates if candidate), None)
+    return next((c for c in candidates if isinstance(c, str) and c), None)
 
 
 def extract_scope(
@@ -119,15 +121,16 @@ def extract_scope(
         value = _first_string(payload, keys)
         if value is not None:
             scope[target] = value
-    directory = normalize_directory(_directory_candidate(payload), home=home, cwd=cwd)
-    if directory is not None:
-        scope["directory"] = directory
-        scope["workspace"] = directory
     for name in _NESTED:
         nested = payload.get(name)
         if isinstance(nested, Mapping):
             for key, value in extract_scope(nested, home=home, cwd=cwd).items():
                 scope.setdefault(key, value)
+    # Last, as Penguin does: this level's directory replaces a nested one in place.
+    directory = normalize_directory(_directory_candidate(payload), home=home, cwd=cwd)
+    if directory is not None:
+        scope["directory"] = directory
+        scope["workspace"] = directory
     return scope
 
 
@@ -147,14 +150,15 @@ def extract_correlation(
 
 
 def source_id(payload: Mapping[str, Any]) -> str | None:
-    """The payload's own id: top-level ``id``/``requestID``/... then ``part``/``info`` ones."""
+    """The payload's own id: top-level ``id``, ``requestID``, ``messageID``, ``partID``, then
+    the ``id``, ``messageID`` or ``partID`` of ``part``, then of ``info`` (Penguin's rule)."""
     found = _first_string(payload, _SOURCE_KEYS)
     if found is not None:
         return found
     for name in ("part", "info"):
         nested = payload.get(name)
         if isinstance(nested, Mapping):
-            found = _first_string(nested, _SOURCE_KEYS)
+            found = _first_string(nested, _NESTED_SOURCE_KEYS)
             if found is not None:
                 return found
     return None

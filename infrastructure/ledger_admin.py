@@ -26,7 +26,7 @@ from typing import Final
 
 from sqlalchemy import func, select
 
-from pentrace.errors import AmbiguousIdError, NotFoundError, UsageError
+from pentrace.errors import AmbiguousIdError, LedgerFormatError, NotFoundError, UsageError
 from pentrace.infrastructure.layout import DataRoot, SessionRef
 from pentrace.infrastructure.ledger import (
     LedgerDatabase,
@@ -42,6 +42,7 @@ from pentrace.infrastructure.ledger.retention import ledger_size
 __all__ = [
     "LedgerStats",
     "RetentionPlan",
+    "configured_ledger_path",
     "entries_after",
     "ledger_stats",
     "newest_entries",
@@ -60,15 +61,22 @@ def open_ledger(
     must_exist: bool = True,
     keep_everything: bool = False,
     settings: LedgerSettings | None = None,
+    read_only: bool = False,
 ) -> RuntimeEventLedger:
-    """The configured ledger; ``keep_everything`` turns retention off for this handle."""
+    """The configured ledger; ``keep_everything`` turns retention off for this handle.
+
+    ``read_only`` (the read commands) creates and changes nothing, and also
+    reads a Penguin-format ledger file.
+    """
     settings = settings if settings is not None else LedgerSettings.from_env()
     if keep_everything:
         settings = settings.with_limits_off()
     prefix = os.environ.get(ENV_TABLE_PREFIX, "")
     wait_ms = max(1, int(wait_seconds * 1000))
     if settings.url is not None:
-        db = LedgerDatabase(settings.url, table_prefix=prefix, busy_timeout_ms=wait_ms)
+        db = LedgerDatabase(
+            settings.url, table_prefix=prefix, busy_timeout_ms=wait_ms, read_only=read_only
+        )
     else:
         path = settings.path if settings.path is not None else default_ledger_path(root.path)
         if must_exist and not path.is_file():
@@ -76,14 +84,25 @@ def open_ledger(
                 f"no ledger at {path}: expected a SQLite ledger file, found none",
                 hint="run `pentrace ledger sync` to build it from the traces",
             )
-        db = LedgerDatabase.for_path(Path(path), table_prefix=prefix, busy_timeout_ms=wait_ms)
+        db = LedgerDatabase.for_path(
+            Path(path), table_prefix=prefix, busy_timeout_ms=wait_ms, read_only=read_only
+        )
     return RuntimeEventLedger(db, settings)
+
+
+def configured_ledger_path(root: DataRoot, settings: LedgerSettings | None = None) -> Path | None:
+    """The SQLite file :func:`open_ledger` opens, or None when a URL names the ledger."""
+    settings = settings if settings is not None else LedgerSettings.from_env()
+    if settings.url is not None:
+        return None
+    return settings.path if settings.path is not None else default_ledger_path(root.path)
 
 
 def forget_sessions(root: DataRoot, session_ids: Iterable[str]) -> dict[str, int]:
     """Remove the ledger events of sessions whose traces were deleted.
 
-    Returns the rows removed per session; ``{}`` when there is no ledger yet.
+    Returns the rows removed per session; ``{}`` when there is no ledger yet
+    (or the file is Penguin's, which pentrace never writes).
     The ledger is derived from traces, so a deleted session's events would
     otherwise stay replayable over SSE and counted by projections.
     """
@@ -92,8 +111,8 @@ def forget_sessions(root: DataRoot, session_ids: Iterable[str]) -> dict[str, int
         return {}
     try:
         ledger = open_ledger(root, must_exist=True, keep_everything=True)
-    except NotFoundError:
-        return {}
+    except (NotFoundError, LedgerFormatError):
+        return {}  # no ledger, or Penguin's file, which holds none of pentrace's sessions
     try:
         return {sid: ledger.forget_stream(f"session:{sid}") for sid in wanted}
     finally:
@@ -194,6 +213,7 @@ class LedgerStats:
     streams: int
     pruned_rows: int
     by_category: dict[str, int] = field(default_factory=dict)
+    format: str = "pentrace"
 
 
 def _size_without_checkpoint(ledger: RuntimeEventLedger) -> int | None:
@@ -244,6 +264,7 @@ def ledger_stats(ledger: RuntimeEventLedger) -> LedgerStats:
         streams=int(streams),
         pruned_rows=int(pruned or 0),
         by_category={str(name): int(count) for name, count in sorted(categories)},
+        format=ledger.db.format or "pentrace",
     )
 
 

@@ -165,6 +165,10 @@ class LedgerConflictError(LedgerError):
     """An event id or stream position the ledger holds was offered with different content."""
 
 
+class LedgerFormatError(LedgerError):
+    """The ledger file is in another format (Penguin's, or not a ledger) than the command needs."""
+
+
 class SearchIndexError(PentraceError):
     """The full-text search index could not be read, written or rebuilt."""
 

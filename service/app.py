@@ -70,7 +70,10 @@ def create_app(settings: ServiceSettings) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         ledger = RuntimeEventLedger.open(
-            settings.data_root, settings.ledger, table_prefix=settings.ledger_table_prefix
+            settings.data_root,
+            settings.ledger,
+            table_prefix=settings.ledger_table_prefix,
+            penguin_read_only=True,  # replay a Penguin-format ledger file without writing it
         )
         follower = LedgerFollower(ledger, settings.poll_interval_seconds)
         follower.start()

@@ -8,7 +8,7 @@ consumed), the session position of the last record before that offset
 identity (device and inode) when it was read.
 
 A cursor row is written by the same transaction as the ledger rows it covers
-(:meth:`RuntimeEventLedger.extend` with ``also``), so after a crash either both
+(:meth:`RuntimeEventLedger.extend` with ``before_commit``), so after a crash both
 are there or neither is: the follower never skips a record and, because event
 ids come from positions, never stores one twice.
 """
@@ -57,7 +57,7 @@ class CursorStore:
         return {row.shard: _cursor(row) for row in rows}
 
     def writer(self, cursor: Cursor) -> Any:
-        """A function that stores ``cursor`` on a connection (for ``extend(also=...)``)."""
+        """A function that stores ``cursor`` on a connection (for ``extend(before_commit=...)``)."""
 
         def write(conn: Connection) -> None:
             conn.execute(delete(self.table).where(self._mine(), self.table.c.shard == cursor.shard))

@@ -246,7 +246,7 @@ class Follower:
         kept = [
             env for (position, _), env in zip(records, envelopes, strict=True) if position > floor
         ]
-        new = self.ledger.extend(kept, also=self.cursors.writer(cursor))
+        new = self.ledger.extend(kept, before_commit=self.cursors.writer(cursor))
         self.stats.indexed += new
         self.stats.already_held += len(kept) - new
 

@@ -10,6 +10,12 @@ become visible in order and a reader never skips one that commits late.
 W13: before each operation the SQLite file's inode is compared with the one
 we opened.  When the file vanished or was replaced, the pool is dropped and
 the schema is created again in a fresh file.
+
+A SQLite file is looked at before anything is created in it
+(:mod:`.formats`): a Penguin-format ledger, or a ledger table of another
+shape, is refused for writing.  ``read_only=True`` (the read commands and the
+SSE service) creates and changes nothing: the file is opened ``mode=ro``, and
+a Penguin-format file is read through TEMP views under pentrace's names.
 """
 
 from __future__ import annotations
@@ -39,9 +45,15 @@ from sqlalchemy import (
 from sqlalchemy.engine import make_url
 from sqlalchemy.sql.compiler import Compiled
 
-from pentrace.errors import ConfigError, LedgerLockedError
+from pentrace.errors import ConfigError, LedgerError, LedgerLockedError
 from pentrace.infrastructure.file_modes import prepare_sqlite_file, repair_modes, sqlite_files
 from pentrace.infrastructure.ledger.errors import converted
+from pentrace.infrastructure.ledger.formats import (
+    FileFormat,
+    penguin_format_error,
+    read_only_engine,
+    refuse_foreign_writes,
+)
 from pentrace.infrastructure.ledger.schema import LedgerTables, ledger_tables
 from pentrace.infrastructure.ledger.settings import safe_url
 
@@ -55,10 +67,18 @@ class LedgerDatabase:
     """An engine, the table objects and the transactions of one ledger."""
 
     def __init__(
-        self, url: str, *, table_prefix: str = "", busy_timeout_ms: int = _BUSY_TIMEOUT_MS
+        self,
+        url: str,
+        *,
+        table_prefix: str = "",
+        busy_timeout_ms: int = _BUSY_TIMEOUT_MS,
+        read_only: bool = False,
     ) -> None:
         self.url = url
         self.busy_timeout_ms = busy_timeout_ms
+        self.read_only = read_only
+        #: What the SQLite file held when opened (``pentrace`` or ``penguin`` once open).
+        self.format: FileFormat | None = None
         self.tables: LedgerTables = ledger_tables(table_prefix)
         parsed = make_url(url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
@@ -80,15 +100,28 @@ class LedgerDatabase:
 
     @classmethod
     def for_path(
-        cls, path: Path, *, table_prefix: str = "", busy_timeout_ms: int = _BUSY_TIMEOUT_MS
+        cls,
+        path: Path,
+        *,
+        table_prefix: str = "",
+        busy_timeout_ms: int = _BUSY_TIMEOUT_MS,
+        read_only: bool = False,
     ) -> LedgerDatabase:
-        """A SQLite ledger in ``path``; parent folders are created."""
-        return cls(f"sqlite:///{path}", table_prefix=table_prefix, busy_timeout_ms=busy_timeout_ms)
+        """A SQLite ledger in ``path``; parent folders are created (unless ``read_only``)."""
+        return cls(
+            f"sqlite:///{path}",
+            table_prefix=table_prefix,
+            busy_timeout_ms=busy_timeout_ms,
+            read_only=read_only,
+        )
 
     def _open(self) -> Engine:
+        if self.read_only:
+            return self._open_read_only()
         if self.path is None:
             engine = create_engine(self.url, pool_pre_ping=True)
         else:
+            refuse_foreign_writes(self.path, self.tables.events.name, self.busy_timeout_ms / 1000)
             with converted("create the ledger's folder", self.where):
                 prepare_sqlite_file(self.path)
             engine = create_engine(
@@ -97,8 +130,20 @@ class LedgerDatabase:
             event.listen(engine, "connect", _configure_sqlite)
             event.listen(engine, "begin", _begin_sqlite)
         self._create_schema(engine)
+        self.format = "pentrace"
         if self.path is not None:
             repair_modes(sqlite_files(self.path), where=self.path)  # the side files SQLite made
+            self._inode = _inode(self.path)
+        return engine
+
+    def _open_read_only(self) -> Engine:
+        names = self.tables
+        shadow = (names.events.name, names.watermarks.name, names.tracking.name)
+        engine, self.format = read_only_engine(
+            self.url, self.path, shadow, self.busy_timeout_ms / 1000
+        )
+        if self.path is not None:
+            event.listen(engine, "begin", _begin_sqlite)
             self._inode = _inode(self.path)
         return engine
 
@@ -167,6 +212,13 @@ class LedgerDatabase:
     @contextmanager
     def writing(self, operation: str) -> Iterator[Connection]:
         """A write transaction that commits when the block ends, and rolls back on any error."""
+        if self.read_only:
+            if self.format == "penguin" and self.path is not None:
+                raise penguin_format_error(self.path, operation)
+            raise LedgerError(
+                f"{operation} on {self.where}: the ledger is open read-only",
+                hint="this command only reads the ledger; use `pentrace ledger sync` to write",
+            )
         self.check_file()
         with self._write_lock, converted(operation, self.where):
             engine = self.engine.execution_options(**{_BEGIN: "BEGIN IMMEDIATE"})

@@ -29,6 +29,12 @@ _LOCKED_HINT = (
 )
 
 
+_SCHEMA_HINT = (
+    "the database's tables are not the ledger's: point the ledger setting at a pentrace "
+    "ledger (`pentrace ledger stats` says what the file holds), or at a new file"
+)
+
+
 @contextmanager
 def converted(operation: str, where: str) -> Iterator[None]:
     """Run a block of database work, converting driver errors raised inside it."""
@@ -49,7 +55,9 @@ def converted(operation: str, where: str) -> Iterator[None]:
             ) from error
         raise LedgerError(
             f"{operation} on {where}: the database refused the operation ({reason})",
-            hint="check that the database is reachable, writable and not full",
+            hint=_SCHEMA_HINT
+            if reason.startswith(("no such column", "no such table", "table "))
+            else "check that the database is reachable, writable and not full",
         ) from error
     except exc.DBAPIError as error:
         raise LedgerError(

@@ -1,7 +1,8 @@
 """From a RuntimeEvent envelope (or an eventsourcing StoredEvent) to a ledger row.
 
-The envelope is checked the way Penguin checks it (schema version, non-empty
-id and type, mapping payload and privacy) and then *re-redacted*: when the
+The envelope is checked the way Penguin checks it, a little stricter
+(:mod:`pentrace.domain.runtime_validation`: schema version, non-empty id and
+type, mapping payload, a consistent privacy block) and then *re-redacted*: when the
 redaction policy would still change anything, the ledger refuses the event
 with a :class:`~pentrace.errors.RedactionError` naming the paths, never the
 values.  Unlike Penguin, nothing is dropped silently.
@@ -18,6 +19,7 @@ from eventsourcing.persistence import StoredEvent
 
 from pentrace.domain.json_codec import JsonEncoder, escape_surrogates
 from pentrace.domain.redaction import is_redacted, is_redacted_encoded, redact
+from pentrace.domain.runtime_validation import envelope_problems
 from pentrace.errors import LedgerError, RedactionError
 
 __all__ = ["SCHEMA_VERSION", "as_envelope", "envelope_row", "stored_event_row"]
@@ -140,19 +142,7 @@ def changed_paths(before: Any, after: Any, path: str = "") -> Iterator[str]:
 
 
 def _check_shape(envelope: Mapping[str, Any], event_id: str) -> None:
-    problems = []
-    if envelope.get("schema_version") != SCHEMA_VERSION:
-        problems.append(f"schema_version is not {SCHEMA_VERSION}")
-    event_type = envelope.get("type")
-    if not isinstance(event_type, str) or not event_type:
-        problems.append("type is not a non-empty string")
-    if not isinstance(envelope.get("payload"), Mapping):
-        problems.append("payload is not an object")
-    privacy = envelope.get("privacy")
-    if not isinstance(privacy, Mapping):
-        problems.append("privacy is not an object")
-    elif not isinstance(privacy.get("redacted_fields", []), list):
-        problems.append("privacy.redacted_fields is not a list")
+    problems = envelope_problems(envelope)
     if problems:
         raise LedgerError(
             f"event {event_id}: not a valid RuntimeEvent envelope: {'; '.join(problems)}",

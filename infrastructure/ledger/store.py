@@ -22,9 +22,10 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, func, select
 
-from pentrace.errors import ConfigError
+from pentrace.errors import ConfigError, LedgerFormatError
 from pentrace.infrastructure.ledger.database import LedgerDatabase
 from pentrace.infrastructure.ledger.errors import LedgerIntegrityError
+from pentrace.infrastructure.ledger.formats import file_format
 from pentrace.infrastructure.ledger.recorder import LedgerRecorder
 from pentrace.infrastructure.ledger.replay import (
     LedgerEntry,
@@ -77,17 +78,21 @@ class RuntimeEventLedger(LedgerRecorder):
         table_prefix: str = "",
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        read_only: bool = False,
+        penguin_read_only: bool = False,
     ) -> RuntimeEventLedger:
         """Open the ledger the settings (default: the environment) point at.
 
         A URL wins; otherwise the SQLite file is ``settings.path`` or
-        ``<data_root>/runtime_events/runtime_events.db``.
+        ``<data_root>/runtime_events/runtime_events.db``.  ``read_only``
+        creates and changes nothing; ``penguin_read_only`` opens a
+        Penguin-format file read-only instead of refusing it (the SSE service).
         """
         settings = settings if settings is not None else LedgerSettings.from_env()
         if data_root is not None:
             activate_policy(data_root)
         if settings.url is not None:
-            db = LedgerDatabase(settings.url, table_prefix=table_prefix)
+            db = LedgerDatabase(settings.url, table_prefix=table_prefix, read_only=read_only)
         else:
             path = settings.path
             if path is None:
@@ -98,7 +103,14 @@ class RuntimeEventLedger(LedgerRecorder):
                         hint="set PENGUIN_HOME or PENGUIN_RUNTIME_EVENT_LEDGER_PATH",
                     )
                 path = default_ledger_path(data_root)
-            db = LedgerDatabase.for_path(path, table_prefix=table_prefix)
+            try:
+                db = LedgerDatabase.for_path(path, table_prefix=table_prefix, read_only=read_only)
+            except LedgerFormatError:
+                if not penguin_read_only or file_format(path, f"{table_prefix}runtime_events") != (
+                    "penguin"
+                ):
+                    raise
+                db = LedgerDatabase.for_path(path, table_prefix=table_prefix, read_only=True)
         return cls(db, settings, clock=clock, monotonic=monotonic)
 
     # -- writing -----------------------------------------------------------------
@@ -107,26 +119,44 @@ class RuntimeEventLedger(LedgerRecorder):
         return self.extend([event]) == 1
 
     def extend(
-        self, events: Iterable[object], *, also: Callable[[Connection], None] | None = None
+        self,
+        events: Iterable[object],
+        *,
+        before_commit: Callable[[Connection], None] | None = None,
     ) -> int:
         """Store envelopes in one transaction; returns how many were new.
 
-        ``also`` runs inside the same transaction, after the rows, so what it
-        writes (the ingest follower's cursor) commits or rolls back with them.
+        ``before_commit`` runs inside the transaction after the rows are
+        written; when it raises, nothing is stored (Penguin's compat ledger
+        runs its cleanup hook there, the ingest follower writes its cursor).
+        With no rows it still runs, in a transaction of its own.
         """
         now = self.now_ms()
         rows = [envelope_row(as_envelope(event), now) for event in events]
-        if not rows and also is None:
+        if not rows and before_commit is None:
             return 0
         with self.db.writing("append to the ledger") as conn:
             fresh = self._without_duplicates(conn, rows) if rows else []
             if fresh:
                 self._insert_rows(conn, fresh)
-            if also is not None:
-                also(conn)
+            if before_commit is not None:
+                before_commit(conn)
         if fresh:
             self.waker.wake()
         self.cleanup_if_due()
+        return len(fresh)
+
+    def extend_rows(self, rows: list[dict[str, Any]]) -> int:
+        """Store rows made by :func:`.rows.envelope_row` (each with its own ``inserted_at``),
+        in one transaction; identical copies are skipped, and the count of new ones returned."""
+        if not rows:
+            return 0
+        with self.db.writing("import into the ledger") as conn:
+            fresh = self._without_duplicates(conn, rows)
+            if fresh:
+                self._insert_rows(conn, fresh)
+        if fresh:
+            self.waker.wake()
         return len(fresh)
 
     def _without_duplicates(

@@ -65,10 +65,12 @@ TRACE_COMMANDS: Final[dict[str, list[list[str]]]] = {
 DERIVED_COMMANDS: Final[dict[str, list[list[str]]]] = {
     "audit": [[]],
     "ledger sync": [[]],
+    "ingest": [["--once", "--json"]],
     "ledger rebuild": [["--json"]],
     "ledger tail": [["--json"]],
     "ledger replay": [["--json"]],
     "ledger stats": [["--json"]],
+    "ledger import-penguin": [["{shard}"]],  # a trace shard is no Penguin ledger: a clean error
     "stats tokens": [["--sync"]],
     "stats cost": [["--json"]],
     "stats tools": [[]],

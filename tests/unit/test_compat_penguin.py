@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,7 +32,7 @@ from pentrace.compat.penguin import (
     wrap_opencode_event,
 )
 
-FIXTURES = sorted((Path(__file__).parent.parent / "fixtures" / "penguin").glob("*.json"))
+FIXTURES = sorted((Path(__file__).parent.parent / "fixtures" / "penguin").glob("*_v1.json"))
 KEY_ORDER = [
     "id", "schema_version", "type", "category", "source", "subject", "time", "stream_id",
     "sequence", "scope", "correlation", "actor", "privacy", "payload", "projections",
@@ -51,6 +53,7 @@ def _fixture(path: Path) -> dict[str, Any]:
 
 def _event(event_type: str = "custom.thing", **options: Any) -> dict[str, Any]:
     options.setdefault("time_ms", 1)
+    options.setdefault("payload", {})
     return build_runtime_event(event_type=event_type, **options)
 
 
@@ -80,16 +83,29 @@ def test_penguin_fixture_opencode_projections_match(path: Path) -> None:
 
 @pytest.mark.parametrize("path", FIXTURES, ids=[path.stem for path in FIXTURES])
 def test_an_opencode_event_becomes_the_fixture_envelope_and_wraps_back(path: Path) -> None:
+    # Penguin's runtime_event_from_opencode sets no actor, and names the projection
+    # by the top-level ``requestID`` before the part's id (the fixtures were written
+    # with explicit actor and projections); everything else is the fixture's.
     fixture = _fixture(path)
     expected = fixture["runtime_event"]
     opencode = {"type": expected["type"], "properties": expected["payload"]}
-    options = {
-        "actor": expected["actor"],
-        "sequence": expected["sequence"],
-        "time_ms": expected["time"],
+    event = runtime_event_from_opencode(
+        opencode, now_ms=expected["time"], sequence=expected["sequence"]
+    )
+    assert event is not None
+    source = expected["payload"].get("id") or expected["payload"]["requestID"]
+    projection = {"id": f"{expected['type']}:ses_fixture:{source}", "type": expected["type"]}
+    assert event == {**expected, "actor": {}, "projections": {"opencode": projection}}
+    reset_runtime_event_sequences({expected["stream_id"]: expected["sequence"] - 1})
+    wrapped = wrap_opencode_event(expected["type"], expected["payload"], now_ms=expected["time"])
+    assert wrapped == {
+        "type": expected["type"],
+        "properties": fixture["opencode"]["properties"],
+        "runtime_event": {**event},
+        "id": fixture["opencode"]["id"],
+        "time": fixture["opencode"]["time"],
+        "order": fixture["opencode"]["order"],
     }
-    assert runtime_event_from_opencode(opencode, **options) == expected
-    assert wrap_opencode_event(opencode, **options) == fixture["opencode"]
 
 
 # Envelope basics -----------------------------------------------------------------------------
@@ -488,8 +504,9 @@ def test_opencode_properties_backfill_session_agent_and_directory_from_scope() -
 def test_an_opencode_projection_id_uses_a_dash_without_a_top_level_session() -> None:
     event = runtime_event_from_opencode(
         {"type": "message.part.updated", "properties": {"part": {"id": "p1", "sessionID": "s1"}}},
-        time_ms=1,
+        now_ms=1,
     )
+    assert event is not None
     assert event["projections"]["opencode"] == {
         "id": "message.part.updated:-:p1",
         "type": "message.part.updated",
@@ -498,23 +515,30 @@ def test_an_opencode_projection_id_uses_a_dash_without_a_top_level_session() -> 
 
 def test_without_a_source_id_the_projection_id_ends_in_the_sequence() -> None:
     event = runtime_event_from_opencode(
-        {"type": "session.idle", "properties": {"sessionID": "s1"}}, time_ms=1, sequence=12
+        {"type": "session.idle", "properties": {"sessionID": "s1"}}, now_ms=1, sequence=12
     )
+    assert event is not None
     assert event["projections"]["opencode"]["id"] == "session.idle:s1:12"
 
 
-def test_opencode_functions_also_take_the_type_and_properties_separately() -> None:
-    properties = {"id": "q1", "sessionID": "s1"}
-    as_event = runtime_event_from_opencode(
-        {"type": "question.asked", "properties": properties}, time_ms=1
-    )
-    reset_runtime_event_sequences()
-    as_pair = runtime_event_from_opencode("question.asked", properties, time_ms=1)
-    assert as_pair == as_event
-    reset_runtime_event_sequences()
-    assert wrap_opencode_event("question.asked", properties, time_ms=1) == (
-        opencode_payload_from_runtime_event(as_event)
-    )
+def test_wrap_attaches_the_envelope_and_projects_its_redacted_properties() -> None:
+    properties = {"id": "q1", "sessionID": "s1", "api_key": "k-1"}
+    wrapped = wrap_opencode_event("question.asked", properties, now_ms=5)
+    event = wrapped["runtime_event"]
+    assert list(wrapped) == ["type", "properties", "runtime_event", "id", "time", "order"]
+    assert (wrapped["id"], wrapped["time"], wrapped["order"]) == (event["id"], 5, event["sequence"])
+    assert wrapped["properties"] == opencode_payload_from_runtime_event(event)["properties"]
+    assert wrapped["properties"]["api_key"] == "[redacted]"
+    assert properties["api_key"] == "k-1"
+
+
+def test_an_opencode_payload_without_a_type_gives_none_and_wraps_without_an_envelope() -> None:
+    assert runtime_event_from_opencode({"properties": {"sessionID": "s1"}}) is None
+    assert runtime_event_from_opencode({"type": "", "properties": {}}) is None
+    assert wrap_opencode_event("", {"sessionID": "s1"}) == {
+        "type": "",
+        "properties": {"sessionID": "s1"},
+    }
 
 
 # normalize -----------------------------------------------------------------------------------
@@ -523,13 +547,50 @@ def test_opencode_functions_also_take_the_type_and_properties_separately() -> No
 def test_normalize_keeps_a_given_privacy_block_when_nothing_needed_redaction() -> None:
     odd_privacy = {"classification": "sensitive", "redacted": True, "redacted_fields": ["gone"]}
     event = {**_event(payload={"sessionID": "s"}), "privacy": odd_privacy}
-    assert normalize_runtime_event(event)["privacy"] == odd_privacy
+    normalized = normalize_runtime_event(event)
+    assert normalized is not None
+    assert normalized["privacy"] == odd_privacy
 
 
 def test_normalize_redacts_and_recomputes_privacy_when_something_leaked() -> None:
     event = {**_event(payload={"sessionID": "s"}), "payload": {"sessionID": "s", "password": "p"}}
     normalized = normalize_runtime_event(event)
+    assert normalized is not None
     assert normalized["payload"]["password"] == "[redacted]"
     assert normalized["privacy"]["redacted_fields"] == ["password"]
     assert list(normalized) == KEY_ORDER
     assert normalized["id"] == event["id"]
+
+
+def test_normalize_keeps_extra_keys_in_place_but_redacted() -> None:
+    event = {"id": "evt:x:1", "note": "kept", "type": "x.y", "payload": {}, "api_key": "k-1"}
+    normalized = normalize_runtime_event(event, now_ms=1)
+    assert normalized is not None
+    assert list(normalized)[:4] == ["id", "note", "type", "payload"]
+    assert (normalized["note"], normalized["api_key"]) == ("kept", "[redacted]")
+    assert normalized["privacy"]["redacted_fields"] == ["@api_key"]
+
+
+def test_a_non_string_directory_does_not_stop_the_search_but_a_blank_string_does() -> None:
+    assert (
+        extract_runtime_scope({"directory": {"x": 1}, "info": {"cwd": "/w"}})["directory"] == "/w"
+    )
+    assert "directory" not in extract_runtime_scope({"directory": " ", "info": {"cwd": "/w"}})
+
+
+def test_normalize_keeps_an_empty_string_stream_id_as_penguin_does() -> None:
+    event = {"id": "e1", "type": "x.y", "payload": {"sessionID": "s"}, "stream_id": ""}
+    normalized = normalize_runtime_event(event, now_ms=1)
+    assert normalized is not None
+    assert normalized["stream_id"] == ""
+
+
+def test_building_envelopes_does_not_load_the_ledgers_database_layer() -> None:
+    code = (
+        "import sys; import pentrace.compat.penguin as c; "
+        "c.wrap_opencode_event('x.y', {}, now_ms=1); print('sqlalchemy' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "False"

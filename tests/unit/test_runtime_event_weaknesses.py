@@ -103,8 +103,8 @@ def test_w2_different_session_ids_never_share_an_event_id(colliding: list[str]) 
 
 
 def test_w2_a_punctuation_only_stream_is_not_the_global_stream() -> None:
-    punctuation = build_runtime_event(event_type="x", stream_id="!!!", sequence=1)
-    global_one = build_runtime_event(event_type="x", sequence=1)
+    punctuation = build_runtime_event(event_type="x", payload={}, stream_id="!!!", sequence=1)
+    global_one = build_runtime_event(event_type="x", payload={}, sequence=1)
     assert global_one["id"] == "evt:global:00000001"
     assert punctuation["id"] != global_one["id"]
 
@@ -112,7 +112,7 @@ def test_w2_a_punctuation_only_stream_is_not_the_global_stream() -> None:
 def test_w2_long_ids_that_differ_only_after_48_characters_stay_apart() -> None:
     prefix = "p" * 60
     ids = {
-        build_runtime_event(event_type="x", stream_id=prefix + tail, sequence=1)["id"]
+        build_runtime_event(event_type="x", payload={}, stream_id=prefix + tail, sequence=1)["id"]
         for tail in "ab"
     }
     assert len(ids) == 2
@@ -164,7 +164,7 @@ def test_w7_actor_correlation_scope_projections_and_subject_are_redacted() -> No
 
 def test_w11_explicit_and_payload_directories_normalise_the_same_way() -> None:
     explicit = build_runtime_event(
-        event_type="x", scope={"directory": "/srv/pentrace/one/"}, sequence=1, time_ms=1
+        event_type="x", payload={}, scope={"directory": "/srv/pentrace/one/"}, sequence=1, time_ms=1
     )
     derived = build_runtime_event(
         event_type="x", payload={"directory": "/srv/pentrace/one/"}, sequence=1, time_ms=1

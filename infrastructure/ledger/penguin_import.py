@@ -1,0 +1,242 @@
+"""Import a Penguin-format ledger file into a pentrace ledger, keeping event ids.
+
+Rows are read read-only in Penguin's insertion order (``rowid``) and stored
+with their own ``inserted_at``, so retention ages them as Penguin would have
+and a client's ``Last-Event-ID`` from Penguin still resumes.  Each row ends
+up in one of these outcomes:
+
+* **imported**: stored under its own id;
+* **already held**: the target holds it byte-identically (a second import is
+  a no-op);
+* **collision**: the target holds its id with other content, or another id
+  at its (stream, sequence); it is left out and reported;
+* **redacted on import**: pentrace's policy found secrets Penguin's key
+  rules missed (W12); the secrets are hidden, the privacy block says so, and
+  the row is stored under its id;
+* **invalid**: not a RuntimeEvent envelope pentrace accepts; reported.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from sqlalchemy import select, tuple_
+
+from pentrace.domain.redaction import is_redacted, redact
+from pentrace.errors import LedgerError, LedgerFormatError
+from pentrace.infrastructure.ledger.formats import file_format
+from pentrace.infrastructure.ledger.rows import envelope_row
+from pentrace.infrastructure.ledger.store import RuntimeEventLedger
+
+__all__ = ["ImportReport", "RowNote", "import_penguin_ledger", "move_aside", "penguin_row_count"]
+
+_PAGE: Final = 500
+_FOUND: Final = {
+    "pentrace": "a pentrace ledger (nothing to import)",
+    "empty": "an empty database",
+    "other": "a database without a runtime_events table",
+    "foreign": "a runtime_events table of another shape",
+    "penguin": "a Penguin ledger",
+}
+_ORDER: Final = (
+    "id", "schema_version", "type", "category", "source", "subject", "time", "stream_id",
+    "sequence", "scope", "correlation", "actor", "privacy", "payload", "projections",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RowNote:
+    """One row that was not imported as it stood: its id, Penguin rowid and why."""
+
+    event_id: str
+    rowid: int
+    reason: str
+
+
+@dataclass
+class ImportReport:
+    """What :func:`import_penguin_ledger` did with each row of the Penguin file."""
+
+    source: str
+    target: str
+    read: int = 0
+    imported: int = 0
+    already_held: int = 0
+    collisions: list[RowNote] = field(default_factory=list)
+    redacted: list[RowNote] = field(default_factory=list)
+    invalid: list[RowNote] = field(default_factory=list)
+
+
+def _rows(path: Path) -> Iterator[list[tuple[int, str, int, str]]]:
+    uri = f"file:{path.resolve()}?mode=ro"
+    conn = sqlite3.connect(uri, uri=True)
+    try:
+        after = 0
+        while True:
+            page = conn.execute(
+                "SELECT rowid, event_id, inserted_at, event_json FROM runtime_events "
+                "WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                (after, _PAGE),
+            ).fetchall()
+            if not page:
+                return
+            yield page
+            after = int(page[-1][0])
+    finally:
+        conn.close()
+
+
+def _ordered(envelope: dict[str, Any]) -> dict[str, Any]:
+    # Penguin stores sorted keys; put the envelope's own keys back in their order.
+    first: dict[str, Any] = {key: envelope[key] for key in _ORDER if key in envelope}
+    return {**first, **{key: value for key, value in envelope.items() if key not in first}}
+
+
+def _redacted(envelope: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The envelope with what pentrace's policy hides hidden; ids are kept as they are."""
+    kept: dict[str, Any] = {k: envelope[k] for k in ("id", "stream_id") if k in envelope}
+    result = redact({key: value for key, value in envelope.items() if key not in kept})
+    found = [
+        path.removeprefix("payload.") if path.startswith("payload") else f"@{path}"
+        for path in result.paths
+        if not path.startswith("privacy")
+    ]
+    clean = _ordered({**result.value, **kept})
+    privacy = envelope.get("privacy")
+    given = privacy.get("redacted_fields") if isinstance(privacy, Mapping) else None
+    fields = [*given, *found] if isinstance(given, list) else found
+    clean["privacy"] = {"classification": "sensitive", "redacted": True, "redacted_fields": fields}
+    return clean, found
+
+
+def _prepare(
+    page: list[tuple[int, str, int, str]], report: ImportReport
+) -> list[tuple[int, dict[str, Any]]]:
+    prepared = []
+    for rowid, event_id, inserted_at, text in page:
+        try:
+            envelope = json.loads(text)
+            if not isinstance(envelope, dict):
+                raise ValueError("not a JSON object")
+            envelope = _ordered(envelope)
+            if not is_redacted(envelope):
+                envelope, found = _redacted(envelope)
+                report.redacted.append(RowNote(event_id, rowid, "hid " + ", ".join(found)))
+            prepared.append((rowid, envelope_row(envelope, int(inserted_at or 0))))
+        except (ValueError, LedgerError) as error:
+            report.invalid.append(RowNote(str(event_id), rowid, str(error)[:300]))
+    return prepared
+
+
+def _keep_new(
+    target: RuntimeEventLedger, prepared: list[tuple[int, dict[str, Any]]], report: ImportReport
+) -> list[dict[str, Any]]:
+    events = target.db.tables.events
+    ids = [row["event_id"] for _, row in prepared]
+    positions = [(row["stream_id"], row["sequence"]) for _, row in prepared]
+    with target.db.reading("check the ledger for imported ids") as conn:
+        by_id = {
+            str(event_id): bytes(stored)
+            for event_id, stored in conn.execute(
+                select(events.c.event_id, events.c.event_json).where(events.c.event_id.in_(ids))
+            )
+        }
+        by_position = {
+            (str(stream), int(sequence)): str(event_id)
+            for stream, sequence, event_id in conn.execute(
+                select(events.c.stream_id, events.c.sequence, events.c.event_id).where(
+                    tuple_(events.c.stream_id, events.c.sequence).in_(positions)
+                )
+            )
+        }
+    fresh: list[dict[str, Any]] = []
+    for rowid, row in prepared:
+        event_id, position = row["event_id"], (row["stream_id"], row["sequence"])
+        if event_id in by_id:
+            if by_id[event_id] == row["event_json"]:
+                report.already_held += 1
+            else:
+                report.collisions.append(
+                    RowNote(event_id, rowid, "the ledger holds this id with other content")
+                )
+        elif position in by_position:
+            report.collisions.append(
+                RowNote(
+                    event_id,
+                    rowid,
+                    f"the ledger holds {by_position[position]} at stream {position[0]}, "
+                    f"sequence {position[1]}",
+                )
+            )
+        else:
+            by_id[event_id] = row["event_json"]
+            by_position[position] = event_id
+            fresh.append(row)
+    return fresh
+
+
+def penguin_row_count(path: Path) -> int:
+    """Rows of the Penguin ledger file at ``path`` (read-only); raises unless it is one."""
+    _check_source(path)
+    conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+    try:
+        return int(conn.execute("SELECT count(*) FROM runtime_events").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def _check_source(source: Path) -> None:
+    if not source.is_file():
+        raise LedgerFormatError(
+            f"no Penguin ledger at {source}: expected a SQLite file, found none",
+            hint="pass the path of Penguin's runtime_events.db",
+        )
+    found = file_format(source, "runtime_events")
+    if found != "penguin":
+        raise LedgerFormatError(
+            f"{source}: expected a Penguin-format ledger, found {_FOUND[found]}",
+            hint="`pentrace ledger import-penguin` reads files Penguin's ledger wrote",
+        )
+
+
+def import_penguin_ledger(
+    source: Path,
+    target: RuntimeEventLedger,
+    *,
+    on_rows: Callable[[int], None] | None = None,
+) -> ImportReport:
+    """Copy every row of the Penguin ledger at ``source`` into ``target``; see the module doc.
+
+    ``on_rows`` is told how many rows each page read (a progress bar).
+    """
+    _check_source(source)
+    report = ImportReport(str(source), target.db.where)
+    for page in _rows(source):
+        report.read += len(page)
+        fresh = _keep_new(target, _prepare(page, report), report)
+        report.imported += target.extend_rows(fresh)
+        if on_rows is not None:
+            on_rows(len(page))
+    return report
+
+
+def move_aside(path: Path) -> Path:
+    """Rename a Penguin ledger (with its ``-wal`` and ``-shm``) to ``<stem>.penguin<suffix>``,
+    so a pentrace ledger can take its place; returns the new path.  Stop Penguin first."""
+    moved = path.with_name(f"{path.stem}.penguin{path.suffix}")
+    if moved.exists():
+        raise LedgerFormatError(
+            f"cannot move {path} aside: {moved} already exists",
+            hint=f"import from {moved} instead, or remove it first",
+        )
+    for suffix in ("-wal", "-shm"):
+        sidecar = path.with_name(path.name + suffix)
+        if sidecar.exists():
+            sidecar.rename(moved.with_name(moved.name + suffix))
+    path.rename(moved)
+    return moved
