@@ -29,6 +29,7 @@ from pentrace.errors import PentraceError
 LazyGroup.lazy_commands = {
     "audit": "pentrace.cli.audit:audit",
     "demo": "pentrace.cli.demo:demo",
+    "ingest": "pentrace.cli.ingest:ingest",
     "ledger": "pentrace.cli.ledger:ledger_app",
     "projections": "pentrace.cli.projections:projections_app",
     "report": "pentrace.cli.report:report",

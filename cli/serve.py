@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -27,6 +28,9 @@ from pentrace.service.settings import (
     read_list,
     read_token,
 )
+
+if TYPE_CHECKING:
+    from pentrace.infrastructure.ingest import EmbeddedIngest
 
 __all__ = ["serve"]
 
@@ -77,6 +81,12 @@ def serve(
         float, typer.Option(help="MiB of encoded frames shared by all SSE streams.", min=0)
     ] = 4.0,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    ingest: Annotated[
+        bool,
+        typer.Option(
+            "--ingest", help="Also follow the traces into the ledger (`pentrace ingest`)."
+        ),
+    ] = False,
     test_page: Annotated[
         bool, typer.Option("--test-page", hidden=True, help="Serve /_test/sse.html (tests).")
     ] = False,
@@ -113,11 +123,31 @@ def serve(
     )
     app = create_app(settings)
     logging.getLogger("pentrace").setLevel(log_level.upper())
-    uvicorn.run(
-        app,
-        host=host,
-        port=port,
-        log_level=log_level,
-        timeout_graceful_shutdown=2,
-        server_header=False,  # no "server: uvicorn": nothing to fingerprint
-    )
+    embedded = _start_ingest(root) if ingest else None
+    try:
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            log_level=log_level,
+            timeout_graceful_shutdown=2,
+            server_header=False,  # no "server: uvicorn": nothing to fingerprint
+        )
+    finally:
+        if embedded is not None:
+            embedded.close()
+
+
+def _start_ingest(root: DataRoot) -> EmbeddedIngest:
+    """``--ingest``: the follower on a thread of this process (one process per machine)."""
+    from pentrace.infrastructure.ingest import EmbeddedIngest
+    from pentrace.infrastructure.ingest.logs import configure_logging
+    from pentrace.infrastructure.ledger_admin import open_ledger
+
+    configure_logging("text")
+    embedded = EmbeddedIngest(root, open_ledger(root, must_exist=False, keep_everything=True))
+    # uvicorn hands SIGTERM/SIGINT back to these handlers after its graceful shutdown:
+    # the follower then finishes its batch and the process exits 0.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda _signum, _frame: embedded.runner.stop.set())
+    return embedded

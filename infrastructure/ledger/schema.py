@@ -48,6 +48,7 @@ class LedgerTables:
     watermarks: Table
     tracking: Table
     meta: Table
+    ingest_cursors: Table
 
 
 def ledger_tables(prefix: str = "") -> LedgerTables:
@@ -115,4 +116,23 @@ def ledger_tables(prefix: str = "") -> LedgerTables:
         Column("key", String, primary_key=True),
         Column("value", String, nullable=False),
     )
-    return LedgerTables(metadata, events, watermarks, tracking, meta)
+    # The ingest follower's per-shard cursors (infrastructure/ingest, ADR 0028): here so
+    # they commit with the rows they cover, and a clear or rebuild resets them too.
+    ingest_cursors = Table(
+        f"{prefix}ingest_cursors",
+        metadata,
+        # Which follower: host and data root, so agent hosts can share one ledger.
+        Column("source", String, primary_key=True),
+        Column("shard", String, primary_key=True),
+        Column("project", String, nullable=False),
+        Column("agent", String, nullable=False),
+        Column("session_id", String, nullable=False),
+        Column("shard_index", Integer, nullable=False),
+        Column("device", BigInteger, nullable=False),
+        Column("inode", BigInteger, nullable=False),
+        Column("byte_offset", BigInteger, nullable=False),
+        Column("line", BigInteger, nullable=False),
+        Column("base", BigInteger, nullable=False),
+        Column("position", BigInteger, nullable=False),
+    )
+    return LedgerTables(metadata, events, watermarks, tracking, meta, ingest_cursors)

@@ -139,7 +139,8 @@ class RuntimeEventLedger(LedgerRecorder):
 
         ``before_commit`` runs inside the transaction after the rows are
         written; when it raises, nothing is stored (Penguin's compat ledger
-        runs its cleanup hook there).
+        runs its cleanup hook there, the ingest follower writes its cursor).
+        With no rows it still runs, in a transaction of its own.
         """
         now = self.now_ms()
         rows = [envelope_row(as_envelope(event), now) for event in events]
@@ -154,10 +155,10 @@ class RuntimeEventLedger(LedgerRecorder):
         """:meth:`extend` for rows :func:`~.rows.envelope_row` made (validated and
         redaction-checked already: the live path checks them in the saving thread and
         writes them in another), retention included."""
-        if not rows:
+        if not rows and before_commit is None:
             return 0
         with self.db.writing("append to the ledger") as conn:
-            fresh = self._without_duplicates(conn, rows)
+            fresh = self._without_duplicates(conn, rows) if rows else []
             if fresh:
                 self._number_unsequenced(conn, fresh)
                 self._insert_rows(conn, fresh)
@@ -412,10 +413,11 @@ class RuntimeEventLedger(LedgerRecorder):
         self.cleanup_if_due()
 
     def clear(self) -> None:
-        """Delete every event and watermark; notification ids keep counting up."""
+        """Delete every event, watermark and ingest cursor; notification ids keep counting up."""
         with self.db.writing("clear the ledger") as conn:
             conn.execute(delete(self.db.tables.events))
             conn.execute(delete(self.db.tables.watermarks))
+            conn.execute(delete(self.db.tables.ingest_cursors))
 
     def close(self) -> None:
         """Close the database connections."""

@@ -76,7 +76,8 @@ def test_search_keeps_the_short_id_and_the_snippet_at_60_columns(tmp_path: Path)
     rows = [line for line in screen.splitlines() if line.startswith("│ ")]
     assert rows, screen
     # The owner form project/agent/<short id> (#13), never cut.
-    assert all(re.match(r"│ [^/\s]+/[^/\s]+/[0-9a-f]{8} ", row) for row in rows if row[2] != " "), screen
+    owner_form = re.compile(r"│ [^/\s]+/[^/\s]+/[0-9a-f]{8} ")
+    assert all(owner_form.match(row) for row in rows if row[2] != " "), screen
     header = next(line for line in screen.splitlines() if "snippet" in line)
     assert "session" in header
     assert "time" not in header  # left out first, so the snippet keeps its room

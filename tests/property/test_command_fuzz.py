@@ -65,6 +65,7 @@ TRACE_COMMANDS: Final[dict[str, list[list[str]]]] = {
 DERIVED_COMMANDS: Final[dict[str, list[list[str]]]] = {
     "audit": [[]],
     "ledger sync": [[]],
+    "ingest": [["--once", "--json"]],
     "ledger rebuild": [["--json"]],
     "ledger tail": [["--json"]],
     "ledger replay": [["--json"]],

@@ -1,0 +1,138 @@
+"""``pentrace ingest``: follow the data root's traces into the ledger (issue #16).
+
+Whoever wrote a trace (pentrace, or a PenguinHarness harness in Node), every
+new complete record of every shard is indexed with the same ids ``ledger sync``
+gives it.  Cursors live in the ledger database and commit with the rows they
+cover, so SIGKILL and restarts neither lose nor repeat a record (docs/ingest.md).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import StrEnum
+from pathlib import Path
+from types import FrameType
+from typing import Annotated
+
+import typer
+
+from pentrace.cli.output import emit_json
+from pentrace.cli.session_args import JsonOption, data_root
+from pentrace.errors import UsageError
+from pentrace.infrastructure.ingest import Follower, IngestRunner
+from pentrace.infrastructure.ingest.logs import configure_logging
+from pentrace.infrastructure.ledger_admin import open_ledger
+
+__all__ = ["LogFormat", "ingest"]
+
+
+class LogFormat(StrEnum):
+    """How the follower's structured logs are written to stderr."""
+
+    text = "text"
+    json = "json"
+
+
+def ingest(
+    ctx: typer.Context,
+    follow: Annotated[
+        bool, typer.Option("--follow", help="Keep running and index new records as they land.")
+    ] = False,
+    poll: Annotated[
+        bool,
+        typer.Option("--poll", help="Poll the files instead of filesystem notifications."),
+    ] = False,
+    once: Annotated[
+        bool, typer.Option("--once", help="One pass over every shard, then exit (the default).")
+    ] = False,
+    interval: Annotated[
+        float, typer.Option(help="Seconds between passes when polling.", min=0.01)
+    ] = 0.5,
+    health_file: Annotated[
+        Path | None,
+        typer.Option(help="Keep a JSON health document (counters, lag) in this file."),
+    ] = None,
+    health_interval: Annotated[
+        float, typer.Option(help="Seconds between health log lines.", min=0.1)
+    ] = 30.0,
+    log_format: Annotated[
+        LogFormat, typer.Option(help="Log lines on stderr: text or json.")
+    ] = LogFormat.text,
+    wait: Annotated[
+        float, typer.Option(help="Seconds to wait for another process's ledger lock.")
+    ] = 5.0,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            help="This follower's name in the ledger's cursor table [default: host:root]."
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Index every new complete trace record into the ledger, once or continuously.
+
+    With --follow it runs as a service: SIGTERM or SIGINT finishes the batch,
+    commits its cursor and exits 0.  --poll implies --follow.
+
+    Example: pentrace ingest --follow --log-format json --health-file /run/pentrace/ingest.json
+    """
+    if once and (follow or poll):
+        raise UsageError(
+            "expected either --once or --follow/--poll, found both",
+            hint="drop --once to keep running",
+        )
+    configure_logging(log_format.value)
+    root = data_root(ctx)
+    ledger = open_ledger(root, wait_seconds=wait, must_exist=False, keep_everything=True)
+    stop = threading.Event()
+    try:
+        follower = Follower(ledger, root, stop=stop, source=source)
+        runner = IngestRunner(
+            follower,
+            poll=poll,
+            interval=interval,
+            health_file=health_file,
+            health_interval=health_interval,
+        )
+        if follow or poll:
+            with _stopping_on_signals(stop):
+                runner.run()
+        else:
+            runner.run_once()
+    finally:
+        ledger.close()
+    stats = follower.stats
+    if as_json:
+        emit_json(
+            {
+                "sessions": stats.sessions,
+                "indexed": stats.indexed,
+                "already_held": stats.already_held,
+                "skipped_lines": stats.skipped_lines,
+                "errors": stats.errors,
+            }
+        )
+    else:
+        typer.echo(
+            f"ingested {stats.indexed} new event(s) from {stats.sessions} session(s); "
+            f"{stats.already_held} already held, {stats.skipped_lines} line(s) skipped, "
+            f"{stats.errors} error(s)"
+        )
+
+
+@contextmanager
+def _stopping_on_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGTERM and SIGINT set ``stop`` while the block runs; the old handlers come back after."""
+
+    def handle(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    old = {signum: signal.signal(signum, handle) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for signum, handler in old.items():
+            signal.signal(signum, handler)

@@ -1,0 +1,116 @@
+"""The ingest follower on a PostgreSQL ledger, beside a foreign writer process.
+
+Skipped without ``PENTRACE_TEST_DATABASE_URL``; each test uses its own table
+prefix, dropped at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from pentrace.infrastructure.ingest import Follower
+from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
+from tests.integration.ingest_harness import SESSION, WRITER, FollowerProcess, shard, wait_until
+
+URL = os.environ.get("PENTRACE_TEST_DATABASE_URL")
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.skipif(URL is None, reason="set PENTRACE_TEST_DATABASE_URL to a PostgreSQL URL"),
+]
+
+
+@pytest.fixture
+def prefix() -> Iterator[str]:
+    assert URL is not None
+    name = f"ingest_{uuid.uuid4().hex[:10]}_"
+    yield name
+    database = LedgerDatabase(URL, table_prefix=name)
+    database.drop_all()
+    database.close()
+
+
+def open_pg(prefix: str) -> RuntimeEventLedger:
+    assert URL is not None
+    return RuntimeEventLedger(
+        LedgerDatabase(URL, table_prefix=prefix), LedgerSettings().with_limits_off()
+    )
+
+
+def positions(ledger: RuntimeEventLedger) -> list[int]:
+    events = ledger.db.tables.events
+    with ledger.db.reading("test read") as conn:
+        rows = conn.execute(
+            select(events.c.sequence)
+            .where(events.c.session_id == SESSION)
+            .order_by(events.c.notification_id)
+        ).all()
+    return [row[0] for row in rows]
+
+
+def test_a_foreign_writers_records_land_in_postgres_once_across_a_restart(
+    tmp_path: Path, prefix: str
+) -> None:
+    root = tmp_path / "data"
+    path = shard(root)
+    first = subprocess.run(
+        [sys.executable, str(WRITER), str(path), "1", "40"], check=True, capture_output=True
+    )
+    assert first.returncode == 0
+    ledger = open_pg(prefix)
+    try:
+        assert Follower(ledger, DataRoot(root)).scan() == 40
+    finally:
+        ledger.close()
+    subprocess.run(
+        [sys.executable, str(WRITER), str(path), "41", "10"], check=True, capture_output=True
+    )
+    again = open_pg(prefix)
+    try:
+        follower = Follower(again, DataRoot(root))
+        assert follower.scan() == 10
+        assert follower.stats.already_held == 0
+        assert positions(again) == list(range(1, 51))
+        assert len(follower.cursors.load()) == 1
+    finally:
+        again.close()
+
+
+def test_a_follower_process_killed_mid_stream_resumes_from_its_cursor_exactly_once(
+    tmp_path: Path, prefix: str
+) -> None:
+    assert URL is not None
+    root = tmp_path / "data"
+    total = 1500
+    child = subprocess.Popen(
+        [sys.executable, str(WRITER), str(shard(root)), "1", str(total), "0.001"],
+        stdout=subprocess.DEVNULL,
+    )
+    env = {"PENTRACE_LEDGER_URL": URL, "PENTRACE_LEDGER_TABLE_PREFIX": prefix}
+    reader = open_pg(prefix)
+    follower = FollowerProcess(root, tmp_path / "unused.db", env=env)
+    try:
+        wait_until(lambda: len(positions(reader)) >= 50, "the first records")
+        assert follower.kill() == -signal.SIGKILL
+        follower = FollowerProcess(root, tmp_path / "unused.db", env=env)
+        assert child.wait(timeout=120) == 0
+        wait_until(lambda: len(positions(reader)) >= total, "every record after the restart")
+        code, err = follower.stop()
+        assert code == 0, err
+        assert positions(reader) == list(range(1, total + 1))
+    finally:
+        child.kill()
+        child.wait()
+        follower.close()
+        reader.close()
+    assert not (tmp_path / "unused.db").exists()
