@@ -101,7 +101,10 @@ def _print_hits(hits: list[SearchHit]) -> None:
 def _refresh(index: SearchIndex, root: DataRoot, rebuild: bool) -> RefreshReport:
     refs = list(root.iter_sessions()) if root.path.is_dir() else []
     shown = progress(refs, total=len(refs), label="indexing")
-    return index.rebuild(shown) if rebuild else index.refresh(shown)
+    report = index.rebuild(shown) if rebuild else index.refresh(shown)
+    for failure in report.failures:
+        typer.echo(f"warning: left out of the search index: {failure}", err=True)
+    return report
 
 
 def search(

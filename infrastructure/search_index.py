@@ -22,7 +22,7 @@ import functools
 import os
 import sqlite3
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
@@ -73,6 +73,8 @@ class RefreshReport:
     reset: int = 0
     removed: int = 0
     documents: int = 0
+    # Sessions left out because a shard could not be read: "project/agent/id: why".
+    failures: list[str] = field(default_factory=list)
 
 
 class SearchIndex:
@@ -152,7 +154,14 @@ class SearchIndex:
         for ref in refs:
             report.sessions += 1
             key = known.pop((ref.project, ref.agent, ref.session_id), None)
-            self._refresh_session(ref, key, stored.get(key, []) if key is not None else [], report)
+            try:
+                self._refresh_session(
+                    ref, key, stored.get(key, []) if key is not None else [], report
+                )
+            except OSError as error:
+                # One unreadable session never stops the others; its old documents stay.
+                where = f"{ref.project}/{ref.agent}/{ref.session_id}"
+                report.failures.append(f"{where}: {error.strerror or error} ({error.filename})")
         for key in known.values():
             self._write(functools.partial(self._drop, key, forget=True))
             report.removed += 1
