@@ -16,12 +16,11 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Final
 
 from pentrace.errors import PentraceError, UsageError
 from pentrace.infrastructure.layout import DataRoot, SessionRef, iter_sessions
 from pentrace.infrastructure.session_files import delete_session
-from pentrace.values import parse_age, parse_size
+from pentrace.values import AGE_UNITS, parse_age, parse_size
 
 __all__ = [
     "PruneCandidate",
@@ -31,8 +30,6 @@ __all__ = [
     "parse_size",
     "plan_prune",
 ]
-
-_AGE_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +105,8 @@ def plan_prune(
 def _shown_age(age: timedelta) -> str:
     seconds = int(age.total_seconds())
     for unit in ("w", "d", "h", "m"):
-        if seconds % _AGE_UNITS[unit] == 0:
-            return f"{seconds // _AGE_UNITS[unit]}{unit}"
+        if seconds % AGE_UNITS[unit] == 0:
+            return f"{seconds // AGE_UNITS[unit]}{unit}"
     return f"{seconds}s"
 
 

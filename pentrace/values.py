@@ -30,6 +30,7 @@ from pentrace.errors import UsageError
 
 __all__ = [
     "AGE_FORMS",
+    "AGE_UNITS",
     "SIZE_FORMS",
     "TIME_FORMS",
     "parse_age",
@@ -47,7 +48,7 @@ SIZE_FORMS: Final = "bytes (4096) or a number and a unit: 500K, 10MB, 1.5GiB, 2G
 
 # ASCII digits only, and few enough that int() stays cheap and a timedelta can hold them.
 _AGE: Final = re.compile(r"(\d{1,12})\s*([smhdw])", re.IGNORECASE | re.ASCII)
-_AGE_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+AGE_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _SIZE: Final = re.compile(
     r"(\d{1,30}(?:\.\d{1,30})?|\.\d{1,30})\s*(?:([kmgt])(ib|b)?|(b))?", re.IGNORECASE | re.ASCII
 )
@@ -70,7 +71,7 @@ def parse_age(text: str, *, option: str = "--older-than") -> timedelta:
     if match is None:
         raise _refuse(option, text, AGE_FORMS, "30d")
     try:
-        return timedelta(seconds=int(match.group(1)) * _AGE_UNITS[match.group(2).lower()])
+        return timedelta(seconds=int(match.group(1)) * AGE_UNITS[match.group(2).lower()])
     except OverflowError:
         raise _refuse(option, text, "an age of fewer than a million years", "30d") from None
 
