@@ -39,7 +39,7 @@ from pentrace.infrastructure.ledger.retention import (
     RetentionReport,
     apply_retention,
 )
-from pentrace.infrastructure.ledger.rows import as_envelope, envelope_row
+from pentrace.infrastructure.ledger.rows import event_row
 from pentrace.infrastructure.ledger.settings import LedgerSettings, default_ledger_path
 from pentrace.infrastructure.redaction_policy import activate_policy
 
@@ -143,7 +143,7 @@ class RuntimeEventLedger(LedgerRecorder):
         With no rows it still runs, in a transaction of its own.
         """
         now = self.now_ms()
-        rows = [envelope_row(as_envelope(event), now) for event in events]
+        rows = [event_row(event, now) for event in events]
         return self.append_rows(rows, before_commit=before_commit)
 
     def append_rows(
@@ -365,7 +365,7 @@ class RuntimeEventLedger(LedgerRecorder):
             )
             batch: list[dict[str, Any]] = []
             for event in events:
-                batch.append(envelope_row(as_envelope(event), now))
+                batch.append(event_row(event, now))
                 if len(batch) >= _CHUNK:
                     stored += self._insert_fresh(conn, batch)
                     batch = []
