@@ -17,7 +17,9 @@ locked or gone, a bug) stops the run.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import os
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -43,6 +45,7 @@ __all__ = [
     "SessionBuild",
     "SessionFailure",
     "SyncReport",
+    "auto_workers",
     "build_session",
     "insert_values",
     "sync_sessions",
@@ -55,6 +58,8 @@ BATCH: Final = 1000
 # locked or gone) stops the whole run.
 SESSION_ERRORS: Final = (LedgerConflictError, RedactionError, TraceError, OSError)
 _INSERT: dict[str, str] = {}
+_PARALLEL_BYTES: Final = 8 * 1024 * 1024
+_MOST_WORKERS: Final = 4
 
 
 @dataclass(frozen=True)
@@ -143,10 +148,34 @@ def insert_values(ledger: RuntimeEventLedger, rows: list[tuple[Any, ...]]) -> in
     return ledger.append_rows([dict(zip(ROW_COLUMNS, row, strict=True)) for row in rows])
 
 
+def auto_workers(refs: list[SessionRef]) -> int:
+    """Worker processes worth starting for ``refs``: one per core for a large corpus, else none.
+
+    Starting a worker and handing rows between processes costs more than it
+    saves below a few megabytes of traces, or with one core.
+    """
+    affinity = getattr(os, "sched_getaffinity", None)
+    cores = len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+    if cores < 2 or len(refs) < 2:
+        return 1
+    size = 0
+    for ref in refs:
+        for shard in ref.shards:
+            with contextlib.suppress(OSError):  # an unreadable one fails in its own build
+                size += shard.path.stat().st_size
+    return min(cores, _MOST_WORKERS) if size >= _PARALLEL_BYTES else 1
+
+
 def sync_sessions(
     ledger: RuntimeEventLedger, refs: Iterable[SessionRef], *, workers: int = 1
 ) -> SyncReport:
-    """Index what the ledger lacks of each session (see the module docstring)."""
+    """Index what the ledger lacks of each session (see the module docstring).
+
+    ``workers`` 0 picks the number with :func:`auto_workers`.
+    """
+    if workers == 0:
+        refs = list(refs)
+        workers = auto_workers(refs)
     sessions = indexed = held_total = 0
     failures: list[SessionFailure] = []
     for build in _builds(ledger, refs, workers):
