@@ -35,6 +35,9 @@ __all__ = [
 SESSION_STREAM_PREFIX: Final = "session:"
 _SAFE: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._~-")
 _encoded: dict[str, str] = {}
+# Stream ids of recent keys: every event of a session spells its stream (and id) again.
+_MAX_STREAMS: Final = 4096
+_streams: dict[SessionKey, str] = {}
 
 
 def _encode(name: str) -> str:
@@ -94,10 +97,16 @@ class SessionKey(NamedTuple):
     @property
     def stream_id(self) -> str:
         """The ledger stream of the session's events (see the module docstring)."""
-        return (
-            f"{SESSION_STREAM_PREFIX}{_encode(self.project)}/{_encode(self.agent)}/"
-            f"{_encode(self.session_id)}"
-        )
+        known = _streams.get(self)
+        if known is None:
+            known = (
+                f"{SESSION_STREAM_PREFIX}{_encode(self.project)}/{_encode(self.agent)}/"
+                f"{_encode(self.session_id)}"
+            )
+            if len(_streams) >= _MAX_STREAMS:
+                _streams.clear()
+            _streams[self] = known
+        return known
 
     def event_id(self, position: int) -> str:
         """The id of the event of the record at 1-based ``position`` of the session's trace."""

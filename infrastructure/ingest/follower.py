@@ -18,17 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from pentrace.domain.json_prefix import is_object_prefix
-from pentrace.domain.records import MalformedLine, decode_line
-from pentrace.errors import LedgerConflictError, LedgerError, PentraceError, TraceError
+from pentrace.domain.records import MalformedLine, TraceRecord, decode_line
+from pentrace.domain.runtime import SessionEvents, record_workspace
+from pentrace.domain.session.key import SessionKey as Owner
+from pentrace.errors import LedgerConflictError, PentraceError, TraceError
 from pentrace.infrastructure.ingest.cursors import Cursor, CursorStore, SessionKey, change_reason
 from pentrace.infrastructure.ingest.stats import IngestStats, report
 from pentrace.infrastructure.ingest.tail import file_identity, read_tail
-from pentrace.infrastructure.ledger.indexer import (
-    build_events,
-    record_workspace,
-    session_directory,
-)
-from pentrace.infrastructure.ledger.rows import as_envelope
+from pentrace.infrastructure.ledger.indexer import session_directory
+from pentrace.infrastructure.ledger.rows import encoded_row
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef, ShardRef, iter_sessions
 
@@ -190,7 +188,7 @@ class Follower:
             lines = read_tail(path, cursor.offset, cursor.line, sealed=sealed)
             if not lines:
                 return cursor
-            records: list[tuple[int, bytes]] = []
+            records: list[tuple[int, TraceRecord]] = []
             position = cursor.position
             for tail in lines:
                 try:
@@ -203,7 +201,7 @@ class Follower:
                 position += 1
                 if position == 1:
                     self._directories[key] = record_workspace(record)
-                records.append((position, tail.raw))
+                records.append((position, record))
             after = replace(cursor, offset=lines[-1].end, line=lines[-1].line, position=position)
             self._write(key, shards, records, after)
             cursor = after
@@ -227,26 +225,21 @@ class Follower:
         self,
         key: SessionKey,
         shards: tuple[ShardRef, ...],
-        records: list[tuple[int, bytes]],
+        records: list[tuple[int, TraceRecord]],
         cursor: Cursor,
     ) -> None:
-        project, agent, session_id = key
-        directory = self._directory(key, shards)
-        try:
-            events = build_events(
-                session_id, records, project=project, agent=agent, directory=directory
-            )
-        except LedgerError as error:
-            raise LedgerConflictError(error.message, hint=error.hint) from None
-        envelopes = [as_envelope(event) for event in events]
-        if envelopes and key not in self._floors:
-            stream = str(envelopes[0].get("stream_id") or "")
-            self._floors[key] = self.ledger.held_sequences(stream)[1] if stream else 0
+        owner = Owner(*key)
+        mapper = SessionEvents(owner, self._directory(key, shards))
+        if records and key not in self._floors:
+            self._floors[key] = self.ledger.held_sequences(owner.stream_id)[1]
         floor = self._floors.get(key, 0)
+        now = self.ledger.now_ms()
         kept = [
-            env for (position, _), env in zip(records, envelopes, strict=True) if position > floor
+            encoded_row(mapper.encoded(position, record), now)
+            for position, record in records
+            if position > floor
         ]
-        new = self.ledger.extend(kept, before_commit=self.cursors.writer(cursor))
+        new = self.ledger.append_rows(kept, before_commit=self.cursors.writer(cursor))
         self.stats.indexed += new
         self.stats.already_held += len(kept) - new
 

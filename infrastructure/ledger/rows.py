@@ -228,7 +228,9 @@ def _check_shape(envelope: Mapping[str, Any], event_id: str) -> None:
 
 def _text(value: Any) -> str | None:
     # Text columns are bound as UTF-8: lone surrogates go in as their JSON escapes (ADR 0015).
-    return escape_surrogates(value) if isinstance(value, str) and value else None
+    if isinstance(value, str) and value:
+        return value if value.isascii() else escape_surrogates(value)
+    return None
 
 
 def _positive(value: Any) -> int:

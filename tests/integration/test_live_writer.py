@@ -27,6 +27,7 @@ from pentrace.infrastructure.ledger.live.writer import LiveBatch, LiveWriter
 from pentrace.infrastructure.ledger.rows import as_envelope, envelope_row
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 from pentrace.testing.files import write_shards
+from pentrace.testing.render import numbered_records
 from tests.integration.test_ledger_indexer import AGENT, PROJECT, SESSION, numbered, trace_lines
 
 GUARD = 60.0
@@ -66,7 +67,7 @@ def test_saves_return_while_another_process_holds_the_lock_and_land_when_it_lets
     with hook.subscribe_live() as live:
 
         def save_each() -> None:
-            for record in numbered(lines):
+            for record in numbered_records(lines):
                 hook(SESSION, [record])
 
         finishes(save_each)
