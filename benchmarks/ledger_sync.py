@@ -2,6 +2,7 @@
 
     python -m benchmarks.ledger_sync                         # 100 sessions, 50,000 records
     python -m benchmarks.ledger_sync --sessions 1000 --records 500000   # issue #16's corpus
+    python -m benchmarks.ledger_sync --keep DIR --reuse   # the corpus in DIR again, fresh ledgers
 
 The corpus is :mod:`benchmarks.cli_corpus`'s (realistic records spread over
 projects, agents and days).  ``pentrace ledger sync`` runs as a real
@@ -103,12 +104,21 @@ def raw_floor(folder: Path, columns: list[str], rows: list[tuple[Any, ...]]) -> 
     return wall, cpu
 
 
-def run(sessions: int, records: int, keep: Path | None) -> list[tuple[str, float, float, int]]:
+def run(
+    sessions: int, records: int, keep: Path | None, reuse: bool = False
+) -> list[tuple[str, float, float, int]]:
     """Rows of ``(step, wall s, CPU s, events)``."""
     folder = keep if keep is not None else Path(tempfile.mkdtemp(prefix="pentrace-sync-bench-"))
     root = folder / "root"
-    root.mkdir(parents=True, exist_ok=True)
-    written, size = write_corpus(root, sessions, records)
+    if reuse:
+        shards = list(root.glob("*/agents/*/traces/*/*.jsonl"))
+        written = sum(1 for shard in shards for _ in shard.open("rb"))
+        size = sum(shard.stat().st_size for shard in shards)
+    else:
+        root.mkdir(parents=True, exist_ok=True)
+        written, size = write_corpus(root, sessions, records)
+    for stale in (*folder.glob("ledger.db*"), *folder.glob("floor.db*")):
+        stale.unlink()
     print(f"corpus: {sessions} sessions, {written} records, {size / 1e6:.1f} MB", file=sys.stderr)
     ledger = folder / "ledger.db"
     results: list[tuple[str, float, float, int]] = []
@@ -134,8 +144,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sessions", type=int, default=100)
     parser.add_argument("--records", type=int, default=50_000)
     parser.add_argument("--keep", type=Path, default=None, help="work in this folder, keep it")
+    parser.add_argument(
+        "--reuse", action="store_true", help="reuse the corpus in --keep (the ledgers are redone)"
+    )
     args = parser.parse_args(argv)
-    results = run(args.sessions, args.records, args.keep)
+    if args.reuse and args.keep is None:
+        parser.error("--reuse needs --keep")
+    results = run(args.sessions, args.records, args.keep, args.reuse)
     floor_wall = results[-1][1]
     print("| step | wall s | CPU s | events/s wall | events/s CPU | floor / step (wall) |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")

@@ -77,7 +77,7 @@ class SessionEvents:
     it stands for every record.
     """
 
-    def __init__(self, key: SessionKey, directory: str | None | _Unknown = UNKNOWN) -> None:
+    def __init__(self, key: SessionKey, directory: str | _Unknown | None = UNKNOWN) -> None:
         self.key = key
         self._learn = isinstance(directory, _Unknown)
         self.directory = None if isinstance(directory, _Unknown) else directory

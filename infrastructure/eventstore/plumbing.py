@@ -8,8 +8,8 @@ writes a session's pending lines straight to the trace recorder.  After each
 successful trace write, ``on_recorded(session_id, [(position, record), ...])``
 is called best-effort with the records just written (each event's
 :class:`~pentrace.domain.records.TraceRecord`, the one its ``apply`` read
-where it read one, so nothing is parsed twice): the ledger hangs here, and its failures are logged (no
-payload text) and never fail the save.  The session operations (start,
+where it read one, so nothing is parsed twice): the ledger hangs here, and
+its failures are logged (no payload text) and never fail the save.  The session operations (start,
 resume, switch model, subagents) are :class:`SessionApplication`'s.
 """
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, func, select
 
-from pentrace.domain.session.key import SESSION_STREAM_PREFIX, SessionKey, parse_session_stream
+from pentrace.domain.session.key import SESSION_STREAMS_LIKE, SessionKey, parse_session_stream
 from pentrace.errors import ConfigError, LedgerFormatError
 from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
 from pentrace.infrastructure.ledger.backend.errors import LedgerIntegrityError
@@ -308,7 +308,7 @@ class RuntimeEventLedger(LedgerRecorder):
         events = self.db.tables.events
         query = (
             select(events.c.stream_id, func.count())
-            .where(events.c.stream_id.like(SESSION_STREAM_PREFIX + "%"))
+            .where(events.c.stream_id.like(SESSION_STREAMS_LIKE))
             .group_by(events.c.stream_id)
         )
         with self.db.reading("list the ledger's session streams") as conn:

@@ -1,4 +1,4 @@
-"""Bulk ``ledger sync``: worker processes store what one process stores, and keep every guarantee."""
+"""Bulk ``ledger sync``: workers store what one process stores, and every guarantee holds."""
 
 from __future__ import annotations
 

@@ -46,9 +46,9 @@ def test_frames_of_mapped_envelopes_equal_the_decoded_frames(
 
 
 fills = st.sampled_from(["sessionID", "agentID", "directory", "text"])
-payloads = st.dictionaries(fills, st.sampled_from(["", None, "given", 0, "ö"]), max_size=3) | (
-    st.sampled_from([[], "text", None, 3, {"nested": {"sessionID": ""}}])
-)
+payloads: st.SearchStrategy[Any] = st.dictionaries(
+    fills, st.sampled_from(["", None, "given", 0, "ö"]), max_size=3
+) | (st.sampled_from([[], "text", None, 3, {"nested": {"sessionID": ""}}]))
 
 
 @settings(max_examples=200, deadline=None)
