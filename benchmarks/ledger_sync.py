@@ -34,6 +34,7 @@ from sqlalchemy import create_engine
 
 from benchmarks.cli_corpus import write_corpus
 from pentrace.infrastructure.ledger.backend.schema import ledger_tables
+from pentrace.infrastructure.storage.layout import iter_sessions
 
 _BATCH = 1000
 
@@ -111,7 +112,9 @@ def run(
     folder = keep if keep is not None else Path(tempfile.mkdtemp(prefix="pentrace-sync-bench-"))
     root = folder / "root"
     if reuse:
-        shards = list(root.glob("*/agents/*/traces/*/*.jsonl"))
+        refs = list(iter_sessions(root))
+        sessions = len(refs)
+        shards = [shard.path for ref in refs for shard in ref.shards]
         written = sum(1 for shard in shards for _ in shard.open("rb"))
         size = sum(shard.stat().st_size for shard in shards)
     else:

@@ -156,7 +156,7 @@ def auto_workers(refs: list[SessionRef]) -> int:
     """
     affinity = getattr(os, "sched_getaffinity", None)
     cores = len(affinity(0)) if affinity is not None else os.cpu_count() or 1
-    if cores < 2 or len(refs) < 2:
+    if cores < 2 or len(refs) < 2 or "fork" not in multiprocessing.get_all_start_methods():
         return 1
     size = 0
     for ref in refs:
