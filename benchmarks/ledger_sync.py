@@ -44,7 +44,7 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def timed_sync(root: Path, ledger: Path) -> tuple[float, float, str]:
+def timed_sync(root: Path, ledger: Path, extra: tuple[str, ...] = ()) -> tuple[float, float, str]:
     """Run ``pentrace ledger sync --json``; returns (wall s, CPU s, its JSON output)."""
     env = {
         **os.environ,
@@ -55,7 +55,17 @@ def timed_sync(root: Path, ledger: Path) -> tuple[float, float, str]:
     cpu = _children_cpu()
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "pentrace", "--data-root", str(root), "ledger", "sync", "--json"],
+        [
+            sys.executable,
+            "-m",
+            "pentrace",
+            "--data-root",
+            str(root),
+            "ledger",
+            "sync",
+            "--json",
+            *extra,
+        ],
         capture_output=True,
         env=env,
         check=False,
@@ -106,7 +116,11 @@ def raw_floor(folder: Path, columns: list[str], rows: list[tuple[Any, ...]]) -> 
 
 
 def run(
-    sessions: int, records: int, keep: Path | None, reuse: bool = False
+    sessions: int,
+    records: int,
+    keep: Path | None,
+    reuse: bool = False,
+    extra: tuple[str, ...] = (),
 ) -> list[tuple[str, float, float, int]]:
     """Rows of ``(step, wall s, CPU s, events)``."""
     folder = keep if keep is not None else Path(tempfile.mkdtemp(prefix="pentrace-sync-bench-"))
@@ -125,9 +139,9 @@ def run(
     print(f"corpus: {sessions} sessions, {written} records, {size / 1e6:.1f} MB", file=sys.stderr)
     ledger = folder / "ledger.db"
     results: list[tuple[str, float, float, int]] = []
-    wall, cpu, _ = timed_sync(root, ledger)
+    wall, cpu, _ = timed_sync(root, ledger, extra)
     results.append(("ledger sync, fresh ledger", wall, cpu, written))
-    wall, cpu, _ = timed_sync(root, ledger)
+    wall, cpu, _ = timed_sync(root, ledger, extra)
     results.append(("ledger sync again (nothing new)", wall, cpu, written))
     columns, rows = stored_rows(ledger)
     if len(rows) != written:
@@ -150,10 +164,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--reuse", action="store_true", help="reuse the corpus in --keep (the ledgers are redone)"
     )
+    parser.add_argument(
+        "--workers", default=None, help="pass `--workers N` to the sync (default: its own choice)"
+    )
     args = parser.parse_args(argv)
     if args.reuse and args.keep is None:
         parser.error("--reuse needs --keep")
-    results = run(args.sessions, args.records, args.keep, args.reuse)
+    extra = ("--workers", args.workers) if args.workers is not None else ()
+    results = run(args.sessions, args.records, args.keep, args.reuse, extra)
     floor_wall = results[-1][1]
     print("| step | wall s | CPU s | events/s wall | events/s CPU | floor / step (wall) |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")

@@ -248,6 +248,7 @@ def event_from_record(
     """
     event_type = event_type_for(record, position)
     key = SessionKey(project, agent, session_id)
+    stream = key.stream_id
     payload = _payload(record)
     redacted = redact_decoded(payload, record.raw, depth=1) if redacting else Redacted(payload, [])
     anchor = (
@@ -259,7 +260,7 @@ def event_from_record(
         event_type,
         redacted.value,
         _partial_category(record),
-        key.stream_id,
+        stream,
         _scope(record, payload, session_id, project, agent, directory),
         _actor(record, payload, agent),
         home,
@@ -275,6 +276,6 @@ def event_from_record(
         time_ms=time_ms_of(record, fallback_time_ms),
         sequence=position,
         # A stream the redaction policy changed keeps the slugged id of the redacted form.
-        event_id=key.event_id(position) if header.stream_id == key.stream_id else None,
+        event_id=key.event_id(position) if header.stream_id == stream else None,
         projections=_opencode(f"{event_type}:{session_id}:{anchor}", event_type, redacting),
     )
