@@ -39,7 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.ingest_latency import SSE, Arrivals
-from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.storage.layout import DataRoot
 from tests.integration.foreign_writer import line
 from tests.integration.ingest_harness import DAY, WRITER, wait_until
 from tests.integration.sse_harness import child_env, session_id

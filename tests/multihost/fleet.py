@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 from sqlalchemy import select
 
-from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
+from pentrace.infrastructure.storage.layout import DataRoot
 from tests.integration.ingest_harness import WRITER, wait_until
 from tests.integration.sse_harness import child_env, free_port
 from tests.multihost.netns import Host, Network

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.storage.layout import DataRoot
 from tests.integration.ingest_harness import DAY, wait_until
 from tests.integration.sse_harness import SseClient, session_id
 from tests.multihost.fleet import (
