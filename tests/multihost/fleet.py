@@ -124,11 +124,17 @@ def _answers(url: str) -> bool:
 
 
 def foreign_writer(
-    network: Network, host: Host, shard: Path, count: int, pause: float
+    network: Network, host: Host, shard: Path, records: range, pause: float
 ) -> subprocess.Popen[bytes]:
-    """The PenguinHarness-style writer (not pentrace) appending ``count`` lines on ``host``."""
-    argv = [sys.executable, str(WRITER), str(shard), "1", str(count), str(pause)]
-    return network.spawn(host, argv, env=child_env(shard.parent))
+    """The PenguinHarness-style writer (not pentrace) appending ``records`` on ``host``."""
+    argv = [sys.executable, str(WRITER), str(shard), str(records.start), str(len(records))]
+    return network.spawn(host, [*argv, str(pause)], env=child_env(shard.parent))
+
+
+def finish(writers: list[subprocess.Popen[bytes]]) -> None:
+    """Wait for every writer; each must succeed."""
+    for writer in writers:
+        assert writer.wait(120) == 0, writer.args
 
 
 def pentrace_writer(

@@ -32,6 +32,7 @@ from tests.integration.sse_harness import SseClient, session_id
 from tests.multihost.fleet import (
     AUTH,
     Follower,
+    finish,
     foreign_writer,
     frame_order,
     host_env,
@@ -53,7 +54,7 @@ pytestmark = [
 
 FOREIGN = [session_id(0xA1), session_id(0xA2)]
 NATIVE = session_id(0xB1)
-CUT_SECONDS = 5.0  # longer than the forwarder's keepalive death (~4 s): the link is felt
+CUT_SECONDS = 5.0  # longer than the 2 s connect timeout and the forwarder's ~4 s keepalive
 
 
 @pytest.fixture
@@ -106,27 +107,30 @@ def test_two_agent_hosts_feed_one_postgres_ledger_and_an_sse_client_exactly_once
     try:
         assert client.next(timeout=30).type == "server.connected"
         shards = [DataRoot(root_a).shard_path("fleet", "harness", sid, 1, DAY) for sid in FOREIGN]
-        writers = [foreign_writer(network, host_a, path, 400, 0.02) for path in shards]
-        writers.append(pentrace_writer(network, host_b, root_b, NATIVE, 120, 0.05))
-
-        # Host A loses its link while its writer keeps writing; host B's follower is killed.
+        host_b_writes = pentrace_writer(network, host_b, root_b, NATIVE, 80, 0.03)
+        finish([foreign_writer(network, host_a, path, range(1, 101), 0.01) for path in shards])
         wait_until(lambda: held(network, FOREIGN) >= 20, "host A's first records")
+
+        # Host A loses its link while its writer goes on writing ...
         host_a.cut()
         cut_at = time.monotonic()
         try:
+            during = [foreign_writer(network, host_a, p, range(101, 301), 0.01) for p in shards]
+            # ... and meanwhile host B's follower is killed mid-stream, B writes on, B restarts.
             wait_until(lambda: held(network, [NATIVE]) >= 40, "host B's first records")
             follower_b.kill()
             before_restart = held(network, [NATIVE])
+            finish([host_b_writes])
+            finish([pentrace_writer(network, host_b, root_b, NATIVE, 40, 0.0)])
             follower_b.start()
+            finish(during)
             time.sleep(max(0.0, CUT_SECONDS - (time.monotonic() - cut_at)))
         finally:
             host_a.restore()
-        for writer in writers:
-            assert writer.wait(120) == 0
+        finish([foreign_writer(network, host_a, path, range(301, 401), 0.005) for path in shards])
 
         lengths = trace_lengths(root_a) | trace_lengths(root_b)
-        assert set(lengths) == {*FOREIGN, NATIVE}
-        assert all(count > 40 for count in lengths.values())
+        assert lengths == {FOREIGN[0]: 400, FOREIGN[1]: 400, NATIVE: 2 + 4 * 120}
         expected = {sid: list(range(1, count + 1)) for sid, count in lengths.items()}
         wait_until(lambda: ledger_order(network) == expected, "every record in the ledger")
 
