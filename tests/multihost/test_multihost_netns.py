@@ -116,7 +116,8 @@ def test_two_agent_hosts_feed_one_postgres_ledger_and_an_sse_client_exactly_once
         cut_at = time.monotonic()
         try:
             during = [foreign_writer(network, host_a, p, range(101, 301), 0.01) for p in shards]
-            # ... and meanwhile host B's follower is killed mid-stream, B writes on, B restarts.
+            # ... and meanwhile host B's follower is killed (SIGKILL); B writes on while it is
+            # down, then it restarts.
             wait_until(lambda: held(network, [NATIVE]) >= 40, "host B's first records")
             follower_b.kill()
             before_restart = held(network, [NATIVE])
@@ -138,7 +139,7 @@ def test_two_agent_hosts_feed_one_postgres_ledger_and_an_sse_client_exactly_once
         ids = [frame.id for frame in frames if frame.id is not None]
         assert len(set(ids)) == len(ids)
         assert frame_order(ids) == expected
-        time.sleep(0.5)  # anything more would be a repeat
+        time.sleep(0.5)  # a best-effort look for repeats arriving after the last record
         extra = []
         while True:
             try:
