@@ -152,14 +152,7 @@ class AnalyticsProjection(Projection[ReadModel]):
         # Every notification advances the position (a topic filter in the query
         # would leave it behind, and would hide pruned ids from the gap check).
         if isinstance(domain_event, LedgerEvent) and domain_event.event_type in self._dispatch:
-            failure = self.apply(
-                domain_event.event_json,
-                stream_id=domain_event.originator_id,
-                sequence=domain_event.originator_version,
-                event_type=domain_event.event_type,
-                notification_id=tracking.notification_id,
-                strict=strict,
-            )
+            failure = self.apply(domain_event, tracking.notification_id, strict=strict)
             if failure is not None:
                 self.skip(failure, commit_first=True)
         self.view.advance(tracking)
@@ -177,27 +170,29 @@ class AnalyticsProjection(Projection[ReadModel]):
         return view.commit()
 
     def apply(
-        self,
-        event: AnalyticsEvent | bytes,
-        *,
-        stream_id: str,
-        sequence: int,
-        event_type: str,
-        notification_id: int | None,
-        strict: bool = False,
+        self, event: AnalyticsEvent | LedgerEvent, notification_id: int | None, *, strict: bool
     ) -> EventFailure | None:
-        """Run the handlers on one event (an envelope is decoded first), isolated from the
-        batch; returns the failure when one raised (its writes are rolled back)."""
+        """Run the handlers on one event (a ledger row's is decoded first), isolated from the
+        batch; returns the failure when one raised (its writes are rolled back).
+
+        ``strict`` puts the event in its own savepoint from the start, so even a
+        database error of its merged writes is known to be its own.
+        """
         tx = self.view.transaction()
         tx.begin_event(strict)
         try:
-            self.handle(decode_event(event) if isinstance(event, bytes) else event, tx)
+            decoded = decode_event(event.event_json) if isinstance(event, LedgerEvent) else event
+            self.handle(decoded, tx)
             tx.end_event(applied=True)
         except Exception as error:
             if not isolable(error) or isinstance(error, BatchWriteError):
                 raise
             tx.end_event(applied=False)
-            return failure_of(self.name, stream_id, sequence, event_type, notification_id, error)
+            if isinstance(event, LedgerEvent):
+                where = (event.originator_id, event.originator_version, event.event_type)
+            else:
+                where = (event.stream_id, event.sequence, event.type)
+            return failure_of(self.name, *where, notification_id, error)
         return None
 
     def skip(self, failure: EventFailure, *, commit_first: bool) -> None:

@@ -105,14 +105,7 @@ def _feed(
             continue
         sessions += 1
         for event in session_events(ref, limit, wanted):
-            failure = projection.apply(
-                event,
-                stream_id=event.stream_id,
-                sequence=event.sequence,
-                event_type=event.type,
-                notification_id=None,
-                strict=strict,
-            )
+            failure = projection.apply(event, None, strict=strict)
             if failure is not None:
                 projection.skip(failure, commit_first=False)
             fed += 1

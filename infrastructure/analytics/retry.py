@@ -27,6 +27,7 @@ from pentrace.infrastructure.analytics.failures import (
 )
 from pentrace.infrastructure.analytics.runner import open_ledger, open_projection
 from pentrace.infrastructure.ledger import RuntimeEventLedger
+from pentrace.infrastructure.ledger.application import LedgerEvent
 
 __all__ = ["RetryReport", "ledger_rows", "retry"]
 
@@ -89,14 +90,10 @@ def retry(
                     missing.append(failure)
                     continue
                 notification_id, envelope = row
-                again = projection.apply(
-                    envelope,
-                    stream_id=failure.stream_id,
-                    sequence=failure.sequence,
-                    event_type=failure.event_type,
-                    notification_id=notification_id,
-                    strict=True,
+                event = LedgerEvent(
+                    failure.stream_id, failure.sequence, failure.event_type, envelope
                 )
+                again = projection.apply(event, notification_id, strict=True)
                 if again is None:
                     forget_failure(view.open_connection(), failure)
                     applied += 1

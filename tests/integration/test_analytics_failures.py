@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import select
 
 from pentrace.errors import AnalyticsError
+from pentrace.infrastructure.analytics import AnalyticsProjection
 from pentrace.infrastructure.analytics.checking import dump
 from pentrace.infrastructure.analytics.failures import EventFailure, read_failures
 from pentrace.infrastructure.analytics.rebuild import rebuild
@@ -18,9 +19,8 @@ from pentrace.infrastructure.analytics.retry import retry
 from pentrace.infrastructure.analytics.runner import catch_up, open_ledger, open_projection
 from pentrace.infrastructure.application import SessionApplication
 from pentrace.infrastructure.durability import Durability
-from pentrace.infrastructure.ledger.indexer import sync
 from tests.integration.fragile_projection import POISON, Fragile, FragileSql, Refused
-from tests.integration.test_analytics_runner import env
+from tests.integration.test_analytics_runner import _sync, env
 from tests.integration.test_session_application import Clock
 
 __all__ = ["env"]  # the SQLite / PostgreSQL fixture, shared with the runner's tests
@@ -48,14 +48,6 @@ def record(root: Path, sessions: tuple[list[str], ...] = OUTPUTS) -> list[str]:
     finally:
         app.close()
     return refs
-
-
-def index(root: Path, env: dict[str, str]) -> None:
-    ledger = open_ledger(root, env)
-    try:
-        sync(ledger, root)
-    finally:
-        ledger.close()
 
 
 def results(root: Path, env: dict[str, str]) -> list[tuple[int, int, bytes]]:
@@ -98,6 +90,14 @@ def expected_counts(refs: list[str], skip_poison: bool) -> list[tuple[Any, ...]]
     return sorted(rows, key=repr)
 
 
+def caught_up(root: Path, env: dict[str, str], projection: type[AnalyticsProjection]) -> list[str]:
+    """Record the sessions, index them and catch ``projection`` up; the session refs."""
+    refs = record(root)
+    _sync(root, env)
+    catch_up(projection, data_root=root, env=env)
+    return refs
+
+
 @pytest.fixture
 def fixed_later() -> Iterator[None]:
     yield
@@ -107,9 +107,7 @@ def fixed_later() -> Iterator[None]:
 def test_the_event_a_handler_raises_on_is_skipped_recorded_once_and_applied_after_a_retry(
     tmp_path: Path, env: dict[str, str], fixed_later: None
 ) -> None:
-    refs = record(tmp_path)
-    index(tmp_path, env)
-    catch_up(Fragile, data_root=tmp_path, env=env)
+    refs = caught_up(tmp_path, env, Fragile)
     assert dump(Fragile, tmp_path, env)["fragile_outputs"] == expected_counts(refs, True)
     notification_id, sequence = poisoned_row(tmp_path, env)
     [failure] = failures(tmp_path, env, "fragile")
@@ -147,9 +145,7 @@ def test_the_event_a_handler_raises_on_is_skipped_recorded_once_and_applied_afte
 def test_raw_sql_a_failed_event_ran_is_rolled_back_with_its_savepoint(
     tmp_path: Path, env: dict[str, str], fixed_later: None
 ) -> None:
-    refs = record(tmp_path)
-    index(tmp_path, env)
-    catch_up(FragileSql, data_root=tmp_path, env=env)
+    refs = caught_up(tmp_path, env, FragileSql)
     _, sequence = poisoned_row(tmp_path, env)
     tables = dump(FragileSql, tmp_path, env)
     logged = [(ref, seq) for ref, seq in tables["fragile_log"]]
@@ -173,9 +169,7 @@ def test_raw_sql_a_failed_event_ran_is_rolled_back_with_its_savepoint(
 def test_a_batched_write_the_database_refuses_is_traced_to_its_event(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
-    refs = record(tmp_path)
-    index(tmp_path, env)
-    catch_up(Refused, data_root=tmp_path, env=env)
+    refs = caught_up(tmp_path, env, Refused)
     notification_id, sequence = poisoned_row(tmp_path, env)
     rows = dump(Refused, tmp_path, env)["refused_outputs"]
     assert sorted(body for _, _, body in rows) == sorted(
@@ -195,13 +189,14 @@ def test_with_no_failure_allowed_the_projection_stops_naming_the_event_and_keeps
     tmp_path: Path, env: dict[str, str]
 ) -> None:
     refs = record(tmp_path)
-    index(tmp_path, env)
+    _sync(tmp_path, env)
     notification_id, sequence = poisoned_row(tmp_path, env)
     strict = {**env, "PENTRACE_ANALYTICS_MAX_FAILURES": "0", "PENTRACE_ANALYTICS_BATCH_SIZE": "3"}
     with pytest.raises(AnalyticsError) as raised:
         catch_up(Fragile, data_root=tmp_path, env=strict)
     message = str(raised.value)
-    assert refs[1] in message and f"sequence {sequence}" in message
+    assert refs[1] in message
+    assert f"sequence {sequence}" in message
     assert f"notification {notification_id}" in message
     assert "hunter2secret" not in message
     assert "projections retry fragile" in (raised.value.hint or "")
@@ -223,13 +218,11 @@ def test_with_no_failure_allowed_the_projection_stops_naming_the_event_and_keeps
 def test_a_rebuild_records_the_same_failure_and_after_the_fix_applies_the_event(
     tmp_path: Path, env: dict[str, str], fixed_later: None
 ) -> None:
-    refs = record(tmp_path)
-    index(tmp_path, env)
-    catch_up(Fragile, data_root=tmp_path, env=env)
-    caught_up = failures(tmp_path, env, "fragile")
+    refs = caught_up(tmp_path, env, Fragile)
+    before = failures(tmp_path, env, "fragile")
     rebuild(Fragile, data_root=tmp_path, env=env)
     assert dump(Fragile, tmp_path, env)["fragile_outputs"] == expected_counts(refs, True)
-    assert failures(tmp_path, env, "fragile") == caught_up  # same event, same notification id
+    assert failures(tmp_path, env, "fragile") == before  # same event, same notification id
     Fragile.fixed = True
     rebuild(Fragile, data_root=tmp_path, env=env)
     assert failures(tmp_path, env, "fragile") == []
