@@ -31,7 +31,7 @@ __all__ = [
     "EventFailure",
     "count_failures",
     "failure_of",
-    "failure_warning",
+    "failure_warnings",
     "forget_failure",
     "isolable",
     "max_failures",
@@ -248,16 +248,18 @@ def select_failures(
     ]
 
 
-def failure_warning(db: AnalyticsDatabase, projection: str) -> str | None:
-    """A one-line warning that the projection's numbers leave events out, or None."""
-    failures = read_failures(db, projection)
-    if not failures:
-        return None
-    sessions = sorted({f.session for f in failures})
-    more = f" and {len(sessions) - 3} more" if len(sessions) > 3 else ""
-    shown = ", ".join(sessions[:3]) + more
-    return (
-        f"projection {projection!r} skipped {len(failures)} event(s) its handler failed on "
-        f"(in {shown}); these numbers leave them out: "
-        f"`pentrace projections status {projection} --failures`"
-    )
+def failure_warnings(db: AnalyticsDatabase, projections: Iterable[str]) -> list[str]:
+    """One line per projection whose numbers leave out events its handler failed on."""
+    found = []
+    for projection in projections:
+        failures = read_failures(db, projection)
+        if not failures:
+            continue
+        sessions = sorted({f.session for f in failures})
+        more = f" and {len(sessions) - 3} more" if len(sessions) > 3 else ""
+        found.append(
+            f"projection {projection!r} skipped {len(failures)} event(s) its handler failed on "
+            f"(in {', '.join(sessions[:3])}{more}); these numbers leave them out: "
+            f"`pentrace projections status {projection} --failures`"
+        )
+    return found

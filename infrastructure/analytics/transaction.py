@@ -23,6 +23,7 @@ from sqlalchemy import Connection, NestedTransaction, exc, text
 
 from pentrace.domain.json_codec import escape_surrogates
 from pentrace.errors import AnalyticsError
+from pentrace.infrastructure.ledger.credentials import mask_text
 from pentrace.infrastructure.ledger.errors import driver_reason
 
 if TYPE_CHECKING:
@@ -185,12 +186,17 @@ class Transaction:
             return
         try:
             self._write(pending)
-        except exc.DBAPIError as error:
-            if self._savepoint is not None or error.connection_invalidated:
+        except Exception as error:
+            gone = isinstance(error, exc.DBAPIError) and error.connection_invalidated
+            if self._savepoint is not None or gone:
                 raise  # the open event's own write, or the database is gone
+            # Which event's values the database (or the driver binding them) refused is not
+            # known in a merged batch: the caller handles the batch again one event at a time.
+            reason = driver_reason(error) if isinstance(error, exc.DBAPIError) else str(error)
             raise BatchWriteError(
                 f"read model {self._model.name!r}: a batched write was refused "
-                f"({driver_reason(error)}); expected the batch's events to be retried one by one",
+                f"({type(error).__name__}: {mask_text(reason)[:200]}); "
+                "expected the batch's events to be retried one by one",
                 hint="an event whose writes the database refuses is recorded as failed",
             ) from error
 
