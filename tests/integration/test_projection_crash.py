@@ -18,7 +18,8 @@ import pytest
 from pentrace.infrastructure.analytics.builtin.tokens import TokenUse
 from pentrace.infrastructure.analytics.builtin.tools import ToolCalls
 from pentrace.infrastructure.analytics.checking import dump, run_in_batches
-from pentrace.infrastructure.analytics.runner import catch_up, open_ledger
+from pentrace.infrastructure.analytics.failures import EventFailure, read_failures
+from pentrace.infrastructure.analytics.runner import catch_up, open_ledger, open_projection
 from pentrace.infrastructure.ledger.indexer import sync
 from pentrace.testing import (
     Approval,
@@ -33,6 +34,9 @@ from pentrace.testing import (
     UserInput,
     write_trace,
 )
+from tests.integration.fragile_projection import POISON, Fragile
+
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow
 
@@ -133,3 +137,74 @@ def test_a_runner_killed_at_random_moments_ends_with_the_read_model_of_an_uninte
     expected = dump(projection, root, reference)
     assert any(expected.values())
     assert dump(projection, root, env) == expected
+
+
+def _write_poisoned(root: Path, first: int, count: int) -> None:
+    """Sessions whose every third tool output is one the fragile handler cannot take."""
+    for number in range(first, first + count):
+        commands: list[Command] = [StartSession(), UserInput(f"task {number}")]
+        for turn in range(3):
+            call = f"call_{number}_{turn}"
+            text = f"{POISON} {number}" if (number + turn) % 3 == 0 else f"out {number} {turn}"
+            commands += [
+                BeginRequest(),
+                ToolCall(call, "exec_command", "{}"),
+                ToolOutput(call, text),
+                EndRequest("completed"),
+            ]
+        write_trace(root, commands, session_id=f"session-2026-07-18-11-10-22-{number:08x}")
+    ledger = open_ledger(root)
+    try:
+        sync(ledger, root)
+    finally:
+        ledger.close()
+
+
+def _failures(root: Path, env: dict[str, str]) -> list[EventFailure]:
+    projection = open_projection(Fragile, root, env)
+    try:
+        return read_failures(projection.view.db, Fragile.name)
+    finally:
+        projection.view.db.close()
+
+
+def test_a_runner_killed_while_it_skips_failed_events_records_each_once_and_applies_the_rest_once(
+    tmp_path: Path,
+) -> None:
+    seed = random.randrange(1 << 30)
+    print(f"crash seed: {seed}")
+    rng = random.Random(seed)
+    root = tmp_path / "root"
+    env = dict(os.environ)
+    env["PENTRACE_ANALYTICS_URL"] = f"sqlite:///{tmp_path / 'killed.db'}"
+    env["PENTRACE_ANALYTICS_BATCH_SIZE"] = "5"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    name = "tests.integration.fragile_projection:Fragile"
+    _write_poisoned(root, 0, 30)
+    killed_db = tmp_path / "killed.db"
+    kills = 0
+    for round_number in range(3):
+        before = _position(killed_db, Fragile.name)
+        process = _runner(root, name, env)
+        if round_number:
+            _write_poisoned(root, 30 + round_number * 3, 3)
+        _until_committed_past(process, killed_db, Fragile.name, before)
+        time.sleep(rng.uniform(0.0, 0.3))
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGKILL)
+            kills += 1
+        process.wait()
+        assert process.returncode in (-signal.SIGKILL, 0), process.stderr
+        if process.stderr is not None:
+            process.stderr.close()
+    assert kills >= 2
+    catch_up(Fragile, data_root=root, env=env)
+    reference = {"PENTRACE_ANALYTICS_URL": f"sqlite:///{tmp_path / 'whole.db'}"}
+    run_in_batches(Fragile, root, env=reference)
+    expected = dump(Fragile, root, reference)
+    assert expected["fragile_outputs"]
+    assert dump(Fragile, root, env) == expected
+    recorded = _failures(root, env)
+    assert recorded == _failures(root, reference)
+    assert len(recorded) == len({(f.stream_id, f.sequence) for f in recorded}) > 0
+    assert {f.attempts for f in recorded} == {1}
