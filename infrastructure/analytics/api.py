@@ -41,7 +41,7 @@ from pentrace.infrastructure.analytics.failures import (
 )
 from pentrace.infrastructure.analytics.readmodel import ReadModel, Transaction
 from pentrace.infrastructure.analytics.transaction import BatchWriteError
-from pentrace.infrastructure.ledger.application import LedgerEvent
+from pentrace.infrastructure.ledger.application import LedgerApplication, LedgerEvent
 from pentrace.projections.analytics.events import AnalyticsEvent, decode_event
 
 __all__ = ["AnalyticsProjection", "Handler", "handles"]
@@ -109,7 +109,7 @@ class AnalyticsProjection(Projection[ReadModel]):
         }
         self._batch_started = time.monotonic()
         # The open batch's notifications, retried one by one when a batched write is refused.
-        self._kept: list[tuple[LedgerEvent, Tracking]] = []
+        self._kept: list[Kept] = []
         self.guard: Callable[[int | None, list[int]], None] | None = None
         self.create_schema()
 
@@ -133,11 +133,21 @@ class AnalyticsProjection(Projection[ReadModel]):
             try:
                 if view.pending == 0:
                     self._batch_started = time.monotonic()
-                try:
-                    self._kept.append((domain_event, tracking))
-                    self._process(domain_event, tracking, strict=False)
-                except BatchWriteError:
-                    self._replay()
+                self._kept.append(_kept(domain_event, tracking))
+                # Every notification advances the position (a topic filter in the query
+                # would leave it behind, and would hide pruned ids from the gap check).
+                if (
+                    isinstance(domain_event, LedgerEvent)
+                    and domain_event.event_type in self._dispatch
+                ):
+                    try:
+                        failure = self.apply(domain_event, tracking.notification_id, strict=False)
+                    except BatchWriteError:
+                        self._replay()  # this event too, then the batch commits
+                        return
+                    if failure is not None:
+                        self.skip(failure, commit_first=True)
+                view.advance(tracking)
                 if (
                     view.pending >= self.batch_size
                     or time.monotonic() - self._batch_started >= self.batch_seconds
@@ -148,23 +158,20 @@ class AnalyticsProjection(Projection[ReadModel]):
                 self._kept = []
                 raise
 
-    def _process(self, domain_event: Any, tracking: Tracking, *, strict: bool) -> None:
-        # Every notification advances the position (a topic filter in the query
-        # would leave it behind, and would hide pruned ids from the gap check).
-        if isinstance(domain_event, LedgerEvent) and domain_event.event_type in self._dispatch:
-            failure = self.apply(domain_event, tracking.notification_id, strict=strict)
-            if failure is not None:
-                self.skip(failure, commit_first=True)
-        self.view.advance(tracking)
-
     def _replay(self) -> int:
         """A batched write was refused: roll back, handle the batch again one event at a time
         (each written in its own savepoint, so the refused one is known), commit."""
         kept, view = self._kept, self.view
         view.rollback()
         self._kept = []
-        for domain_event, tracking in kept:
-            self._process(domain_event, tracking, strict=True)
+        for stream_id, sequence, event_type, envelope, notification_id in kept:
+            tracking = Tracking(LedgerApplication.name, notification_id)
+            if event_type in self._dispatch:
+                domain_event = LedgerEvent(stream_id, sequence, event_type, envelope)
+                failure = self.apply(domain_event, tracking.notification_id, strict=True)
+                if failure is not None:
+                    self.skip(failure, commit_first=True)
+            view.advance(tracking)
         if self.guard is not None:
             self.guard(view.start, view.seen)
         return view.commit()
@@ -231,6 +238,23 @@ class AnalyticsProjection(Projection[ReadModel]):
                 count = self._replay()
             self._kept = []
             return count
+
+
+Kept = tuple[str, int, str, bytes, int]
+
+
+def _kept(domain_event: Any, tracking: Tracking) -> Kept:
+    """What a replay needs of a notification, in a tuple of plain values: the garbage
+    collector stops tracking it, so holding a batch of them costs no collection time."""
+    if isinstance(domain_event, LedgerEvent):
+        return (
+            domain_event.originator_id,
+            domain_event.originator_version,
+            domain_event.event_type,
+            domain_event.event_json,
+            tracking.notification_id,
+        )
+    return ("", 0, "", b"", tracking.notification_id)
 
 
 def _created_table(statement: str) -> str:

@@ -8,10 +8,12 @@ its own writes.
 Each event is isolated (ADR 0032): between :meth:`Transaction.begin_event`
 and :meth:`Transaction.end_event` the handler's upserts wait in a list of
 their own, merged into the batch only when the event succeeds.  A handler
-that reads or runs SQL (``get``, ``execute``, ``connection``, ``flush``)
-makes the batch's writes go to the database first and the event continue
-inside a SAVEPOINT, so a failed event's writes are dropped or rolled back
-either way while the batch's stay.
+that touches the database with its own writes pending or possible
+(``execute``, ``connection``, ``flush``, or ``get`` of a table it has just
+written) makes the batch's writes go to the database first and the event
+continue inside a SAVEPOINT, so a failed event's writes are dropped or
+rolled back either way while the batch's stay.  A ``get`` of other tables
+needs no savepoint: it writes only the batch's pending rows, as before.
 """
 
 from __future__ import annotations
@@ -54,21 +56,23 @@ class Transaction:
         # The open event's upserts while it has not touched the database (else None).
         self._event: list[tuple[str, Slot, str, Mapping[str, Any]]] | None = None
         self._savepoint: NestedTransaction | None = None
+        self._strict = False
 
     # -- one event at a time ----------------------------------------------------------
     def begin_event(self, strict: bool = False) -> None:
         """Start isolating one event's writes (``strict``: in a savepoint from the start)."""
         self._event = []
         self._savepoint = None
+        self._strict = strict
         if strict:
             self._touch_database()
 
     def end_event(self, applied: bool) -> None:
         """Keep the event's writes in the batch (``applied``) or drop / roll them back.
 
-        An event inside a savepoint writes its upserts before the savepoint is
-        released, so a database error of its own surfaces here, and the event
-        stays open for ``end_event(False)``.
+        A ``strict`` event writes its upserts before its savepoint is released,
+        so a database error of its own surfaces here, and the event stays open
+        for ``end_event(False)``; otherwise they join the batch's.
         """
         savepoint = self._savepoint
         if savepoint is None:
@@ -78,7 +82,8 @@ class Transaction:
                     self._merge_slot(table, slot, op, values)
             return
         if applied:
-            self._write_pending()
+            if self._strict:
+                self._write_pending()
             savepoint.commit()
         else:
             self._pending = {}  # written since the savepoint: this event's only
@@ -153,9 +158,11 @@ class Transaction:
 
     def get(self, table: str, key: Mapping[str, Any]) -> dict[str, Any] | None:
         """The row with this key as this transaction sees it, or None."""
-        self._touch_database()
+        event = self._event
+        if event is not None and any(op[0] == table for op in event):
+            self._touch_database()  # the event reads its own writes: they go in a savepoint
         if table in self._pending:
-            self._write_pending()
+            self._write_pending()  # the batch's (or, in a savepoint, the event's) writes
         where = " AND ".join(f"{name} = :{name}" for name in key)
         params = {name: _bindable(value) for name, value in key.items()}
         conn = self._model.open_connection()

@@ -59,12 +59,13 @@ class FragileSql(AnalyticsProjection):
     @handles("tool.result")
     def on_result(self, event: AnalyticsEvent, tx: Transaction) -> None:
         tx.add("fragile_totals", {"session_id": event.session}, outputs=1)
+        # Reading the row it has just added puts the event in a savepoint first.
+        if tx.get("fragile_totals", {"session_id": event.session}) is None:
+            raise AssertionError("a handler reads its own writes")
         tx.execute(
             "INSERT INTO fragile_log (session_id, seq) VALUES (:s, :q)",
             {"s": event.session, "q": event.sequence},
         )
-        if tx.get("fragile_totals", {"session_id": event.session}) is None:
-            raise AssertionError("a handler reads its own writes")
         if poisoned(event) and not self.fixed:
             raise KeyError("missing field for POISON")
 
