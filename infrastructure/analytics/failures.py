@@ -21,10 +21,10 @@ from typing import Final
 from sqlalchemy import Connection, exc, text
 
 from pentrace.domain.redaction.text import redact_secrets_in_text
-from pentrace.domain.session_key import parse_session_stream
+from pentrace.domain.session.key import parse_session_stream
 from pentrace.errors import ConfigError
 from pentrace.infrastructure.analytics.database import FAILURES_TABLE, AnalyticsDatabase
-from pentrace.infrastructure.ledger.credentials import mask_text
+from pentrace.infrastructure.ledger.backend.credentials import mask_text
 
 __all__ = [
     "ENV_MAX_FAILURES",

@@ -39,9 +39,9 @@ from pentrace.infrastructure.analytics.retry import ledger_rows
 from pentrace.infrastructure.analytics.runner import open_ledger, open_projection
 from pentrace.infrastructure.analytics.trace_events import session_events
 from pentrace.infrastructure.analytics.transaction import BatchWriteError
-from pentrace.infrastructure.layout import iter_sessions
 from pentrace.infrastructure.ledger import RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.storage.layout import iter_sessions
 
 __all__ = ["RebuildReport", "rebuild"]
 

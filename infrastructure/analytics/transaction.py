@@ -25,8 +25,8 @@ from sqlalchemy import Connection, NestedTransaction, exc, text
 
 from pentrace.domain.json_codec import escape_surrogates
 from pentrace.errors import AnalyticsError
-from pentrace.infrastructure.ledger.credentials import mask_text
-from pentrace.infrastructure.ledger.errors import driver_reason
+from pentrace.infrastructure.ledger.backend.credentials import mask_text
+from pentrace.infrastructure.ledger.backend.errors import driver_reason
 
 if TYPE_CHECKING:
     from pentrace.infrastructure.analytics.readmodel import ReadModel

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from pentrace.cli.app import app, main
 from pentrace.infrastructure.analytics.runner import catch_up
-from pentrace.infrastructure.application import SessionApplication
-from pentrace.infrastructure.durability import Durability
+from pentrace.infrastructure.eventstore.application import SessionApplication
+from pentrace.infrastructure.trace.durability import Durability
 from tests.integration.fragile_projection import Fragile
 from tests.integration.sse_harness import Server
 from tests.integration.test_analytics_failures import poisoned_row, record

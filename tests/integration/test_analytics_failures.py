@@ -17,8 +17,8 @@ from pentrace.infrastructure.analytics.failures import EventFailure, read_failur
 from pentrace.infrastructure.analytics.rebuild import rebuild
 from pentrace.infrastructure.analytics.retry import retry
 from pentrace.infrastructure.analytics.runner import catch_up, open_ledger, open_projection
-from pentrace.infrastructure.application import SessionApplication
-from pentrace.infrastructure.durability import Durability
+from pentrace.infrastructure.eventstore.application import SessionApplication
+from pentrace.infrastructure.trace.durability import Durability
 from tests.integration.fragile_projection import POISON, Fragile, FragileSql, Refused
 from tests.integration.test_analytics_runner import _sync, env
 from tests.integration.test_session_application import Clock
