@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from pentrace.errors import LedgerConflictError
-from pentrace.infrastructure.ledger.bulk import build_session, insert_values
+from pentrace.infrastructure.ledger import RuntimeEventLedger
+from pentrace.infrastructure.ledger.bulk import SessionBuild, build_session, insert_values
 from pentrace.infrastructure.ledger.indexer import index_records, sync
 from pentrace.infrastructure.storage.layout import iter_sessions
 from pentrace.testing.files import write_shards
@@ -68,16 +69,21 @@ def test_a_session_that_cannot_be_read_is_reported_and_the_others_are_indexed(
     assert held == set(SESSIONS) - {broken.session_id}
 
 
-def test_rows_the_live_path_stored_first_are_skipped_byte_identical(tmp_path: Path) -> None:
+def built_session(root: Path) -> tuple[RuntimeEventLedger, list[bytes], SessionBuild]:
+    """One session on disk, an empty ledger, and the session's rows built (not yet written)."""
     session_id = SESSIONS[0]
     lines = trace_lines(session_id, 2)
-    write_shards(tmp_path, PROJECT, AGENT, session_id, [lines])
-    ledger = open_ledger(tmp_path / "events.db")
-    (ref,) = iter_sessions(tmp_path, PROJECT, AGENT)
-    build = build_session(ref, frozenset(), 0, ledger.now_ms())
+    write_shards(root, PROJECT, AGENT, session_id, [lines])
+    ledger = open_ledger(root / "events.db")
+    (ref,) = iter_sessions(root, PROJECT, AGENT)
+    return ledger, lines, build_session(ref, frozenset(), 0, ledger.now_ms())
+
+
+def test_rows_the_live_path_stored_first_are_skipped_byte_identical(tmp_path: Path) -> None:
+    ledger, lines, build = built_session(tmp_path)
     # The live path stores positions 2 and 3 after the build read the ledger.
     index_records(
-        ledger, session_id, [(2, lines[1]), (3, lines[2])], project=PROJECT, agent=AGENT,
+        ledger, SESSIONS[0], [(2, lines[1]), (3, lines[2])], project=PROJECT, agent=AGENT,
         directory="/srv/app",
     )  # fmt: skip
     assert insert_values(ledger, build.rows) == len(lines) - 2
@@ -85,14 +91,9 @@ def test_rows_the_live_path_stored_first_are_skipped_byte_identical(tmp_path: Pa
 
 
 def test_a_held_id_with_other_content_is_refused_not_overwritten(tmp_path: Path) -> None:
-    session_id = SESSIONS[0]
-    lines = trace_lines(session_id, 2)
-    write_shards(tmp_path, PROJECT, AGENT, session_id, [lines])
-    ledger = open_ledger(tmp_path / "events.db")
-    (ref,) = iter_sessions(tmp_path, PROJECT, AGENT)
-    build = build_session(ref, frozenset(), 0, ledger.now_ms())
+    ledger, lines, build = built_session(tmp_path)
     # Held without the session's directory: the same id, other bytes.
-    index_records(ledger, session_id, [(2, lines[1])], project=PROJECT, agent=AGENT)
+    index_records(ledger, SESSIONS[0], [(2, lines[1])], project=PROJECT, agent=AGENT)
     with pytest.raises(LedgerConflictError, match="different content under an id"):
         insert_values(ledger, build.rows)
     assert ledger.count() == 1
