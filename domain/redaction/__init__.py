@@ -7,7 +7,8 @@ The public face of the package; the parts live in its modules:
 * :mod:`~pentrace.domain.redaction.walk`: the full walk (every rule, every
   node), the reference the fast loop is held to;
 * :mod:`~pentrace.domain.redaction.keys`: which mapping keys name a secret;
-* :mod:`~pentrace.domain.redaction.text`: secrets inside free text;
+* :mod:`~pentrace.domain.redaction.text`: secrets inside free text, with
+  :mod:`~pentrace.domain.redaction.named` for the values after a secret name;
 * :mod:`~pentrace.domain.redaction.shapes` and ``providers``: credential
   formats, one rule each;
 * :mod:`~pentrace.domain.redaction.policy`: the user's own rules, installed
