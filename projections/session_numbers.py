@@ -43,6 +43,7 @@ __all__ = [
     "duration_seconds",
     "model_name",
     "numbers_of",
+    "parse_timestamp",
     "token_count",
     "token_delta",
 ]
@@ -122,16 +123,20 @@ def model_name(provider: object, model_id: object) -> str | None:
     return model_id
 
 
-def _ms(stamp: str | None) -> int | None:
+def parse_timestamp(stamp: str | None) -> datetime | None:
+    """A record's ISO 8601 timestamp as an aware datetime (UTC when it names no zone), or None."""
     if stamp is None:
         return None
     try:
         moment = datetime.fromisoformat(stamp)
     except ValueError:
         return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _ms(stamp: str | None) -> int | None:
+    moment = parse_timestamp(stamp)
+    return None if moment is None else int(moment.timestamp() * 1000)
 
 
 def duration_seconds(first: str | None, last: str | None) -> float | None:
