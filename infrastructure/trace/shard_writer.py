@@ -34,6 +34,7 @@ from typing import NoReturn
 
 from pentrace.errors import TraceWriteError, UsageError
 from pentrace.infrastructure.storage.layout import parse_shard_name
+from pentrace.infrastructure.trace import shard_files
 from pentrace.infrastructure.trace.durability import Durability, FsyncFn, make_dirs_durably
 from pentrace.infrastructure.trace.locking import SessionLock
 from pentrace.infrastructure.trace.record_checks import (
@@ -43,13 +44,6 @@ from pentrace.infrastructure.trace.record_checks import (
     refuse_batch,
     refuse_record,
     refuse_rotation,
-)
-from pentrace.infrastructure.trace.shard_files import (
-    create_shard,
-    finish_short_write,
-    open_for_append,
-    probe_tail,
-    roll_back,
 )
 
 __all__ = ["ShardWriter"]
@@ -209,7 +203,7 @@ class ShardWriter:
             if self._durability is not Durability.NONE:
                 self.sync()
             body = b"\n".join(header_records) + b"\n"
-            fd = create_shard(new_path, body, len(header_records), self._dir_fsync)
+            fd = shard_files.create_shard(new_path, body, len(header_records), self._dir_fsync)
         except BaseException:
             if new_lock is not None:
                 new_lock.release()
@@ -258,9 +252,9 @@ class ShardWriter:
     # -- internals -----------------------------------------------------------
 
     def _open_existing(self) -> None:
-        self._fd = fd = open_for_append(self._path)
+        self._fd = fd = shard_files.open_for_append(self._path)
         if fd is not None:
-            self._size, self._heal = probe_tail(self._path, fd)
+            self._size, self._heal = shard_files.probe_tail(self._path, fd)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -273,7 +267,7 @@ class ShardWriter:
         fd = self._fd
         if fd is None:
             self._check_open()
-            self._fd = create_shard(self._path, buffer, count, self._dir_fsync)
+            self._fd = shard_files.create_shard(self._path, buffer, count, self._dir_fsync)
             self._size = len(buffer)
             self._heal = self._dirty = False
             return self._size
@@ -282,7 +276,7 @@ class ShardWriter:
         try:
             written = os.write(fd, buffer)
             if written != length:
-                finish_short_write(fd, buffer, written)
+                shard_files.finish_short_write(fd, buffer, written)
         except OSError as exc:
             self._fail("write", exc, count, before)
         self._size = before + length
@@ -301,7 +295,7 @@ class ShardWriter:
         """Roll the shard back to ``before`` bytes and raise one TraceWriteError."""
         rolled = ""
         if before is not None and self._fd is not None:
-            rolled, tail = roll_back(self._path, self._fd, before)
+            rolled, tail = shard_files.roll_back(self._path, self._fd, before)
             if tail is not None:
                 self._size, self._heal = tail
         what = f"{count} record(s)" if count else "pending records"
