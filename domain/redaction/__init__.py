@@ -17,20 +17,16 @@ The public face of the package; the parts live in its modules:
   record's bytes that says when no rule can apply.
 """
 
-from pentrace.domain.redaction.core import (
+from pentrace.domain.redaction.core import is_redacted, redact, redact_string, redact_text
+from pentrace.domain.redaction.keys import is_secret_key, normalize_key
+from pentrace.domain.redaction.screened import is_redacted_encoded, redact_decoded
+from pentrace.domain.redaction.walk import (
     REDACTED,
     TOO_DEEP,
     Classification,
     Redacted,
-    is_redacted,
-    is_secret_key,
-    normalize_key,
-    redact,
     redact_reference,
-    redact_string,
-    redact_text,
 )
-from pentrace.domain.redaction.screened import is_redacted_encoded, redact_decoded
 
 __all__ = [
     "REDACTED",
