@@ -63,6 +63,14 @@ def test_a_json_string_without_secrets_is_kept_byte_for_byte() -> None:
     assert redact({"arguments": text}).value == {"arguments": text}
 
 
+@pytest.mark.parametrize("text", ['{"a": 1}\n ', " [1, 2] ", "\t{}\n", '\n{"k": "tokens: 5"}'])
+def test_a_clean_json_string_keeps_the_whitespace_around_it(text: str) -> None:
+    result = redact({"output": text})
+    assert result.value == {"output": text}
+    assert result.paths == []
+    assert is_redacted({"output": text})
+
+
 def test_tuples_become_lists_and_non_string_keys_are_judged_by_their_text() -> None:
     result = redact({1: ("a", "b"), "token": 1})
     assert result.value == {1: ["a", "b"], "token": REDACTED}
