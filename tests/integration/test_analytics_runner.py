@@ -12,6 +12,7 @@ from typing import ClassVar
 import psycopg
 import pytest
 
+from pentrace import testing as pt
 from pentrace.errors import ProjectionGapError
 from pentrace.infrastructure.analytics import (
     AnalyticsEvent,
@@ -24,17 +25,6 @@ from pentrace.infrastructure.analytics.checking import dump
 from pentrace.infrastructure.analytics.rebuild import rebuild
 from pentrace.infrastructure.analytics.runner import AnalyticsRunner, catch_up, open_ledger
 from pentrace.infrastructure.ledger.indexer import sync
-from pentrace.testing import (
-    BeginRequest,
-    Command,
-    EndRequest,
-    StartSession,
-    TokenCounts,
-    TokenUsage,
-    ToolCall,
-    UserInput,
-    write_trace,
-)
 
 PG_URL = os.environ.get("PENTRACE_TEST_DATABASE_URL")
 
@@ -57,15 +47,15 @@ class Arguments(AnalyticsProjection):
 
 
 def _session(root: Path, number: int, total: int = 30) -> None:
-    commands: list[Command] = [
-        StartSession(),
-        UserInput("go"),
-        BeginRequest(),
-        ToolCall(f"c{number}", "http", '{"url":"https://x","api_key":"plain-secret-1"}'),
-        EndRequest(),
-        TokenUsage(TokenCounts(0, 0, 0, total), TokenCounts(0, 0, 0, total)),
+    commands: list[pt.Command] = [
+        pt.StartSession(),
+        pt.UserInput("go"),
+        pt.BeginRequest(),
+        pt.ToolCall(f"c{number}", "http", '{"url":"https://x","api_key":"plain-secret-1"}'),
+        pt.EndRequest(),
+        pt.TokenUsage(pt.TokenCounts(0, 0, 0, total), pt.TokenCounts(0, 0, 0, total)),
     ]
-    write_trace(root, commands, session_id=f"session-2026-07-18-11-10-22-{number:08x}")
+    pt.write_trace(root, commands, session_id=f"session-2026-07-18-11-10-22-{number:08x}")
 
 
 def _sync(root: Path, env: dict[str, str]) -> None:

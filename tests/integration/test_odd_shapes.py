@@ -11,14 +11,10 @@ from pentrace.domain import omnimessage as om
 from pentrace.domain.records import TraceRecord
 from pentrace.errors import EnvelopeFormatError
 from pentrace.projections.session_summary import summarize_session, token_count
-from tests.integration.cli_sessions_corpus import SID_A, SID_B, build_corpus, cli
+from tests.integration.cli_sessions_corpus import SID_A, SID_B, build_corpus
+from tests.support import cli
 
-
-@pytest.fixture(autouse=True)
-def _no_ledger_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("PENGUIN_RUNTIME_EVENT_LEDGER_PATH", "PENTRACE_LEDGER_URL", "PENGUIN_HOME"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv("PENGUIN_RUNTIME_EVENT_LEDGER_URL", raising=False)
+pytestmark = pytest.mark.usefixtures("own_stores")
 
 
 @pytest.fixture

@@ -15,46 +15,34 @@ from pathlib import Path
 
 import pytest
 
+from pentrace import testing as pt
 from pentrace.infrastructure.analytics.builtin.tokens import TokenUse
 from pentrace.infrastructure.analytics.builtin.tools import ToolCalls
 from pentrace.infrastructure.analytics.checking import dump, run_in_batches
 from pentrace.infrastructure.analytics.runner import catch_up, open_ledger
 from pentrace.infrastructure.ledger.indexer import sync
-from pentrace.testing import (
-    Approval,
-    BeginRequest,
-    Command,
-    EndRequest,
-    StartSession,
-    TokenCounts,
-    TokenUsage,
-    ToolCall,
-    ToolOutput,
-    UserInput,
-    write_trace,
-)
 
 pytestmark = pytest.mark.slow
 
 
 def _write_sessions(root: Path, first: int, count: int) -> None:
     for number in range(first, first + count):
-        commands: list[Command] = [
-            StartSession(model_id=f"model-{number % 3}"),
-            UserInput(f"task {number}"),
+        commands: list[pt.Command] = [
+            pt.StartSession(model_id=f"model-{number % 3}"),
+            pt.UserInput(f"task {number}"),
         ]
         for turn in range(4):
             call = f"call_{number}_{turn}"
             size = number * 10 + turn
             commands += [
-                BeginRequest(),
-                ToolCall(call, "exec_command", "{}"),
-                Approval(call, "allow" if turn % 2 else "deny"),
-                ToolOutput(call, f"out {turn}"),
-                EndRequest("completed" if turn != 2 else "failed"),
-                TokenUsage(TokenCounts(0, 0, 0, 0), TokenCounts(size, 1, 2, size * 3)),
+                pt.BeginRequest(),
+                pt.ToolCall(call, "exec_command", "{}"),
+                pt.Approval(call, "allow" if turn % 2 else "deny"),
+                pt.ToolOutput(call, f"out {turn}"),
+                pt.EndRequest("completed" if turn != 2 else "failed"),
+                pt.TokenUsage(pt.TokenCounts(0, 0, 0, 0), pt.TokenCounts(size, 1, 2, size * 3)),
             ]
-        write_trace(root, commands, session_id=f"session-2026-07-18-11-10-22-{number:08x}")
+        pt.write_trace(root, commands, session_id=f"session-2026-07-18-11-10-22-{number:08x}")
     ledger = open_ledger(root)
     try:
         sync(ledger, root)

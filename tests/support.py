@@ -1,0 +1,126 @@
+"""Helpers shared by pentrace's own tests; ``tests/conftest.py`` wraps some as fixtures.
+
+Import them where a fixture does not fit (at module level, in a parametrize list,
+inside a Hypothesis test): ``from tests.support import cli, run_pentrace``.  See
+``docs/testing.md`` ("Fixtures for pentrace's own tests") for the list.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from pentrace import testing as pt
+from pentrace.cli.app import app
+
+REPO: Final = Path(__file__).resolve().parents[1]
+# The session id ``pentrace.testing`` uses by default, and the ``sample_root`` session.
+SAMPLE_ID: Final = "session-2026-07-18-11-10-22-3f8a1c2d"
+
+# Every variable that points pentrace at a store, a data root or a policy outside the
+# test's own data root.  A test that clears them reads and writes only what it made.
+STORE_ENV: Final = (
+    "PENGUIN_HOME",
+    "PENGUIN_RUNTIME_EVENT_LEDGER_PATH",
+    "PENGUIN_RUNTIME_EVENT_LEDGER_URL",
+    "PENGUIN_RUNTIME_EVENT_LEDGER_MAX_EVENTS",
+    "PENTRACE_LEDGER_URL",
+    "PENTRACE_LEDGER_TABLE_PREFIX",
+    "PENTRACE_ANALYTICS_URL",
+    "PENTRACE_REDACTION_RULES",
+)
+
+# The PostgreSQL server the suite may use; tests that need it skip without it.
+POSTGRES_URL: Final = os.environ.get("PENTRACE_TEST_DATABASE_URL")
+NO_POSTGRES: Final = "PostgreSQL runs need PENTRACE_TEST_DATABASE_URL"
+# ``pytestmark = NEEDS_POSTGRES`` marks a whole module ``postgres`` and skips it without a server.
+NEEDS_POSTGRES: Final = [
+    pytest.mark.postgres,
+    pytest.mark.skipif(POSTGRES_URL is None, reason=NO_POSTGRES),
+]
+
+
+def clear_store_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset every :data:`STORE_ENV` variable for the rest of the test."""
+    for name in STORE_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without any ``PENGUIN_*``/``PENTRACE_*`` variable, plus ``extra``.
+
+    For a child process that must see only the settings the test gives it.
+    """
+    kept = {k: v for k, v in os.environ.items() if not k.startswith(("PENGUIN_", "PENTRACE_"))}
+    return {**kept, **extra}
+
+
+def cli(root: Path, *args: str, input_text: str | None = None) -> Result:
+    """Run ``pentrace --data-root root ARGS`` in process; the result keeps any exception."""
+    return CliRunner().invoke(app, ["--data-root", str(root), *args], input=input_text)
+
+
+def cli_raising(root: Path, *args: str) -> Result:
+    """:func:`cli`, but a library error is raised (an exit code, even a failing one, is kept)."""
+    result = cli(root, *args)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result
+
+
+def cli_ok(root: Path, *args: str) -> Result:
+    """:func:`cli_raising` that must exit with 0."""
+    result = cli_raising(root, *args)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def cli_json(root: Path, *args: str) -> Any:
+    """The parsed stdout of ``pentrace --data-root root ARGS --json``, which must succeed."""
+    return json.loads(cli_ok(root, *args, "--json").stdout)
+
+
+def run_pentrace(
+    root: Path | None,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 120,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m pentrace [--data-root root] ARGS`` as a real process.
+
+    Output is captured as text and stdin is empty.  ``env`` is the child's whole
+    environment (default: this process's; see :func:`clean_env`).
+    """
+    where = [] if root is None else ["--data-root", str(root)]
+    return subprocess.run(
+        [sys.executable, "-m", "pentrace", *where, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=None if env is None else dict(env),
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def one_turn_session() -> list[pt.Command]:
+    """The seven-command sample session: one turn with one answered ``ls`` tool call."""
+    return [
+        pt.StartSession(),
+        pt.UserInput("list the files"),
+        pt.BeginRequest(),
+        pt.ToolCall("call_1", "exec_command", '{"cmd":"ls"}'),
+        pt.ToolOutput("call_1", "a.txt"),
+        pt.AssistantText("one file"),
+        pt.EndRequest(),
+    ]
