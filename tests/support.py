@@ -113,14 +113,17 @@ def run_pentrace(
     )
 
 
-def one_turn_session() -> list[pt.Command]:
-    """The seven-command sample session: one turn with one answered ``ls`` tool call."""
+def list_files_opening() -> list[pt.Command]:
+    """A session's first five commands: "list the files", and an answered ``ls`` call."""
     return [
         pt.StartSession(),
         pt.UserInput("list the files"),
         pt.BeginRequest(),
         pt.ToolCall("call_1", "exec_command", '{"cmd":"ls"}'),
         pt.ToolOutput("call_1", "a.txt"),
-        pt.AssistantText("one file"),
-        pt.EndRequest(),
     ]
+
+
+def one_turn_session() -> list[pt.Command]:
+    """The seven-command sample session: :func:`list_files_opening`, a reply, the end."""
+    return [*list_files_opening(), pt.AssistantText("one file"), pt.EndRequest()]

@@ -10,6 +10,7 @@ from pentrace import testing as pt
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import sync
 from pentrace.infrastructure.storage.layout import DataRoot
+from tests.support import list_files_opening
 
 # A and B share the token prefix "3f8", so "3f8" is ambiguous and "3f8a" is not.
 SID_A: Final = "session-2026-07-18-11-10-22-3f8a1c2d"
@@ -26,11 +27,7 @@ def _usage(total: int) -> pt.TokenUsage:
 def commands_a() -> list[pt.Command]:
     """Two turns, an aborted request between them that is retried, one tool call."""
     return [
-        pt.StartSession(),
-        pt.UserInput("list the files"),
-        pt.BeginRequest(),
-        pt.ToolCall("call_1", "exec_command", '{"cmd":"ls"}'),
-        pt.ToolOutput("call_1", "a.txt"),
+        *list_files_opening(),
         pt.AssistantText("one file: a.txt"),
         pt.EndRequest("completed"),
         _usage(300),
