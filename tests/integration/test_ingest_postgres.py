@@ -6,7 +6,6 @@ prefix, dropped at the end.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -21,13 +20,11 @@ from pentrace.infrastructure.ingest import Follower
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.storage.layout import DataRoot
 from tests.integration.ingest_harness import SESSION, WRITER, FollowerProcess, shard, wait_until
+from tests.support import NEEDS_POSTGRES, POSTGRES_URL
 
-URL = os.environ.get("PENTRACE_TEST_DATABASE_URL")
+URL = POSTGRES_URL
 
-pytestmark = [
-    pytest.mark.postgres,
-    pytest.mark.skipif(URL is None, reason="set PENTRACE_TEST_DATABASE_URL to a PostgreSQL URL"),
-]
+pytestmark = NEEDS_POSTGRES
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ import logging
 import os
 import queue
 import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -37,17 +36,14 @@ from pentrace.infrastructure.ledger.live.hook import LiveSubscription
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 from pentrace.testing import StartSession, UserInput, write_trace
 from tests.integration.pg_proxy import HangingProxy
+from tests.support import NEEDS_POSTGRES, POSTGRES_URL, REPO, run_pentrace
 
-URL = os.environ.get("PENTRACE_TEST_DATABASE_URL")
-REPO = Path(__file__).resolve().parents[2]
+URL = POSTGRES_URL
 GUARD = 90.0  # seconds: a failure guard, never an expectation
 T = TypeVar("T")
 SHORT = DatabaseTimeouts(connect_seconds=2, statement_seconds=1, lock_seconds=1)
 
-pytestmark = [
-    pytest.mark.postgres,
-    pytest.mark.skipif(URL is None, reason="set PENTRACE_TEST_DATABASE_URL to a PostgreSQL URL"),
-]
+pytestmark = NEEDS_POSTGRES
 
 
 @pytest.fixture
@@ -121,16 +117,7 @@ def record_turns(rec: Recording, workspace: Path, turns: int, sid: str | None = 
 
 
 def run_cli(root: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pentrace", "--data-root", str(root), *args],
-        capture_output=True,
-        text=True,
-        timeout=GUARD,
-        check=False,
-        cwd=REPO,
-        env={**os.environ, **env},
-        stdin=subprocess.DEVNULL,
-    )
+    return run_pentrace(root, *args, env={**os.environ, **env}, timeout=GUARD, cwd=REPO)
 
 
 def test_saves_go_on_while_the_server_hangs_and_ledger_sync_closes_the_gap_after(
