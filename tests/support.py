@@ -20,6 +20,7 @@ from typer.testing import CliRunner, Result
 
 from pentrace import testing as pt
 from pentrace.cli.app import app
+from pentrace.infrastructure.eventstore.application import SessionApplication, SessionHandle
 
 REPO: Final = Path(__file__).resolve().parents[1]
 # The session id ``pentrace.testing`` uses by default, and the ``sample_root`` session.
@@ -111,6 +112,24 @@ def run_pentrace(
         cwd=cwd,
         stdin=subprocess.DEVNULL,
     )
+
+
+def start_sample_session(
+    application: SessionApplication, *, workspace: Path | None = None, session_id: str | None = None
+) -> SessionHandle:
+    """A session started with the suite's usual meta (``gpt-5`` by ``openai``, "be brief")."""
+    return application.start_session(
+        provider="openai", model_id="gpt-5", model_context_window=200_000,
+        system_prompt="be brief", workspace=workspace, session_id=session_id,
+    )  # fmt: skip
+
+
+def record_answered_turn(handle: SessionHandle, question: str, answer: str) -> None:
+    """One completed request: the user's ``question`` and a text ``answer``, then saved."""
+    handle.record_user_input(question)
+    handle.begin_request()
+    handle.record_text(answer)
+    handle.end_request("completed")
 
 
 def list_files_opening() -> list[pt.Command]:

@@ -27,6 +27,7 @@ import httpx
 
 from pentrace.domain.json_codec import JsonDecoder
 from pentrace.domain.session.key import SessionKey
+from tests.support import start_sample_session
 
 PROJECT, AGENT = "demo", "coder"
 REPO = Path(__file__).resolve().parents[2]
@@ -294,14 +295,7 @@ def write_session(
     if existing:
         handle = application.open_session(sid)
     else:
-        handle = application.start_session(
-            provider="openai",
-            model_id="gpt-5",
-            model_context_window=200000,
-            system_prompt="be brief",
-            workspace=folder,
-            session_id=sid,
-        )
+        handle = start_sample_session(application, workspace=folder, session_id=sid)
     print("ready", flush=True)
     for turn in range(count):
         handle.record_user_input(f"question {turn}")

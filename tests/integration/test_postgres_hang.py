@@ -36,7 +36,14 @@ from pentrace.infrastructure.ledger.live.hook import LiveSubscription
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 from pentrace.testing import StartSession, UserInput, write_trace
 from tests.integration.pg_proxy import HangingProxy
-from tests.support import NEEDS_POSTGRES, POSTGRES_URL, REPO, run_pentrace
+from tests.support import (
+    NEEDS_POSTGRES,
+    POSTGRES_URL,
+    REPO,
+    record_answered_turn,
+    run_pentrace,
+    start_sample_session,
+)
 
 URL = POSTGRES_URL
 GUARD = 90.0  # seconds: a failure guard, never an expectation
@@ -98,20 +105,11 @@ def drained(live: LiveSubscription) -> int:
 def record_turns(rec: Recording, workspace: Path, turns: int, sid: str | None = None) -> str:
     application = rec.application
     if sid is None:
-        handle = application.start_session(
-            provider="openai",
-            model_id="gpt-5",
-            model_context_window=200_000,
-            system_prompt="be brief",
-            workspace=workspace,
-        )
+        handle = start_sample_session(application, workspace=workspace)
     else:
         handle = application.open_session(sid)
     for turn in range(turns):
-        handle.record_user_input(f"question {turn}")
-        handle.begin_request()
-        handle.record_text(f"answer {turn}")
-        handle.end_request("completed")
+        record_answered_turn(handle, f"question {turn}", f"answer {turn}")
     handle.close()
     return handle.session_id
 
