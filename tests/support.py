@@ -7,11 +7,13 @@ inside a Hypothesis test): ``from tests.support import cli, run_pentrace``.  See
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+import uuid
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -21,6 +23,7 @@ from typer.testing import CliRunner, Result
 from pentrace import testing as pt
 from pentrace.cli.app import app
 from pentrace.infrastructure.eventstore.application import SessionApplication, SessionHandle
+from pentrace.infrastructure.ledger import LedgerDatabase
 
 REPO: Final = Path(__file__).resolve().parents[1]
 # The session id ``pentrace.testing`` uses by default, and the ``sample_root`` session.
@@ -47,6 +50,23 @@ NEEDS_POSTGRES: Final = [
     pytest.mark.postgres,
     pytest.mark.skipif(POSTGRES_URL is None, reason=NO_POSTGRES),
 ]
+
+
+@contextlib.contextmanager
+def postgres_tables(label: str) -> Iterator[str]:
+    """A fresh ledger table prefix ``{label}_<10 hex>_`` on :data:`POSTGRES_URL`.
+
+    Its tables are dropped on the way out.  Only call it where the server is known
+    to be there (:data:`NEEDS_POSTGRES`, the ``postgres_url`` fixture).
+    """
+    assert POSTGRES_URL is not None, NO_POSTGRES
+    prefix = f"{label}_{uuid.uuid4().hex[:10]}_"
+    try:
+        yield prefix
+    finally:
+        database = LedgerDatabase(POSTGRES_URL, table_prefix=prefix)
+        database.drop_all()
+        database.close()
 
 
 def clear_store_env(monkeypatch: pytest.MonkeyPatch) -> None:

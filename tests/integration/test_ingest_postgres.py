@@ -9,7 +9,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from pentrace.infrastructure.ingest import Follower
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.storage.layout import DataRoot
 from tests.integration.ingest_harness import SESSION, WRITER, FollowerProcess, shard, wait_until
-from tests.support import NEEDS_POSTGRES, POSTGRES_URL
+from tests.support import NEEDS_POSTGRES, POSTGRES_URL, postgres_tables
 
 URL = POSTGRES_URL
 
@@ -29,12 +28,8 @@ pytestmark = NEEDS_POSTGRES
 
 @pytest.fixture
 def prefix() -> Iterator[str]:
-    assert URL is not None
-    name = f"ingest_{uuid.uuid4().hex[:10]}_"
-    yield name
-    database = LedgerDatabase(URL, table_prefix=name)
-    database.drop_all()
-    database.close()
+    with postgres_tables("ingest") as name:
+        yield name
 
 
 def open_pg(prefix: str) -> RuntimeEventLedger:

@@ -17,7 +17,6 @@ import os
 import queue
 import subprocess
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -40,6 +39,7 @@ from tests.support import (
     NEEDS_POSTGRES,
     POSTGRES_URL,
     REPO,
+    postgres_tables,
     record_answered_turn,
     run_pentrace,
     start_sample_session,
@@ -62,12 +62,8 @@ def proxy() -> Iterator[HangingProxy]:
 
 @pytest.fixture
 def prefix() -> Iterator[str]:
-    assert URL is not None
-    name = f"hang_{uuid.uuid4().hex[:10]}_"
-    yield name
-    database = LedgerDatabase(URL, table_prefix=name)
-    database.drop_all()
-    database.close()
+    with postgres_tables("hang") as name:
+        yield name
 
 
 def finishes(work: Callable[[], T]) -> T:
