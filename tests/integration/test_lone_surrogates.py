@@ -15,7 +15,7 @@ from pentrace.infrastructure.ledger import default_ledger_path
 from tests.integration.cli_sessions_corpus import SID_A, SID_B, SID_C, build_corpus
 from tests.integration.sse_harness import Server, SseClient
 from tests.integration.test_tool_output_recording import make_app, open_call
-from tests.support import cli, run_pentrace
+from tests.support import cli_raising, run_pentrace
 
 ESCAPE = "\\ud800"
 
@@ -35,9 +35,7 @@ def root(tmp_path: Path) -> Path:
 
 
 def ok(root: Path, *args: str) -> str:
-    result = cli(root, *args)
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
+    result = cli_raising(root, *args)
     assert result.exit_code in (0, 1), result.output
     return result.output
 

@@ -11,16 +11,13 @@ from typer.testing import Result
 
 from pentrace.infrastructure.ledger import default_ledger_path
 from tests.integration.cli_sessions_corpus import SID_A, SID_B, SID_C, build_corpus
-from tests.support import cli
+from tests.support import cli_raising
 
 pytestmark = pytest.mark.usefixtures("own_stores")
 
 
 def run(root: Path, *args: str) -> Result:
-    result = cli(root, *args)
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result
+    return cli_raising(root, *args)
 
 
 def rows_by_session(root: Path) -> dict[str, int]:
