@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
+from pentrace.compat.penguin._common import raw_directory
 from pentrace.compat.penguin.runtime_events import (
     normalize_event_directory,
     opencode_payload_from_runtime_event,
@@ -86,22 +87,7 @@ def extract_event_session(properties: dict[str, Any]) -> str | None:
 
 def extract_event_directory(properties: dict[str, Any]) -> str | None:
     """The raw directory of an OpenCode payload (Penguin's candidates, not normalised)."""
-    direct = properties.get("directory")
-    if isinstance(direct, str) and direct:
-        return direct
-    for parent in ("info", "path", "part"):
-        nested = properties.get(parent)
-        if not isinstance(nested, dict):
-            continue
-        path = nested.get("path")
-        for candidate in (
-            nested.get("directory"),
-            path.get("cwd") if isinstance(path, dict) else None,
-            nested.get("cwd"),
-        ):
-            if isinstance(candidate, str) and candidate:
-                return candidate
-    return None
+    return raw_directory(properties, dicts_only=True)
 
 
 def _extract_event_agent(properties: dict[str, Any]) -> str | None:
