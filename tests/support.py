@@ -12,12 +12,15 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
 import pytest
+import uvicorn
 from typer.testing import CliRunner, Result
 
 from pentrace import testing as pt
@@ -67,6 +70,25 @@ def postgres_tables(label: str) -> Iterator[str]:
         database = LedgerDatabase(POSTGRES_URL, table_prefix=prefix)
         database.drop_all()
         database.close()
+
+
+@contextlib.contextmanager
+def served_in_thread(app: Any, port: int, log_level: str = "error") -> Iterator[str]:
+    """Serve the ASGI ``app`` on ``127.0.0.1:port`` in a thread; yields the base URL.
+
+    The server is told to exit, and joined, on the way out.
+    """
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level=log_level))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            assert thread.is_alive(), "the server thread exited"
+            time.sleep(0.02)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
 def clear_store_env(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 from typer.testing import CliRunner
 
 from pentrace.cli.app import app
@@ -23,6 +20,7 @@ from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.service.app import create_app
 from pentrace.service.settings import ServiceSettings
 from tests.integration.sse_harness import Server, free_port
+from tests.support import served_in_thread
 
 
 @pytest.fixture(scope="module")
@@ -106,23 +104,9 @@ def test_the_routes_follow_the_service_settings_not_the_process_environment(
         analytics_url=f"sqlite:///{chosen_analytics}",
         port=free_port(),
     )
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(settings), host="127.0.0.1", port=settings.port, log_level="error"
-        )
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        while not server.started:
-            assert thread.is_alive(), "the server thread exited"
-            time.sleep(0.02)
-        base = f"http://127.0.0.1:{settings.port}"
+    with served_in_thread(create_app(settings), settings.port) as base:
         served = httpx.get(f"{base}/api/v1/stats/tools", params={"catch_up": "1"}, timeout=30)
         listed = httpx.get(f"{base}/api/v1/projections", timeout=10)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
     assert served.status_code == 200, served.text
     assert listed.status_code == 200, listed.text
     expected = CliRunner().invoke(
