@@ -33,6 +33,8 @@ from tests.integration.cli_sessions_corpus import (
 from tests.support import cli
 
 SECRET = "sk-proj-" + "Ab3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF"
+# Only the data root's own stores (the ledger tests among these need that).
+pytestmark = pytest.mark.usefixtures("own_stores")
 
 KEY_A, KEY_B, KEY_C = (
     SessionKey("p1", "a1", SID_A),
@@ -297,7 +299,6 @@ def test_import_reports_progress_in_bytes_that_add_up_to_the_file(
     assert sum(steps) == out.stat().st_size
 
 
-@pytest.mark.usefixtures("own_stores")
 def test_delete_also_removes_the_sessions_ledger_events(root: Path) -> None:
     ledger = synced_ledger(root)
     held = ledger.session_streams()
@@ -311,7 +312,6 @@ def test_delete_also_removes_the_sessions_ledger_events(root: Path) -> None:
     ledger.close()
 
 
-@pytest.mark.usefixtures("own_stores")
 def test_prune_removes_the_ledger_events_of_what_it_deleted(root: Path) -> None:
     ledger = synced_ledger(root)
     held = ledger.session_streams()
@@ -325,7 +325,6 @@ def test_prune_removes_the_ledger_events_of_what_it_deleted(root: Path) -> None:
     ledger.close()
 
 
-@pytest.mark.usefixtures("own_stores")
 def test_delete_with_a_locked_ledger_deletes_the_files_and_warns(
     root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -357,7 +356,6 @@ def test_delete_with_a_locked_ledger_deletes_the_files_and_warns(
         ledger.close()
 
 
-@pytest.mark.usefixtures("own_stores")
 def test_a_locked_ledger_after_a_large_prune_points_to_audit_not_a_huge_command(
     root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
