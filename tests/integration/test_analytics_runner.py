@@ -3,7 +3,6 @@ events only.  SQLite always; PostgreSQL (ledger and read model) when configured.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,8 +24,9 @@ from pentrace.infrastructure.analytics.checking import dump
 from pentrace.infrastructure.analytics.rebuild import rebuild
 from pentrace.infrastructure.analytics.runner import AnalyticsRunner, catch_up, open_ledger
 from pentrace.infrastructure.ledger.indexer import sync
+from tests.support import NO_POSTGRES, POSTGRES_URL
 
-PG_URL = os.environ.get("PENTRACE_TEST_DATABASE_URL")
+PG_URL = POSTGRES_URL
 
 
 class Arguments(AnalyticsProjection):
@@ -72,7 +72,7 @@ def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, st
         yield {"PENTRACE_ANALYTICS_URL": f"sqlite:///{tmp_path / 'analytics.db'}"}
         return
     if not PG_URL:
-        pytest.skip("PostgreSQL runs need PENTRACE_TEST_DATABASE_URL")
+        pytest.skip(NO_POSTGRES)
     schema = f"analytics_{uuid.uuid4().hex[:10]}"
     plain = PG_URL.replace("postgresql+psycopg://", "postgresql://")
     with psycopg.connect(plain, autocommit=True) as conn:

@@ -347,10 +347,10 @@ def test_an_import_works_on_every_ledger_backend(
 
 
 @pytest.mark.postgres
-def test_a_read_only_open_of_a_database_without_ledger_tables_creates_none() -> None:
-    url = os.environ.get("PENTRACE_TEST_DATABASE_URL")
-    if url is None:
-        pytest.skip("PostgreSQL runs need PENTRACE_TEST_DATABASE_URL")
+def test_a_read_only_open_of_a_database_without_ledger_tables_creates_none(
+    postgres_url: str,
+) -> None:
+    url = postgres_url
     prefix = f"ro{os.getpid()}_"
     with pytest.raises(NotFoundError, match=f"expected a {prefix}runtime_events table"):
         LedgerDatabase(url, table_prefix=prefix, read_only=True)
