@@ -45,9 +45,8 @@ def write(root: Path, shards: Sequence[Sequence[bytes]], sid: str = SID) -> list
     return pt.write_shards(root, "default_project", "default_agent", sid, shards)
 
 
-def test_a_clean_session_is_clean_with_exit_code_zero(tmp_path: Path) -> None:
-    pt.write_trace(tmp_path, one_turn_session())
-    code, out = run(tmp_path)
+def test_a_clean_session_is_clean_with_exit_code_zero(sample_root: Path) -> None:
+    code, out = run(sample_root)
     assert code == 0
     assert out.startswith("clean: 1 session(s), 8 record(s), 0 error(s), 0 warning(s)")
 
@@ -241,9 +240,8 @@ def test_all_sessions_are_audited_and_one_can_be_named_by_prefix(tmp_path: Path)
     assert (code, report["sessions"], report["problems"]) == (0, 1, [])
 
 
-def test_a_missing_session_is_a_clean_error_without_traceback(tmp_path: Path) -> None:
-    pt.write_trace(tmp_path, one_turn_session())
-    done = run_pentrace(tmp_path, "audit", "ffff0000")
+def test_a_missing_session_is_a_clean_error_without_traceback(sample_root: Path) -> None:
+    done = run_pentrace(sample_root, "audit", "ffff0000")
     assert done.returncode == 1
     assert done.stderr.startswith("error: no session id")
     assert "hint:" in done.stderr

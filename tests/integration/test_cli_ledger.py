@@ -261,16 +261,15 @@ def test_forget_names_an_unknown_or_ambiguous_session_and_asks_before_removing(
     assert ledger_rows(tmp_path) == before
 
 
-def test_a_read_command_without_a_ledger_is_a_clean_error(tmp_path: Path) -> None:
-    pt.write_trace(tmp_path, one_turn_session())
-    done = _pentrace(tmp_path, "ledger", "stats")
+def test_a_read_command_without_a_ledger_is_a_clean_error(sample_root: Path) -> None:
+    done = _pentrace(sample_root, "ledger", "stats")
     assert done.returncode == 1
     assert done.stderr.splitlines()[0].startswith("error: no ledger at ")
     assert (
         done.stderr.splitlines()[1]
         == "hint: run `pentrace ledger sync` to build it from the traces"
     )
-    assert not default_ledger_path(DataRoot(tmp_path).path).exists()
+    assert not default_ledger_path(DataRoot(sample_root).path).exists()
 
 
 def test_a_locked_ledger_is_a_clean_error_with_a_hint(tmp_path: Path) -> None:
