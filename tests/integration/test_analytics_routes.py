@@ -20,7 +20,7 @@ from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.service.app import create_app
 from pentrace.service.settings import ServiceSettings
 from tests.integration.sse_harness import Server, free_port
-from tests.support import served_in_thread
+from tests.support import cli_json, served_in_thread
 
 
 @pytest.fixture(scope="module")
@@ -37,10 +37,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     running.stop()
 
 
-def cli_json(root: Path, *args: str) -> object:
-    result = CliRunner().invoke(app, ["--data-root", str(root), "stats", *args, "--json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
+def stats_json(root: Path, *args: str) -> object:
+    return cli_json(root, "stats", *args)
 
 
 @pytest.mark.parametrize(
@@ -61,7 +59,7 @@ def test_each_route_serves_the_document_of_the_cli(
         params[args[0].lstrip("-")] = args[1]
     response = httpx.get(f"{server.url}/api/v1/stats/{kind}", params=params, timeout=30)
     assert response.status_code == 200, response.text
-    assert response.json() == cli_json(server.root, kind, *args)
+    assert response.json() == stats_json(server.root, kind, *args)
 
 
 def test_bad_kinds_and_days_are_400_with_a_hint_and_writes_are_refused(server: Server) -> None:
