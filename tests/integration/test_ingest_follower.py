@@ -232,7 +232,9 @@ def test_records_the_live_recorder_already_indexed_are_held_not_written_again(
     append(shard(root), b"".join(raw + b"\n" for raw in body))
     hook = LedgerHook(ledger, data_root=DataRoot(root), project=PROJECT, agent=AGENT)
     hook(SESSION, numbered_records(body))  # what pentrace's own recording does
-    assert hook.flush(timeout=60)  # the live writer commits in the background
+    # The hook indexes in a background thread: wait for it, or the follower may come first.
+    assert hook.flush(timeout=60)
+    hook.close()
     follower = Follower(ledger, DataRoot(root))
     assert follower.scan() == 0
     assert follower.stats.already_held == 4
