@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pentrace.domain.json_prefix import is_object_prefix
-from pentrace.domain.records import MalformedLine, decode_line
+from pentrace.domain.records import MalformedLine, TraceRecord, decode_line
 from pentrace.errors import LedgerConflictError, PentraceError, TraceError
 from pentrace.infrastructure.ingest.cursors import Cursor, CursorStore, SessionKey, change_reason
 from pentrace.infrastructure.ingest.sink import LedgerSink
@@ -184,7 +184,7 @@ class Follower:
             lines = read_tail(path, cursor.offset, cursor.line, sealed=sealed)
             if not lines:
                 return cursor
-            records: list[tuple[int, bytes]] = []
+            records: list[tuple[int, TraceRecord]] = []
             position = cursor.position
             for tail in lines:
                 try:
@@ -197,7 +197,7 @@ class Follower:
                 position += 1
                 if position == 1:
                     self.sink.first_record(key, record)
-                records.append((position, tail.raw))
+                records.append((position, record))
             after = replace(cursor, offset=lines[-1].end, line=lines[-1].line, position=position)
             self.sink.write(key, shards, records, after)
             cursor = after

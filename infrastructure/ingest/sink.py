@@ -1,6 +1,7 @@
 """The follower's writes: one batch of a session's lines into the ledger, with its cursor.
 
-A batch becomes RuntimeEvents (:func:`~pentrace.infrastructure.ledger.indexer.build_events`),
+A batch becomes ledger rows through the indexers' one path
+(:class:`~pentrace.domain.runtime.SessionEvents`, ADR 0038),
 positions the ledger already holds below its floor are left out (another
 writer, such as ``ledger sync``, indexed them first), and the rest are
 appended in one transaction that also stores the shard's new cursor.
@@ -9,15 +10,12 @@ appended in one transaction that also stores the shard's new cursor.
 from __future__ import annotations
 
 from pentrace.domain.records import TraceRecord
-from pentrace.errors import LedgerConflictError, LedgerError
+from pentrace.domain.runtime import SessionEvents, record_workspace
+from pentrace.domain.session.key import SessionKey as Owner
 from pentrace.infrastructure.ingest.cursors import Cursor, CursorStore, SessionKey
 from pentrace.infrastructure.ingest.stats import IngestStats
-from pentrace.infrastructure.ledger.indexer import (
-    build_events,
-    record_workspace,
-    session_directory,
-)
-from pentrace.infrastructure.ledger.rows import as_envelope
+from pentrace.infrastructure.ledger.indexer import session_directory
+from pentrace.infrastructure.ledger.rows import encoded_row
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 from pentrace.infrastructure.storage.layout import ShardRef
 
@@ -49,27 +47,22 @@ class LedgerSink:
         self,
         key: SessionKey,
         shards: tuple[ShardRef, ...],
-        records: list[tuple[int, bytes]],
+        records: list[tuple[int, TraceRecord]],
         cursor: Cursor,
     ) -> None:
-        """Append ``(position, line)`` records above the floor and store ``cursor`` with them."""
-        project, agent, session_id = key
-        directory = self._directory(key, shards)
-        try:
-            events = build_events(
-                session_id, records, project=project, agent=agent, directory=directory
-            )
-        except LedgerError as error:
-            raise LedgerConflictError(error.message, hint=error.hint) from None
-        envelopes = [as_envelope(event) for event in events]
-        if envelopes and key not in self._floors:
-            stream = str(envelopes[0].get("stream_id") or "")
-            self._floors[key] = self.ledger.held_sequences(stream)[1] if stream else 0
+        """Append ``(position, record)`` pairs above the floor and store ``cursor`` with them."""
+        owner = Owner(*key)
+        mapper = SessionEvents(owner, self._directory(key, shards))
+        if records and key not in self._floors:
+            self._floors[key] = self.ledger.held_sequences(owner.stream_id)[1]
         floor = self._floors.get(key, 0)
+        now = self.ledger.now_ms()
         kept = [
-            env for (position, _), env in zip(records, envelopes, strict=True) if position > floor
+            encoded_row(mapper.encoded(position, record), now)
+            for position, record in records
+            if position > floor
         ]
-        new = self.ledger.extend(kept, before_commit=self.cursors.writer(cursor))
+        new = self.ledger.append_rows(kept, before_commit=self.cursors.writer(cursor))
         self.stats.indexed += new
         self.stats.already_held += len(kept) - new
 

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from pentrace.domain.json_codec import JsonEncoder
+from pentrace.domain.records import TraceRecord
 from pentrace.testing import commands as cmd
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "command_time",
     "envelope_line",
     "format_timestamp",
+    "numbered_records",
     "payload_for",
     "render_shards",
 ]
@@ -45,6 +47,11 @@ def command_time(start: datetime, number: int) -> datetime:
 def envelope_line(timestamp: str, kind: str, payload: dict[str, Any]) -> bytes:
     """One trace line (no newline): ``{"timestamp", "type", "payload"}`` in that order."""
     return _encoder.encode({"timestamp": timestamp, "type": kind, "payload": payload})
+
+
+def numbered_records(lines: Iterable[bytes], first: int = 1) -> list[tuple[int, TraceRecord]]:
+    """``(position, record)`` pairs of consecutive lines, as the live hook receives them."""
+    return [(position, TraceRecord(line)) for position, line in enumerate(lines, start=first)]
 
 
 def _meta(start: cmd.StartSession, session_id: str) -> dict[str, Any]:
