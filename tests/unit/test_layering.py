@@ -57,9 +57,10 @@ def violations(layer: str) -> list[str]:
     for path in sorted((REPO / layer).rglob("*.py")):
         for line, module in imports(path):
             where = f"{path.relative_to(REPO)}:{line} imports {module}"
-            if (module.startswith("pentrace") and not any(
-                module == ok or module.startswith(ok + ".") for ok in allowed
-            )) or (layer != "infrastructure" and module.split(".")[0] in IMPURE):
+            if (
+                module.startswith("pentrace")
+                and not any(module == ok or module.startswith(ok + ".") for ok in allowed)
+            ) or (layer != "infrastructure" and module.split(".")[0] in IMPURE):
                 found.append(where)
     return found
 
