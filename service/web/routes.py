@@ -1,0 +1,40 @@
+"""The viewer's routes, mounted by :func:`pentrace.service.app.create_app`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from pentrace.service.web.layout import PREFIX
+from pentrace.service.web.session import record_route, session_page, short_route
+from pentrace.service.web.traces import traces_page
+from pentrace.service.web.transfer import export_route, import_route
+from pentrace.service.web.usage import usage_page
+
+__all__ = ["STATIC", "routes"]
+
+STATIC: Final = Path(__file__).with_name("static")
+_SESSION: Final = PREFIX + "/sessions/{project}/{agent}/{session_id}"
+
+
+async def _home(request: Request) -> Response:
+    return RedirectResponse(f"{PREFIX}/traces", status_code=303)
+
+
+routes: Final[list[BaseRoute]] = [
+    Route("/", _home, methods=["GET"]),
+    Route(PREFIX, _home, methods=["GET"]),
+    Route(f"{PREFIX}/traces", traces_page, methods=["GET"]),
+    Route(f"{PREFIX}/usage", usage_page, methods=["GET"]),
+    Route(_SESSION, session_page, methods=["GET"]),
+    Route(_SESSION + "/records/{position:int}", record_route, methods=["GET"]),
+    Route(PREFIX + "/s/{session_id}", short_route, methods=["GET"]),
+    Route(PREFIX + "/export/{project}/{agent}/{session_id}", export_route, methods=["GET"]),
+    Route(PREFIX + "/import", import_route, methods=["POST"]),
+    Mount(PREFIX + "/static", StaticFiles(directory=STATIC), name="web-static"),
+]
