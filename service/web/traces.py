@@ -57,7 +57,9 @@ def _listing(
     context: ServiceContext, filters: SessionFilter, sort: str, reverse: bool
 ) -> tuple[list[SessionRow], list[SessionRow], PriceTable]:
     everything = list_sessions(context.root, SessionFilter(), sort, reverse=reverse)
-    return everything, [row for row in everything if filters.keeps(row)], load_prices()
+    # The listing's own selection (the walk keeps the project and agent, ``keeps`` the rest).
+    chosen = list_sessions(context.root, filters, sort, reverse=reverse)
+    return everything, chosen, load_prices()
 
 
 def _search(context: ServiceContext, query: SearchQuery) -> list[SearchHit]:
