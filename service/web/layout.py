@@ -60,13 +60,19 @@ def page(title: str, active: str, body: Iterable[str], *, status: int = 200) -> 
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{esc(title)} - pentrace</title>",
         f'<link rel="stylesheet" href="{PREFIX}/static/web.css">',
+        f'<link rel="icon" href="{PREFIX}/static/favicon.svg" type="image/svg+xml">',
         f'<script src="{PREFIX}/static/web.js" defer></script></head><body>',
         '<a class="skip" href="#main">Skip to content</a>',
         f'<header><span class="brand">pentrace</span><nav aria-label="pages">{nav}</nav>',
+        f'<a class="login" href="{PREFIX}/login">token login</a>'
         '<span class="keys">keys: <kbd>/</kbd> search, <kbd>j</kbd>/<kbd>k</kbd> move, '
         "<kbd>Enter</kbd> open</span></header>",
         f'<main id="main"><h1>{esc(title)}</h1>',
         *body,
         "</main></body></html>",
     ]
-    return HTMLResponse("".join(document), status_code=status)
+    # same-origin, not the service's no-referrer: under no-referrer a browser sends
+    # "Origin: null" with the page's own form posts, which the Origin guard refuses (ADR 0031).
+    return HTMLResponse(
+        "".join(document), status_code=status, headers={"Referrer-Policy": "same-origin"}
+    )

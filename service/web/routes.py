@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -11,12 +11,13 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from pentrace.service.web.layout import PREFIX
+from pentrace.service.web.login import login_page, login_route, logout_route
 from pentrace.service.web.session import record_route, session_page, short_route
 from pentrace.service.web.traces import traces_page
 from pentrace.service.web.transfer import export_route, import_route
 from pentrace.service.web.usage import usage_page
 
-__all__ = ["STATIC", "routes"]
+__all__ = ["STATIC", "openapi_paths", "routes"]
 
 STATIC: Final = Path(__file__).with_name("static")
 _SESSION: Final = PREFIX + "/sessions/{project}/{agent}/{session_id}"
@@ -36,5 +37,38 @@ routes: Final[list[BaseRoute]] = [
     Route(PREFIX + "/s/{session_id}", short_route, methods=["GET"]),
     Route(PREFIX + "/export/{project}/{agent}/{session_id}", export_route, methods=["GET"]),
     Route(PREFIX + "/import", import_route, methods=["POST"]),
+    Route(PREFIX + "/login", login_page, methods=["GET"]),
+    Route(PREFIX + "/login", login_route, methods=["POST"]),
+    Route(PREFIX + "/logout", logout_route, methods=["POST"]),
     Mount(PREFIX + "/static", StaticFiles(directory=STATIC), name="web-static"),
 ]
+
+
+def _operation(route: BaseRoute) -> dict[str, Any]:
+    endpoint = getattr(route, "endpoint", None)
+    if endpoint is _home:
+        return {
+            "summary": "Web viewer: to the Traces page",
+            "responses": {"303": {"description": "a redirect to /web/traces"}},
+        }
+    lines = (getattr(endpoint, "__doc__", None) or "").strip().splitlines()
+    summary = lines[0] if lines else ""
+    return {
+        "summary": f"Web viewer: {summary or 'the static assets (CSS, JavaScript, icon)'}",
+        "responses": {"200": {"description": "an HTML page, a file or a redirect"}},
+    }
+
+
+def _paths() -> dict[str, Any]:
+    paths: dict[str, Any] = {}
+    for route in routes:
+        methods = sorted(getattr(route, "methods", None) or {"GET"})
+        item = paths.setdefault(getattr(route, "path", ""), {})
+        for method in methods:
+            if method != "HEAD":
+                item[method.lower()] = _operation(route)
+    return paths
+
+
+openapi_paths: Final = _paths()
+"""OpenAPI path items of the viewer's routes (HTML, not a JSON contract)."""

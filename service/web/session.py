@@ -148,7 +148,8 @@ async def session_page(request: Request) -> Response:
     findings = "".join(
         f'<li class="{esc(p.severity)}">{esc(p.code)}: {esc(p.message)}'
         + (
-            f' (<a href="{esc(base)}?from={max(p.position - 5, 1)}#p{p.position}">record {p.position}</a>)'
+            f' (<a href="{esc(base)}?from={max(p.position - 5, 1)}#p{p.position}">'
+            f"record {p.position}</a>)"
             if p.position
             else ""
         )
@@ -161,7 +162,8 @@ async def session_page(request: Request) -> Response:
         else ""
     )
     body = [
-        f'<p class="meta">{esc(ref.project)} / {esc(ref.agent)} / <code>{esc(ref.session_id)}</code>, '
+        f'<p class="meta">{esc(ref.project)} / {esc(ref.agent)} / '
+        f"<code>{esc(ref.session_id)}</code>, "
         f"{data['total']} record(s) in {len(ref.shards)} shard(s)</p>",
         '<div class="panels">',
         f'<section class="panel" id="tokens"><h2>Tokens</h2>{data["chart"]}</section>',
@@ -169,7 +171,8 @@ async def session_page(request: Request) -> Response:
         f'<section class="panel" id="audit"><h2>Audit</h2>'
         f"{'<ul>' + findings + '</ul>' if findings else '<p>No findings.</p>'}</section>",
         f'<section class="panel" id="live" data-live="{esc(live)}"><h2>Live</h2>'
-        '<p data-live-state role="status">connecting...</p><ol class="live" data-live-events></ol></section>',
+        '<p data-live-state role="status">connecting...</p>'
+        '<ol class="live" data-live-events></ol></section>',
         "</div>",
         f'<section id="records" aria-label="records"><h2>Records</h2>{earlier}',
         *render_items(data["items"], base, problems),

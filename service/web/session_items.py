@@ -64,7 +64,8 @@ class _Window:
         who = esc(_s(item.record.role) or "?")
         ptype = item.record.ptype
         if ptype == "text":
-            return f'<div class="msg {who}"><b>{who}</b>{render_markdown(_s(payload.get("text")))}</div>'
+            text = render_markdown(_s(payload.get("text")))
+            return f'<div class="msg {who}"><b>{who}</b>{text}</div>'
         if ptype in ("thinking", "inline_thinking"):
             body = _s(payload.get("thinking", payload.get("data")))
             return (
@@ -76,7 +77,8 @@ class _Window:
         if ptype == "tool_call_output":
             return (
                 f'<div class="tool"><b>output for {esc(_s(payload.get("tool_call_id")))}</b> '
-                f"(its call is not in this window)<pre>{_output(_s(payload.get('output')))}</pre></div>"
+                "(its call is not in this window)"
+                f"<pre>{_output(_s(payload.get('output')))}</pre></div>"
             )
         if ptype in ("image_url", "inline_data"):
             mime = _s(payload.get("mime_type")) or "image"
@@ -147,7 +149,8 @@ class _Window:
             return f'<p class="failed">abort: {esc(_s(payload.get("reason")) or "no reason")}</p>'
         if ptype == "subagent":
             child = _s(payload.get("session_id"))
-            return f'<p class="subagent">subagent: <a href="{PREFIX}/s/{esc(child)}">{esc(child)}</a></p>'
+            link = f'<a href="{PREFIX}/s/{esc(child)}">{esc(child)}</a>'
+            return f'<p class="subagent">subagent: {link}</p>'
         if ptype == "token_usage":
             request, session = payload.get("request"), payload.get("session")
             last = request.get("total") if isinstance(request, dict) else None

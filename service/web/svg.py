@@ -8,15 +8,17 @@ the line is not drawn there, never drawn as 0.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from pentrace.service.web.layout import esc, number
 
 __all__ = ["Chart", "render_chart"]
 
-_W, _H = 900, 260
+_W, _H = 900, 226
 _LEFT, _RIGHT, _TOP, _BOTTOM = 70, 60, 14, 200
 _MAX_LABELS = 10
+_MAX_BAR = 56
 
 
 @dataclass
@@ -33,27 +35,40 @@ class Chart:
     links: list[str] | None = None
 
 
-def _ticks(top: float) -> list[float]:
+def _nice_step(top: float) -> float:
+    """A round step (1, 2 or 5 times a power of ten) giving about four grid lines to ``top``."""
+    raw = top / 4
+    power = 10.0 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+
+
+def _scale(top: float) -> tuple[float, list[float]]:
+    """The axis maximum (a multiple of the step) and its ticks."""
     if top <= 0:
-        return [0.0]
-    step = top / 4
-    return [step * n for n in range(5)]
+        return 1.0, [0.0]
+    step = _nice_step(top)
+    count = math.ceil(top / step - 1e-9)
+    return step * count, [step * n for n in range(count + 1)]
 
 
 def _label(value: float, unit: str) -> str:
-    if unit == "cost":
-        return f"{value:.2f}"
     if abs(value) >= 1e6:
-        return f"{value / 1e6:.1f}M"
+        return f"{value / 1e6:.3g}M"
     if abs(value) >= 1e3:
-        return f"{value / 1e3:.1f}k"
+        return f"{value / 1e3:.3g}k"
+    if unit == "cost" or value != int(value):
+        return f"{value:.3g}"
     return f"{value:.0f}"
 
 
 def _line_parts(chart: Chart, x_of: list[float], plot_h: float) -> list[str]:
     assert chart.line is not None
     name, values = chart.line
-    top = 1.0 if chart.line_is_rate else max((v for v in values if v is not None), default=0) or 1
+    top = (
+        1.0
+        if chart.line_is_rate
+        else _scale(max((v for v in values if v is not None), default=0))[0]
+    )
     parts: list[str] = []
     run: list[str] = []
     for index, value in enumerate(values):
@@ -83,17 +98,20 @@ def render_chart(chart: Chart) -> str:
     """The chart as an ``<figure>`` holding an inline SVG and its legend."""
     count = len(chart.labels)
     if count == 0:
-        return f'<figure class="chart"><figcaption>{esc(chart.title)}</figcaption><p>No data in this range.</p></figure>'
+        return (
+            f'<figure class="chart"><figcaption>{esc(chart.title)}</figcaption>'
+            "<p>No data in this range.</p></figure>"
+        )
     plot_w, plot_h = _W - _LEFT - _RIGHT, _BOTTOM - _TOP
     slot = plot_w / count
     x_of = [_LEFT + slot * (i + 0.5) for i in range(count)]
     totals = [sum(values[i] for _, values in chart.series) for i in range(count)]
-    top = max(totals, default=0) or 1
+    top, ticks = _scale(max(totals, default=0))
     parts = [
         f'<svg viewBox="0 0 {_W} {_H}" role="img" aria-label="{esc(chart.title)}">',
         f'<line class="axis" x1="{_LEFT}" y1="{_BOTTOM}" x2="{_W - _RIGHT}" y2="{_BOTTOM}"/>',
     ]
-    for tick in _ticks(top):
+    for tick in ticks:
         y = _BOTTOM - tick / top * plot_h
         parts.append(
             f'<line class="grid" x1="{_LEFT}" y1="{y:.1f}" x2="{_W - _RIGHT}" y2="{y:.1f}"/>'
@@ -103,7 +121,7 @@ def render_chart(chart: Chart) -> str:
     every = max(1, -(-count // _MAX_LABELS))
     for index in range(count):
         base = float(_BOTTOM)
-        width = max(slot * 0.7, 1)
+        width = min(max(slot * 0.7, 1), _MAX_BAR)
         x = x_of[index] - width / 2
         bars = []
         for number_of_series, (name, values) in enumerate(chart.series):

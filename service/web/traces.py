@@ -176,15 +176,16 @@ def _pager(request: Request, number_of_page: int, total: int) -> str:
     last = max(0, (total - 1) // PAGE_SIZE)
     kept: dict[str, Any] = {k: request.query_params.get(k) for k in _KEPT}
     links = []
+
+    def link(rel: str, to: int, label: str) -> str:
+        url = query_url(f"{PREFIX}/traces", {**kept, "page": to})
+        return f'<a rel="{rel}" href="{esc(url)}">{label}</a>'
+
     if number_of_page > 0:
-        links.append(
-            f'<a rel="prev" href="{esc(query_url(f"{PREFIX}/traces", {**kept, "page": number_of_page - 1}))}">previous</a>'
-        )
+        links.append(link("prev", number_of_page - 1, "previous"))
     links.append(f"<span>page {number_of_page + 1} of {last + 1}</span>")
     if number_of_page < last:
-        links.append(
-            f'<a rel="next" href="{esc(query_url(f"{PREFIX}/traces", {**kept, "page": number_of_page + 1}))}">next</a>'
-        )
+        links.append(link("next", number_of_page + 1, "next"))
     return f'<nav class="pager" aria-label="pages of sessions">{"".join(links)}</nav>'
 
 
@@ -233,7 +234,8 @@ async def traces_page(request: Request) -> Response:
         )
     )
     body += [
-        f'<p class="count" data-total="{len(rows)}">{len(rows)} of {len(everything)} session(s)</p>',
+        f'<p class="count" data-total="{len(rows)}">'
+        f"{len(rows)} of {len(everything)} session(s)</p>",
         f'<div class="scroll"><table class="sessions"><thead><tr>{head}</tr></thead><tbody>',
         *(_row(row, prices) for row in rows[start : start + PAGE_SIZE]),
         "</tbody></table></div>",

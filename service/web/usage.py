@@ -135,7 +135,8 @@ def _card(name: str, value: dict[str, Any], currency: str) -> str:
     rate = value["success_rate"]
     return (
         f'<section class="card" data-card="{esc(name)}" data-requests="{value["requests"]}" '
-        f'data-tokens="{value["tokens"]["total"]}" data-cost="{value["cost"]:.6f}"><h2>{esc(name)}</h2>'
+        f'data-tokens="{value["tokens"]["total"]}" data-cost="{value["cost"]:.6f}">'
+        f"<h2>{esc(name)}</h2>"
         f"<p><b>{number(value['requests'])}</b> requests"
         f"{f', {rate * 100:.1f}% completed' if rate is not None else ''}</p>"
         f"<p><b>{number(value['tokens']['total'])}</b> tokens</p>"
@@ -226,9 +227,12 @@ def _form(choice: dict[str, Any], agents: list[str], models: list[str]) -> str:
         f'<form class="filters" method="get" action="{PREFIX}/usage">'
         f"{select('agent', agents, 'agent')}{select('model', models, 'model')}"
         f'<label>range <select name="range" data-preset>{ranges}</select></label>'
-        f'<label data-custom>since <input name="since" type="date" value="{esc(choice["since"] or "")}"></label>'
-        f'<label data-custom>until <input name="until" type="date" value="{esc(choice["until"] or "")}"></label>'
-        '<button type="submit">Apply</button></form>'
+        + "".join(
+            f'<label data-custom>{n} <input name="{n}" type="date" '
+            f'value="{esc(choice[n] or "")}"></label>'
+            for n in ("since", "until")
+        )
+        + '<button type="submit">Apply</button></form>'
     )
 
 

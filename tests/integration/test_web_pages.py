@@ -90,13 +90,16 @@ def test_the_traces_page_lists_filters_and_pages_from_the_catalog(
 ) -> None:
     _data, main, other = corpus
     everything = _get(server, "/web/traces").text
-    assert main in everything and other in everything
+    assert main in everything
+    assert other in everything
     assert re.search(r'data-total="3"', everything)
     chosen = _get(server, f"/web/traces?project={OTHER_PROJECT}").text
-    assert other in chosen and main not in chosen
+    assert other in chosen
+    assert main not in chosen
     assert 'data-total="1"' in chosen
     by_agent = _get(server, "/web/traces?agent=demo_agent").text
-    assert main in by_agent and other not in by_agent
+    assert main in by_agent
+    assert other not in by_agent
     none = _get(server, "/web/traces?since=2099-01-01").text
     assert 'data-total="0"' in none
     assert _get(server, "/web/traces?page=x").status_code == 400
@@ -109,7 +112,8 @@ def test_search_highlights_hits_that_link_into_the_session(
     found = _get(server, "/web/traces?q=zebrafish").text
     assert "<mark>zebrafish</mark>" in found
     link = re.search(r'href="(/web/sessions/[^"]+)"', found)
-    assert link is not None and other in link.group(1)
+    assert link is not None
+    assert other in link.group(1)
     assert "#p" in link.group(1)
     assert "No matches" in _get(server, "/web/traces?q=nothingmatchesthis").text
 
@@ -120,8 +124,10 @@ def test_pages_are_redacted_and_render_markdown_safely(
     other = corpus[2]
     page = _get(server, f"/web/sessions/{OTHER_PROJECT}/{OTHER_AGENT}/{other}").text
     assert SECRET not in page
-    assert "<strong>review</strong>" in page and "<code>diff</code>" in page
-    assert "<script>alert" not in page and "&lt;script&gt;alert(1)" in page
+    assert "<strong>review</strong>" in page
+    assert "<code>diff</code>" in page
+    assert "<script>alert" not in page
+    assert "&lt;script&gt;alert(1)" in page
     record = _get(server, f"/web/sessions/{OTHER_PROJECT}/{OTHER_AGENT}/{other}/records/2")
     assert record.json()["redacted"] is True
     assert SECRET not in record.text
@@ -132,13 +138,17 @@ def test_the_session_page_marks_rounds_and_pairs_tool_calls(
     server: Server, corpus: tuple[Path, str, str]
 ) -> None:
     page = _get(server, _session_path(corpus[1])).text
-    assert 'class="round dropped"' in page and 'class="round committed"' in page
+    assert 'class="round dropped"' in page
+    assert 'class="round committed"' in page
     assert "provider overloaded" in page  # the retried request's error
     assert 'class="approval deny"' in page
-    assert "compaction begins" in page and "shard 002 begins" in page
+    assert "compaction begins" in page
+    assert "shard 002 begins" in page
     assert 'href="/web/s/' in page  # the subagent link
-    assert 'id="resume"' in page and "carry-over" in page
-    assert "<svg" in page and "cumulative tokens" in page
+    assert 'id="resume"' in page
+    assert "carry-over" in page
+    assert "<svg" in page
+    assert "cumulative tokens" in page
     assert 'data-live="/api/v1/events/sse?session_id=demo_project%2Fdemo_agent%2F' in page
 
 
@@ -148,7 +158,8 @@ def test_a_window_of_records_loads_as_a_fragment(
     fragment = _get(server, _session_path(corpus[1]) + "?from=10&fragment=1").text
     assert "<html" not in fragment
     positions = [int(n) for n in re.findall(r'id="p(\d+)"', fragment)]
-    assert positions and min(positions) >= 10
+    assert positions
+    assert min(positions) >= 10
 
 
 def test_the_redacted_export_is_the_cli_redacted_export(
@@ -236,7 +247,8 @@ def test_the_usage_page_agrees_with_pentrace_stats(
     assert int(card.group(1)) == sum(requests.values()) > 0
     assert int(card.group(2)) == sum(row["total"] for row in tokens) > 0
     assert float(card.group(3)) == pytest.approx(sum(row["cost"] for row in cost), abs=1e-6)
-    assert "Tokens per" in page and "tool failure rate" in page
+    assert "Tokens per" in page
+    assert "tool failure rate" in page
 
 
 def test_the_usage_agent_filter_changes_the_figures(
@@ -253,4 +265,6 @@ def test_the_usage_agent_filter_changes_the_figures(
         all_time("&agent=demo_agent"),
         all_time(f"&agent={OTHER_AGENT}"),
     )
-    assert demo > 0 and other > 0 and demo + other == both
+    assert demo > 0
+    assert other > 0
+    assert demo + other == both
