@@ -58,7 +58,11 @@ def _listing(
 ) -> tuple[list[SessionRow], list[SessionRow], PriceTable]:
     everything = list_sessions(context.root, SessionFilter(), sort, reverse=reverse)
     # The listing's own selection (the walk keeps the project and agent, ``keeps`` the rest).
-    chosen = list_sessions(context.root, filters, sort, reverse=reverse)
+    chosen = (
+        everything
+        if filters == SessionFilter()
+        else list_sessions(context.root, filters, sort, reverse=reverse)
+    )
     return everything, chosen, load_prices()
 
 

@@ -144,6 +144,12 @@ def _card(name: str, value: dict[str, Any], currency: str) -> str:
     )
 
 
+def _others(figs: list[dict[str, Any]], top: list[str]) -> list[tuple[str, list[float]]]:
+    """The calls of the tools past the top ones, as one series (none when there are none)."""
+    values = [float(sum(c for n, (c, _) in f["tools"].items() if n not in top)) for f in figs]
+    return [("other tools", values)] if any(values) else []
+
+
 def _charts(rows: list[tuple[date, date, dict[str, Any]]], size: str, currency: str) -> list[str]:
     active = [
         (a, b, f)
@@ -194,15 +200,7 @@ def _charts(rows: list[tuple[date, date, dict[str, Any]]], size: str, currency: 
             f"Tool calls per {size} by tool, and tool failure rate",
             labels,
             [(t, [float(f["tools"].get(t, (0, 0))[0]) for f in figs]) for t in top]
-            + [
-                (
-                    "other tools",
-                    [
-                        float(sum(c for n, (c, _) in f["tools"].items() if n not in top))
-                        for f in figs
-                    ],
-                )
-            ],
+            + _others(figs, top),
             breaks,
             ("tool failure rate", [tool_rate(f) for f in figs]),
             True,

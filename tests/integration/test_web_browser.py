@@ -173,6 +173,8 @@ def test_no_page_has_serious_accessibility_violations(
             for name, url in _pages(main).items():
                 page.goto(server.url + url)
                 found[f"{name} ({scheme})"] = serious_violations(page, script)
+                if scheme == "dark":
+                    screenshot(page, f"{name}-dark", 1280)
         finally:
             context.close()
     assert found == {name: [] for name in found}

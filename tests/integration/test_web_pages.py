@@ -268,3 +268,39 @@ def test_the_usage_agent_filter_changes_the_figures(
     assert demo > 0
     assert other > 0
     assert demo + other == both
+
+
+def test_a_browser_logs_in_with_the_token_and_gets_an_http_only_cookie(
+    token_server: Server, corpus: tuple[Path, str, str]
+) -> None:
+    main = corpus[1]
+    sent_away = _get(token_server, "/web/traces")
+    assert sent_away.status_code == 303
+    assert sent_away.headers["location"] == "/web/login"
+    assert _get(token_server, "/api/v1/sessions").status_code == 401  # the API stays JSON
+    assert _get(token_server, "/web/login").status_code == 200
+    assert _get(token_server, "/web/static/web.css").status_code == 200
+    wrong = httpx.post(token_server.url + "/web/login", data={"token": "x" * 30})
+    assert wrong.status_code == 401
+    assert "set-cookie" not in wrong.headers
+    right = httpx.post(token_server.url + "/web/login", data={"token": TOKEN})
+    assert right.status_code == 303
+    cookie = right.headers["set-cookie"]
+    assert "HttpOnly" in cookie
+    assert "SameSite=strict" in cookie
+    assert TOKEN not in cookie  # an HMAC of the token, never the token
+    value = right.cookies["pentrace_auth"]
+    export = f"/web/export/demo_project/demo_agent/{main}?format=jsonl"
+    assert _get(token_server, export, cookies={"pentrace_auth": value}).status_code == 200
+    forged = _get(token_server, export, cookies={"pentrace_auth": "0" * 64})
+    assert forged.status_code == 303
+
+
+def test_a_login_posted_from_another_site_is_refused(token_server: Server) -> None:
+    answer = httpx.post(
+        token_server.url + "/web/login",
+        data={"token": TOKEN},
+        headers={"Origin": "https://attacker.example"},
+    )
+    assert answer.status_code == 403
+    assert "set-cookie" not in answer.headers
