@@ -100,11 +100,13 @@ def _first_paint(url: str) -> float | None:
     return float(entries[0]) / 1000 if entries else None
 
 
+_OPTIONS = (("--sessions", 10_000), ("--big-records", 100_000), ("--rounds", 5))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sessions", type=int, default=10_000)
-    parser.add_argument("--big-records", type=int, default=100_000)
-    parser.add_argument("--rounds", type=int, default=5)
+    for option, default in _OPTIONS:
+        parser.add_argument(option, type=int, default=default)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder) / "data"
