@@ -28,7 +28,7 @@ from datetime import date, timedelta
 from pathlib import Path
 
 from benchmarks._corpus import generate_records
-from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.storage.layout import DataRoot
 
 _PROJECTS = ("web", "payments", "infra", "research")
 _AGENTS = ("coder", "reviewer", "planner")

@@ -25,10 +25,10 @@ from sqlalchemy import create_engine
 
 from pentrace.domain.records import decode_line
 from pentrace.domain.redaction import is_redacted
-from pentrace.domain.runtime_events import runtime_event_from_record
+from pentrace.domain.runtime import runtime_event_from_record
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
+from pentrace.infrastructure.ledger.backend.schema import ledger_tables
 from pentrace.infrastructure.ledger.rows import envelope_row
-from pentrace.infrastructure.ledger.schema import ledger_tables
 from pentrace.testing.render import envelope_line
 
 _BATCH = 1000

@@ -27,14 +27,14 @@ from typing import Any, Final
 
 import msgspec
 
-from pentrace.infrastructure.application import SessionApplication
-from pentrace.infrastructure.durability import Durability
+from pentrace.infrastructure.eventstore.application import SessionApplication
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import build_events
-from pentrace.infrastructure.ledger.live import LedgerHook, LiveFanout
+from pentrace.infrastructure.ledger.live.hook import LedgerHook, LiveFanout
 from pentrace.infrastructure.ledger.replay import LedgerEntry
 from pentrace.infrastructure.ledger.rows import as_envelope
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
+from pentrace.infrastructure.trace.durability import Durability
 
 _encode: Final = msgspec.json.Encoder().encode
 _TEXT: Final = "I will create the file and check that it is there. " * 4

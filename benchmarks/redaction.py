@@ -44,11 +44,11 @@ from benchmarks._corpus import generate_records
 from pentrace.domain.records import TraceRecord, decode_line
 from pentrace.domain.redaction import is_redacted, redact, redact_decoded
 from pentrace.domain.redaction.screen import HYPERSCAN, may_change, use_engine
-from pentrace.domain.runtime_events import runtime_event_from_record
-from pentrace.infrastructure.layout import DataRoot
+from pentrace.domain.runtime import runtime_event_from_record
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import sync
 from pentrace.infrastructure.ledger.rows import as_envelope, envelope_row
+from pentrace.infrastructure.storage.layout import DataRoot
 
 _SESSION = "session-2026-07-18-11-10-22-0000abcd"
 

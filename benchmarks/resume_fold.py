@@ -23,7 +23,7 @@ import msgspec
 from benchmarks._corpus import generate_records
 from benchmarks._floor import RawEnvelope, best_cpu
 from pentrace.domain.records import TraceRecord
-from pentrace.infrastructure.trace_reader import read_records_from_bytes
+from pentrace.infrastructure.trace.reader import read_records_from_bytes
 from pentrace.projections.resume import resume_trace
 
 

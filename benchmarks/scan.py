@@ -21,8 +21,8 @@ from datetime import date
 from pathlib import Path
 
 from benchmarks._corpus import generate_records
-from pentrace.infrastructure.layout import DataRoot
-from pentrace.infrastructure.secret_scan import scan_traces
+from pentrace.infrastructure.audit.secrets import scan_traces
+from pentrace.infrastructure.storage.layout import DataRoot
 
 _TOKEN = "gh" + "p_" + "R4nd0mT0k3nV4lu3F0rT3st1ngPurp0s3sXy"
 

@@ -30,8 +30,8 @@ import msgspec
 from eventsourcing.application import Application, project_aggregate
 from eventsourcing.domain import Aggregate, event
 
-from pentrace.infrastructure.application import SaveMode, SessionApplication
-from pentrace.infrastructure.durability import Durability
+from pentrace.infrastructure.eventstore.application import SaveMode, SessionApplication
+from pentrace.infrastructure.trace.durability import Durability
 
 RECORDS_PER_REQUEST = 8
 _encode = msgspec.json.Encoder().encode

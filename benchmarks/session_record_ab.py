@@ -75,8 +75,8 @@ class _Tree:
         es_utils._topic_cache.update(self.topics)
 
     def record(self, folder: Path, requests: int, mode: str) -> None:
-        application = self.modules["pentrace.infrastructure.application"]
-        durability = self.modules["pentrace.infrastructure.durability"]
+        application = self.modules["pentrace.infrastructure.eventstore.application"]
+        durability = self.modules["pentrace.infrastructure.trace.durability"]
         pentrace_record(
             folder,
             requests,
@@ -91,8 +91,8 @@ def _pentrace_modules() -> list[str]:
 
 
 def _snapshot(label: str) -> _Tree:
-    importlib.import_module("pentrace.infrastructure.application")
-    importlib.import_module("pentrace.infrastructure.durability")
+    importlib.import_module("pentrace.infrastructure.eventstore.application")
+    importlib.import_module("pentrace.infrastructure.trace.durability")
     modules = {name: sys.modules[name] for name in _pentrace_modules()}
     return _Tree(label, modules, dict(es_utils._topic_cache))
 
@@ -108,9 +108,11 @@ def _load(root: Path) -> _Tree:
         tree = _snapshot(str(root))
     finally:
         sys.meta_path.remove(finder)
-    where = Path(tree.modules["pentrace.infrastructure.application"].__file__ or "")
+    where = Path(tree.modules["pentrace.infrastructure.eventstore.application"].__file__ or "")
     if not where.is_relative_to(root):
-        raise SystemExit(f"{root} has no infrastructure/application.py: is it a pentrace tree?")
+        raise SystemExit(
+            f"{root} has no infrastructure/eventstore/application.py: is it a pentrace tree?"
+        )
     return tree
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 
 from benchmarks._corpus import generate_records
-from pentrace.infrastructure.trace_writer import Durability, ShardWriter
+from pentrace.infrastructure.trace.writer import Durability, ShardWriter
 
 Contender = Callable[[Path, list[Any]], None]
 _encode = msgspec.json.Encoder().encode

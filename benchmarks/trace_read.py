@@ -21,7 +21,7 @@ import msgspec
 
 from benchmarks._corpus import write_trace
 from benchmarks._floor import RawEnvelope, per_line
-from pentrace.infrastructure.trace_reader import DEFAULT_CHUNK_SIZE, read_shard
+from pentrace.infrastructure.trace.reader import DEFAULT_CHUNK_SIZE, read_shard
 
 
 def _pentrace(path: Path, chunk_size: int, strict: bool) -> Callable[[], int]:

@@ -32,7 +32,7 @@ import httpx
 
 from benchmarks._corpus import write_trace
 from benchmarks.cli_corpus import write_corpus
-from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.storage.layout import DataRoot
 
 _CHROMIUM = Path("/usr/bin/chromium")
 _BIG = ("bench", "reader", "session-2026-10-01-00-00-00-0b160000")

@@ -15,12 +15,12 @@ from typing import Annotated
 import typer
 
 from pentrace import __version__
-from pentrace.cli import prune as _prune
-from pentrace.cli import replay as _replay
-from pentrace.cli import session_io as _session_io
-from pentrace.cli import sessions as _sessions
 from pentrace.cli.lazy import LazyGroup
 from pentrace.cli.output import escape_unencodable_text
+from pentrace.cli.sessions import commands as _sessions
+from pentrace.cli.sessions import io as _session_io
+from pentrace.cli.sessions import prune as _prune
+from pentrace.cli.sessions import replay as _replay
 from pentrace.errors import PentraceError
 
 # Commands whose modules pull in heavy libraries (SQLAlchemy, psycopg, eventsourcing,
@@ -30,13 +30,13 @@ LazyGroup.lazy_commands = {
     "audit": "pentrace.cli.audit:audit",
     "demo": "pentrace.cli.demo:demo",
     "ingest": "pentrace.cli.ingest:ingest",
-    "ledger": "pentrace.cli.ledger:ledger_app",
-    "projections": "pentrace.cli.projections:projections_app",
+    "ledger": "pentrace.cli.ledger.commands:ledger_app",
+    "projections": "pentrace.cli.stats.projections:projections_app",
     "report": "pentrace.cli.report:report",
     "scan": "pentrace.cli.scan:scan",
     "search": "pentrace.cli.search:search",
     "serve": "pentrace.cli.serve:serve",
-    "stats": "pentrace.cli.stats:stats_app",
+    "stats": "pentrace.cli.stats.commands:stats_app",
 }
 
 app = typer.Typer(

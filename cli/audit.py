@@ -2,8 +2,8 @@
 
 Exit codes: 0 clean, 1 warnings only, 2 at least one error (after ``--fix``,
 the code of what is left).  The checks are in
-:mod:`pentrace.infrastructure.audit`; the repairs in
-:mod:`pentrace.infrastructure.audit_fix`.
+:mod:`pentrace.infrastructure.audit.run`; the repairs in
+:mod:`pentrace.infrastructure.audit.fix`.
 """
 
 from __future__ import annotations
@@ -14,24 +14,24 @@ import msgspec
 import typer
 
 from pentrace.cli.output import emit_json, emit_table, progress
-from pentrace.cli.session_args import (
+from pentrace.cli.sessions.args import (
     AgentOption,
     JsonOption,
     ProjectOption,
     data_root,
     resolve,
 )
-from pentrace.infrastructure.audit import (
+from pentrace.infrastructure.audit.fix import Change, fix_sessions
+from pentrace.infrastructure.audit.run import (
     AuditReport,
     audit_sessions,
     ledger_orphans,
     open_existing_ledger,
     orphan_temps,
 )
-from pentrace.infrastructure.audit_fix import Change, fix_sessions
-from pentrace.infrastructure.catalog import short_id
-from pentrace.infrastructure.layout import DataRoot, SessionRef
+from pentrace.infrastructure.catalog.listing import short_id
 from pentrace.infrastructure.ledger import RuntimeEventLedger
+from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 from pentrace.projections.audit_checks import Problem
 
 __all__ = ["audit"]

@@ -1,7 +1,8 @@
 """``pentrace demo``: record a realistic session through the library, then look at it with the CLI.
 
-The session is written with :class:`~pentrace.infrastructure.application.SessionApplication`
-exactly as a harness would: tool calls with approvals (one denied, one whose
+The session is written with the library's ``SessionApplication``
+(:mod:`pentrace.infrastructure.eventstore.application`) exactly as a harness
+would: tool calls with approvals (one denied, one whose
 output failed), a request that fails and is retried, token usage, a subagent
 child session, a ``summarize`` compaction (so the trace rotates to a second
 shard) and a finished goal.  Then the demo runs ``sessions list``, ``replay``,
@@ -21,10 +22,10 @@ from typing import Any
 import typer
 
 from pentrace.cli.lazy import CLICK_ERROR, report_usage_error
-from pentrace.cli.session_args import data_root
+from pentrace.cli.sessions.args import data_root
 from pentrace.errors import PentraceError
-from pentrace.infrastructure.application import SessionApplication, SessionHandle
-from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.eventstore.application import SessionApplication, SessionHandle
+from pentrace.infrastructure.storage.layout import DataRoot
 
 __all__ = ["demo", "record_demo_session"]
 

@@ -20,11 +20,11 @@ from typing import Annotated
 import typer
 
 from pentrace.cli.output import emit_json
-from pentrace.cli.session_args import JsonOption, data_root
+from pentrace.cli.sessions.args import JsonOption, data_root
 from pentrace.errors import UsageError
 from pentrace.infrastructure.ingest import Follower, IngestRunner
 from pentrace.infrastructure.ingest.logs import configure_logging
-from pentrace.infrastructure.ledger_admin import open_ledger
+from pentrace.infrastructure.ledger.admin import open_ledger
 
 __all__ = ["LogFormat", "ingest"]
 

@@ -22,9 +22,9 @@ from typing import Annotated, Final
 
 import typer
 
-from pentrace.cli.session_args import SessionArgument, resolve
+from pentrace.cli.sessions.args import SessionArgument, resolve
 from pentrace.infrastructure.analytics.trace_events import session_events
-from pentrace.infrastructure.atomic_files import publish_file
+from pentrace.infrastructure.storage.atomic import publish_file
 from pentrace.projections.analytics.events import iso_of
 from pentrace.projections.analytics.timeline import Span, Timeline, build_timeline
 

@@ -14,8 +14,8 @@ from typing import Any
 import typer
 
 from pentrace.errors import UsageError
-from pentrace.infrastructure.input_files import check_data_root
-from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.storage.inputs import check_data_root
+from pentrace.infrastructure.storage.layout import DataRoot
 
 __all__ = ["root_from_context"]
 

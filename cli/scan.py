@@ -14,11 +14,11 @@ from typing import Annotated
 import typer
 
 from pentrace.cli.output import byte_progress, emit_json, emit_table
-from pentrace.cli.session_args import AgentOption, JsonOption, ProjectOption, data_root
+from pentrace.cli.sessions.args import AgentOption, JsonOption, ProjectOption, data_root
 from pentrace.errors import PentraceError, UsageError
-from pentrace.infrastructure.catalog import resolve_session
-from pentrace.infrastructure.layout import DataRoot, SessionRef
-from pentrace.infrastructure.secret_scan import ScanFinding, scan_traces
+from pentrace.infrastructure.audit.secrets import ScanFinding, scan_traces
+from pentrace.infrastructure.catalog.listing import resolve_session
+from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 
 __all__ = ["scan"]
 
@@ -48,13 +48,13 @@ def _trace_findings(refs: list[SessionRef]) -> Iterator[ScanFinding]:
 
 def _derived_findings(root: DataRoot) -> Iterator[ScanFinding]:
     # The stores pull in SQLAlchemy; a trace scan never needs it.
-    from pentrace.infrastructure.secret_scan_stores import derived_findings
+    from pentrace.infrastructure.audit.stores import derived_findings
 
     yield from derived_findings(root)
 
 
 def _fix(root: DataRoot, findings: list[ScanFinding]) -> list[str]:
-    from pentrace.infrastructure.secret_scan_stores import fix_derived
+    from pentrace.infrastructure.audit.stores import fix_derived
 
     return fix_derived(root, findings)
 

@@ -1,6 +1,6 @@
 """``pentrace search``: full-text search across sessions (messages, tool calls, tool outputs).
 
-The index (:mod:`pentrace.infrastructure.search_index`) is refreshed from the
+The index (:mod:`pentrace.infrastructure.search.index`) is refreshed from the
 traces before each search, reading only what was appended since the last one.
 """
 
@@ -30,12 +30,12 @@ from pentrace.cli.output import (
     progress,
     stdout_is_tty,
 )
-from pentrace.cli.session_args import AgentOption, JsonOption, ProjectOption, data_root, resolve
+from pentrace.cli.sessions.args import AgentOption, JsonOption, ProjectOption, data_root, resolve
 from pentrace.errors import UsageError
-from pentrace.infrastructure.catalog import short_id
-from pentrace.infrastructure.layout import DataRoot
-from pentrace.infrastructure.search_index import RefreshReport, SearchIndex
-from pentrace.infrastructure.search_query import MARK_END, MARK_START, SearchHit, SearchQuery
+from pentrace.infrastructure.catalog.listing import short_id
+from pentrace.infrastructure.search.index import RefreshReport, SearchIndex
+from pentrace.infrastructure.search.query import MARK_END, MARK_START, SearchHit, SearchQuery
+from pentrace.infrastructure.storage.layout import DataRoot
 
 __all__ = ["search"]
 

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from pentrace.infrastructure.analytics.database import ENV_ANALYTICS_URL
-from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger import LedgerSettings
 from pentrace.infrastructure.ledger.application import ENV_TABLE_PREFIX
+from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.service.settings import (
     ENV_ALLOWED_HOSTS,
     ENV_ALLOWED_ORIGINS,
@@ -142,7 +142,7 @@ def _start_ingest(root: DataRoot) -> EmbeddedIngest:
     """``--ingest``: the follower on a thread of this process (one process per machine)."""
     from pentrace.infrastructure.ingest import EmbeddedIngest
     from pentrace.infrastructure.ingest.logs import configure_logging
-    from pentrace.infrastructure.ledger_admin import open_ledger
+    from pentrace.infrastructure.ledger.admin import open_ledger
 
     configure_logging("text")
     embedded = EmbeddedIngest(root, open_ledger(root, must_exist=False, keep_everything=True))

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Final
 
 from pentrace.domain.records import TraceRecord
-from pentrace.domain.runtime_events import event_type_for, time_ms_of
+from pentrace.domain.runtime import event_type_for, time_ms_of
 from pentrace.projections.audit_checks import Problem
 
 __all__ = ["LedgerDrift", "expected_ledger_row", "record_time_ms"]

@@ -24,9 +24,9 @@ from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analyt
 from pentrace.infrastructure.analytics.prices import load_prices
 from pentrace.infrastructure.analytics.registry import BUILTINS
 from pentrace.infrastructure.analytics.runner import catch_up, open_ledger, open_projection
-from pentrace.service import params
 from pentrace.service.context import ServiceContext
-from pentrace.service.errors import BadRequest
+from pentrace.service.edge import params
+from pentrace.service.edge.errors import BadRequest
 
 __all__ = ["open_read_models", "openapi_paths", "routes"]
 

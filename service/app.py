@@ -9,9 +9,9 @@
 lifespan (the same settings as the rest of pentrace: ``PENTRACE_LEDGER_URL``
 or the SQLite file under the data root) and closed on shutdown.
 
-Layers, outermost first: :class:`~pentrace.service.headers.SecurityHeaders`,
-:class:`~pentrace.service.guard.RequestGuard` (Host, Origin, CORS), Starlette's
-500 handler, :class:`~pentrace.service.auth.BearerAuth` when a token is set,
+Layers, outermost first: :class:`~pentrace.service.edge.headers.SecurityHeaders`,
+:class:`~pentrace.service.edge.guard.RequestGuard` (Host, Origin, CORS), Starlette's
+500 handler, :class:`~pentrace.service.edge.auth.BearerAuth` when a token is set,
 then the routes.  The first two wrap the whole app, so every route added later
 (pages, static files) is covered without doing anything.
 """
@@ -32,18 +32,18 @@ from starlette.types import ASGIApp, ExceptionHandler, Lifespan
 from pentrace.errors import PentraceError
 from pentrace.infrastructure.ledger import RuntimeEventLedger
 from pentrace.service import analytics_routes
-from pentrace.service.auth import BearerAuth
 from pentrace.service.context import ServiceContext
-from pentrace.service.errors import ErrorWriter
-from pentrace.service.follower import LedgerFollower
-from pentrace.service.frames import FrameCache
-from pentrace.service.guard import RequestGuard
-from pentrace.service.headers import SecurityHeaders
+from pentrace.service.edge.auth import BearerAuth
+from pentrace.service.edge.errors import ErrorWriter
+from pentrace.service.edge.guard import RequestGuard
+from pentrace.service.edge.headers import SecurityHeaders
+from pentrace.service.events.follower import LedgerFollower
+from pentrace.service.events.frames import FrameCache
+from pentrace.service.events.sse import sse_endpoint
+from pentrace.service.events.test_page import test_page_routes
 from pentrace.service.openapi import openapi_document
 from pentrace.service.sessions import list_route, show_route, trace_route
 from pentrace.service.settings import ServiceSettings
-from pentrace.service.sse import sse_endpoint
-from pentrace.service.test_page import test_page_routes
 from pentrace.service.web import routes as web_routes
 
 __all__ = ["create_app"]

@@ -9,10 +9,10 @@ from typing import TypeVar
 import anyio
 import anyio.to_thread
 
-from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger import RuntimeEventLedger
-from pentrace.service.follower import LedgerFollower
-from pentrace.service.frames import FrameCache
+from pentrace.infrastructure.storage.layout import DataRoot
+from pentrace.service.events.follower import LedgerFollower
+from pentrace.service.events.frames import FrameCache
 from pentrace.service.settings import ServiceSettings
 
 __all__ = ["ServiceContext"]

@@ -8,7 +8,7 @@ streams a shard record by record through the redaction policy, or verbatim
 (``?redacted=false``) to a caller that sent the bearer token (ADR 0012).
 Summaries pass through the same redaction before they leave, so a secret that
 slipped into meta (a workspace path with a token in it) is hidden here too.
-Every request value is read through :mod:`pentrace.service.params`.
+Every request value is read through :mod:`pentrace.service.edge.params`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from pentrace.domain.json_codec import JsonEncoder
 from pentrace.domain.redaction import redact
 from pentrace.errors import NotFoundError
-from pentrace.infrastructure.catalog import (
+from pentrace.infrastructure.catalog.listing import (
     SORT_KEYS,
     SessionFilter,
     SessionRow,
@@ -33,13 +33,13 @@ from pentrace.infrastructure.catalog import (
     read_row,
     resolve_session,
 )
-from pentrace.infrastructure.layout import SessionRef, ShardRef
-from pentrace.infrastructure.trace_reader import read_shard
+from pentrace.infrastructure.storage.layout import SessionRef, ShardRef
+from pentrace.infrastructure.trace.reader import read_shard
 from pentrace.projections.session_numbers import numbers_of
-from pentrace.service import params
-from pentrace.service.auth import authenticated
 from pentrace.service.context import ServiceContext
-from pentrace.service.errors import ErrorWriter, Forbidden
+from pentrace.service.edge import params
+from pentrace.service.edge.auth import authenticated
+from pentrace.service.edge.errors import ErrorWriter, Forbidden
 
 __all__ = ["list_route", "session_filter", "session_item", "show_route", "trace_route"]
 

@@ -6,7 +6,7 @@ or ``PENTRACE_API_TOKEN_FILE``), never from a command-line value (it would show 
 prints it.  Binding to anything but a loopback address without a token is refused.
 
 ``allowed_hosts`` and ``allowed_origins`` widen the Host and Origin checks of
-:mod:`pentrace.service.hosts` (``--allowed-host``, ``--allowed-origin``, or the
+:mod:`pentrace.service.edge.hosts` (``--allowed-host``, ``--allowed-origin``, or the
 comma-separated ``PENTRACE_ALLOWED_HOSTS`` / ``PENTRACE_ALLOWED_ORIGINS``).
 """
 
@@ -22,10 +22,10 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from pentrace.errors import ConfigError
 from pentrace.infrastructure.analytics.database import ENV_ANALYTICS_URL
-from pentrace.infrastructure.input_files import read_small_file
 from pentrace.infrastructure.ledger import LedgerSettings
 from pentrace.infrastructure.ledger.application import ENV_TABLE_PREFIX
-from pentrace.service.hosts import HostPolicy, normalize_origin, split_host
+from pentrace.infrastructure.storage.inputs import read_small_file
+from pentrace.service.edge.hosts import HostPolicy, normalize_origin, split_host
 
 __all__ = [
     "ENV_ALLOWED_HOSTS",

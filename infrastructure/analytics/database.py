@@ -20,12 +20,12 @@ from typing import Any, Final
 from sqlalchemy import Connection, Engine, create_engine, event, exc
 
 from pentrace.errors import AnalyticsError, ConfigError
-from pentrace.infrastructure.file_modes import prepare_sqlite_file, repair_modes, sqlite_files
-from pentrace.infrastructure.layout import DataRoot
-from pentrace.infrastructure.ledger.connections import database_url, postgres_engine
-from pentrace.infrastructure.ledger.deadline import DEADLINES
-from pentrace.infrastructure.ledger.errors import driver_reason
+from pentrace.infrastructure.ledger.backend.connections import database_url, postgres_engine
+from pentrace.infrastructure.ledger.backend.deadline import DEADLINES
+from pentrace.infrastructure.ledger.backend.errors import driver_reason
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts, safe_url
+from pentrace.infrastructure.storage.layout import DataRoot
+from pentrace.infrastructure.storage.modes import prepare_sqlite_file, repair_modes, sqlite_files
 
 __all__ = ["ENV_ANALYTICS_URL", "AnalyticsDatabase", "analytics_url", "converted"]
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from pentrace.errors import UsageError
-from pentrace.infrastructure.atomic_files import publish_file
+from pentrace.infrastructure.storage.atomic import publish_file
 
 __all__ = ["MAX_GROUPS", "human", "plot_daily", "plot_groups"]
 

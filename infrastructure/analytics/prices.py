@@ -30,7 +30,7 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pentrace.errors import ConfigError
-from pentrace.infrastructure.input_files import read_small_file
+from pentrace.infrastructure.storage.inputs import read_small_file
 
 __all__ = ["DEFAULT_PRICES", "ModelPrice", "PriceTable", "load_prices", "parse_prices"]
 

@@ -29,9 +29,9 @@ from pentrace.infrastructure.analytics.api import AnalyticsProjection
 from pentrace.infrastructure.analytics.database import TRACKING_TABLE
 from pentrace.infrastructure.analytics.runner import open_ledger, open_projection
 from pentrace.infrastructure.analytics.trace_events import session_events
-from pentrace.infrastructure.layout import iter_sessions
 from pentrace.infrastructure.ledger import RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.storage.layout import iter_sessions
 
 __all__ = ["RebuildReport", "rebuild"]
 

@@ -6,10 +6,10 @@ from collections.abc import Collection, Iterator
 from typing import Final
 
 from pentrace.domain.json_codec import JsonEncoder
-from pentrace.domain.runtime_events import event_type_for, runtime_event_from_record
-from pentrace.infrastructure.layout import SessionRef
+from pentrace.domain.runtime import event_type_for, runtime_event_from_record
 from pentrace.infrastructure.ledger.indexer import record_workspace
-from pentrace.infrastructure.trace_reader import read_session
+from pentrace.infrastructure.storage.layout import SessionRef
+from pentrace.infrastructure.trace.reader import read_session
 from pentrace.projections.analytics.events import AnalyticsEvent, decode_event
 
 __all__ = ["session_events"]

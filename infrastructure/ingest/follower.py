@@ -23,7 +23,6 @@ from pentrace.errors import LedgerConflictError, LedgerError, PentraceError, Tra
 from pentrace.infrastructure.ingest.cursors import Cursor, CursorStore, SessionKey, change_reason
 from pentrace.infrastructure.ingest.stats import IngestStats, report
 from pentrace.infrastructure.ingest.tail import file_identity, read_tail
-from pentrace.infrastructure.layout import DataRoot, SessionRef, ShardRef, iter_sessions
 from pentrace.infrastructure.ledger.indexer import (
     build_events,
     record_workspace,
@@ -31,6 +30,7 @@ from pentrace.infrastructure.ledger.indexer import (
 )
 from pentrace.infrastructure.ledger.rows import as_envelope
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
+from pentrace.infrastructure.storage.layout import DataRoot, SessionRef, ShardRef, iter_sessions
 
 __all__ = ["Follower", "IngestStats", "report"]
 

@@ -26,9 +26,9 @@ from typing import Any, Final
 from pentrace.errors import ConfigError
 from pentrace.infrastructure.ingest.cursors import SessionKey
 from pentrace.infrastructure.ingest.follower import Follower, report
-from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
-from pentrace.infrastructure.names import parse_shard_name
+from pentrace.infrastructure.storage.layout import DataRoot
+from pentrace.infrastructure.storage.names import parse_shard_name
 
 __all__ = ["EmbeddedIngest", "IngestRunner", "changed_sessions"]
 

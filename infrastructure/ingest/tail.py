@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Final
 
 from pentrace.errors import NotRegularFileError, TraceError
-from pentrace.infrastructure.input_files import open_regular
+from pentrace.infrastructure.storage.inputs import open_regular
 
 __all__ = ["READ_LIMIT", "TailLine", "file_identity", "read_tail"]
 

@@ -5,7 +5,7 @@ after a cursor with honest gaps, applies retention, and is an eventsourcing
 ``ProcessRecorder`` so the library's projections run on it.  See docs/ledger.md.
 """
 
-from pentrace.infrastructure.ledger.database import LedgerDatabase
+from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
 from pentrace.infrastructure.ledger.replay import LedgerEntry, ReplayGap, ReplayResult
 from pentrace.infrastructure.ledger.retention import RetentionPolicy, RetentionReport
 from pentrace.infrastructure.ledger.settings import LedgerSettings, default_ledger_path

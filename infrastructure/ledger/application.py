@@ -20,9 +20,9 @@ from eventsourcing.persistence import ApplicationRecorder, JSONTranscoder, Mappe
 
 from pentrace.domain.json_codec import JsonDecoder
 from pentrace.errors import LedgerError
-from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger.settings import LedgerSettings
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
+from pentrace.infrastructure.storage.layout import DataRoot
 
 __all__ = ["ENV_TABLE_PREFIX", "LedgerApplication", "LedgerEvent", "LedgerMapper"]
 

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, or_, select
 
-from pentrace.domain.session_key import SESSION_STREAM_PREFIX, SessionKey, legacy_event_parts
+from pentrace.domain.session.key import SESSION_STREAM_PREFIX, SessionKey, legacy_event_parts
 
 if TYPE_CHECKING:
-    from pentrace.infrastructure.ledger.database import LedgerDatabase
+    from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
     from pentrace.infrastructure.ledger.replay import GapReason, Scope
 
 __all__ = ["gap_reason", "locate_cursor"]

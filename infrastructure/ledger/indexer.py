@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from pentrace.domain.records import MalformedLine, TraceRecord, decode_line
-from pentrace.domain.runtime_events import runtime_event_from_record
+from pentrace.domain.runtime import runtime_event_from_record
 from pentrace.errors import (
     LedgerConflictError,
     LedgerError,
@@ -25,9 +25,9 @@ from pentrace.errors import (
     RedactionError,
     TraceError,
 )
-from pentrace.infrastructure.layout import DataRoot, SessionRef, ShardRef, iter_sessions
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
-from pentrace.infrastructure.trace_reader import read_session, read_shard
+from pentrace.infrastructure.storage.layout import DataRoot, SessionRef, ShardRef, iter_sessions
+from pentrace.infrastructure.trace.reader import read_session, read_shard
 
 __all__ = [
     "SESSION_ERRORS",

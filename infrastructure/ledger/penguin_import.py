@@ -29,7 +29,7 @@ from sqlalchemy import select, tuple_
 
 from pentrace.domain.redaction import is_redacted, redact
 from pentrace.errors import LedgerError, LedgerFormatError
-from pentrace.infrastructure.ledger.formats import file_format
+from pentrace.infrastructure.ledger.backend.formats import file_format
 from pentrace.infrastructure.ledger.rows import envelope_row
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 

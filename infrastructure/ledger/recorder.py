@@ -29,10 +29,10 @@ from eventsourcing.persistence import (
 )
 from sqlalchemy import Connection, Select, bindparam, func, insert, select, text, update
 
-from pentrace.infrastructure.ledger.database import LedgerDatabase
-from pentrace.infrastructure.ledger.errors import LedgerIntegrityError
+from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
+from pentrace.infrastructure.ledger.backend.errors import LedgerIntegrityError
+from pentrace.infrastructure.ledger.live.subscription import LedgerSubscription, waker_for
 from pentrace.infrastructure.ledger.rows import stored_event_row
-from pentrace.infrastructure.ledger.subscription import LedgerSubscription, waker_for
 
 __all__ = ["LedgerRecorder"]
 

@@ -28,8 +28,8 @@ from sqlalchemy import (
 )
 
 from pentrace.domain.json_codec import JsonDecoder
+from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
 from pentrace.infrastructure.ledger.cursors import gap_reason, locate_cursor
-from pentrace.infrastructure.ledger.database import LedgerDatabase
 
 __all__ = [
     "GapReason",

@@ -27,7 +27,7 @@ from sqlalchemy import ColumnElement, Connection, case, delete, func, select, te
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from pentrace.infrastructure.ledger.database import LedgerDatabase
+from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
 
 __all__ = ["RetentionPolicy", "RetentionReport", "apply_retention", "ledger_size"]
 

@@ -1,7 +1,7 @@
 """From a RuntimeEvent envelope (or an eventsourcing StoredEvent) to a ledger row.
 
 The envelope is checked the way Penguin checks it, a little stricter
-(:mod:`pentrace.domain.runtime_validation`: schema version, non-empty id and
+(:mod:`pentrace.domain.runtime.validation`: schema version, non-empty id and
 type, mapping payload, a consistent privacy block) and then *re-redacted*: when the
 redaction policy would still change anything, the ledger refuses the event
 with a :class:`~pentrace.errors.RedactionError` naming the paths, never the
@@ -19,7 +19,7 @@ from eventsourcing.persistence import StoredEvent
 
 from pentrace.domain.json_codec import JsonEncoder, escape_surrogates
 from pentrace.domain.redaction import is_redacted, is_redacted_encoded, redact
-from pentrace.domain.runtime_validation import envelope_problems
+from pentrace.domain.runtime.validation import envelope_problems
 from pentrace.errors import LedgerError, RedactionError
 
 __all__ = ["SCHEMA_VERSION", "as_envelope", "envelope_row", "stored_event_row"]
@@ -48,7 +48,7 @@ def as_envelope(event: object) -> Mapping[str, Any]:
     raise LedgerError(
         "expected a RuntimeEvent envelope (mapping or msgspec Struct), "
         f"found {type(event).__name__}",
-        hint="build events with pentrace.domain.runtime_events",
+        hint="build events with pentrace.domain.runtime",
     )
 
 
@@ -59,7 +59,7 @@ def envelope_row(envelope: Mapping[str, Any], inserted_at: int) -> dict[str, Any
         raise LedgerError(
             "expected a non-empty string `id` in the RuntimeEvent envelope, found "
             f"{type(event_id).__name__}",
-            hint="build events with pentrace.domain.runtime_events",
+            hint="build events with pentrace.domain.runtime",
         )
     _check_shape(envelope, event_id)
     event_json = _encode(envelope)
@@ -70,7 +70,7 @@ def envelope_row(envelope: Mapping[str, Any], inserted_at: int) -> dict[str, Any
         )
         raise RedactionError(
             f"event {event_id}: the envelope is not fully redacted at {shown or '(unknown path)'}",
-            hint="build the envelope with pentrace.domain.runtime_events, which redacts "
+            hint="build the envelope with pentrace.domain.runtime, which redacts "
             "payload, actor, correlation, scope and projections",
         )
     scope = envelope.get("scope")
@@ -146,7 +146,7 @@ def _check_shape(envelope: Mapping[str, Any], event_id: str) -> None:
     if problems:
         raise LedgerError(
             f"event {event_id}: not a valid RuntimeEvent envelope: {'; '.join(problems)}",
-            hint="build events with pentrace.domain.runtime_events",
+            hint="build events with pentrace.domain.runtime",
         )
 
 

@@ -16,7 +16,7 @@ from typing import Final, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from pentrace.errors import ConfigError
-from pentrace.infrastructure.ledger.credentials import mask_url
+from pentrace.infrastructure.ledger.backend.credentials import mask_url
 
 __all__ = [
     "ENV_CLEANUP_INTERVAL_SECONDS",
@@ -56,7 +56,7 @@ def default_ledger_path(data_root: Path) -> Path:
 
 def safe_url(url: str) -> str:
     """The URL with every credential replaced by ``***``, fit for messages and logs
-    (see :func:`~pentrace.infrastructure.ledger.credentials.mask_url`)."""
+    (see :func:`~pentrace.infrastructure.ledger.backend.credentials.mask_url`)."""
     return mask_url(url)
 
 

@@ -22,11 +22,11 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, func, select
 
-from pentrace.domain.session_key import SESSION_STREAM_PREFIX, SessionKey, parse_session_stream
+from pentrace.domain.session.key import SESSION_STREAM_PREFIX, SessionKey, parse_session_stream
 from pentrace.errors import ConfigError, LedgerFormatError
-from pentrace.infrastructure.ledger.database import LedgerDatabase
-from pentrace.infrastructure.ledger.errors import LedgerIntegrityError
-from pentrace.infrastructure.ledger.formats import file_format
+from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
+from pentrace.infrastructure.ledger.backend.errors import LedgerIntegrityError
+from pentrace.infrastructure.ledger.backend.formats import file_format
 from pentrace.infrastructure.ledger.recorder import LedgerRecorder
 from pentrace.infrastructure.ledger.replay import (
     LedgerEntry,

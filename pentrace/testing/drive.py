@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from pentrace.domain.session import Session
+from pentrace.domain.session.aggregate import Session
 from pentrace.testing.commands import (
     Abort,
     Approval,

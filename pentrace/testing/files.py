@@ -8,8 +8,8 @@ from datetime import date
 from pathlib import Path
 from typing import Final
 
-from pentrace.infrastructure.file_modes import make_private_dirs, open_private
-from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.storage.layout import DataRoot
+from pentrace.infrastructure.storage.modes import make_private_dirs, open_private
 from pentrace.testing.commands import Command
 from pentrace.testing.render import DEFAULT_SESSION_ID, DEFAULT_START, render_shards
 

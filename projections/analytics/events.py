@@ -2,7 +2,7 @@
 
 Projections never see trace lines.  The ledger path (a ledger row's
 ``event_json``) and the rebuild path (a trace record mapped by
-:func:`pentrace.domain.runtime_events.runtime_event_from_record` and encoded)
+:func:`pentrace.domain.runtime.runtime_event_from_record` and encoded)
 both give the same envelope bytes, so both give the same
 :class:`AnalyticsEvent` - that is why a rebuild equals the incremental result.
 """

@@ -3,7 +3,7 @@
 Every value that reaches HTML goes through :func:`esc`; pages are built as
 lists of strings and joined once.  No page holds inline script or style: the
 service's Content-Security-Policy allows scripts and styles from this origin
-only (``service/headers.py``).
+only (``service/edge/headers.py``).
 """
 
 from __future__ import annotations

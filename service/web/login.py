@@ -2,10 +2,10 @@
 viewer, download verbatim exports and import (ADR 0031).
 
 ``POST /web/login`` takes the form field ``token``, compares it in constant time
-with the configured one and sets :data:`~pentrace.service.auth.COOKIE` (an HMAC
+with the configured one and sets :data:`~pentrace.service.edge.auth.COOKIE` (an HMAC
 of the token; ``HttpOnly``, ``SameSite=Strict``, ``Path=/``, no expiry: it ends
 with the browser session).  ``POST /web/logout`` clears it.  The Origin check of
-:mod:`pentrace.service.guard` refuses a login posted from another site.
+:mod:`pentrace.service.edge.guard` refuses a login posted from another site.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from urllib.parse import parse_qs
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from pentrace.service.auth import COOKIE, authenticated, cookie_value
 from pentrace.service.context import ServiceContext
-from pentrace.service.errors import BadRequest
+from pentrace.service.edge.auth import COOKIE, authenticated, cookie_value
+from pentrace.service.edge.errors import BadRequest
 from pentrace.service.web.layout import PREFIX, page
 
 __all__ = ["login_page", "login_route", "logout_route"]

@@ -20,19 +20,19 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from pentrace.domain.redaction import redact
 from pentrace.errors import NotFoundError
 from pentrace.infrastructure.analytics.trace_events import session_events
-from pentrace.infrastructure.audit import audit_session
-from pentrace.infrastructure.catalog import resolve_session
-from pentrace.infrastructure.layout import SessionRef
-from pentrace.infrastructure.resume_io import resume_trace_file
-from pentrace.infrastructure.session_fork import read_replay
-from pentrace.infrastructure.trace_reader import ParseReport
+from pentrace.infrastructure.audit.run import audit_session
+from pentrace.infrastructure.catalog.listing import resolve_session
+from pentrace.infrastructure.sessions.fork import read_replay
+from pentrace.infrastructure.storage.layout import SessionRef
+from pentrace.infrastructure.trace.reader import ParseReport
+from pentrace.infrastructure.trace.resume import resume_trace_file
 from pentrace.projections.analytics.timeline import build_timeline
 from pentrace.projections.audit_problem import Problem
 from pentrace.projections.replay_view import ReplayItem
 from pentrace.projections.resume_report import resume_report
-from pentrace.service import params
-from pentrace.service.auth import authenticated
 from pentrace.service.context import ServiceContext
+from pentrace.service.edge import params
+from pentrace.service.edge.auth import authenticated
 from pentrace.service.web.layout import esc, number, page, session_url
 from pentrace.service.web.session_items import render_items
 from pentrace.service.web.svg import Chart, render_chart

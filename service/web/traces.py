@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from pentrace.infrastructure.analytics.prices import PriceTable, load_prices
-from pentrace.infrastructure.catalog import (
+from pentrace.infrastructure.catalog.listing import (
     SORT_KEYS,
     STATUS_CHOICES,
     SessionFilter,
@@ -23,10 +23,10 @@ from pentrace.infrastructure.catalog import (
     list_sessions,
     short_id,
 )
-from pentrace.infrastructure.search_index import SearchIndex
-from pentrace.infrastructure.search_query import MARK_END, MARK_START, SearchHit, SearchQuery
-from pentrace.service import params
+from pentrace.infrastructure.search.index import SearchIndex
+from pentrace.infrastructure.search.query import MARK_END, MARK_START, SearchHit, SearchQuery
 from pentrace.service.context import ServiceContext
+from pentrace.service.edge import params
 from pentrace.service.sessions import session_filter, session_item
 from pentrace.service.web.layout import PREFIX, esc, number, page, query_url, session_url
 

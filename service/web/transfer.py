@@ -25,12 +25,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from pentrace.errors import PentraceError
-from pentrace.infrastructure.catalog import resolve_session
-from pentrace.infrastructure.session_files import export_archive, export_session, import_session
-from pentrace.service import params
-from pentrace.service.auth import authenticated
+from pentrace.infrastructure.catalog.listing import resolve_session
+from pentrace.infrastructure.sessions.files import export_archive, export_session, import_session
 from pentrace.service.context import ServiceContext
-from pentrace.service.errors import BadRequest, Forbidden
+from pentrace.service.edge import params
+from pentrace.service.edge.auth import authenticated
+from pentrace.service.edge.errors import BadRequest, Forbidden
 from pentrace.service.web.layout import session_url
 
 __all__ = ["export_route", "import_route"]

@@ -19,9 +19,9 @@ from starlette.responses import Response
 from pentrace.infrastructure.analytics import queries
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase
 from pentrace.infrastructure.analytics.prices import PriceTable, load_prices
-from pentrace.service import params
 from pentrace.service.analytics_routes import open_read_models
 from pentrace.service.context import ServiceContext
+from pentrace.service.edge import params
 from pentrace.service.web.layout import PREFIX, esc, number, page
 from pentrace.service.web.svg import Chart, render_chart
 

@@ -11,9 +11,9 @@ from typing import Final
 from typer.testing import CliRunner, Result
 
 from pentrace.cli.app import app
-from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.testing import (
     AssistantText,
     BeginRequest,

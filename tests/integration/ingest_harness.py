@@ -13,8 +13,8 @@ from contextlib import closing
 from datetime import date
 from pathlib import Path
 
-from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
+from pentrace.infrastructure.storage.layout import DataRoot
 from tests.integration.foreign_writer import line
 
 __all__ = [

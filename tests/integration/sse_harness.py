@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 from pentrace.domain.json_codec import JsonDecoder
-from pentrace.domain.session_key import SessionKey
+from pentrace.domain.session.key import SessionKey
 
 PROJECT, AGENT = "demo", "coder"
 REPO = Path(__file__).resolve().parents[2]
@@ -269,10 +269,10 @@ def write_session(
     SessionApplication with the ledger hook.  ``hang``: print ``written`` and wait to be killed
     without closing anything.  ``stamp``: print ``saved <position> <unix time before save>``
     per turn (latency benchmark).  ``env`` names the ledger (default: ``os.environ``)."""
-    from pentrace.infrastructure.application import SessionApplication
-    from pentrace.infrastructure.layout import DataRoot
+    from pentrace.infrastructure.eventstore.application import SessionApplication
     from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
-    from pentrace.infrastructure.ledger.live import LedgerHook
+    from pentrace.infrastructure.ledger.live.hook import LedgerHook
+    from pentrace.infrastructure.storage.layout import DataRoot
 
     ledger_env = os.environ if env is None else env
     ledger = RuntimeEventLedger.open(

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
-from pentrace.infrastructure.application import SessionApplication
-from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.eventstore.application import SessionApplication
+from pentrace.infrastructure.storage.layout import DataRoot
 
 PROJECTS = ("web_shop", "data_pipeline", "infra")
 MODELS = (("deepseek", "deepseek-v4-pro"), ("anthropic", "claude-opus-5"), ("openai", "gpt-6"))

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from pentrace.errors import AmbiguousIdError, NotFoundError, UsageError
-from pentrace.infrastructure.catalog import (
+from pentrace.infrastructure.catalog.listing import (
     SessionFilter,
     cache_path,
     list_sessions,
     resolve_session,
     short_id,
 )
-from pentrace.infrastructure.layout import DataRoot, SessionRef
+from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 from pentrace.testing import BeginRequest, EndRequest, StartSession, UserInput, render_shards
 from tests.integration.cli_sessions_corpus import SID_A, SID_B, SID_C, build_corpus
 

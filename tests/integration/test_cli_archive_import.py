@@ -15,7 +15,7 @@ from typer.testing import CliRunner, Result
 
 from pentrace.cli.app import app, main
 from pentrace.cli.demo import AGENT, PROJECT, record_demo_session
-from pentrace.infrastructure.layout import DataRoot, iter_sessions
+from pentrace.infrastructure.storage.layout import DataRoot, iter_sessions
 
 
 def cli(root: Path, *args: str) -> Result:

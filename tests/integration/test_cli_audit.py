@@ -12,13 +12,13 @@ import pytest
 from typer.testing import CliRunner
 
 from pentrace.cli.app import app
-from pentrace.domain.session_key import SessionKey
-from pentrace.infrastructure.file_modes import make_private_dirs
-from pentrace.infrastructure.layout import DataRoot
+from pentrace.domain.session.key import SessionKey
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import sync
-from pentrace.infrastructure.locking import SessionLock
-from pentrace.infrastructure.trace_writer import session_lock_path
+from pentrace.infrastructure.storage.layout import DataRoot
+from pentrace.infrastructure.storage.modes import make_private_dirs
+from pentrace.infrastructure.trace.locking import SessionLock
+from pentrace.infrastructure.trace.writer import session_lock_path
 from pentrace.testing import (
     AssistantText,
     BeginRequest,

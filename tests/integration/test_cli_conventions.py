@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from pentrace.cli import docgen
 from pentrace.cli.app import app, main
 from pentrace.cli.demo import record_demo_session
-from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.storage.layout import DataRoot
 
 COMMANDS = list(docgen.iter_commands())
 IDS = [" ".join(path) for path, _ in COMMANDS]

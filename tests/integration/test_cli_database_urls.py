@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from pentrace.infrastructure.eventstore.recording import open_recording
 from pentrace.infrastructure.ledger import LedgerSettings
-from pentrace.infrastructure.recording import open_recording
 from pentrace.testing import AssistantText, BeginRequest, EndRequest, StartSession, UserInput
 from pentrace.testing import write_trace as write_commands
 

@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from pentrace.cli.app import app
-from pentrace.infrastructure.catalog import list_sessions
-from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.catalog.listing import list_sessions
+from pentrace.infrastructure.storage.layout import DataRoot
 
 
 def test_the_demo_records_a_realistic_session_and_shows_it(tmp_path: Path) -> None:

@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from pentrace.cli.app import app
-from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger import default_ledger_path
+from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.testing import (
     AssistantText,
     BeginRequest,

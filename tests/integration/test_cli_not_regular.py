@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pentrace.infrastructure.input_files import MAX_SMALL_INPUT
+from pentrace.infrastructure.storage.inputs import MAX_SMALL_INPUT
 from pentrace.testing import StartSession, UserInput, write_trace
 
 SID = "session-2026-11-29-10-00-00-0123abcd"

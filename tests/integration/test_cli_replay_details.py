@@ -9,8 +9,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from pentrace.cli.app import app
-from pentrace.infrastructure.application import SessionApplication
-from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.eventstore.application import SessionApplication
+from pentrace.infrastructure.storage.layout import DataRoot
 
 PNG = "data:image/png;base64," + base64.b64encode(b"\x89PNG" + bytes(2044)).decode()
 

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from pentrace.cli.app import main
-from pentrace.cli.session_args import forget_in_ledger
-from pentrace.domain.session import Session
-from pentrace.domain.session_key import SessionKey
-from pentrace.infrastructure.application import SessionApplication
-from pentrace.infrastructure.layout import DataRoot
+from pentrace.cli.sessions.args import forget_in_ledger
+from pentrace.domain.session.aggregate import Session
+from pentrace.domain.session.key import SessionKey
+from pentrace.infrastructure.eventstore.application import SessionApplication
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
-from pentrace.infrastructure.session_import import import_session
+from pentrace.infrastructure.sessions.trace_import import import_session
+from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.testing import (
     BeginRequest,
     Command,

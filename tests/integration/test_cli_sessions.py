@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from pentrace.cli.app import main
-from pentrace.infrastructure.resume_io import resume_trace_file
-from pentrace.infrastructure.trace_reader import ParseReport
+from pentrace.infrastructure.trace.reader import ParseReport
+from pentrace.infrastructure.trace.resume import resume_trace_file
 from pentrace.projections.resume_report import encode_resume_report
 from tests.integration.cli_sessions_corpus import (
     SID_A,

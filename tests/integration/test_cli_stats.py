@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from pentrace.cli.app import app, main
 from pentrace.cli.demo import record_demo_session
-from pentrace.infrastructure.layout import DataRoot, iter_sessions
-from pentrace.infrastructure.trace_reader import read_session
+from pentrace.infrastructure.storage.layout import DataRoot, iter_sessions
+from pentrace.infrastructure.trace.reader import read_session
 
 START = datetime(2026, 11, 28, 22, 0, tzinfo=UTC)
 

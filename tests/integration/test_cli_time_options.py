@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from pentrace.cli import options
 from pentrace.cli.app import app, main
 from pentrace.cli.demo import record_demo_session
-from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.storage.layout import DataRoot
 
 START = datetime(2026, 11, 28, 22, 0, tzinfo=UTC)
 

@@ -29,10 +29,10 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pentrace.infrastructure.application import SessionApplication
-from pentrace.infrastructure.durability import Durability
-from pentrace.infrastructure.layout import DataRoot
-from pentrace.infrastructure.trace_reader import read_shard
+from pentrace.infrastructure.eventstore.application import SessionApplication
+from pentrace.infrastructure.storage.layout import DataRoot
+from pentrace.infrastructure.trace.durability import Durability
+from pentrace.infrastructure.trace.reader import read_shard
 from pentrace.projections.resume import resume_trace
 from pentrace.testing import (
     Command,

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pentrace.infrastructure.layout import DataRoot
-from pentrace.infrastructure.trace_writer import ShardWriter
+from pentrace.infrastructure.storage.layout import DataRoot
+from pentrace.infrastructure.trace.writer import ShardWriter
 from tests.integration.test_writer_crash import ends_torn, run_and_kill
 from tests.integration.writer_child import request_records
 

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
-from pentrace.infrastructure.catalog_cache import open_cache
-from pentrace.infrastructure.layout import DataRoot
-from pentrace.infrastructure.ledger.database import LedgerDatabase
+from pentrace.infrastructure.catalog.cache import open_cache
+from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
 from pentrace.infrastructure.ledger.settings import default_ledger_path
-from pentrace.infrastructure.search_index import SearchIndex
+from pentrace.infrastructure.search.index import SearchIndex
+from pentrace.infrastructure.storage.layout import DataRoot
 
 PROJECT, AGENT = "proj", "agent"
 
@@ -31,8 +31,8 @@ RECORD = """
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from pentrace.infrastructure.application import SessionApplication
-from pentrace.infrastructure.durability import Durability
+from pentrace.infrastructure.eventstore.application import SessionApplication
+from pentrace.infrastructure.trace.durability import Durability
 
 root, work = Path(sys.argv[1]), Path(sys.argv[2])
 app = SessionApplication(root, "proj", "agent", durability=Durability.PER_REQUEST)
@@ -154,7 +154,7 @@ REOPEN = """
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from pentrace.infrastructure.application import SessionApplication
+from pentrace.infrastructure.eventstore.application import SessionApplication
 
 app = SessionApplication(Path(sys.argv[1]), "proj", "agent")
 handle = app.open_session(sys.argv[2])

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from pentrace.infrastructure.ingest import Follower
-from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger.indexer import sync
-from pentrace.infrastructure.ledger.live import LedgerHook
+from pentrace.infrastructure.ledger.live.hook import LedgerHook
+from pentrace.infrastructure.storage.layout import DataRoot
 from tests.integration.ingest_harness import (
     AGENT,
     PROJECT,

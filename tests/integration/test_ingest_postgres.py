@@ -18,8 +18,8 @@ import pytest
 from sqlalchemy import select
 
 from pentrace.infrastructure.ingest import Follower
-from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
+from pentrace.infrastructure.storage.layout import DataRoot
 from tests.integration.ingest_harness import SESSION, WRITER, FollowerProcess, shard, wait_until
 
 URL = os.environ.get("PENTRACE_TEST_DATABASE_URL")

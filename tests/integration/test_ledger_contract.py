@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from eventsourcing.persistence import StoredEvent
 
-from pentrace.domain.runtime_events import build_event
+from pentrace.domain.runtime import build_event
 from pentrace.errors import LedgerConflictError, RedactionError
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from pentrace.domain.session_key import SessionKey
+from pentrace.domain.session.key import SessionKey
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import index_records, rebuild, sync
-from pentrace.infrastructure.ledger.live import LedgerHook
+from pentrace.infrastructure.ledger.live.hook import LedgerHook
 from pentrace.testing.files import write_shards
 from pentrace.testing.render import envelope_line
 from tests.integration.test_ledger_contract import ids
@@ -154,7 +154,7 @@ def test_a_failing_ledger_does_not_stop_live_delivery_and_logs_no_payload(
 _CHILD = """
 import os, sys, time
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
-from pentrace.infrastructure.ledger.live import LedgerHook
+from pentrace.infrastructure.ledger.live.hook import LedgerHook
 from tests.integration.test_ledger_indexer import AGENT, PROJECT, SESSION, numbered, trace_lines
 root, db = sys.argv[1], sys.argv[2]
 ledger = RuntimeEventLedger(LedgerDatabase.for_path(db), LedgerSettings().with_limits_off())

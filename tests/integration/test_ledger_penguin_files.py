@@ -23,13 +23,13 @@ from typer.testing import CliRunner
 
 from pentrace.cli.app import app
 from pentrace.domain.redaction import is_redacted
-from pentrace.domain.runtime_events import build_event
-from pentrace.domain.session_key import SessionKey
+from pentrace.domain.runtime import build_event
+from pentrace.domain.session.key import SessionKey
 from pentrace.errors import LedgerError, LedgerFormatError, LedgerLockedError, NotFoundError
-from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
+from pentrace.infrastructure.ledger.admin import forget_sessions
 from pentrace.infrastructure.ledger.penguin_import import import_penguin_ledger
-from pentrace.infrastructure.ledger_admin import forget_sessions
+from pentrace.infrastructure.storage.layout import DataRoot
 from tests.integration.cli_sessions_corpus import run_process
 from tests.integration.sse_harness import Server, SseClient
 from tests.integration.test_ledger_contract import make_ledger as backend_ledger

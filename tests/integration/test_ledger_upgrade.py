@@ -20,18 +20,18 @@ import msgspec
 import pytest
 from sqlalchemy import delete, select, text
 
-from pentrace.domain.session_key import SessionKey
-from pentrace.infrastructure.audit import audit_sessions
-from pentrace.infrastructure.layout import DataRoot, iter_sessions
+from pentrace.domain.session.key import SessionKey
+from pentrace.infrastructure.audit.run import audit_sessions
 from pentrace.infrastructure.ledger import (
     LedgerDatabase,
     LedgerSettings,
     RuntimeEventLedger,
-    upgrade,
 )
+from pentrace.infrastructure.ledger.backend import upgrade
+from pentrace.infrastructure.ledger.backend.upgrade import EVENT_IDS_VERSION
 from pentrace.infrastructure.ledger.indexer import build_events, session_directory, sync
-from pentrace.infrastructure.ledger.upgrade import EVENT_IDS_VERSION
-from pentrace.infrastructure.trace_reader import read_session
+from pentrace.infrastructure.storage.layout import DataRoot, iter_sessions
+from pentrace.infrastructure.trace.reader import read_session
 from pentrace.testing import BeginRequest, EndRequest, StartSession, UserInput, write_trace
 from pentrace.testing.commands import Command
 

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
-from pentrace.infrastructure.ledger.breaker import CircuitBreaker
 from pentrace.infrastructure.ledger.indexer import build_events
-from pentrace.infrastructure.ledger.live import LedgerHook
-from pentrace.infrastructure.ledger.live_writer import LiveBatch, LiveWriter
+from pentrace.infrastructure.ledger.live.breaker import CircuitBreaker
+from pentrace.infrastructure.ledger.live.hook import LedgerHook
+from pentrace.infrastructure.ledger.live.writer import LiveBatch, LiveWriter
 from pentrace.infrastructure.ledger.rows import as_envelope, envelope_row
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 from pentrace.testing.files import write_shards
@@ -150,7 +150,7 @@ def test_the_breaker_stops_writes_to_a_failing_ledger_and_logs_once_each_way(
 _CHILD = """
 import sys
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
-from pentrace.infrastructure.ledger.live import LedgerHook
+from pentrace.infrastructure.ledger.live.hook import LedgerHook
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 from tests.integration.test_ledger_indexer import AGENT, PROJECT, SESSION, numbered, trace_lines
 root, path = sys.argv[1], sys.argv[2]

@@ -26,15 +26,15 @@ from typing import TypeVar
 import pytest
 from sqlalchemy import text
 
-from pentrace.domain.session_key import SessionKey
+from pentrace.domain.session.key import SessionKey
 from pentrace.errors import AnalyticsError, LedgerError
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase
+from pentrace.infrastructure.eventstore.recording import Recording, open_recording
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
-from pentrace.infrastructure.ledger.breaker import CircuitBreaker
-from pentrace.infrastructure.ledger.deadline import DEADLINES
-from pentrace.infrastructure.ledger.live import LiveSubscription
+from pentrace.infrastructure.ledger.backend.deadline import DEADLINES
+from pentrace.infrastructure.ledger.live.breaker import CircuitBreaker
+from pentrace.infrastructure.ledger.live.hook import LiveSubscription
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
-from pentrace.infrastructure.recording import Recording, open_recording
 from pentrace.testing import StartSession, UserInput, write_trace
 from tests.integration.pg_proxy import HangingProxy
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pentrace.domain.session_key import SessionKey
+from pentrace.domain.session.key import SessionKey
+from pentrace.infrastructure.eventstore.recording import open_recording
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import sync
-from pentrace.infrastructure.recording import open_recording
 
 
 def _record_one_request(recording_root: Path, settings: LedgerSettings) -> tuple[str, list[str]]:

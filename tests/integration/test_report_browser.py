@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from pentrace.cli.app import app
 from pentrace.cli.demo import record_demo_session
-from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.storage.layout import DataRoot
 from tests.integration.browser import chromium, needs_browser
 
 

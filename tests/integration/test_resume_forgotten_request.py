@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pentrace.errors import RequestNotOpenError
-from pentrace.infrastructure.trace_reader import read_shard
+from pentrace.infrastructure.trace.reader import read_shard
 from pentrace.projections.resume import resume_trace
 from tests.integration.test_resume_newest_shard import (
     cp_path,

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from eventsourcing.application import Repository
 
-from pentrace.domain.session import Session
-from pentrace.infrastructure.application import SessionApplication
-from pentrace.infrastructure.checkpoints import checkpoint_path
-from pentrace.infrastructure.durability import Durability
-from pentrace.infrastructure.trace_reader import read_session
+from pentrace.domain.session.aggregate import Session
+from pentrace.infrastructure.eventstore.application import SessionApplication
+from pentrace.infrastructure.trace.checkpoints import checkpoint_path
+from pentrace.infrastructure.trace.durability import Durability
+from pentrace.infrastructure.trace.reader import read_session
 from tests.integration.test_session_application import Clock, start
 
 
@@ -66,7 +66,7 @@ def opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         names.extend(ref.path.name for ref in shards)
         return read_session(shards, **options)
 
-    monkeypatch.setattr("pentrace.infrastructure.trace_recorder.read_session", observed)
+    monkeypatch.setattr("pentrace.infrastructure.eventstore.recorder.read_session", observed)
     return names
 
 

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from pentrace.cli.app import app
 from pentrace.errors import SearchQueryError
-from pentrace.infrastructure.layout import DataRoot
-from pentrace.infrastructure.search_index import SearchIndex, SearchQuery, search_index_path
+from pentrace.infrastructure.search.index import SearchIndex, SearchQuery, search_index_path
+from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.testing import (
     AssistantText,
     BeginRequest,

@@ -10,7 +10,7 @@ import jsonschema
 import msgspec
 import pytest
 
-from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.service.app import create_app
 from pentrace.service.openapi import openapi_document
 from pentrace.service.settings import ServiceSettings

@@ -13,7 +13,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.storage.layout import DataRoot
 from tests.integration.sse_harness import (
     AGENT,
     PROJECT,

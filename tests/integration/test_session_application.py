@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from eventsourcing.persistence import IntegrityError
 
-from pentrace.domain.session import Session
+from pentrace.domain.session.aggregate import Session
 from pentrace.errors import NotFoundError, ResumeError
-from pentrace.infrastructure.application import SaveMode, SessionApplication
-from pentrace.infrastructure.durability import Durability
+from pentrace.infrastructure.eventstore.application import SaveMode, SessionApplication
+from pentrace.infrastructure.trace.durability import Durability
 
 START = datetime(2026, 7, 18, 3, 10, 22, tzinfo=UTC)
 

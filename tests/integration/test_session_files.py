@@ -19,15 +19,15 @@ from pentrace.errors import (
     TraceLockedError,
     UsageError,
 )
-from pentrace.infrastructure.atomic_files import publish_file
-from pentrace.infrastructure.layout import DataRoot
-from pentrace.infrastructure.session_files import (
+from pentrace.infrastructure.sessions.files import (
     delete_session,
     export_archive,
     export_session,
     import_session,
 )
-from pentrace.infrastructure.trace_writer import open_session_writer
+from pentrace.infrastructure.storage.atomic import publish_file
+from pentrace.infrastructure.storage.layout import DataRoot
+from pentrace.infrastructure.trace.writer import open_session_writer
 from pentrace.testing import (
     AssistantText,
     BeginRequest,

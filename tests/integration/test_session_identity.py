@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pentrace.cli.app import app
-from pentrace.domain.session_key import SessionKey
+from pentrace.domain.session.key import SessionKey
 from tests.integration.cli_sessions_corpus import run_process
 from tests.integration.sse_harness import Server, SseClient
 

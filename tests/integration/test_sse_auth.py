@@ -13,7 +13,7 @@ import pytest
 from pydantic import SecretStr
 
 from pentrace.errors import ConfigError
-from pentrace.service.auth import token_matches
+from pentrace.service.edge.auth import token_matches
 from pentrace.service.settings import ServiceSettings, is_loopback, read_token
 from tests.integration.sse_harness import REPO, Server, child_env, free_port
 

@@ -14,10 +14,10 @@ import msgspec
 
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.service.context import ServiceContext
-from pentrace.service.follower import LedgerFollower
-from pentrace.service.ledger_tail import Scope
+from pentrace.service.events.follower import LedgerFollower
+from pentrace.service.events.ledger_tail import Scope
+from pentrace.service.events.sse import stream_events
 from pentrace.service.settings import ServiceSettings
-from pentrace.service.sse import stream_events
 from tests.integration.sse_harness import event_ids, seed, session_id, write_session
 
 _ID_LINE = b"id: "

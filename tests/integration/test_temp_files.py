@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from pentrace.infrastructure.layout import DataRoot
-from pentrace.infrastructure.search_index import search_index_path
-from pentrace.infrastructure.trace_writer import open_session_writer
+from pentrace.infrastructure.search.index import search_index_path
+from pentrace.infrastructure.storage.layout import DataRoot
+from pentrace.infrastructure.trace.writer import open_session_writer
 from tests.integration.test_file_modes import RECORD
 
 CHILD = Path(__file__).with_name("writer_child.py")

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from pentrace.errors import UnknownToolCallError
-from pentrace.infrastructure.application import SessionApplication, SessionHandle
-from pentrace.infrastructure.durability import Durability
-from pentrace.infrastructure.tool_output import archive_file_name
+from pentrace.infrastructure.eventstore.application import SessionApplication, SessionHandle
+from pentrace.infrastructure.trace.durability import Durability
+from pentrace.infrastructure.trace.tool_output import archive_file_name
 from tests.integration.test_session_application import Clock
 
 

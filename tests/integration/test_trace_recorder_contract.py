@@ -18,8 +18,8 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, NotSupportedError, StoredEvent
 from eventsourcing.utils import get_topic
 
-from pentrace.domain.session import Session
-from pentrace.domain.session_events import (
+from pentrace.domain.session.aggregate import Session
+from pentrace.domain.session.events import (
     RecordAppended,
     RequestBegan,
     SessionStarted,
@@ -28,9 +28,9 @@ from pentrace.domain.session_events import (
     ToolsListed,
 )
 from pentrace.errors import TraceLockedError
-from pentrace.infrastructure.durability import Durability
-from pentrace.infrastructure.layout import DataRoot
-from pentrace.infrastructure.trace_persistence import Factory, TraceRecorder
+from pentrace.infrastructure.eventstore.persistence import Factory, TraceRecorder
+from pentrace.infrastructure.storage.layout import DataRoot
+from pentrace.infrastructure.trace.durability import Durability
 
 META = (
     b'{"timestamp":"2026-07-18T03:10:22.531Z","type":"session_meta","payload":{"session_id":"s"}}'
@@ -219,7 +219,7 @@ def test_a_stock_application_selects_the_trace_store_by_persistence_module(
     tmp_path: Path,
 ) -> None:
     env = {
-        "PERSISTENCE_MODULE": "pentrace.infrastructure.trace_persistence",
+        "PERSISTENCE_MODULE": "pentrace.infrastructure.eventstore.persistence",
         "PENTRACE_DATA_ROOT": str(tmp_path),
         "PENTRACE_PROJECT": "proj",
         "PENTRACE_AGENT": "agent",

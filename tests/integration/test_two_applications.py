@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from pentrace.errors import TraceLockedError
-from pentrace.infrastructure.application import SessionApplication
-from pentrace.infrastructure.durability import Durability
+from pentrace.infrastructure.eventstore.application import SessionApplication
+from pentrace.infrastructure.trace.durability import Durability
 
 REPO = Path(__file__).resolve().parents[2]
 SID = "session-2026-11-29-10-00-00-0123abcd"

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pentrace.cli.app import app
-from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.storage.layout import DataRoot
 from tests.integration.browser import NEEDS_BROWSER, chromium
 from tests.integration.sse_harness import Server
 from tests.integration.web_browser import (

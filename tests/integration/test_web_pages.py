@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from pentrace.cli.app import app
 from pentrace.errors import SessionExistsError
-from pentrace.infrastructure.layout import DataRoot
-from pentrace.service.headers import HTML_POLICY
+from pentrace.infrastructure.storage.layout import DataRoot
+from pentrace.service.edge.headers import HTML_POLICY
 from tests.integration.sse_harness import Server
 from tests.integration.web_corpus import OTHER_AGENT, OTHER_PROJECT, SECRET, build_web_corpus
 

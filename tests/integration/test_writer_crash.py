@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from pentrace.domain.records import MalformedLine, TraceRecord, decode_line
-from pentrace.infrastructure.trace_reader import ParseReport, read_shard
+from pentrace.infrastructure.trace.reader import ParseReport, read_shard
 
 CHILD = Path(__file__).with_name("writer_child.py")
 ITERATIONS = 25

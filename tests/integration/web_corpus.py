@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pentrace.cli.demo import record_demo_session
-from pentrace.infrastructure.application import SessionApplication
-from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.eventstore.application import SessionApplication
+from pentrace.infrastructure.storage.layout import DataRoot
 
 SECRET = "sk-proj-Abc123def456ghi789jkl012mno345"
 OTHER_PROJECT, OTHER_AGENT = "web_shop", "reviewer"

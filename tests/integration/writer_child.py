@@ -23,8 +23,8 @@ from pathlib import Path
 import msgspec
 
 from pentrace.errors import TraceLockedError
-from pentrace.infrastructure.layout import DataRoot
-from pentrace.infrastructure.trace_writer import ShardWriter, open_session_writer
+from pentrace.infrastructure.storage.layout import DataRoot
+from pentrace.infrastructure.trace.writer import ShardWriter, open_session_writer
 
 
 def record(kind: str, payload: dict[str, object]) -> bytes:

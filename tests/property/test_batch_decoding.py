@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pentrace.domain.records import MalformedLine, TraceRecord, decode_line, decode_lines
-from pentrace.infrastructure.trace_reader import ParseReport, read_records_from_bytes
+from pentrace.infrastructure.trace.reader import ParseReport, read_records_from_bytes
 
 _text = st.text(max_size=8)
 _values = st.recursive(

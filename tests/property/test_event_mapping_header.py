@@ -19,10 +19,10 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pentrace.domain import event_mapping
 from pentrace.domain.records import TraceRecord
-from pentrace.domain.runtime_events import build_event, runtime_event_from_record
-from pentrace.domain.session_key import SessionKey
+from pentrace.domain.runtime import build_event, runtime_event_from_record
+from pentrace.domain.runtime import mapping as event_mapping
+from pentrace.domain.session.key import SessionKey
 
 CORPUS = json.loads(
     (Path(__file__).parent.parent / "fixtures" / "redaction_corpus.json").read_text("utf-8")

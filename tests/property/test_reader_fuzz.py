@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pentrace.errors import TraceFormatError
-from pentrace.infrastructure.trace_reader import ParseReport, read_records_from_bytes, read_shard
+from pentrace.infrastructure.trace.reader import ParseReport, read_records_from_bytes, read_shard
 
 # JSON text without lone surrogates, so that it can be written as UTF-8 either escaped or raw.
 _text = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)

@@ -27,7 +27,7 @@ from pentrace.domain.redaction import (
     redact_string,
 )
 from pentrace.domain.redaction import core as redaction
-from pentrace.domain.runtime_envelope import build_event
+from pentrace.domain.runtime.envelope import build_event
 
 CORPUS = json.loads(
     (Path(__file__).parent.parent / "fixtures" / "redaction_corpus.json").read_text("utf-8")

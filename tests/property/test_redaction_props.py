@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pentrace.domain.redaction import is_redacted, redact
-from pentrace.domain.runtime_events import build_event
+from pentrace.domain.runtime import build_event
 
 CORPUS = json.loads(
     (Path(__file__).parent.parent / "fixtures" / "redaction_corpus.json").read_text("utf-8")

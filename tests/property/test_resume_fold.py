@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from pentrace.domain.records import TraceRecord
-from pentrace.infrastructure.trace_reader import read_records_from_bytes
+from pentrace.infrastructure.trace.reader import read_records_from_bytes
 from pentrace.projections import pairing, resume, summary, synthetic
 from pentrace.projections.resume import ResumeResult, resume_trace
 from pentrace.projections.synthetic import SyntheticRecord

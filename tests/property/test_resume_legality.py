@@ -39,12 +39,12 @@ from hypothesis.stateful import (
 )
 
 from pentrace.domain.records import TraceRecord
-from pentrace.domain.session import Session
+from pentrace.domain.session.aggregate import Session
 from pentrace.errors import ResumeError
-from pentrace.infrastructure.application import SessionApplication
-from pentrace.infrastructure.durability import Durability
-from pentrace.infrastructure.layout import DataRoot
-from pentrace.infrastructure.trace_reader import read_shard
+from pentrace.infrastructure.eventstore.application import SessionApplication
+from pentrace.infrastructure.storage.layout import DataRoot
+from pentrace.infrastructure.trace.durability import Durability
+from pentrace.infrastructure.trace.reader import read_shard
 from pentrace.projections.resume import ResumeResult, resume_trace
 from pentrace.projections.synthetic import INTERRUPTED_OUTPUT, SyntheticRecord
 from pentrace.testing import (

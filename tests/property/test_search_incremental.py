@@ -10,8 +10,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pentrace.infrastructure.layout import DataRoot
-from pentrace.infrastructure.search_index import SearchIndex, search_index_path
+from pentrace.infrastructure.search.index import SearchIndex, search_index_path
+from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.testing import Command, render_shards, session_commands
 from pentrace.testing.files import DEFAULT_DAY
 

@@ -21,16 +21,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pentrace.domain.session_key import SessionKey
+from pentrace.domain.session.key import SessionKey
 from pentrace.infrastructure.analytics import queries
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
 from pentrace.infrastructure.analytics.registry import BUILTINS
 from pentrace.infrastructure.analytics.runner import catch_up
 from pentrace.infrastructure.analytics.trace_events import session_events
-from pentrace.infrastructure.catalog import list_sessions
-from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.catalog.listing import list_sessions
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.projections.analytics.timeline import build_timeline
 from pentrace.projections.session_numbers import duration_seconds, numbers_of
 from pentrace.service.sessions import session_item

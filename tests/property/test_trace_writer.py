@@ -9,15 +9,15 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pentrace.infrastructure.durability import Durability
-from pentrace.infrastructure.tool_output import (
+from pentrace.infrastructure.trace.durability import Durability
+from pentrace.infrastructure.trace.reader import ParseReport, read_shard
+from pentrace.infrastructure.trace.tool_output import (
     ARCHIVE_GAP_MARKER,
     bound_archive_bytes,
     render_tool_output,
     utf16_length,
 )
-from pentrace.infrastructure.trace_reader import ParseReport, read_shard
-from pentrace.infrastructure.trace_writer import ShardWriter
+from pentrace.infrastructure.trace.writer import ShardWriter
 
 _texts = st.text(
     st.characters(codec="utf-8") | st.sampled_from('\n\r\u2028\\"'),

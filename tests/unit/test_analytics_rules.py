@@ -6,7 +6,7 @@ import msgspec
 import pytest
 
 from pentrace.domain.records import decode_line
-from pentrace.domain.runtime_events import runtime_event_from_record
+from pentrace.domain.runtime import runtime_event_from_record
 from pentrace.projections.analytics.events import day_of, decode_event, iso_of
 from pentrace.projections.analytics.rules import (
     is_truncated,

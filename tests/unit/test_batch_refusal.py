@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from pentrace.errors import RecordRefusedError
-from pentrace.infrastructure.trace_writer import ShardWriter
+from pentrace.infrastructure.trace.writer import ShardWriter
 
 
 def _text(value: str) -> bytes:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pentrace.infrastructure.ledger.credentials import mask_text, mask_url
+from pentrace.infrastructure.ledger.backend.credentials import mask_text, mask_url
 from pentrace.infrastructure.ledger.settings import safe_url
 
 

@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from pentrace.errors import ConfigError
-from pentrace.infrastructure.ledger.connections import connect_args, database_url
+from pentrace.infrastructure.ledger.backend.connections import connect_args, database_url
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pentrace.infrastructure.file_modes import (
+from pentrace.infrastructure.storage.modes import (
     make_private_dirs,
     open_private,
     prepare_sqlite_file,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pentrace.errors import InvalidNameError, UsageError
-from pentrace.infrastructure.layout import (
+from pentrace.infrastructure.storage.layout import (
     MAX_NAME_BYTES,
     DataRoot,
     ShardRef,

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from pentrace.infrastructure.ledger.live import LiveFanout
+from pentrace.infrastructure.ledger.live.hook import LiveFanout
 from pentrace.infrastructure.ledger.replay import LedgerEntry
 
 

@@ -18,7 +18,7 @@ from pentrace.domain.redaction import (
 from pentrace.domain.redaction import keys as secret_keys
 from pentrace.domain.redaction import text as secret_patterns
 from pentrace.domain.redaction.keys import is_secret_key, normalize_key
-from pentrace.domain.runtime_events import build_event
+from pentrace.domain.runtime import build_event
 
 GHP = "ghp_R4nd0mT0k3nV4lu3F0rT3st1ngPurp0s3sXy"
 

@@ -13,10 +13,10 @@ from pentrace.domain.redaction import redact, redact_decoded
 from pentrace.domain.redaction.policy import DEFAULT, current, install
 from pentrace.domain.redaction.screen import HYPERSCAN
 from pentrace.errors import ConfigError
-from pentrace.infrastructure.layout import DataRoot
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.redaction_policy import RULES_ENV, activate_policy, load_policy
-from pentrace.infrastructure.search_index import SearchIndex
+from pentrace.infrastructure.search.index import SearchIndex
+from pentrace.infrastructure.storage.layout import DataRoot
 
 ACME = "acme" + "_" + "0123456789abcdef0123456789abcdef"
 RULES = """
@@ -133,7 +133,7 @@ def test_every_path_that_redacts_for_a_root_installs_that_roots_policy(tmp_path:
     with SearchIndex(DataRoot(tmp_path)):
         assert current().rules[0].id == "acme_token"
     install(DEFAULT)
-    from pentrace.infrastructure.trace_application import TraceApplication
+    from pentrace.infrastructure.eventstore.plumbing import TraceApplication
 
     TraceApplication(tmp_path, "p", "a")
     assert current().source == str(tmp_path / "redaction.toml")

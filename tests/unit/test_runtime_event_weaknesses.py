@@ -19,7 +19,7 @@ import pytest
 from pentrace.compat.penguin import build_runtime_event, reset_runtime_event_sequences
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.redaction import is_redacted
-from pentrace.domain.runtime_events import runtime_event_from_record
+from pentrace.domain.runtime import runtime_event_from_record
 
 CORPUS = json.loads(
     (Path(__file__).parent.parent / "fixtures" / "redaction_corpus.json").read_text("utf-8")

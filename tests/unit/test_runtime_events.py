@@ -11,7 +11,7 @@ import pytest
 
 from pentrace.domain.records import TraceRecord, decode_line
 from pentrace.domain.redaction import is_redacted
-from pentrace.domain.runtime_events import (
+from pentrace.domain.runtime import (
     CATEGORIES,
     SCHEMA_VERSION,
     RuntimeEvent,

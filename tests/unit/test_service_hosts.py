@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from pentrace.errors import ConfigError
-from pentrace.service.errors import ErrorWriter
-from pentrace.service.hosts import HostPolicy, normalize_origin, split_host
+from pentrace.service.edge.errors import ErrorWriter
+from pentrace.service.edge.hosts import HostPolicy, normalize_origin, split_host
 from pentrace.service.settings import ServiceSettings, read_list
 
 ANY = "0.0.0.0"  # noqa: S104  # the wildcard bind is a case under test

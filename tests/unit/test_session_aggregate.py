@@ -10,9 +10,9 @@ import msgspec
 import pytest
 
 from pentrace.domain import omnimessage as om
-from pentrace.domain import session_events as ev
 from pentrace.domain.records import TraceRecord
-from pentrace.domain.session import Session, project_session
+from pentrace.domain.session import events as ev
+from pentrace.domain.session.aggregate import Session, project_session
 from pentrace.errors import (
     CompactionStateError,
     DuplicateToolOutputError,
@@ -26,7 +26,7 @@ from pentrace.errors import (
     UnknownToolCallError,
     UsageError,
 )
-from pentrace.infrastructure.trace_mapper import TraceMapper
+from pentrace.infrastructure.eventstore.mapper import TraceMapper
 
 NOW = datetime(2026, 7, 18, 3, 10, 22, 531_789, tzinfo=UTC)
 TS = "2026-07-18T03:10:22.531Z"

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pentrace.domain.session_key import (
+from pentrace.domain.session.key import (
     SessionKey,
     key_of_reference,
     legacy_event_parts,
@@ -14,8 +14,8 @@ from pentrace.domain.session_key import (
     split_reference,
 )
 from pentrace.errors import AmbiguousIdError, UsageError
-from pentrace.infrastructure.names import name_problem
-from pentrace.infrastructure.session_refs import ambiguous, match_sessions
+from pentrace.infrastructure.sessions.refs import ambiguous, match_sessions
+from pentrace.infrastructure.storage.names import name_problem
 
 SID = "session-2026-11-29-10-00-00-3f8a1c2d"
 # Any name the layout accepts as one path component (no '/', no control characters).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pentrace.domain.session import Session
+from pentrace.domain.session.aggregate import Session
 from tests.unit.test_session_aggregate import NOW, started
 
 TRANSCRIPT_WORD = "transcript-marker"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pentrace.infrastructure.tool_output import (
+from pentrace.infrastructure.trace.tool_output import (
     ARCHIVE_GAP_MARKER,
     ARCHIVE_LIMIT_BYTES,
     ArchiveResult,

@@ -11,8 +11,8 @@ import pytest
 
 from pentrace.domain.records import TraceRecord
 from pentrace.errors import NotFoundError, TraceError, TraceFormatError, UsageError
-from pentrace.infrastructure.layout import ShardRef
-from pentrace.infrastructure.trace_reader import (
+from pentrace.infrastructure.storage.layout import ShardRef
+from pentrace.infrastructure.trace.reader import (
     BadLine,
     ParseReport,
     read_records_from_bytes,
@@ -412,7 +412,7 @@ def test_reading_a_large_file_keeps_memory_bounded_by_chunk_and_line(tmp_path: P
 def test_a_line_longer_than_the_limit_stops_the_read_instead_of_filling_memory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("pentrace.infrastructure.trace_reader.MAX_LINE_BYTES", 1000)
+    monkeypatch.setattr("pentrace.infrastructure.trace.reader.MAX_LINE_BYTES", 1000)
     path = write(tmp_path / "s_001.jsonl", BEGIN + b"\n" + b"x" * 5000)
     with pytest.raises(TraceError, match=r"s_001\.jsonl: the line starting at byte 56 is longer"):
         list(read_shard(path, chunk_size=100))

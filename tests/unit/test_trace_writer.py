@@ -16,9 +16,9 @@ import pytest
 
 from pentrace.domain.records import MalformedLine, decode_line
 from pentrace.errors import RecordRefusedError, TraceLockedError, TraceWriteError, UsageError
-from pentrace.infrastructure.layout import DataRoot
-from pentrace.infrastructure.locking import SessionLock
-from pentrace.infrastructure.trace_writer import (
+from pentrace.infrastructure.storage.layout import DataRoot
+from pentrace.infrastructure.trace.locking import SessionLock
+from pentrace.infrastructure.trace.writer import (
     Durability,
     ShardWriter,
     is_request_end,
@@ -134,7 +134,7 @@ def test_a_batch_is_written_whole_in_order(tmp_path: Path) -> None:
 
 _FSIZE_CHILD = r"""
 import resource, signal, sys
-from pentrace.infrastructure.trace_writer import ShardWriter
+from pentrace.infrastructure.trace.writer import ShardWriter
 from pentrace.errors import TraceWriteError
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 path, limit = sys.argv[1], int(sys.argv[2])

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pentrace.domain.runtime_events import EVENT_TYPES, MODEL_MESSAGE_TYPES
+from pentrace.domain.runtime import EVENT_TYPES, MODEL_MESSAGE_TYPES
 from pentrace.infrastructure.analytics.api import AnalyticsProjection, handles
 from pentrace.infrastructure.analytics.readmodel import Transaction
 from pentrace.projections.analytics.events import AnalyticsEvent

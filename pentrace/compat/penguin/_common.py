@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pentrace.compat.penguin import _counters
-from pentrace.domain.runtime_scope import normalize_directory as _normalize_directory
+from pentrace.domain.runtime.scope import normalize_directory as _normalize_directory
 
 __all__ = [
     "extract_directory",

@@ -13,14 +13,14 @@ from typing import Any, Final
 from pentrace.compat.penguin import _counters
 from pentrace.compat.penguin._common import now_ms
 from pentrace.domain.redaction import redact
-from pentrace.domain.runtime_envelope import (
+from pentrace.domain.runtime.envelope import (
     CATEGORIES,
     DEFAULT_SOURCE,
     SCHEMA_VERSION,
     build_event,
 )
-from pentrace.domain.runtime_envelope import event_category as _event_category
-from pentrace.domain.runtime_scope import extract_scope
+from pentrace.domain.runtime.envelope import event_category as _event_category
+from pentrace.domain.runtime.scope import extract_scope
 
 __all__ = [
     "RUNTIME_EVENT_CATEGORIES",

@@ -42,7 +42,7 @@ from pentrace.compat.penguin.policy import (
 from pentrace.errors import LedgerConflictError, LedgerError, LedgerFormatError
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings
 from pentrace.infrastructure.ledger import RuntimeEventLedger as _Store
-from pentrace.infrastructure.ledger.formats import file_format
+from pentrace.infrastructure.ledger.backend.formats import file_format
 from pentrace.infrastructure.ledger.rows import envelope_row
 
 __all__ = [

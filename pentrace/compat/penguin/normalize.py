@@ -14,7 +14,7 @@ from pentrace.compat.penguin._common import (
 )
 from pentrace.compat.penguin._common import now_ms as wall_clock_ms
 from pentrace.domain.redaction import redact
-from pentrace.domain.runtime_envelope import (
+from pentrace.domain.runtime.envelope import (
     DEFAULT_SOURCE,
     SCHEMA_VERSION,
     assemble_event,
@@ -22,8 +22,8 @@ from pentrace.domain.runtime_envelope import (
     envelope_header,
     envelope_projections,
 )
-from pentrace.domain.runtime_scope import derive_stream_id, extract_scope
-from pentrace.domain.runtime_validation import privacy_problem
+from pentrace.domain.runtime.scope import derive_stream_id, extract_scope
+from pentrace.domain.runtime.validation import privacy_problem
 
 __all__ = ["normalize_runtime_event"]
 

@@ -16,7 +16,7 @@ from pentrace.compat.penguin.envelope import (
     opencode_payload_from_runtime_event,
 )
 from pentrace.compat.penguin.normalize import normalize_runtime_event
-from pentrace.domain.runtime_scope import source_id
+from pentrace.domain.runtime.scope import source_id
 
 __all__ = ["runtime_event_from_opencode", "wrap_opencode_event"]
 

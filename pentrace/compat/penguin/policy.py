@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from pentrace.infrastructure.layout import DataRoot
+from pentrace.infrastructure.storage.layout import DataRoot
 
 __all__ = [
     "DEFAULT_LEDGER_CLEANUP_INTERVAL_SECONDS",

@@ -1,0 +1,1 @@
+"""``pentrace ledger ...``: the ledger commands and how they show rows."""

@@ -1,0 +1,1 @@
+"""Session commands: list, show, delete, replay, export, import, fork and prune."""

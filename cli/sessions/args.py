@@ -1,0 +1,106 @@
+"""What the session commands share: the data root, SESSION arguments and confirmations."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pentrace.cli.roots import root_from_context
+from pentrace.domain.session.key import SessionKey
+from pentrace.errors import LedgerError, UsageError
+from pentrace.infrastructure.catalog.listing import resolve_session
+from pentrace.infrastructure.redaction_policy import activate_policy
+from pentrace.infrastructure.sessions.refs import REFERENCE_HELP
+from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
+
+__all__ = [
+    "AgentOption",
+    "JsonOption",
+    "ProjectOption",
+    "SessionArgument",
+    "confirm_or_refuse",
+    "data_root",
+    "forget_in_ledger",
+    "resolve",
+]
+
+SessionArgument = Annotated[
+    str,
+    typer.Argument(
+        help=REFERENCE_HELP,
+        show_default=False,
+    ),
+]
+ProjectOption = Annotated[
+    str | None, typer.Option("--project", "-p", help="Only this project.", show_default=False)
+]
+AgentOption = Annotated[
+    str | None, typer.Option("--agent", "-a", help="Only this agent.", show_default=False)
+]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Machine output (docs/cli-json.md); fields are only added.")
+]
+
+
+def data_root(ctx: typer.Context, *, must_exist: bool = True) -> DataRoot:
+    """The root given by ``--data-root`` / ``PENGUIN_HOME``, else ``~/.penguin/data``.
+
+    A root that does not exist is an error unless ``must_exist=False`` (see
+    :mod:`pentrace.cli.roots`).
+    """
+    root = root_from_context(ctx, must_exist=must_exist)
+    rules: Path | None = getattr(ctx.find_root().obj, "redaction_rules", None)
+    activate_policy(root.path, rules=rules)  # every command redacts with the root's rules
+    return root
+
+
+def resolve(
+    ctx: typer.Context, session: str, project: str | None = None, agent: str | None = None
+) -> tuple[DataRoot, SessionRef]:
+    """The data root and the one session ``session`` names (a full id or a short one)."""
+    root = data_root(ctx)
+    return root, resolve_session(root, session, project=project, agent=agent)
+
+
+def confirm_or_refuse(question: str, *, yes: bool, what: str) -> bool:
+    """True to go ahead: ``--yes``, or a ``y`` typed at a terminal.
+
+    Without a terminal and without ``--yes`` nothing is deleted: refusing is
+    safer than guessing what a script meant.
+    """
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        raise UsageError(
+            f"refusing to {what} without confirmation: standard input is not a terminal",
+            hint="pass --yes to confirm in scripts",
+        )
+    return typer.confirm(question, default=False)
+
+
+_LISTED = 3  # session ids a hint spells out in full
+
+
+def forget_in_ledger(root: DataRoot, sessions: list[SessionKey]) -> int | None:
+    """Remove deleted sessions' events from the ledger; the count, or None when it failed.
+
+    The traces are already gone, so a ledger that cannot be written (locked,
+    server down) is a warning on stderr, and the caller exits non-zero.
+    """
+    # Imported here: the session commands load eagerly, SQLAlchemy should not (ADR 0008).
+    from pentrace.infrastructure.ledger.admin import forget_sessions
+
+    try:
+        return sum(forget_sessions(root, sessions).values())
+    except LedgerError as exc:
+        typer.echo(f"warning: the ledger still holds their events: {exc.message}", err=True)
+        if len(sessions) <= _LISTED:
+            named = " ".join(key.reference for key in sessions)
+            hint = f"run `pentrace ledger forget {named} --yes`"
+        else:  # a large prune: audit lists them rather than one very long command line
+            hint = "run `pentrace audit`: it reports them as ledger_orphan_stream"
+        typer.echo(f"hint: when the ledger can be written, {hint}", err=True)
+        return None

@@ -1,0 +1,324 @@
+"""Session commands: ``sessions list``, ``show`` and ``delete``.
+
+Thin wrappers over :mod:`pentrace.infrastructure.catalog.listing` and
+:mod:`pentrace.infrastructure.sessions.files`.  ``--json`` shapes are
+documented in ``docs/cli-json.md``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Any, Final
+
+import msgspec
+import typer
+
+from pentrace.cli.options import (
+    TIME_HELP,
+    FieldsOption,
+    JsonLinesOption,
+    check_fields,
+    pick_fields,
+    time_bound,
+)
+from pentrace.cli.output import emit_json, emit_json_lines, emit_table, progress, stdout_is_tty
+from pentrace.cli.sessions.args import (
+    AgentOption,
+    JsonOption,
+    ProjectOption,
+    SessionArgument,
+    confirm_or_refuse,
+    data_root,
+    forget_in_ledger,
+    resolve,
+)
+from pentrace.infrastructure.catalog.listing import (
+    SORT_KEYS,
+    STATUS_CHOICES,
+    SessionFilter,
+    SessionRow,
+    list_sessions,
+    read_row,
+    short_id,
+)
+from pentrace.infrastructure.sessions.files import delete_session
+from pentrace.infrastructure.storage.layout import SessionRef
+from pentrace.projections.session_numbers import model_name, numbers_of
+
+__all__ = ["register", "row_json", "sessions_app"]
+
+sessions_app = typer.Typer(
+    name="sessions",
+    no_args_is_help=True,
+    help="Session catalog commands.\n\nExample: pentrace sessions list --errors",
+)
+
+
+def _number(value: object) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
+def _model(row: SessionRow) -> str | None:
+    return model_name(row.summary.provider, row.summary.model_id)
+
+
+def _start(start: str | None, *, short: bool) -> str | None:
+    """The start time; to the minute at a terminal, where width is scarce."""
+    return start[:16].replace("T", " ") if short and start else start
+
+
+ROW_FIELDS: Final = (
+    "project", "agent", "session_id", "short_id", "start", "last", "provider", "model_id",
+    "source", "turns", "tokens", "status", "records", "shards", "bytes", "has_errors", "problem",
+)  # fmt: skip
+
+
+def row_json(row: SessionRow) -> dict[str, Any]:
+    """The ``sessions list --json`` object of one session."""
+    summary = row.summary
+    return {
+        "project": row.project,
+        "agent": row.agent,
+        "session_id": row.session_id,
+        "ref": f"{row.project}/{row.agent}/{row.session_id}",
+        "short_id": short_id(row.session_id),
+        "start": row.start,
+        "last": summary.last_timestamp,
+        "provider": summary.provider,
+        "model_id": summary.model_id,
+        "source": summary.source,
+        "turns": summary.turns,
+        "tokens": summary.total_tokens,
+        "model": _model(row),
+        "requests": numbers_of(summary).request_total,
+        "status": row.status,
+        "records": summary.records,
+        "shards": row.shards,
+        "bytes": row.bytes,
+        "has_errors": row.has_errors,
+        "problem": row.problem,
+    }
+
+
+@sessions_app.command("list")
+def list_command(
+    ctx: typer.Context,
+    project: ProjectOption = None,
+    agent: AgentOption = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            metavar="<when>", help=f"Started at or after: {TIME_HELP}.", show_default=False
+        ),
+    ] = None,
+    until: Annotated[
+        str | None,
+        typer.Option(
+            metavar="<when>", help="Started at or before (same forms).", show_default=False
+        ),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Model id, or provider/model_id.", show_default=False)
+    ] = None,
+    status: Annotated[
+        str | None,
+        typer.Option(help=f"Last request status: {', '.join(STATUS_CHOICES)}.", show_default=False),
+    ] = None,
+    errors: Annotated[
+        bool | None,
+        typer.Option(
+            "--errors/--no-errors",
+            help="Only sessions with (or without) errors.",
+            show_default=False,
+        ),
+    ] = None,
+    sort: Annotated[str, typer.Option(help=f"Sort by {', '.join(SORT_KEYS)}.")] = "start",
+    reverse: Annotated[bool, typer.Option("--reverse", "-r", help="Reverse the order.")] = False,
+    limit: Annotated[int | None, typer.Option(help="Show at most N sessions.", min=1)] = None,
+    as_json: JsonOption = False,
+    as_jsonl: JsonLinesOption = False,
+    fields: FieldsOption = None,
+) -> None:
+    """List sessions with id, start, model, turns, tokens and last status.
+
+    Rows come from a cache (<root>/.pentrace/catalog.db) rebuilt from the traces
+    whenever a shard changes; deleting it is always safe.
+
+    Example: pentrace sessions list --agent default_agent --since 7d --errors --sort tokens -r
+
+    Example: pentrace sessions list --json --fields short_id,model_id,tokens
+    """
+    check_fields(fields, as_json or as_jsonl)
+    filters = SessionFilter(
+        project=project,
+        agent=agent,
+        since=time_bound(since, "--since"),
+        until=time_bound(until, "--until"),
+        model=model,
+        status=status,
+        has_errors=errors,
+    )
+
+    def bar(refs: Any) -> Any:
+        return progress(refs, total=len(refs), label="reading sessions")
+
+    rows = list_sessions(data_root(ctx), filters, sort, reverse=reverse, progress=bar)
+    rows = rows[:limit] if limit is not None else rows
+    if as_json or as_jsonl:
+        picked = pick_fields((row_json(row) for row in rows), fields, ROW_FIELDS)
+        emit_json_lines(picked) if as_jsonl else emit_json({"sessions": picked})
+        return
+    tty = stdout_is_tty()
+    emit_table(
+        ("session", "project/agent", "start", "model", "turns", "tokens", "status", "errors"),
+        [
+            (
+                row.session_id,
+                f"{row.project}/{row.agent}",
+                _start(row.start, short=tty),
+                _model(row),
+                row.summary.turns,
+                row.summary.total_tokens,
+                row.status,
+                "yes" if row.has_errors else "no",
+            )
+            for row in rows
+        ],
+        title=f"{len(rows)} session(s)",
+        keep=("session",),
+        droppable=("errors", "turns", "model", "project/agent", "status", "start"),
+    )
+
+
+def _shards_json(ref: SessionRef) -> list[dict[str, Any]]:
+    shards = []
+    for shard in ref.shards:
+        try:
+            size: int | None = os.stat(shard.path).st_size
+        except OSError:
+            size = None
+        day = shard.day.isoformat()
+        shards.append({"index": shard.index, "day": day, "path": str(shard.path), "bytes": size})
+    return shards
+
+
+def show_json(ref: SessionRef, row: SessionRow) -> dict[str, Any]:
+    """The ``show --json`` object."""
+    return {
+        "project": ref.project,
+        "agent": ref.agent,
+        "session_id": ref.session_id,
+        "short_id": short_id(ref.session_id),
+        "shards": _shards_json(ref),
+        "bytes": row.bytes,
+        "skipped_lines": row.skipped_lines,
+        "torn_tails": row.torn_tails,
+        "problem": row.problem,
+        "has_errors": row.has_errors,
+        "summary": msgspec.to_builtins(row.summary),
+        "ref": ref.key.reference,
+        "numbers": msgspec.to_builtins(numbers_of(row.summary)),
+    }
+
+
+def _show_text(ref: SessionRef, row: SessionRow) -> None:
+    summary = row.summary
+    numbers = numbers_of(summary)
+    requests = ", ".join(f"{k} {v}" for k, v in numbers.requests.items()) or "none"
+    tokens = ", ".join(f"{k} {v}" for k, v in numbers.tokens.items())
+    carried = ", ".join(f"{k} {v}" for k, v in summary.tokens.items())
+    duration = "" if numbers.duration_s is None else f"  ({numbers.duration_s:g} s)"
+    compactions = ", ".join(f"{c.mode}/{c.status} {c.count}" for c in summary.compactions)
+    lines = [
+        f"session      {ref.session_id}  ({ref.project}/{ref.agent})",
+        f"model        {numbers.model or '-'}",
+        f"workspace    {summary.workspace or '-'}",
+        f"source       {summary.source or 'user'}",
+        f"time         {summary.first_timestamp or '-'} .. {summary.last_timestamp or '-'}"
+        f"{duration}",
+        f"records      {summary.records} in {row.shards} shard(s), {row.bytes} bytes",
+        f"turns        {summary.turns}",
+        f"requests     {numbers.request_total}: {requests}; last: {row.status}",
+        f"tokens       {tokens}",
+        f"approvals    {', '.join(f'{k} {v}' for k, v in summary.approvals.items()) or 'none'}",
+        f"compactions  {compactions or 'none'}; dangling {summary.dangling_compactions}",
+        f"aborts       {summary.aborts}",
+        f"goals        {', '.join(f'{k} {v}' for k, v in summary.goals.items()) or 'none'}",
+        f"subagents    {', '.join(summary.subagents) or 'none'}",
+    ]
+    if summary.total_tokens != _number(summary.tokens.get("total")):
+        # Resume carries the harness's running counts over; say so when they differ.
+        lines.append(f"carried over {carried} (the running session counts resume reads)")
+    if summary.forked_from:
+        origin = summary.forked_from
+        lines.append(
+            f"forked from  {origin.get('session_id')} at turn {origin.get('turn')}, "
+            f"position {origin.get('position')}"
+        )
+    damage = f"{row.skipped_lines} malformed line(s), {row.torn_tails} torn tail(s)"
+    lines.append(f"files        {damage}; errors: {'yes' if row.has_errors else 'no'}")
+    if row.problem:
+        lines.append(f"problem      {row.problem}")
+    typer.echo("\n".join(lines))
+    for shard in _shards_json(ref):
+        typer.echo(f"  shard {shard['index']:03d}  {shard['path']}  ({shard['bytes']} bytes)")
+    if summary.tool_calls:
+        emit_table(
+            ("tool", "calls", "failures", "unanswered"),
+            [(n, s.calls, s.failures, s.unanswered) for n, s in summary.tool_calls.items()],
+            title="tool calls",
+        )
+
+
+def show(
+    ctx: typer.Context,
+    session: SessionArgument,
+    project: ProjectOption = None,
+    agent: AgentOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a session: meta, shard files, counters, tokens, requests, tools, compactions.
+
+    Example: pentrace show 3f8a1c2d
+    """
+    _, ref = resolve(ctx, session, project, agent)
+    row = read_row(ref)
+    if as_json:
+        emit_json(show_json(ref, row))
+    else:
+        _show_text(ref, row)
+
+
+def delete(
+    ctx: typer.Context,
+    session: SessionArgument,
+    project: ProjectOption = None,
+    agent: AgentOption = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Delete a session: its shards, checkpoints, leftover temp files, scratchpad (tool
+    output archives), lock file and ledger events (subagent children stay).
+
+    Asks for confirmation unless --yes; refuses without a terminal and without --yes.
+
+    Example: pentrace delete 3f8a1c2d --yes
+    """
+    root, ref = resolve(ctx, session, project, agent)
+    question = f"Delete {ref.session_id} ({ref.project}/{ref.agent}, {len(ref.shards)} shard(s))?"
+    if not confirm_or_refuse(question, yes=yes, what=f"delete session {ref.session_id}"):
+        typer.echo("nothing deleted")
+        raise typer.Exit(1)
+    result = delete_session(root, ref.project, ref.agent, ref.session_id)
+    typer.echo(f"deleted {result.session_id}: {len(result.removed)} path(s) removed")
+    forgotten = forget_in_ledger(root, [ref.key])
+    if forgotten is None:
+        raise typer.Exit(1)
+    if forgotten:
+        typer.echo(f"removed {forgotten} ledger event(s) of {result.session_id}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add these commands to the ``pentrace`` app."""
+    app.add_typer(sessions_app)
+    app.command()(show)
+    app.command()(delete)

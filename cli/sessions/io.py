@@ -1,0 +1,266 @@
+"""``pentrace export``, ``import`` and ``fork``: sessions in and out of a data root."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from pentrace.cli.output import byte_progress, emit_json
+from pentrace.cli.sessions.args import (
+    AgentOption,
+    JsonOption,
+    ProjectOption,
+    SessionArgument,
+    data_root,
+    resolve,
+)
+from pentrace.errors import LedgerError, UsageError
+from pentrace.infrastructure.sessions.archive_import import import_archive, is_archive
+from pentrace.infrastructure.sessions.files import export_archive, export_session, import_session
+from pentrace.infrastructure.sessions.fork import fork_session
+from pentrace.infrastructure.storage.layout import DataRoot
+
+__all__ = ["export", "fork", "import_command", "register"]
+
+
+def _note(text: str) -> None:
+    # Reports go to stderr so that `export > file` keeps stdout for the data.
+    typer.echo(text, err=True)
+
+
+def export(
+    ctx: typer.Context,
+    session: SessionArgument,
+    project: ProjectOption = None,
+    agent: AgentOption = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Write here (atomically) instead of stdout."),
+    ] = None,
+    redacted: Annotated[
+        bool,
+        typer.Option("--redacted", help="Redact secrets; lines that do not parse are left out."),
+    ] = False,
+    archive: Annotated[
+        bool,
+        typer.Option(
+            "--archive", help="A tar.gz of every shard plus subagent children, with a manifest."
+        ),
+    ] = False,
+    shard: Annotated[
+        int | None,
+        typer.Option("--shard", help="Export this shard index (default: the latest).", min=1),
+    ] = None,
+) -> None:
+    """Export a session as JSONL (one shard: verbatim or redacted) or as a tar.gz archive.
+
+    One JSONL file is one shard, the latest by default: that is what import takes
+    back.  --archive bundles all shards and subagent children.
+
+    Example: pentrace export 3f8a1c2d --redacted -o session.jsonl
+    """
+    root, ref = resolve(ctx, session, project, agent)
+    if archive and (redacted or shard is not None):
+        raise UsageError(
+            "--archive takes every shard verbatim; it does not combine with --redacted or --shard",
+            hint="export shards one by one with --redacted, or drop --redacted for an archive",
+        )
+    if output is None and sys.stdout.isatty():
+        raise UsageError(
+            "refusing to write a trace to the terminal",
+            hint="pass -o FILE, or redirect stdout to a file",
+        )
+    dest: Any = output if output is not None else sys.stdout.buffer
+    if archive:
+        result = export_archive(root, ref.project, ref.agent, ref.session_id, dest)
+        missing = f", {len(result.missing)} child session(s) missing" if result.missing else ""
+        where = str(result.path) if result.path else "stdout"
+        _note(
+            f"archived {len(result.session_ids)} session(s), "
+            f"{result.bytes} bytes to {where}{missing}"
+        )
+        return
+    exported = export_session(
+        root, ref.project, ref.agent, ref.session_id, dest, index=shard, redacted=redacted
+    )
+    sys.stdout.flush()
+    kind = "redacted" if exported.redacted else "verbatim"
+    left_out = (
+        f", {exported.skipped_lines} unparsable line(s) left out" if exported.skipped_lines else ""
+    )
+    where = str(exported.path) if exported.path else "stdout"
+    _note(
+        f"exported shard {exported.shard.index:03d} of {ref.session_id} ({kind}), "
+        f"{exported.bytes} bytes to {where}{left_out}"
+    )
+
+
+def import_command(
+    ctx: typer.Context,
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="A trace file (.jsonl), or a tar.gz that `export --archive` wrote.",
+            show_default=False,
+        ),
+    ],
+    project: Annotated[
+        str | None,
+        typer.Option(
+            "--project", "-p", help="Import into this project (an archive: default its own)."
+        ),
+    ] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            "--agent", "-a", help="Import under this agent (an archive: default its own)."
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Import a trace file or an archive as new sessions (strict checks; existing ids refused).
+
+    A .jsonl file becomes shard 001 of a new session.  An archive from
+    `pentrace export --archive` brings back the session with all its shards and
+    its subagent children; nothing is written unless every file checks out.
+
+    Example: pentrace import session.jsonl --project default_project --agent default_agent
+
+    Example: pentrace import session.tar.gz
+    """
+    root = data_root(ctx, must_exist=False)
+    if file.is_file() and is_archive(file):
+        _import_archive(root, project, agent, file, as_json)
+        return
+    if project is None or agent is None:
+        raise UsageError(
+            f"importing {file} needs --project and --agent (only an archive names its own)",
+            hint=f"pentrace import {file} --project default_project --agent default_agent",
+        )
+    size = file.stat().st_size if file.is_file() else 0
+    with byte_progress(size, "importing") as advance:
+        result = import_session(root, project, agent, file, on_progress=advance)
+    indexed = _index_imported(root, project, agent)
+    if as_json:
+        emit_json(
+            {
+                "session_id": result.session_id,
+                "ref": f"{project}/{agent}/{result.session_id}",
+                "path": str(result.path),
+                "records": result.records,
+                "requests": result.requests,
+                "tool_calls": result.tool_calls,
+                "bytes": result.bytes,
+                "torn_tail_dropped": result.torn_tail_dropped,
+                "ledger_indexed": indexed,
+            }
+        )
+        return
+    torn = " (a torn last line was dropped)" if result.torn_tail_dropped else ""
+    typer.echo(
+        f"imported {result.session_id}: {result.records} records, {result.requests} requests, "
+        f"{result.tool_calls} tool calls, {result.bytes} bytes{torn}\n  {result.path}"
+    )
+
+
+def _import_archive(
+    root: DataRoot, project: str | None, agent: str | None, file: Path, as_json: bool
+) -> None:
+    result = import_archive(root, project, agent, file)
+    if as_json:
+        emit_json(
+            {
+                "session_id": result.root_session_id,
+                "session_ids": list(result.session_ids),
+                "paths": [str(path) for path in result.paths],
+                "bytes": result.bytes,
+                "torn_tails_dropped": result.torn_tails_dropped,
+            }
+        )
+        return
+    children = len(result.session_ids) - 1
+    torn = result.torn_tails_dropped
+    typer.echo(
+        f"imported {result.root_session_id} with {children} subagent session(s): "
+        f"{len(result.paths)} shard(s), {result.bytes} bytes"
+        + (f" ({torn} torn last line(s) dropped)" if torn else "")
+    )
+    for path in result.paths:
+        typer.echo(f"  {path}")
+
+
+def _index_imported(root: DataRoot, project: str, agent: str) -> int | None:
+    """Index the agent's new trace records into the ledger, as recording does (best effort).
+
+    The trace is written; a ledger that cannot be written is a warning, and
+    ``pentrace ledger sync`` closes the gap later.  Returns the events indexed.
+    """
+    # Imported here: the session commands load eagerly, SQLAlchemy should not (ADR 0008).
+    from pentrace.infrastructure.ledger.admin import open_ledger
+    from pentrace.infrastructure.ledger.indexer import sync
+
+    try:
+        ledger = open_ledger(root, must_exist=False)
+        try:
+            return sync(ledger, root, project=project, agent=agent).indexed
+        finally:
+            ledger.close()
+    except LedgerError as exc:
+        typer.echo(f"warning: the session is not in the ledger yet: {exc.message}", err=True)
+        typer.echo("hint: run `pentrace ledger sync` when the ledger can be written", err=True)
+        return None
+
+
+def fork(
+    ctx: typer.Context,
+    session: SessionArgument,
+    project: ProjectOption = None,
+    agent: AgentOption = None,
+    at_turn: Annotated[
+        int | None, typer.Option("--at-turn", help="Keep history up to this committed turn.")
+    ] = None,
+    at_event: Annotated[
+        int | None, typer.Option("--at-event", help="Keep history up to this record position.")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Fork a session: a new session from its committed history up to a turn or an event.
+
+    Dropped rounds are left out and the cut never splits a request or a
+    compaction.  The new session_meta names its origin in "forked_from"
+    (session_id, turn, position); the source is not changed.
+
+    Example: pentrace fork 3f8a1c2d --at-turn 2
+    """
+    root, ref = resolve(ctx, session, project, agent)
+    result = fork_session(root, ref, at_turn=at_turn, at_event=at_event)
+    if as_json:
+        emit_json(
+            {
+                "session_id": result.session_id,
+                "source_session_id": result.source_session_id,
+                "project": ref.project,
+                "agent": ref.agent,
+                "paths": [str(path) for path in result.paths],
+                "records": result.records,
+                "turns": result.turns,
+                "position": result.position,
+            }
+        )
+        return
+    typer.echo(
+        f"forked {result.source_session_id} at position {result.position} "
+        f"(turn {result.turns}) into {result.session_id}: {result.records} records"
+    )
+    for path in result.paths:
+        typer.echo(f"  {path}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add these commands to the ``pentrace`` app."""
+    app.command()(export)
+    app.command("import")(import_command)
+    app.command()(fork)

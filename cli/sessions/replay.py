@@ -1,0 +1,202 @@
+"""``pentrace replay`` and ``pentrace resume-check``: read a session, see what resume restores."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Final
+
+import click
+import msgspec
+import typer
+
+from pentrace.cli.options import JsonLinesOption
+from pentrace.cli.output import json_bytes, stdout_is_tty
+from pentrace.cli.sessions.args import (
+    AgentOption,
+    JsonOption,
+    ProjectOption,
+    SessionArgument,
+    resolve,
+)
+from pentrace.cli.sessions.replay_render import render_replay
+from pentrace.domain.json_codec import JsonEncoder
+from pentrace.infrastructure.sessions.fork import read_replay
+from pentrace.infrastructure.trace.reader import ParseReport
+from pentrace.infrastructure.trace.resume import resume_trace_file
+from pentrace.projections.replay_view import ReplayItem
+from pentrace.projections.resume import ResumeResult
+from pentrace.projections.resume_report import encode_resume_report
+from pentrace.projections.synthetic import SyntheticRecord
+
+__all__ = ["register", "replay", "resume_check"]
+
+# Piped JSON is compact, so every envelope is byte for byte the trace's line.
+_encoder: Final = JsonEncoder()
+_CLOSED: Final = "yes: the next run starts from an empty context"
+
+
+def _write(data: bytes) -> None:
+    sys.stdout.buffer.write(data)
+    sys.stdout.flush()
+
+
+def _shown(item: ReplayItem) -> bool:
+    """Committed history, plus how a dropped request ended (why it was retried)."""
+    record = item.record
+    ended = record.kind == "event_msg" and record.ptype == "request_end"
+    return item.committed or (item.state == "dropped" and ended)
+
+
+def _item_json(item: ReplayItem) -> dict[str, Any]:
+    return {
+        "position": item.position,
+        "shard": item.shard,
+        "line": item.record.line,
+        "round": item.round,
+        "state": item.state,
+        "status": item.status,
+        "turn": item.turn,
+        "in_compaction": item.in_compaction,
+        "envelope": msgspec.Raw(item.record.raw),
+    }
+
+
+def replay(
+    ctx: typer.Context,
+    session: SessionArgument,
+    project: ProjectOption = None,
+    agent: AgentOption = None,
+    raw: Annotated[
+        bool, typer.Option("--raw", help="Print the records as they are (JSONL).")
+    ] = False,
+    include_uncommitted: Annotated[
+        bool,
+        typer.Option(
+            "--include-uncommitted",
+            help="Also show dropped rounds (x), unfinished ones (?) and unsent input (>).",
+        ),
+    ] = False,
+    as_json: JsonOption = False,
+    as_jsonl: JsonLinesOption = False,
+    pager: Annotated[
+        bool,
+        typer.Option("--pager/--no-pager", help="Page the text (only ever on a terminal)."),
+    ] = True,
+) -> None:
+    """Replay a session's committed history for reading.
+
+    Roles, tool calls with their approvals and outputs (images named by type and
+    size), MCP connect results per server, thinking collapsed, one header per
+    turn.  Rounds whose request did not complete are left out, as resume leaves
+    them out, except the line saying how each ended (the error of a retried
+    request); --include-uncommitted shows them whole, marked.
+
+    Example: pentrace replay 3f8a --include-uncommitted
+    """
+    _, ref = resolve(ctx, session, project, agent)
+    report = ParseReport()
+    items = read_replay(ref, report)
+    shown = items if include_uncommitted else [item for item in items if item.committed]
+    if as_jsonl:
+        _write(b"".join(_encoder.encode(_item_json(item)) + b"\n" for item in shown))
+        return
+    if as_json:
+        document = {
+            "project": ref.project,
+            "agent": ref.agent,
+            "session_id": ref.session_id,
+            "include_uncommitted": include_uncommitted,
+            "skipped_lines": report.skipped_count,
+            "torn_tails": len(report.torn_tails),
+            "items": [_item_json(item) for item in shown],
+        }
+        _write(json_bytes(document) + b"\n")
+        return
+    if raw:
+        _write(b"".join(item.record.raw + b"\n" for item in shown))
+        return
+    # The text also says how a dropped request ended: the reason it was retried.
+    lines = render_replay(items if include_uncommitted else [i for i in items if _shown(i)])
+    if not report.clean:
+        lines.append(f"(reader: {report.note()}; torn tails {len(report.torn_tails)})")
+    text = "\n".join(lines) + "\n"
+    if stdout_is_tty() and pager:
+        click.echo_via_pager(text)
+    else:
+        typer.echo(text, nl=False)
+
+
+def _resume_text(label: str, result: ResumeResult, report: ParseReport) -> str:
+    placeholders = sum(isinstance(r, SyntheticRecord) for r in result.history) + sum(
+        isinstance(r, SyntheticRecord) for r in result.carry_over
+    )
+    tokens = result.session_tokens
+    shown_tokens = (
+        ", ".join(f"{k} {v}" for k, v in tokens.items())
+        if isinstance(tokens, dict)
+        else repr(tokens)
+    )
+    lines = [
+        f"trace         {label}",
+        f"history       {len(result.history)} message(s)",
+        f"carry-over    {len(result.carry_over)} message(s) resent with the next input",
+        f"placeholders  {placeholders} (interrupted tool calls, never written to disk)",
+        f"turns         {result.session_turns}",
+        f"tokens        {shown_tokens}; last request total {result.last_request_total}",
+        f"closed        {_CLOSED if result.context_closed else 'no'}",
+    ]
+    if result.pending_summary is not None:
+        text = result.pending_summary.payload().get("text")
+        size = len(text) if isinstance(text, str) else 0
+        lines.append(f"summary       pending, {size} chars, sent in front of the next input")
+    if result.dangling_compaction is not None:
+        lines.append(
+            f"dangling      compaction {result.dangling_compaction} (resume closes it as failed)"
+        )
+    lines.append(
+        f"reader        {report.note()}; torn tail: {'yes' if report.torn_tails else 'no'}"
+    )
+    return "\n".join(lines)
+
+
+def resume_check(
+    ctx: typer.Context,
+    session_or_path: Annotated[
+        str,
+        typer.Argument(
+            help="A session id (or short id, or project/agent/id), or the path of a trace file.",
+            show_default=False,
+        ),
+    ],
+    project: ProjectOption = None,
+    agent: AgentOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print what resume would restore, without resuming or writing anything.
+
+    History size, carry-over, placeholders, tokens, turns, closure and summary,
+    read from the session's latest shard (the one resume reads).  --json prints
+    the resume report contract (docs/resume.md).
+
+    Example: pentrace resume-check 3f8a1c2d --json
+    """
+    candidate = Path(session_or_path)
+    if candidate.suffix == ".jsonl" or candidate.exists():
+        path, label = candidate, str(candidate)
+    else:
+        _, ref = resolve(ctx, session_or_path, project, agent)
+        path = ref.shards[-1].path
+        label = f"{ref.key.reference} ({path})"
+    report = ParseReport()
+    result = resume_trace_file(path, report=report)
+    if as_json:
+        _write(encode_resume_report(result, report) + b"\n")
+    else:
+        typer.echo(_resume_text(label, result, report))
+
+
+def register(app: typer.Typer) -> None:
+    """Add these commands to the ``pentrace`` app."""
+    app.command()(replay)
+    app.command("resume-check")(resume_check)

@@ -1,0 +1,1 @@
+"""``pentrace stats`` and ``pentrace projections``: analytics from the read models."""

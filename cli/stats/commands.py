@@ -1,0 +1,295 @@
+"""``pentrace stats ...``: analytics from the built-in read models.
+
+``stats`` first catches the built-in projections up with the ledger (``--sync``
+also indexes traces the ledger is missing), then reads their read models
+through :mod:`pentrace.infrastructure.analytics.queries` - the same core the
+HTTP routes use.  ``--json`` output is a documented contract
+(``docs/projections.md``): fields are only ever added.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from pentrace.cli.options import TIME_HELP, FieldsOption, check_fields, day_bound, pick_fields
+from pentrace.cli.output import emit_json, emit_table
+from pentrace.cli.sessions.args import JsonOption, data_root
+from pentrace.cli.stats.plots import cost_plot, tokens_plot, tools_plot
+from pentrace.infrastructure.analytics import queries
+from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
+from pentrace.infrastructure.analytics.prices import load_prices
+from pentrace.infrastructure.analytics.registry import BUILTINS
+from pentrace.infrastructure.analytics.runner import catch_up, open_ledger
+from pentrace.infrastructure.ledger.indexer import sync
+
+__all__ = ["stats_app"]
+
+stats_app = typer.Typer(
+    name="stats",
+    no_args_is_help=True,
+    help="Token use, cost, tools, requests, sessions and subagent trees.\n\n"
+    "Example: pentrace stats cost --by day --since 2026-11-01",
+)
+projections_app = typer.Typer(
+    name="projections",
+    no_args_is_help=True,
+    help="Run, rebuild and inspect analytics projections.\n\nExample: pentrace projections status",
+)
+
+ByOption = Annotated[
+    str, typer.Option("--by", help="Group by model, provider, agent, project, day or session.")
+]
+SinceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--since",
+        metavar="<when>",
+        help=f"First UTC day to include: {TIME_HELP}.",
+        show_default=False,
+    ),
+]
+UntilOption = Annotated[
+    str | None,
+    typer.Option(
+        "--until",
+        metavar="<when>",
+        help="Last UTC day to include (same forms).",
+        show_default=False,
+    ),
+]
+PlotOption = Annotated[
+    Path | None,
+    typer.Option("--plot", help="Also draw the table as a picture: a .png or .svg file."),
+]
+SyncOption = Annotated[
+    bool, typer.Option("--sync", help="Index traces the ledger is missing before catching up.")
+]
+_TOKEN_COLUMNS = (
+    "requests",
+    "usage_records",
+    "input",
+    "output",
+    "cache_read",
+    "cache_write",
+    "total",
+)
+
+
+def days(since: str | None, until: str | None) -> tuple[str | None, str | None]:
+    """``--since``/``--until`` (any time form) as the inclusive UTC days the read models use."""
+    return day_bound(since, "--since"), day_bound(until, "--until")
+
+
+def _ready(ctx: typer.Context, names: tuple[str, ...], do_sync: bool) -> AnalyticsDatabase:
+    root = data_root(ctx).path
+    if not do_sync:
+        for name in names:
+            catch_up(BUILTINS[name], data_root=root)
+        return AnalyticsDatabase(analytics_url(root, os.environ))
+    ledger = open_ledger(root)
+    try:
+        # Retention waits until the projections have read what this sync indexed.
+        with ledger.retention_held():
+            report = sync(ledger, root)
+            for name in names:
+                catch_up(BUILTINS[name], data_root=root)
+    finally:
+        ledger.close()
+    for failure in report.failures:
+        typer.echo(
+            f"warning: {failure.project}/{failure.agent}/{failure.session_id}: "
+            f"left out of the sync: {failure.message}",
+            err=True,
+        )
+    return AnalyticsDatabase(analytics_url(root, os.environ))
+
+
+def done(value: Any, as_json: bool, columns: tuple[str, ...], rows: list[list[Any]]) -> None:
+    """The JSON document, or the table."""
+    if as_json:
+        emit_json(value)
+    else:
+        emit_table(columns, rows)
+
+
+@stats_app.command("tokens")
+def tokens_command(
+    ctx: typer.Context,
+    by: ByOption = "model",
+    since: SinceOption = None,
+    until: UntilOption = None,
+    as_json: JsonOption = False,
+    fields: FieldsOption = None,
+    plot: PlotOption = None,
+    do_sync: SyncOption = False,
+) -> None:
+    """Token use per group (input, output, cache read/write, total, requests).
+
+    Example: pentrace stats tokens --by agent --since 2026-11-01 --plot tokens.png
+    """
+    check_fields(fields, as_json)
+    since, until = days(since, until)
+    db = _ready(ctx, ("tokens",), do_sync)
+    rows = queries.tokens(db, by, since, until)
+    if plot is not None:
+        tokens_plot(db, by, since, until, rows, plot)
+    done(
+        {"by": by, "rows": pick_fields(rows, fields, ("key", *_TOKEN_COLUMNS))},
+        as_json,
+        (by, *_TOKEN_COLUMNS),
+        [[row["key"], *(row[c] for c in _TOKEN_COLUMNS)] for row in rows],
+    )
+
+
+@stats_app.command("cost")
+def cost_command(
+    ctx: typer.Context,
+    by: ByOption = "model",
+    since: SinceOption = None,
+    until: UntilOption = None,
+    prices: Annotated[
+        Path | None, typer.Option("--prices", help="Price table (TOML); default PENTRACE_PRICES.")
+    ] = None,
+    as_json: JsonOption = False,
+    fields: FieldsOption = None,
+    plot: PlotOption = None,
+    do_sync: SyncOption = False,
+) -> None:
+    """Cost per group from the editable price table (prices per million tokens).
+
+    Example: pentrace stats cost --by day --prices ~/prices.toml --plot cost.svg
+    """
+    check_fields(fields, as_json)
+    since, until = days(since, until)
+    table = load_prices(prices)
+    db = _ready(ctx, ("tokens",), do_sync)
+    rows = queries.cost(db, table, by, since, until)
+    if plot is not None:
+        cost_plot(db, by, since, until, rows, table.currency, plot)
+    picked = pick_fields(rows, fields, ("key", "cost", "currency", "total", "unpriced"))
+    done(
+        {"by": by, "currency": table.currency, "rows": picked},
+        as_json,
+        (by, "cost", "total tokens", "unpriced models"),
+        [
+            [row["key"], f"{row['cost']:.4f}", row["total"], ", ".join(row["unpriced"])]
+            for row in rows
+        ],
+    )
+
+
+@stats_app.command("tools")
+def tools_command(
+    ctx: typer.Context,
+    since: SinceOption = None,
+    until: UntilOption = None,
+    as_json: JsonOption = False,
+    fields: FieldsOption = None,
+    plot: PlotOption = None,
+    do_sync: SyncOption = False,
+) -> None:
+    """Tool calls by name: failures, aborts, timeouts, truncations, unanswered; approvals.
+
+    Example: pentrace stats tools --json
+    """
+    check_fields(fields, as_json)
+    since, until = days(since, until)
+    db = _ready(ctx, ("tools",), do_sync)
+    value = queries.tools(db, since, until)
+    if plot is not None:
+        tools_plot(db, since, until, value["tools"], plot)
+    names = ("calls", "failures", "aborts", "timeouts", "truncations", "unanswered")
+    rows = [[row["tool"], *(row[n] for n in names), row["failure_rate"]] for row in value["tools"]]
+    rows += [[f"approval: {d}", n, "", "", "", "", "", ""] for d, n in value["approvals"].items()]
+    picked = pick_fields(value["tools"], fields, ("tool", *names, "failure_rate"))
+    done({**value, "tools": picked}, as_json, ("tool", *names, "failure_rate"), rows)
+
+
+@stats_app.command("requests")
+def requests_command(
+    ctx: typer.Context,
+    since: SinceOption = None,
+    until: UntilOption = None,
+    as_json: JsonOption = False,
+    do_sync: SyncOption = False,
+) -> None:
+    """Requests by status and retries, compactions (mode, outcome, context), goal outcomes.
+
+    Example: pentrace stats requests --since 2026-11-28
+    """
+    since, until = days(since, until)
+    db = _ready(ctx, ("sessions",), do_sync)
+    value = queries.requests(db, since, until)
+    rows: list[list[Any]] = [["request", s, n] for s, n in value["requests"].items()]
+    rows.append(["retries", "", value["retries"]])
+    rows += [
+        ["compaction", f"{c['mode']}/{c['outcome']} (max context {c['max_context']})", c["count"]]
+        for c in value["compactions"]
+    ]
+    rows += [["goal", outcome, n] for outcome, n in value["goals"].items()]
+    done(value, as_json, ("what", "which", "count"), rows)
+
+
+@stats_app.command("sessions")
+def sessions_command(
+    ctx: typer.Context,
+    by: ByOption = "day",
+    since: SinceOption = None,
+    until: UntilOption = None,
+    as_json: JsonOption = False,
+    fields: FieldsOption = None,
+    do_sync: SyncOption = False,
+) -> None:
+    """Sessions per group: count, turns, requests, model switches, durations.
+
+    Example: pentrace stats sessions --by agent
+    """
+    check_fields(fields, as_json)
+    since, until = days(since, until)
+    db = _ready(ctx, ("sessions",), do_sync)
+    rows = queries.sessions(db, by, since, until)
+    names = ("sessions", "turns", "requests", "model_switches", "mean_duration_s", "max_duration_s")
+    done(
+        {"by": by, "rows": pick_fields(rows, fields, ("key", *names))},
+        as_json,
+        (by, *names),
+        [[row["key"], *(row[n] for n in names)] for row in rows],
+    )
+
+
+@stats_app.command("tree")
+def tree_command(
+    ctx: typer.Context,
+    since: SinceOption = None,
+    until: UntilOption = None,
+    as_json: JsonOption = False,
+    do_sync: SyncOption = False,
+) -> None:
+    """Subagent trees: each session with its children and the tokens of its whole subtree.
+
+    Example: pentrace stats tree --json
+    """
+    since, until = days(since, until)
+    db = _ready(ctx, ("sessions", "tokens"), do_sync)
+    roots = queries.tree(db, since, until)
+    rows: list[list[Any]] = []
+
+    def walk(node: dict[str, Any], depth: int) -> None:
+        rows.append(
+            [
+                "  " * depth + node["session_id"],
+                node["model"],
+                node["tokens"],
+                node["subtree_tokens"],
+            ]
+        )
+        for child in node["children"]:
+            walk(child, depth + 1)
+
+    for root in roots:
+        walk(root, 0)
+    done({"trees": roots}, as_json, ("session", "model", "tokens", "subtree_tokens"), rows)

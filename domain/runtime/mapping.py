@@ -1,0 +1,270 @@
+"""Every trace record becomes exactly one RuntimeEvent (``docs/runtime-events.md``).
+
+The event's sequence is the record's *position* in its session trace and its
+id is ``evt:session:<project>/<agent>/<session_id>:<position:08d>``
+(:class:`~pentrace.domain.session.key.SessionKey`, ADR 0023), so
+indexing the same trace again - after a restart, or into an empty ledger -
+gives the same ids, and new records always get new ones (Penguin's W1).
+
+Categories come from Penguin's category rules applied to the mapped type;
+only the never-persisted partials name theirs explicitly, because their
+payload has no ``part`` to judge by.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from pentrace.domain.records import TraceRecord
+from pentrace.domain.redaction import redact_decoded, redact_string
+from pentrace.domain.runtime.envelope import (
+    Header,
+    RuntimeEvent,
+    assemble_event,
+    envelope_correlation,
+    envelope_header,
+)
+from pentrace.domain.runtime.scope import BODY_READS
+from pentrace.domain.session.key import SessionKey
+
+__all__ = [
+    "EVENT_TYPES",
+    "MODEL_MESSAGE_TYPES",
+    "event_from_record",
+    "event_type_for",
+    "time_ms_of",
+]
+
+MODEL_MESSAGE_TYPES: Final[dict[str, str]] = {
+    "text": "message.updated",
+    "image_url": "message.updated",
+    "inline_data": "message.updated",
+    "thinking": "message.reasoning.updated",
+    "inline_thinking": "message.reasoning.updated",
+    "tool_call": "tool.called",
+    "tool_call_output": "tool.result",
+    "partial_text": "message.part.updated",
+    "partial_thinking": "message.part.updated",
+    "partial_tool_call": "message.part.updated",
+    "partial_tool_call_output": "message.part.updated",
+}
+EVENT_TYPES: Final[dict[str, str]] = {
+    "request_begin": "run.started",
+    "approval_decision": "permission.replied",
+    "abort": "session.aborted",
+    "token_usage": "token.usage.updated",
+    "compaction_begin": "session.compaction.started",
+    "goal_finished": "task.finished",
+    "subagent": "session.subagent.started",
+    "tool_list_ready": "tool.list.updated",
+    "mcp_connect_begin": "tool.mcp.connecting",
+    "mcp_connect_end": "tool.mcp.connected",
+}
+_REQUEST_END: Final = {"completed": "run.completed", "aborted": "run.aborted"}
+# What the header of an envelope may read from its body (see ``_header``).
+_BODY_READS: Final = BODY_READS
+_MAX_HEADERS: Final = 4096
+_headers: dict[tuple[Any, ...], Header] = {}
+_PARTIAL_CATEGORIES: Final = {
+    "partial_text": "stream_chunk",
+    "partial_thinking": "stream_chunk",
+    "partial_tool_call": "tool_action_lifecycle",
+    "partial_tool_call_output": "tool_action_lifecycle",
+}
+
+
+def event_type_for(record: TraceRecord, position: int) -> str:
+    """The RuntimeEvent type of a record (the table in ``docs/runtime-events.md``)."""
+    kind, ptype = record.kind, record.ptype
+    if kind == "session_meta":
+        return "session.created" if position == 1 else "session.updated"
+    if kind == "model_msg":
+        known = MODEL_MESSAGE_TYPES.get(ptype) if isinstance(ptype, str) else None
+        return known or "message.updated"
+    if kind == "event_msg" and isinstance(ptype, str):
+        if ptype == "request_end":
+            status = record.status if isinstance(record.status, str) else ""
+            return _REQUEST_END.get(status, "run.error")
+        if ptype == "compaction_end":
+            return (
+                "session.compacted" if record.status == "completed" else "session.compaction.error"
+            )
+        return EVENT_TYPES.get(ptype, "trace.event")
+    return "trace.record"
+
+
+def time_ms_of(record: TraceRecord, fallback_ms: int = 0) -> int:
+    """Milliseconds since the epoch of the envelope ``timestamp`` (naive means UTC)."""
+    value = record.value()
+    stamp = value.get("timestamp") if isinstance(value, dict) else None
+    if not isinstance(stamp, str):
+        return fallback_ms
+    try:
+        moment = datetime.fromisoformat(stamp)
+    except ValueError:
+        return fallback_ms
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def _payload(record: TraceRecord) -> dict[str, Any]:
+    value = record.value()
+    if isinstance(value, dict) and isinstance(value.get("payload"), dict):
+        return dict(value["payload"])
+    # Not an OmniMessage: keep the whole value where a UI can still show it.
+    return {"record": value}
+
+
+def _actor(record: TraceRecord, payload: dict[str, Any], agent: str) -> dict[str, Any]:
+    if record.kind == "model_msg":
+        if record.role == "user":
+            sender = payload.get("sender")
+            return {"type": "user", "id": sender if isinstance(sender, str) and sender else "user"}
+        return {"type": "assistant", "id": agent}
+    name = record.ptype if isinstance(record.ptype, str) else record.kind
+    return {"type": "runtime", "id": name if isinstance(name, str) else "record"}
+
+
+def _correlation(record: TraceRecord, payload: dict[str, Any]) -> dict[str, Any]:
+    correlation: dict[str, Any] = {}
+    if isinstance(record.tool_call_id, str) and record.tool_call_id:
+        correlation["tool_call_id"] = record.tool_call_id
+    child = payload.get("session_id")
+    if record.kind == "event_msg" and record.ptype == "subagent" and isinstance(child, str):
+        correlation["child_session_id"] = child
+    if record.has_origin and isinstance(record.origin, list):
+        correlation["origin"] = [item for item in record.origin if isinstance(item, str)]
+    return correlation
+
+
+def _scope(
+    record: TraceRecord,
+    payload: dict[str, Any],
+    session_id: str,
+    project: str,
+    agent: str,
+    directory: str | None,
+) -> dict[str, Any]:
+    scope: dict[str, Any] = {
+        "session_id": session_id,
+        "conversation_id": session_id,
+        "agent_id": agent,
+        "project_id": project,
+        "directory": directory,
+    }
+    if record.kind == "session_meta":
+        scope["provider_id"] = (
+            payload.get("provider") if isinstance(payload.get("provider"), str) else None
+        )
+    return scope
+
+
+def _partial_category(record: TraceRecord) -> str | None:
+    if record.kind == "model_msg" and isinstance(record.ptype, str):
+        return _PARTIAL_CATEGORIES.get(record.ptype)
+    return None
+
+
+def _header(
+    event_type: str,
+    body: dict[str, Any],
+    category: str | None,
+    stream_id: str,
+    scope: dict[str, Any],
+    actor: dict[str, Any],
+    home: str | None,
+) -> Header:
+    """The envelope header, remembered while the body cannot change it.
+
+    Scope, category and subject read the body only through the keys in
+    ``_BODY_READS``, so a body without them gives every event of a session,
+    type and actor the same header: one computation instead of six field
+    redactions each.  The key holds every other input (strings and None).
+    """
+    key = None
+    if _BODY_READS.isdisjoint(body):
+        key = (event_type, category, home, tuple(scope.items()), tuple(actor.items()))
+        header = _headers.get(key)
+        if header is not None:
+            return header
+    header = envelope_header(
+        event_type=event_type,
+        body=body,
+        category=category,
+        stream_id=stream_id,
+        scope=scope,
+        actor=actor,
+        home=home,
+    )
+    if key is not None:
+        if len(_headers) >= _MAX_HEADERS:
+            _headers.clear()
+        _headers[key] = header
+    return header
+
+
+def _opencode(event_id: str, event_type: str) -> tuple[dict[str, Any], list[str]]:
+    """``envelope_projections({"opencode": {"id": ..., "type": ...}})``, without the walk.
+
+    The keys are fixed and clean, so the walk would redact the two strings
+    and nothing else.
+    """
+    clean_id = redact_string(event_id, depth=3)
+    clean_type = redact_string(event_type, depth=3)
+    paths = []
+    if clean_id != event_id:
+        paths.append("@projections.opencode.id")
+    if clean_type != event_type:
+        paths.append("@projections.opencode.type")
+    return {"opencode": {"id": clean_id, "type": clean_type}}, paths
+
+
+def event_from_record(
+    record: TraceRecord,
+    *,
+    session_id: str,
+    position: int,
+    project: str,
+    agent: str,
+    directory: str | None,
+    home: str | None = None,
+    fallback_time_ms: int = 0,
+) -> RuntimeEvent:
+    """The RuntimeEvent of the record at 1-based ``position`` of a session's trace.
+
+    ``directory`` is the session's workspace (normalised; ``~`` expands only
+    with ``home``).  A record without a readable timestamp gets
+    ``fallback_time_ms``.  The envelope equals ``build_event`` of the same
+    fields; only the work of computing it is shared between events.
+    """
+    event_type = event_type_for(record, position)
+    key = SessionKey(project, agent, session_id)
+    payload = _payload(record)
+    redacted = redact_decoded(payload, record.raw, depth=1)
+    anchor = (
+        record.tool_call_id
+        if isinstance(record.tool_call_id, str) and record.tool_call_id
+        else position
+    )
+    header = _header(
+        event_type,
+        redacted.value,
+        _partial_category(record),
+        key.stream_id,
+        _scope(record, payload, session_id, project, agent, directory),
+        _actor(record, payload, agent),
+        home,
+    )
+    return assemble_event(
+        header,
+        correlation=envelope_correlation(redacted.value, _correlation(record, payload)),
+        body=redacted.value,
+        payload_paths=redacted.paths,
+        time_ms=time_ms_of(record, fallback_time_ms),
+        sequence=position,
+        # A stream the redaction policy changed keeps the slugged id of the redacted form.
+        event_id=key.event_id(position) if header.stream_id == key.stream_id else None,
+        projections=_opencode(f"{event_type}:{session_id}:{anchor}", event_type),
+    )

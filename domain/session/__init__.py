@@ -1,0 +1,1 @@
+"""The Session aggregate: its commands, events, state, trace-line encoding and identity."""

@@ -1,0 +1,353 @@
+"""The Session aggregate's domain events: one event class per kind of trace line.
+
+Each event carries the exact envelope bytes of the line it stands for
+(``line``); ``apply`` reads only header fields from it (through
+:class:`~pentrace.domain.records.TraceRecord`) and updates the small counters
+the aggregate keeps.  Most kinds need no parsing at all: the class says it.
+
+The trace has no topic column, so :func:`event_class_for` rebuilds the class
+from a record's header.  Stored names are part of the format: never rename a
+class here, only add new ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Final
+
+from eventsourcing.domain import CanInitAggregate, CanMutateAggregate
+from eventsourcing.utils import register_topic
+
+from pentrace.domain.records import TraceRecord
+from pentrace.domain.session.lines import raw_payload
+
+if TYPE_CHECKING:
+    from pentrace.domain.session.state import SessionState as Session
+
+__all__ = [
+    "APPLYING",
+    "EVENT_CLASSES",
+    "HEADER",
+    "Aborted",
+    "ApprovalDecided",
+    "CompactionBegan",
+    "CompactionEnded",
+    "GoalFinished",
+    "ImageUrlRecorded",
+    "InlineDataRecorded",
+    "InlineThinkingRecorded",
+    "McpConnectBegan",
+    "McpConnectEnded",
+    "RecordAppended",
+    "RequestBegan",
+    "RequestEnded",
+    "SessionEvent",
+    "SessionStarted",
+    "ShardOpened",
+    "SubagentSpawned",
+    "TextRecorded",
+    "ThinkingRecorded",
+    "TokenUsageRecorded",
+    "ToolCallOutputRecorded",
+    "ToolCallRecorded",
+    "ToolsListed",
+    "TraceOpened",
+    "event_class_for",
+    "model_message_class",
+]
+
+COMPLETED: Final = "completed"
+# Where a mapper may leave the reader's TraceRecord on an event: not a field, so
+# it takes no part in equality and is never stored.
+HEADER: Final = "_header"
+
+
+@dataclass(frozen=True, eq=True)
+class SessionEvent(CanMutateAggregate[str]):
+    """Base of every Session event: one trace line, at position ``originator_version``."""
+
+    originator_id: str
+    originator_version: int
+    timestamp: datetime
+    line: bytes
+
+    def apply(self, aggregate: Session) -> None:
+        """Lines that change no counter (the default)."""
+
+    def header(self) -> TraceRecord:
+        """The line's parsed header; reused when the reader already parsed it."""
+        record = self.__dict__.get(HEADER)
+        return record if record is not None else TraceRecord(self.line)
+
+
+@dataclass(frozen=True, eq=True)
+class SessionStarted(SessionEvent, CanInitAggregate[str]):
+    """The first ``session_meta`` line: the session exists from here on."""
+
+    originator_topic: str
+
+    def apply(self, aggregate: Session) -> None:
+        """Remember the meta payload (for shard copies) and mark the session started."""
+        aggregate.started = True
+        aggregate.meta_payload = raw_payload(self.line)
+
+
+@dataclass(frozen=True, eq=True)
+class TraceOpened(SessionEvent, CanInitAggregate[str]):
+    """The first line of a foreign trace that does not begin with ``session_meta``."""
+
+    originator_topic: str
+
+    def apply(self, aggregate: Session) -> None:
+        """Apply the line as the event class its header names would (without starting)."""
+        record = self.header()
+        cls = event_class_for(record, 2)
+        if cls is not ShardOpened:
+            cls.apply(self, aggregate)
+
+
+@dataclass(frozen=True, eq=True)
+class ShardOpened(SessionEvent):
+    """A ``session_meta`` copy after position 1: a new shard begins (rotation)."""
+
+    def apply(self, aggregate: Session) -> None:
+        """Move to the next shard; the meta copy becomes the current meta."""
+        aggregate.shard_index += 1
+        aggregate.rotation_pending = False
+        aggregate.started = True
+        aggregate.meta_payload = raw_payload(self.line)
+
+
+@dataclass(frozen=True, eq=True)
+class ToolsListed(SessionEvent):
+    """``tool_list_ready``: the tool definitions offered to the model."""
+
+    def apply(self, aggregate: Session) -> None:
+        """Keep the payload so a rotated shard can start with a copy."""
+        aggregate.tools_payload = raw_payload(self.line)
+
+
+@dataclass(frozen=True, eq=True)
+class RequestBegan(SessionEvent):
+    """``request_begin``: one LLM call starts."""
+
+    def apply(self, aggregate: Session) -> None:
+        """Open a request; a request still open is dropped, as replay drops it."""
+        aggregate.open_calls.clear()
+        aggregate.answered_recent.clear()
+        aggregate.open_request = True
+        aggregate.requests += 1
+
+
+@dataclass(frozen=True, eq=True)
+class RequestEnded(SessionEvent):
+    """``request_end``: the call finished with ``status`` (``completed`` commits it)."""
+
+    def apply(self, aggregate: Session) -> None:
+        """Commit or drop the round's tool calls; a completed end counts a turn."""
+        if self.header().status == COMPLETED:
+            unanswered = aggregate.unanswered
+            for call_id, completed in aggregate.open_calls.items():
+                if completed:
+                    unanswered[call_id] = None
+            if aggregate.compaction is None:
+                aggregate.turns += 1
+        aggregate.open_calls.clear()
+        aggregate.open_request = False
+
+
+@dataclass(frozen=True, eq=True)
+class TextRecorded(SessionEvent):
+    """A complete ``text`` model message (user input or assistant reply)."""
+
+
+@dataclass(frozen=True, eq=True)
+class ThinkingRecorded(SessionEvent):
+    """A complete ``thinking`` model message."""
+
+
+@dataclass(frozen=True, eq=True)
+class InlineThinkingRecorded(SessionEvent):
+    """A complete ``inline_thinking`` model message (base64 data)."""
+
+
+@dataclass(frozen=True, eq=True)
+class ImageUrlRecorded(SessionEvent):
+    """An ``image_url`` model message."""
+
+
+@dataclass(frozen=True, eq=True)
+class InlineDataRecorded(SessionEvent):
+    """An ``inline_data`` model message (base64 data with a mime type)."""
+
+
+@dataclass(frozen=True, eq=True)
+class ToolCallRecorded(SessionEvent):
+    """A ``tool_call`` model message: the call now awaits its output."""
+
+    def apply(self, aggregate: Session) -> None:
+        """Track the call id; only calls that stopped ``completed`` survive a commit."""
+        record = self.header()
+        call_id = record.tool_call_id
+        if isinstance(call_id, str):
+            stop = record.stop_reason
+            aggregate.open_calls[call_id] = stop is None or stop == COMPLETED
+
+
+@dataclass(frozen=True, eq=True)
+class ToolCallOutputRecorded(SessionEvent):
+    """A ``tool_call_output`` model message answering one call id."""
+
+    def apply(self, aggregate: Session) -> None:
+        """The call is answered: it no longer awaits output."""
+        call_id = self.header().tool_call_id
+        if isinstance(call_id, str):
+            aggregate.open_calls.pop(call_id, None)
+            aggregate.unanswered.pop(call_id, None)
+            aggregate.answered_recent.add(call_id)
+
+
+@dataclass(frozen=True, eq=True)
+class ApprovalDecided(SessionEvent):
+    """``approval_decision``: allow, deny or forbidden for one tool call."""
+
+
+@dataclass(frozen=True, eq=True)
+class Aborted(SessionEvent):
+    """``abort``: the user or the harness aborted the running request."""
+
+
+@dataclass(frozen=True, eq=True)
+class TokenUsageRecorded(SessionEvent):
+    """``token_usage``: session and request token counts."""
+
+
+@dataclass(frozen=True, eq=True)
+class CompactionBegan(SessionEvent):
+    """``compaction_begin``: a context compaction starts."""
+
+    def apply(self, aggregate: Session) -> None:
+        """Remember reason and mode, so a dangling compaction can be closed alike."""
+        payload = self.header().payload()
+        reason, mode = payload.get("reason"), payload.get("mode")
+        aggregate.compaction = (
+            reason if isinstance(reason, str) else "manual",
+            mode if isinstance(mode, str) else "discard",
+        )
+
+
+@dataclass(frozen=True, eq=True)
+class CompactionEnded(SessionEvent):
+    """``compaction_end``: completed closes the context; the next write rotates."""
+
+    def apply(self, aggregate: Session) -> None:
+        """Close the compaction span; a completed one defers a rotation to the next write.
+
+        A completed compaction closes the context: the next record opens a new
+        shard, and resume reads the newest shard alone, so a request still
+        open here can never commit.  It is dropped, as ``request_begin`` drops
+        one; this is also where a request resume forgot in memory only (the
+        process that began it died) stops being open in a rebuild.
+        """
+        aggregate.compaction = None
+        completed = self.header().status == COMPLETED
+        aggregate.rotation_pending = completed
+        if completed:
+            aggregate.open_request = False
+            aggregate.open_calls.clear()
+
+
+@dataclass(frozen=True, eq=True)
+class GoalFinished(SessionEvent):
+    """``goal_finished``: the task reached an outcome."""
+
+
+@dataclass(frozen=True, eq=True)
+class SubagentSpawned(SessionEvent):
+    """``subagent``: a pointer to a child session with its own trace."""
+
+
+@dataclass(frozen=True, eq=True)
+class McpConnectBegan(SessionEvent):
+    """``mcp_connect_begin``: MCP servers are being connected."""
+
+
+@dataclass(frozen=True, eq=True)
+class McpConnectEnded(SessionEvent):
+    """``mcp_connect_end``: MCP connection results."""
+
+
+@dataclass(frozen=True, eq=True)
+class RecordAppended(SessionEvent):
+    """Any other line (foreign or future kinds, origin-tagged messages): kept, not applied."""
+
+
+_MODEL_MESSAGES: Final[dict[Any, type[SessionEvent]]] = {
+    "text": TextRecorded,
+    "thinking": ThinkingRecorded,
+    "inline_thinking": InlineThinkingRecorded,
+    "tool_call": ToolCallRecorded,
+    "tool_call_output": ToolCallOutputRecorded,
+    "image_url": ImageUrlRecorded,
+    "inline_data": InlineDataRecorded,
+}
+_EVENTS: Final[dict[Any, type[SessionEvent]]] = {
+    "request_begin": RequestBegan,
+    "request_end": RequestEnded,
+    "approval_decision": ApprovalDecided,
+    "abort": Aborted,
+    "token_usage": TokenUsageRecorded,
+    "compaction_begin": CompactionBegan,
+    "compaction_end": CompactionEnded,
+    "goal_finished": GoalFinished,
+    "subagent": SubagentSpawned,
+    "tool_list_ready": ToolsListed,
+    "mcp_connect_begin": McpConnectBegan,
+    "mcp_connect_end": McpConnectEnded,
+}
+
+EVENT_CLASSES: Final[tuple[type[SessionEvent], ...]] = (
+    SessionStarted,
+    TraceOpened,
+    ShardOpened,
+    RecordAppended,
+    *_MODEL_MESSAGES.values(),
+    *_EVENTS.values(),
+)
+
+
+# Topics stored before the module moved into this package (ADR 0029): a ledger
+# used as an eventsourcing recorder holds them, so they keep resolving.
+for _cls in EVENT_CLASSES:
+    register_topic(f"pentrace.domain.session_events:{_cls.__qualname__}", _cls)
+
+
+# The classes whose apply() changes state; the others only take a position.
+APPLYING: Final[frozenset[type[SessionEvent]]] = frozenset(
+    cls for cls in EVENT_CLASSES if cls.apply is not SessionEvent.apply
+)
+
+
+def event_class_for(record: TraceRecord, position: int) -> type[SessionEvent]:
+    """The event class a trace record at ``position`` (1-based) stands for."""
+    kind = record.kind
+    if kind == "session_meta":
+        return SessionStarted if position == 1 else ShardOpened
+    if position == 1:
+        return TraceOpened
+    if record.has_origin:
+        return RecordAppended
+    try:
+        if kind == "event_msg":
+            return _EVENTS.get(record.ptype, RecordAppended)
+        if kind == "model_msg":
+            return _MODEL_MESSAGES.get(record.ptype, RecordAppended)
+    except TypeError:  # an unhashable payload type (a list, an object) is foreign
+        return RecordAppended
+    return RecordAppended
+
+
+def model_message_class(ptype: str | None) -> type[SessionEvent]:
+    """The event class of a complete model message of payload type ``ptype``."""
+    return _MODEL_MESSAGES.get(ptype, RecordAppended)

@@ -1,0 +1,1 @@
+"""Audit and secret scans: checks over sessions and derived stores, and the safe repairs."""

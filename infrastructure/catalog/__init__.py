@@ -1,0 +1,1 @@
+"""The session catalog: listing rows, filters and their derived cache."""

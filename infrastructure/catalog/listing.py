@@ -1,0 +1,231 @@
+"""The session catalog: list, filter, sort and resolve the sessions of a data root.
+
+Each session's row is its :class:`~pentrace.projections.session_summary.SessionSummary`
+plus what the reader saw on disk (shards, bytes, malformed lines, torn tails).
+Rows are kept in a derived cache, ``<root>/.pentrace/catalog.db`` (SQLite),
+keyed by every shard's ``(name, size, mtime_ns)``: a session whose shards did
+not change is never read again, so a warm listing costs one folder walk, one
+``stat`` per shard and one query.  The cache can be deleted at any time; a
+corrupt or foreign file is replaced, and when the root is read-only the
+catalog works without a cache.
+
+Short ids: :func:`resolve_session` accepts a session id, any unique prefix of
+one, or a prefix of its 8-hex token (``3f8a1c2d``, ``3f8a``), each also behind
+its owner, ``project/agent/`` (ADR 0023).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Final
+
+import msgspec
+
+from pentrace.errors import NotFoundError, UsageError
+from pentrace.infrastructure.catalog.cache import CatalogCache, Key, open_cache
+from pentrace.infrastructure.catalog.cache import cache_path as _cache_path
+from pentrace.infrastructure.catalog.rows import (
+    STATUS_CHOICES,
+    SessionFilter,
+    SessionRow,
+    parse_time_bound,
+    read_row,
+)
+from pentrace.infrastructure.sessions.refs import ambiguous, match_sessions, owner_of
+from pentrace.infrastructure.storage.layout import (
+    DataRoot,
+    SessionRef,
+    is_session_id,
+    iter_sessions,
+)
+
+__all__ = [
+    "SORT_KEYS",
+    "STATUS_CHOICES",
+    "SessionFilter",
+    "SessionRow",
+    "cache_path",
+    "list_sessions",
+    "parse_time_bound",
+    "read_row",
+    "resolve_session",
+    "short_id",
+]
+
+
+SORT_KEYS: Final = ("start", "tokens", "turns", "id")
+Progress = Callable[[Sequence[SessionRef]], Iterable[SessionRef]]
+
+
+def cache_path(root: DataRoot) -> Path:
+    """Where the catalog cache of ``root`` lives (``<root>/.pentrace/catalog.db``)."""
+    return _cache_path(root.path)
+
+
+def short_id(session_id: str) -> str:
+    """The 8-hex token of a native id (what an operator types); other ids as they are."""
+    return session_id[-8:] if is_session_id(session_id) else session_id
+
+
+def _signature(ref: SessionRef) -> bytes:
+    """Every shard's identity and state; any append, rotation or rewrite changes it."""
+    parts = []
+    for shard in ref.shards:
+        stat = os.stat(shard.path)
+        parts.append(f"{shard.day.isoformat()}/{shard.path.name}:{stat.st_size}:{stat.st_mtime_ns}")
+    return "|".join(parts).encode()
+
+
+def _decode(blob: bytes) -> SessionRow | None:
+    try:
+        return msgspec.msgpack.decode(blob, type=SessionRow)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None  # written by another version: read the session again
+
+
+def _rows(
+    root: DataRoot, refs: list[SessionRef], scope: SessionFilter, progress: Progress | None
+) -> list[SessionRow]:
+    """Rows for ``refs``: from the cache when the shards are unchanged, else read and cached."""
+    cache: CatalogCache = open_cache(root.path)
+    try:
+        cached = cache.load()
+        rows: dict[Key, SessionRow] = {}
+        stale: list[tuple[SessionRef, bytes]] = []
+        for ref in refs:
+            key = (ref.project, ref.agent, ref.session_id)
+            try:
+                signature = _signature(ref)
+            except OSError:
+                signature = b""  # a shard vanished or is unreadable: read it, never cache it
+            hit = cached.get(key)
+            row = _decode(hit[1]) if hit is not None and signature == hit[0] else None
+            if row is not None and signature:
+                rows[key] = row
+            else:
+                stale.append((ref, signature))
+        fresh: list[tuple[Key, bytes, bytes]] = []
+        signatures = {(r.project, r.agent, r.session_id): sig for r, sig in stale}
+        scan = [ref for ref, _ in stale]
+        for ref in progress(scan) if progress is not None and scan else scan:
+            key = (ref.project, ref.agent, ref.session_id)
+            row = rows[key] = read_row(ref)
+            packed = _packed(row) if signatures[key] and row.problem is None else None
+            if packed is not None:
+                fresh.append((key, signatures[key], packed))
+        present = {(r.project, r.agent, r.session_id) for r in refs}
+        gone = [
+            key
+            for key in cached
+            if key not in present
+            and scope.project in (None, key[0])
+            and scope.agent in (None, key[1])
+        ]
+        cache.store(fresh, gone)
+    finally:
+        cache.close()
+    return [rows[(r.project, r.agent, r.session_id)] for r in refs]
+
+
+def _packed(row: SessionRow) -> bytes | None:
+    """The row as cached, or None when it holds text with no UTF-8 form (a lone surrogate).
+
+    Such a row is read from its trace every time rather than cached in another spelling.
+    """
+    try:
+        return msgspec.msgpack.encode(row)
+    except UnicodeEncodeError:
+        return None
+
+
+def _sort_key(sort: str) -> Callable[[SessionRow], tuple[object, ...]]:
+    if sort == "start":
+        return lambda row: (row.start or "", row.session_id)
+    if sort == "tokens":
+        return lambda row: (row.summary.total_tokens, row.session_id)
+    if sort == "turns":
+        return lambda row: (row.summary.turns, row.session_id)
+    if sort == "id":
+        return lambda row: (row.session_id, row.project, row.agent)
+    raise UsageError(
+        f"expected a sort key among {', '.join(SORT_KEYS)}, found {sort!r}",
+        hint="for example --sort tokens",
+    )
+
+
+def list_sessions(
+    root: DataRoot,
+    filters: SessionFilter | None = None,
+    sort: str = "start",
+    *,
+    reverse: bool = False,
+    progress: Progress | None = None,
+) -> list[SessionRow]:
+    """Every session under ``root`` that passes ``filters``, sorted by ``sort``.
+
+    ``sort`` is one of :data:`SORT_KEYS` (ascending; ``reverse`` flips it).
+    ``progress`` wraps the sessions that must be read (not cached), for a
+    progress bar.
+    """
+    chosen = filters or SessionFilter()
+    key = _sort_key(sort)
+    if chosen.status is not None and chosen.status not in STATUS_CHOICES:
+        raise UsageError(
+            f"expected a status among {', '.join(STATUS_CHOICES)}, found {chosen.status!r}",
+            hint="for example --status failed",
+        )
+    if not root.path.is_dir():
+        return []
+    refs = list(iter_sessions(root, chosen.project, chosen.agent))
+    rows = [row for row in _rows(root, refs, chosen, progress) if chosen.keeps(row)]
+    rows.sort(key=key, reverse=reverse)
+    return rows
+
+
+def resolve_session(
+    root: DataRoot, id_or_prefix: str, *, project: str | None = None, agent: str | None = None
+) -> SessionRef:
+    """The one session a reference names: ``[[project/]agent/]id``, where ``id`` is a full
+    session id, a unique prefix of one, or a prefix of its 8-hex token
+    (:mod:`pentrace.infrastructure.sessions.refs`).
+
+    An exact id wins over longer ids it prefixes; ``project`` / ``agent``
+    (``--project`` / ``--agent``) narrow the search like the reference's own
+    owner parts.  Raises :class:`~pentrace.errors.AmbiguousIdError` listing the
+    candidates as ``project/agent/session-id``, or
+    :class:`~pentrace.errors.NotFoundError` when nothing matches.
+    """
+    wanted = id_or_prefix.strip()
+    if not wanted:
+        raise UsageError("expected a session id or prefix, found an empty string", hint=_HINT)
+    named_project, named_agent = owner_of(wanted)
+    for option, named, flag in (
+        (project, named_project, "--project"),
+        (agent, named_agent, "--agent"),
+    ):
+        if option is not None and named is not None and option != named:
+            raise UsageError(
+                f"the reference {wanted!r} names {named!r}, but {flag} says {option!r}",
+                hint=f"drop {flag}, or the owner part of the reference",
+            )
+    project, agent = named_project or project, named_agent or agent
+    refs = list(iter_sessions(root, project, agent)) if root.path.is_dir() else []
+    by_key = {ref.key: ref for ref in refs}
+    found = match_sessions(by_key, wanted)
+    if len(found) == 1:
+        return by_key[found[0]]
+    if not found:
+        where = "/".join(p for p in (project, agent) if p) or "any project"
+        raise NotFoundError(
+            f"no session id or 8-hex token starts with {wanted.rpartition('/')[2]!r} "
+            f"under {root.path} ({where})",
+            hint=_HINT,
+        )
+    raise ambiguous(wanted, found)
+
+
+_HINT: Final = (
+    "list sessions with `pentrace sessions list` (use --data-root or PENGUIN_HOME for another root)"
+)

@@ -1,0 +1,1 @@
+"""The trace as an eventsourcing event store: application, mapper, recorder, recording setup."""

@@ -1,0 +1,1 @@
+"""The ledger's database: connections, dialect setup, schema, driver errors, formats, upgrades."""

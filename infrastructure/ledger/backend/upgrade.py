@@ -1,0 +1,174 @@
+"""Bring a ledger written with session-id-only event ids to the (project, agent, id) scheme.
+
+Before ADR 0023 a session's stream was ``session:<session-id>`` and its
+events ``evt:session:<session-id>:<%08d>``, so two sessions sharing an id
+(under two agents or projects) collided.  Every row of such a stream still
+names its owner in its ``project_id`` / ``agent_id`` / ``session_id``
+columns, so the upgrade rewrites each row in place, in one transaction, when
+the ledger is opened: new ``event_id`` and ``stream_id``, and the same two
+fields inside ``event_json`` (nothing else in the envelope depends on them).
+Notification ids stay, so analytics tracking positions stay valid.
+
+A row whose owner cannot be told (a foreign envelope on a ``session:``
+stream without project or agent) is deleted: ``ledger sync`` indexes it
+again from the trace if there is one.  A retention watermark moves to the
+new stream when exactly one session holds that id, and is dropped otherwise
+(those positions are then indexed again by the next sync, and pruned again
+by retention).  The scheme is recorded in ``runtime_event_meta`` so the work
+is done once; a ledger never holds both forms.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, Final
+
+import msgspec
+from sqlalchemy import Connection, Engine, bindparam, delete, select, text, update
+
+from pentrace.domain.json_codec import JsonEncoder
+from pentrace.domain.session.key import SESSION_STREAM_PREFIX, SessionKey, parse_session_stream
+from pentrace.infrastructure.ledger.backend.schema import LedgerTables
+
+__all__ = ["EVENT_IDS_KEY", "EVENT_IDS_VERSION", "UpgradeReport", "upgrade_event_ids"]
+
+EVENT_IDS_KEY: Final = "event_ids"
+EVENT_IDS_VERSION: Final = "2"  # 1 (no row): session:<sid>; 2: session:<project>/<agent>/<sid>
+_decode: Final = msgspec.json.Decoder().decode
+_encode: Final = JsonEncoder().encode  # as rows.py encodes envelopes (lone surrogates escaped)
+_BATCH: Final = 1000
+_log = logging.getLogger(__name__)
+
+
+class UpgradeReport(msgspec.Struct, frozen=True):
+    """What an upgrade changed: rows rewritten, rows deleted, watermarks moved / dropped."""
+
+    rewritten: int = 0
+    deleted: int = 0
+    marks_moved: int = 0
+    marks_dropped: int = 0
+
+
+def current_version(conn: Connection, tables: LedgerTables) -> str | None:
+    """The event id scheme the ledger records (None: written before schemes were recorded)."""
+    meta = tables.meta
+    value = conn.execute(
+        select(meta.c.value).where(meta.c.key == EVENT_IDS_KEY)
+    ).scalar_one_or_none()
+    return None if value is None else str(value)
+
+
+def upgrade_event_ids(engine: Engine, tables: LedgerTables, *, lock: str | None) -> UpgradeReport:
+    """Upgrade the ledger's ids when its recorded scheme is older (see the module docstring).
+
+    ``engine`` begins write transactions the way the ledger's writers do
+    (``BEGIN IMMEDIATE`` on SQLite); ``lock`` is the statement that takes the
+    events table on PostgreSQL (None on SQLite).
+    """
+    with engine.connect() as conn:
+        if current_version(conn, tables) == EVENT_IDS_VERSION:
+            return UpgradeReport()
+    with engine.begin() as conn:
+        if lock is not None:
+            conn.execute(text(lock))
+        if current_version(conn, tables) == EVENT_IDS_VERSION:
+            return UpgradeReport()  # another process upgraded it meanwhile
+        report = _upgrade(conn, tables)
+        meta = tables.meta
+        conn.execute(delete(meta).where(meta.c.key == EVENT_IDS_KEY))
+        conn.execute(meta.insert().values(key=EVENT_IDS_KEY, value=EVENT_IDS_VERSION))
+    if report.rewritten or report.deleted or report.marks_moved or report.marks_dropped:
+        _log.info(
+            "ledger event ids upgraded to (project, agent, session id): %d rows rewritten, "
+            "%d deleted, %d watermarks moved, %d dropped",
+            report.rewritten,
+            report.deleted,
+            report.marks_moved,
+            report.marks_dropped,
+        )
+    return report
+
+
+def _upgrade(conn: Connection, tables: LedgerTables) -> UpgradeReport:
+    events, marks = tables.events, tables.watermarks
+    c = events.c
+    statement = (
+        update(events)
+        .where(c.notification_id == bindparam("b_nid"))
+        .values(
+            event_id=bindparam("b_id"),
+            stream_id=bindparam("b_stream"),
+            event_json=bindparam("b_json"),
+        )
+    )
+    rewritten = deleted = 0
+    after = 0
+    while True:
+        # One page at a time in notification order: memory stays bounded on a large ledger.
+        rows = conn.execute(
+            select(
+                c.notification_id, c.stream_id, c.sequence, c.session_id, c.project_id,
+                c.agent_id, c.event_json,
+            )
+            .where(c.stream_id.like(SESSION_STREAM_PREFIX + "%"), c.notification_id > after)
+            .order_by(c.notification_id)
+            .limit(_BATCH)
+        ).all()  # fmt: skip
+        if not rows:
+            break
+        after = int(rows[-1][0])
+        changes, doomed = _page_changes(rows)
+        if changes:
+            conn.execute(statement, changes)
+        if doomed:
+            conn.execute(delete(events).where(c.notification_id.in_(doomed)))
+        rewritten, deleted = rewritten + len(changes), deleted + len(doomed)
+    moved = dropped = 0
+    legacy_marks = [
+        stream
+        for stream in conn.execute(
+            select(marks.c.stream_id).where(marks.c.stream_id.like(SESSION_STREAM_PREFIX + "%"))
+        ).scalars()
+        if parse_session_stream(stream) is None
+    ]
+    for stream in legacy_marks:
+        session_id = stream[len(SESSION_STREAM_PREFIX) :]
+        owners = conn.execute(
+            select(c.project_id, c.agent_id).where(c.session_id == session_id).distinct()
+        ).all()
+        if len(owners) == 1 and owners[0][0] and owners[0][1]:
+            key = SessionKey(owners[0][0], owners[0][1], session_id)
+            conn.execute(
+                update(marks)
+                .where(marks.c.stream_id == stream)
+                .values(stream_id=key.stream_id, id_prefix=f"evt:{key.stream_id}")
+            )
+            moved += 1
+        else:
+            conn.execute(delete(marks).where(marks.c.stream_id == stream))
+            dropped += 1
+    return UpgradeReport(rewritten, deleted, moved, dropped)
+
+
+def _page_changes(rows: Sequence[Any]) -> tuple[list[dict[str, Any]], list[int]]:
+    """The updates of a page of rows (earlier-form rows only), and the rows to delete."""
+    changes: list[dict[str, Any]] = []
+    doomed: list[int] = []
+    for nid, stream, sequence, session_id, project, agent, event_json in rows:
+        if parse_session_stream(stream) is not None:
+            continue
+        if not (project and agent and session_id) or stream != SESSION_STREAM_PREFIX + session_id:
+            doomed.append(int(nid))
+            continue
+        key = SessionKey(project, agent, session_id)
+        envelope = _decode(bytes(event_json))
+        if not isinstance(envelope, dict):
+            doomed.append(int(nid))
+            continue
+        new_id = key.event_id(int(sequence))
+        envelope["id"], envelope["stream_id"] = new_id, key.stream_id
+        changes.append(
+            {"b_nid": nid, "b_id": new_id, "b_stream": key.stream_id, "b_json": _encode(envelope)}
+        )
+    return changes, doomed

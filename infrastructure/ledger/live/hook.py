@@ -1,0 +1,174 @@
+"""The live path: index new trace records into the ledger and fan them out in-process.
+
+:class:`LedgerHook` is the ``on_recorded`` callback of the session
+application.  It is best-effort by design (DESIGN decision 6): it publishes
+to in-process subscribers at once and hands the ledger write to a background
+:class:`~.live_writer.LiveWriter`, so a failing ledger (locked, disk full,
+server down or hung) is logged, without payloads, and never holds the trace
+write (the save only queues the rows) nor stops live delivery; ``pentrace
+ledger sync`` closes the gap later.  An envelope that fails the redaction
+check is neither stored nor published.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from pentrace.domain.json_codec import JsonEncoder
+from pentrace.errors import LedgerError, RedactionError
+from pentrace.infrastructure.ledger.indexer import build_events, session_directory
+from pentrace.infrastructure.ledger.live.writer import LiveBatch, LiveWriter
+from pentrace.infrastructure.ledger.replay import LedgerEntry
+from pentrace.infrastructure.ledger.rows import as_envelope, envelope_row
+from pentrace.infrastructure.ledger.store import RuntimeEventLedger
+from pentrace.infrastructure.storage.layout import DataRoot
+
+__all__ = ["LedgerHook", "LiveFanout", "LiveSubscription"]
+
+log = logging.getLogger(__name__)
+_encode: Final = JsonEncoder().encode
+
+
+class LiveSubscription:
+    """A bounded queue of live :class:`LedgerEntry` objects for one consumer.
+
+    When the consumer falls behind, new entries are dropped and counted in
+    ``dropped`` (the ledger still has them: replay from the last id seen).
+    """
+
+    def __init__(self, fanout: LiveFanout, maxsize: int) -> None:
+        self._fanout = fanout
+        self._queue: queue.Queue[LedgerEntry] = queue.Queue(maxsize)
+        self.dropped = 0
+
+    def get(self, timeout: float | None = None) -> LedgerEntry:
+        """The next entry; raises ``queue.Empty`` after ``timeout`` seconds."""
+        return self._queue.get(timeout=timeout)
+
+    def get_nowait(self) -> LedgerEntry:
+        """The next entry, or ``queue.Empty`` at once."""
+        return self._queue.get_nowait()
+
+    def offer(self, entry: LedgerEntry) -> None:
+        """Queue an entry without blocking; count it as dropped when full."""
+        try:
+            self._queue.put_nowait(entry)
+        except queue.Full:
+            self.dropped += 1
+
+    def close(self) -> None:
+        """Stop receiving entries."""
+        self._fanout.unsubscribe(self)
+
+    def __enter__(self) -> LiveSubscription:
+        return self
+
+    def __exit__(self, *args: object) -> None:
+        self.close()
+
+
+class LiveFanout:
+    """Thread-safe publish to every live subscriber in this process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._subscribers: list[LiveSubscription] = []
+
+    def subscribe_live(self, maxsize: int = 1000) -> LiveSubscription:
+        """A new subscription that receives every entry published from now on."""
+        subscription = LiveSubscription(self, maxsize)
+        with self._lock:
+            self._subscribers.append(subscription)
+        return subscription
+
+    def unsubscribe(self, subscription: LiveSubscription) -> None:
+        """Remove a subscription (closing twice is harmless)."""
+        with self._lock:
+            if subscription in self._subscribers:
+                self._subscribers.remove(subscription)
+
+    def publish(self, entries: Sequence[LedgerEntry]) -> None:
+        """Offer entries, in order, to every subscriber."""
+        with self._lock:
+            subscribers = list(self._subscribers)
+        for subscription in subscribers:
+            for entry in entries:
+                subscription.offer(entry)
+
+
+class LedgerHook:
+    """``on_recorded(session_id, [(position, line bytes), ...])``: publish live, index in the
+    background (:class:`~.live_writer.LiveWriter`; a save waits ``wait_seconds`` for the
+    commit at most, by default not at all; :meth:`flush` waits for what was handed over)."""
+
+    def __init__(
+        self,
+        ledger: RuntimeEventLedger | None,
+        *,
+        data_root: DataRoot | Path,
+        project: str,
+        agent: str,
+        fanout: LiveFanout | None = None,
+        wait_seconds: float = 0.0,
+    ) -> None:
+        self.ledger = ledger
+        self.root = data_root if isinstance(data_root, DataRoot) else DataRoot(Path(data_root))
+        self.project = project
+        self.agent = agent
+        self.fanout = fanout if fanout is not None else LiveFanout()
+        self.writer = LiveWriter(ledger, wait_seconds=wait_seconds) if ledger is not None else None
+        self._directories: dict[str, str | None] = {}
+        self._lock = threading.Lock()
+
+    def subscribe_live(self, maxsize: int = 1000) -> LiveSubscription:
+        """Live entries published by this hook from now on."""
+        return self.fanout.subscribe_live(maxsize)
+
+    def __call__(self, session_id: str, records: Sequence[tuple[int, bytes]]) -> None:
+        """Publish records just written to a session's trace, and hand them to the ledger."""
+        if not records:
+            return
+        directory = self._directory(session_id)
+        events = build_events(
+            session_id, records, project=self.project, agent=self.agent, directory=directory
+        )
+        now = self.ledger.now_ms() if self.ledger is not None else 0
+        published: list[Mapping[str, Any]] = []
+        rows: list[dict[str, Any]] = []
+        for event in events:
+            envelope = as_envelope(event)
+            try:
+                # The ledger's own checks, here in the saving thread (the writer only inserts).
+                rows.append(envelope_row(envelope, now))
+            except RedactionError as error:  # neither stored nor published
+                log.error("ledger refused session %s: %s", session_id, error.message)
+                continue
+            except LedgerError as error:
+                log.warning("ledger refused session %s: %s", session_id, error.message)
+            published.append(envelope)
+        if self.writer is not None and rows:
+            self.writer.submit(LiveBatch(session_id, records[0][0], records[-1][0], rows))
+        self.fanout.publish([LedgerEntry(env["id"], _encode(env)) for env in published])
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every batch handed to the ledger is written or dropped (False on timeout)."""
+        return self.writer.flush(timeout) if self.writer is not None else True
+
+    def close(self, timeout: float = 5.0) -> bool:
+        """Flush for at most ``timeout`` seconds and stop the writer thread."""
+        return self.writer.close(timeout) if self.writer is not None else True
+
+    def _directory(self, session_id: str) -> str | None:
+        with self._lock:
+            if session_id in self._directories:
+                return self._directories[session_id]
+        shards = self.root.find_shards(self.project, self.agent, session_id)
+        directory = session_directory(shards)
+        with self._lock:
+            self._directories[session_id] = directory
+        return directory

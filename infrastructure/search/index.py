@@ -1,0 +1,343 @@
+"""Full-text search over every session: a derived SQLite FTS5 index in ``<root>/.pentrace``.
+
+The index is derived from the traces and can be deleted at any time;
+:meth:`SearchIndex.refresh` brings it up to date and :meth:`SearchIndex.rebuild`
+recreates it.  Traces are append-only, so a refresh reads only the bytes added
+since the last one: each shard's byte offset, line count, size, mtime and the
+last bytes before the offset are stored, and a session whose shards changed in
+any other way (truncated, replaced, renumbered) is dropped and indexed again.
+A final line without its newline is left for a later refresh, so a torn or
+half-written line is never indexed.
+
+A document's rowid is ``session_key << 32 | position``, so a session's
+documents are one rowid range (cheap to delete) and the position comes back
+from the rowid.  What is indexed, and the redaction that keeps secrets out,
+is :mod:`pentrace.projections.search_docs`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sqlite3
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from pentrace.domain.json_codec import escape_surrogates
+from pentrace.errors import SearchIndexError
+from pentrace.infrastructure.redaction_policy import activate_policy
+from pentrace.infrastructure.search.query import SearchHit, SearchQuery, run_query
+from pentrace.infrastructure.search.shards import (
+    ShardState,
+    appendable,
+    read_docs,
+    stat_shards,
+    unchanged,
+)
+from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
+from pentrace.infrastructure.storage.modes import prepare_sqlite_file, repair_modes, sqlite_files
+from pentrace.projections.search_docs import SearchDoc, SearchDocFold
+
+__all__ = ["RefreshReport", "SearchHit", "SearchIndex", "SearchQuery", "search_index_path"]
+
+SCHEMA_VERSION: Final = "1"
+_BATCH: Final = 2000
+_SCHEMA: Final = (
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS sessions(id INTEGER PRIMARY KEY AUTOINCREMENT, project TEXT NOT "
+    "NULL, agent TEXT NOT NULL, session_id TEXT NOT NULL, position INTEGER NOT NULL, turns "
+    "INTEGER NOT NULL, in_compaction INTEGER NOT NULL, UNIQUE(project, agent, session_id))",
+    "CREATE TABLE IF NOT EXISTS shards(session INTEGER NOT NULL, path TEXT NOT NULL, idx INTEGER "
+    "NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, offset INTEGER NOT NULL, lines "
+    "INTEGER NOT NULL, tail BLOB NOT NULL, PRIMARY KEY(session, path))",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5(body, kind UNINDEXED, role UNINDEXED, "
+    "turn UNINDEXED, time UNINDEXED, shard UNINDEXED, line UNINDEXED, "
+    "tokenize='unicode61 remove_diacritics 2')",
+)
+
+
+def search_index_path(root: DataRoot) -> Path:
+    """``<root>/.pentrace/search.db``."""
+    return root.path / ".pentrace" / "search.db"
+
+
+@dataclass
+class RefreshReport:
+    """What a refresh did: sessions seen, (re)indexed and removed, documents added."""
+
+    sessions: int = 0
+    updated: int = 0
+    reset: int = 0
+    removed: int = 0
+    documents: int = 0
+    # Sessions left out because a shard could not be read: "project/agent/id: why".
+    failures: list[str] = field(default_factory=list)
+
+
+class SearchIndex:
+    """The search index of one data root (see the module docstring)."""
+
+    def __init__(self, root: DataRoot, path: Path | None = None) -> None:
+        self.root = root
+        activate_policy(root.path)
+        self.path = path if path is not None else search_index_path(root)
+        self.conn = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            return self._connect()
+        except sqlite3.DatabaseError as error:
+            if _is_busy(error):
+                raise _locked(self.path) from error
+            # A derived index that cannot be read is rebuilt, never a crash.
+            self._delete_files()
+            return self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        prepare_sqlite_file(self.path, own_folder=True)
+        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            found = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            if found is None:
+                conn.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+            elif found[0] != SCHEMA_VERSION:
+                raise sqlite3.DatabaseError("search index schema version differs")
+        except BaseException:
+            conn.close()
+            raise
+        repair_modes(sqlite_files(self.path), where=self.path)  # the side files SQLite made
+        return conn
+
+    def _delete_files(self) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{self.path}{suffix}")
+
+    def close(self) -> None:
+        """Close the database."""
+        self.conn.close()
+
+    def __enter__(self) -> SearchIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- building ----------------------------------------------------------------
+    def rebuild(self, refs: Iterable[SessionRef] | None = None) -> RefreshReport:
+        """Delete the index and build it again from the traces."""
+        self.conn.close()
+        self._delete_files()
+        self.conn = self._connect()
+        return self.refresh(refs)
+
+    def refresh(self, refs: Iterable[SessionRef] | None = None) -> RefreshReport:
+        """Index what changed since the last refresh; sessions no longer on disk are dropped.
+
+        ``refs`` defaults to every session of the root (pass them to draw a progress bar).
+        """
+        report = RefreshReport()
+        if refs is None:
+            refs = self.root.iter_sessions() if self.root.path.is_dir() else iter(())
+        known = {
+            (row[1], row[2], row[3]): int(row[0])
+            for row in self._execute("SELECT id, project, agent, session_id FROM sessions")
+        }
+        stored = self._all_stored_shards()
+        for ref in refs:
+            report.sessions += 1
+            key = known.pop((ref.project, ref.agent, ref.session_id), None)
+            try:
+                self._refresh_session(
+                    ref, key, stored.get(key, []) if key is not None else [], report
+                )
+            except OSError as error:
+                # One unreadable session never stops the others; its old documents stay.
+                where = f"{ref.project}/{ref.agent}/{ref.session_id}"
+                report.failures.append(f"{where}: {error.strerror or error} ({error.filename})")
+        for key in known.values():
+            self._write(functools.partial(self._drop, key, forget=True))
+            report.removed += 1
+        return report
+
+    def forget(self, project: str, agent: str, session_id: str) -> bool:
+        """Drop one session's documents now (``delete`` calls this); False if none were held."""
+        row = self._execute(
+            "SELECT id FROM sessions WHERE project=? AND agent=? AND session_id=?",
+            (project, agent, session_id),
+        ).fetchone()
+        if row is not None:
+            self._write(functools.partial(self._drop, int(row[0]), forget=True))
+        return row is not None
+
+    def _refresh_session(
+        self, ref: SessionRef, key: int | None, stored: list[ShardState], report: RefreshReport
+    ) -> None:
+        disk = stat_shards(ref)
+        if disk is None:
+            return
+        state = (0, 0, False)
+        if key is not None:
+            if unchanged(stored, disk):
+                return
+            if appendable(stored, disk):
+                row = self._execute(
+                    "SELECT position, turns, in_compaction FROM sessions WHERE id=?", (key,)
+                ).fetchone()
+                state = (int(row[0]), int(row[1]), bool(row[2]))
+            else:
+                self._write(lambda: self._drop(key, forget=False))
+                stored = []
+                report.reset += 1
+        report.updated += 1
+        self._write(lambda: self._index(ref, key, disk, stored, state, report))
+
+    def _index(
+        self,
+        ref: SessionRef,
+        key: int | None,
+        disk: list[ShardState],
+        stored: list[ShardState],
+        state: tuple[int, int, bool],
+        report: RefreshReport,
+    ) -> None:
+        if key is None:
+            cursor = self.conn.execute(
+                "INSERT INTO sessions(project, agent, session_id, position, turns, in_compaction)"
+                " VALUES (?, ?, ?, 0, 0, 0)",
+                (ref.project, ref.agent, ref.session_id),
+            )
+            key = int(cursor.lastrowid or 0)
+        fold = SearchDocFold(*state)
+        base = key << 32
+        done = {shard.path: shard for shard in stored}
+        for shard in disk:
+            before = done.get(shard.path)
+            if before is not None:
+                shard.offset, shard.lines, shard.tail = before.offset, before.lines, before.tail
+            batch: list[tuple[object, ...]] = []
+            for doc in read_docs(shard, fold):
+                batch.append(_doc_row(base, shard.idx, doc))
+                if len(batch) >= _BATCH:
+                    report.documents += self._insert(batch)
+                    batch = []
+            report.documents += self._insert(batch)
+            self.conn.execute(
+                "INSERT OR REPLACE INTO shards VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    shard.path,
+                    shard.idx,
+                    shard.size,
+                    shard.mtime_ns,
+                    shard.offset,
+                    shard.lines,
+                    shard.tail,
+                ),
+            )
+        self.conn.execute(
+            "UPDATE sessions SET position=?, turns=?, in_compaction=? WHERE id=?",
+            (fold.position, fold.turns, int(fold.in_compaction), key),
+        )
+
+    def _insert(self, rows: list[tuple[object, ...]]) -> int:
+        if rows:
+            self.conn.executemany(
+                "INSERT INTO docs(rowid, body, kind, role, turn, time, shard, "
+                "line) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+        return len(rows)
+
+    def _drop(self, key: int, *, forget: bool) -> None:
+        self.conn.execute(
+            "DELETE FROM docs WHERE rowid BETWEEN ? AND ?", (key << 32, (key << 32) | 0xFFFFFFFF)
+        )
+        self.conn.execute("DELETE FROM shards WHERE session=?", (key,))
+        if forget:
+            self.conn.execute("DELETE FROM sessions WHERE id=?", (key,))
+        else:
+            self.conn.execute(
+                "UPDATE sessions SET position=0, turns=0, in_compaction=0 WHERE id=?", (key,)
+            )
+
+    def _all_stored_shards(self) -> dict[int, list[ShardState]]:
+        """Every session's stored shards in one query (a refresh checks them all)."""
+        rows = self._execute(
+            "SELECT session, path, idx, size, mtime_ns, offset, lines, tail FROM shards "
+            "ORDER BY session, idx, path"
+        )
+        stored: dict[int, list[ShardState]] = {}
+        for r in rows:
+            shard = ShardState(r[1], r[2], r[3], r[4], r[5], r[6], bytes(r[7]))
+            stored.setdefault(int(r[0]), []).append(shard)
+        return stored
+
+    # -- plumbing ----------------------------------------------------------------
+    def _execute(self, sql: str, params: tuple[object, ...] = ()) -> sqlite3.Cursor:
+        try:
+            return self.conn.execute(sql, params)
+        except sqlite3.OperationalError as error:
+            raise _converted(self.path, error) from error
+
+    def _write(self, work: Callable[[], None]) -> None:
+        """Run ``work()`` in one IMMEDIATE transaction, rolled back on any error."""
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as error:
+            raise _converted(self.path, error) from error
+        try:
+            work()
+        except BaseException as error:
+            self.conn.execute("ROLLBACK")
+            if isinstance(error, sqlite3.OperationalError):
+                raise _converted(self.path, error) from error
+            raise
+        self.conn.execute("COMMIT")
+
+    # -- searching ---------------------------------------------------------------
+    def search(self, query: SearchQuery) -> list[SearchHit]:
+        """The best hits for ``query`` (see :class:`SearchQuery`); refresh first to be current."""
+        return run_query(self.conn, self.path, query)
+
+
+def _doc_row(base: int, shard: int, doc: SearchDoc) -> tuple[object, ...]:
+    # sqlite3 binds text as UTF-8: lone surrogates go in as their JSON escapes (ADR 0015).
+    return (
+        base | doc.position,
+        escape_surrogates(doc.body),
+        escape_surrogates(doc.kind),
+        None if doc.role is None else escape_surrogates(doc.role),
+        doc.turn,
+        doc.time_ms,
+        shard,
+        doc.line,
+    )
+
+
+def _is_busy(error: sqlite3.Error) -> bool:
+    text = str(error).lower()
+    return "locked" in text or "busy" in text
+
+
+def _locked(path: Path) -> SearchIndexError:
+    return SearchIndexError(
+        f"the search index {path} is locked by another process",
+        hint="wait for the other search or rebuild to finish, then retry",
+    )
+
+
+def _converted(path: Path, error: sqlite3.Error) -> SearchIndexError:
+    if _is_busy(error):
+        return _locked(path)
+    return SearchIndexError(
+        f"the search index {path} failed: {str(error).splitlines()[0][:160]}",
+        hint="run `pentrace search --rebuild` to recreate it from the traces",
+    )

@@ -1,0 +1,1 @@
+"""Whole sessions on disk: handles, export, import, archive, fork, prune, metadata, references."""

@@ -1,0 +1,240 @@
+"""Session files: export (verbatim or redacted), archive, import and delete.
+
+Export decision: :func:`export_session` writes **one shard**, by default the
+latest.  One trace file is one complete model context; concatenating shards
+would not be a trace PenguinHarness writes (the copied ``session_meta`` of a
+rotated shard would cancel a compaction's closure on resume), and import turns
+one file into index ``001`` of a new session, so one shard per file is what
+round-trips.  Every shard, and the subagent children, go into one file with
+:func:`~pentrace.infrastructure.sessions.archive.export_archive`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Final
+
+from pentrace.domain.json_codec import JsonEncoder
+from pentrace.domain.redaction import redact
+from pentrace.errors import NotFoundError, PentraceError, TraceError, UsageError
+from pentrace.infrastructure.sessions.archive import ArchiveResult, export_archive
+from pentrace.infrastructure.sessions.trace_import import ImportResult, import_session
+from pentrace.infrastructure.storage.atomic import publish_file
+from pentrace.infrastructure.storage.layout import DataRoot, ShardRef, validate_name
+from pentrace.infrastructure.storage.modes import make_private_dirs
+from pentrace.infrastructure.storage.temp import session_checkpoints, session_temps
+from pentrace.infrastructure.trace.locking import SessionLock
+from pentrace.infrastructure.trace.reader import ParseReport, read_shard
+from pentrace.infrastructure.trace.writer import session_lock_path
+
+__all__ = [
+    "ArchiveResult",
+    "DeleteResult",
+    "ExportResult",
+    "ImportResult",
+    "delete_session",
+    "export_archive",
+    "export_session",
+    "import_session",
+]
+
+logger = logging.getLogger(__name__)
+
+_CHUNK: Final = 1024 * 1024
+_encoder: Final = JsonEncoder()
+
+
+@dataclass(frozen=True, slots=True)
+class ExportResult:
+    """What an export wrote: the shard it came from, bytes, and (redacted) lines left out."""
+
+    shard: ShardRef
+    path: Path | None
+    bytes: int
+    redacted: bool
+    skipped_lines: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteResult:
+    """The session that was deleted and every path removed (shards, checkpoints, temp
+    files, scratchpad, lock file)."""
+
+    session_id: str
+    removed: tuple[Path, ...]
+
+
+def _pick_shard(
+    root: DataRoot, project: str, agent: str, session_id: str, index: int | None
+) -> ShardRef:
+    shards = root.find_shards(project, agent, validate_name("session id", session_id))
+    if not shards:
+        raise NotFoundError(
+            f"session {session_id} has no trace under {project}/{agent}",
+            hint="list sessions with `pentrace sessions`",
+        )
+    if index is None:
+        return shards[-1]
+    for shard in shards:
+        if shard.index == index:
+            return shard
+    have = ", ".join(f"{s.index:03d}" for s in shards)
+    raise NotFoundError(
+        f"session {session_id} has no shard {index:03d} (it has {have})",
+        hint="omit the index to export the latest shard",
+    )
+
+
+def _verbatim(path: Path) -> Iterator[bytes]:
+    """The shard's bytes as they were when opened: a writer appending meanwhile is not followed."""
+    with path.open("rb") as handle:
+        left = os.fstat(handle.fileno()).st_size
+        while left > 0 and (chunk := handle.read(min(_CHUNK, left))):
+            left -= len(chunk)
+            yield chunk
+
+
+def _redacted(path: Path, report: ParseReport) -> Iterator[bytes]:
+    """Each record redacted and re-encoded; malformed lines and a torn tail are left out."""
+    for record in read_shard(path, report=report):
+        yield _encoder.encode(redact(record.value()).value) + b"\n"
+
+
+def export_session(
+    root: DataRoot,
+    project: str,
+    agent: str,
+    session_id: str,
+    dest: Path | IO[bytes],
+    *,
+    index: int | None = None,
+    redacted: bool = False,
+) -> ExportResult:
+    """Export one shard of a session (default: the latest) to ``dest``.
+
+    Verbatim by default: the bytes are unchanged, malformed lines included.
+    ``redacted=True`` decodes every record, passes it through
+    :func:`pentrace.domain.redaction.redact` and re-encodes it; lines that do
+    not parse are left out (they could hold anything) and counted in
+    ``skipped_lines``.  ``dest`` is a path (written atomically, replacing an
+    existing file) or a binary stream.
+    """
+    shard = _pick_shard(root, project, agent, session_id, index)
+    report = ParseReport()
+    chunks = _redacted(shard.path, report) if redacted else _verbatim(shard.path)
+    try:
+        if isinstance(dest, Path):
+            size = publish_file(dest, chunks, overwrite=True)
+            written_to: Path | None = dest
+        else:
+            size = 0
+            for chunk in chunks:
+                dest.write(chunk)
+                size += len(chunk)
+            written_to = None
+    except OSError as exc:
+        raise TraceError(
+            f"cannot export {shard.path}: {exc.strerror or type(exc).__name__}",
+            hint="check that the trace is readable and the destination writable",
+        ) from exc
+    skipped = report.skipped_count + report.healed_count + len(report.torn_tails)
+    return ExportResult(shard, written_to, size, redacted, skipped)
+
+
+def delete_session(root: DataRoot, project: str, agent: str, session_id: str) -> DeleteResult:
+    """Remove everything of a session: its shards (in every date folder), its shard
+    checkpoints, the hidden temp files a killed writer left, its scratchpad (tool-output
+    archives included) and its lock file.
+
+    Refuses with :class:`~pentrace.errors.TraceLockedError` while a writer
+    holds the session, and with :class:`~pentrace.errors.NotFoundError` when
+    there is nothing to delete.  Subagent children are separate sessions and
+    are left alone.  The ledger is not touched: remove the session's events
+    with :func:`pentrace.infrastructure.ledger.admin.forget_sessions` (as
+    ``pentrace delete`` and ``prune`` do, once for all they deleted), or they
+    stay replayable until ``pentrace audit --fix`` / ``ledger forget``.
+    """
+    sid = validate_name("session id", session_id)
+    shards = root.find_shards(project, agent, sid)
+    scratchpad = root.scratchpad_dir(project, agent, sid)
+    if not shards and not scratchpad.exists():
+        raise NotFoundError(
+            f"session {sid} has no trace and no scratchpad under {project}/{agent}",
+            hint="list sessions with `pentrace sessions`",
+        )
+    has_scratchpad = scratchpad.is_dir() and not scratchpad.is_symlink()
+    if not has_scratchpad and (scratchpad.exists() or scratchpad.is_symlink()):
+        # rmtree would follow nothing, but a link or file here is not ours to judge.
+        raise UsageError(
+            f"scratchpad {scratchpad} of session {sid} is not a folder; nothing was deleted",
+            hint="remove it by hand after checking what it is, then delete again",
+        )
+    lock_path = session_lock_path(root, project, agent, sid)
+    removed: list[Path] = []
+    try:
+        make_private_dirs(lock_path.parent)
+        with SessionLock(lock_path, label=f"session {sid}"):
+            # Look again under the lock: a writer may have rotated before we got it.
+            for shard in root.find_shards(project, agent, sid):
+                shard.path.unlink()
+                removed.append(shard.path)
+                _rmdir_if_empty(shard.path.parent)
+            # Temp files before checkpoints: a checkpoint renamed into place meanwhile
+            # is then still found below, and a later rename finds its temp gone.
+            traces = root.traces_dir(project, agent)
+            for temp in session_temps(traces, sid):
+                temp.path.unlink(missing_ok=True)
+                removed.append(temp.path)
+            for checkpoint in session_checkpoints(traces, sid):
+                checkpoint.unlink(missing_ok=True)
+                removed.append(checkpoint)
+            if has_scratchpad:
+                shutil.rmtree(scratchpad)
+                removed.append(scratchpad)
+            lock_path.unlink()
+            removed.append(lock_path)
+    except OSError as exc:
+        raise TraceError(
+            f"cannot delete session {sid} under {project}/{agent}: "
+            f"{exc.strerror or type(exc).__name__} ({exc.filename})",
+            hint="check the permissions of the traces and scratchpad folders; "
+            "run the delete again to finish",
+        ) from exc
+    _forget_text(root, project, agent, sid)
+    return DeleteResult(sid, tuple(removed))
+
+
+def _forget_text(root: DataRoot, project: str, agent: str, sid: str) -> None:
+    """Drop the session's conversation text from the search index, if there is one.
+
+    Best-effort: a busy index keeps it until its next refresh, which drops
+    sessions that are no longer on disk.
+    """
+    # Imported here: the session commands load eagerly (ADR 0008).
+    from pentrace.infrastructure.search.index import SearchIndex, search_index_path
+
+    if not search_index_path(root).is_file():
+        return
+    try:
+        with SearchIndex(root) as index:
+            index.forget(project, agent, sid)
+    except (PentraceError, sqlite3.Error, OSError) as exc:
+        logger.warning(
+            "the search index still holds text of deleted session %s until its next refresh (%s)",
+            sid,
+            type(exc).__name__,
+        )
+
+
+def _rmdir_if_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:
+        # Other sessions' shards still live in this date folder.
+        return

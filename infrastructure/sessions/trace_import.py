@@ -1,0 +1,251 @@
+"""Import a trace file as a new session under an agent (the Web Traces page's import).
+
+Rules:
+
+* The file is read strictly: any malformed line raises
+  :class:`~pentrace.errors.TraceFormatError` naming the file and the line.  A
+  torn last line follows the reader's rule: it is dropped silently, and the
+  imported copy ends at the last complete record.
+* The first record must be ``session_meta`` whose ``session_id`` is a valid
+  name; an id that already exists under the agent is refused, so an import
+  always becomes index ``001`` of a *new* session.
+* The shard lands in the date folder of the ``session_meta`` timestamp (its UTC
+  date), the day PenguinHarness would have filed it under.
+* The bytes are copied unchanged (apart from the dropped torn tail), through
+  a temp file and ``link(2)``, under the session lock: a failed import leaves
+  nothing behind.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Final
+
+from pentrace.errors import (
+    InvalidNameError,
+    NotFoundError,
+    PentraceError,
+    SessionExistsError,
+    TraceError,
+    TraceFormatError,
+)
+from pentrace.infrastructure.storage.atomic import publish_file
+from pentrace.infrastructure.storage.inputs import open_regular
+from pentrace.infrastructure.storage.layout import DataRoot, validate_name
+from pentrace.infrastructure.storage.modes import make_private_dir
+from pentrace.infrastructure.trace.locking import SessionLock
+from pentrace.infrastructure.trace.reader import ParseReport, read_shard
+from pentrace.infrastructure.trace.writer import session_lock_path
+
+__all__ = ["ImportResult", "import_session"]
+
+_COPY_CHUNK: Final = 1024 * 1024
+_PROGRESS_STEP: Final = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    """What an import created and counted (``torn_tail_dropped``: a torn last line was cut)."""
+
+    session_id: str
+    path: Path
+    records: int
+    requests: int
+    tool_calls: int
+    bytes: int
+    torn_tail_dropped: bool
+
+
+@dataclass(slots=True)
+class _Scan:
+    session_id: str
+    day: date
+    records: int
+    requests: int
+    tool_calls: int
+    keep_lines: int | None
+
+
+def _day_of(timestamp: object, source: Path, line: int) -> date:
+    if isinstance(timestamp, str):
+        try:
+            moment = datetime.fromisoformat(timestamp)
+        except ValueError:
+            pass
+        else:
+            return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC).date()
+    raise TraceFormatError(
+        source, line, "expected session_meta to carry an ISO 8601 timestamp, found none"
+    )
+
+
+def _scan(source: Path, on_progress: Callable[[int], None] | None) -> _Scan:
+    """Validate ``source`` strictly and count it, without writing anything."""
+    report = ParseReport()
+    scan: _Scan | None = None
+    pending = 0
+    for record in read_shard(source, strict=True, report=report):
+        if on_progress is not None:
+            pending += len(record.raw) + 1
+            if pending >= _PROGRESS_STEP:
+                on_progress(pending)
+                pending = 0
+        if scan is None:
+            if record.kind != "session_meta":
+                found = repr(record.kind[:40]) if isinstance(record.kind, str) else "no type"
+                raise TraceFormatError(
+                    source,
+                    record.line,
+                    f"expected session_meta as the first record, found {found}",
+                )
+            value = record.value()
+            session_id = record.payload().get("session_id")
+            if not isinstance(session_id, str):
+                raise TraceFormatError(
+                    source, record.line, "expected session_meta.session_id to be a string"
+                )
+            try:
+                validate_name("session id", session_id)
+            except InvalidNameError as exc:
+                raise TraceFormatError(source, record.line, exc.message) from None
+            day = _day_of(value.get("timestamp"), source, record.line)
+            scan = _Scan(session_id, day, 0, 0, 0, None)
+        scan.records += 1
+        if record.kind == "event_msg" and record.ptype == "request_begin":
+            scan.requests += 1
+        elif record.is_model_msg and record.ptype == "tool_call":
+            scan.tool_calls += 1
+    if on_progress is not None and pending:
+        on_progress(pending)
+    if scan is None:
+        raise TraceFormatError(source, 1, "expected a session_meta record, found no records")
+    torn = report.torn_tail
+    scan.keep_lines = torn.line - 1 if torn is not None else None
+    return scan
+
+
+def _copy(source: Path, keep_lines: int | None) -> Iterator[bytes]:
+    """The file's bytes; with ``keep_lines``, only that many ``\\n``-terminated lines."""
+    left = keep_lines
+    with open_regular(source, "import source") as handle:
+        while chunk := handle.read(_COPY_CHUNK):
+            if left is None:
+                yield chunk
+                continue
+            end = 0
+            while left > 0:
+                found = chunk.find(b"\n", end)
+                if found < 0:
+                    break
+                end = found + 1
+                left -= 1
+            if left > 0:
+                yield chunk
+                continue
+            yield chunk[:end]
+            return
+
+
+def import_session(
+    root: DataRoot,
+    project: str,
+    agent: str,
+    source_path: Path,
+    *,
+    on_progress: Callable[[int], None] | None = None,
+) -> ImportResult:
+    """Import the trace file ``source_path`` as shard ``001`` of a new session.
+
+    ``on_progress`` is called with the bytes read as the strict scan (the long
+    part of an import) goes, in steps of about a megabyte.
+
+    Raises :class:`~pentrace.errors.TraceFormatError` for a malformed line or a
+    missing/invalid ``session_meta``, :class:`~pentrace.errors.SessionExistsError`
+    when the session id exists under the agent, and
+    :class:`~pentrace.errors.TraceLockedError` if a writer holds the session.
+    """
+    source = Path(source_path)
+    if not source.exists():
+        raise NotFoundError(
+            f"import source {source} does not exist", hint="pass the path of a .jsonl trace"
+        )
+    # The strict scan reads through input_files: a FIFO, a device or a folder is refused.
+    scan = _scan(source, on_progress)
+    sid = scan.session_id
+    _refuse_existing(root, project, agent, sid, source)
+    lock_path = session_lock_path(root, project, agent, sid)
+    lock_existed = lock_path.exists()
+    dest = root.shard_path(project, agent, sid, 1, scan.day)
+    made: list[Path] = []
+    try:
+        for folder in (lock_path.parent, dest.parent):
+            made.extend(_make_dirs(folder))
+        with SessionLock(lock_path, label=f"session {sid}"):
+            # Again under the lock: a writer may have created the session meanwhile.
+            _refuse_existing(root, project, agent, sid, source)
+            size = publish_file(dest, _copy(source, scan.keep_lines), overwrite=False)
+    except (PentraceError, OSError) as exc:
+        if not lock_existed:
+            lock_path.unlink(missing_ok=True)
+        _remove_empty(made)
+        if isinstance(exc, PentraceError):
+            raise
+        raise TraceError(
+            f"cannot import {source} as session {sid}: {exc.strerror or type(exc).__name__}",
+            hint="check free space and permissions under the data root",
+        ) from exc
+    return ImportResult(
+        sid, dest, scan.records, scan.requests, scan.tool_calls, size, scan.keep_lines is not None
+    )
+
+
+def _refuse_existing(root: DataRoot, project: str, agent: str, sid: str, source: Path) -> None:
+    existing = root.find_shards(project, agent, sid)
+    if existing:
+        raise SessionExistsError(
+            f"cannot import {source}: session {sid} already exists under "
+            f"{project}/{agent} ({existing[0].path})",
+            hint="an import always creates a new session; delete the existing one "
+            "with `pentrace delete` first, or import under another agent",
+        )
+
+
+def _make_dirs(folder: Path) -> list[Path]:
+    """``mkdir -p``; return the folders it created, deepest last."""
+    missing: list[Path] = []
+    probe = folder
+    while not probe.exists():
+        missing.append(probe)
+        probe = probe.parent
+    for path in reversed(missing):
+        make_private_dir(path)
+    return list(reversed(missing))
+
+
+def _remove_empty(made: list[Path]) -> None:
+    """Remove the folders a failed import created, deepest first, when still empty."""
+    for path in reversed(made):
+        try:
+            os.rmdir(path)
+        except OSError:
+            # Not empty (another writer put something there) or already gone: leave it.
+            continue
+
+
+def scan_trace(source: Path) -> _Scan:
+    """Check ``source`` the way an import does (strict, ``session_meta`` first); write nothing."""
+    return _scan(source, None)
+
+
+def refuse_existing(root: DataRoot, project: str, agent: str, sid: str, source: Path) -> None:
+    """Raise :class:`~pentrace.errors.SessionExistsError` when ``sid`` exists under the agent."""
+    _refuse_existing(root, project, agent, sid, source)
+
+
+copy_lines = _copy
+make_dirs = _make_dirs
+remove_empty = _remove_empty

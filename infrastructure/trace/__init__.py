@@ -1,0 +1,1 @@
+"""The trace log store: shard reading and writing, locks, fsync policy, checkpoints."""

@@ -1,0 +1,346 @@
+"""The shard writer core: one ``write(2)`` per record (public API: ``trace_writer``).
+
+A record is an already-encoded JSON envelope (bytes, no newline).  The writer
+adds the ``\\n`` in the same buffer and hands it to ONE ``os.write`` on an
+``O_APPEND`` descriptor, so a record is never split or interleaved, even at
+several MB (PenguinHarness issue #215).  A short write (disk full, file size
+limit) is retried for the remainder; if that fails the shard is truncated back
+to its size before the append, so a failed append leaves nothing behind.
+
+``append_many`` writes a batch (one eventsourcing save) as ONE buffer, with the
+same all-or-nothing rollback on any error the process sees.  A process killed
+*during* a multi-MB write can still leave a prefix of the batch; readers drop
+the torn last line and commit is decided by ``request_end`` (see ADR 0004).
+
+A shard file never exists without its first batch: a new shard is written to a
+hidden temporary file in the same folder, fsynced, and renamed into place, so a
+crash cannot leave an empty or headless ``_NNN.jsonl`` behind.
+
+Torn tails: if an existing shard does not end in ``\\n`` (a crash mid-write, or
+a failed rollback), the next record is prefixed with ``\\n``; the reader then
+sees the torn fragment as a malformed line and the new record intact.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from operator import methodcaller
+from pathlib import Path
+from typing import NoReturn
+
+from pentrace.errors import TraceWriteError, UsageError
+from pentrace.infrastructure.storage.layout import parse_shard_name
+from pentrace.infrastructure.trace.durability import Durability, FsyncFn, make_dirs_durably
+from pentrace.infrastructure.trace.locking import SessionLock
+from pentrace.infrastructure.trace.record_checks import (
+    PARTIAL_PROBE,
+    REQUEST_END_PROBE,
+    is_request_end,
+    refuse_record,
+)
+from pentrace.infrastructure.trace.shard_files import create_shard, finish_short_write, probe_tail
+
+__all__ = ["ShardWriter"]
+
+_isspace = methodcaller("isspace")
+
+
+def _index_of(path: Path) -> int:
+    parsed = parse_shard_name(path.name)
+    return parsed[1] if parsed is not None else 1
+
+
+class ShardWriter:
+    """The single writer of one session's current shard (see the module docstring).
+
+    ``lock`` is the session lock to hold (the writer releases it on close); by
+    default a sidecar ``<shard>.lock`` is locked, honouring ``wait`` (ADR 0005;
+    ``wait`` is ignored when ``lock`` is given).  Not thread-safe: one thread
+    appends at a time (the recorder serialises its saves).
+    ``next_shard(index)`` names the shard :meth:`rotate` opens next.
+    ``fsync`` is called with a file descriptor; tests wrap :func:`os.fsync`.
+    """
+
+    # Slots: attribute access on the per-record path is measurably cheaper.
+    __slots__ = (
+        "_closed",
+        "_dir_fsync",
+        "_dirty",
+        "_durability",
+        "_fd",
+        "_fsync",
+        "_heal",
+        "_index",
+        "_lock",
+        "_next_shard",
+        "_path",
+        "_sidecar",
+        "_size",
+        "_sync_at_end",
+        "_sync_every",
+    )
+
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        durability: Durability = Durability.PER_REQUEST,
+        wait: float | None = None,
+        lock: SessionLock | None = None,
+        next_shard: Callable[[int], Path] | None = None,
+        index: int | None = None,
+        fsync: FsyncFn = os.fsync,
+    ) -> None:
+        self._path = Path(path).absolute()
+        self._index = index if index is not None else _index_of(self._path)
+        self._durability = durability
+        self._sync_every = durability is Durability.EVERY_RECORD
+        self._sync_at_end = durability is Durability.PER_REQUEST
+        self._fsync = fsync
+        self._next_shard = next_shard
+        self._fd: int | None = None
+        self._size = 0
+        self._heal = False
+        self._dirty = False
+        self._closed = False
+        # None under Durability.NONE: no fsync at all, not even for new files.
+        self._dir_fsync = None if durability is Durability.NONE else fsync
+        self._sidecar = lock is None
+        try:
+            make_dirs_durably(self._path.parent, self._dir_fsync)
+            self._lock = lock if lock is not None else _sidecar_lock(self._path, wait)
+        except BaseException:
+            if lock is not None:
+                lock.release()  # the writer owns a lock it was given, even when it fails
+            raise
+        try:
+            self._open_existing()
+        except BaseException:
+            self._lock.release()
+            raise
+
+    @property
+    def path(self) -> Path:
+        """The shard being appended to (it exists once the first record is written)."""
+        return self._path
+
+    @property
+    def index(self) -> int:
+        """The 1-based index of the current shard (``_001`` is 1)."""
+        return self._index
+
+    @property
+    def size(self) -> int:
+        """Bytes in the current shard after the last successful append."""
+        return self._size
+
+    @property
+    def durability(self) -> Durability:
+        """The fsync policy this writer follows."""
+        return self._durability
+
+    def append(self, record: bytes, *, sync: bool | None = None) -> int:
+        """Append one record (encoded JSON, no newline) in one write; return the shard size.
+
+        ``sync=None`` lets the policy decide (PER_REQUEST: fsync after a
+        ``request_end``), ``True`` forces an fsync, ``False`` skips it.
+        """
+        # The common record fails every probe; only a hit pays for the full check.
+        # bytes.find, not `in`: `in` first tries the needle as an int and pays for
+        # the TypeError, which doubles the cost of a short search.
+        find = record.find
+        if not record or find(b"\n") >= 0 or find(PARTIAL_PROBE) >= 0 or record.isspace():
+            refuse_record(record, self._path)
+        if sync is None:
+            sync = self._sync_every or (
+                self._sync_at_end and find(REQUEST_END_PROBE) >= 0 and is_request_end(record)
+            )
+        return self._commit(b"\n" + record + b"\n" if self._heal else record + b"\n", 1, sync)
+
+    def append_many(self, records: Sequence[bytes], *, sync: bool | None = None) -> int:
+        """Append a batch as ONE write: all records land or none do (see module docstring).
+
+        Returns the shard size; an empty batch writes nothing.
+        """
+        if len(records) == 1:  # a save per event: the same checks without joining
+            return self.append(records[0], sync=sync)
+        if not records:
+            return self._size
+        joined = b"\n".join(records)
+        # Checked once for the batch: a newline in the records joined without
+        # separators (a one-byte find is a memchr; bytes.count is several times
+        # slower), and the partial probe on the joined batch (no probe contains a
+        # newline, so none spans two records); only a hit pays for the per-record
+        # check that names the record.
+        if b"".join(records).find(b"\n") >= 0 or joined.find(PARTIAL_PROBE) >= 0:
+            for record in records:
+                refuse_record(record, self._path)
+        # Empty or blank records, found without a Python-level loop in the common case.
+        if not all(records) or any(map(_isspace, records)):
+            for record in records:
+                if not record or record.isspace():
+                    refuse_record(record, self._path)
+        buffer = b"\n" + joined + b"\n" if self._heal else joined + b"\n"
+        if sync is None:
+            sync = self._sync_every or (
+                self._sync_at_end and any(is_request_end(record) for record in records)
+            )
+        return self._commit(buffer, len(records), sync)
+
+    def rotate(self, header_records: Sequence[bytes]) -> Path:
+        """Start the next shard (``_NNN+1``) with ``header_records`` and continue there.
+
+        The headers (``session_meta`` then ``tool_list_ready``) are written before
+        the new shard becomes visible; the old shard is fsynced and closed first.
+        Returns the new shard's path.
+        """
+        self._check_open()
+        if self._next_shard is None:
+            raise UsageError(
+                f"cannot rotate {self._path}: the writer was opened without next_shard",
+                hint="open the writer with open_session_writer(...) or pass next_shard=",
+            )
+        if not header_records:
+            raise UsageError(
+                f"cannot rotate {self._path}: a new shard must start with session_meta "
+                "and tool_list_ready, got no header records",
+                hint="pass the session_meta and tool_list_ready records",
+            )
+        if self._fd is None:
+            raise UsageError(
+                f"cannot rotate away from {self._path}: it has no records yet",
+                hint="write the session's first records before rotating",
+            )
+        for record in header_records:
+            refuse_record(record, self._path)
+        new_index = self._index + 1
+        new_path = self._next_shard(new_index).absolute()
+        make_dirs_durably(new_path.parent, self._dir_fsync)
+        new_lock = _sidecar_lock(new_path, None) if self._sidecar else None
+        try:
+            if os.path.lexists(new_path):
+                raise TraceWriteError(
+                    f"cannot rotate to {new_path}: it already exists (shard index {new_index})",
+                    hint="another writer rotated this session; reopen it at its latest shard",
+                )
+            if self._durability is not Durability.NONE:
+                self.sync()
+            body = b"\n".join(header_records) + b"\n"
+            fd = create_shard(new_path, body, len(header_records), self._dir_fsync)
+        except BaseException:
+            if new_lock is not None:
+                new_lock.release()
+            raise
+        old_fd, self._fd = self._fd, fd
+        if old_fd is not None:
+            os.close(old_fd)
+        if new_lock is not None:
+            self._lock.release()
+            self._lock = new_lock
+        self._path, self._index, self._size = new_path, new_index, len(body)
+        self._heal = self._dirty = False
+        return new_path
+
+    def sync(self) -> None:
+        """fsync the current shard now if anything was written since the last fsync."""
+        if self._fd is not None and self._dirty:
+            try:
+                self._fsync(self._fd)
+            except OSError as exc:
+                self._fail("fsync", exc, 0)  # earlier appends stay; only durability is unknown
+            self._dirty = False
+
+    def close(self) -> None:
+        """fsync pending writes (unless the policy is NONE), close the shard, release the lock."""
+        if self._closed:
+            return
+        try:
+            if self._durability is not Durability.NONE:
+                self.sync()
+        finally:
+            self._closed = True
+            fd, self._fd = self._fd, None
+            try:
+                if fd is not None:
+                    os.close(fd)
+            finally:
+                self._lock.release()
+
+    def __enter__(self) -> ShardWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals -----------------------------------------------------------
+
+    def _open_existing(self) -> None:
+        try:
+            fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return  # created whole with its first batch, see create_shard
+        except OSError as exc:
+            raise TraceWriteError(
+                f"cannot open {self._path} for appending: {exc.strerror or type(exc).__name__}",
+                hint="check the file's permissions and the disk",
+            ) from exc
+        self._fd = fd
+        self._size, self._heal = probe_tail(self._path, fd)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise UsageError(
+                f"the trace writer for {self._path} is closed",
+                hint="open a new writer for the session",
+            )
+
+    def _commit(self, buffer: bytes, count: int, sync: bool) -> int:
+        fd = self._fd
+        if fd is None:
+            self._check_open()
+            self._fd = create_shard(self._path, buffer, count, self._dir_fsync)
+            self._size = len(buffer)
+            self._heal = self._dirty = False
+            return self._size
+        before = self._size
+        length = len(buffer)
+        try:
+            written = os.write(fd, buffer)
+            if written != length:
+                finish_short_write(fd, buffer, written)
+        except OSError as exc:
+            self._fail("write", exc, count, before)
+        self._size = before + length
+        if self._heal:
+            self._heal = False
+        self._dirty = True
+        if sync:
+            try:
+                self._fsync(fd)
+            except OSError as exc:
+                self._fail("fsync", exc, count, before)
+            self._dirty = False
+        return self._size
+
+    def _fail(self, step: str, exc: OSError, count: int, before: int | None = None) -> NoReturn:
+        """Roll the shard back to ``before`` bytes and raise one TraceWriteError."""
+        rolled = ""
+        if before is not None and self._fd is not None:
+            try:
+                os.ftruncate(self._fd, before)
+                rolled = f"; the shard was rolled back to {before} bytes"
+            except OSError:
+                # The tail is unknown now: re-read it so the next record heals it.
+                self._size, self._heal = probe_tail(self._path, self._fd)
+                rolled = "; rolling back failed, the next record starts on a new line"
+        what = f"{count} record(s)" if count else "pending records"
+        raise TraceWriteError(
+            f"{step} of {what} to {self._path} failed: "
+            f"{exc.strerror or type(exc).__name__}{rolled}",
+            hint="check free disk space and the file system, then save again",
+        ) from exc
+
+
+def _sidecar_lock(path: Path, wait: float | None) -> SessionLock:
+    return SessionLock(path.with_name(path.name + ".lock"), label=f"trace shard {path}", wait=wait)

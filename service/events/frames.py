@@ -1,0 +1,91 @@
+"""SSE frames: ledger events with ``id:``, control frames without one.
+
+An event frame is ``id: <event id>`` + ``data: <OpenCode projection>``.  The
+control frames (``server.connected``, ``server.replay_gap``) carry **no**
+``id:`` line: EventSource keeps the last id it saw, so a control frame can
+never replace the client's cursor with an id from the ledger's namespace
+(Penguin numbered them ``evt:session:<sid>:00000001``, W10).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from threading import Lock
+from typing import Any, Final
+
+from pentrace.domain.json_codec import JsonDecoder, JsonEncoder
+from pentrace.domain.runtime import opencode_payload
+from pentrace.infrastructure.ledger import LedgerEntry, ReplayGap
+
+__all__ = ["FrameCache", "connected_frame", "event_frame", "gap_frame"]
+
+_encode: Final = JsonEncoder().encode
+_decode: Final = JsonDecoder[Any]().decode
+
+
+def event_frame(entry: LedgerEntry) -> bytes:
+    """``id:`` + ``data:`` for one ledger event (ids and compact JSON hold no newline)."""
+    envelope = _decode(entry.event_json)
+    data = _encode(opencode_payload(envelope if isinstance(envelope, dict) else {}))
+    return b"id: " + entry.event_id.encode() + b"\ndata: " + data + b"\n\n"
+
+
+def connected_frame(properties: dict[str, Any], retry_ms: int) -> bytes:
+    """The first frame of every stream: no id, and the reconnect delay for EventSource."""
+    data = _encode({"type": "server.connected", "properties": properties})
+    return b"retry: " + str(retry_ms).encode() + b"\ndata: " + data + b"\n\n"
+
+
+def gap_frame(
+    gap: ReplayGap, session_id: str | None, replay_from: str | None, reason: str | None = None
+) -> bytes:
+    """``server.replay_gap``: the cursor is not retained; what follows starts at ``replay_from``.
+
+    ``reason`` overrides the ledger's (``ledger_replaced`` when the database was replaced).
+    """
+    properties = {
+        "lastEventID": gap.last_event_id,
+        "oldestEventID": gap.oldest_event_id,
+        "newestEventID": gap.newest_event_id,
+        "reason": reason or gap.reason,
+        "replayFrom": replay_from,
+        "sessionID": session_id,
+    }
+    return b"data: " + _encode({"type": "server.replay_gap", "properties": properties}) + b"\n\n"
+
+
+class FrameCache:
+    """Encoded frames by notification id, shared by every stream of a server (LRU, bounded
+    in bytes).
+
+    Fifty clients reading the same new rows decode and encode each one once.
+    A hit must also match the event id: a replaced ledger database hands out
+    the same notification ids again, for other events.
+    """
+
+    def __init__(self, max_bytes: int = 4 * 1024 * 1024) -> None:
+        self._max_bytes = max_bytes
+        self._bytes = 0
+        self._frames: OrderedDict[int, tuple[str, bytes]] = OrderedDict()
+        self._lock = Lock()
+
+    def frame(self, entry: LedgerEntry) -> bytes:
+        """The frame of an entry, from the cache when another stream already built it."""
+        key = entry.notification_id
+        if key is None:
+            return event_frame(entry)
+        with self._lock:
+            cached = self._frames.get(key)
+            if cached is not None and cached[0] == entry.event_id:
+                self._frames.move_to_end(key)
+                return cached[1]
+        frame = event_frame(entry)
+        with self._lock:
+            stale = self._frames.pop(key, None)
+            if stale is not None:
+                self._bytes -= len(stale[1])
+            self._frames[key] = (entry.event_id, frame)
+            self._bytes += len(frame)
+            while self._bytes > self._max_bytes and self._frames:
+                self._bytes -= len(self._frames.popitem(last=False)[1][1])
+        return frame

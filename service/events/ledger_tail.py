@@ -1,0 +1,127 @@
+"""Reading the ledger by notification id, one bounded page at a time.
+
+Each SSE client keeps only an integer position (the notification id of the
+last row it has looked at) and reads the next page from the ledger when the
+ledger's head moves past it.  Nothing un-persisted is ever delivered, and a
+slow client costs one page of memory, never a growing queue.
+
+A page is read in one read transaction against a *head* taken first: rows
+``after < notification_id <= head`` in scope.  Writers hand out notification
+ids in commit order (SQLite: one writer at a time; PostgreSQL: the table is
+locked in EXCLUSIVE mode while ids are assigned), so once ``head`` is visible
+every smaller id is either visible too or never will be.  That is what makes
+the position safe to advance to ``head`` even when no row of the page is in
+scope.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import ColumnElement, func, not_, or_, select, true
+
+from pentrace.domain.session.key import SESSION_STREAM_PREFIX, SessionKey, parse_session_stream
+from pentrace.infrastructure.ledger import LedgerEntry, RuntimeEventLedger
+from pentrace.infrastructure.ledger.replay import Scope, locate_cursor, scoped_page
+
+__all__ = ["Page", "Scope", "ledger_head", "locate", "read_page", "session_owners"]
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """Rows in scope after a position, and how far the read looked.
+
+    ``through`` is the position to continue from; ``full`` says more rows may
+    follow at once; ``pruned_through`` is the highest notification id that
+    retention has deleted from streams this scope can see (0 when none);
+    ``head`` is the newest notification id when the page was read.
+    """
+
+    entries: list[LedgerEntry]
+    through: int
+    full: bool
+    pruned_through: int
+    head: int
+
+
+def ledger_head(ledger: RuntimeEventLedger) -> int:
+    """The newest notification id handed out, 0 for an empty ledger."""
+    return ledger.max_notification_id() or 0
+
+
+def locate(ledger: RuntimeEventLedger, event_id: str, scope: Scope | None = None) -> int | None:
+    """The notification id of a retained event, or None (an earlier-form id of a session is
+    found too when it names one session in ``scope``: :func:`.replay.locate_cursor`)."""
+    with ledger.db.reading("locate an SSE cursor") as conn:
+        return locate_cursor(ledger.db, conn, event_id, scope or Scope())
+
+
+def session_owners(ledger: RuntimeEventLedger, session_id: str) -> list[SessionKey]:
+    """Every (project, agent) the ledger holds a session ``session_id`` under, as keys.
+
+    The usual answer, one owner, costs two index-only counts: the session's
+    rows (``session_idx``) and its first row's stream (the unique key).  Only
+    when they differ are the owners collected row by row.
+    """
+    events = ledger.db.tables.events
+    c = events.c
+    with ledger.db.reading("find the owners of a session id") as conn:
+        first = conn.execute(
+            select(c.stream_id)
+            .where(c.session_id == session_id)
+            .order_by(c.notification_id)
+            .limit(1)
+        ).scalar_one_or_none()
+        if first is None:
+            return []
+        key = parse_session_stream(str(first))
+        if key is not None:
+            count = select(func.count()).select_from(events)
+            rows = conn.execute(count.where(c.session_id == session_id)).scalar_one()
+            own = conn.execute(count.where(c.stream_id == first)).scalar_one()
+            if rows == own:
+                return [key]
+        found = conn.execute(
+            select(c.project_id, c.agent_id)
+            .where(c.session_id == session_id)
+            .where(c.stream_id.like(f"{SESSION_STREAM_PREFIX}%"))
+            .distinct()
+            .limit(50)
+        ).all()
+    return sorted(
+        SessionKey(project, agent, session_id) for project, agent in found if project and agent
+    )
+
+
+def read_page(ledger: RuntimeEventLedger, after: int, scope: Scope, limit: int) -> Page:
+    """Up to ``limit`` rows in scope with ``after < notification_id <= head``, in order."""
+    db = ledger.db
+    events, marks = db.tables.events, db.tables.watermarks
+    with db.reading("read an SSE page from the ledger") as conn:
+        head = int(conn.execute(select(func.max(events.c.notification_id))).scalar() or 0)
+        pruned = int(
+            conn.execute(
+                select(func.max(marks.c.max_notification_id)).where(_visible_streams(ledger, scope))
+            ).scalar()
+            or 0
+        )
+        if head <= after:
+            return Page([], after, False, pruned, head)
+        entries = scoped_page(db, conn, scope, after=after, through=head, limit=limit)
+    full = len(entries) >= limit
+    through = entries[-1].notification_id if full and entries[-1].notification_id else head
+    return Page(entries, through, full, pruned, head)
+
+
+def _visible_streams(ledger: RuntimeEventLedger, scope: Scope) -> ColumnElement[bool]:
+    """Watermark streams that can hold events in scope: the session's own, and unscoped ones."""
+    if scope.session_id is None:
+        return true()
+    stream = ledger.db.tables.watermarks.c.stream_id
+    if scope.project_id is not None and scope.agent_id is not None:
+        own = stream == SessionKey(scope.project_id, scope.agent_id, scope.session_id).stream_id
+    else:
+        # Any owner's session of that id ('%' of an encoded name only widens the match).
+        tail = SessionKey("", "", scope.session_id).stream_id.rpartition("/")[2]
+        own = stream.like(f"{SESSION_STREAM_PREFIX}%/%/{tail}")
+    return or_(own, not_(stream.like(f"{SESSION_STREAM_PREFIX}%")))
