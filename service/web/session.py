@@ -19,17 +19,17 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 
 from pentrace.domain.redaction import redact
 from pentrace.errors import NotFoundError
-from pentrace.infrastructure.analytics.trace_events import session_events
+from pentrace.infrastructure.analytics.prices import load_prices
 from pentrace.infrastructure.audit.run import audit_session
 from pentrace.infrastructure.catalog.listing import resolve_session
 from pentrace.infrastructure.sessions.fork import read_replay
 from pentrace.infrastructure.storage.layout import SessionRef
 from pentrace.infrastructure.trace.reader import ParseReport
 from pentrace.infrastructure.trace.resume import resume_trace_file
-from pentrace.projections.analytics.timeline import build_timeline
 from pentrace.projections.audit_problem import Problem
 from pentrace.projections.replay_view import ReplayItem
 from pentrace.projections.resume_report import resume_report
+from pentrace.projections.session_numbers import token_delta
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
 from pentrace.service.edge.auth import authenticated
@@ -46,27 +46,52 @@ def _reference(request: Request) -> str:
     return "/".join(params.path_text(request, n) for n in ("project", "agent", "session_id"))
 
 
-def _window(ref: SessionRef, first: int) -> tuple[list[ReplayItem], int, list[Problem]]:
+def _window(
+    ref: SessionRef, first: int
+) -> tuple[list[ReplayItem], list[ReplayItem], list[Problem]]:
     items = read_replay(ref, ParseReport())
     problems = audit_session(ref).problems
-    return items[first - 1 : first - 1 + WINDOW], len(items), problems
+    return items, items[first - 1 : first - 1 + WINDOW], problems
 
 
-def _tokens_chart(ref: SessionRef) -> str:
-    timeline = build_timeline(ref.key.reference, session_events(ref))
-    requests = timeline.requests
-    cumulative: list[float | None] = []
+def _tokens_chart(items: list[ReplayItem], base: str) -> str:
+    """Tokens of each ``token_usage`` record stacked by kind, the running total as a line, and
+    the session's cost from the price table (the numbers ``pentrace show`` counts)."""
+    deltas: list[tuple[ReplayItem, tuple[int, int, int, int, int]]] = []
+    model = ""
+    for item in items:
+        if item.record.kind == "session_meta" and not model:
+            model = str(item.record.payload().get("model_id") or "")
+        if item.record.ptype == "token_usage":
+            delta = token_delta(item.record.payload())
+            if delta is not None:
+                deltas.append((item, delta))
     running = 0
-    for span in requests:
-        running += span.tokens
+    cumulative: list[float | None] = []
+    for _, delta in deltas:
+        running += delta[4]
         cumulative.append(float(running))
+    kinds = ("input", "output", "cache read", "cache write")
     chart = Chart(
-        title="Tokens per request (bars) and cumulative tokens (line)",
-        labels=[str(n + 1) for n in range(len(requests))],
-        series=[("tokens", [float(span.tokens) for span in requests])],
+        title="Tokens per request by kind (bars) and cumulative tokens (line)",
+        labels=[str(n + 1) for n in range(len(deltas))],
+        series=[(kind, [float(d[k]) for _, d in deltas]) for k, kind in enumerate(kinds)],
         line=("cumulative tokens", cumulative),
+        links=[f"{base}?from={max(i.position - 5, 1)}#p{i.position}" for i, _ in deltas],
     )
-    return render_chart(chart)
+    prices = load_prices()
+    price = prices.price_for(model)
+    sums = [sum(d[k] for _, d in deltas) for k in range(4)]
+    cost = (
+        f"{price.cost(*sums):.4f} {esc(prices.currency)}"
+        if price is not None
+        else f"unknown (no price for {esc(model or 'this model')})"
+    )
+    return (
+        render_chart(chart)
+        + f'<p class="meta" data-session-tokens="{running}">{number(running)} tokens in '
+        f"{len(deltas)} request(s); cost {cost}</p>"
+    )
 
 
 def _resume_panel(ref: SessionRef) -> str:
@@ -106,13 +131,15 @@ def _resume_panel(ref: SessionRef) -> str:
 
 def _full(context: ServiceContext, reference: str, first: int) -> dict[str, Any]:
     ref = resolve_session(context.root, reference)
-    items, total, problems = _window(ref, first)
+    everything, items, problems = _window(ref, first)
+    base = session_url(ref.project, ref.agent, ref.session_id)
+    total = len(everything)
     return {
         "ref": ref,
         "items": items,
         "total": total,
         "problems": problems,
-        "chart": _tokens_chart(ref),
+        "chart": _tokens_chart(everything, base),
         "resume": _resume_panel(ref),
     }
 
@@ -135,7 +162,8 @@ async def session_page(request: Request) -> Response:
     reference = _reference(request)
     if params.flag(request, "fragment"):
         found = await context.run(resolve_session, context.root, reference)
-        items, total, window_problems = await context.run(_window, found, first)
+        everything, items, window_problems = await context.run(_window, found, first)
+        total = len(everything)
         url = session_url(found.project, found.agent, found.session_id)
         return HTMLResponse(
             "".join([*render_items(items, url, window_problems), _more(url, first, total)])

@@ -304,3 +304,15 @@ def test_a_login_posted_from_another_site_is_refused(token_server: Server) -> No
     )
     assert answer.status_code == 403
     assert "set-cookie" not in answer.headers
+
+
+def test_the_session_tokens_agree_with_the_session_api(
+    server: Server, corpus: tuple[Path, str, str]
+) -> None:
+    main = corpus[1]
+    page = _get(server, _session_path(main)).text
+    shown = re.search(r'data-session-tokens="(\d+)"', page)
+    assert shown is not None
+    detail = _get(server, f"/api/v1/sessions/demo_project/demo_agent/{main}").json()
+    assert int(shown.group(1)) == detail["tokens"] > 0
+    assert page.count("<rect class=\"s0\"") >= 1  # a bar per request, input tokens first
