@@ -22,6 +22,7 @@ from pentrace.service.web.markdown import render_markdown
 __all__ = ["render_items"]
 
 _MARKER: Final = re.compile(r"\[output (?:truncated|archived|archive failed)[^\]\n]*\]")
+_SWITCH: Final = re.compile(r"\[model_switch_from\]\n(?P<block>.*?)\[/model_switch_from\]\n*", re.S)
 _ROUND: Final = {
     "committed": "committed",
     "dropped": "dropped: not in the committed history",
@@ -32,6 +33,20 @@ _ROUND: Final = {
 
 def _s(value: Any) -> str:
     return value if isinstance(value, str) else "" if value is None else str(value)
+
+
+def _switch_banner(text: str) -> tuple[str, str]:
+    """A banner for a model switch's ``[model_switch_from]`` block, and the text after it."""
+    match = _SWITCH.match(text)
+    if match is None:
+        return "", text
+    fields = dict(line.split(": ", 1) for line in match.group("block").splitlines() if ": " in line)
+    source = fields.get("session_id", "")
+    banner = (
+        f'<p class="banner">model switch from {esc(fields.get("previous_model", "?"))}; '
+        f'source session <a href="{PREFIX}/s/{esc(source)}">{esc(source)}</a></p>'
+    )
+    return banner, text[match.end() :]
 
 
 def _output(text: str) -> str:
@@ -64,8 +79,9 @@ class _Window:
         who = esc(_s(item.record.role) or "?")
         ptype = item.record.ptype
         if ptype == "text":
-            text = render_markdown(_s(payload.get("text")))
-            return f'<div class="msg {who}"><b>{who}</b>{text}</div>'
+            banner, rest = _switch_banner(_s(payload.get("text")))
+            text = render_markdown(rest)
+            return f'{banner}<div class="msg {who}"><b>{who}</b>{text}</div>'
         if ptype in ("thinking", "inline_thinking"):
             body = _s(payload.get("thinking", payload.get("data")))
             return (
@@ -171,8 +187,16 @@ class _Window:
         if kind == "model_msg":
             return self.message(index, item, payload)
         if kind == "session_meta":
+            forked = payload.get("forked_from")
+            fork = ""
+            if isinstance(forked, dict):
+                source = _s(forked.get("session_id"))
+                fork = (
+                    f'<p class="banner">forked from <a href="{PREFIX}/s/{esc(source)}">'
+                    f"{esc(source)}</a> after turn {esc(forked.get('turn'))}</p>"
+                )
             if item.position == 1:
-                return (
+                return fork + (
                     f'<p class="meta">session {esc(_s(payload.get("session_id")))}, model '
                     f"{esc(_s(payload.get('provider')))}/{esc(_s(payload.get('model_id')))}</p>"
                 )

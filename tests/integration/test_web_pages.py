@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,11 @@ import pytest
 from typer.testing import CliRunner
 
 from pentrace.cli.app import app
+from pentrace.cli.demo import record_demo_session
 from pentrace.errors import SessionExistsError
+from pentrace.infrastructure.catalog.listing import resolve_session
+from pentrace.infrastructure.eventstore.application import SessionApplication
+from pentrace.infrastructure.sessions.fork import fork_session
 from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.service.edge.headers import HTML_POLICY
 from tests.integration.sse_harness import Server
@@ -315,4 +320,35 @@ def test_the_session_tokens_agree_with_the_session_api(
     assert shown is not None
     detail = _get(server, f"/api/v1/sessions/demo_project/demo_agent/{main}").json()
     assert int(shown.group(1)) == detail["tokens"] > 0
-    assert page.count("<rect class=\"s0\"") >= 1  # a bar per request, input tokens first
+    assert page.count('<rect class="s0"') >= 1  # a bar per request, input tokens first
+
+
+def test_a_model_switch_and_a_fork_link_back_to_their_source(tmp_path: Path) -> None:
+    root = DataRoot(tmp_path / "data")
+    main, _child = record_demo_session(root, datetime(2026, 11, 28, 9, 0, tzinfo=UTC))
+    with SessionApplication(root, "demo_project", "demo_agent") as application:
+        switched = application.switch_model(
+            main,
+            provider="anthropic",
+            model_id="claude-opus-5",
+            model_context_window=200_000,
+            system_prompt="You are a careful coding agent.",
+            text="Carry on with the tests.",
+        ).session_id
+    forked = fork_session(root, resolve_session(root, main), at_turn=1).session_id
+    server = Server(root.path).start()
+    try:
+        switch_page = _get(server, f"/web/sessions/demo_project/demo_agent/{switched}").text
+        fork_page = _get(server, f"/web/sessions/demo_project/demo_agent/{forked}").text
+        source = _get(server, f"/web/s/{main}", follow_redirects=False)
+    finally:
+        server.stop()
+    assert (
+        f'model switch from deepseek/deepseek-v4-pro; source session <a href="/web/s/{main}">'
+        in (switch_page)
+    )
+    assert "Carry on with the tests." in switch_page
+    assert "[model_switch_from]" not in switch_page
+    assert f'forked from <a href="/web/s/{main}">' in fork_page
+    assert source.status_code == 303
+    assert source.headers["location"] == _session_path(main)
