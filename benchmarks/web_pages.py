@@ -13,6 +13,9 @@ first, untimed listing), and each page is set against a same-run baseline:
   the tokens chart, the resume panel and the audit findings) against
   ``GET /api/v1/sessions/{id}/trace`` (the same file, redacted, streamed whole);
 - with Debian's chromium present, the browser's first contentful paint of that page.
+
+The requests are interleaved, one of each per round, so load from other processes
+falls on the baseline and the page alike.
 """
 
 from __future__ import annotations
@@ -66,14 +69,17 @@ def _serve(root: Path) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("the server did not come up")
 
 
-def _median(url: str, rounds: int) -> float:
-    times = []
+def _medians(urls: list[str], rounds: int) -> list[float]:
+    """The median time of each URL, measured interleaved (one of each per round), so a
+    slow phase of a busy machine falls on all of them alike."""
+    times: list[list[float]] = [[] for _ in urls]
     for _ in range(rounds):
-        started = time.perf_counter()
-        answer = httpx.get(url, timeout=600)
-        answer.raise_for_status()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+        for index, url in enumerate(urls):
+            started = time.perf_counter()
+            answer = httpx.get(url, timeout=600)
+            answer.raise_for_status()
+            times[index].append(time.perf_counter() - started)
+    return [statistics.median(each) for each in times]
 
 
 def _first_paint(url: str) -> float | None:
@@ -121,12 +127,17 @@ def main() -> None:
         process, url = _serve(root)
         try:
             httpx.get(url + "/api/v1/sessions?limit=1", timeout=600)  # builds the catalog cache
-            listing = _median(url + "/api/v1/sessions?limit=50", args.rounds)
-            traces = _median(url + "/web/traces", args.rounds)
-            filtered = _median(url + "/web/traces?agent=coder&since=2026-11-01", args.rounds)
             ref = "/".join(_BIG)
-            trace = _median(url + f"/api/v1/sessions/{ref}/trace", args.rounds)
-            session_page = _median(url + f"/web/sessions/{ref}", args.rounds)
+            listing, traces, filtered, trace, session_page = _medians(
+                [
+                    url + "/api/v1/sessions?limit=50",
+                    url + "/web/traces",
+                    url + "/web/traces?agent=coder&since=2026-11-01",
+                    url + f"/api/v1/sessions/{ref}/trace",
+                    url + f"/web/sessions/{ref}",
+                ],
+                args.rounds,
+            )
             paint = _first_paint(url + f"/web/sessions/{ref}")
         finally:
             process.terminate()
