@@ -108,7 +108,9 @@ def render_chart(chart: Chart) -> str:
     totals = [sum(values[i] for _, values in chart.series) for i in range(count)]
     top, ticks = _scale(max(totals, default=0))
     parts = [
-        f'<svg viewBox="0 0 {_W} {_H}" role="img" aria-label="{esc(chart.title)}">',
+        # With links inside it is a group of links, not one image (axe: nested-interactive).
+        f'<svg viewBox="0 0 {_W} {_H}" role="{"group" if chart.links else "img"}" '
+        f'aria-label="{esc(chart.title)}">',
         f'<line class="axis" x1="{_LEFT}" y1="{_BOTTOM}" x2="{_W - _RIGHT}" y2="{_BOTTOM}"/>',
     ]
     for tick in ticks:
