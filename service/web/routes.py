@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Final
 
@@ -33,7 +34,7 @@ routes: Final[list[BaseRoute]] = [
     Route(f"{PREFIX}/traces", traces_page, methods=["GET"]),
     Route(f"{PREFIX}/usage", usage_page, methods=["GET"]),
     Route(_SESSION, session_page, methods=["GET"]),
-    Route(_SESSION + "/records/{position:int}", record_route, methods=["GET"]),
+    Route(_SESSION + "/records/{position}", record_route, methods=["GET"]),
     Route(PREFIX + "/s/{session_id}", short_route, methods=["GET"]),
     Route(PREFIX + "/export/{project}/{agent}/{session_id}", export_route, methods=["GET"]),
     Route(PREFIX + "/import", import_route, methods=["POST"]),
@@ -44,7 +45,19 @@ routes: Final[list[BaseRoute]] = [
 ]
 
 
-def _operation(route: BaseRoute) -> dict[str, Any]:
+# The query parameters each viewer endpoint reads (documented, and fuzzed by the tests).
+_QUERY: Final[dict[Any, tuple[str, ...]]] = {
+    traces_page: ("project", "agent", "model", "status", "has_errors", "since", "until",
+                  "sort", "reverse", "page", "q"),
+    usage_page: ("agent", "model", "range", "since", "until"),
+    session_page: ("from", "fragment"),
+    record_route: ("raw",),
+    export_route: ("format",),
+    import_route: ("project", "agent", "filename"),
+}  # fmt: skip
+
+
+def _operation(route: BaseRoute, path: str) -> dict[str, Any]:
     endpoint = getattr(route, "endpoint", None)
     if endpoint is _home:
         return {
@@ -53,8 +66,16 @@ def _operation(route: BaseRoute) -> dict[str, Any]:
         }
     lines = (getattr(endpoint, "__doc__", None) or "").strip().splitlines()
     summary = lines[0] if lines else ""
+    parameters = [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        for name in re.findall(r"{(\w+)}", path)
+    ] + [
+        {"name": name, "in": "query", "required": False, "schema": {"type": "string"}}
+        for name in (_QUERY.get(endpoint, ()) if endpoint is not None else ())
+    ]
     return {
         "summary": f"Web viewer: {summary or 'the static assets (CSS, JavaScript, icon)'}",
+        "parameters": parameters,
         "responses": {"200": {"description": "an HTML page, a file or a redirect"}},
     }
 
@@ -63,10 +84,11 @@ def _paths() -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for route in routes:
         methods = sorted(getattr(route, "methods", None) or {"GET"})
-        item = paths.setdefault(getattr(route, "path", ""), {})
+        path = str(getattr(route, "path", ""))
+        item = paths.setdefault(path, {})
         for method in methods:
             if method != "HEAD":
-                item[method.lower()] = _operation(route)
+                item[method.lower()] = _operation(route, path)
     return paths
 
 

@@ -33,6 +33,7 @@ from pentrace.projections.session_numbers import token_delta
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
 from pentrace.service.edge.auth import authenticated
+from pentrace.service.edge.errors import BadRequest
 from pentrace.service.web.layout import esc, number, page, session_url
 from pentrace.service.web.session_items import render_items
 from pentrace.service.web.svg import Chart, render_chart
@@ -223,7 +224,14 @@ def _record(context: ServiceContext, reference: str, position: int) -> Any:
 async def record_route(request: Request) -> Response:
     """``GET .../records/{position}``: one record, redacted unless ``?raw=1`` with the token."""
     context: ServiceContext = request.app.state.context
-    position: int = request.path_params["position"]
+    raw_position = params.path_text(request, "position")
+    if not (raw_position.isascii() and raw_position.isdigit() and len(raw_position) <= 12):
+        raise BadRequest(
+            f"path value position: expected a record position (1, 2, ...), found "
+            f"{raw_position[:20]!r}",
+            hint="take the position from the record's #N",
+        )
+    position = int(raw_position)
     raw = bool(params.flag(request, "raw")) and authenticated(request.scope)
     value = await context.run(_record, context, _reference(request), position)
     shown = value if raw else redact(value).value
