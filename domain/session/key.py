@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Final, NamedTuple
 
+from pentrace.domain.percent import percent_encode
 from pentrace.errors import UsageError
 
 __all__ = [
@@ -41,15 +42,7 @@ def _encode(name: str) -> str:
     known = _encoded.get(name)
     if known is not None:
         return known
-    if all(char in _SAFE for char in name):
-        text = name
-    else:
-        text = "".join(
-            char
-            if char in _SAFE
-            else "".join(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
-            for char in name
-        )
+    text = percent_encode(name, _SAFE)
     if len(_encoded) < 4096:
         _encoded[name] = text
     return text
