@@ -31,7 +31,7 @@ from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
 from pentrace.service.edge.errors import BadRequest
 
-__all__ = ["openapi_paths", "routes"]
+__all__ = ["open_read_models", "openapi_paths", "routes"]
 
 _NEEDS: Final = {
     "tokens": ("tokens",),
@@ -43,15 +43,23 @@ _NEEDS: Final = {
 }
 
 
-def _read(context: ServiceContext, kind: str, params: dict[str, Any]) -> Any:
+def open_read_models(
+    context: ServiceContext, names: tuple[str, ...], bring_up_to_date: bool
+) -> AnalyticsDatabase:
+    """The read models' database, with the ``names`` projections' tables in place and, when
+    ``bring_up_to_date``, caught up with the ledger first (the web Usage page uses it too)."""
     root, env = context.settings.data_root, context.settings.analytics_env()
-    for name in _NEEDS[kind]:
-        if params["catch_up"]:
+    for name in names:
+        if bring_up_to_date:
             catch_up(BUILTINS[name], data_root=root, env=env)
         else:
             projection = open_projection(BUILTINS[name], root, env)  # creates empty tables once
             projection.view.db.close()
-    db = AnalyticsDatabase(analytics_url(root, env))
+    return AnalyticsDatabase(analytics_url(root, env))
+
+
+def _read(context: ServiceContext, kind: str, params: dict[str, Any]) -> Any:
+    db = open_read_models(context, _NEEDS[kind], params["catch_up"])
     try:
         since, until, by = params["since"], params["until"], params["by"]
         if kind == "tokens":

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from pentrace import __version__
 from pentrace.service import analytics_routes
+from pentrace.service.web.routes import openapi_paths as web_paths
 
 __all__ = ["openapi_document"]
 
@@ -294,6 +295,7 @@ def openapi_document() -> dict[str, Any]:
                 }
             },
             **analytics_routes.openapi_paths,
+            **web_paths,
             "/openapi.json": {
                 "get": {
                     "summary": "This document",

@@ -41,7 +41,7 @@ from pentrace.service.edge import params
 from pentrace.service.edge.auth import authenticated
 from pentrace.service.edge.errors import ErrorWriter, Forbidden
 
-__all__ = ["list_route", "session_item", "show_route", "trace_route"]
+__all__ = ["list_route", "session_filter", "session_item", "show_route", "trace_route"]
 
 _CHUNK: Final = 256 * 1024
 _encode: Final = JsonEncoder().encode
@@ -76,7 +76,8 @@ def session_item(row: SessionRow) -> dict[str, Any]:
     return item
 
 
-def _filters(request: Request) -> SessionFilter:
+def session_filter(request: Request) -> SessionFilter:
+    """The catalog filters of a request's query (the web Traces page reads the same ones)."""
     now = datetime.now(UTC)
     # A bad status raises UsageError, which the app answers with 400.
     return SessionFilter(
@@ -93,7 +94,7 @@ def _filters(request: Request) -> SessionFilter:
 async def list_route(request: Request) -> Response:
     """``GET /api/v1/sessions``."""
     context: ServiceContext = request.app.state.context
-    filters = _filters(request)
+    filters = session_filter(request)
     sort = params.choice(request, "sort", SORT_KEYS) or "start"
     reverse = bool(params.flag(request, "reverse"))
     limit = params.integer(request, "limit", low=1, high=_MAX_LIMIT)
