@@ -23,7 +23,6 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pentrace.errors import ConfigError
 from pentrace.infrastructure.analytics.database import ENV_ANALYTICS_URL
 from pentrace.infrastructure.ledger import LedgerSettings
-from pentrace.infrastructure.ledger.application import ENV_TABLE_PREFIX
 from pentrace.infrastructure.storage.inputs import read_small_file
 from pentrace.service.edge.hosts import HostPolicy, normalize_origin, split_host
 
@@ -52,8 +51,8 @@ class ServiceSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     data_root: Path
+    # The ledger, its table prefix included (LedgerSettings.table_prefix).
     ledger: LedgerSettings = Field(default_factory=LedgerSettings)
-    ledger_table_prefix: str = ""
     # The analytics read models' database; None: <data_root>/analytics/analytics.db.
     analytics_url: str | None = None
     host: str = "127.0.0.1"
@@ -74,7 +73,6 @@ class ServiceSettings(BaseModel):
         follow, its table prefix, the read models' database), overriding the process's."""
         return {
             **self.ledger.to_env(),
-            ENV_TABLE_PREFIX: self.ledger_table_prefix,
             ENV_ANALYTICS_URL: self.analytics_url or "",
         }
 
