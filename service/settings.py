@@ -16,9 +16,9 @@ import ipaddress
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from pentrace.errors import ConfigError
 from pentrace.infrastructure.analytics.database import ENV_ANALYTICS_URL
@@ -67,6 +67,22 @@ class ServiceSettings(BaseModel):
     frame_cache_bytes: int = 4 * 1024 * 1024
     retry_ms: int = 1000
     test_page: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _earlier_prefix_field(cls, data: Any) -> Any:
+        """``ledger_table_prefix=`` (before ADR 0034) still works for one release: it
+        becomes ``ledger.table_prefix``."""
+        if not isinstance(data, dict) or "ledger_table_prefix" not in data:
+            return data
+        data = dict(data)
+        prefix = str(data.pop("ledger_table_prefix"))
+        ledger = data.get("ledger") or LedgerSettings()
+        if isinstance(ledger, LedgerSettings):
+            data["ledger"] = ledger.model_copy(update={"table_prefix": prefix})
+        else:
+            data["ledger"] = {**dict(ledger), "table_prefix": prefix}
+        return data
 
     def analytics_env(self) -> dict[str, str]:
         """These settings as the variables the analytics runners read (the ledger they

@@ -25,9 +25,9 @@ import pytest
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings
 from pentrace.infrastructure.ledger.settings import ENV_PATH, ENV_TABLE_PREFIX, ENV_URL
 
-__all__ = ["BACKENDS", "PG_URL", "Backend", "LedgerBackend", "ledger_backend"]
+__all__ = ["BACKENDS", "PG_URL", "Backend", "LedgerBackend", "ledger_backend", "reach"]
 
-PG_URL = os.environ.get("PENTRACE_TEST_DATABASE_URL")
+PG_URL = os.environ.get("PENTRACE_TEST_DATABASE_URL") or None
 
 
 @dataclass(frozen=True)
@@ -93,14 +93,21 @@ class LedgerBackend:
             db.close()
 
 
+def reach(backend: Backend, folder: Path) -> LedgerBackend | None:
+    """A fresh ledger place on ``backend`` (a file in ``folder``, or new table names on a
+    shared server); None when the backend is not reachable here."""
+    url = backend.url(folder)
+    if url is None:
+        return None
+    return LedgerBackend(backend, url, f"t{uuid.uuid4().hex[:12]}_" if backend.shared else "")
+
+
 @pytest.fixture(params=[pytest.param(b, id=b.name, marks=b.marks) for b in BACKENDS])
 def ledger_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LedgerBackend]:
     """Each ledger backend in turn (skipped where it is not reachable)."""
     backend: Backend = request.param
-    url = backend.url(tmp_path)
-    if url is None:
+    handle = reach(backend, tmp_path)
+    if handle is None:
         pytest.skip(backend.missing)
-    prefix = f"t{uuid.uuid4().hex[:12]}_" if backend.shared else ""
-    handle = LedgerBackend(backend, url, prefix)
     yield handle
     handle.close()

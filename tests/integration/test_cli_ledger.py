@@ -31,6 +31,7 @@ from pentrace.testing import (
     write_trace,
 )
 from tests.integration.cli_sessions_corpus import run_process
+from tests.integration.ledger_backends import LedgerBackend
 
 SID = "session-2026-07-18-11-10-22-3f8a1c2d"
 OTHER = "session-2026-07-19-08-00-00-0badcafe"
@@ -120,14 +121,23 @@ def test_tail_shows_the_newest_events_of_one_session_or_all(tmp_path: Path) -> N
     assert table[1].split("\t")[2] == "run.completed"
 
 
-def test_tail_follow_prints_events_indexed_after_it_started(tmp_path: Path) -> None:
+def test_tail_follow_prints_events_indexed_after_it_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ledger_backend: LedgerBackend
+) -> None:
+    for name, value in ledger_backend.env().items():
+        monkeypatch.setenv(name, value)
     [lines] = render_shards(session(), session_id=SID)
     write_shards(tmp_path, "default_project", "default_agent", SID, [lines[:4]])
     run(tmp_path, "sync")
+    ledger_backend.database()  # dropped afterwards on a shared server
     env = {k: v for k, v in os.environ.items() if k not in _ENV}
+    env.update(ledger_backend.env())
+    # Where commits are announced (NOTIFY), the follower wakes on them: its poll
+    # interval is then far longer than the wait for the lines below.
+    notified = ledger_backend.database().dialect.notifies
     command = [sys.executable, "-m", "pentrace", "--data-root", str(tmp_path), "ledger", "tail"]
     follower = subprocess.Popen(
-        [*command, "-n", "1", "-f", "--json", "--interval", "0.05"],
+        [*command, "-n", "1", "-f", "--json", "--interval", "3600" if notified else "0.05"],
         stdout=subprocess.PIPE,
         env=env,
     )

@@ -88,7 +88,8 @@ class LedgerDialect(Protocol):
         self, db: LedgerDatabase, channel: str, wake: threading.Event, stopped: threading.Event
     ) -> None:
         """Set ``wake`` on every announced commit until ``stopped`` (returns at once
-        when the backend announces nothing); raises the driver's error when it fails."""
+        when the backend announces nothing), and once when listening starts (a commit
+        just before it is announced to nobody); raises the driver's error on failure."""
         ...
 
     def size(self, db: LedgerDatabase, *, checkpoint: bool) -> int | None:

@@ -121,9 +121,14 @@ class PostgresDialect:
     def listen(
         self, db: LedgerDatabase, channel: str, wake: threading.Event, stopped: threading.Event
     ) -> None:
-        """``LISTEN`` on a connection of its own and set ``wake`` per NOTIFY until stopped."""
+        """``LISTEN`` on a connection of its own and set ``wake`` per NOTIFY until stopped.
+
+        ``wake`` is also set once as soon as the LISTEN holds: a commit between the
+        reader's last look and that moment sent its NOTIFY to nobody.
+        """
         with listen_connection(db.url, db.timeouts) as conn:
             run_guarded(conn, f'LISTEN "{channel}"', db.timeouts)
+            wake.set()
             while not stopped.is_set():
                 for _ in conn.notifies(timeout=0.2, stop_after=1):
                     wake.set()
