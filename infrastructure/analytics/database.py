@@ -19,10 +19,14 @@ from typing import Any, Final
 
 from sqlalchemy import Connection, Engine, exc
 
-from pentrace.errors import AnalyticsError, ConfigError
+from pentrace.errors import AnalyticsError
 from pentrace.infrastructure.ledger.backend.connections import database_url
 from pentrace.infrastructure.ledger.backend.deadline import DEADLINES
-from pentrace.infrastructure.ledger.backend.dialect import LedgerDialect, dialect_for
+from pentrace.infrastructure.ledger.backend.dialect import (
+    LedgerDialect,
+    database_file,
+    dialect_for,
+)
 from pentrace.infrastructure.ledger.backend.errors import driver_reason
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts, safe_url
 from pentrace.infrastructure.storage.layout import DataRoot
@@ -80,17 +84,15 @@ class AnalyticsDatabase:
         self.url = url
         #: The ledger's backend seam, shared: the same engine setup per backend.
         self.dialect: LedgerDialect = dialect_for(parsed)
-        self.where = safe_url(url)
-        self._path: Path | None = None
-        if self.dialect.file_based:
-            if not parsed.database or parsed.database == ":memory:":
-                raise ConfigError(
-                    "the analytics database needs a file path, found an in-memory SQLite URL",
-                    hint=f"set {ENV_ANALYTICS_URL} to sqlite:////path/analytics.db",
-                )
-            self._path = Path(parsed.database)
+        self._path = database_file(
+            parsed,
+            self.dialect,
+            what="the analytics database",
+            hint=f"set {ENV_ANALYTICS_URL} to sqlite:////path/analytics.db",
+        )
+        self.where = safe_url(url) if self._path is None else str(self._path)
+        if self._path is not None:
             prepare_sqlite_file(self._path)
-            self.where = str(self._path)
             options: dict[str, Any] = {"connect_args": {"check_same_thread": False}}
         else:
             options = {}

@@ -36,6 +36,7 @@ class _Ledger(Protocol):
 
     db: LedgerDatabase
 
+
 __all__ = [
     "Page",
     "Scope",

@@ -30,10 +30,14 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Select, bindparam, exc, func, select, text
 from sqlalchemy.sql.compiler import Compiled
 
-from pentrace.errors import ConfigError, LedgerError, LedgerLockedError
+from pentrace.errors import LedgerError, LedgerLockedError
 from pentrace.infrastructure.ledger.backend.connections import database_url
 from pentrace.infrastructure.ledger.backend.deadline import DEADLINES
-from pentrace.infrastructure.ledger.backend.dialect import LedgerDialect, dialect_for
+from pentrace.infrastructure.ledger.backend.dialect import (
+    LedgerDialect,
+    database_file,
+    dialect_for,
+)
 from pentrace.infrastructure.ledger.backend.errors import converted
 from pentrace.infrastructure.ledger.backend.formats import FileFormat, penguin_format_error
 from pentrace.infrastructure.ledger.backend.schema import LedgerTables, ledger_tables
@@ -73,16 +77,13 @@ class LedgerDatabase:
         self.dialect: LedgerDialect = dialect_for(parsed)
         # The client-side deadline of statements (see .deadline); a local file has none.
         self._deadline = self.dialect.statement_deadline(timeouts)
-        self.where = safe_url(url)
-        self.path: Path | None = None
-        if self.dialect.file_based:
-            if not parsed.database or parsed.database == ":memory:":
-                raise ConfigError(
-                    "the SQLite ledger needs a file path, found an in-memory database URL",
-                    hint="set PENGUIN_RUNTIME_EVENT_LEDGER_PATH to a file",
-                )
-            self.path = Path(parsed.database)
-            self.where = str(self.path)
+        self.path: Path | None = database_file(
+            parsed,
+            self.dialect,
+            what="the SQLite ledger",
+            hint="set PENGUIN_RUNTIME_EVENT_LEDGER_PATH to a file",
+        )
+        self.where = safe_url(url) if self.path is None else str(self.path)
         self._write_lock = threading.Lock()
         #: The file's (device, inode) when opened (W13); None for a server.
         self.identity: tuple[int, int] | None = None

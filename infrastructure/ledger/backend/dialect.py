@@ -17,17 +17,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import Connection, Engine, Table
 from sqlalchemy.engine import URL
 
+from pentrace.errors import ConfigError
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 
 if TYPE_CHECKING:
     from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
 
-__all__ = ["DIALECTS", "LedgerDialect", "RowInserter", "dialect_for"]
+__all__ = ["DIALECTS", "LedgerDialect", "RowInserter", "database_file", "dialect_for"]
 
 #: Inserts ledger rows inside a write transaction; returns their notification ids in order.
 RowInserter = Callable[[Connection, list[dict[str, Any]]], list[int]]
@@ -100,6 +102,16 @@ class LedgerDialect(Protocol):
     def after_size_prune(self, db: LedgerDatabase) -> None:
         """Give back the space a size prune freed, when the backend needs asking."""
         ...
+
+
+def database_file(url: URL, dialect: LedgerDialect, *, what: str, hint: str) -> Path | None:
+    """The file a file-based backend's URL names (None for a server); an in-memory
+    database is refused, as ``what`` would lose everything at exit."""
+    if not dialect.file_based:
+        return None
+    if not url.database or url.database == ":memory:":
+        raise ConfigError(f"{what} needs a file path, found an in-memory database URL", hint=hint)
+    return Path(url.database)
 
 
 def dialect_for(url: URL) -> LedgerDialect:
