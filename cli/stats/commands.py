@@ -21,6 +21,7 @@ from pentrace.cli.sessions.args import JsonOption, data_root
 from pentrace.cli.stats.plots import cost_plot, tokens_plot, tools_plot
 from pentrace.infrastructure.analytics import queries
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
+from pentrace.infrastructure.analytics.failures import failure_warnings
 from pentrace.infrastructure.analytics.prices import load_prices
 from pentrace.infrastructure.analytics.registry import BUILTINS
 from pentrace.infrastructure.analytics.runner import catch_up, open_ledger
@@ -86,26 +87,29 @@ def days(since: str | None, until: str | None) -> tuple[str | None, str | None]:
 
 def _ready(ctx: typer.Context, names: tuple[str, ...], do_sync: bool) -> AnalyticsDatabase:
     root = data_root(ctx).path
+    warnings: list[str] = []
     if not do_sync:
         for name in names:
             catch_up(BUILTINS[name], data_root=root)
-        return AnalyticsDatabase(analytics_url(root, os.environ))
-    ledger = open_ledger(root)
-    try:
-        # Retention waits until the projections have read what this sync indexed.
-        with ledger.retention_held():
-            report = sync(ledger, root)
-            for name in names:
-                catch_up(BUILTINS[name], data_root=root)
-    finally:
-        ledger.close()
-    for failure in report.failures:
-        typer.echo(
-            f"warning: {failure.project}/{failure.agent}/{failure.session_id}: "
-            f"left out of the sync: {failure.message}",
-            err=True,
-        )
-    return AnalyticsDatabase(analytics_url(root, os.environ))
+    else:
+        ledger = open_ledger(root)
+        try:
+            # Retention waits until the projections have read what this sync indexed.
+            with ledger.retention_held():
+                report = sync(ledger, root)
+                for name in names:
+                    catch_up(BUILTINS[name], data_root=root)
+        finally:
+            ledger.close()
+        warnings = [
+            f"{f.project}/{f.agent}/{f.session_id}: left out of the sync: {f.message}"
+            for f in report.failures
+        ]
+    db = AnalyticsDatabase(analytics_url(root, os.environ))
+    ctx.call_on_close(db.close)  # a PostgreSQL pool would otherwise outlive the command
+    for message in warnings + failure_warnings(db, names):  # ADR 0032: numbers incomplete
+        typer.echo(f"warning: {message}", err=True)
+    return db
 
 
 def done(value: Any, as_json: bool, columns: tuple[str, ...], rows: list[list[Any]]) -> None:

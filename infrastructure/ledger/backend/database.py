@@ -128,7 +128,10 @@ class LedgerDatabase:
         deadline = time.monotonic() + self.busy_timeout_ms / 1000
         while True:
             try:
-                with converted("create the ledger schema", self.where):
+                with (
+                    converted("create the ledger schema", self.where),
+                    self.dialect.schema_lock(engine, self.tables.events.name),
+                ):
                     self.tables.metadata.create_all(engine)
                     upgrade_indexes(engine, self.tables)
                     # Session-id-only event ids of an earlier ledger (ADR 0023, .upgrade).

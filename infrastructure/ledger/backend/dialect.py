@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -72,6 +73,11 @@ class LedgerDialect(Protocol):
 
     def opened(self, db: LedgerDatabase) -> None:
         """After the engine is ready (files' modes, the file identity of W13)."""
+        ...
+
+    def schema_lock(self, engine: Engine, table: str) -> AbstractContextManager[None]:
+        """Held while the schema named after ``table`` is created or upgraded, so that
+        processes opening a new database at once take turns."""
         ...
 
     def write_lock(self, table: str) -> str | None:

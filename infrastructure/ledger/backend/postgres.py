@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
@@ -24,6 +25,7 @@ from pentrace.infrastructure.ledger.backend.connections import (
     listen_connection,
     postgres_engine,
     run_guarded,
+    schema_lock,
     statement_deadline,
 )
 from pentrace.infrastructure.ledger.backend.dialect import RowInserter
@@ -77,6 +79,11 @@ class PostgresDialect:
 
     def opened(self, db: LedgerDatabase) -> None:
         """Nothing to do: a server has no files of ours."""
+
+    def schema_lock(self, engine: Engine, table: str) -> AbstractContextManager[None]:
+        """A session advisory lock keyed by the table name (:func:`.connections.schema_lock`):
+        parallel ``CREATE TABLE IF NOT EXISTS`` of a new table fail on ``pg_type``."""
+        return schema_lock(engine, table)
 
     def write_lock(self, table: str) -> str | None:
         """``LOCK TABLE ... IN EXCLUSIVE MODE``: ids are handed out one writer at a time."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
@@ -165,6 +166,10 @@ class SQLiteDialect:
         if not db.read_only:
             repair_modes(sqlite_files(db.path), where=db.path)
         db.identity = file_identity(db.path)
+
+    def schema_lock(self, engine: Engine, table: str) -> AbstractContextManager[None]:
+        """Nothing to hold: creating the schema retries on SQLITE_BUSY instead."""
+        return nullcontext()
 
     def write_lock(self, table: str) -> str | None:
         """None: ``BEGIN IMMEDIATE`` already admits one writer at a time."""
