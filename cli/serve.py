@@ -19,7 +19,6 @@ import typer
 
 from pentrace.infrastructure.analytics.database import ENV_ANALYTICS_URL
 from pentrace.infrastructure.ledger import LedgerSettings
-from pentrace.infrastructure.ledger.application import ENV_TABLE_PREFIX
 from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.service.settings import (
     ENV_ALLOWED_HOSTS,
@@ -108,7 +107,6 @@ def serve(
     settings = ServiceSettings(
         data_root=root.path,
         ledger=LedgerSettings.from_env(),
-        ledger_table_prefix=os.environ.get(ENV_TABLE_PREFIX, ""),
         analytics_url=os.environ.get(ENV_ANALYTICS_URL, "").strip() or None,
         host=host,
         port=port,

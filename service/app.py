@@ -30,7 +30,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, ExceptionHandler, Lifespan
 
 from pentrace.errors import PentraceError
-from pentrace.infrastructure.ledger import RuntimeEventLedger
+from pentrace.infrastructure.ledger.opener import open_ledger
 from pentrace.service import analytics_routes
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge.auth import BearerAuth
@@ -123,10 +123,9 @@ def create_app(settings: ServiceSettings) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        ledger = RuntimeEventLedger.open(
-            settings.data_root,
+        ledger = open_ledger(
             settings.ledger,
-            table_prefix=settings.ledger_table_prefix,
+            settings.data_root,
             penguin_read_only=True,  # replay a Penguin-format ledger file without writing it
         )
         follower = LedgerFollower(ledger, settings.poll_interval_seconds)

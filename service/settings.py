@@ -16,14 +16,13 @@ import ipaddress
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from pentrace.errors import ConfigError
 from pentrace.infrastructure.analytics.database import ENV_ANALYTICS_URL
 from pentrace.infrastructure.ledger import LedgerSettings
-from pentrace.infrastructure.ledger.application import ENV_TABLE_PREFIX
 from pentrace.infrastructure.storage.inputs import read_small_file
 from pentrace.service.edge.hosts import HostPolicy, normalize_origin, split_host
 
@@ -52,8 +51,8 @@ class ServiceSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     data_root: Path
+    # The ledger, its table prefix included (LedgerSettings.table_prefix).
     ledger: LedgerSettings = Field(default_factory=LedgerSettings)
-    ledger_table_prefix: str = ""
     # The analytics read models' database; None: <data_root>/analytics/analytics.db.
     analytics_url: str | None = None
     host: str = "127.0.0.1"
@@ -69,12 +68,27 @@ class ServiceSettings(BaseModel):
     retry_ms: int = 1000
     test_page: bool = False
 
+    @model_validator(mode="before")
+    @classmethod
+    def _earlier_prefix_field(cls, data: Any) -> Any:
+        """``ledger_table_prefix=`` (before ADR 0034) still works for one release: it
+        becomes ``ledger.table_prefix``."""
+        if not isinstance(data, dict) or "ledger_table_prefix" not in data:
+            return data
+        data = dict(data)
+        prefix = str(data.pop("ledger_table_prefix"))
+        ledger = data.get("ledger") or LedgerSettings()
+        if isinstance(ledger, LedgerSettings):
+            data["ledger"] = ledger.model_copy(update={"table_prefix": prefix})
+        else:
+            data["ledger"] = {**dict(ledger), "table_prefix": prefix}
+        return data
+
     def analytics_env(self) -> dict[str, str]:
         """These settings as the variables the analytics runners read (the ledger they
         follow, its table prefix, the read models' database), overriding the process's."""
         return {
             **self.ledger.to_env(),
-            ENV_TABLE_PREFIX: self.ledger_table_prefix,
             ENV_ANALYTICS_URL: self.analytics_url or "",
         }
 

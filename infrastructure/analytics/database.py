@@ -17,11 +17,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
-from sqlalchemy import Connection, Engine, create_engine, event, exc
+from sqlalchemy import Connection, Engine, exc
 
-from pentrace.errors import AnalyticsError, ConfigError
-from pentrace.infrastructure.ledger.backend.connections import database_url, postgres_engine
+from pentrace.errors import AnalyticsError
+from pentrace.infrastructure.ledger.backend.connections import database_url
 from pentrace.infrastructure.ledger.backend.deadline import DEADLINES
+from pentrace.infrastructure.ledger.backend.dialect import (
+    LedgerDialect,
+    database_file,
+    dialect_for,
+)
 from pentrace.infrastructure.ledger.backend.errors import driver_reason
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts, safe_url
 from pentrace.infrastructure.storage.layout import DataRoot
@@ -31,8 +36,6 @@ __all__ = ["ENV_ANALYTICS_URL", "AnalyticsDatabase", "analytics_url", "converted
 
 ENV_ANALYTICS_URL: Final = "PENTRACE_ANALYTICS_URL"
 TRACKING_TABLE: Final = "analytics_tracking"
-# SQLite has no "wait for ever"; a day stands for it when the lock wait is off.
-_NO_LIMIT_S: Final = 86_400.0
 
 # Which session key each read model was built with (ADR 0023): a tracking row
 # without a row here predates (project, agent, session id) keys.
@@ -73,19 +76,6 @@ def converted(operation: str, where: str) -> Iterator[None]:
         ) from error
 
 
-def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
-    # Driver autocommit: transactions are begun explicitly (BEGIN IMMEDIATE for writers).
-    dbapi_connection.isolation_level = None
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.close()
-
-
-def _begin_sqlite(conn: Connection) -> None:
-    conn.exec_driver_sql(conn.get_execution_options().get("pentrace_begin", "BEGIN"))
-
-
 class AnalyticsDatabase:
     """An engine over the analytics database, with the tracking table created."""
 
@@ -94,29 +84,21 @@ class AnalyticsDatabase:
         timeouts = timeouts if timeouts is not None else DatabaseTimeouts.from_env()
         parsed = database_url(url, setting=ENV_ANALYTICS_URL)
         self.url = url
-        self.is_sqlite = parsed.get_backend_name() == "sqlite"
-        self.where = safe_url(url)
-        if self.is_sqlite:
-            if not parsed.database or parsed.database == ":memory:":
-                raise ConfigError(
-                    "the analytics database needs a file path, found an in-memory SQLite URL",
-                    hint=f"set {ENV_ANALYTICS_URL} to sqlite:////path/analytics.db",
-                )
-            path = Path(parsed.database)
-            prepare_sqlite_file(path)
-            self.where = str(path)
-            lock = timeouts.lock_seconds
-            self.engine: Engine = create_engine(
-                parsed,
-                connect_args={
-                    "timeout": _NO_LIMIT_S if lock is None else lock,
-                    "check_same_thread": False,
-                },
-            )
-            event.listen(self.engine, "connect", _configure_sqlite)
-            event.listen(self.engine, "begin", _begin_sqlite)
+        #: The ledger's backend seam, shared: the same engine setup per backend.
+        self.dialect: LedgerDialect = dialect_for(parsed)
+        self._path = database_file(
+            parsed,
+            self.dialect,
+            what="the analytics database",
+            hint=f"set {ENV_ANALYTICS_URL} to sqlite:////path/analytics.db",
+        )
+        self.where = safe_url(url) if self._path is None else str(self._path)
+        if self._path is not None:
+            prepare_sqlite_file(self._path)
+            options: dict[str, Any] = {"connect_args": {"check_same_thread": False}}
         else:
-            self.engine = postgres_engine(parsed, timeouts)
+            options = {}
+        self.engine: Engine = self.dialect.engine(parsed, timeouts, **options)
         with self.writing("create the tracking table") as conn:
             conn.exec_driver_sql(
                 f"CREATE TABLE IF NOT EXISTS {TRACKING_TABLE} ("
@@ -134,13 +116,13 @@ class AnalyticsDatabase:
                 "error_message TEXT NOT NULL, attempts BIGINT NOT NULL, "
                 "PRIMARY KEY (application_name, stream_id, sequence))"
             )
-        if self.is_sqlite:
-            repair_modes(sqlite_files(Path(self.where)), where=self.where)  # SQLite's side files
+        if self._path is not None:
+            repair_modes(sqlite_files(self._path), where=self.where)  # SQLite's side files
 
     @property
     def placeholder(self) -> str:
         """The driver's positional parameter marker (sqlite3 ``?``, psycopg ``%s``)."""
-        return "?" if self.is_sqlite else "%s"
+        return self.dialect.placeholder
 
     @contextmanager
     def reading(self, operation: str) -> Iterator[Connection]:
@@ -152,17 +134,15 @@ class AnalyticsDatabase:
     @contextmanager
     def writing(self, operation: str) -> Iterator[Connection]:
         """A write transaction (``BEGIN IMMEDIATE`` on SQLite) committed when the block ends."""
-        options = {"pentrace_begin": "BEGIN IMMEDIATE"} if self.is_sqlite else {}
         with converted(operation, self.where):
-            engine = self.engine.execution_options(**options)
+            engine = self.engine.execution_options(**self.dialect.write_options)
             with engine.begin() as conn:
                 yield conn
 
     def connect_for_writing(self) -> Connection:
         """A connection whose next ``begin()`` takes the write lock (caller closes it)."""
-        options = {"pentrace_begin": "BEGIN IMMEDIATE"} if self.is_sqlite else {}
         with converted("connect to the analytics database", self.where):
-            return self.engine.execution_options(**options).connect()
+            return self.engine.execution_options(**self.dialect.write_options).connect()
 
     def close(self) -> None:
         """Dispose of the connection pool."""

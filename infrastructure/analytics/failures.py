@@ -25,6 +25,7 @@ from pentrace.domain.session.key import parse_session_stream
 from pentrace.errors import ConfigError
 from pentrace.infrastructure.analytics.database import FAILURES_TABLE, AnalyticsDatabase
 from pentrace.infrastructure.ledger.backend.credentials import mask_text
+from pentrace.infrastructure.ledger.backend.dialect import dialect_for
 
 __all__ = [
     "ENV_MAX_FAILURES",
@@ -222,7 +223,7 @@ def select_failures(
     conn: Connection, projection: str, *, for_update: bool = False
 ) -> list[EventFailure]:
     """The projection's failed events as ``conn`` sees them (``for_update``: rows locked)."""
-    lock = " FOR UPDATE" if for_update and conn.dialect.name == "postgresql" else ""
+    lock = dialect_for(conn.engine.url).row_lock if for_update else ""
     rows = conn.execute(
         text(
             f"SELECT {_COLUMNS} FROM {FAILURES_TABLE} WHERE application_name = :n "

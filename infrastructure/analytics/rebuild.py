@@ -124,7 +124,7 @@ def rebuild(
     ledger = open_ledger(data_root, env)
     try:
         sync(ledger, data_root)
-        newest = ledger.max_notification_id() or 0
+        newest = ledger.head()
         limits = _ledger_limits(ledger, newest)
     finally:
         ledger.close()

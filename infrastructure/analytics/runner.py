@@ -31,7 +31,8 @@ from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analyt
 from pentrace.infrastructure.analytics.failures import max_failures
 from pentrace.infrastructure.analytics.readmodel import ReadModel
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
-from pentrace.infrastructure.ledger.application import ENV_TABLE_PREFIX, LedgerApplication
+from pentrace.infrastructure.ledger.application import LedgerApplication
+from pentrace.infrastructure.ledger.opener import open_ledger as ledger_opener
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 
 __all__ = [
@@ -70,10 +71,7 @@ def _env(data_root: Path, env: Mapping[str, str] | None) -> dict[str, str]:
 
 def open_ledger(data_root: Path, env: Mapping[str, str] | None = None) -> RuntimeEventLedger:
     """The ledger the environment names (the same one the runner follows)."""
-    merged = _env(data_root, env)
-    return RuntimeEventLedger.open(
-        data_root, LedgerSettings.from_env(merged), table_prefix=merged.get(ENV_TABLE_PREFIX, "")
-    )
+    return ledger_opener(LedgerSettings.from_env(_env(data_root, env)), data_root)
 
 
 def open_projection(
@@ -219,7 +217,7 @@ class AnalyticsRunner(BaseProjectionRunner[LedgerApplication]):
             if self.view.pending:
                 return
             committed = self.view.max_tracking_id(name) or 0
-            newest = head if head is not None else self._ledger.max_notification_id() or 0
+            newest = head if head is not None else self._ledger.head()
             if newest <= committed:
                 return
             if relevant_head(self._ledger, self.projection.topics, newest) > committed:
@@ -277,17 +275,17 @@ def catch_up(
     ledger = open_ledger(data_root, env)
     projection = open_projection(projection_class, data_root, _env(data_root, env))
     try:
-        head = ledger.max_notification_id()
+        head = ledger.head()
         position = projection.view.max_tracking_id(projection_class.name)
     finally:
         ledger.close()
         projection.view.db.close()
-    if head is None or (position is not None and position >= head):
+    if not head or (position is not None and position >= head):
         return position  # already caught up: no runner, no threads
     runner = AnalyticsRunner(projection_class, data_root=data_root, env=env)
     with runner:
-        head = runner.ledger.max_notification_id()
-        if head is not None:
+        head = runner.ledger.head()
+        if head:
             target = relevant_head(runner.ledger, runner.projection.topics, head)
             if target:
                 runner.wait_handled(target, timeout)

@@ -30,6 +30,7 @@ from pentrace.infrastructure.ledger.backend.errors import driver_reason
 
 if TYPE_CHECKING:
     from pentrace.infrastructure.analytics.readmodel import ReadModel
+    from pentrace.infrastructure.ledger.backend.dialect import LedgerDialect
 
 __all__ = ["BatchWriteError", "Transaction"]
 
@@ -218,7 +219,7 @@ class Transaction:
                 params = values + tuple(cells[c][1] for c in columns)
                 shapes.setdefault(shape, []).append(tuple(map(_bindable, params)))
             for (names, columns, ops), params_list in shapes.items():
-                sql = _upsert_sql(table, names, columns, ops, db.placeholder, db.is_sqlite)
+                sql = _upsert_sql(table, names, columns, ops, db.dialect)
                 conn.exec_driver_sql(sql, params_list)
 
 
@@ -234,12 +235,11 @@ def _upsert_sql(
     keys: tuple[str, ...],
     columns: tuple[str, ...],
     ops: tuple[str, ...],
-    mark: str,
-    sqlite: bool,
+    dialect: LedgerDialect,
 ) -> str:
     names = (*keys, *columns)
     sets = []
-    low, high = ("MIN", "MAX") if sqlite else ("LEAST", "GREATEST")
+    low, high, mark = dialect.least, dialect.greatest, dialect.placeholder
     for column, op in zip(columns, ops, strict=True):
         old, new = f"{table}.{column}", f"excluded.{column}"
         if op == _ADD:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 
 from pentrace.domain.session.key import SessionKey
 from pentrace.errors import NotFoundError, PentraceError, TraceError
@@ -111,20 +111,17 @@ def _ledger_rows(
     db = ledger.db
     events, marks = db.tables.events, db.tables.watermarks
     stream = key.stream_id
-    query = select(events.c.sequence, events.c.event_type, events.c.event_time).where(
-        events.c.stream_id == stream
-    )
-    if db.is_sqlite:
+    with db.reading("read a session's ledger rows for audit") as conn:
         # The driver's rows, without SQLAlchemy's per-row processing: an audit of
         # every session reads every ledger row once.
-        with db.raw_sqlite("read a session's ledger rows for audit") as raw:
-            rows = raw.execute(
-                f"SELECT sequence, event_type, event_time FROM {events.name} WHERE stream_id = ?",
-                (stream,),
-            ).fetchall()
-    else:
-        with db.reading("read a session's ledger rows for audit") as conn:
-            rows = [tuple(row) for row in conn.execute(query).all()]
+        rows = db.fetch(
+            conn,
+            ("audit rows",),
+            lambda: select(events.c.sequence, events.c.event_type, events.c.event_time).where(
+                events.c.stream_id == bindparam("stream")
+            ),
+            {"stream": stream},
+        )
     held = {int(row[0]): (str(row[1]), int(row[2])) for row in rows}
     with db.reading("read a session's retention watermark") as conn:
         pruned = conn.execute(

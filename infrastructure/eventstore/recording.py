@@ -22,6 +22,7 @@ from pentrace.infrastructure.eventstore.application import SessionApplication
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.backend.credentials import mask_text
 from pentrace.infrastructure.ledger.live.hook import LedgerHook, LiveSubscription
+from pentrace.infrastructure.ledger.opener import open_ledger
 from pentrace.infrastructure.storage.layout import DataRoot
 
 __all__ = ["Recording", "open_recording"]
@@ -71,14 +72,17 @@ def open_recording(
 ) -> Recording:
     """A :class:`SessionApplication` for ``project``/``agent`` that indexes into the ledger.
 
-    ``ledger`` defaults to the one the environment names (``LedgerSettings.from_env``:
-    ``PENTRACE_LEDGER_URL`` for PostgreSQL, else SQLite under the data root).
+    ``ledger`` defaults to the one ``ledger_settings`` name (default
+    ``LedgerSettings.from_env``: ``PENTRACE_LEDGER_URL`` for PostgreSQL, else SQLite
+    under the data root; ``PENTRACE_LEDGER_TABLE_PREFIX`` too), opened by the one
+    opener that the CLI and the service use, so they read the tables it writes.
     ``options`` go to :class:`SessionApplication` (``durability``, ``clock``, ...).
     """
     root = data_root if isinstance(data_root, DataRoot) else DataRoot(Path(data_root))
     if ledger is None:
         try:
-            ledger = RuntimeEventLedger.open(root.path, ledger_settings)
+            settings = ledger_settings if ledger_settings is not None else LedgerSettings.from_env()
+            ledger = open_ledger(settings, root.path)
         except PentraceError as error:
             # Never block recording on the ledger; the traces stay the source of truth.
             # The message names the database with its credentials masked.

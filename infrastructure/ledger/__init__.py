@@ -2,10 +2,13 @@
 
 ``RuntimeEventLedger`` stores redacted RuntimeEvent envelopes, replays them
 after a cursor with honest gaps, applies retention, and is an eventsourcing
-``ProcessRecorder`` so the library's projections run on it.  See docs/ledger.md.
+``ProcessRecorder`` so the library's projections run on it.  Open it with
+:func:`open_ledger` and a :class:`LedgerSettings` (``LedgerSettings.from_env()``).
+See docs/ledger.md.
 """
 
 from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
+from pentrace.infrastructure.ledger.opener import open_ledger
 from pentrace.infrastructure.ledger.replay import LedgerEntry, ReplayGap, ReplayResult
 from pentrace.infrastructure.ledger.retention import RetentionPolicy, RetentionReport
 from pentrace.infrastructure.ledger.settings import LedgerSettings, default_ledger_path
@@ -21,4 +24,5 @@ __all__ = [
     "RetentionReport",
     "RuntimeEventLedger",
     "default_ledger_path",
+    "open_ledger",
 ]

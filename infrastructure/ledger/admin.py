@@ -1,10 +1,8 @@
 """What ``pentrace ledger ...`` needs beyond the ledger's own API: open, tail, stats, plans.
 
-* :func:`open_ledger` opens the ledger the environment names (URL, path or
-  ``<root>/runtime_events/runtime_events.db``, table prefix from
-  ``PENTRACE_LEDGER_TABLE_PREFIX``) with the operator's lock wait, and refuses
-  to create a SQLite file a read command would only find empty.
-* :func:`entries_after` pages rows by notification id (``tail -f`` polls it).
+* :func:`open_ledger` opens the ledger the environment names through the one
+  opener (:mod:`.opener`) with the operator's lock wait, and refuses to
+  create a SQLite file a read command would only find empty.
 * :func:`ledger_stats` counts rows, bytes and categories without writing (no
   WAL checkpoint).
 * :func:`retention_plan` says what ``cleanup`` would delete, rule by rule,
@@ -18,7 +16,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,16 +25,8 @@ from sqlalchemy import func, select
 
 from pentrace.domain.session.key import SessionKey
 from pentrace.errors import LedgerFormatError, NotFoundError
-from pentrace.infrastructure.ledger import (
-    LedgerDatabase,
-    LedgerEntry,
-    LedgerSettings,
-    RuntimeEventLedger,
-    default_ledger_path,
-)
-from pentrace.infrastructure.ledger.application import ENV_TABLE_PREFIX
+from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger, opener
 from pentrace.infrastructure.ledger.indexer import SyncReport, rebuild_sessions
-from pentrace.infrastructure.ledger.retention import ledger_size
 from pentrace.infrastructure.ledger.sessions import ledger_session, untraced_sessions
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 
@@ -45,10 +34,8 @@ __all__ = [
     "LedgerStats",
     "RetentionPlan",
     "configured_ledger_path",
-    "entries_after",
     "ledger_session",
     "ledger_stats",
-    "newest_entries",
     "open_ledger",
     "rebuild_ledger",
     "retention_plan",
@@ -67,7 +54,9 @@ def open_ledger(
     settings: LedgerSettings | None = None,
     read_only: bool = False,
 ) -> RuntimeEventLedger:
-    """The configured ledger; ``keep_everything`` turns retention off for this handle.
+    """The configured ledger for a command: :func:`.opener.open_ledger` with the
+    environment's settings (or ``settings``), the operator's lock wait, and retention
+    off for this handle with ``keep_everything``.
 
     ``read_only`` (the read commands) creates and changes nothing, and also
     reads a Penguin-format ledger file.
@@ -75,31 +64,19 @@ def open_ledger(
     settings = settings if settings is not None else LedgerSettings.from_env()
     if keep_everything:
         settings = settings.with_limits_off()
-    prefix = os.environ.get(ENV_TABLE_PREFIX, "")
-    timeouts = settings.timeouts.with_lock_wait(wait_seconds)
-    if settings.url is not None:
-        db = LedgerDatabase(
-            settings.url, table_prefix=prefix, timeouts=timeouts, read_only=read_only
-        )
-    else:
-        path = settings.path if settings.path is not None else default_ledger_path(root.path)
-        if must_exist and not path.is_file():
-            raise NotFoundError(
-                f"no ledger at {path}: expected a SQLite ledger file, found none",
-                hint="run `pentrace ledger sync` to build it from the traces",
-            )
-        db = LedgerDatabase.for_path(
-            Path(path), table_prefix=prefix, timeouts=timeouts, read_only=read_only
-        )
-    return RuntimeEventLedger(db, settings)
+    return opener.open_ledger(
+        settings.with_lock_wait(wait_seconds),
+        root.path,
+        read_only=read_only,
+        must_exist=must_exist,
+        redaction_policy=False,  # commands activate the data root's policy themselves
+    )
 
 
 def configured_ledger_path(root: DataRoot, settings: LedgerSettings | None = None) -> Path | None:
     """The SQLite file :func:`open_ledger` opens, or None when a URL names the ledger."""
     settings = settings if settings is not None else LedgerSettings.from_env()
-    if settings.url is not None:
-        return None
-    return settings.path if settings.path is not None else default_ledger_path(root.path)
+    return opener.ledger_file(settings, root.path)
 
 
 def forget_sessions(root: DataRoot, sessions: Iterable[SessionKey]) -> dict[SessionKey, int]:
@@ -123,49 +100,6 @@ def forget_sessions(root: DataRoot, sessions: Iterable[SessionKey]) -> dict[Sess
         ledger.close()
 
 
-def entries_after(
-    ledger: RuntimeEventLedger,
-    notification_id: int,
-    *,
-    session: SessionKey | str | None = None,
-    limit: int = 1000,
-) -> list[LedgerEntry]:
-    """Rows after a notification id, oldest first (only one session's with ``session``)."""
-    events = ledger.db.tables.events
-    query = (
-        select(events.c.event_id, events.c.event_json, events.c.notification_id)
-        .where(events.c.notification_id > notification_id)
-        .order_by(events.c.notification_id)
-        .limit(limit)
-    )
-    if isinstance(session, SessionKey):
-        query = query.where(events.c.stream_id == session.stream_id)
-    elif session is not None:  # a bare id: the session_id column (a Penguin-format ledger)
-        query = query.where(events.c.session_id == session)
-    with ledger.db.reading("read the ledger") as conn:
-        rows = conn.execute(query).all()
-    return [LedgerEntry(row[0], bytes(row[1]), row[2]) for row in rows]
-
-
-def newest_entries(
-    ledger: RuntimeEventLedger, count: int, *, session: SessionKey | str | None = None
-) -> list[LedgerEntry]:
-    """The last ``count`` rows (of one session with ``session``), oldest first."""
-    events = ledger.db.tables.events
-    query = (
-        select(events.c.event_id, events.c.event_json, events.c.notification_id)
-        .order_by(events.c.notification_id.desc())
-        .limit(max(0, count))
-    )
-    if isinstance(session, SessionKey):
-        query = query.where(events.c.stream_id == session.stream_id)
-    elif session is not None:  # a bare id: the session_id column (a Penguin-format ledger)
-        query = query.where(events.c.session_id == session)
-    with ledger.db.reading("read the newest ledger events") as conn:
-        rows = conn.execute(query).all()
-    return [LedgerEntry(row[0], bytes(row[1]), row[2]) for row in reversed(rows)]
-
-
 @dataclass(frozen=True)
 class LedgerStats:
     """Rows, bytes, the oldest and newest rows, streams and rows per category."""
@@ -185,14 +119,7 @@ class LedgerStats:
 
 def _size_without_checkpoint(ledger: RuntimeEventLedger) -> int | None:
     db = ledger.db
-    if not db.is_sqlite:
-        return ledger_size(db)
-    with db.raw_sqlite("measure the ledger size") as raw:
-        pages = raw.execute("PRAGMA page_count").fetchone()[0]
-        page_size = raw.execute("PRAGMA page_size").fetchone()[0]
-    assert db.path is not None
-    wal = db.path.with_name(db.path.name + "-wal")
-    return int(pages * page_size + (wal.stat().st_size if wal.exists() else 0))
+    return db.dialect.size(db, checkpoint=False)
 
 
 def ledger_stats(ledger: RuntimeEventLedger) -> LedgerStats:

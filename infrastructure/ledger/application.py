@@ -6,7 +6,8 @@ ledger (polling on SQLite, NOTIFY on PostgreSQL), turns each row into a
 :class:`LedgerEvent` and hands it to the projection with its tracking
 position.  The application finds the ledger from the same environment
 variables as everything else (``PENTRACE_LEDGER_URL``,
-``PENGUIN_RUNTIME_EVENT_LEDGER_PATH``, or ``PENGUIN_HOME``'s default file).
+``PENGUIN_RUNTIME_EVENT_LEDGER_PATH``, or ``PENGUIN_HOME``'s default file;
+``PENTRACE_LEDGER_TABLE_PREFIX``), through the one opener.
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ from eventsourcing.persistence import ApplicationRecorder, JSONTranscoder, Mappe
 
 from pentrace.domain.json_codec import JsonDecoder
 from pentrace.errors import LedgerError
-from pentrace.infrastructure.ledger.settings import LedgerSettings
+from pentrace.infrastructure.ledger.opener import open_ledger
+from pentrace.infrastructure.ledger.settings import ENV_TABLE_PREFIX, LedgerSettings
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 from pentrace.infrastructure.storage.layout import DataRoot
 
 __all__ = ["ENV_TABLE_PREFIX", "LedgerApplication", "LedgerEvent", "LedgerMapper"]
 
-ENV_TABLE_PREFIX: Final = "PENTRACE_LEDGER_TABLE_PREFIX"
 _decode: Final = JsonDecoder[Any]().decode
 
 
@@ -80,10 +81,7 @@ class LedgerApplication(Application[str]):
     def construct_recorder(self) -> ApplicationRecorder:
         """Open the ledger the environment names."""
         env = {key: str(value) for key, value in self.env.items()}
-        settings = LedgerSettings.from_env(env)
-        return RuntimeEventLedger.open(
-            DataRoot.from_env(env).path, settings, table_prefix=env.get(ENV_TABLE_PREFIX, "")
-        )
+        return open_ledger(LedgerSettings.from_env(env), DataRoot.from_env(env).path)
 
     def close(self) -> None:
         """Close the application and the ledger's connections."""

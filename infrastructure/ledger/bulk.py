@@ -57,7 +57,6 @@ BATCH: Final = 1000
 # Errors that belong to one session's trace or rows; anything else (the database
 # locked or gone) stops the whole run.
 SESSION_ERRORS: Final = (LedgerConflictError, RedactionError, TraceError, OSError)
-_INSERT: dict[str, str] = {}
 _PARALLEL_BYTES: Final = 8 * 1024 * 1024
 _MOST_WORKERS: Final = 4
 
@@ -128,14 +127,8 @@ def insert_values(ledger: RuntimeEventLedger, rows: list[tuple[Any, ...]]) -> in
     """
     if not rows:
         return 0
-    if ledger.db.is_sqlite:
-        table = ledger.db.tables.events.name
-        sql = _INSERT.get(table)
-        if sql is None:
-            sql = _INSERT[table] = (
-                f"INSERT INTO {table} ({', '.join(ROW_COLUMNS)}) "
-                f"VALUES ({', '.join('?' * len(ROW_COLUMNS))})"
-            )
+    sql = ledger.db.dialect.bulk_insert(ledger.db.tables.events.name, ROW_COLUMNS)
+    if sql is not None:
         try:
             with ledger.db.writing("append to the ledger") as conn:
                 conn.exec_driver_sql(sql, rows)

@@ -27,7 +27,7 @@ from eventsourcing.persistence import (
     Subscription,
     Tracking,
 )
-from sqlalchemy import Connection, Select, bindparam, func, insert, select, text, update
+from sqlalchemy import Connection, Select, bindparam, insert, select, update
 
 from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
 from pentrace.infrastructure.ledger.backend.errors import LedgerIntegrityError
@@ -45,18 +45,11 @@ class LedgerRecorder(ProcessRecorder):
         self.clock = clock
         database = str(db.path.resolve()) if db.path is not None else db.where
         self.waker = waker_for(database, db.tables.events.name)
-        # SQLite has no notification channel: another process's commit is seen at the
-        # next poll, and an empty poll costs about 0.1 ms, so 20 ms polling is cheap
-        # (under 1% of a core). On PostgreSQL, NOTIFY wakes subscriptions; polling
-        # is the safety net.
-        self.poll_interval = 0.02 if db.is_sqlite else 0.1
+        # Without a notification channel (SQLite) another process's commit is seen at
+        # the next poll; with one (PostgreSQL NOTIFY) polling is the safety net.
+        self.poll_interval = db.dialect.poll_seconds
         self._notify_channel = f"{db.tables.events.name}_appended"
-        self._columns = [c.name for c in db.tables.events.columns if c.name != "notification_id"]
-        self._sqlite_insert = (
-            f"INSERT INTO {db.tables.events.name} ({', '.join(self._columns)}) "
-            f"VALUES ({', '.join('?' * len(self._columns))})"
-        )
-        self._postgres_insert = _unnest_insert(db) if not db.is_sqlite else ""
+        self._insert = db.dialect.row_inserter(db, self._notify_channel)
 
     @property
     def notify_channel(self) -> str:
@@ -88,27 +81,9 @@ class LedgerRecorder(ProcessRecorder):
         return ids
 
     def _insert_rows(self, conn: Connection, rows: list[dict[str, Any]]) -> list[int]:
-        """Insert rows inside a write transaction; returns their notification ids in order."""
-        if self.db.is_sqlite:
-            # Under BEGIN IMMEDIATE no other writer runs, so AUTOINCREMENT hands this
-            # executemany a contiguous block of ids ending at last_insert_rowid().
-            # Plain tuples straight to the driver: per-row parameter processing in
-            # SQLAlchemy cost as much as SQLite's own insert work (benchmarks/ledger.py).
-            conn.exec_driver_sql(
-                self._sqlite_insert, [tuple(r[c] for c in self._columns) for r in rows]
-            )
-            last = conn.exec_driver_sql("SELECT last_insert_rowid()").scalar_one()
-            return list(range(last - len(rows) + 1, last + 1))
-        # One short statement with one array per column: a multi-row VALUES list
-        # (SQLAlchemy's insertmanyvalues) made psycopg parse a new, huge query string
-        # for every batch, about half the time of `ledger sync` into PostgreSQL.
-        # The ids are drawn in unnest's order within one statement, so sorted they
-        # line up with ``rows`` even while other transactions insert.
-        arrays = {f"c{i}": [r[c] for r in rows] for i, c in enumerate(self._columns)}
-        result = conn.exec_driver_sql(self._postgres_insert, arrays)
-        ids = sorted(int(row[0]) for row in result)
-        conn.execute(text("SELECT pg_notify(:channel, '')"), {"channel": self.notify_channel})
-        return ids
+        """Insert rows inside a write transaction; returns their notification ids in order
+        (the backend's fastest insert, which also announces the commit)."""
+        return self._insert(conn, rows)
 
     # -- reading -----------------------------------------------------------------
     def select_events(
@@ -232,12 +207,14 @@ class LedgerRecorder(ProcessRecorder):
             query = query.where(events.c.event_type == bindparam("topic"))
         return self.db.window(query, after=bool(after), through=bool(stop), limit=bool(limit))
 
-    def max_notification_id(self) -> int | None:
-        """The newest notification id ever handed out, or None for an empty ledger."""
-        events = self.db.tables.events
+    def head(self) -> int:
+        """The newest notification id handed out, 0 for an empty ledger (one index probe)."""
         with self.db.reading("read the newest ledger notification id") as conn:
-            value = conn.execute(select(func.max(events.c.notification_id))).scalar_one_or_none()
-        return None if value is None else int(value)
+            return self.db.head(conn)
+
+    def max_notification_id(self) -> int | None:
+        """:meth:`head`, as eventsourcing asks for it: None for an empty ledger."""
+        return self.head() or None
 
     def subscribe(
         self, gt: int | None = None, topics: Sequence[str] = ()
@@ -290,19 +267,3 @@ class LedgerRecorder(ProcessRecorder):
 
 def _first(row: Any) -> int:
     return int(row[0])
-
-
-def _unnest_insert(db: LedgerDatabase) -> str:
-    """``INSERT ... SELECT FROM unnest(arrays) RETURNING notification_id`` for PostgreSQL."""
-    events = db.tables.events
-    dialect = db.engine.dialect
-    quote = dialect.identifier_preparer.quote
-    columns = [c for c in events.columns if c.name != "notification_id"]
-    arrays = ", ".join(
-        f"%(c{i})b::{c.type.compile(dialect=dialect)}[]" for i, c in enumerate(columns)
-    )
-    names = ", ".join(quote(c.name) for c in columns)
-    return (
-        f"INSERT INTO {quote(events.name)} ({names}) SELECT * FROM unnest({arrays}) "
-        f"RETURNING {quote('notification_id')}"
-    )

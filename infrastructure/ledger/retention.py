@@ -23,9 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, case, delete, func, select, text
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import ColumnElement, Connection, case, delete, func, select
 
 from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
 
@@ -81,40 +79,14 @@ def apply_retention(db: LedgerDatabase, policy: RetentionPolicy, now_ms: int) ->
                 per_row = max(1, size // rows)
                 target = min(rows - 1, max(1, int(policy.max_bytes * 0.9) // per_row))
                 by_size = _keep_newest(db, conn, target)
-        if by_size and db.is_sqlite:
-            with db.raw_sqlite("vacuum the ledger") as raw:
-                raw.execute("PRAGMA incremental_vacuum").fetchall()
+        if by_size:
+            db.dialect.after_size_prune(db)
     return RetentionReport(by_age, by_count, by_size)
 
 
 def ledger_size(db: LedgerDatabase) -> int | None:
     """Bytes the ledger takes, or ``None`` when SQLite's WAL checkpoint could not finish."""
-    if db.is_sqlite:
-        assert db.path is not None
-        with db.raw_sqlite("measure the ledger size") as raw:
-            busy = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-            if busy is None or busy[0] != 0:
-                return None
-            pages = raw.execute("PRAGMA page_count").fetchone()[0]
-            page_size = raw.execute("PRAGMA page_size").fetchone()[0]
-        wal = db.path.with_name(db.path.name + "-wal")
-        file_size = db.path.stat().st_size if db.path.exists() else 0
-        wal_size = wal.stat().st_size if wal.exists() else 0
-        return int(max(pages * page_size, file_size) + wal_size)
-    name = db.tables.events.name
-    with db.reading("measure the ledger size") as conn:
-        total = conn.execute(
-            text("SELECT pg_total_relation_size(CAST(:name AS regclass))"), {"name": name}
-        ).scalar_one()
-        live, dead = conn.execute(
-            text(
-                "SELECT coalesce(n_live_tup, 0), coalesce(n_dead_tup, 0) "
-                "FROM pg_stat_user_tables WHERE relid = CAST(:name AS regclass)"
-            ),
-            {"name": name},
-        ).one_or_none() or (0, 0)
-    share = live / (live + dead) if live + dead else 1.0
-    return int(total * share)
+    return db.dialect.size(db, checkpoint=True)
 
 
 def _keep_newest(db: LedgerDatabase, conn: Connection, keep: int) -> int:
@@ -145,9 +117,8 @@ def _prune(db: LedgerDatabase, conn: Connection, condition: ColumnElement[bool])
     ).all()
     if not groups:
         return 0
-    insert: Any = sqlite_insert if db.is_sqlite else pg_insert
     for stream_id, max_sequence, max_notification_id, some_id, count in groups:
-        statement = insert(marks).values(
+        statement = db.dialect.upsert(marks).values(
             stream_id=stream_id,
             id_prefix=some_id.rpartition(":")[0],
             max_sequence=max_sequence,

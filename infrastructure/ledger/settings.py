@@ -27,6 +27,7 @@ __all__ = [
     "ENV_MAX_EVENTS",
     "ENV_PATH",
     "ENV_STATEMENT_TIMEOUT",
+    "ENV_TABLE_PREFIX",
     "ENV_URL",
     "ENV_URL_ALIAS",
     "DatabaseTimeouts",
@@ -42,6 +43,7 @@ ENV_MAX_EVENTS: Final = "PENGUIN_RUNTIME_EVENT_LEDGER_MAX_EVENTS"
 ENV_MAX_AGE_DAYS: Final = "PENGUIN_RUNTIME_EVENT_LEDGER_MAX_AGE_DAYS"
 ENV_MAX_BYTES: Final = "PENGUIN_RUNTIME_EVENT_LEDGER_MAX_BYTES"
 ENV_CLEANUP_INTERVAL_SECONDS: Final = "PENGUIN_RUNTIME_EVENT_LEDGER_CLEANUP_INTERVAL_SECONDS"
+ENV_TABLE_PREFIX: Final = "PENTRACE_LEDGER_TABLE_PREFIX"
 ENV_CONNECT_TIMEOUT: Final = "PENTRACE_DB_CONNECT_TIMEOUT"
 ENV_STATEMENT_TIMEOUT: Final = "PENTRACE_DB_STATEMENT_TIMEOUT"
 ENV_LOCK_TIMEOUT: Final = "PENTRACE_DB_LOCK_TIMEOUT"
@@ -101,10 +103,14 @@ class DatabaseTimeouts(BaseModel):
 
 
 class LedgerSettings(BaseModel):
-    """Where the ledger lives and how much it keeps; ``None`` means no limit.
+    """Everything that decides how the ledger is opened; ``None`` means no limit.
 
-    ``url`` (a SQLAlchemy URL) wins over ``path``; with neither, the caller
-    uses :func:`default_ledger_path`.
+    Where it lives: ``url`` (a SQLAlchemy URL) wins over ``path``; with
+    neither, :func:`~pentrace.infrastructure.ledger.opener.open_ledger` uses
+    :func:`default_ledger_path` under the data root.  ``table_prefix`` goes in
+    front of every table name (several ledgers in one database).  How much it
+    keeps: the retention limits.  How long it waits: ``timeouts`` (the lock
+    wait included).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -117,6 +123,7 @@ class LedgerSettings(BaseModel):
     max_bytes: int | None = 268_435_456
     cleanup_interval_seconds: float | None = 60.0
     timeouts: DatabaseTimeouts = DatabaseTimeouts()
+    table_prefix: str = ""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> LedgerSettings:
@@ -142,6 +149,7 @@ class LedgerSettings(BaseModel):
                 env, ENV_CLEANUP_INTERVAL_SECONDS, float, defaults.cleanup_interval_seconds
             ),
             timeouts=DatabaseTimeouts.from_env(env),
+            table_prefix=env.get(ENV_TABLE_PREFIX) or "",
         )
 
     def to_env(self) -> dict[str, str]:
@@ -156,7 +164,12 @@ class LedgerSettings(BaseModel):
             ENV_MAX_BYTES: _number_text(self.max_bytes),
             ENV_CLEANUP_INTERVAL_SECONDS: _number_text(self.cleanup_interval_seconds),
             **self.timeouts.to_env(),
+            ENV_TABLE_PREFIX: self.table_prefix,
         }
+
+    def with_lock_wait(self, seconds: float) -> LedgerSettings:
+        """A copy that waits ``seconds`` for another writer's lock (``ledger --wait``)."""
+        return self.model_copy(update={"timeouts": self.timeouts.with_lock_wait(seconds)})
 
     def with_limits_off(self) -> LedgerSettings:
         """A copy that keeps everything (tests, rebuilds, benchmarks)."""

@@ -22,33 +22,24 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, func, select
 
-from pentrace.domain.session.key import SESSION_STREAMS_LIKE, SessionKey, parse_session_stream
-from pentrace.errors import ConfigError, LedgerFormatError
 from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
 from pentrace.infrastructure.ledger.backend.errors import LedgerIntegrityError
-from pentrace.infrastructure.ledger.backend.formats import file_format
+from pentrace.infrastructure.ledger.reads import LedgerReads
 from pentrace.infrastructure.ledger.recorder import LedgerRecorder
-from pentrace.infrastructure.ledger.replay import (
-    LedgerEntry,
-    ReplayResult,
-    replay_after,
-    scope_bounds,
-)
 from pentrace.infrastructure.ledger.retention import (
     RetentionPolicy,
     RetentionReport,
     apply_retention,
 )
 from pentrace.infrastructure.ledger.rows import event_row
-from pentrace.infrastructure.ledger.settings import LedgerSettings, default_ledger_path
-from pentrace.infrastructure.redaction_policy import activate_policy
+from pentrace.infrastructure.ledger.settings import LedgerSettings
 
 __all__ = ["RuntimeEventLedger"]
 
 _CHUNK = 500
 
 
-class RuntimeEventLedger(LedgerRecorder):
+class RuntimeEventLedger(LedgerRecorder, LedgerReads):
     """Redacted RuntimeEvents in SQLite or PostgreSQL; also an eventsourcing ProcessRecorder."""
 
     def __init__(
@@ -76,53 +67,27 @@ class RuntimeEventLedger(LedgerRecorder):
         data_root: Path | None = None,
         settings: LedgerSettings | None = None,
         *,
-        table_prefix: str = "",
+        table_prefix: str | None = None,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         read_only: bool = False,
         penguin_read_only: bool = False,
     ) -> RuntimeEventLedger:
-        """Open the ledger the settings (default: the environment) point at.
+        """:func:`.opener.open_ledger` with the settings (default: the environment's);
+        ``table_prefix``, when given, replaces theirs."""
+        from pentrace.infrastructure.ledger.opener import open_ledger
 
-        A URL wins; otherwise the SQLite file is ``settings.path`` or
-        ``<data_root>/runtime_events/runtime_events.db``.  ``read_only``
-        creates and changes nothing; ``penguin_read_only`` opens a
-        Penguin-format file read-only instead of refusing it (the SSE service).
-        """
         settings = settings if settings is not None else LedgerSettings.from_env()
-        if data_root is not None:
-            activate_policy(data_root)
-        if settings.url is not None:
-            db = LedgerDatabase(
-                settings.url,
-                table_prefix=table_prefix,
-                timeouts=settings.timeouts,
-                read_only=read_only,
-            )
-        else:
-            path = settings.path
-            if path is None:
-                if data_root is None:
-                    raise ConfigError(
-                        "the ledger location is unknown: expected a data root, "
-                        "PENGUIN_RUNTIME_EVENT_LEDGER_PATH or PENTRACE_LEDGER_URL, found none",
-                        hint="set PENGUIN_HOME or PENGUIN_RUNTIME_EVENT_LEDGER_PATH",
-                    )
-                path = default_ledger_path(data_root)
-            timeouts = settings.timeouts
-            try:
-                db = LedgerDatabase.for_path(
-                    path, table_prefix=table_prefix, timeouts=timeouts, read_only=read_only
-                )
-            except LedgerFormatError:
-                if not penguin_read_only or file_format(path, f"{table_prefix}runtime_events") != (
-                    "penguin"
-                ):
-                    raise
-                db = LedgerDatabase.for_path(
-                    path, table_prefix=table_prefix, timeouts=timeouts, read_only=True
-                )
-        return cls(db, settings, clock=clock, monotonic=monotonic)
+        if table_prefix is not None:
+            settings = settings.model_copy(update={"table_prefix": table_prefix})
+        return open_ledger(
+            settings,
+            data_root,
+            read_only=read_only,
+            penguin_read_only=penguin_read_only,
+            clock=clock,
+            monotonic=monotonic,
+        )
 
     # -- writing -----------------------------------------------------------------
     def append(self, event: object) -> bool:
@@ -230,95 +195,6 @@ class RuntimeEventLedger(LedgerRecorder):
                 following[stream] = max(int(held or 0), int(pruned or 0), batch)
             following[stream] += 1
             row["sequence"] = following[stream]
-
-    # -- reading -----------------------------------------------------------------
-    def replay_after(
-        self,
-        last_event_id: str | None,
-        limit: int | None = 1000,
-        session_id: str | None = None,
-        agent_id: str | None = None,
-        directory: str | None = None,
-        project_id: str | None = None,
-    ) -> ReplayResult:
-        """Retained events after a cursor in global order; see :mod:`.replay` for gaps."""
-        return replay_after(
-            self.db,
-            last_event_id,
-            limit,
-            session_id=session_id,
-            agent_id=agent_id,
-            directory=directory,
-            project_id=project_id,
-        )
-
-    def bounds(
-        self,
-        session_id: str | None = None,
-        agent_id: str | None = None,
-        directory: str | None = None,
-        project_id: str | None = None,
-    ) -> tuple[str | None, str | None]:
-        """Oldest and newest retained event ids within the filter scope."""
-        return scope_bounds(self.db, session_id, agent_id, directory, project_id)
-
-    def contains(self, event_id: str) -> bool:
-        """Whether the event is currently retained."""
-        events = self.db.tables.events
-        with self.db.reading("look up a ledger event") as conn:
-            found = conn.execute(
-                select(events.c.notification_id).where(events.c.event_id == event_id)
-            ).first()
-        return found is not None
-
-    def newest(self, limit: int = 100) -> list[LedgerEntry]:
-        """The last ``limit`` retained events, oldest first."""
-        events = self.db.tables.events
-        query = (
-            select(events.c.event_id, events.c.event_json, events.c.notification_id)
-            .order_by(events.c.notification_id.desc())
-            .limit(limit)
-        )
-        with self.db.reading("read the newest ledger events") as conn:
-            rows = conn.execute(query).all()
-        return [LedgerEntry(row[0], bytes(row[1]), row[2]) for row in reversed(rows)]
-
-    def count(self) -> int:
-        """Retained rows."""
-        with self.db.reading("count ledger events") as conn:
-            return int(
-                conn.execute(select(func.count()).select_from(self.db.tables.events)).scalar_one()
-            )
-
-    def held_sequences(self, stream_id: str) -> tuple[set[int], int]:
-        """Sequences of a stream the ledger holds, and the highest one retention pruned (0)."""
-        events, marks = self.db.tables.events, self.db.tables.watermarks
-        with self.db.reading("read a stream's ledger positions") as conn:
-            held = conn.execute(
-                select(events.c.sequence).where(events.c.stream_id == stream_id)
-            ).scalars()
-            sequences = {int(value) for value in held}
-            pruned = conn.execute(
-                select(marks.c.max_sequence).where(marks.c.stream_id == stream_id)
-            ).scalar_one_or_none()
-        return sequences, int(pruned or 0)
-
-    def session_streams(self) -> dict[SessionKey, int]:
-        """Every session the ledger holds rows of, with its row count."""
-        events = self.db.tables.events
-        query = (
-            select(events.c.stream_id, func.count())
-            .where(events.c.stream_id.like(SESSION_STREAMS_LIKE))
-            .group_by(events.c.stream_id)
-        )
-        with self.db.reading("list the ledger's session streams") as conn:
-            rows = conn.execute(query).all()
-        held = {}
-        for stream, count in rows:
-            key = parse_session_stream(str(stream))
-            if key is not None:
-                held[key] = int(count)
-        return held
 
     def forget_stream(self, stream_id: str) -> int:
         """Delete a stream's rows and its retention watermark (a deleted session); returns

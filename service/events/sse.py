@@ -29,19 +29,12 @@ from starlette.responses import Response
 from pentrace.domain.runtime import normalize_directory
 from pentrace.domain.session.key import split_reference
 from pentrace.infrastructure.ledger import ReplayGap, RuntimeEventLedger
+from pentrace.infrastructure.ledger.pages import Page, Scope, locate, read_page, session_owners
 from pentrace.infrastructure.sessions.refs import ambiguous
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
 from pentrace.service.edge.errors import BadRequest
 from pentrace.service.events.frames import connected_frame, gap_frame
-from pentrace.service.events.ledger_tail import (
-    Page,
-    Scope,
-    ledger_head,
-    locate,
-    read_page,
-    session_owners,
-)
 
 __all__ = ["owned_scope", "parse_scope", "sse_endpoint", "stream_events"]
 
@@ -192,7 +185,7 @@ async def _start(
     """The position to stream from, and the gap frame to send first when the cursor is gone."""
     ledger = context.ledger
     if cursor is None:
-        return await context.run(ledger_head, ledger), None
+        return await context.run(ledger.head), None
     found = await context.run(locate, ledger, cursor, scope)
     if found is not None:
         return found, None

@@ -16,6 +16,7 @@ import pytest
 from pentrace import testing as pt
 from pentrace.infrastructure.ledger import default_ledger_path
 from pentrace.infrastructure.storage.layout import DataRoot
+from tests.integration.ledger_backends import LedgerBackend
 from tests.support import clean_env, cli_ok, one_turn_session, run_pentrace
 
 SID = "session-2026-07-18-11-10-22-3f8a1c2d"
@@ -78,14 +79,23 @@ def test_tail_shows_the_newest_events_of_one_session_or_all(tmp_path: Path) -> N
     assert table[1].split("\t")[2] == "run.completed"
 
 
-def test_tail_follow_prints_events_indexed_after_it_started(tmp_path: Path) -> None:
+def test_tail_follow_prints_events_indexed_after_it_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ledger_backend: LedgerBackend
+) -> None:
+    for name, value in ledger_backend.env().items():
+        monkeypatch.setenv(name, value)
     [lines] = pt.render_shards(one_turn_session(), session_id=SID)
     pt.write_shards(tmp_path, "default_project", "default_agent", SID, [lines[:4]])
     run(tmp_path, "sync")
+    ledger_backend.database()  # dropped afterwards on a shared server
     env = clean_env()
+    env.update(ledger_backend.env())
+    # Where commits are announced (NOTIFY), the follower wakes on them: its poll
+    # interval is then far longer than the wait for the lines below.
+    notified = ledger_backend.database().dialect.notifies
     command = [sys.executable, "-m", "pentrace", "--data-root", str(tmp_path), "ledger", "tail"]
     follower = subprocess.Popen(
-        [*command, "-n", "1", "-f", "--json", "--interval", "0.05"],
+        [*command, "-n", "1", "-f", "--json", "--interval", "3600" if notified else "0.05"],
         stdout=subprocess.PIPE,
         env=env,
     )

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,10 +12,10 @@ from eventsourcing.persistence import StoredEvent
 
 from pentrace.domain.runtime import build_event
 from pentrace.errors import LedgerConflictError, RedactionError
-from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
-from tests.support import NO_POSTGRES, POSTGRES_URL
+from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
+from tests.integration.ledger_backends import LedgerBackend
 
-PG_URL = POSTGRES_URL
+__all__ = ["make_ledger"]  # the fixture other suites import
 NO_LIMITS = LedgerSettings().with_limits_off()
 
 MakeLedger = Callable[..., RuntimeEventLedger]
@@ -71,29 +69,14 @@ def ids(result_events: Any) -> list[str]:
     return [entry.event_id for entry in result_events]
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def make_ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeLedger]:
-    """Open ledgers on the parametrised backend; every one is closed (and dropped) afterwards."""
-    opened: list[RuntimeEventLedger] = []
-    prefix = f"t{uuid.uuid4().hex[:12]}_"
-    if request.param == "postgres" and PG_URL is None:
-        pytest.skip(NO_POSTGRES)
+@pytest.fixture
+def make_ledger(ledger_backend: LedgerBackend) -> MakeLedger:
+    """Open ledgers on each backend in turn; every one is closed (and dropped) afterwards."""
 
     def make(settings: LedgerSettings = NO_LIMITS, **kwargs: Any) -> RuntimeEventLedger:
-        if request.param == "sqlite":
-            db = LedgerDatabase.for_path(tmp_path / "runtime_events.db")
-        else:
-            assert PG_URL is not None
-            db = LedgerDatabase(PG_URL, table_prefix=prefix)
-        ledger = RuntimeEventLedger(db, settings, **kwargs)
-        opened.append(ledger)
-        return ledger
+        return RuntimeEventLedger(ledger_backend.database(), settings, **kwargs)
 
-    yield make
-    for ledger in opened:
-        if request.param == "postgres":
-            ledger.db.drop_all()
-        ledger.close()
+    return make
 
 
 @pytest.fixture

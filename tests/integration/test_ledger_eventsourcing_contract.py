@@ -1,4 +1,9 @@
-"""eventsourcing's own recorder contract suites, run against the ledger on SQLite and PostgreSQL."""
+"""eventsourcing's own recorder contract suites, run against the ledger on every backend.
+
+One test class per backend of :data:`~tests.integration.ledger_backends.BACKENDS`
+and per suite; a backend that is not reachable here (PostgreSQL without
+``PENTRACE_TEST_DATABASE_URL``) is skipped.
+"""
 
 from __future__ import annotations
 
@@ -6,54 +11,38 @@ import shutil
 import tempfile
 import uuid
 from pathlib import Path
+from typing import ClassVar
 
-import pytest
 from eventsourcing.tests.persistence import ApplicationRecorderTestCase, TrackingRecorderTestCase
 
-from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
-from tests.support import NO_POSTGRES, POSTGRES_URL
-
-_PG_URL = POSTGRES_URL
+from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
+from tests.integration.ledger_backends import BACKENDS, Backend, LedgerBackend, reach
 
 
-class _SQLiteLedgers:
-    """Each test gets a fresh ledger file in its own temporary folder."""
+class _Ledgers:
+    """Each recorder of a test is a fresh ledger (its own file, or its own table names)."""
+
+    backend: ClassVar[Backend]
 
     def setUp(self) -> None:
         self._folder = Path(tempfile.mkdtemp(prefix="pentrace-ledger-"))
-        self._ledgers: list[RuntimeEventLedger] = []
+        self._handles: list[LedgerBackend] = []
+        if self.backend.url(self._folder) is None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self.skipTest(self.backend.missing)  # type: ignore[attr-defined]  # a TestCase
 
     def tearDown(self) -> None:
-        for ledger in self._ledgers:
-            ledger.close()
+        for handle in self._handles:
+            handle.close()
         shutil.rmtree(self._folder, ignore_errors=True)
 
     def create_recorder(self) -> RuntimeEventLedger:
-        db = LedgerDatabase.for_path(self._folder / f"{len(self._ledgers)}.db")
-        ledger = RuntimeEventLedger(db, LedgerSettings().with_limits_off())
-        self._ledgers.append(ledger)
-        return ledger
-
-
-class _PostgresLedgers:
-    """Each test gets its own uniquely prefixed tables, dropped afterwards."""
-
-    def setUp(self) -> None:
-        self._ledgers: list[RuntimeEventLedger] = []
-
-    def tearDown(self) -> None:
-        for ledger in self._ledgers:
-            ledger.db.drop_all()
-            ledger.close()
-
-    def create_recorder(self) -> RuntimeEventLedger:
-        assert _PG_URL is not None
-        prefix = f"t{uuid.uuid4().hex[:12]}_"
-        ledger = RuntimeEventLedger(
-            LedgerDatabase(_PG_URL, table_prefix=prefix), LedgerSettings().with_limits_off()
-        )
-        self._ledgers.append(ledger)
-        return ledger
+        folder = self._folder / str(len(self._handles))
+        folder.mkdir()
+        handle = reach(self.backend, folder)
+        assert handle is not None
+        self._handles.append(handle)
+        return RuntimeEventLedger(handle.database(), LedgerSettings().with_limits_off())
 
 
 class _LedgerApplicationRecorderCase(ApplicationRecorderTestCase[RuntimeEventLedger]):
@@ -66,21 +55,15 @@ class _LedgerApplicationRecorderCase(ApplicationRecorderTestCase[RuntimeEventLed
         self.optional_test_insert_subscribe()
 
 
-class TestSQLiteLedgerAsApplicationRecorder(_SQLiteLedgers, _LedgerApplicationRecorderCase):
-    pass
+_SUITES = (
+    ("ApplicationRecorder", _LedgerApplicationRecorderCase),
+    ("TrackingRecorder", TrackingRecorderTestCase),
+)
 
-
-class TestSQLiteLedgerAsTrackingRecorder(_SQLiteLedgers, TrackingRecorderTestCase):
-    pass
-
-
-@pytest.mark.postgres
-@pytest.mark.skipif(_PG_URL is None, reason=NO_POSTGRES)
-class TestPostgresLedgerAsApplicationRecorder(_PostgresLedgers, _LedgerApplicationRecorderCase):
-    pass
-
-
-@pytest.mark.postgres
-@pytest.mark.skipif(_PG_URL is None, reason=NO_POSTGRES)
-class TestPostgresLedgerAsTrackingRecorder(_PostgresLedgers, TrackingRecorderTestCase):
-    pass
+for _backend in BACKENDS:
+    for _role, _suite in _SUITES:
+        _name = f"Test{_backend.name.capitalize()}LedgerAs{_role}"
+        _case: type = type(_name, (_Ledgers, _suite), {"backend": _backend, "__module__": __name__})
+        for _mark in _backend.marks:
+            _case = _mark(_case)
+        globals()[_name] = _case

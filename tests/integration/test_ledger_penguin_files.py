@@ -319,7 +319,7 @@ def test_importing_a_file_that_is_not_penguins_fails_before_any_ledger_is_made(
     assert "no Penguin ledger at" in failing(root, "import-penguin", str(tmp_path / "no.db")).stderr
 
 
-make_ledger = backend_ledger  # the contract suite's fixture: SQLite, and PostgreSQL by URL
+make_ledger = backend_ledger  # the contract suite's fixture, over every backend
 
 
 def test_an_import_works_on_every_ledger_backend(

@@ -10,8 +10,7 @@ positions went in, under the shared stream.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +32,8 @@ from pentrace.infrastructure.storage.layout import DataRoot, iter_sessions
 from pentrace.infrastructure.trace.reader import read_session
 from pentrace.testing import BeginRequest, EndRequest, StartSession, UserInput, write_trace
 from pentrace.testing.commands import Command
-from tests.support import NO_POSTGRES, POSTGRES_URL
+from tests.integration.ledger_backends import LedgerBackend
 
-PG_URL = POSTGRES_URL
 SID = "session-2026-07-18-11-10-22-3f8a1c2d"
 LONE = "session-2026-07-18-11-10-22-0badcafe"
 A, B, C = SessionKey("p1", "a1", SID), SessionKey("p1", "a2", SID), SessionKey("p2", "a3", LONE)
@@ -57,27 +55,10 @@ def root(tmp_path: Path) -> DataRoot:
     return data
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def open_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    if request.param == "postgres" and PG_URL is None:
-        pytest.skip(NO_POSTGRES)
-    prefix = f"u{uuid.uuid4().hex[:12]}_"
-    opened: list[LedgerDatabase] = []
-
-    def make() -> LedgerDatabase:
-        if request.param == "sqlite":
-            db = LedgerDatabase.for_path(tmp_path / "runtime_events.db")
-        else:
-            assert PG_URL is not None
-            db = LedgerDatabase(PG_URL, table_prefix=prefix)
-        opened.append(db)
-        return db
-
-    yield make
-    if request.param == "postgres" and opened:
-        opened[-1].drop_all()
-    for db in opened:
-        db.close()
+@pytest.fixture
+def open_db(ledger_backend: LedgerBackend) -> Callable[[], LedgerDatabase]:
+    """Open the ledger on each backend in turn (closed, and dropped, afterwards)."""
+    return ledger_backend.database
 
 
 def _events(root: DataRoot, key: SessionKey) -> list[Any]:

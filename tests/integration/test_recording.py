@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import re
@@ -9,15 +10,21 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from pentrace.cli.app import app
 from pentrace.domain.session.key import SessionKey
 from pentrace.infrastructure.eventstore.recording import open_recording
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.ledger.settings import ENV_TABLE_PREFIX
+from tests.integration.ledger_backends import LedgerBackend
 from tests.support import record_answered_turn, start_sample_session
 
 
-def _record_one_request(recording_root: Path, settings: LedgerSettings) -> tuple[str, list[str]]:
+def _record_one_request(
+    recording_root: Path, settings: LedgerSettings | None
+) -> tuple[str, list[str]]:
     workspace = recording_root / "work"
     workspace.mkdir(exist_ok=True)
     with open_recording(recording_root / "data", "proj", "agent", ledger_settings=settings) as rec:
@@ -50,6 +57,34 @@ def test_a_saved_request_is_in_the_ledger_and_published_live(tmp_path: Path) -> 
         assert b"sk-proj-Ab3dEfGh1jKlMn0pQrStUvWx9z" not in stored
     finally:
         ledger.close()
+
+
+def test_a_table_prefix_from_the_environment_is_where_the_cli_reads_the_recording(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ledger_backend: LedgerBackend
+) -> None:
+    # open_recording once ignored PENTRACE_LEDGER_TABLE_PREFIX: the harness wrote
+    # unprefixed tables that `pentrace ledger` (which honours it) never read.
+    prefix = f"{ledger_backend.prefix}rec_"
+    for name, value in {**ledger_backend.env(), ENV_TABLE_PREFIX: prefix}.items():
+        monkeypatch.setenv(name, value)
+    session_id, _ = _record_one_request(tmp_path, None)
+    ledger_backend.database(prefix=prefix)  # so that a shared server's tables are dropped
+    expected = [SessionKey("proj", "agent", session_id).event_id(n) for n in range(1, 7)]
+
+    def cli(*args: str) -> str:
+        result = CliRunner().invoke(
+            app, ["--data-root", str(tmp_path / "data"), "ledger", *args], catch_exceptions=False
+        )
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    tailed = [json.loads(line) for line in cli("tail", "-n", "10", "--json").splitlines()]
+    assert [line["event"]["id"] for line in tailed] == expected
+    stats = json.loads(cli("stats", "--json"))
+    assert stats["rows"] == 6
+    # Nothing went to the unprefixed tables.
+    bare = ledger_backend.database(prefix="")
+    assert RuntimeEventLedger(bare, LedgerSettings().with_limits_off()).count() == 0
 
 
 def test_recording_goes_on_when_the_ledger_cannot_be_opened(

@@ -13,9 +13,9 @@ from pathlib import Path
 import msgspec
 
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
+from pentrace.infrastructure.ledger.pages import Scope
 from pentrace.service.context import ServiceContext
 from pentrace.service.events.follower import LedgerFollower
-from pentrace.service.events.ledger_tail import Scope
 from pentrace.service.events.sse import stream_events
 from pentrace.service.settings import ServiceSettings
 from tests.integration.sse_harness import event_ids, seed, session_id, write_session

@@ -25,6 +25,7 @@ def test_defaults_match_penguin() -> None:
     assert settings.max_age_days == 14.0
     assert settings.max_bytes == 268_435_456
     assert settings.cleanup_interval_seconds == 60.0
+    assert settings.table_prefix == ""
 
 
 def test_every_setting_is_read_from_its_variable() -> None:
@@ -36,8 +37,10 @@ def test_every_setting_is_read_from_its_variable() -> None:
             f"{PREFIX}MAX_BYTES": "1048576",
             f"{PREFIX}CLEANUP_INTERVAL_SECONDS": "5",
             "PENTRACE_LEDGER_URL": "postgresql+psycopg://app@db/ledger",
+            "PENTRACE_LEDGER_TABLE_PREFIX": "harness_",
         }
     )
+    assert settings.table_prefix == "harness_"
     assert settings.path == Path("/var/lib/pentrace/events.db")
     assert (settings.max_events, settings.max_age_days, settings.max_bytes) == (500, 0.5, 1048576)
     assert settings.cleanup_interval_seconds == 5.0
@@ -88,6 +91,7 @@ def test_the_default_file_lives_under_the_data_root() -> None:
         LedgerSettings(path=Path("/srv/ledger/events.db"), max_events=5, max_age_days=0.5),
         LedgerSettings(url="postgresql+psycopg://app@db/ledger").with_limits_off(),
         LedgerSettings(max_bytes=1, cleanup_interval_seconds=2.25),
+        LedgerSettings(table_prefix="t1_").with_lock_wait(0.25),
     ],
 )
 def test_settings_written_as_variables_read_back_the_same(settings: LedgerSettings) -> None:
@@ -97,6 +101,7 @@ def test_settings_written_as_variables_read_back_the_same(settings: LedgerSettin
         "PENGUIN_RUNTIME_EVENT_LEDGER_URL": "postgresql+psycopg://alias@host/db",
         "PENGUIN_RUNTIME_EVENT_LEDGER_PATH": "/elsewhere.db",
         "PENGUIN_RUNTIME_EVENT_LEDGER_MAX_EVENTS": "7",
+        "PENTRACE_LEDGER_TABLE_PREFIX": "noise_",
     }
     assert LedgerSettings.from_env({**noisy, **settings.to_env()}) == settings
 
@@ -126,3 +131,16 @@ def test_the_url_never_appears_in_the_settings_repr() -> None:
     settings = LedgerSettings(url="postgresql://app@db/ledger?password=Hunter2x")
     assert "Hunter2x" not in repr(settings)
     assert "Hunter2x" not in str(settings)
+
+
+def test_the_services_earlier_prefix_field_becomes_the_ledger_settings_prefix(
+    tmp_path: Path,
+) -> None:
+    from pentrace.service.settings import ServiceSettings
+
+    given = LedgerSettings(url="postgresql+psycopg://app@db/ledger")
+    settings = ServiceSettings.model_validate(
+        {"data_root": tmp_path, "ledger": given, "ledger_table_prefix": "old_"}
+    )
+    assert settings.ledger == given.model_copy(update={"table_prefix": "old_"})
+    assert settings.analytics_env()["PENTRACE_LEDGER_TABLE_PREFIX"] == "old_"

@@ -125,11 +125,9 @@ def schema_lock(engine: Engine, name: str) -> Iterator[None]:
     Two ``CREATE TABLE IF NOT EXISTS`` of one new table in parallel (several
     agent hosts' followers starting against a fresh database) make one of them
     fail on ``pg_type``'s unique index.  A session advisory lock keyed by the
-    name serializes them; the second then finds the tables.  SQLite: no-op.
+    name serializes them; the second then finds the tables.  (SQLite's dialect
+    holds nothing: its schema creation retries on SQLITE_BUSY.)
     """
-    if engine.dialect.name == "sqlite":
-        yield
-        return
     key = {"key": f"pentrace schema {name}"}
     with engine.connect() as conn:
         conn.execute(text("SELECT pg_advisory_lock(hashtext(:key))"), key)

@@ -1,13 +1,12 @@
 """Connections to the ledger database: SQLite file or PostgreSQL URL.
 
-SQLite is opened in WAL mode with ``auto_vacuum=INCREMENTAL`` (set before the
-first table exists) and a busy timeout.  Write transactions start with
-``BEGIN IMMEDIATE`` so that two writers queue on the busy timeout instead of
-failing on a read-to-write lock upgrade.  PostgreSQL write transactions take
-the events table in EXCLUSIVE mode (readers still read), so notification ids
-become visible in order and a reader never skips one that commits late.
+What differs between the two is the :class:`~.dialect.LedgerDialect` the URL
+picks (:mod:`.sqlite`, :mod:`.postgres`): engine setup, how writers are
+serialised, the fastest insert, NOTIFY, the size query.  This class holds
+what every backend shares: the table objects, read and write transactions,
+compiled hot reads and the schema.
 
-W13: before each operation the SQLite file's inode is compared with the one
+W13: before each operation a SQLite file's identity is compared with the one
 we opened.  When the file vanished or was replaced, the pool is dropped and
 the schema is created again in a fresh file.
 
@@ -20,56 +19,33 @@ a Penguin-format file is read through TEMP views under pentrace's names.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
-from sqlalchemy import (
-    Connection,
-    Engine,
-    Select,
-    bindparam,
-    create_engine,
-    event,
-    exc,
-    func,
-    inspect,
-    select,
-    text,
-)
-from sqlalchemy.engine import make_url
+from sqlalchemy import Connection, Engine, Select, bindparam, exc, func, select, text
 from sqlalchemy.sql.compiler import Compiled
 
-from pentrace.errors import ConfigError, LedgerError, LedgerLockedError
-from pentrace.infrastructure.ledger.backend.connections import (
-    database_url,
-    postgres_engine,
-    schema_lock,
-    statement_deadline,
-)
+from pentrace.errors import LedgerError, LedgerLockedError
+from pentrace.infrastructure.ledger.backend.connections import database_url
 from pentrace.infrastructure.ledger.backend.deadline import DEADLINES
-from pentrace.infrastructure.ledger.backend.errors import converted
-from pentrace.infrastructure.ledger.backend.formats import (
-    FileFormat,
-    penguin_format_error,
-    read_only_engine,
-    refuse_foreign_writes,
+from pentrace.infrastructure.ledger.backend.dialect import (
+    LedgerDialect,
+    database_file,
+    dialect_for,
 )
+from pentrace.infrastructure.ledger.backend.errors import converted
+from pentrace.infrastructure.ledger.backend.formats import FileFormat, penguin_format_error
 from pentrace.infrastructure.ledger.backend.schema import LedgerTables, ledger_tables
-from pentrace.infrastructure.ledger.backend.upgrade import upgrade_event_ids
+from pentrace.infrastructure.ledger.backend.sqlite import file_identity, lock_wait
+from pentrace.infrastructure.ledger.backend.upgrade import upgrade_event_ids, upgrade_indexes
 from pentrace.infrastructure.ledger.settings import ENV_URL, DatabaseTimeouts, safe_url
-from pentrace.infrastructure.storage.modes import prepare_sqlite_file, repair_modes, sqlite_files
 
 __all__ = ["LedgerDatabase"]
-
-# SQLite has no "wait for ever"; a day stands for it when the lock wait is off.
-_NO_LIMIT_MS: Final = 86_400_000
-_BEGIN: Final = "pentrace_begin"
 
 
 class LedgerDatabase:
@@ -90,29 +66,27 @@ class LedgerDatabase:
         if busy_timeout_ms is not None:
             timeouts = timeouts.with_lock_wait(busy_timeout_ms / 1000)
         self.timeouts = timeouts
-        lock = timeouts.lock_seconds
-        self.busy_timeout_ms = _NO_LIMIT_MS if lock is None else max(1, int(lock * 1000))
+        self.busy_timeout_ms = int(lock_wait(timeouts) * 1000)
         self.read_only = read_only
         #: What the SQLite file held when opened (``pentrace`` or ``penguin`` once open).
         self.format: FileFormat | None = None
         self.tables: LedgerTables = ledger_tables(table_prefix)
         parsed = database_url(url, setting=ENV_URL)
         self.url = parsed.render_as_string(hide_password=False)
-        self.is_sqlite = parsed.get_backend_name() == "sqlite"
-        # The client-side deadline of PostgreSQL statements (see .deadline); SQLite has none.
-        self._deadline = None if self.is_sqlite else statement_deadline(timeouts)
-        self.where = safe_url(url)
-        self.path: Path | None = None
-        if self.is_sqlite:
-            if not parsed.database or parsed.database == ":memory:":
-                raise ConfigError(
-                    "the SQLite ledger needs a file path, found an in-memory database URL",
-                    hint="set PENGUIN_RUNTIME_EVENT_LEDGER_PATH to a file",
-                )
-            self.path = Path(parsed.database)
-            self.where = str(self.path)
+        #: What differs between backends (:mod:`.dialect`).
+        self.dialect: LedgerDialect = dialect_for(parsed)
+        # The client-side deadline of statements (see .deadline); a local file has none.
+        self._deadline = self.dialect.statement_deadline(timeouts)
+        self.path: Path | None = database_file(
+            parsed,
+            self.dialect,
+            what="the SQLite ledger",
+            hint="set PENGUIN_RUNTIME_EVENT_LEDGER_PATH to a file",
+        )
+        self.where = safe_url(url) if self.path is None else str(self.path)
         self._write_lock = threading.Lock()
-        self._inode: tuple[int, int] | None = None
+        #: The file's (device, inode) when opened (W13); None for a server.
+        self.identity: tuple[int, int] | None = None
         self._reopen_lock = threading.Lock()
         self._compiled: dict[Hashable, Compiled] = {}
         self.engine: Engine = self._open()
@@ -138,34 +112,13 @@ class LedgerDatabase:
 
     def _open(self) -> Engine:
         if self.read_only:
-            return self._open_read_only()
-        if self.path is None:
-            engine = postgres_engine(make_url(self.url), self.timeouts)
+            engine = self.dialect.open_read_only(self)
         else:
-            refuse_foreign_writes(self.path, self.tables.events.name, self.busy_timeout_ms / 1000)
-            with converted("create the ledger's folder", self.where):
-                prepare_sqlite_file(self.path)
-            engine = create_engine(
-                self.url, connect_args={"timeout": self.busy_timeout_ms / 1000}, pool_size=8
-            )
-            event.listen(engine, "connect", _configure_sqlite)
-            event.listen(engine, "begin", _begin_sqlite)
-        self._create_schema(engine)
-        self.format = "pentrace"
+            engine = self.dialect.open_writable(self)
+            self._create_schema(engine)
+            self.format = "pentrace"
         if self.path is not None:
-            repair_modes(sqlite_files(self.path), where=self.path)  # the side files SQLite made
-            self._inode = _inode(self.path)
-        return engine
-
-    def _open_read_only(self) -> Engine:
-        names = self.tables
-        shadow = (names.events.name, names.watermarks.name, names.tracking.name)
-        engine, self.format = read_only_engine(
-            self.url, self.path, shadow, self.busy_timeout_ms / 1000, self.timeouts
-        )
-        if self.path is not None:
-            event.listen(engine, "begin", _begin_sqlite)
-            self._inode = _inode(self.path)
+            self.dialect.opened(self)
         return engine
 
     def _create_schema(self, engine: Engine) -> None:
@@ -177,56 +130,28 @@ class LedgerDatabase:
             try:
                 with (
                     converted("create the ledger schema", self.where),
-                    schema_lock(engine, self.tables.events.name),
+                    self.dialect.schema_lock(engine, self.tables.events.name),
                 ):
                     self.tables.metadata.create_all(engine)
-                    self._upgrade_indexes(engine)
-                    self._upgrade_ids(engine)
+                    upgrade_indexes(engine, self.tables)
+                    # Session-id-only event ids of an earlier ledger (ADR 0023, .upgrade).
+                    writer = engine.execution_options(**self.dialect.write_options)
+                    lock = self.dialect.write_lock(self.tables.events.name)
+                    upgrade_event_ids(writer, self.tables, lock=lock)
                 return
             except LedgerLockedError:
                 if self.path is None or time.monotonic() >= deadline:
                     raise
                 time.sleep(0.02)
 
-    def _upgrade_indexes(self, engine: Engine) -> None:
-        """Bring a ledger made by an earlier version to today's indexes.
-
-        ``create_all`` adds indexes only together with a new table.  The old
-        ``scope_idx`` (session, agent, directory) goes: the planner preferred
-        it and then sorted a whole session for every replay page.
-        """
-        events = self.tables.events
-        with engine.connect() as conn:
-            present = {index["name"] for index in inspect(conn).get_indexes(events.name)}
-        missing = [index for index in events.indexes if index.name not in present]
-        # Replaced by (session_id, notification_id) and (event_type, notification_id).
-        obsolete = [
-            name
-            for name in (f"{events.name}_scope_idx", f"{events.name}_type_idx")
-            if name in present
-        ]
-        if not missing and not obsolete:
-            return
-        with engine.begin() as conn:
-            for index in missing:
-                index.create(conn, checkfirst=True)
-            for name in obsolete:
-                conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
-
-    def _upgrade_ids(self, engine: Engine) -> None:
-        """Rewrite session-id-only event ids of an earlier ledger (ADR 0023, :mod:`.upgrade`)."""
-        lock = None if self.is_sqlite else f"LOCK TABLE {self.tables.events.name} IN EXCLUSIVE MODE"
-        writer = engine.execution_options(**{_BEGIN: "BEGIN IMMEDIATE"})
-        upgrade_event_ids(writer, self.tables, lock=lock)
-
     def check_file(self) -> bool:
         """Reopen when the SQLite file vanished or was replaced (W13); True when it did."""
         if self.path is None:
             return False
-        if _inode(self.path) == self._inode:
+        if file_identity(self.path) == self.identity:
             return False
         with self._reopen_lock:
-            if _inode(self.path) == self._inode:
+            if file_identity(self.path) == self.identity:
                 return False
             self.engine.dispose()
             self.engine = self._open()
@@ -251,11 +176,12 @@ class LedgerDatabase:
                 hint="this command only reads the ledger; use `pentrace ledger sync` to write",
             )
         self.check_file()
+        lock = self.dialect.write_lock(self.tables.events.name)
         with self._write_lock, converted(operation, self.where):
-            engine = self.engine.execution_options(**{_BEGIN: "BEGIN IMMEDIATE"})
+            engine = self.engine.execution_options(**self.dialect.write_options)
             with engine.begin() as conn:
-                if not self.is_sqlite:
-                    conn.execute(text(f"LOCK TABLE {self.tables.events.name} IN EXCLUSIVE MODE"))
+                if lock is not None:
+                    conn.execute(text(lock))
                 yield conn
 
     def fetch(
@@ -346,26 +272,3 @@ class LedgerDatabase:
     def close(self) -> None:
         """Close every pooled connection."""
         self.engine.dispose()
-
-
-def _inode(path: Path) -> tuple[int, int] | None:
-    try:
-        stat = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return (stat.st_dev, stat.st_ino)
-
-
-def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
-    # Driver autocommit: we emit BEGIN ourselves (see _begin_sqlite).
-    dbapi_connection.isolation_level = None
-    cursor = dbapi_connection.cursor()
-    # auto_vacuum only takes effect before the first table is created.
-    cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.close()
-
-
-def _begin_sqlite(conn: Connection) -> None:
-    conn.exec_driver_sql(conn.get_execution_options().get(_BEGIN, "BEGIN"))

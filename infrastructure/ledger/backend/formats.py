@@ -28,20 +28,15 @@ from pathlib import Path
 from typing import Final, Literal
 from urllib.parse import quote
 
-from sqlalchemy import Engine, create_engine, inspect
-from sqlalchemy.pool import QueuePool
-
 from pentrace.errors import LedgerError, LedgerFormatError, LedgerLockedError, NotFoundError
-from pentrace.infrastructure.ledger.backend.connections import database_url, postgres_engine
-from pentrace.infrastructure.ledger.backend.errors import converted
-from pentrace.infrastructure.ledger.settings import ENV_URL, DatabaseTimeouts, safe_url
 
 __all__ = [
     "PENGUIN_COLUMNS",
     "FileFormat",
+    "connect_read_only",
     "file_format",
+    "foreign_format_error",
     "penguin_format_error",
-    "read_only_engine",
     "refuse_foreign_writes",
 ]
 
@@ -170,7 +165,7 @@ def connect_read_only(
     return conn
 
 
-def _foreign(path: Path) -> LedgerFormatError:
+def foreign_format_error(path: Path) -> LedgerFormatError:
     return LedgerFormatError(
         f"{path}: expected a pentrace or Penguin ledger, found a runtime_events table of "
         "another shape; pentrace does not write into it",
@@ -184,52 +179,4 @@ def refuse_foreign_writes(path: Path, events_table: str, timeout_seconds: float 
     if found == "penguin":
         raise penguin_format_error(path, "open the ledger for writing")
     if found == "foreign":
-        raise _foreign(path)
-
-
-def read_only_engine(
-    url: str,
-    path: Path | None,
-    names: tuple[str, str, str],
-    timeout_seconds: float,
-    timeouts: DatabaseTimeouts | None = None,
-) -> tuple[Engine, FileFormat]:
-    """An engine that only reads, and the format it found: SQLite files are opened
-    ``mode=ro``; on a server database (with the connect, statement and lock
-    ``timeouts`` of every connection) the events table must already exist."""
-    if path is None:
-        engine = postgres_engine(
-            database_url(url, setting=ENV_URL),
-            timeouts if timeouts is not None else DatabaseTimeouts.from_env(),
-        )
-        with converted("look for the ledger's tables", safe_url(url)), engine.connect() as conn:
-            present = inspect(conn).has_table(names[0])
-        if not present:
-            engine.dispose()
-            raise NotFoundError(
-                f"no ledger in {safe_url(url)}: expected a {names[0]} table, found none",
-                hint="run `pentrace ledger sync` to build the ledger from the traces",
-            )
-        return engine, "pentrace"
-    if not path.is_file():
-        raise NotFoundError(
-            f"no ledger at {path}: expected a SQLite ledger file, found none",
-            hint="run `pentrace ledger sync` to build it from the traces",
-        )
-    found = file_format(path, names[0], timeout_seconds)
-    if found == "foreign":
-        raise _foreign(path)
-    if found in ("empty", "other"):
-        raise NotFoundError(
-            f"no ledger in {path}: expected a runtime_events table, found none",
-            hint="run `pentrace ledger sync` to build the ledger from the traces",
-        )
-    engine = create_engine(
-        "sqlite://",
-        creator=lambda: connect_read_only(
-            path, timeout_seconds, penguin=found == "penguin", names=names
-        ),
-        poolclass=QueuePool,
-        pool_size=8,
-    )
-    return engine, found
+        raise foreign_format_error(path)

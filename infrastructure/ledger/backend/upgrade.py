@@ -1,4 +1,9 @@
-"""Bring a ledger written with session-id-only event ids to the (project, agent, id) scheme.
+"""Bring a ledger made by an earlier version to today's: indexes, and event ids.
+
+:func:`upgrade_indexes` adds the indexes ``create_all`` only creates with a
+new table, and drops the ones they replaced.  :func:`upgrade_event_ids`
+brings a ledger written with session-id-only event ids to the (project,
+agent, id) scheme.
 
 Before ADR 0023 a session's stream was ``session:<session-id>`` and its
 events ``evt:session:<session-id>:<%08d>``, so two sessions sharing an id
@@ -25,7 +30,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 import msgspec
-from sqlalchemy import Connection, Engine, bindparam, delete, select, text, update
+from sqlalchemy import Connection, Engine, bindparam, delete, inspect, select, text, update
 
 from pentrace.domain.json_codec import JsonEncoder
 from pentrace.domain.session.key import (
@@ -37,7 +42,13 @@ from pentrace.domain.session.key import (
 )
 from pentrace.infrastructure.ledger.backend.schema import LedgerTables
 
-__all__ = ["EVENT_IDS_KEY", "EVENT_IDS_VERSION", "UpgradeReport", "upgrade_event_ids"]
+__all__ = [
+    "EVENT_IDS_KEY",
+    "EVENT_IDS_VERSION",
+    "UpgradeReport",
+    "upgrade_event_ids",
+    "upgrade_indexes",
+]
 
 EVENT_IDS_KEY: Final = "event_ids"
 EVENT_IDS_VERSION: Final = "2"  # 1 (no row): session:<sid>; 2: session:<project>/<agent>/<sid>
@@ -54,6 +65,29 @@ class UpgradeReport(msgspec.Struct, frozen=True):
     deleted: int = 0
     marks_moved: int = 0
     marks_dropped: int = 0
+
+
+def upgrade_indexes(engine: Engine, tables: LedgerTables) -> None:
+    """Create today's indexes on an earlier ledger's events table, drop the replaced ones.
+
+    The old ``scope_idx`` (session, agent, directory) goes: the planner
+    preferred it and then sorted a whole session for every replay page;
+    ``type_idx`` gave way to (event_type, notification_id).
+    """
+    events = tables.events
+    with engine.connect() as conn:
+        present = {index["name"] for index in inspect(conn).get_indexes(events.name)}
+    missing = [index for index in events.indexes if index.name not in present]
+    obsolete = [
+        name for name in (f"{events.name}_scope_idx", f"{events.name}_type_idx") if name in present
+    ]
+    if not missing and not obsolete:
+        return
+    with engine.begin() as conn:
+        for index in missing:
+            index.create(conn, checkfirst=True)
+        for name in obsolete:
+            conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
 
 
 def current_version(conn: Connection, tables: LedgerTables) -> str | None:

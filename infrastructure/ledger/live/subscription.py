@@ -1,11 +1,12 @@
 """Following the ledger: a subscription that catches up, then waits for new rows.
 
-eventsourcing's SQLite recorder offers no ``subscribe()``; ours polls the
-notification-id index (one indexed range query per ``poll_interval``) and is
-woken at once when a writer in this process commits, through any ledger
-object on the same database (:func:`waker_for`).  On PostgreSQL a
-listener thread also turns ``NOTIFY`` (sent in the writing transaction) into
-a wake-up, so writers on other hosts are seen without waiting for the poll.
+eventsourcing's SQLite recorder offers no ``subscribe()``; ours reads the
+next page of the notification-id index whenever the ledger's
+:class:`~.follower.HeadFollower` wakes it: at once when a writer in this
+process commits, through any ledger object on the same database
+(:func:`waker_for`), at once on PostgreSQL's ``NOTIFY`` (sent in the writing
+transaction, so writers on other hosts are seen without waiting), and
+otherwise every ``poll_interval``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from eventsourcing.persistence import Notification, Subscription
 
-from pentrace.infrastructure.ledger.backend.connections import listen_connection, run_guarded
+from pentrace.infrastructure.ledger.live.follower import HeadFollower
 
 if TYPE_CHECKING:
     from pentrace.infrastructure.ledger.recorder import LedgerRecorder
@@ -81,18 +82,13 @@ class LedgerSubscription(Subscription["LedgerRecorder"]):
     ) -> None:
         super().__init__(recorder=recorder, gt=gt, topics=topics)
         self._buffer: deque[Notification] = deque()
-        self._wake = threading.Event()
-        recorder.waker.register(self._wake)
-        self._listener: threading.Thread | None = None
-        if not recorder.db.is_sqlite:
-            self._listener = threading.Thread(target=self._listen, daemon=True)
-            self._listener.start()
+        self._follower = HeadFollower(recorder).start()
 
     def __next__(self) -> Notification:
         while not self._has_been_stopped:
             if self._buffer:
                 return self._buffer.popleft()
-            self._wake.clear()
+            self._follower.clear()
             batch = self._recorder.select_notifications(
                 start=self._last_notification_id or 0,
                 limit=_PAGE,
@@ -103,36 +99,16 @@ class LedgerSubscription(Subscription["LedgerRecorder"]):
                 self._last_notification_id = batch[-1].id
                 self._buffer.extend(batch)
             else:
-                self._wake.wait(self._recorder.poll_interval)
+                self._follower.wait()
         raise StopIteration
 
     def stop(self) -> None:
         """Stop the iteration; a blocked ``next()`` returns promptly."""
         super().stop()
-        self._recorder.waker.unregister(self._wake)
-        self._wake.set()
+        self._follower.stop(timeout=0)
 
     def __exit__(self, *args: object, **kwargs: Any) -> None:
         try:
             super().__exit__(*args, **kwargs)
         finally:
-            if self._listener is not None:
-                self._listener.join()
-
-    def _listen(self) -> None:
-        """Turn PostgreSQL NOTIFY into wake-ups until stopped (polling covers any failure)."""
-        # Imported here: only PostgreSQL ledgers listen, and importing psycopg costs
-        # every SQLite command a seventh of a second (`pentrace stats`).
-        import psycopg
-
-        db = self._recorder.db
-        channel = self._recorder.notify_channel
-        try:
-            with listen_connection(db.url, db.timeouts) as conn:
-                run_guarded(conn, f'LISTEN "{channel}"', db.timeouts)
-                while not self._has_been_stopped:
-                    for _ in conn.notifies(timeout=0.2, stop_after=1):
-                        self._wake.set()
-        except psycopg.Error:
-            # The subscription still polls every poll_interval; NOTIFY only cuts latency.
-            return
+            self._follower.stop()

@@ -39,11 +39,11 @@ from pentrace.compat.penguin.policy import (
     default_ledger_path,
     policy_from_env,
 )
-from pentrace.errors import LedgerConflictError, LedgerError, LedgerFormatError
-from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings
+from pentrace.errors import LedgerConflictError, LedgerError
+from pentrace.infrastructure.ledger import LedgerSettings, open_ledger
 from pentrace.infrastructure.ledger import RuntimeEventLedger as _Store
-from pentrace.infrastructure.ledger.backend.formats import file_format
 from pentrace.infrastructure.ledger.rows import envelope_row
+from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 
 __all__ = [
     "DEFAULT_LEDGER_CLEANUP_INTERVAL_SECONDS",
@@ -133,13 +133,10 @@ class RuntimeEventLedger:
         """
         with self._lock:
             if self._opened is None:
-                try:
-                    db = LedgerDatabase.for_path(self.path)
-                except LedgerFormatError:
-                    if file_format(self.path, "runtime_events") != "penguin":
-                        raise
-                    db = LedgerDatabase.for_path(self.path, read_only=True)
-                self._opened = _Store(db, _settings(self.policy))
+                settings = _settings(self.policy).model_copy(
+                    update={"path": self.path, "timeouts": DatabaseTimeouts.from_env()}
+                )
+                self._opened = open_ledger(settings, penguin_read_only=True)
                 _counters.raise_counters(_high_water(self._opened))
             return self._opened
 

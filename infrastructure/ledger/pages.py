@@ -1,5 +1,8 @@
 """Reading the ledger by notification id, one bounded page at a time.
 
+:func:`read_page` serves the SSE streams; :func:`entries_after` and
+:func:`newest_entries` serve ``pentrace ledger tail``.
+
 Each SSE client keeps only an integer position (the notification id of the
 last row it has looked at) and reads the next page from the ledger when the
 ledger's head moves past it.  Nothing un-persisted is ever delivered, and a
@@ -17,6 +20,7 @@ scope.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy import ColumnElement, func, not_, or_, select, true
 
@@ -26,10 +30,27 @@ from pentrace.domain.session.key import (
     any_owner_streams_like,
     parse_session_stream,
 )
-from pentrace.infrastructure.ledger import LedgerEntry, RuntimeEventLedger
-from pentrace.infrastructure.ledger.replay import Scope, locate_cursor, scoped_page
+from pentrace.infrastructure.ledger.replay import LedgerEntry, Scope, locate_cursor, scoped_page
 
-__all__ = ["Page", "Scope", "ledger_head", "locate", "read_page", "session_owners"]
+if TYPE_CHECKING:
+    from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
+
+
+class _Ledger(Protocol):
+    """What these reads need of a ledger object: its database."""
+
+    db: LedgerDatabase
+
+
+__all__ = [
+    "Page",
+    "Scope",
+    "entries_after",
+    "locate",
+    "newest_entries",
+    "read_page",
+    "session_owners",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,19 +70,14 @@ class Page:
     head: int
 
 
-def ledger_head(ledger: RuntimeEventLedger) -> int:
-    """The newest notification id handed out, 0 for an empty ledger."""
-    return ledger.max_notification_id() or 0
-
-
-def locate(ledger: RuntimeEventLedger, event_id: str, scope: Scope | None = None) -> int | None:
+def locate(ledger: _Ledger, event_id: str, scope: Scope | None = None) -> int | None:
     """The notification id of a retained event, or None (an earlier-form id of a session is
     found too when it names one session in ``scope``: :func:`.replay.locate_cursor`)."""
     with ledger.db.reading("locate an SSE cursor") as conn:
         return locate_cursor(ledger.db, conn, event_id, scope or Scope())
 
 
-def session_owners(ledger: RuntimeEventLedger, session_id: str) -> list[SessionKey]:
+def session_owners(ledger: _Ledger, session_id: str) -> list[SessionKey]:
     """Every (project, agent) the ledger holds a session ``session_id`` under, as keys.
 
     The usual answer, one owner, costs two index-only counts: the session's
@@ -98,12 +114,12 @@ def session_owners(ledger: RuntimeEventLedger, session_id: str) -> list[SessionK
     )
 
 
-def read_page(ledger: RuntimeEventLedger, after: int, scope: Scope, limit: int) -> Page:
+def read_page(ledger: _Ledger, after: int, scope: Scope, limit: int) -> Page:
     """Up to ``limit`` rows in scope with ``after < notification_id <= head``, in order."""
     db = ledger.db
-    events, marks = db.tables.events, db.tables.watermarks
+    marks = db.tables.watermarks
     with db.reading("read an SSE page from the ledger") as conn:
-        head = int(conn.execute(select(func.max(events.c.notification_id))).scalar() or 0)
+        head = db.head(conn)
         pruned = int(
             conn.execute(
                 select(func.max(marks.c.max_notification_id)).where(_visible_streams(ledger, scope))
@@ -118,7 +134,7 @@ def read_page(ledger: RuntimeEventLedger, after: int, scope: Scope, limit: int) 
     return Page(entries, through, full, pruned, head)
 
 
-def _visible_streams(ledger: RuntimeEventLedger, scope: Scope) -> ColumnElement[bool]:
+def _visible_streams(ledger: _Ledger, scope: Scope) -> ColumnElement[bool]:
     """Watermark streams that can hold events in scope: the session's own, and unscoped ones."""
     if scope.session_id is None:
         return true()
@@ -129,3 +145,46 @@ def _visible_streams(ledger: RuntimeEventLedger, scope: Scope) -> ColumnElement[
         # Any owner's session of that id ('%' of an encoded name only widens the match).
         own = stream.like(any_owner_streams_like(scope.session_id))
     return or_(own, not_(stream.like(SESSION_STREAMS_LIKE)))
+
+
+def entries_after(
+    ledger: _Ledger,
+    notification_id: int,
+    *,
+    session: SessionKey | str | None = None,
+    limit: int = 1000,
+) -> list[LedgerEntry]:
+    """Rows after a notification id, oldest first (only one session's with ``session``)."""
+    return _entries(ledger, session, after=notification_id, limit=limit, newest=False)
+
+
+def newest_entries(
+    ledger: _Ledger, count: int, *, session: SessionKey | str | None = None
+) -> list[LedgerEntry]:
+    """The last ``count`` rows (of one session with ``session``), oldest first."""
+    return _entries(ledger, session, after=None, limit=max(0, count), newest=True)
+
+
+def _entries(
+    ledger: _Ledger,
+    session: SessionKey | str | None,
+    *,
+    after: int | None,
+    limit: int,
+    newest: bool,
+) -> list[LedgerEntry]:
+    events = ledger.db.tables.events
+    position = events.c.notification_id
+    query = select(events.c.event_id, events.c.event_json, position)
+    if after is not None:
+        query = query.where(position > after)
+    query = query.order_by(position.desc() if newest else position).limit(limit)
+    if isinstance(session, SessionKey):
+        query = query.where(events.c.stream_id == session.stream_id)
+    elif session is not None:  # a bare id: the session_id column (a Penguin-format ledger)
+        query = query.where(events.c.session_id == session)
+    operation = "read the newest ledger events" if newest else "read the ledger"
+    with ledger.db.reading(operation) as conn:
+        rows = conn.execute(query).all()
+    ordered = reversed(rows) if newest else rows
+    return [LedgerEntry(row[0], bytes(row[1]), row[2]) for row in ordered]

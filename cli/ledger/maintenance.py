@@ -1,0 +1,203 @@
+"""``pentrace ledger sync``, ``rebuild``, ``cleanup`` and ``forget``: the commands that write.
+
+The ledger is derived from the traces; ``sync`` and ``rebuild`` make it agree
+with them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated, Any
+
+import typer
+
+from pentrace.cli.ledger.options import open_for_command
+from pentrace.cli.output import emit_json, emit_table, progress
+from pentrace.cli.sessions.args import (
+    AgentOption,
+    JsonOption,
+    ProjectOption,
+    confirm_or_refuse,
+    data_root,
+)
+from pentrace.infrastructure.ledger.admin import (
+    rebuild_ledger,
+    retention_plan,
+    untraced_sessions,
+)
+from pentrace.infrastructure.ledger.indexer import SyncReport
+from pentrace.infrastructure.ledger.indexer import sync as sync_traces
+
+__all__ = ["cleanup", "forget", "rebuild", "sync"]
+
+
+def sync(
+    ctx: typer.Context,
+    project: ProjectOption = None,
+    agent: AgentOption = None,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Processes building rows while this one writes; 0 picks by corpus size and cores.",
+        ),
+    ] = 0,
+    as_json: JsonOption = False,
+) -> None:
+    """Index every trace record the ledger is missing (idempotent: a second run adds nothing).
+
+    Example: pentrace ledger sync --project default_project
+    """
+    root = data_root(ctx)
+    ledger = open_for_command(ctx, must_exist=False, keep=True)
+    try:
+        report = sync_traces(ledger, root, project=project, agent=agent, workers=workers)
+    finally:
+        ledger.close()
+    counts = {
+        "sessions": report.sessions,
+        "indexed": report.indexed,
+        "already_held": report.already_held,
+        **_failures(report),
+    }
+    if as_json:
+        emit_json(counts)
+    else:
+        typer.echo(
+            f"synced {report.sessions} session(s): indexed {report.indexed} missing event(s), "
+            f"{report.already_held} already held"
+        )
+    _warn_failures(report)
+
+
+def rebuild(
+    ctx: typer.Context,
+    project: ProjectOption = None,
+    agent: AgentOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Index all traces again, with the same event ids, one session per transaction.
+
+    Rows of sessions that have no trace are deleted at the end; a session that cannot be read
+    keeps its rows and is reported.
+
+    Example: pentrace ledger rebuild
+    """
+    root = data_root(ctx)
+    refs = list(root.iter_sessions(project, agent)) if root.path.is_dir() else []
+    ledger = open_for_command(ctx, must_exist=False, keep=True)
+    try:
+        report = rebuild_ledger(ledger, progress(refs, total=len(refs), label="rebuilding"))
+    finally:
+        ledger.close()
+    if as_json:
+        emit_json({"sessions": report.sessions, "indexed": report.indexed, **_failures(report)})
+    else:
+        typer.echo(
+            f"rebuilt the ledger: {report.indexed} event(s) from {report.sessions} session(s)"
+        )
+    _warn_failures(report)
+
+
+def _failures(report: SyncReport) -> dict[str, Any]:
+    """The ``failures`` field of the JSON output (only when a session failed)."""
+    if not report.failures:
+        return {}
+    return {"failures": [dataclasses.asdict(failure) for failure in report.failures]}
+
+
+def _warn_failures(report: SyncReport) -> None:
+    """One stderr line per session left out, then exit 1: the other sessions were done."""
+    for failure in report.failures:
+        typer.echo(
+            f"warning: {failure.project}/{failure.agent}/{failure.session_id}: "
+            f"left out: {failure.message}",
+            err=True,
+        )
+    if report.failures:
+        typer.echo(
+            f"hint: {len(report.failures)} session(s) were left out; "
+            "run `pentrace audit` on them, then sync again",
+            err=True,
+        )
+        raise typer.Exit(1)
+
+
+def cleanup(
+    ctx: typer.Context,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what each rule would delete; delete nothing.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Apply retention now: by age, then count, then size (PENGUIN_RUNTIME_EVENT_LEDGER_*).
+
+    Example: pentrace ledger cleanup --dry-run
+    """
+    ledger = open_for_command(ctx, read_only=dry_run)
+    try:
+        if dry_run:
+            plan = retention_plan(ledger)
+            rules = {"age": plan.by_age, "count": plan.by_count, "size": plan.by_size}
+        else:
+            done = ledger.cleanup()
+            rules = {"age": done.by_age, "count": done.by_count, "size": done.by_size}
+        policy = ledger.policy
+    finally:
+        ledger.close()
+    limits = {"age": policy.max_age_days, "count": policy.max_events, "size": policy.max_bytes}
+    if as_json:
+        emit_json({"dry_run": dry_run, "deleted": rules, "limits": limits})
+        return
+    verb = "would delete" if dry_run else "deleted"
+    emit_table(
+        ("rule", "limit", verb),
+        (
+            (rule, limits[rule] if limits[rule] is not None else "off", rows)
+            for rule, rows in rules.items()
+        ),
+    )
+    typer.echo(
+        f"{verb} {sum(rules.values())} row(s) in total"
+        + (" (size is an estimate)" if dry_run else "")
+    )
+
+
+def forget(
+    ctx: typer.Context,
+    sessions: Annotated[
+        list[str],
+        typer.Argument(
+            help="Sessions whose traces are gone: ids, unique prefixes or project/agent/id."
+        ),
+    ],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Remove the events of sessions whose traces were deleted by hand.
+
+    `pentrace audit` reports such sessions (ledger_orphan_stream); on a ledger
+    shared by several data roots, check that no other root still holds the
+    session first.  Sessions that still have traces here are refused.
+
+    Example: pentrace ledger forget session-2026-11-29-10-00-00-3f8a2c1d --yes
+    """
+    ledger = open_for_command(ctx)
+    try:
+        held = untraced_sessions(ledger, data_root(ctx), sessions)
+        question = (
+            f"Remove {sum(held.values())} ledger event(s) of {len(held)} session(s) "
+            f"({', '.join(key.reference for key in held)})?"
+        )
+        what = f"remove the ledger events of {len(held)} session(s)"
+        if not confirm_or_refuse(question, yes=yes, what=what):
+            typer.echo("nothing removed")
+            raise typer.Exit(1)
+        removed = {key.reference: ledger.forget_stream(key.stream_id) for key in held}
+    finally:
+        ledger.close()
+    if as_json:
+        emit_json({"removed": removed})
+        return
+    for sid, rows in removed.items():
+        typer.echo(f"removed {rows} ledger event(s) of {sid}")

@@ -1,0 +1,188 @@
+"""``pentrace ledger tail``, ``replay`` and ``stats``: the commands that only read."""
+
+from __future__ import annotations
+
+from typing import Annotated, Final
+
+import typer
+
+from pentrace.cli.ledger.options import open_for_command
+from pentrace.cli.ledger.view import COLUMNS, iso, json_entry, print_entries, table_row
+from pentrace.cli.output import emit_json, emit_table
+from pentrace.cli.sessions.args import JsonOption
+from pentrace.domain.session.key import SessionKey
+from pentrace.infrastructure.ledger import RuntimeEventLedger
+from pentrace.infrastructure.ledger.admin import ledger_session, ledger_stats
+from pentrace.infrastructure.ledger.live.follower import HeadFollower
+from pentrace.infrastructure.ledger.pages import entries_after, newest_entries
+
+__all__ = ["replay", "stats", "tail"]
+
+_PAGE: Final = 1000
+
+
+def tail(
+    ctx: typer.Context,
+    lines: Annotated[
+        int, typer.Option("-n", "--lines", help="How many of the newest events.")
+    ] = 20,
+    follow: Annotated[
+        bool, typer.Option("-f", "--follow", help="Keep printing new events as they arrive.")
+    ] = False,
+    session: Annotated[
+        str | None,
+        typer.Option(
+            "--session",
+            help="Only this session (id, prefix or project/agent/id).",
+            show_default=False,
+        ),
+    ] = None,
+    interval: Annotated[float, typer.Option(help="Seconds between polls with -f.")] = 0.5,
+    as_json: JsonOption = False,
+) -> None:
+    """Show the newest ledger events; -f follows new ones (polls the ledger; Ctrl-C stops).
+
+    With --json, one JSON document per line: {"notification_id", "event"}.
+
+    Example: pentrace ledger tail -n 50 -f --session demo/assistant/3f8a1c2d
+    """
+    ledger = open_for_command(ctx, read_only=True)
+    try:
+        key = None if session is None else ledger_session(ledger, session)
+        entries = newest_entries(ledger, lines, session=key)
+        print_entries(entries, as_json, header=True)
+        cursor = entries[-1].notification_id or 0 if entries else ledger.head()
+        if follow:
+            _follow(ledger, cursor, key, interval, as_json)
+    finally:
+        ledger.close()
+
+
+def _follow(
+    ledger: RuntimeEventLedger,
+    cursor: int,
+    key: SessionKey | str | None,
+    interval: float,
+    as_json: bool,
+) -> None:
+    """Print rows after ``cursor`` as the head moves (woken by NOTIFY where the backend
+    has it, else every ``interval`` seconds) until Ctrl-C."""
+    position = cursor  # how far the head has been looked at (rows of other sessions too)
+    with HeadFollower(ledger, poll_interval=interval, listening_poll=interval) as heads:
+        while (head := heads.wait_past(position)) is not None:
+            fresh = entries_after(ledger, cursor, session=key, limit=_PAGE)
+            if fresh:
+                print_entries(fresh, as_json, header=False)
+                cursor = fresh[-1].notification_id or cursor
+            # Every row up to a head once seen is visible now (pages.py); a full page
+            # may have more after it.
+            position = cursor if len(fresh) >= _PAGE else max(cursor, head)
+
+
+def replay(
+    ctx: typer.Context,
+    after: Annotated[
+        str,
+        typer.Option("--after", help="Event id to replay after (exclusive).", show_default=False),
+    ],
+    limit: Annotated[int, typer.Option("--limit", "-n", help="Most events to show.")] = 100,
+    session: Annotated[
+        str | None,
+        typer.Option(
+            "--session",
+            help="Only this session (id, prefix or project/agent/id) and unscoped events.",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Replay the events after an event id, in global order, with honest gap info.
+
+    When the cursor is no longer retained the gap says whether retention
+    evicted it or the id never existed here, the retained range in scope, and
+    the replay continues from the oldest retained event.
+
+    Example: pentrace ledger replay --after evt:session:demo/assistant/ses_1:00000042
+    """
+    ledger = open_for_command(ctx, read_only=True)
+    try:
+        key = None if session is None else ledger_session(ledger, session)
+        owned = key if isinstance(key, SessionKey) else None
+        bare = key if isinstance(key, str) else None
+        result = ledger.replay_after(
+            after,
+            limit,
+            session_id=owned.session_id if owned else bare,
+            agent_id=owned.agent if owned else None,
+            project_id=owned.project if owned else None,
+        )
+    finally:
+        ledger.close()
+    gap = result.gap
+    if as_json:
+        emit_json(
+            {
+                "found": result.found,
+                "gap": None
+                if gap is None
+                else {
+                    "last_event_id": gap.last_event_id,
+                    "reason": gap.reason,
+                    "oldest_event_id": gap.oldest_event_id,
+                    "newest_event_id": gap.newest_event_id,
+                },
+                "events": [json_entry(entry) for entry in result.events],
+                "next_cursor": result.next_cursor,
+            }
+        )
+        return
+    if gap is not None:
+        why = "was evicted by retention" if gap.reason == "evicted" else "is not in this ledger"
+        typer.echo(
+            f"gap: {gap.last_event_id} {why}; retained: {gap.oldest_event_id or '-'} .. "
+            f"{gap.newest_event_id or '-'}; continuing from the oldest retained event",
+            err=True,
+        )
+    emit_table(COLUMNS, (table_row(entry) for entry in result.events))
+
+
+def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
+    """Rows, bytes, oldest and newest events, streams and rows by category.
+
+    Example: pentrace ledger stats --json
+    """
+    ledger = open_for_command(ctx, read_only=True)
+    try:
+        figures = ledger_stats(ledger)
+    finally:
+        ledger.close()
+    value = {
+        "ledger": figures.where,
+        "rows": figures.rows,
+        "bytes": figures.bytes,
+        "oldest_event_id": figures.oldest_event_id,
+        "newest_event_id": figures.newest_event_id,
+        "oldest_inserted_at": iso(figures.oldest_inserted_ms),
+        "newest_inserted_at": iso(figures.newest_inserted_ms),
+        "streams": figures.streams,
+        "pruned_rows": figures.pruned_rows,
+        "by_category": figures.by_category,
+        "format": figures.format,
+    }
+    if as_json:
+        emit_json(value)
+        return
+    for key in (
+        "ledger",
+        "format",
+        "rows",
+        "bytes",
+        "streams",
+        "pruned_rows",
+        "oldest_event_id",
+        "oldest_inserted_at",
+        "newest_event_id",
+        "newest_inserted_at",
+    ):
+        typer.echo(f"{key}: {'-' if value[key] is None else value[key]}")
+    emit_table(("category", "rows"), sorted(figures.by_category.items()))

@@ -1,0 +1,149 @@
+"""The backend seam: what differs between the databases the ledger runs on.
+
+Everything above this package talks to a :class:`~.database.LedgerDatabase`
+and never asks which database it is; the few decisions that do depend on the
+backend are the methods of a :class:`LedgerDialect`, one module per backend
+(:mod:`.sqlite`, :mod:`.postgres`).  A database URL picks its dialect through
+:func:`dialect_for`.
+
+Adding a backend is one new module that implements this protocol, one entry
+in :data:`DIALECTS` (and its URL scheme in :func:`.connections.database_url`),
+and a run of the shared contract suite (``tests/integration/ledger_backends.py``
+lists the backends the suite is parametrised over).  docs/ledger.md walks
+through it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sqlalchemy import Connection, Engine, Table
+from sqlalchemy.engine import URL
+
+from pentrace.errors import ConfigError
+from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
+
+if TYPE_CHECKING:
+    from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
+
+__all__ = ["DIALECTS", "LedgerDialect", "RowInserter", "database_file", "dialect_for"]
+
+#: Inserts ledger rows inside a write transaction; returns their notification ids in order.
+RowInserter = Callable[[Connection, list[dict[str, Any]]], list[int]]
+
+
+class LedgerDialect(Protocol):
+    """The backend-specific half of the ledger (and of the analytics database)."""
+
+    #: The SQLAlchemy backend name this dialect serves (``sqlite``, ``postgresql``).
+    name: str
+    #: Whether the URL names a file on this host (so the database has a ``path``).
+    file_based: bool
+    #: Seconds between a subscription's polls when nothing woke it.
+    poll_seconds: float
+    #: Whether commits in other processes are announced (NOTIFY), so polling is a safety net.
+    notifies: bool
+    #: What a ``SELECT`` ends with to lock the rows it reads until the transaction
+    #: ends ('' where a write transaction already excludes other writers).
+    row_lock: str
+    #: The positional parameter marker of the driver (``?`` or ``%s``).
+    placeholder: str
+    #: SQL names of the two-argument minimum and maximum.
+    least: str
+    greatest: str
+    #: Execution options that make a transaction take the write lock at its start.
+    write_options: Mapping[str, str]
+
+    def statement_deadline(self, timeouts: DatabaseTimeouts) -> float | None:
+        """Seconds after which the client gives up on one statement (None: no deadline)."""
+        ...
+
+    def engine(self, url: URL, timeouts: DatabaseTimeouts, **options: Any) -> Engine:
+        """An engine with the backend's connection setup (pragmas, timeouts, begin)."""
+        ...
+
+    def open_writable(self, db: LedgerDatabase) -> Engine:
+        """The ledger's read-write engine (before its schema is created)."""
+        ...
+
+    def open_read_only(self, db: LedgerDatabase) -> Engine:
+        """An engine that changes nothing; sets ``db.format``."""
+        ...
+
+    def opened(self, db: LedgerDatabase) -> None:
+        """After the engine is ready (files' modes, the file identity of W13)."""
+        ...
+
+    def schema_lock(self, engine: Engine, table: str) -> AbstractContextManager[None]:
+        """Held while the schema named after ``table`` is created or upgraded, so that
+        processes opening a new database at once take turns."""
+        ...
+
+    def write_lock(self, table: str) -> str | None:
+        """The statement a write transaction runs first to serialise writers, if any."""
+        ...
+
+    def row_inserter(self, db: LedgerDatabase, channel: str) -> RowInserter:
+        """The fastest insert of envelope rows; announces the commit on ``channel``."""
+        ...
+
+    def bulk_insert(self, table: str, columns: Sequence[str]) -> str | None:
+        """A plain ``INSERT`` of positional rows for one driver ``executemany``, where
+        that is the backend's cheapest bulk write (None: bulk rows take the row inserter)."""
+        ...
+
+    def upsert(self, table: Table) -> Any:
+        """An ``INSERT`` of ``table`` that supports ``on_conflict_do_update``."""
+        ...
+
+    def listen(
+        self, db: LedgerDatabase, channel: str, wake: threading.Event, stopped: threading.Event
+    ) -> None:
+        """Set ``wake`` on every announced commit until ``stopped`` (returns at once
+        when the backend announces nothing), and once when listening starts (a commit
+        just before it is announced to nobody); raises the driver's error on failure."""
+        ...
+
+    def size(self, db: LedgerDatabase, *, checkpoint: bool) -> int | None:
+        """Bytes the ledger takes (None when it cannot be measured now); ``checkpoint``
+        may move data first (SQLite's WAL) for a truer figure."""
+        ...
+
+    def after_size_prune(self, db: LedgerDatabase) -> None:
+        """Give back the space a size prune freed, when the backend needs asking."""
+        ...
+
+
+def database_file(url: URL, dialect: LedgerDialect, *, what: str, hint: str) -> Path | None:
+    """The file a file-based backend's URL names (None for a server); an in-memory
+    database is refused, as ``what`` would lose everything at exit."""
+    if not dialect.file_based:
+        return None
+    if not url.database or url.database == ":memory:":
+        raise ConfigError(f"{what} needs a file path, found an in-memory database URL", hint=hint)
+    return Path(url.database)
+
+
+def dialect_for(url: URL) -> LedgerDialect:
+    """The dialect of a URL :func:`.connections.database_url` accepted."""
+    return DIALECTS[url.get_backend_name()]()
+
+
+def _sqlite() -> LedgerDialect:
+    from pentrace.infrastructure.ledger.backend.sqlite import SQLITE
+
+    return SQLITE
+
+
+def _postgres() -> LedgerDialect:
+    from pentrace.infrastructure.ledger.backend.postgres import POSTGRES
+
+    return POSTGRES
+
+
+#: Backend name -> its dialect (imported on first use: SQLite commands never load psycopg).
+DIALECTS: dict[str, Callable[[], LedgerDialect]] = {"sqlite": _sqlite, "postgresql": _postgres}

@@ -1,0 +1,241 @@
+"""The SQLite backend: one file on this host, WAL mode, one writer at a time.
+
+Connections run in driver autocommit and begin their own transactions, so a
+writer starts with ``BEGIN IMMEDIATE`` and queues on the busy timeout instead
+of failing on a read-to-write lock upgrade (the lock wait of
+:class:`~pentrace.infrastructure.ledger.settings.DatabaseTimeouts`).  The
+ledger file also gets ``auto_vacuum=INCREMENTAL`` (set before the first table
+exists) so that a size prune can give space back.  The analytics database
+shares :func:`sqlite_engine`.
+
+There is no notification channel: another process's commit is seen at the
+next poll, and an empty poll costs about 0.1 ms, so 20 ms polling is cheap.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final
+
+from sqlalchemy import Connection, Engine, Table, create_engine, event
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import URL
+from sqlalchemy.pool import QueuePool
+
+from pentrace.errors import NotFoundError
+from pentrace.infrastructure.ledger.backend.dialect import RowInserter
+from pentrace.infrastructure.ledger.backend.errors import converted
+from pentrace.infrastructure.ledger.backend.formats import (
+    connect_read_only,
+    file_format,
+    foreign_format_error,
+    refuse_foreign_writes,
+)
+from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
+from pentrace.infrastructure.storage.modes import prepare_sqlite_file, repair_modes, sqlite_files
+
+if TYPE_CHECKING:
+    from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
+
+__all__ = ["BEGIN_OPTION", "NO_LIMIT_MS", "SQLITE", "file_identity", "lock_wait", "sqlite_engine"]
+
+# SQLite has no "wait for ever"; a day stands for it when the lock wait is off.
+NO_LIMIT_MS: Final = 86_400_000
+#: The execution option naming the statement that begins a transaction.
+BEGIN_OPTION: Final = "pentrace_begin"
+
+
+def lock_wait(timeouts: DatabaseTimeouts) -> float:
+    """The busy timeout in seconds: the lock wait, at least a millisecond, a day for none."""
+    lock = timeouts.lock_seconds
+    return (NO_LIMIT_MS if lock is None else max(1, int(lock * 1000))) / 1000
+
+
+def sqlite_engine(
+    url: URL | str, timeouts: DatabaseTimeouts, *, auto_vacuum: bool = False, **options: Any
+) -> Engine:
+    """An engine over a SQLite file: WAL, ``synchronous=NORMAL``, the lock wait as the busy
+    timeout, and transactions begun by us (``BEGIN IMMEDIATE`` for writers)."""
+    connect = {"timeout": lock_wait(timeouts), **options.pop("connect_args", {})}
+    engine = create_engine(url, connect_args=connect, **options)
+    event.listen(engine, "connect", _configure_vacuuming if auto_vacuum else _configure)
+    event.listen(engine, "begin", begin)
+    return engine
+
+
+def begin(conn: Connection) -> None:
+    """Begin a transaction with the statement the connection's options name."""
+    conn.exec_driver_sql(conn.get_execution_options().get(BEGIN_OPTION, "BEGIN"))
+
+
+def file_identity(path: Path) -> tuple[int, int] | None:
+    """The (device, inode) of a file, None when it is gone (W13 compares them)."""
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (stat.st_dev, stat.st_ino)
+
+
+def _pragmas(dbapi_connection: Any, *, vacuum: bool) -> None:
+    # Driver autocommit: we emit BEGIN ourselves (see begin()).
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    if vacuum:  # auto_vacuum only takes effect before the first table is created
+        cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def _configure(dbapi_connection: Any, _record: Any) -> None:
+    _pragmas(dbapi_connection, vacuum=False)
+
+
+def _configure_vacuuming(dbapi_connection: Any, _record: Any) -> None:
+    _pragmas(dbapi_connection, vacuum=True)
+
+
+class SQLiteDialect:
+    """:class:`~.dialect.LedgerDialect` for ``sqlite:///PATH``."""
+
+    name = "sqlite"
+    file_based = True
+    poll_seconds = 0.02
+    notifies = False
+    row_lock = ""  # BEGIN IMMEDIATE already holds the only write lock
+    placeholder = "?"
+    least = "MIN"
+    greatest = "MAX"
+    write_options: Mapping[str, str] = MappingProxyType({BEGIN_OPTION: "BEGIN IMMEDIATE"})
+
+    def statement_deadline(self, timeouts: DatabaseTimeouts) -> float | None:
+        """None: a local file does not stop answering."""
+        return None
+
+    def engine(self, url: URL, timeouts: DatabaseTimeouts, **options: Any) -> Engine:
+        """See :func:`sqlite_engine`."""
+        return sqlite_engine(url, timeouts, **options)
+
+    def open_writable(self, db: LedgerDatabase) -> Engine:
+        """Refuse a foreign file, create the folder, then the engine (8 pooled connections)."""
+        assert db.path is not None
+        refuse_foreign_writes(db.path, db.tables.events.name, db.busy_timeout_ms / 1000)
+        with converted("create the ledger's folder", db.where):
+            prepare_sqlite_file(db.path)
+        return sqlite_engine(db.url, db.timeouts, auto_vacuum=True, pool_size=8)
+
+    def open_read_only(self, db: LedgerDatabase) -> Engine:
+        """The file opened ``mode=ro``; a Penguin-format file through TEMP views."""
+        path, names = db.path, db.tables
+        assert path is not None
+        if not path.is_file():
+            raise NotFoundError(
+                f"no ledger at {path}: expected a SQLite ledger file, found none",
+                hint="run `pentrace ledger sync` to build it from the traces",
+            )
+        seconds = db.busy_timeout_ms / 1000
+        found = file_format(path, names.events.name, seconds)
+        if found == "foreign":
+            raise foreign_format_error(path)
+        if found in ("empty", "other"):
+            raise NotFoundError(
+                f"no ledger in {path}: expected a runtime_events table, found none",
+                hint="run `pentrace ledger sync` to build the ledger from the traces",
+            )
+        shadow = (names.events.name, names.watermarks.name, names.tracking.name)
+        engine = create_engine(
+            "sqlite://",
+            creator=lambda: connect_read_only(
+                path, seconds, penguin=found == "penguin", names=shadow
+            ),
+            poolclass=QueuePool,
+            pool_size=8,
+        )
+        event.listen(engine, "begin", begin)
+        db.format = found
+        return engine
+
+    def opened(self, db: LedgerDatabase) -> None:
+        """Repair the side files' modes (a writer made them) and note the file's identity."""
+        assert db.path is not None
+        if not db.read_only:
+            repair_modes(sqlite_files(db.path), where=db.path)
+        db.identity = file_identity(db.path)
+
+    def schema_lock(self, engine: Engine, table: str) -> AbstractContextManager[None]:
+        """Nothing to hold: creating the schema retries on SQLITE_BUSY instead."""
+        return nullcontext()
+
+    def write_lock(self, table: str) -> str | None:
+        """None: ``BEGIN IMMEDIATE`` already admits one writer at a time."""
+        return None
+
+    def row_inserter(self, db: LedgerDatabase, channel: str) -> RowInserter:
+        """``executemany`` of plain tuples straight to the driver.
+
+        Under BEGIN IMMEDIATE no other writer runs, so AUTOINCREMENT hands the
+        batch a contiguous block of ids ending at ``last_insert_rowid()``.
+        Per-row parameter processing in SQLAlchemy cost as much as SQLite's
+        own insert work (benchmarks/ledger.py).  ``channel`` is unused: the
+        in-process waker and polling stand for NOTIFY.
+        """
+        columns = [c.name for c in db.tables.events.columns if c.name != "notification_id"]
+        statement = (
+            f"INSERT INTO {db.tables.events.name} ({', '.join(columns)}) "
+            f"VALUES ({', '.join('?' * len(columns))})"
+        )
+
+        def insert(conn: Connection, rows: list[dict[str, Any]]) -> list[int]:
+            conn.exec_driver_sql(statement, [tuple(r[c] for c in columns) for r in rows])
+            last = conn.exec_driver_sql("SELECT last_insert_rowid()").scalar_one()
+            return list(range(last - len(rows) + 1, last + 1))
+
+        return insert
+
+    def listen(
+        self, db: LedgerDatabase, channel: str, wake: threading.Event, stopped: threading.Event
+    ) -> None:
+        """Nothing to listen to: polling sees other processes' commits."""
+
+    def bulk_insert(self, table: str, columns: Sequence[str]) -> str | None:
+        """See :meth:`.dialect.LedgerDialect.bulk_insert`."""
+        return (
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+        )
+
+    def upsert(self, table: Table) -> Any:
+        """SQLite's ``INSERT ... ON CONFLICT``."""
+        return sqlite_insert(table)
+
+    def size(self, db: LedgerDatabase, *, checkpoint: bool) -> int | None:
+        """Pages in use plus the WAL; with ``checkpoint``, after ``wal_checkpoint(TRUNCATE)``
+        (None when it could not finish) and never below the file's own size."""
+        path = db.path
+        assert path is not None
+        with db.raw_sqlite("measure the ledger size") as raw:
+            if checkpoint:
+                busy = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                if busy is None or busy[0] != 0:
+                    return None
+            pages = raw.execute("PRAGMA page_count").fetchone()[0]
+            page_size = raw.execute("PRAGMA page_size").fetchone()[0]
+        wal = path.with_name(path.name + "-wal")
+        wal_size = wal.stat().st_size if wal.exists() else 0
+        if not checkpoint:
+            return int(pages * page_size + wal_size)
+        file_size = path.stat().st_size if path.exists() else 0
+        return int(max(pages * page_size, file_size) + wal_size)
+
+    def after_size_prune(self, db: LedgerDatabase) -> None:
+        """``PRAGMA incremental_vacuum``: the freed pages go back to the file system."""
+        with db.raw_sqlite("vacuum the ledger") as raw:
+            raw.execute("PRAGMA incremental_vacuum").fetchall()
+
+
+SQLITE: Final = SQLiteDialect()

@@ -1,0 +1,107 @@
+"""The ledger's reads beyond eventsourcing's: replay with gaps, bounds, counts, streams.
+
+A mixin of :class:`~.store.RuntimeEventLedger` (which brings ``db``); the SQL of
+pages and replays is in :mod:`.replay` and :mod:`.pages`.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+
+from pentrace.domain.session.key import SESSION_STREAMS_LIKE, SessionKey, parse_session_stream
+from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
+from pentrace.infrastructure.ledger.pages import newest_entries
+from pentrace.infrastructure.ledger.replay import (
+    LedgerEntry,
+    ReplayResult,
+    replay_after,
+    scope_bounds,
+)
+
+__all__ = ["LedgerReads"]
+
+
+class LedgerReads:
+    """Read-only queries over one ledger database."""
+
+    db: LedgerDatabase
+
+    def replay_after(
+        self,
+        last_event_id: str | None,
+        limit: int | None = 1000,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        directory: str | None = None,
+        project_id: str | None = None,
+    ) -> ReplayResult:
+        """Retained events after a cursor in global order; see :mod:`.replay` for gaps."""
+        return replay_after(
+            self.db,
+            last_event_id,
+            limit,
+            session_id=session_id,
+            agent_id=agent_id,
+            directory=directory,
+            project_id=project_id,
+        )
+
+    def bounds(
+        self,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        directory: str | None = None,
+        project_id: str | None = None,
+    ) -> tuple[str | None, str | None]:
+        """Oldest and newest retained event ids within the filter scope."""
+        return scope_bounds(self.db, session_id, agent_id, directory, project_id)
+
+    def contains(self, event_id: str) -> bool:
+        """Whether the event is currently retained."""
+        events = self.db.tables.events
+        with self.db.reading("look up a ledger event") as conn:
+            found = conn.execute(
+                select(events.c.notification_id).where(events.c.event_id == event_id)
+            ).first()
+        return found is not None
+
+    def newest(self, limit: int = 100) -> list[LedgerEntry]:
+        """The last ``limit`` retained events, oldest first."""
+        return newest_entries(self, limit)
+
+    def count(self) -> int:
+        """Retained rows."""
+        with self.db.reading("count ledger events") as conn:
+            return int(
+                conn.execute(select(func.count()).select_from(self.db.tables.events)).scalar_one()
+            )
+
+    def held_sequences(self, stream_id: str) -> tuple[set[int], int]:
+        """Sequences of a stream the ledger holds, and the highest one retention pruned (0)."""
+        events, marks = self.db.tables.events, self.db.tables.watermarks
+        with self.db.reading("read a stream's ledger positions") as conn:
+            held = conn.execute(
+                select(events.c.sequence).where(events.c.stream_id == stream_id)
+            ).scalars()
+            sequences = {int(value) for value in held}
+            pruned = conn.execute(
+                select(marks.c.max_sequence).where(marks.c.stream_id == stream_id)
+            ).scalar_one_or_none()
+        return sequences, int(pruned or 0)
+
+    def session_streams(self) -> dict[SessionKey, int]:
+        """Every session the ledger holds rows of, with its row count."""
+        events = self.db.tables.events
+        query = (
+            select(events.c.stream_id, func.count())
+            .where(events.c.stream_id.like(SESSION_STREAMS_LIKE))
+            .group_by(events.c.stream_id)
+        )
+        with self.db.reading("list the ledger's session streams") as conn:
+            rows = conn.execute(query).all()
+        held = {}
+        for stream, count in rows:
+            key = parse_session_stream(str(stream))
+            if key is not None:
+                held[key] = int(count)
+        return held
