@@ -31,7 +31,13 @@ from pentrace.projections.audit_files import (
     shard_index_problems,
     temp_file_problems,
 )
-from pentrace.projections.audit_problem import Fix, Problem, Severity, worst_exit_code
+from pentrace.projections.audit_problem import (
+    Fix,
+    Problem,
+    ProblemLog,
+    Severity,
+    worst_exit_code,
+)
 
 __all__ = [
     "Fix",
@@ -45,7 +51,7 @@ __all__ = [
 ]
 
 
-class SessionChecks:
+class SessionChecks(ProblemLog):
     """Fold a session's records (every shard, ``_001`` first) into problems.
 
     Call :meth:`start_shard` before each shard's records, :meth:`record` for
@@ -53,8 +59,7 @@ class SessionChecks:
     """
 
     def __init__(self, session_id: str) -> None:
-        self.session_id = session_id
-        self.problems: list[Problem] = []
+        super().__init__(session_id)
         self.position = 0
         self._path = ""
         self._index = 0
@@ -89,18 +94,7 @@ class SessionChecks:
         fix: Fix | None = None,
     ) -> None:
         path, line, position = where
-        self.problems.append(
-            Problem(
-                code=code,
-                severity=severity,
-                message=message,
-                session_id=self.session_id,
-                path=path,
-                line=line,
-                position=position,
-                fix=fix,
-            )
-        )
+        self.found(code, severity, message, path=path, line=line, position=position, fix=fix)
 
     def record(self, record: TraceRecord) -> None:
         """Check one record (its ``line`` is the line number within the current shard)."""
