@@ -149,15 +149,17 @@ def run(
     return rows
 
 
-def corpus_parser(
-    doc: str, *, sessions: int, records: int, keep: str, reuse: str
-) -> argparse.ArgumentParser:
+def corpus_parser(doc: str, *, sessions: int, records: int) -> argparse.ArgumentParser:
     """The options of a benchmark over a generated corpus: its size, and where to keep it."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=sessions)
     parser.add_argument("--records", type=int, default=records)
-    parser.add_argument("--keep", type=Path, default=None, help=keep)
-    parser.add_argument("--reuse", action="store_true", help=reuse)
+    parser.add_argument("--keep", type=Path, default=None, help="work in this folder, keep it")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="reuse the corpus already in --keep (what is derived from it is redone)",
+    )
     return parser
 
 
@@ -173,13 +175,7 @@ def parse_corpus_args(
 
 def main(argv: list[str] | None = None) -> None:
     """Parse arguments, run, print a Markdown table."""
-    parser = corpus_parser(
-        __doc__,
-        sessions=10_000,
-        records=5_000_000,
-        keep="write the corpus here, keep it",
-        reuse="reuse the corpus already in --keep (derived stores are deleted)",
-    )
+    parser = corpus_parser(__doc__, sessions=10_000, records=5_000_000)
     args = parse_corpus_args(parser, argv)
     rows = run(args.sessions, args.records, args.keep, args.reuse)
     base = next(cpu for label, _, cpu, _ in rows if label.startswith("startup"))

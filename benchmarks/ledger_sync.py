@@ -156,13 +156,7 @@ def run(
 
 def main(argv: list[str] | None = None) -> None:
     """Parse arguments, run, print a Markdown table."""
-    parser = corpus_parser(
-        __doc__,
-        sessions=100,
-        records=50_000,
-        keep="work in this folder, keep it",
-        reuse="reuse the corpus in --keep (the ledgers are redone)",
-    )
+    parser = corpus_parser(__doc__, sessions=100, records=50_000)
     parser.add_argument(
         "--workers", default=None, help="pass `--workers N` to the sync (default: its own choice)"
     )

@@ -85,17 +85,6 @@ class SessionChecks(ProblemLog):
         """The lines of the current shard that are healed torn fragments (crash points)."""
         self._healed.extend((self._order, line) for line in lines)
 
-    def _add(
-        self,
-        code: str,
-        severity: Severity,
-        message: str,
-        where: tuple[str, int, int],
-        fix: Fix | None = None,
-    ) -> None:
-        path, line, position = where
-        self.found(code, severity, message, path=path, line=line, position=position, fix=fix)
-
     def record(self, record: TraceRecord) -> None:
         """Check one record (its ``line`` is the line number within the current shard)."""
         self.position += 1
@@ -104,7 +93,7 @@ class SessionChecks(ProblemLog):
             self._first_in_shard = False
             if record.kind != "session_meta":
                 found = record.kind if isinstance(record.kind, str) else type(record.kind).__name__
-                self._add(
+                self.found(
                     "shard_without_meta",
                     "error",
                     f"expected shard _{self._index:03d} to start with session_meta, found {found}",
@@ -133,7 +122,7 @@ class SessionChecks(ProblemLog):
             self._begin_order = self._order
         elif ptype == "request_end":
             if self._open_request is None:
-                self._add(
+                self.found(
                     "unmatched_request_end",
                     "warning",
                     "request_end without an open request_begin",
@@ -148,7 +137,7 @@ class SessionChecks(ProblemLog):
     def _call(self, call_id: str, record: TraceRecord, where: tuple[str, int, int]) -> None:
         early = self._early_outputs.pop(call_id, None)
         if early is not None:
-            self._add(
+            self.found(
                 "output_before_call",
                 "error",
                 f"tool_call_output for call {call_id!r} at position {early[2]} comes before "
@@ -183,7 +172,7 @@ class SessionChecks(ProblemLog):
                 if crash is not None
                 else "has no request_end: the run stopped or crashed inside it"
             )
-            self._add(
+            self.found(
                 "open_request",
                 "warning",
                 f"request_begin at position {opened[2]} (line {opened[1]}) {cause}; resume "
@@ -195,7 +184,7 @@ class SessionChecks(ProblemLog):
         """Add the end-of-trace findings and return every problem, in trace order."""
         self._judge_overlaps()
         if self._open_request is not None:
-            self._add(
+            self.found(
                 "open_request_at_end",
                 "warning",
                 "the trace ends inside a request (request_begin without request_end): "
@@ -203,7 +192,7 @@ class SessionChecks(ProblemLog):
                 self._open_request,
             )
         if self._compaction is not None:
-            self._add(
+            self.found(
                 "dangling_compaction",
                 "warning",
                 "compaction_begin without compaction_end; resume closes it as failed",
@@ -211,7 +200,7 @@ class SessionChecks(ProblemLog):
                 fix="close_compaction",
             )
         for call_id, where in self._early_outputs.items():
-            self._add(
+            self.found(
                 "orphan_tool_output",
                 "error",
                 f"tool_call_output answers call {call_id!r}, which no tool_call in the session has",
@@ -219,7 +208,7 @@ class SessionChecks(ProblemLog):
             )
         for call_id, (path, line, position, name) in self._calls.items():
             if call_id not in self._answered:
-                self._add(
+                self.found(
                     "unanswered_tool_call",
                     "warning",
                     f"tool_call {call_id!r} ({name}) has no tool_call_output; "

@@ -90,9 +90,7 @@ class LedgerDrift(ProblemLog):
                 "error",
                 f"ledger row at sequence {position} holds {row[0]} at {row[1]} ms, "
                 f"the trace record is {expected[0]} at {expected[1]} ms",
-                position=position,
-                path=path,
-                line=record.line,
+                (path, record.line, position),
             )
 
     def finish(self) -> list[Problem]:
@@ -104,9 +102,7 @@ class LedgerDrift(ProblemLog):
                 "ledger_missing",
                 "warning",
                 f"{count} trace record(s) at {span} are not in the ledger",
-                position=first,
-                path=path,
-                line=line,
+                (path, line, first),
                 fix="ledger_sync",
             )
         end = self.last_position
@@ -117,6 +113,6 @@ class LedgerDrift(ProblemLog):
                 "error",
                 f"{last - first + 1} ledger row(s) at sequence {first}-{last} have "
                 f"no trace record (the trace has {end} records)",
-                position=first,
+                (None, None, first),
             )
         return self.problems
