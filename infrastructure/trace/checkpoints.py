@@ -39,41 +39,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# Every attribute a Session holds; a checkpoint of anything else is refused.
-_FIELDS: Final = frozenset(
-    {
-        "_id",
-        "_version",
-        "_created_on",
-        "_modified_on",
-        "_pending_events",
-        "started",
-        "deleted",
-        "shard_index",
-        "requests",
-        "turns",
-        "open_request",
-        "open_calls",
-        "unanswered",
-        "answered_recent",
-        "compaction",
-        "rotation_pending",
-        "meta_payload",
-        "tools_payload",
-    }
-)
-
-
-def _session_fields() -> frozenset[str]:
-    blank = object.__new__(Session)
-    Session.__init__(blank)
-    return frozenset(vars(blank))
-
-
-# A Session that gained an attribute the checkpoint does not carry: never use one.
-_KNOWN: Final = _session_fields() <= _FIELDS
-
-
 # The Session attributes a checkpoint holds unchanged, under the same name.
 _AS_IS: Final = (
     "started",
@@ -87,6 +52,32 @@ _AS_IS: Final = (
     "meta_payload",
     "tools_payload",
 )
+
+
+# Every attribute a Session holds; a checkpoint of anything else is refused.
+_FIELDS: Final = frozenset(
+    {
+        "_id",
+        "_version",
+        "_created_on",
+        "_modified_on",
+        "_pending_events",
+        "open_calls",
+        "unanswered",
+        "answered_recent",
+        *_AS_IS,
+    }
+)
+
+
+def _session_fields() -> frozenset[str]:
+    blank = object.__new__(Session)
+    Session.__init__(blank)
+    return frozenset(vars(blank))
+
+
+# A Session that gained an attribute the checkpoint does not carry: never use one.
+_KNOWN: Final = _session_fields() <= _FIELDS
 
 
 class _State(msgspec.Struct, forbid_unknown_fields=True):
