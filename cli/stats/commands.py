@@ -23,6 +23,7 @@ from pentrace.infrastructure.analytics import queries
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
 from pentrace.infrastructure.analytics.failures import failure_warnings
 from pentrace.infrastructure.analytics.prices import load_prices
+from pentrace.infrastructure.analytics.queries import TOKEN_COLUMNS as _TOKEN_COLUMNS
 from pentrace.infrastructure.analytics.registry import BUILTINS
 from pentrace.infrastructure.analytics.runner import catch_up, open_ledger
 from pentrace.infrastructure.ledger.indexer import sync
@@ -69,15 +70,6 @@ PlotOption = Annotated[
 SyncOption = Annotated[
     bool, typer.Option("--sync", help="Index traces the ledger is missing before catching up.")
 ]
-_TOKEN_COLUMNS = (
-    "requests",
-    "usage_records",
-    "input",
-    "output",
-    "cache_read",
-    "cache_write",
-    "total",
-)
 
 
 def days(since: str | None, until: str | None) -> tuple[str | None, str | None]:
