@@ -2,7 +2,8 @@
 
 ``GET /api/v1/stats/{kind}`` with ``kind`` one of ``tokens``, ``cost``,
 ``tools``, ``requests``, ``sessions``, ``tree`` returns the same JSON document
-as ``pentrace stats <kind> --json`` (``docs/projections.md``).  Query
+as ``pentrace stats <kind> --json`` (``docs/projections.md``), built by the same
+function (:mod:`pentrace.infrastructure.operations.stats`).  Query
 parameters: ``by``, ``since``, ``until`` (inclusive UTC days) and
 ``catch_up=1`` to bring the built-in projections up to date with the ledger
 first (otherwise the read models are served as the runners left them).
@@ -19,71 +20,41 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from pentrace.infrastructure.analytics import queries
-from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
-from pentrace.infrastructure.analytics.prices import load_prices
+from pentrace.infrastructure.analytics.query_rows import GROUPS
 from pentrace.infrastructure.analytics.registry import BUILTINS
-from pentrace.infrastructure.analytics.runner import catch_up, open_ledger, open_projection
+from pentrace.infrastructure.analytics.runner import open_ledger, open_projection
+from pentrace.infrastructure.operations.stats import NEEDS, StatsQuery, stats_document
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
 from pentrace.service.edge.errors import BadRequest
 
 __all__ = ["openapi_paths", "routes"]
 
-_NEEDS: Final = {
-    "tokens": ("tokens",),
-    "cost": ("tokens",),
-    "tools": ("tools",),
-    "requests": ("sessions",),
-    "sessions": ("sessions",),
-    "tree": ("sessions", "tokens"),
-}
 
-
-def _read(context: ServiceContext, kind: str, params: dict[str, Any]) -> Any:
-    root, env = context.settings.data_root, context.settings.analytics_env()
-    for name in _NEEDS[kind]:
-        if params["catch_up"]:
-            catch_up(BUILTINS[name], data_root=root, env=env)
-        else:
-            projection = open_projection(BUILTINS[name], root, env)  # creates empty tables once
-            projection.view.db.close()
-    db = AnalyticsDatabase(analytics_url(root, env))
-    try:
-        since, until, by = params["since"], params["until"], params["by"]
-        if kind == "tokens":
-            return {"by": by or "model", "rows": queries.tokens(db, by or "model", since, until)}
-        if kind == "cost":
-            table = load_prices()
-            rows = queries.cost(db, table, by or "model", since, until)
-            return {"by": by or "model", "currency": table.currency, "rows": rows}
-        if kind == "tools":
-            return queries.tools(db, since, until)
-        if kind == "requests":
-            return queries.requests(db, since, until)
-        if kind == "sessions":
-            return {"by": by or "day", "rows": queries.sessions(db, by or "day", since, until)}
-        return {"trees": queries.tree(db, since, until)}
-    finally:
-        db.close()
+def _read(context: ServiceContext, query: StatsQuery, catch_up: bool) -> dict[str, Any]:
+    settings = context.settings
+    return stats_document(
+        settings.data_root, query, catch_up_first=catch_up, env=settings.analytics_env()
+    )
 
 
 async def stats_route(request: Request) -> Response:
     """``GET /api/v1/stats/{kind}``: one analytics document."""
     kind = params.path_text(request, "kind")
-    if kind not in _NEEDS:
+    if kind not in NEEDS:
         raise BadRequest(
-            f"stats kind: expected one of {', '.join(_NEEDS)}, found {kind[:30]!r}",
+            f"stats kind: expected one of {', '.join(NEEDS)}, found {kind[:30]!r}",
             hint="for example /api/v1/stats/tokens?by=model",
         )
-    query = {
-        "by": params.choice(request, "by", tuple(queries.GROUPS)),
-        "since": params.day(request, "since"),
-        "until": params.day(request, "until"),
-        "catch_up": bool(params.flag(request, "catch_up")),
-    }
+    query = StatsQuery(
+        kind,
+        by=params.choice(request, "by", tuple(GROUPS)),
+        since=params.day(request, "since"),
+        until=params.day(request, "until"),
+    )
+    catch_up = bool(params.flag(request, "catch_up"))
     context: ServiceContext = request.app.state.context
-    return JSONResponse(await context.run(_read, context, kind, query))
+    return JSONResponse(await context.run(_read, context, query, catch_up))
 
 
 def _status(context: ServiceContext) -> dict[str, Any]:
@@ -133,7 +104,7 @@ openapi_paths: Final[dict[str, Any]] = {
                     "name": "kind",
                     "in": "path",
                     "required": True,
-                    "schema": {"type": "string", "enum": list(_NEEDS)},
+                    "schema": {"type": "string", "enum": list(NEEDS)},
                 },
                 *_QUERY,
             ],

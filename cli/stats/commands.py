@@ -1,15 +1,15 @@
 """``pentrace stats ...``: analytics from the built-in read models.
 
 ``stats`` first catches the built-in projections up with the ledger (``--sync``
-also indexes traces the ledger is missing), then reads their read models
-through :mod:`pentrace.infrastructure.analytics.queries` - the same core the
-HTTP routes use.  ``--json`` output is a documented contract
-(``docs/projections.md``): fields are only ever added.
+also indexes traces the ledger is missing), then builds the document with
+:mod:`pentrace.infrastructure.operations.stats` - the same function, and the
+same table of which projections each stat needs, that the HTTP routes use.
+``--json`` output is a documented contract (``docs/projections.md``): fields
+are only ever added.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,12 +19,9 @@ from pentrace.cli.options import TIME_HELP, FieldsOption, check_fields, day_boun
 from pentrace.cli.output import emit_json, emit_table
 from pentrace.cli.sessions.args import JsonOption, data_root
 from pentrace.cli.stats.plots import cost_plot, tokens_plot, tools_plot
-from pentrace.infrastructure.analytics import queries
-from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
+from pentrace.infrastructure.analytics.database import AnalyticsDatabase
 from pentrace.infrastructure.analytics.prices import load_prices
-from pentrace.infrastructure.analytics.registry import BUILTINS
-from pentrace.infrastructure.analytics.runner import catch_up, open_ledger
-from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.operations.stats import StatsQuery, document, prepare
 
 __all__ = ["stats_app"]
 
@@ -84,28 +81,15 @@ def days(since: str | None, until: str | None) -> tuple[str | None, str | None]:
     return day_bound(since, "--since"), day_bound(until, "--until")
 
 
-def _ready(ctx: typer.Context, names: tuple[str, ...], do_sync: bool) -> AnalyticsDatabase:
-    root = data_root(ctx).path
-    if not do_sync:
-        for name in names:
-            catch_up(BUILTINS[name], data_root=root)
-        return AnalyticsDatabase(analytics_url(root, os.environ))
-    ledger = open_ledger(root)
-    try:
-        # Retention waits until the projections have read what this sync indexed.
-        with ledger.retention_held():
-            report = sync(ledger, root)
-            for name in names:
-                catch_up(BUILTINS[name], data_root=root)
-    finally:
-        ledger.close()
-    for failure in report.failures:
+def _ready(ctx: typer.Context, kind: str, do_sync: bool) -> AnalyticsDatabase:
+    prepared = prepare(data_root(ctx).path, kind, sync_first=do_sync)
+    for failure in prepared.sync_failures:
         typer.echo(
             f"warning: {failure.project}/{failure.agent}/{failure.session_id}: "
             f"left out of the sync: {failure.message}",
             err=True,
         )
-    return AnalyticsDatabase(analytics_url(root, os.environ))
+    return prepared.db
 
 
 def done(value: Any, as_json: bool, columns: tuple[str, ...], rows: list[list[Any]]) -> None:
@@ -133,8 +117,8 @@ def tokens_command(
     """
     check_fields(fields, as_json)
     since, until = days(since, until)
-    db = _ready(ctx, ("tokens",), do_sync)
-    rows = queries.tokens(db, by, since, until)
+    db = _ready(ctx, "tokens", do_sync)
+    rows = document(db, StatsQuery("tokens", by, since, until))["rows"]
     if plot is not None:
         tokens_plot(db, by, since, until, rows, plot)
     done(
@@ -165,14 +149,15 @@ def cost_command(
     """
     check_fields(fields, as_json)
     since, until = days(since, until)
-    table = load_prices(prices)
-    db = _ready(ctx, ("tokens",), do_sync)
-    rows = queries.cost(db, table, by, since, until)
+    load_prices(prices)  # a bad price table is refused before any catching up
+    db = _ready(ctx, "cost", do_sync)
+    value = document(db, StatsQuery("cost", by, since, until, prices))
+    rows = value["rows"]
     if plot is not None:
-        cost_plot(db, by, since, until, rows, table.currency, plot)
+        cost_plot(db, by, since, until, rows, value["currency"], plot)
     picked = pick_fields(rows, fields, ("key", "cost", "currency", "total", "unpriced"))
     done(
-        {"by": by, "currency": table.currency, "rows": picked},
+        {**value, "rows": picked},
         as_json,
         (by, "cost", "total tokens", "unpriced models"),
         [
@@ -198,8 +183,8 @@ def tools_command(
     """
     check_fields(fields, as_json)
     since, until = days(since, until)
-    db = _ready(ctx, ("tools",), do_sync)
-    value = queries.tools(db, since, until)
+    db = _ready(ctx, "tools", do_sync)
+    value = document(db, StatsQuery("tools", since=since, until=until))
     if plot is not None:
         tools_plot(db, since, until, value["tools"], plot)
     names = ("calls", "failures", "aborts", "timeouts", "truncations", "unanswered")
@@ -222,8 +207,8 @@ def requests_command(
     Example: pentrace stats requests --since 2026-11-28
     """
     since, until = days(since, until)
-    db = _ready(ctx, ("sessions",), do_sync)
-    value = queries.requests(db, since, until)
+    db = _ready(ctx, "requests", do_sync)
+    value = document(db, StatsQuery("requests", since=since, until=until))
     rows: list[list[Any]] = [["request", s, n] for s, n in value["requests"].items()]
     rows.append(["retries", "", value["retries"]])
     rows += [
@@ -250,8 +235,8 @@ def sessions_command(
     """
     check_fields(fields, as_json)
     since, until = days(since, until)
-    db = _ready(ctx, ("sessions",), do_sync)
-    rows = queries.sessions(db, by, since, until)
+    db = _ready(ctx, "sessions", do_sync)
+    rows = document(db, StatsQuery("sessions", by, since, until))["rows"]
     names = ("sessions", "turns", "requests", "model_switches", "mean_duration_s", "max_duration_s")
     done(
         {"by": by, "rows": pick_fields(rows, fields, ("key", *names))},
@@ -274,8 +259,8 @@ def tree_command(
     Example: pentrace stats tree --json
     """
     since, until = days(since, until)
-    db = _ready(ctx, ("sessions", "tokens"), do_sync)
-    roots = queries.tree(db, since, until)
+    db = _ready(ctx, "tree", do_sync)
+    roots = document(db, StatsQuery("tree", since=since, until=until))["trees"]
     rows: list[list[Any]] = []
 
     def walk(node: dict[str, Any], depth: int) -> None:
