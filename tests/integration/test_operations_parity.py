@@ -1,0 +1,164 @@
+"""The CLI and the service answer from one application layer (ADR 0036): for the same data
+root, the same session document, the same stats document and the same export bytes.
+
+The service is a real ``pentrace serve`` process; the CLI runs in this process.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from pentrace.cli.app import app
+from pentrace.cli.demo import AGENT, PROJECT, record_demo_session
+from pentrace.infrastructure.operations.documents import (
+    CLI_ALIASES,
+    DETAIL_FIELDS,
+    FIELDS,
+    SERVICE_ALIASES,
+)
+from pentrace.infrastructure.storage.layout import DataRoot
+from tests.integration.sse_harness import Server
+
+TOKEN = "tok-Parity7nQ2wE9rT4yU6iO1pA3"
+DOCUMENT = [name for name, _, _ in FIELDS]
+DETAIL = [*DOCUMENT, *(name for name, _, _ in DETAIL_FIELDS)]
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    path = tmp_path_factory.mktemp("parity") / "data"
+    main, child = record_demo_session(DataRoot(path), datetime(2026, 11, 28, 9, tzinfo=UTC))
+    return path, main, child
+
+
+@pytest.fixture(scope="module")
+def server(root: tuple[Path, str, str]) -> Iterator[Server]:
+    token_file = root[0].parent / "token"
+    token_file.write_text(TOKEN)
+    running = Server(root[0], args=["--token-file", str(token_file)]).start(token=TOKEN)
+    yield running
+    running.stop()
+
+
+def cli(root: Path, *args: str) -> bytes:
+    result = CliRunner().invoke(app, ["--data-root", str(root), *args])
+    assert result.exit_code == 0, result.output
+    return result.stdout_bytes
+
+
+def http(server: Server, path: str, **params: str) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    answer = httpx.get(server.url + path, params=params, headers=headers, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return answer
+
+
+def _canonical(document: dict[str, object], names: list[str]) -> dict[str, object]:
+    return {name: document[name] for name in names}
+
+
+def test_the_cli_and_the_service_list_the_same_session_documents(
+    root: tuple[Path, str, str], server: Server
+) -> None:
+    path, main, child = root
+    listed = json.loads(cli(path, "sessions", "list", "--json", "--sort", "id"))["sessions"]
+    served = http(server, "/api/v1/sessions", sort="id").json()["sessions"]
+    assert [row["session_id"] for row in listed] == sorted([main, child])
+    assert [_canonical(row, DOCUMENT) for row in listed] == [
+        _canonical(row, DOCUMENT) for row in served
+    ]
+    # Nothing but the document and each surface's old names.
+    assert [set(row) for row in listed] == [{*DOCUMENT, *CLI_ALIASES}] * 2
+    assert [set(row) for row in served] == [{*DOCUMENT, *SERVICE_ALIASES}] * 2
+
+
+def test_the_cli_and_the_service_show_the_same_session_detail(
+    root: tuple[Path, str, str], server: Server
+) -> None:
+    path, main, _ = root
+    shown = json.loads(cli(path, "show", main, "--json"))
+    served = http(server, f"/api/v1/sessions/{main}").json()
+    assert _canonical(shown, DETAIL) == _canonical(served, DETAIL)
+    assert shown["turns"] > 0
+    assert shown["shard_files"][0]["path"].startswith(f"{PROJECT}/agents/{AGENT}/traces/")
+    assert set(served) == {*DETAIL, *SERVICE_ALIASES}
+
+
+def test_each_surface_keeps_its_old_names_as_aliases_with_their_old_meaning(
+    root: tuple[Path, str, str], server: Server
+) -> None:
+    path, main, _ = root
+    shown = json.loads(cli(path, "show", main, "--json"))
+    [listed] = json.loads(cli(path, "sessions", "list", "--json", "--sort", "id"))["sessions"][:1]
+    served = http(server, f"/api/v1/sessions/{main}").json()
+    for old, new in SERVICE_ALIASES.items():
+        assert served[old] == served[new], old
+    for old, new in CLI_ALIASES.items():
+        assert listed[old] == listed[new], old
+    # The names collide: `model` was provider/model_id in the CLI and the bare id in the service;
+    # `show --json` `shards` was (and stays, deprecated) the files with absolute paths.
+    assert (listed["model"], served["model"]) == ("deepseek/deepseek-v4-pro", "deepseek-v4-pro")
+    assert [Path(shard["path"]) for shard in shown["shards"]] == [
+        path / shard["path"] for shard in shown["shard_files"]
+    ]
+    assert served["shards"] == served["shard_count"] == len(shown["shards"])
+
+
+@pytest.mark.parametrize(
+    ("kind", "args"),
+    [
+        ("tokens", ["--by", "session"]),
+        ("cost", ["--by", "day"]),
+        ("tools", []),
+        ("requests", []),
+        ("sessions", ["--by", "agent"]),
+        ("tree", []),
+    ],
+)
+def test_stats_via_the_cli_and_via_http_agree(
+    root: tuple[Path, str, str], server: Server, kind: str, args: list[str]
+) -> None:
+    path = root[0]
+    # The CLI indexes the traces first (--sync); the service then catches up on that ledger.
+    by_cli = json.loads(cli(path, "stats", kind, *args, "--sync", "--json"))
+    query = {"by": args[1]} if args else {}
+    by_http = http(server, f"/api/v1/stats/{kind}", catch_up="1", **query).json()
+    assert by_http == by_cli
+    assert by_cli != {} and any(by_cli.values())
+
+
+@pytest.mark.parametrize(
+    ("args", "query"),
+    [
+        ([], {"redacted": "false"}),
+        (["--redacted"], {}),
+        (["--shard", "1", "--redacted"], {"shard": "1"}),
+    ],
+)
+def test_a_trace_export_via_the_cli_and_via_http_is_byte_identical(
+    root: tuple[Path, str, str], server: Server, args: list[str], query: dict[str, str]
+) -> None:
+    path, main, _ = root
+    exported = cli(path, "export", main, *args)
+    served = http(server, f"/api/v1/sessions/{main}/trace", **query).content
+    assert exported == served
+    assert exported.count(b"\n") > 5
+
+
+def test_an_archive_via_the_cli_and_via_http_is_byte_identical(
+    root: tuple[Path, str, str], server: Server
+) -> None:
+    path, main, _ = root
+    exported = cli(path, "export", main, "--archive")
+    # The owner-naming path (ADR 0023) serves the same bytes.
+    answer = http(server, f"/api/v1/sessions/{PROJECT}/{AGENT}/{main}/archive")
+    assert answer.headers["content-type"] == "application/gzip"
+    assert exported == answer.content
+    assert exported[:2] == b"\x1f\x8b"
