@@ -160,18 +160,22 @@ def _session_paths(not_found: dict[str, Any]) -> dict[str, Any]:
         "redacted", "default true; false sends the file's bytes, only with the token", "boolean"
     )
     bodies = {"application/x-ndjson": "one record per line", "application/gzip": "a tar.gz"}
-    items = {
+    items: dict[str, tuple[str, list[dict[str, Any]], Any]] = {
         "": ("One session's meta, counters and files", [], _json("SessionDetail", "the session")),
         "/trace": ("A trace shard as JSONL, redacted (verbatim needs the token)",
                    [redacted, stream], "application/x-ndjson"),
         "/archive": ("The tar.gz of `pentrace export --archive` (needs the token)",
                      [], "application/gzip"),
     }  # fmt: skip
-    paths = {}
+    paths: dict[str, Any] = {}
     for suffix, (summary, extra, body) in items.items():
         if isinstance(body, str):
             body = {"description": bodies[body], "content": {body: {"schema": {"type": "string"}}}}
-        for owner, where in (([], "{session_id}"), (_OWNER_PATH, "{project}/{agent}/{session_id}")):
+        owners: list[tuple[list[dict[str, Any]], str]] = [
+            ([], "{session_id}"),
+            (_OWNER_PATH, "{project}/{agent}/{session_id}"),
+        ]
+        for owner, where in owners:
             paths[f"/api/v1/sessions/{where}{suffix}"] = {
                 "get": {
                     "summary": summary + (", by its owner" if owner else ""),

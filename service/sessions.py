@@ -138,7 +138,9 @@ async def trace_route(request: Request) -> Response:
         )
     ref = await context.run(resolve_session, context.root, _reference(request))
     wanted = params.integer_or(request, "shard", "all", high=_MAX_SHARD)
-    export = trace_export(ref, shard="all" if wanted == "all" else wanted, redacted=redacted)
+    export = trace_export(
+        ref, shard="all" if isinstance(wanted, str) else wanted, redacted=redacted
+    )
     return StreamingResponse(
         export.chunks,
         media_type="application/x-ndjson",

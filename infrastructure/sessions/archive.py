@@ -188,7 +188,7 @@ class ArchiveStream:
 
     session_ids: tuple[str, ...]
     missing: tuple[str, ...]
-    bytes: int
+    size: int
     chunks: Iterator[bytes]
 
 
@@ -231,4 +231,4 @@ def export_archive(
         for chunk in stream.chunks:
             dest.write(chunk)
     path = dest if isinstance(dest, Path) else None
-    return ArchiveResult(path, stream.session_ids, stream.missing, stream.bytes)
+    return ArchiveResult(path, stream.session_ids, stream.missing, stream.size)

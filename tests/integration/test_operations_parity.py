@@ -131,7 +131,7 @@ def test_stats_via_the_cli_and_via_http_agree(
     query = {"by": args[1]} if args else {}
     by_http = http(server, f"/api/v1/stats/{kind}", catch_up="1", **query).json()
     assert by_http == by_cli
-    assert by_cli != {} and any(by_cli.values())
+    assert any(by_cli.values()), "the demo session gives every stat some rows"
 
 
 @pytest.mark.parametrize(

@@ -17,8 +17,11 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def _example() -> str:
-    [block] = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.DOTALL)
-    return block
+    blocks: list[str] = re.findall(
+        r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.DOTALL
+    )
+    assert len(blocks) == 1, "the README has one Python example"
+    return blocks[0]
 
 
 def test_the_readme_example_records_resumes_and_queries_one_session(
