@@ -1,4 +1,4 @@
-"""Topics stored before the session modules moved into ``domain/session/`` still resolve (ADR 0029)."""
+"""Topics stored before the session modules moved into ``domain/session/`` resolve (ADR 0029)."""
 
 from __future__ import annotations
 
