@@ -11,7 +11,7 @@ The common uses, on one data root (``docs/sessions.md``, "The short way")::
     root.replay(session_id)    # the committed history, record by record
     root.stats("tokens")       # the document of `pentrace stats tokens --json`
     with root.resume(session_id) as resumed:
-        resumed.session.handle.record_user_input("go on")
+        resumed.handle.record_user_input("go on")
 
 The package is laid out in layers (see ``docs/architecture.md``):
 
@@ -39,12 +39,11 @@ from pentrace.errors import PentraceError
 if TYPE_CHECKING:
     from pentrace.infrastructure.eventstore.application import SaveMode, SessionApplication
     from pentrace.infrastructure.eventstore.recording import Recording, open_recording
-    from pentrace.infrastructure.operations.facade import Resumed, Root, open_root
+    from pentrace.infrastructure.operations.facade import Root, open_root
 
 __all__ = [
     "PentraceError",
     "Recording",
-    "Resumed",
     "Root",
     "SaveMode",
     "SessionApplication",
@@ -60,7 +59,6 @@ _LAZY = {
     "open_recording": "pentrace.infrastructure.eventstore.recording",
     "SaveMode": "pentrace.infrastructure.eventstore.application",
     "SessionApplication": "pentrace.infrastructure.eventstore.application",
-    "Resumed": "pentrace.infrastructure.operations.facade",
     "Root": "pentrace.infrastructure.operations.facade",
     "open_root": "pentrace.infrastructure.operations.facade",
 }

@@ -21,6 +21,7 @@ from pentrace.cli.sessions.args import JsonOption, data_root
 from pentrace.cli.stats.plots import cost_plot, tokens_plot, tools_plot
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase
 from pentrace.infrastructure.analytics.prices import load_prices
+from pentrace.infrastructure.analytics.queries import TOKEN_COLUMNS
 from pentrace.infrastructure.operations.stats import StatsQuery, document, prepare
 
 __all__ = ["stats_app"]
@@ -65,15 +66,6 @@ PlotOption = Annotated[
 SyncOption = Annotated[
     bool, typer.Option("--sync", help="Index traces the ledger is missing before catching up.")
 ]
-_TOKEN_COLUMNS = (
-    "requests",
-    "usage_records",
-    "input",
-    "output",
-    "cache_read",
-    "cache_write",
-    "total",
-)
 
 
 def days(since: str | None, until: str | None) -> tuple[str | None, str | None]:
@@ -122,10 +114,10 @@ def tokens_command(
     if plot is not None:
         tokens_plot(db, by, since, until, rows, plot)
     done(
-        {"by": by, "rows": pick_fields(rows, fields, ("key", *_TOKEN_COLUMNS))},
+        {"by": by, "rows": pick_fields(rows, fields, ("key", *TOKEN_COLUMNS))},
         as_json,
-        (by, *_TOKEN_COLUMNS),
-        [[row["key"], *(row[c] for c in _TOKEN_COLUMNS)] for row in rows],
+        (by, *TOKEN_COLUMNS),
+        [[row["key"], *(row[c] for c in TOKEN_COLUMNS)] for row in rows],
     )
 
 

@@ -11,6 +11,8 @@ it lives.  ``README.md`` has a runnable example.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,31 +31,7 @@ from pentrace.infrastructure.sessions.fork import read_replay
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 from pentrace.projections.replay_view import ReplayItem
 
-__all__ = ["Resumed", "Root", "open_root"]
-
-
-@dataclass
-class Resumed:
-    """A resumed session: what resume restored, the handle to go on with, and its recording.
-
-    Close it (or use ``with``) to save what is pending and release the session's lock.
-    """
-
-    session: ResumedSession
-    recording: Recording
-
-    def close(self) -> None:
-        """Close the handle, then the recording (its ledger writes get a few seconds)."""
-        try:
-            self.session.handle.close()
-        finally:
-            self.recording.close()
-
-    def __enter__(self) -> Resumed:
-        return self
-
-    def __exit__(self, *args: object) -> None:
-        self.close()
+__all__ = ["Root", "open_root"]
 
 
 @dataclass(frozen=True)
@@ -78,15 +56,20 @@ class Root:
         """The one session ``session`` names: an id, a unique prefix, or ``project/agent/id``."""
         return resolve_session(self.data_root, session)
 
-    def resume(self, session: str, **options: Any) -> Resumed:
-        """Resume ``session`` from its latest shard, as PenguinHarness does, ledger wired in."""
+    @contextmanager
+    def resume(self, session: str, **options: Any) -> Iterator[ResumedSession]:
+        """Resume ``session`` from its latest shard, as PenguinHarness does, ledger wired in.
+
+        A context manager: on leaving, the handle saves what is pending and releases the
+        session's lock, and the recording closes.
+        """
         ref = self.find(session)
-        recording = self.record(ref.project, ref.agent, **options)
-        try:
-            return Resumed(recording.application.resume_session(ref.session_id), recording)
-        except BaseException:
-            recording.close()
-            raise
+        with self.record(ref.project, ref.agent, **options) as recording:
+            resumed = recording.application.resume_session(ref.session_id)
+            try:
+                yield resumed
+            finally:
+                resumed.handle.close()
 
     def sessions(self, sort: str = "start", **filters: Any) -> list[dict[str, Any]]:
         """The session documents, filtered as ``pentrace sessions list`` (``SessionFilter``)."""
