@@ -1,4 +1,4 @@
-"""The session document: one JSON shape of a session for every surface (ADR 0036).
+"""The session documents: one JSON shape of a session for every surface (ADR 0036).
 
 :func:`session_document` is a session's entry in a listing (``pentrace sessions
 list --json``, ``GET /api/v1/sessions``); :func:`session_detail` adds the files,
@@ -11,7 +11,8 @@ The names before this shape are kept as aliases (:data:`CLI_ALIASES`,
 to the new one.  The two sets differ because the old names collide: ``model``
 was ``provider/model_id`` in the CLI and the bare model id in the service.
 :data:`FIELDS` lists every field with its type and meaning; the OpenAPI schema
-and ``docs/cli-json.md`` follow it.
+and ``docs/cli-json.md`` follow it.  :func:`replay_document` is the replay of
+a session (``pentrace replay --json``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import msgspec
 
 from pentrace.infrastructure.catalog.listing import SessionRow, short_id
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
+from pentrace.infrastructure.trace.reader import ParseReport
+from pentrace.projections.replay_view import ReplayItem
 from pentrace.projections.session_numbers import numbers_of
 
 __all__ = [
@@ -31,6 +34,8 @@ __all__ = [
     "DETAIL_FIELDS",
     "FIELDS",
     "SERVICE_ALIASES",
+    "replay_document",
+    "replay_item",
     "session_detail",
     "session_document",
     "shard_files",
@@ -158,3 +163,34 @@ def session_detail(root: DataRoot, ref: SessionRef, row: SessionRow) -> dict[str
 def with_aliases(document: Mapping[str, Any], aliases: Mapping[str, str]) -> dict[str, Any]:
     """``document`` with each old name next to the field it repeats."""
     return {**document, **{old: document[new] for old, new in aliases.items()}}
+
+
+def replay_item(item: ReplayItem) -> dict[str, Any]:
+    """One replayed record: where it is, its round and state, and the envelope as written."""
+    return {
+        "position": item.position,
+        "shard": item.shard,
+        "line": item.record.line,
+        "round": item.round,
+        "state": item.state,
+        "status": item.status,
+        "turn": item.turn,
+        "in_compaction": item.in_compaction,
+        # The trace's own bytes: compact JSON output repeats each line exactly.
+        "envelope": msgspec.Raw(item.record.raw),
+    }
+
+
+def replay_document(
+    ref: SessionRef, items: list[ReplayItem], report: ParseReport, *, include_uncommitted: bool
+) -> dict[str, Any]:
+    """The ``pentrace replay --json`` document of ``items`` (already chosen)."""
+    return {
+        "project": ref.project,
+        "agent": ref.agent,
+        "session_id": ref.session_id,
+        "include_uncommitted": include_uncommitted,
+        "skipped_lines": report.skipped_count,
+        "torn_tails": len(report.torn_tails),
+        "items": [replay_item(item) for item in items],
+    }
