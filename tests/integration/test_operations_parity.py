@@ -15,6 +15,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+import pentrace
 from pentrace.cli.app import app
 from pentrace.cli.demo import AGENT, PROJECT, record_demo_session
 from pentrace.infrastructure.operations.documents import (
@@ -74,6 +75,10 @@ def test_the_cli_and_the_service_list_the_same_session_documents(
     assert [_canonical(row, DOCUMENT) for row in listed] == [
         _canonical(row, DOCUMENT) for row in served
     ]
+    # The library's facade returns the document itself, without old names.
+    assert pentrace.open_root(path).sessions(sort="id") == [
+        _canonical(row, DOCUMENT) for row in listed
+    ]
     # Nothing but the document and each surface's old names.
     assert [set(row) for row in listed] == [{*DOCUMENT, *CLI_ALIASES}] * 2
     assert [set(row) for row in served] == [{*DOCUMENT, *SERVICE_ALIASES}] * 2
@@ -86,6 +91,7 @@ def test_the_cli_and_the_service_show_the_same_session_detail(
     shown = json.loads(cli(path, "show", main, "--json"))
     served = http(server, f"/api/v1/sessions/{main}").json()
     assert _canonical(shown, DETAIL) == _canonical(served, DETAIL)
+    assert pentrace.open_root(path).session(main) == _canonical(shown, DETAIL)
     assert shown["turns"] > 0
     assert shown["shard_files"][0]["path"].startswith(f"{PROJECT}/agents/{AGENT}/traces/")
     assert set(served) == {*DETAIL, *SERVICE_ALIASES}
