@@ -7,7 +7,9 @@ function (:mod:`pentrace.infrastructure.operations.stats`).  Query
 parameters: ``by``, ``since``, ``until`` (inclusive UTC days) and
 ``catch_up=1`` to bring the built-in projections up to date with the ledger
 first (otherwise the read models are served as the runners left them).
-``GET /api/v1/projections`` lists each built-in projection's position.
+``GET /api/v1/projections`` lists each built-in projection's position and
+its failed events (ADR 0032): ``failed_events`` counts them, ``failures``
+lists them (session, sequence, notification id, type, redacted error).
 
 Mount with ``routes.extend(analytics_routes.routes)``.
 """
@@ -20,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from pentrace.infrastructure.analytics.failures import read_failures
 from pentrace.infrastructure.analytics.query_rows import GROUPS
 from pentrace.infrastructure.analytics.registry import BUILTINS
 from pentrace.infrastructure.analytics.runner import open_ledger, open_projection
@@ -69,9 +72,18 @@ def _status(context: ServiceContext) -> dict[str, Any]:
         projection = open_projection(each, root, env)
         try:
             position = projection.view.max_tracking_id(name) or 0
+            failures = [f.as_json() for f in read_failures(projection.view.db, name)]
         finally:
             projection.view.db.close()
-        rows.append({"name": name, "position": position, "ledger_newest": newest})
+        rows.append(
+            {
+                "name": name,
+                "position": position,
+                "ledger_newest": newest,
+                "failed_events": len(failures),
+                "failures": failures,
+            }
+        )
     return {"projections": rows}
 
 
@@ -116,8 +128,10 @@ openapi_paths: Final[dict[str, Any]] = {
     },
     "/api/v1/projections": {
         "get": {
-            "summary": "Each built-in projection's tracking position",
-            "responses": {"200": {"description": "{projections: [{name, position, ...}]}"}},
+            "summary": "Each built-in projection's tracking position and failed events",
+            "responses": {
+                "200": {"description": "{projections: [{name, position, failed_events, ...}]}"}
+            },
         }
     },
 }

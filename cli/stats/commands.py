@@ -75,12 +75,9 @@ def days(since: str | None, until: str | None) -> tuple[str | None, str | None]:
 
 def _ready(ctx: typer.Context, kind: str, do_sync: bool) -> AnalyticsDatabase:
     prepared = prepare(data_root(ctx).path, kind, sync_first=do_sync)
-    for failure in prepared.sync_failures:
-        typer.echo(
-            f"warning: {failure.project}/{failure.agent}/{failure.session_id}: "
-            f"left out of the sync: {failure.message}",
-            err=True,
-        )
+    ctx.call_on_close(prepared.db.close)  # a PostgreSQL pool would otherwise outlive the command
+    for message in prepared.warnings:  # ADR 0032: numbers incomplete
+        typer.echo(f"warning: {message}", err=True)
     return prepared.db
 
 

@@ -1,15 +1,24 @@
-"""``pentrace projections run|rebuild|status``: the analytics projections themselves."""
+"""``pentrace projections run|rebuild|status|retry``: the analytics projections themselves.
+
+Events a handler failed on (ADR 0032) show in ``status`` (a count per
+projection; ``--failures`` lists them) and are applied again by ``retry``.
+"""
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
 
 from pentrace.cli.sessions.args import JsonOption, data_root
 from pentrace.cli.stats.commands import done
+from pentrace.errors import AnalyticsError
+from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
+from pentrace.infrastructure.analytics.failures import failure_warnings, read_failures
 from pentrace.infrastructure.analytics.rebuild import rebuild
 from pentrace.infrastructure.analytics.registry import BUILTINS, resolve
+from pentrace.infrastructure.analytics.retry import retry
 from pentrace.infrastructure.analytics.runner import (
     AnalyticsRunner,
     open_ledger,
@@ -39,10 +48,17 @@ def run_command(
     Example: pentrace projections run tokens --seconds 60
     """
     root = data_root(ctx).path
-    with AnalyticsRunner(resolve(name), data_root=root) as runner:
+    projection = resolve(name)
+    with AnalyticsRunner(projection, data_root=root) as runner:
         typer.echo(f"{name}: following the ledger from position {runner.position() or 0}")
         runner.run_forever(timeout=seconds)
     typer.echo(f"{name}: stopped at position {runner.position() or 0}")
+    db = AnalyticsDatabase(analytics_url(root, os.environ))
+    try:
+        for message in failure_warnings(db, (projection.name,)):
+            typer.echo(f"warning: {message}", err=True)
+    finally:
+        db.close()
 
 
 @projections_app.command("rebuild")
@@ -61,17 +77,50 @@ def rebuild_command(
     )
 
 
+FailuresOption = Annotated[
+    bool, typer.Option("--failures", help="List the events a handler failed on instead.")
+]
+
+
 @projections_app.command("status")
 def status_command(
     ctx: typer.Context,
     name: Annotated[str | None, typer.Argument(help="One projection (default: built-ins).")] = None,
+    failures: FailuresOption = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Each projection's position and how far the ledger is ahead of it.
+    """Each projection's position, how far the ledger is ahead, and its failed events.
 
-    Example: pentrace projections status --json
+    Example: pentrace projections status tools --failures
     """
     root = data_root(ctx).path
+    chosen = [resolve(name)] if name else list(BUILTINS.values())
+    if failures:
+        found = []
+        for each in chosen:
+            projection = open_projection(each, root)
+            try:
+                found += read_failures(projection.view.db, each.name)
+            finally:
+                projection.view.db.close()
+        done(
+            {"failures": [f.as_json() for f in found]},
+            as_json,
+            ("projection", "session", "sequence", "notification", "event", "error", "attempts"),
+            [
+                [
+                    f.projection,
+                    f.session,
+                    f.sequence,
+                    f.notification_id if f.notification_id is not None else "",
+                    f.event_type,
+                    f"{f.error_type}: {f.error_message}",
+                    f.attempts,
+                ]
+                for f in found
+            ],
+        )
+        return
     ledger = open_ledger(root)
     try:
         newest = ledger.max_notification_id() or 0
@@ -79,11 +128,12 @@ def status_command(
     finally:
         ledger.close()
     rows = []
-    for each in [resolve(name)] if name else list(BUILTINS.values()):
+    for each in chosen:
         projection = open_projection(each, root)
         try:
             position = projection.view.max_tracking_id(each.name) or 0
             stale = projection.view.stale_identity()  # built before ADR 0023's session keys
+            failed = len(read_failures(projection.view.db, each.name))
         finally:
             projection.view.db.close()
         rows.append(
@@ -93,14 +143,38 @@ def status_command(
                 "ledger_newest": newest,
                 "behind": max(newest - position, 0),
                 "needs_rebuild": pruned > position or stale,
+                "failed_events": failed,
+                "max_failures": projection.max_failures,
             }
         )
-    done(
-        {"projections": rows},
-        as_json,
-        ("name", "position", "ledger_newest", "behind", "needs_rebuild"),
-        [
-            [r["name"], r["position"], r["ledger_newest"], r["behind"], r["needs_rebuild"]]
-            for r in rows
-        ],
+    columns = ("name", "position", "ledger_newest", "behind", "needs_rebuild", "failed_events")
+    done({"projections": rows}, as_json, columns, [[r[c] for c in columns] for r in rows])
+
+
+@projections_app.command("retry")
+def retry_command(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="A built-in name or package.module:Class.")],
+) -> None:
+    """Apply again the events a projection's handler failed on (after fixing the handler).
+
+    Example: pentrace projections retry mypkg.projections:ToolFailures
+    """
+    report = retry(resolve(name), data_root=data_root(ctx).path)
+    typer.echo(
+        f"{name}: {report.applied} failed event(s) applied, {len(report.failing)} still "
+        f"failing, {len(report.missing)} no longer in the ledger"
     )
+    if report.missing:
+        typer.echo(
+            f"warning: ledger retention pruned {len(report.missing)} of them; "
+            f"`pentrace projections rebuild {name}` reads them from the traces",
+            err=True,
+        )
+    if report.failing:
+        first = report.failing[0]
+        raise AnalyticsError(
+            f"projection {name!r}: {len(report.failing)} event(s) still fail; the first, "
+            f"{first.describe()}",
+            hint=f"`pentrace projections status {name} --failures` lists them all",
+        )

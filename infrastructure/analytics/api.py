@@ -16,6 +16,11 @@ view is a :class:`~pentrace.infrastructure.analytics.readmodel.ReadModel`;
 the library's runner feeds it ledger events, already redacted.  ``topics``
 is derived from the ``@handles`` declarations, so the ledger only sends the
 event types the projection asked for.
+
+Each event is isolated (ADR 0032): a handler that raises on one event has
+that event's writes rolled back and the event recorded as failed
+(:mod:`~pentrace.infrastructure.analytics.failures`); the others go on.
+After ``max_failures`` recorded failures the projection stops instead.
 """
 
 from __future__ import annotations
@@ -28,8 +33,15 @@ from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 
 from pentrace.errors import AnalyticsError
+from pentrace.infrastructure.analytics.failures import (
+    ENV_MAX_FAILURES,
+    EventFailure,
+    failure_of,
+    isolable,
+)
 from pentrace.infrastructure.analytics.readmodel import ReadModel, Transaction
-from pentrace.infrastructure.ledger.application import LedgerEvent
+from pentrace.infrastructure.analytics.transaction import BatchWriteError
+from pentrace.infrastructure.ledger.application import LedgerApplication, LedgerEvent
 from pentrace.projections.analytics.events import AnalyticsEvent, decode_event
 
 __all__ = ["AnalyticsProjection", "Handler", "handles"]
@@ -63,13 +75,16 @@ class AnalyticsProjection(Projection[ReadModel]):
     * ``schema``: ``CREATE TABLE IF NOT EXISTS`` statements, run on start;
     * ``tables``: the tables a rebuild drops (default: the ones ``schema`` creates);
     * ``batch_size`` / ``batch_seconds``: how many events, or how long, a batch
-      may grow before it commits with its tracking position.
+      may grow before it commits with its tracking position;
+    * ``max_failures``: how many events a handler may fail on (each recorded
+      and skipped) before the projection stops; 0 stops on the first.
     """
 
     schema: ClassVar[tuple[str, ...]] = ()
     tables: ClassVar[tuple[str, ...]] = ()
     batch_size: int = 5000
     batch_seconds: float = 0.2
+    max_failures: int = 100
     _handlers: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -93,6 +108,8 @@ class AnalyticsProjection(Projection[ReadModel]):
             for event_type, attrs in self._handlers.items()
         }
         self._batch_started = time.monotonic()
+        # The open batch's notifications, retried one by one when a batched write is refused.
+        self._kept: list[Kept] = []
         self.guard: Callable[[int | None, list[int]], None] | None = None
         self.create_schema()
 
@@ -116,13 +133,20 @@ class AnalyticsProjection(Projection[ReadModel]):
             try:
                 if view.pending == 0:
                     self._batch_started = time.monotonic()
+                self._kept.append(_kept(domain_event, tracking))
                 # Every notification advances the position (a topic filter in the query
                 # would leave it behind, and would hide pruned ids from the gap check).
                 if (
                     isinstance(domain_event, LedgerEvent)
                     and domain_event.event_type in self._dispatch
                 ):
-                    self.handle(decode_event(domain_event.event_json), view.transaction())
+                    try:
+                        failure = self.apply(domain_event, tracking.notification_id, strict=False)
+                    except BatchWriteError:
+                        self._replay()  # this event too, then the batch commits
+                        return
+                    if failure is not None:
+                        self.skip(failure, commit_first=True)
                 view.advance(tracking)
                 if (
                     view.pending >= self.batch_size
@@ -131,7 +155,74 @@ class AnalyticsProjection(Projection[ReadModel]):
                     self.commit()
             except BaseException:
                 view.rollback()
+                self._kept = []
                 raise
+
+    def _replay(self) -> int:
+        """A batched write was refused: roll back, handle the batch again one event at a time
+        (each written in its own savepoint, so the refused one is known), commit."""
+        kept, view = self._kept, self.view
+        view.rollback()
+        self._kept = []
+        for stream_id, sequence, event_type, envelope, notification_id in kept:
+            tracking = Tracking(LedgerApplication.name, notification_id)
+            if event_type in self._dispatch:
+                domain_event = LedgerEvent(stream_id, sequence, event_type, envelope)
+                failure = self.apply(domain_event, tracking.notification_id, strict=True)
+                if failure is not None:
+                    self.skip(failure, commit_first=True)
+            view.advance(tracking)
+        if self.guard is not None:
+            self.guard(view.start, view.seen)
+        return view.commit()
+
+    def apply(
+        self, event: AnalyticsEvent | LedgerEvent, notification_id: int | None, *, strict: bool
+    ) -> EventFailure | None:
+        """Run the handlers on one event (a ledger row's is decoded first), isolated from the
+        batch; returns the failure when one raised (its writes are rolled back).
+
+        ``strict`` puts the event in its own savepoint from the start, so even a
+        database error of its merged writes is known to be its own.
+        """
+        tx = self.view.transaction()
+        tx.begin_event(strict)
+        try:
+            decoded = decode_event(event.event_json) if isinstance(event, LedgerEvent) else event
+            self.handle(decoded, tx)
+            tx.end_event(applied=True)
+        except Exception as error:
+            if not isolable(error) or isinstance(error, BatchWriteError):
+                raise
+            tx.end_event(applied=False)
+            if isinstance(event, LedgerEvent):
+                where = (event.originator_id, event.originator_version, event.event_type)
+            else:
+                where = (event.stream_id, event.sequence, event.type)
+            return failure_of(self.name, *where, notification_id, error)
+        return None
+
+    def skip(self, failure: EventFailure, *, commit_first: bool) -> None:
+        """Record ``failure`` with the batch, or stop when ``max_failures`` are recorded
+        (``commit_first``: commit the events before it first)."""
+        view = self.view
+        recorded = view.failed_events()
+        if recorded < self.max_failures:
+            view.failures.append(failure)
+            return
+        if commit_first:
+            self.commit()
+        limit = (
+            "stopped on the first failure"
+            if self.max_failures == 0
+            else f"stopped: {recorded} failed event(s) already recorded, the limit"
+        )
+        raise AnalyticsError(
+            f"projection {self.name!r}: the handler failed on {failure.describe()}; "
+            f"{limit} ({ENV_MAX_FAILURES}={self.max_failures})",
+            hint=f"fix the handler, then `pentrace projections retry {self.name}`; "
+            f"`pentrace projections status {self.name} --failures` lists the failed events",
+        )
 
     def commit(self) -> int:
         """Commit the open batch with its tracking position (after the gap check)."""
@@ -141,7 +232,29 @@ class AnalyticsProjection(Projection[ReadModel]):
                 return 0
             if self.guard is not None:
                 self.guard(view.start, view.seen)
-            return view.commit()
+            try:
+                count = view.commit()
+            except BatchWriteError:
+                count = self._replay()
+            self._kept = []
+            return count
+
+
+Kept = tuple[str, int, str, bytes, int]
+
+
+def _kept(domain_event: Any, tracking: Tracking) -> Kept:
+    """What a replay needs of a notification, in a tuple of plain values: the garbage
+    collector stops tracking it, so holding a batch of them costs no collection time."""
+    if isinstance(domain_event, LedgerEvent):
+        return (
+            domain_event.originator_id,
+            domain_event.originator_version,
+            domain_event.event_type,
+            domain_event.event_json,
+            tracking.notification_id,
+        )
+    return ("", 0, "", b"", tracking.notification_id)
 
 
 def _created_table(statement: str) -> str:

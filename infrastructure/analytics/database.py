@@ -38,6 +38,8 @@ _NO_LIMIT_S: Final = 86_400.0
 # without a row here predates (project, agent, session id) keys.
 IDENTITY_TABLE: Final = "analytics_identity"
 IDENTITY_SCHEME: Final = "2"
+# Events a projection's handler raised on, recorded with the tracking position (ADR 0032).
+FAILURES_TABLE: Final = "analytics_failures"
 
 
 def analytics_url(data_root: Path, environ: Mapping[str, str] | None = None) -> str:
@@ -123,6 +125,14 @@ class AnalyticsDatabase:
             conn.exec_driver_sql(
                 f"CREATE TABLE IF NOT EXISTS {IDENTITY_TABLE} ("
                 "application_name VARCHAR(200) PRIMARY KEY, scheme VARCHAR(20) NOT NULL)"
+            )
+            conn.exec_driver_sql(
+                f"CREATE TABLE IF NOT EXISTS {FAILURES_TABLE} ("
+                "application_name VARCHAR(200) NOT NULL, stream_id TEXT NOT NULL, "
+                "sequence BIGINT NOT NULL, notification_id BIGINT, event_type TEXT NOT NULL, "
+                "project TEXT, agent TEXT, session_id TEXT, error_type TEXT NOT NULL, "
+                "error_message TEXT NOT NULL, attempts BIGINT NOT NULL, "
+                "PRIMARY KEY (application_name, stream_id, sequence))"
             )
         if self.is_sqlite:
             repair_modes(sqlite_files(Path(self.where)), where=self.where)  # SQLite's side files

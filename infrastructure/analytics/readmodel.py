@@ -13,6 +13,10 @@ when the batch commits.  The batch and the projection's tracking position
 commit in **one** transaction, so a crash at any moment loses either both or
 neither: after a restart the runner re-reads from the committed position and
 the read model ends up exactly as an uninterrupted run leaves it.
+
+Events a handler failed on (ADR 0032) are recorded in ``analytics_failures``
+in that same transaction: a failed event is neither retried for ever nor
+applied twice.
 """
 
 from __future__ import annotations
@@ -29,6 +33,11 @@ from pentrace.infrastructure.analytics.database import (
     TRACKING_TABLE,
     AnalyticsDatabase,
     converted,
+)
+from pentrace.infrastructure.analytics.failures import (
+    EventFailure,
+    record_failures,
+    stored_failures,
 )
 from pentrace.infrastructure.analytics.transaction import Transaction
 
@@ -51,6 +60,8 @@ class ReadModel(TrackingRecorder):
         self._position: int | None = None
         self._start: int | None = None
         self.seen: list[int] = []
+        self.failures: list[EventFailure] = []  # recorded when the batch commits
+        self._failed_before: int | None = None
 
     # -- the open batch -------------------------------------------------------------
     def open_connection(self) -> Connection:
@@ -95,15 +106,25 @@ class ReadModel(TrackingRecorder):
         """The position the open batch has reached."""
         return self._position
 
-    def commit(self) -> int:
-        """Write the batch and its tracking position in one transaction; returns its events."""
+    def failed_events(self) -> int:
+        """Failed events recorded so far: committed ones (as this batch sees them) and its own."""
+        if self._failed_before is None:
+            with converted("count a projection's failed events", self.db.where):
+                self._failed_before = stored_failures(self.open_connection(), self.name)
+        return self._failed_before + len(self.failures)
+
+    def commit(self, track: bool = True) -> int:
+        """Write the batch, its failures and (``track``) its tracking position in one
+        transaction; returns its events."""
         with self.lock:
             tx, position = self._tx, self._position
-            if tx is None or position is None:
+            if tx is None or (track and position is None):
                 return 0
             with converted("commit an analytics batch", self.db.where):
-                tx.flush()
-                self._track(self.open_connection(), self._start, position)
+                tx.flush()  # a refused write raises BatchWriteError: retried one by one
+                record_failures(self.open_connection(), self.failures)
+                if track and position is not None:
+                    self._track(self.open_connection(), self._start, position)
                 assert self._conn is not None
                 self._conn.commit()
             count = tx.count
@@ -126,6 +147,8 @@ class ReadModel(TrackingRecorder):
         self._position = None
         self._start = None
         self.seen = []
+        self.failures = []
+        self._failed_before = None
 
     def _track(self, conn: Connection, start: int | None, position: int) -> None:
         name = self.name

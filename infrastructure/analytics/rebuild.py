@@ -14,21 +14,31 @@ retention - cannot be built from it.  :func:`rebuild` instead:
 Records after those positions reach the ledger with ids above ``M``, so the
 runner delivers them once.  A crash during a rebuild leaves the old read
 model untouched.
+
+Failed events are isolated as in a catch-up (ADR 0032): the projection's
+earlier failure records are dropped with its tables, and the events its
+handler fails on now are recorded (with their ledger notification ids) in
+the rebuild's transaction.  When the database refuses a batched write, the
+rebuild starts over with each event in its own savepoint, so the refused
+event is the one recorded.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
 from sqlalchemy import func, select
 
 from pentrace.infrastructure.analytics.api import AnalyticsProjection
-from pentrace.infrastructure.analytics.database import TRACKING_TABLE
+from pentrace.infrastructure.analytics.database import FAILURES_TABLE, TRACKING_TABLE
+from pentrace.infrastructure.analytics.failures import EventFailure
+from pentrace.infrastructure.analytics.retry import ledger_rows
 from pentrace.infrastructure.analytics.runner import open_ledger, open_projection
 from pentrace.infrastructure.analytics.trace_events import session_events
+from pentrace.infrastructure.analytics.transaction import BatchWriteError
 from pentrace.infrastructure.ledger import RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import sync
 from pentrace.infrastructure.storage.layout import iter_sessions
@@ -62,6 +72,48 @@ def _ledger_limits(ledger: RuntimeEventLedger, newest: int) -> dict[str, int]:
     return limits
 
 
+def _notification_ids(
+    ledger: RuntimeEventLedger, failures: list[EventFailure]
+) -> list[EventFailure]:
+    """The failures with the notification id the ledger gave each event (None if pruned)."""
+    rows = ledger_rows(ledger, failures)
+    return [
+        replace(f, notification_id=rows[f.stream_id, f.sequence][0])
+        if (f.stream_id, f.sequence) in rows
+        else f
+        for f in failures
+    ]
+
+
+def _feed(
+    projection: AnalyticsProjection, data_root: Path, limits: dict[str, int], strict: bool
+) -> tuple[int, int]:
+    """Drop and recreate the read model, then feed it every trace record up to ``limits``."""
+    view = projection.view
+    tx = view.transaction()
+    for table in projection.tables:
+        tx.execute(f"DROP TABLE IF EXISTS {table}")
+    for table in (TRACKING_TABLE, FAILURES_TABLE):
+        tx.execute(f"DELETE FROM {table} WHERE application_name = :n", {"n": view.name})
+    for statement in projection.schema:
+        tx.execute(statement)
+    wanted = frozenset(projection.topics)
+    sessions = fed = 0
+    for ref in iter_sessions(data_root):
+        limit = limits.get(ref.key.stream_id, 0)
+        if limit == 0:
+            continue
+        sessions += 1
+        for event in session_events(ref, limit, wanted):
+            failure = projection.apply(event, None, strict=strict)
+            if failure is not None:
+                projection.skip(failure, commit_first=False)
+            fed += 1
+            if fed % _FLUSH_EVERY == 0:
+                tx.flush()
+    return sessions, fed
+
+
 def rebuild(
     projection_class: type[AnalyticsProjection],
     *,
@@ -78,31 +130,25 @@ def rebuild(
         ledger.close()
     projection = open_projection(projection_class, data_root, env)
     view = projection.view
-    sessions = fed = 0
     try:
         with view.lock:
-            tx = view.transaction()
-            for table in projection.tables:
-                tx.execute(f"DROP TABLE IF EXISTS {table}")
-            tx.execute(
-                f"DELETE FROM {TRACKING_TABLE} WHERE application_name = :n", {"n": view.name}
-            )
-            for statement in projection.schema:
-                tx.execute(statement)
-            wanted = frozenset(projection.topics)
-            for ref in iter_sessions(data_root):
-                limit = limits.get(ref.key.stream_id, 0)
-                if limit == 0:
-                    continue
-                sessions += 1
-                for event in session_events(ref, limit, wanted):
-                    projection.handle(event, tx)
-                    fed += 1
-                    if fed % _FLUSH_EVERY == 0:
-                        tx.flush()
-            view.restart_from(None, newest)
-            view.transaction().count = max(fed, 1)
-            view.commit()
+            for strict in (False, True):
+                try:
+                    sessions, fed = _feed(projection, data_root, limits, strict)
+                    if view.failures:
+                        ledger = open_ledger(data_root, env)
+                        try:
+                            view.failures = _notification_ids(ledger, view.failures)
+                        finally:
+                            ledger.close()
+                    view.restart_from(None, newest)
+                    view.transaction().count = max(fed, 1)
+                    view.commit()
+                    break
+                except BatchWriteError:
+                    if strict:
+                        raise
+                    view.rollback()  # start over, each event in its own savepoint
     except BaseException:
         view.rollback()
         raise

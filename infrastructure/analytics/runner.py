@@ -28,6 +28,7 @@ from sqlalchemy import func, select
 from pentrace.errors import AnalyticsError, ConfigError, ProjectionGapError
 from pentrace.infrastructure.analytics.api import AnalyticsProjection
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
+from pentrace.infrastructure.analytics.failures import max_failures
 from pentrace.infrastructure.analytics.readmodel import ReadModel
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.application import ENV_TABLE_PREFIX, LedgerApplication
@@ -82,8 +83,11 @@ def open_projection(
 ) -> AnalyticsProjection:
     """A projection over its read model in the analytics database (schema created)."""
     merged = _env(data_root, env)
+    limit = max_failures(projection_class.max_failures, merged)
     db = AnalyticsDatabase(analytics_url(data_root, merged), DatabaseTimeouts.from_env(merged))
-    return projection_class(ReadModel(db, projection_class.name))
+    projection = projection_class(ReadModel(db, projection_class.name))
+    projection.max_failures = limit
+    return projection
 
 
 def pruned_through(ledger: RuntimeEventLedger) -> int:

@@ -4,6 +4,16 @@ Upserts (``add``, ``put``, ``least``, ``greatest``) are merged in memory per
 row and written with one ``executemany`` per statement shape when the batch
 is flushed; ``get`` and ``execute`` flush first, so a handler always reads
 its own writes.
+
+Each event is isolated (ADR 0032): between :meth:`Transaction.begin_event`
+and :meth:`Transaction.end_event` the handler's upserts wait in a list of
+their own, merged into the batch only when the event succeeds.  A handler
+that touches the database with its own writes pending or possible
+(``execute``, ``connection``, ``flush``, or ``get`` of a table it has just
+written) makes the batch's writes go to the database first and the event
+continue inside a SAVEPOINT, so a failed event's writes are dropped or
+rolled back either way while the batch's stay.  A ``get`` of other tables
+needs no savepoint: it writes only the batch's pending rows, as before.
 """
 
 from __future__ import annotations
@@ -11,20 +21,28 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, NestedTransaction, exc, text
 
 from pentrace.domain.json_codec import escape_surrogates
+from pentrace.errors import AnalyticsError
+from pentrace.infrastructure.ledger.backend.credentials import mask_text
+from pentrace.infrastructure.ledger.backend.errors import driver_reason
 
 if TYPE_CHECKING:
     from pentrace.infrastructure.analytics.readmodel import ReadModel
 
-__all__ = ["Transaction"]
+__all__ = ["BatchWriteError", "Transaction"]
 
 _ADD: Final = "add"
 _PUT: Final = "put"
 _LEAST: Final = "least"
 _GREATEST: Final = "greatest"
 Key = tuple[Any, ...]
+Slot = tuple[tuple[str, ...], Key]
+
+
+class BatchWriteError(AnalyticsError):
+    """The database refused a batch of merged writes: which event caused it is not known yet."""
 
 
 class Transaction:
@@ -33,14 +51,69 @@ class Transaction:
     def __init__(self, model: ReadModel) -> None:
         self._model = model
         # table -> (key names, key values) -> column -> [op, value]
-        self._pending: dict[str, dict[tuple[tuple[str, ...], Key], dict[str, list[Any]]]] = {}
+        self._pending: dict[str, dict[Slot, dict[str, list[Any]]]] = {}
         self.count = 0
+        # The open event's upserts while it has not touched the database (else None).
+        self._event: list[tuple[str, Slot, str, Mapping[str, Any]]] | None = None
+        self._savepoint: NestedTransaction | None = None
+        self._strict = False
 
+    # -- one event at a time ----------------------------------------------------------
+    def begin_event(self, strict: bool = False) -> None:
+        """Start isolating one event's writes (``strict``: in a savepoint from the start)."""
+        self._event = []
+        self._savepoint = None
+        self._strict = strict
+        if strict:
+            self._touch_database()
+
+    def end_event(self, applied: bool) -> None:
+        """Keep the event's writes in the batch (``applied``) or drop / roll them back.
+
+        A ``strict`` event writes its upserts before its savepoint is released,
+        so a database error of its own surfaces here, and the event stays open
+        for ``end_event(False)``; otherwise they join the batch's.
+        """
+        savepoint = self._savepoint
+        if savepoint is None:
+            event, self._event = self._event, None
+            if applied and event:
+                for table, slot, op, values in event:
+                    self._merge_slot(table, slot, op, values)
+            return
+        if applied:
+            if self._strict:
+                self._write_pending()
+            savepoint.commit()
+        else:
+            self._pending = {}  # written since the savepoint: this event's only
+            savepoint.rollback()
+        self._savepoint = None
+        self._event = None
+
+    def _touch_database(self) -> None:
+        """The event is about to read or write the database: write the batch, then SAVEPOINT."""
+        event = self._event
+        if event is None:
+            return
+        self._event = None
+        self._write_pending()
+        self._savepoint = self._model.open_connection().begin_nested()
+        for table, slot, op, values in event:
+            self._merge_slot(table, slot, op, values)
+
+    # -- merged upserts -----------------------------------------------------------------
     def _merge(
         self, table: str, key: Mapping[str, Any], op: str, values: Mapping[str, Any]
     ) -> None:
-        rows = self._pending.setdefault(table, {})
         slot = (tuple(key), tuple(key.values()))
+        if self._event is not None:
+            self._event.append((table, slot, op, values))
+        else:
+            self._merge_slot(table, slot, op, values)
+
+    def _merge_slot(self, table: str, slot: Slot, op: str, values: Mapping[str, Any]) -> None:
+        rows = self._pending.setdefault(table, {})
         row = rows.get(slot)
         if row is None:
             rows[slot] = {column: [op, value] for column, value in values.items()}
@@ -59,8 +132,8 @@ class Transaction:
                 cell[1] = max(cell[1], value)
             else:
                 # Different kinds of update on one cell: write what we have, then start over.
-                self.flush()
-                self._merge(table, key, op, values)
+                self._write_pending()
+                self._merge_slot(table, slot, op, values)
                 return
 
     def add(self, table: str, key: Mapping[str, Any], **values: int | float) -> None:
@@ -85,11 +158,15 @@ class Transaction:
 
     def get(self, table: str, key: Mapping[str, Any]) -> dict[str, Any] | None:
         """The row with this key as this transaction sees it, or None."""
+        event = self._event
+        if event is not None and any(op[0] == table for op in event):
+            self._touch_database()  # the event reads its own writes: they go in a savepoint
         if table in self._pending:
-            self.flush()
+            self._write_pending()  # the batch's (or, in a savepoint, the event's) writes
         where = " AND ".join(f"{name} = :{name}" for name in key)
         params = {name: _bindable(value) for name, value in key.items()}
-        row = self.connection.execute(text(f"SELECT * FROM {table} WHERE {where}"), params)
+        conn = self._model.open_connection()
+        row = conn.execute(text(f"SELECT * FROM {table} WHERE {where}"), params)
         found = row.mappings().first()
         return dict(found) if found is not None else None
 
@@ -97,19 +174,41 @@ class Transaction:
         """Run SQL (``:name`` parameters) in this transaction, after the merged writes."""
         self.flush()
         bound = {name: _bindable(value) for name, value in (params or {}).items()}
-        return self.connection.execute(text(sql), bound)
+        return self._model.open_connection().execute(text(sql), bound)
 
     @property
     def connection(self) -> Connection:
         """The open SQLAlchemy connection of this transaction."""
+        self._touch_database()
         return self._model.open_connection()
 
     def flush(self) -> None:
         """Write the merged upserts now (still uncommitted)."""
+        self._touch_database()
+        self._write_pending()
+
+    def _write_pending(self) -> None:
         pending, self._pending = self._pending, {}
         if not pending:
             return
-        conn = self.connection
+        try:
+            self._write(pending)
+        except Exception as error:
+            gone = isinstance(error, exc.DBAPIError) and error.connection_invalidated
+            if self._savepoint is not None or gone:
+                raise  # the open event's own write, or the database is gone
+            # Which event's values the database (or the driver binding them) refused is not
+            # known in a merged batch: the caller handles the batch again one event at a time.
+            reason = driver_reason(error) if isinstance(error, exc.DBAPIError) else str(error)
+            raise BatchWriteError(
+                f"read model {self._model.name!r}: a batched write was refused "
+                f"({type(error).__name__}: {mask_text(reason)[:200]}); "
+                "expected the batch's events to be retried one by one",
+                hint="an event whose writes the database refuses is recorded as failed",
+            ) from error
+
+    def _write(self, pending: dict[str, dict[Slot, dict[str, list[Any]]]]) -> None:
+        conn = self._model.open_connection()
         db = self._model.db
         for table, rows in pending.items():
             shapes: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}

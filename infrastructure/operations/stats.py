@@ -21,10 +21,11 @@ from typing import Any, Final
 from pentrace.errors import UsageError
 from pentrace.infrastructure.analytics import queries
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
+from pentrace.infrastructure.analytics.failures import failure_warnings
 from pentrace.infrastructure.analytics.prices import load_prices
 from pentrace.infrastructure.analytics.registry import BUILTINS
 from pentrace.infrastructure.analytics.runner import catch_up, open_ledger, open_projection
-from pentrace.infrastructure.ledger.indexer import SessionFailure, sync
+from pentrace.infrastructure.ledger.indexer import sync
 
 __all__ = [
     "DEFAULT_BY",
@@ -72,11 +73,12 @@ class StatsQuery:
 class Prepared:
     """The analytics database with the needed read models ready; the caller closes ``db``.
 
-    ``sync_failures`` are the sessions a ``sync_first`` had to leave out.
+    ``warnings`` name the sessions a ``sync_first`` had to leave out, and the
+    projections whose numbers leave out events their handler failed on (ADR 0032).
     """
 
     db: AnalyticsDatabase
-    sync_failures: tuple[SessionFailure, ...] = ()
+    warnings: tuple[str, ...] = ()
 
 
 def _catch_up(names: tuple[str, ...], root: Path, env: Mapping[str, str] | None) -> None:
@@ -99,13 +101,16 @@ def prepare(
     the ledger is missing before catching up.
     """
     names = NEEDS[StatsQuery(kind).kind]
-    failures: tuple[SessionFailure, ...] = ()
+    left_out: list[str] = []
     if sync_first:
         ledger = open_ledger(root, env)
         try:
             # Retention waits until the projections have read what this sync indexed.
             with ledger.retention_held():
-                failures = sync(ledger, root).failures
+                left_out = [
+                    f"{f.project}/{f.agent}/{f.session_id}: left out of the sync: {f.message}"
+                    for f in sync(ledger, root).failures
+                ]
                 _catch_up(names, root, env)
         finally:
             ledger.close()
@@ -114,9 +119,8 @@ def prepare(
     else:
         for name in names:
             open_projection(BUILTINS[name], root, env).view.db.close()
-    return Prepared(
-        AnalyticsDatabase(analytics_url(root, os.environ if env is None else env)), failures
-    )
+    db = AnalyticsDatabase(analytics_url(root, os.environ if env is None else env))
+    return Prepared(db, (*left_out, *failure_warnings(db, names)))
 
 
 def document(db: AnalyticsDatabase, query: StatsQuery) -> dict[str, Any]:

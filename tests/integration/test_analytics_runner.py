@@ -96,7 +96,13 @@ def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, st
     finally:
         with psycopg.connect(plain, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
-            for table in ("runtime_events", "runtime_event_watermarks", "runtime_event_tracking"):
+            for table in (
+                "runtime_events",
+                "runtime_event_watermarks",
+                "runtime_event_tracking",
+                "runtime_event_meta",
+                "ingest_cursors",
+            ):
                 conn.execute(f"DROP TABLE IF EXISTS {schema}_{table} CASCADE")
 
 

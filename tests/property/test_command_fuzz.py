@@ -77,7 +77,8 @@ DERIVED_COMMANDS: Final[dict[str, list[list[str]]]] = {
     "stats requests": [["--json"]],
     "stats sessions": [[]],
     "stats tree": [[]],
-    "projections status": [[]],
+    "projections status": [[], ["--failures", "--json"]],
+    "projections retry": [["tools"]],
     "scan": [["--derived", "--json"]],
     "sessions list": [[]],
 }

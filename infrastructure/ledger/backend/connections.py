@@ -18,9 +18,11 @@ One place for the ledger, the analytics database and the LISTEN connections:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
-from sqlalchemy import Engine, create_engine, event, exc
+from sqlalchemy import Engine, create_engine, event, exc, text
 from sqlalchemy.engine import URL, make_url
 
 from pentrace.errors import ConfigError
@@ -38,6 +40,7 @@ __all__ = [
     "listen_connection",
     "postgres_engine",
     "run_guarded",
+    "schema_lock",
     "statement_deadline",
 ]
 
@@ -113,6 +116,29 @@ def run_guarded(conn: psycopg.Connection[Any], statement: str, timeouts: Databas
         conn.execute(statement)
     finally:
         DEADLINES.disarm(conn)
+
+
+@contextmanager
+def schema_lock(engine: Engine, name: str) -> Iterator[None]:
+    """On PostgreSQL, one process at a time creates or upgrades the tables called ``name``.
+
+    Two ``CREATE TABLE IF NOT EXISTS`` of one new table in parallel (several
+    agent hosts' followers starting against a fresh database) make one of them
+    fail on ``pg_type``'s unique index.  A session advisory lock keyed by the
+    name serializes them; the second then finds the tables.  SQLite: no-op.
+    """
+    if engine.dialect.name == "sqlite":
+        yield
+        return
+    key = {"key": f"pentrace schema {name}"}
+    with engine.connect() as conn:
+        conn.execute(text("SELECT pg_advisory_lock(hashtext(:key))"), key)
+        conn.commit()
+        try:
+            yield
+        finally:
+            conn.execute(text("SELECT pg_advisory_unlock(hashtext(:key))"), key)
+            conn.commit()
 
 
 def connect_args(url: URL, timeouts: DatabaseTimeouts) -> dict[str, Any]:

@@ -49,6 +49,7 @@ from pentrace.errors import ConfigError, LedgerError, LedgerLockedError
 from pentrace.infrastructure.ledger.backend.connections import (
     database_url,
     postgres_engine,
+    schema_lock,
     statement_deadline,
 )
 from pentrace.infrastructure.ledger.backend.deadline import DEADLINES
@@ -174,7 +175,10 @@ class LedgerDatabase:
         deadline = time.monotonic() + self.busy_timeout_ms / 1000
         while True:
             try:
-                with converted("create the ledger schema", self.where):
+                with (
+                    converted("create the ledger schema", self.where),
+                    schema_lock(engine, self.tables.events.name),
+                ):
                     self.tables.metadata.create_all(engine)
                     self._upgrade_indexes(engine)
                     self._upgrade_ids(engine)
