@@ -9,7 +9,8 @@ parameters: ``by``, ``since``, ``until`` (inclusive UTC days) and
 first (otherwise the read models are served as the runners left them).
 ``GET /api/v1/projections`` lists each built-in projection's position and
 its failed events (ADR 0032): ``failed_events`` counts them, ``failures``
-lists them (session, sequence, notification id, type, redacted error).
+lists them (session, sequence, notification id, type, redacted error); the
+rows are those of ``pentrace projections status --json`` plus ``failures``.
 
 Mount with ``routes.extend(analytics_routes.routes)``.
 """
@@ -22,10 +23,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from pentrace.infrastructure.analytics.failures import read_failures
 from pentrace.infrastructure.analytics.query_rows import GROUPS
 from pentrace.infrastructure.analytics.registry import BUILTINS
-from pentrace.infrastructure.analytics.runner import open_ledger, open_projection
+from pentrace.infrastructure.operations.projections import projection_status
 from pentrace.infrastructure.operations.stats import NEEDS, StatsQuery, stats_document
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
@@ -61,30 +61,13 @@ async def stats_route(request: Request) -> Response:
 
 
 def _status(context: ServiceContext) -> dict[str, Any]:
-    root, env = context.settings.data_root, context.settings.analytics_env()
-    ledger = open_ledger(root, env)
-    try:
-        newest = ledger.max_notification_id() or 0
-    finally:
-        ledger.close()
-    rows = []
-    for name, each in BUILTINS.items():
-        projection = open_projection(each, root, env)
-        try:
-            position = projection.view.max_tracking_id(name) or 0
-            failures = [f.as_json() for f in read_failures(projection.view.db, name)]
-        finally:
-            projection.view.db.close()
-        rows.append(
-            {
-                "name": name,
-                "position": position,
-                "ledger_newest": newest,
-                "failed_events": len(failures),
-                "failures": failures,
-            }
-        )
-    return {"projections": rows}
+    settings = context.settings
+    return projection_status(
+        settings.data_root,
+        BUILTINS.values(),
+        env=settings.analytics_env(),
+        with_failures=True,
+    )
 
 
 async def projections_route(request: Request) -> Response:

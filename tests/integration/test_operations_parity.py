@@ -136,6 +136,17 @@ def test_stats_via_the_cli_and_via_http_agree(
     assert any(by_cli.values()), "the demo session gives every stat some rows"
 
 
+def test_projection_status_via_the_cli_and_via_http_agree(
+    root: tuple[Path, str, str], server: Server
+) -> None:
+    cli(root[0], "stats", "tree", "--sync", "--json")  # every built-in has caught up once
+    by_cli = json.loads(cli(root[0], "projections", "status", "--json"))["projections"]
+    by_http = http(server, "/api/v1/projections").json()["projections"]
+    assert [row.pop("failures") for row in by_http] == [[]] * len(by_cli)
+    assert by_http == by_cli
+    assert all(row["position"] > 0 for row in by_cli)
+
+
 @pytest.mark.parametrize(
     ("args", "query"),
     [
