@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import msgspec
@@ -46,3 +46,26 @@ def best_cpu(contenders: dict[str, Callable[[], int]], repeat: int) -> dict[str,
             run()
             best[name] = min(best[name], time.process_time() - start)
     return best
+
+
+def print_rates(
+    head: str,
+    elapsed: Mapping[str, float],
+    ratios: Mapping[str, Callable[[str, float], float]],
+    *,
+    records: int,
+    size: int,
+    repeat: int,
+) -> None:
+    """A Markdown table of records per second, one row per contender.
+
+    Each of ``ratios`` (column title -> ``f(name, seconds)``) adds a column, e.g.
+    ``vs stdlib json``.  ``size`` is the corpus in bytes, shown in the line above.
+    """
+    print(f"{records} records, {size / 1e6:.1f} MB, best of {repeat}\n")
+    print("| " + " | ".join([head, "rec/s", *ratios]) + " |")
+    print("| --- | ---: |" + " ---: |" * len(ratios))
+    for name, seconds in elapsed.items():
+        cells = [f"{records / seconds / 1e3:,.0f}k"]
+        cells += [f"{ratio(name, seconds):.2f}" for ratio in ratios.values()]
+        print("| " + " | ".join([name, *cells]) + " |")

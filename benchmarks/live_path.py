@@ -27,9 +27,11 @@ from typing import Any, Final
 
 import msgspec
 
+from pentrace.domain.records import TraceRecord
+from pentrace.domain.runtime import SessionEvents
+from pentrace.domain.session.key import SessionKey
 from pentrace.infrastructure.eventstore.application import SessionApplication
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
-from pentrace.infrastructure.ledger.indexer import build_events
 from pentrace.infrastructure.ledger.live.hook import LedgerHook, LiveFanout
 from pentrace.infrastructure.ledger.replay import LedgerEntry
 from pentrace.infrastructure.ledger.rows import as_envelope
@@ -47,8 +49,9 @@ class InlineHook:
         self.ledger = ledger
         self.fanout = LiveFanout()
 
-    def __call__(self, session_id: str, records: Sequence[tuple[int, bytes]]) -> None:
-        events = build_events(session_id, records, project="bench", agent="agent", directory=None)
+    def __call__(self, session_id: str, records: Sequence[tuple[int, TraceRecord]]) -> None:
+        mapper = SessionEvents(SessionKey("bench", "agent", session_id), None)
+        events = [mapper.event(position, record) for position, record in records]
         envelopes = [as_envelope(event) for event in events]
         self.ledger.extend(envelopes)
         self.fanout.publish([LedgerEntry(env["id"], _encode(env)) for env in envelopes])

@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from benchmarks._corpus import generate_records
+from benchmarks._floor import print_rates
 from pentrace.domain import omnimessage as om
 
 
@@ -91,13 +92,14 @@ def main(argv: list[str] | None = None) -> None:
         kind: results[f"{kind}: stdlib json.{fn}"]
         for kind, fn in (("decode", "loads"), ("encode", "dumps"))
     }
-    size = sum(map(len, lines))
-    print(f"{args.records} records, {size / 1e6:.1f} MB, best of {args.repeat}\n")
-    print("| codec | rec/s | vs stdlib json |")
-    print("| --- | ---: | ---: |")
-    for name, elapsed in results.items():
-        rate = args.records / elapsed
-        print(f"| {name} | {rate / 1e3:,.0f}k | {stdlib[name.split(':')[0]] / elapsed:.2f} |")
+    print_rates(
+        "codec",
+        results,
+        {"vs stdlib json": lambda name, elapsed: stdlib[name.split(":")[0]] / elapsed},
+        records=args.records,
+        size=sum(map(len, lines)),
+        repeat=args.repeat,
+    )
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from typing import Any
 import msgspec
 
 from benchmarks._corpus import generate_records
+from benchmarks._floor import print_rates
 from pentrace.infrastructure.trace.writer import Durability, ShardWriter
 
 Contender = Callable[[Path, list[Any]], None]
@@ -132,12 +133,11 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"contenders wrote different amounts: {sorted(sizes)}")
     floor = args.records / best["raw: msgspec encode + buffered write (floor)"]
     stdlib = args.records / best["stdlib json.dumps + buffered write"]
-    print(f"{args.records} records, {sizes.pop() / 1e6:.1f} MB, best of {args.repeat}\n")
-    print("| writer | rec/s | vs raw msgspec | vs stdlib json |")
-    print("| --- | ---: | ---: | ---: |")
-    for name, elapsed in best.items():
-        rate = args.records / elapsed
-        print(f"| {name} | {rate / 1e3:,.0f}k | {rate / floor:.2f} | {rate / stdlib:.2f} |")
+    ratios = {
+        "vs raw msgspec": lambda _name, elapsed: args.records / elapsed / floor,
+        "vs stdlib json": lambda _name, elapsed: args.records / elapsed / stdlib,
+    }
+    print_rates("writer", best, ratios, records=args.records, size=sizes.pop(), repeat=args.repeat)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Sequence
+from typing import Final
 
-from pentrace.projections.audit_problem import Problem
+from pentrace.projections.audit_problem import Fix, Problem, Severity
 
 __all__ = ["parse_problems", "shard_index_problems", "temp_file_problems"]
 
@@ -48,6 +49,25 @@ def shard_index_problems(session_id: str, shards: Sequence[tuple[int, str]]) -> 
     return problems
 
 
+# What each kind of line the reader reports becomes: code, severity, message, fix.
+_PARSE_PROBLEMS: Final[tuple[tuple[str, Severity, str, Fix | None], ...]] = (
+    ("malformed_line", "error", "line is not a record: {reason}", None),
+    (
+        "torn_tail",
+        "warning",
+        "the last line is cut short (a crash mid-write): {reason}",
+        "heal_torn_tail",
+    ),
+    (
+        "healed_torn_fragment",
+        "warning",
+        "a record cut short by a crash, healed: the next writer started its "
+        "first record on a new line; readers skip the fragment and import keeps it",
+        None,
+    ),
+)
+
+
 def parse_problems(
     session_id: str,
     skipped: Iterable[tuple[str, int, str]],
@@ -56,41 +76,22 @@ def parse_problems(
 ) -> list[Problem]:
     """Problems for the reader's malformed lines, torn tails and healed torn fragments,
     each as ``(path, line, reason)``."""
-    problems = [
-        Problem(
-            code="malformed_line",
-            severity="error",
-            message=f"line is not a record: {reason}",
-            session_id=session_id,
-            path=path,
-            line=line,
+    problems: list[Problem] = []
+    for (code, severity, message, fix), found in zip(
+        _PARSE_PROBLEMS, (skipped, torn, healed), strict=True
+    ):
+        problems.extend(
+            Problem(
+                code=code,
+                severity=severity,
+                message=message.format(reason=reason),
+                session_id=session_id,
+                path=path,
+                line=line,
+                fix=fix,
+            )
+            for path, line, reason in found
         )
-        for path, line, reason in skipped
-    ]
-    problems.extend(
-        Problem(
-            code="torn_tail",
-            severity="warning",
-            message=f"the last line is cut short (a crash mid-write): {reason}",
-            session_id=session_id,
-            path=path,
-            line=line,
-            fix="heal_torn_tail",
-        )
-        for path, line, reason in torn
-    )
-    problems.extend(
-        Problem(
-            code="healed_torn_fragment",
-            severity="warning",
-            message="a record cut short by a crash, healed: the next writer started its "
-            "first record on a new line; readers skip the fragment and import keeps it",
-            session_id=session_id,
-            path=path,
-            line=line,
-        )
-        for path, line, _ in healed
-    )
     return problems
 
 

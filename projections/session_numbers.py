@@ -43,6 +43,8 @@ __all__ = [
     "duration_seconds",
     "model_name",
     "numbers_of",
+    "parse_timestamp",
+    "token_count",
     "token_delta",
 ]
 
@@ -66,14 +68,31 @@ class SessionNumbers(msgspec.Struct, kw_only=True):
 _MAX_COUNT: Final = 2**63 - 1  # what a BIGINT column holds
 
 
+def _finite(value: Any) -> int | float | None:
+    """``value`` when it is a finite number >= 0 (not a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value if value >= 0 else None
+
+
+def token_count(value: Any) -> int | float:
+    """A token count as written when it is a finite number >= 0, else 0.
+
+    Counts of other shapes (``1e400`` read as infinity, ``-5``, ``true``,
+    ``"12"``, an object) count as nothing rather than failing every command
+    that adds them up.
+    """
+    number = _finite(value)
+    return 0 if number is None else number
+
+
 def _count(value: Any) -> int:
     """A count as an int: 0 for anything but a finite number in 0..2**63-1 (1e400, -5, "7")."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return 0
-    if isinstance(value, float) and not math.isfinite(value):
-        return 0
-    count = int(value)
-    return count if 0 <= count <= _MAX_COUNT else 0
+    number = _finite(value)
+    count = 0 if number is None else int(number)
+    return count if count <= _MAX_COUNT else 0
 
 
 def token_delta(payload: dict[str, Any]) -> TokenDelta | None:
@@ -104,16 +123,20 @@ def model_name(provider: object, model_id: object) -> str | None:
     return model_id
 
 
-def _ms(stamp: str | None) -> int | None:
+def parse_timestamp(stamp: str | None) -> datetime | None:
+    """A record's ISO 8601 timestamp as an aware datetime (UTC when it names no zone), or None."""
     if stamp is None:
         return None
     try:
         moment = datetime.fromisoformat(stamp)
     except ValueError:
         return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _ms(stamp: str | None) -> int | None:
+    moment = parse_timestamp(stamp)
+    return None if moment is None else int(moment.timestamp() * 1000)
 
 
 def duration_seconds(first: str | None, last: str | None) -> float | None:

@@ -10,18 +10,13 @@ subagent pointers, and the last ``token_usage``), so it stays cheap enough
 to run over every session for ``pentrace sessions list``.
 
 Definitions (they are the CLI's ``--json`` contract, ``docs/cli-json.md``).
-Requests, turns, tokens, duration and the model name are defined once, in
-:mod:`pentrace.projections.session_numbers`, which every surface reads:
+Requests (by how they ended, ``other`` and ``open`` included), turns,
+tokens, duration and the model name are defined once, in
+:mod:`pentrace.projections.session_numbers`, which every surface reads;
+``tokens`` here keeps the ``session`` counts of the last ``token_usage``
+that has them, as resume reads them (its carry-over).  On a shard without a
+closing compaction ``turns`` equals ``ResumeResult.session_turns``.  Beyond those:
 
-* **requests** are counted by how they ended: ``request_end.status`` for the
-  known statuses, ``other`` for any other value, ``open`` for a request that
-  never ended (a new ``request_begin`` came first, or the trace stops).
-* **turns** follow resume's rule (``docs/resume.md``): a ``request_end`` whose
-  status is exactly ``"completed"`` outside a compaction span.  On a shard
-  without a closing compaction this equals ``ResumeResult.session_turns``.
-* **token_totals** sum the ``request`` counts of every ``token_usage``;
-  ``tokens`` keeps the ``session`` counts of the last ``token_usage`` that
-  has them, as resume reads them (its carry-over).
 * a **tool call fails** when the first output answering it states a
   ``stop_reason`` other than ``completed`` (outputs usually state none); it is
   **unanswered** when no output names its id.
@@ -33,15 +28,15 @@ Requests, turns, tokens, duration and the model name are defined once, in
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from typing import Any, Final
 
 import msgspec
 
 from pentrace.domain.records import TraceRecord
+from pentrace.projections.compactions import CompactionCount, CompactionTally
 from pentrace.projections.resume import empty_token_counts
-from pentrace.projections.session_numbers import TOKEN_FIELDS, add_tokens, token_delta
+from pentrace.projections.session_numbers import TOKEN_FIELDS, add_tokens, token_count, token_delta
 from pentrace.projections.summary import js_truthy
 
 __all__ = [
@@ -67,14 +62,6 @@ class ToolStats(msgspec.Struct, kw_only=True):
     calls: int = 0
     failures: int = 0
     unanswered: int = 0
-
-
-class CompactionCount(msgspec.Struct, kw_only=True):
-    """How many compactions of one mode ended with one status (``open``: no end yet)."""
-
-    mode: str
-    status: str
-    count: int
 
 
 class SessionSummary(msgspec.Struct, kw_only=True):
@@ -126,20 +113,6 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def token_count(value: Any) -> int | float:
-    """A token count as written when it is a finite number >= 0, else 0.
-
-    Counts of other shapes (``1e400`` read as infinity, ``-5``, ``true``,
-    ``"12"``, an object) count as nothing rather than failing every command
-    that adds them up.
-    """
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return 0
-    if isinstance(value, float) and not math.isfinite(value):
-        return 0
-    return value if value >= 0 else 0
-
-
 def _key(value: Any) -> str:
     """A dictionary key for a payload value (a status, a decision, a tool name)."""
     return value if isinstance(value, str) else "unknown"
@@ -161,14 +134,11 @@ class SummaryFold:
         self._tokens: TraceRecord | None = None
         self._token_totals = dict.fromkeys(TOKEN_FIELDS, 0)
         self._in_request = False
-        self._in_compaction = False
-        self._open_compaction: tuple[str, str] | None = None
-        self._compactions: dict[tuple[str, str], int] = {}
+        self._compactions = CompactionTally()
         self._call_names: dict[Any, str] = {}
         self._answered: set[Any] = set()
         self._requests = dict.fromkeys((*REQUEST_STATUSES, "other", "open"), 0)
         self._subagents: dict[str, None] = {}
-        self._dangling = 0
 
     def feed(self, records: Iterable[TraceRecord]) -> None:
         """Fold more records (the next ones of the same session, in order)."""
@@ -216,7 +186,7 @@ class SummaryFold:
             name = status if status in REQUEST_STATUSES else "other"
             self._requests[name] += 1
             summary.last_request_status = _key(status)
-            if status == _COMPLETED and not self._in_compaction:
+            if status == _COMPLETED and not self._compactions.in_span:
                 summary.turns += 1
             if status in ERROR_STATUSES:
                 summary.has_errors = True
@@ -232,9 +202,12 @@ class SummaryFold:
             decision = _key(record.payload().get("decision"))
             summary.approvals[decision] = summary.approvals.get(decision, 0) + 1
         elif ptype == "compaction_begin":
-            self._compaction_begin(record)
+            self._compactions.begin(_key(record.payload().get("mode")))
         elif ptype == "compaction_end":
-            self._compaction_end(record)
+            status = _key(record.status)
+            self._compactions.end(record.payload().get("mode"), status)
+            if status != _COMPLETED:
+                summary.has_errors = True
         elif ptype == "abort":
             summary.aborts += 1
         elif ptype == "subagent":
@@ -244,30 +217,6 @@ class SummaryFold:
         elif ptype == "goal_finished":
             outcome = _key(record.payload().get("outcome"))
             summary.goals[outcome] = summary.goals.get(outcome, 0) + 1
-
-    def _compaction_begin(self, record: TraceRecord) -> None:
-        if self._open_compaction is not None:
-            # A second begin leaves the first one without an end: it dangles.
-            self._count_compaction(self._open_compaction[0], "open")
-            self._dangling += 1
-        self._in_compaction = True
-        self._open_compaction = (_key(record.payload().get("mode")), "open")
-
-    def _compaction_end(self, record: TraceRecord) -> None:
-        payload = record.payload()
-        mode = payload.get("mode")
-        if not isinstance(mode, str) and self._open_compaction is not None:
-            mode = self._open_compaction[0]
-        status = _key(record.status)
-        self._count_compaction(_key(mode), status)
-        if status != _COMPLETED:
-            self._summary.has_errors = True
-        self._in_compaction = False
-        self._open_compaction = None
-
-    def _count_compaction(self, mode: str, status: str) -> None:
-        key = (mode, status)
-        self._compactions[key] = self._compactions.get(key, 0) + 1
 
     def _tool_call(self, record: TraceRecord) -> None:
         name = _key(record.payload().get("name"))
@@ -311,18 +260,9 @@ class SummaryFold:
         for call_id, name in self._call_names.items():
             if call_id not in self._answered:
                 summary.tool_calls[name].unanswered += 1
-        counts = dict(self._compactions)
-        summary.dangling_compactions = self._dangling
-        if self._open_compaction is not None:
-            key = self._open_compaction
-            counts[key] = counts.get(key, 0) + 1
-            summary.dangling_compactions += 1
+        summary.compactions, summary.dangling_compactions = self._compactions.counts()
         if summary.dangling_compactions:
             summary.has_errors = True
-        summary.compactions = [
-            CompactionCount(mode=mode, status=status, count=count)
-            for (mode, status), count in sorted(counts.items())
-        ]
         summary.tokens = self._token_counts()
         if self._first is not None:
             summary.first_timestamp = _timestamp(self._first)

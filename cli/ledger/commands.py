@@ -199,6 +199,13 @@ def sync(
     ctx: typer.Context,
     project: ProjectOption = None,
     agent: AgentOption = None,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Processes building rows while this one writes; 0 picks by corpus size and cores.",
+        ),
+    ] = 0,
     as_json: JsonOption = False,
 ) -> None:
     """Index every trace record the ledger is missing (idempotent: a second run adds nothing).
@@ -208,7 +215,7 @@ def sync(
     root = data_root(ctx)
     ledger = _open(ctx, must_exist=False, keep=True)
     try:
-        report = sync_traces(ledger, root, project=project, agent=agent)
+        report = sync_traces(ledger, root, project=project, agent=agent, workers=workers)
     finally:
         ledger.close()
     counts = {

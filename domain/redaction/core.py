@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from pentrace.domain.redaction.keys import is_secret_key, normalize_key
 from pentrace.domain.redaction.text import redact_secrets_in_text
 from pentrace.domain.redaction.walk import (
     MAX_DEPTH,
@@ -36,28 +35,14 @@ from pentrace.domain.redaction.walk import (
     PATH_LIST_KEYS,
     REDACTED,
     SCALAR_SECRET_KEYS,
-    TOO_DEEP,
     VALUE_KEYS,
-    Classification,
     Redacted,
     Walker,
     key_rule,
     redact_reference,
 )
 
-__all__ = [
-    "REDACTED",
-    "TOO_DEEP",
-    "Classification",
-    "Redacted",
-    "is_redacted",
-    "is_secret_key",
-    "normalize_key",
-    "redact",
-    "redact_reference",
-    "redact_string",
-    "redact_text",
-]
+__all__ = ["is_redacted", "redact", "redact_string", "redact_text"]
 
 _PLAIN: Final = frozenset({int, bool, float, type(None)})
 # Strings known to be redaction's fixed points: its outputs (idempotence)

@@ -13,10 +13,9 @@ from __future__ import annotations
 import re
 from typing import Any, Final, NamedTuple
 
-from pentrace.domain.redaction.core import redact_reference
 from pentrace.domain.redaction.screened import redact_decoded
 from pentrace.domain.redaction.text import MARKER
-from pentrace.domain.redaction.walk import REDACTED, TOO_DEEP
+from pentrace.domain.redaction.walk import REDACTED, TOO_DEEP, redact_reference
 
 __all__ = ["Finding", "find_secrets", "find_secrets_in_text"]
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pentrace.domain.redaction.core import Redacted, is_redacted, redact
+from pentrace.domain.redaction.core import is_redacted, redact
 from pentrace.domain.redaction.screen import may_change
+from pentrace.domain.redaction.walk import Redacted
 
 __all__ = ["is_redacted_encoded", "redact_decoded"]
 

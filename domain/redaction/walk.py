@@ -213,7 +213,8 @@ class Walker:
             if len(stripped) >= 2 and stripped[0] in "[{" and stripped[-1] in "]}":
                 nested = self._json_string(stripped)
                 if nested is not None:
-                    return nested
+                    # Nothing hidden: the text stays as it was, its whitespace included.
+                    return value if nested is stripped else nested
         result = redact_secrets_in_text(value)
         if result != value:
             self._hidden()

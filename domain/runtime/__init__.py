@@ -3,7 +3,9 @@
 The one module to import for envelopes.  It re-exports the envelope and its
 builder (:mod:`pentrace.domain.runtime.envelope`), Penguin's derivation rules
 (:mod:`pentrace.domain.runtime.scope`) and the trace record mapping
-(:mod:`pentrace.domain.runtime.mapping`)::
+(:mod:`pentrace.domain.runtime.mapping`), and the one path every indexer takes
+from a session's records to its encoded events
+(:mod:`pentrace.domain.runtime.session_events`)::
 
     event = runtime_event_from_record(
         record, session_id=sid, position=7, project="p", agent="a", directory="/srv/app"
@@ -41,6 +43,12 @@ from pentrace.domain.runtime.scope import (
     slug_stream_id,
     source_id,
 )
+from pentrace.domain.runtime.session_events import (
+    EncodedEvent,
+    SessionEvents,
+    encode_event,
+    record_workspace,
+)
 
 __all__ = [
     "CATEGORIES",
@@ -48,11 +56,14 @@ __all__ = [
     "EVENT_TYPES",
     "MODEL_MESSAGE_TYPES",
     "SCHEMA_VERSION",
+    "EncodedEvent",
     "Privacy",
     "RuntimeEvent",
+    "SessionEvents",
     "build_event",
     "derive_stream_id",
     "derive_subject",
+    "encode_event",
     "event_category",
     "event_id_for",
     "event_type_for",
@@ -60,6 +71,7 @@ __all__ = [
     "extract_scope",
     "normalize_directory",
     "opencode_payload",
+    "record_workspace",
     "runtime_event_from_record",
     "slug_stream_id",
     "source_id",

@@ -13,28 +13,31 @@ correlation, subject, stream id, id) with three deliberate differences:
   replaces ``workspace`` too (W11);
 * stream ids are slugged injectively (W2).
 
-It is pure: time, sequence, home and working directory are arguments.  Trace
-records become events through :mod:`pentrace.domain.runtime.mapping`; the
-public entry point for both is :mod:`pentrace.domain.runtime`.
+The fields between the id and the payload (category, subject, scope, actor,
+correlation, projections) are :mod:`.header`'s.  It is pure: time,
+sequence, home and working directory are arguments.  Trace records become
+events through :mod:`pentrace.domain.runtime.session_events`; the public
+entry point for all of them is :mod:`pentrace.domain.runtime`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 import msgspec
 
-from pentrace.domain.redaction import redact, redact_text
-from pentrace.domain.redaction.memo import redact_flat
-from pentrace.domain.runtime.scope import (
-    derive_stream_id,
-    derive_subject,
-    extract_correlation,
-    extract_scope,
-    normalize_directory,
-    slug_stream_id,
+from pentrace.domain.redaction import redact
+from pentrace.domain.runtime.header import (
+    CATEGORIES,
+    DEFAULT_SOURCE,
+    Header,
+    envelope_correlation,
+    envelope_header,
+    envelope_projections,
+    event_category,
 )
+from pentrace.domain.runtime.scope import slug_stream_id
 
 __all__ = [
     "CATEGORIES",
@@ -54,38 +57,6 @@ __all__ = [
 ]
 
 SCHEMA_VERSION: Final = "penguin.runtime_event.v1"
-DEFAULT_SOURCE: Final = "penguin.backend"
-CATEGORIES: Final = (
-    "session_lifecycle",
-    "message_lifecycle",
-    "stream_chunk",
-    "tool_action_lifecycle",
-    "file_diff",
-    "task_run_state",
-    "provider_model_state",
-    "cwm_token_usage",
-    "notification",
-    "error",
-    "user_input_approval",
-)
-_APPROVAL_TYPES: Final = frozenset(
-    {
-        "permission.asked",
-        "permission.replied",
-        "question.asked",
-        "question.replied",
-        "question.rejected",
-    }
-)
-_PART_TYPES: Final = frozenset({"message.part.updated", "message.part.removed"})
-_PREFIX_CATEGORIES: Final = (
-    (("tool.", "tool_", "action.", "todo."), "tool_action_lifecycle"),
-    (("task.", "run."), "task_run_state"),
-    (("provider.", "model."), "provider_model_state"),
-    (("token.", "usage.", "context_window.", "cwm."), "cwm_token_usage"),
-    (("notification.",), "notification"),
-    (("file.", "lsp."), "file_diff"),
-)
 
 
 class Privacy(msgspec.Struct, frozen=True):
@@ -121,136 +92,9 @@ class RuntimeEvent(msgspec.Struct, frozen=True):
         return value
 
 
-def event_category(event_type: str, payload: Mapping[str, Any]) -> str:
-    """Penguin's first-matching category rule for an event type (case-sensitive)."""
-    if event_type in _APPROVAL_TYPES:
-        return "user_input_approval"
-    if event_type in _PART_TYPES:
-        part = payload.get("part")
-        part_type = part.get("type") if isinstance(part, Mapping) else None
-        return "stream_chunk" if part_type in ("text", "reasoning") else "tool_action_lifecycle"
-    if event_type.startswith("message."):
-        return "message_lifecycle"
-    if event_type.startswith(("session.diff", "vcs.")):
-        return "file_diff"
-    if event_type.startswith("session.error") or event_type.endswith(".error"):
-        return "error"
-    if event_type.startswith("session."):
-        return "session_lifecycle"
-    for prefixes, category in _PREFIX_CATEGORIES:
-        if event_type.startswith(prefixes):
-            return category
-    return "session_lifecycle"
-
-
 def event_id_for(stream_id: str, sequence: int) -> str:
     """``evt:<slug(stream_id)>:<sequence as %08d>``."""
     return f"evt:{slug_stream_id(stream_id)}:{sequence:08d}"
-
-
-def _field(name: str, value: Any) -> tuple[Any, list[str]]:
-    """One envelope field redacted, and its hidden paths (``@name`` or ``@name.<path>``)."""
-    if not value:
-        return value, []
-    if isinstance(value, str):
-        clean = redact_text(value)
-        return clean, [f"@{name}"] if clean != value else []
-    clean, paths = redact_flat(value, depth=1)
-    return clean, [f"@{name}.{path}" if path else f"@{name}" for path in paths]
-
-
-class Header(NamedTuple):
-    """An envelope's redacted fields from ``type`` to ``actor`` but ``correlation``.
-
-    These are the fields all events of a session and type share; the
-    correlation (a tool call id) and the rest change from event to event.
-    Hidden paths come in envelope key order: the payload's, ``lead_paths``
-    (type to scope), the correlation's, ``actor_paths``, the projections'.
-    """
-
-    type: str
-    category: str
-    source: str
-    subject: str
-    stream_id: str
-    scope: dict[str, Any]
-    actor: dict[str, Any]
-    lead_paths: list[str]
-    actor_paths: list[str]
-
-
-def _explicit_scope(
-    extracted: dict[str, Any],
-    explicit: Mapping[str, Any] | None,
-    home: str | None,
-    cwd: str | None,
-) -> dict[str, Any]:
-    scope = dict(extracted)
-    given = {key: value for key, value in (explicit or {}).items() if value is not None}
-    for key in ("directory", "workspace"):
-        if isinstance(given.get(key), str) and given[key]:
-            given[key] = normalize_directory(given[key], home=home, cwd=cwd) or ""
-    if "directory" in given and "workspace" not in given:
-        # A directory given explicitly replaces the payload's workspace too (W11).
-        given["workspace"] = given["directory"]
-    scope.update(given)
-    return scope
-
-
-def envelope_header(
-    *,
-    event_type: str,
-    body: dict[str, Any],
-    category: str | None = None,
-    source: str = DEFAULT_SOURCE,
-    subject: str | None = None,
-    stream_id: str | None = None,
-    scope: Mapping[str, Any] | None = None,
-    actor: Mapping[str, Any] | None = None,
-    home: str | None = None,
-    cwd: str | None = None,
-) -> Header:
-    """Penguin's rules for the fields between the id and the payload, redacted.
-
-    ``body`` is the already redacted payload, which scope, category and
-    subject are read from.  The correlation is :func:`envelope_correlation`.
-    """
-    merged_scope, scope_paths = _field(
-        "scope", _explicit_scope(extract_scope(body, home=home, cwd=cwd), scope, home, cwd)
-    )
-    event_type, type_paths = _field("type", event_type)
-    kind, category_paths = _field("category", category or event_category(event_type, body))
-    source, source_paths = _field("source", source)
-    about, subject_paths = _field(
-        "subject", subject or derive_subject(event_type, merged_scope, body)
-    )
-    stream = stream_id or derive_stream_id(merged_scope)
-    kept_actor, actor_paths = _field("actor", dict(actor or {}))
-    return Header(
-        event_type,
-        kind,
-        source,
-        about,
-        stream,
-        merged_scope,
-        kept_actor,
-        [*type_paths, *category_paths, *source_paths, *subject_paths, *scope_paths],
-        actor_paths,
-    )
-
-
-def envelope_correlation(
-    body: Mapping[str, Any], correlation: Mapping[str, Any] | None = None
-) -> tuple[dict[str, Any], list[str]]:
-    """The redacted correlation of an envelope (explicit ids, then the body's) and its paths."""
-    return _field("correlation", extract_correlation(body, correlation))
-
-
-def envelope_projections(
-    projections: Mapping[str, Any] | None,
-) -> tuple[dict[str, Any], list[str]]:
-    """The redacted projections of an envelope and their paths."""
-    return _field("projections", dict(projections or {}))
 
 
 def assemble_event(

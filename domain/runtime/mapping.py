@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from pentrace.domain.records import TraceRecord
-from pentrace.domain.redaction import redact_decoded, redact_string
+from pentrace.domain.redaction import Redacted, redact_decoded, redact_string
 from pentrace.domain.runtime.envelope import (
     Header,
     RuntimeEvent,
@@ -175,6 +175,7 @@ def _header(
     scope: dict[str, Any],
     actor: dict[str, Any],
     home: str | None,
+    redacting: bool,
 ) -> Header:
     """The envelope header, remembered while the body cannot change it.
 
@@ -185,7 +186,7 @@ def _header(
     """
     key = None
     if _BODY_READS.isdisjoint(body):
-        key = (event_type, category, home, tuple(scope.items()), tuple(actor.items()))
+        key = (event_type, category, home, redacting, tuple(scope.items()), tuple(actor.items()))
         header = _headers.get(key)
         if header is not None:
             return header
@@ -197,6 +198,7 @@ def _header(
         scope=scope,
         actor=actor,
         home=home,
+        redacting=redacting,
     )
     if key is not None:
         if len(_headers) >= _MAX_HEADERS:
@@ -205,12 +207,14 @@ def _header(
     return header
 
 
-def _opencode(event_id: str, event_type: str) -> tuple[dict[str, Any], list[str]]:
+def _opencode(event_id: str, event_type: str, redacting: bool) -> tuple[dict[str, Any], list[str]]:
     """``envelope_projections({"opencode": {"id": ..., "type": ...}})``, without the walk.
 
     The keys are fixed and clean, so the walk would redact the two strings
     and nothing else.
     """
+    if not redacting:
+        return {"opencode": {"id": event_id, "type": event_type}}, []
     clean_id = redact_string(event_id, depth=3)
     clean_type = redact_string(event_type, depth=3)
     paths = []
@@ -231,6 +235,7 @@ def event_from_record(
     directory: str | None,
     home: str | None = None,
     fallback_time_ms: int = 0,
+    redacting: bool = True,
 ) -> RuntimeEvent:
     """The RuntimeEvent of the record at 1-based ``position`` of a session's trace.
 
@@ -238,11 +243,14 @@ def event_from_record(
     with ``home``).  A record without a readable timestamp gets
     ``fallback_time_ms``.  The envelope equals ``build_event`` of the same
     fields; only the work of computing it is shared between events.
+    ``redacting=False`` redacts nothing: the candidate that
+    :mod:`.session_events` keeps only when the screen clears its bytes.
     """
     event_type = event_type_for(record, position)
     key = SessionKey(project, agent, session_id)
+    stream = key.stream_id
     payload = _payload(record)
-    redacted = redact_decoded(payload, record.raw, depth=1)
+    redacted = redact_decoded(payload, record.raw, depth=1) if redacting else Redacted(payload, [])
     anchor = (
         record.tool_call_id
         if isinstance(record.tool_call_id, str) and record.tool_call_id
@@ -252,19 +260,22 @@ def event_from_record(
         event_type,
         redacted.value,
         _partial_category(record),
-        key.stream_id,
+        stream,
         _scope(record, payload, session_id, project, agent, directory),
         _actor(record, payload, agent),
         home,
+        redacting,
     )
     return assemble_event(
         header,
-        correlation=envelope_correlation(redacted.value, _correlation(record, payload)),
+        correlation=envelope_correlation(
+            redacted.value, _correlation(record, payload), redacting=redacting
+        ),
         body=redacted.value,
         payload_paths=redacted.paths,
         time_ms=time_ms_of(record, fallback_time_ms),
         sequence=position,
         # A stream the redaction policy changed keeps the slugged id of the redacted form.
-        event_id=key.event_id(position) if header.stream_id == key.stream_id else None,
-        projections=_opencode(f"{event_type}:{session_id}:{anchor}", event_type),
+        event_id=key.event_id(position) if header.stream_id == stream else None,
+        projections=_opencode(f"{event_type}:{session_id}:{anchor}", event_type, redacting),
     )

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any, Final
 
+from pentrace.domain.percent import percent_encode
+
 __all__ = [
     "BODY_READS",
     "CORRELATION_KEYS",
@@ -199,15 +201,7 @@ def slug_stream_id(stream_id: str) -> str:
     """
     if not stream_id:
         return "global"
-    if all(char in _SLUG_SAFE for char in stream_id):
-        encoded = stream_id
-    else:
-        encoded = "".join(
-            char
-            if char in _SLUG_SAFE
-            else "".join(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
-            for char in stream_id
-        )
+    encoded = percent_encode(stream_id, _SLUG_SAFE)
     if len(encoded) <= _SLUG_MAX:
         return encoded
     digest = hashlib.sha256(encoded.encode("ascii")).hexdigest()[:12]

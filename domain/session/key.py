@@ -21,35 +21,37 @@ from __future__ import annotations
 
 from typing import Final, NamedTuple
 
+from pentrace.domain.percent import percent_encode
 from pentrace.errors import UsageError
 
 __all__ = [
+    "SESSION_STREAMS_LIKE",
     "SESSION_STREAM_PREFIX",
     "SessionKey",
+    "any_owner_streams_like",
     "key_of_reference",
     "legacy_event_parts",
+    "legacy_session_of",
+    "legacy_stream_id",
     "parse_session_stream",
     "split_reference",
 ]
 
 SESSION_STREAM_PREFIX: Final = "session:"
+# SQL LIKE pattern of every session stream, of either form.
+SESSION_STREAMS_LIKE: Final = SESSION_STREAM_PREFIX + "%"
 _SAFE: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._~-")
 _encoded: dict[str, str] = {}
+# Stream ids of recent keys: every event of a session spells its stream (and id) again.
+_MAX_STREAMS: Final = 4096
+_streams: dict[SessionKey, str] = {}
 
 
 def _encode(name: str) -> str:
     known = _encoded.get(name)
     if known is not None:
         return known
-    if all(char in _SAFE for char in name):
-        text = name
-    else:
-        text = "".join(
-            char
-            if char in _SAFE
-            else "".join(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
-            for char in name
-        )
+    text = percent_encode(name, _SAFE)
     if len(_encoded) < 4096:
         _encoded[name] = text
     return text
@@ -94,14 +96,25 @@ class SessionKey(NamedTuple):
     @property
     def stream_id(self) -> str:
         """The ledger stream of the session's events (see the module docstring)."""
-        return (
-            f"{SESSION_STREAM_PREFIX}{_encode(self.project)}/{_encode(self.agent)}/"
-            f"{_encode(self.session_id)}"
-        )
+        known = _streams.get(self)
+        if known is None:
+            known = (
+                f"{SESSION_STREAM_PREFIX}{_encode(self.project)}/{_encode(self.agent)}/"
+                f"{_encode(self.session_id)}"
+            )
+            if len(_streams) >= _MAX_STREAMS:
+                _streams.clear()
+            _streams[self] = known
+        return known
+
+    @property
+    def id_prefix(self) -> str:
+        """What every event id of the session starts with, ``evt:<stream id>``."""
+        return f"evt:{self.stream_id}"
 
     def event_id(self, position: int) -> str:
         """The id of the event of the record at 1-based ``position`` of the session's trace."""
-        return f"evt:{self.stream_id}:{position:08d}"
+        return f"{self.id_prefix}:{position:08d}"
 
     def __str__(self) -> str:
         return self.reference
@@ -122,6 +135,26 @@ def parse_session_stream(stream_id: str) -> SessionKey | None:
     if names[0] is None or names[1] is None or names[2] is None:
         return None
     return SessionKey(names[0], names[1], names[2])
+
+
+def any_owner_streams_like(session_id: str) -> str:
+    """SQL LIKE pattern of the streams of ``session_id`` under any project and agent.
+
+    ``%`` in an encoded name only widens the match, so callers check what it finds.
+    """
+    return f"{SESSION_STREAM_PREFIX}%/%/{_encode(session_id)}"
+
+
+def legacy_stream_id(session_id: str) -> str:
+    """The stream id of the earlier form, ``session:<session-id>`` (before ADR 0023)."""
+    return SESSION_STREAM_PREFIX + session_id
+
+
+def legacy_session_of(stream_id: str) -> str | None:
+    """The session id of an earlier-form stream id, or None for any other stream."""
+    if not stream_id.startswith(SESSION_STREAM_PREFIX) or parse_session_stream(stream_id):
+        return None
+    return stream_id[len(SESSION_STREAM_PREFIX) :]
 
 
 def legacy_event_parts(event_id: str) -> tuple[str, int] | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Final
 
 import msgspec
@@ -17,7 +17,7 @@ import msgspec
 from pentrace.errors import PentraceError
 from pentrace.infrastructure.storage.layout import SessionRef
 from pentrace.infrastructure.trace.reader import ParseReport, read_session
-from pentrace.projections.session_numbers import model_name
+from pentrace.projections.session_numbers import model_name, parse_timestamp
 from pentrace.projections.session_summary import SessionSummary, summarize_session
 from pentrace.values import parse_time
 
@@ -97,7 +97,7 @@ class SessionFilter:
         if self.has_errors is not None and row.has_errors != self.has_errors:
             return False
         if self.since is not None or self.until is not None:
-            start = _parse_timestamp(row.start)
+            start = parse_timestamp(row.start)
             if start is None:
                 return False
             if self.since is not None and start < self.since:
@@ -105,16 +105,6 @@ class SessionFilter:
             if self.until is not None and start > self.until:
                 return False
         return True
-
-
-def _parse_timestamp(text: str | None) -> datetime | None:
-    if text is None:
-        return None
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def parse_time_bound(text: str, now: datetime, *, option: str = "--since") -> datetime:

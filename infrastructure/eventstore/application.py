@@ -5,7 +5,7 @@ rebuilds a :class:`~pentrace.domain.session.aggregate.Session` from its shards w
 plain projector.  Commands go through a :class:`SessionHandle` that stamps
 them with the application's injectable clock and saves per request (or per
 event).  After each successful trace write, ``on_recorded(session_id,
-[(position, line), ...])`` is called best-effort: the ledger hangs here, and
+[(position, record), ...])`` is called best-effort: the ledger hangs here, and
 its failures are logged (no payload text) and never fail the save.  That
 plumbing (factory, repository, save, hook) is
 :class:`~pentrace.infrastructure.eventstore.plumbing.TraceApplication`'s; this

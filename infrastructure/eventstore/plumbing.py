@@ -5,9 +5,11 @@
 the trace persistence module, its repository rebuilds sessions with the plain
 projector (from the newest shard's checkpoint when it can), and its ``save``
 writes a session's pending lines straight to the trace recorder.  After each
-successful trace write, ``on_recorded(session_id, [(position, line), ...])``
-is called best-effort: the ledger hangs here, and its failures are logged (no
-payload text) and never fail the save.  The session operations (start,
+successful trace write, ``on_recorded(session_id, [(position, record), ...])``
+is called best-effort with the records just written (each event's
+:class:`~pentrace.domain.records.TraceRecord`, the one its ``apply`` read
+where it read one, so nothing is parsed twice): the ledger hangs here, and
+its failures are logged (no payload text) and never fail the save.  The session operations (start,
 resume, switch model, subagents) are :class:`SessionApplication`'s.
 """
 
@@ -23,6 +25,7 @@ from eventsourcing.application import Application, ProcessingEvent, Repository
 from eventsourcing.persistence import Recording
 from eventsourcing.utils import Environment, EnvType
 
+from pentrace.domain.records import TraceRecord
 from pentrace.domain.session.aggregate import Session, project_session
 from pentrace.domain.session.events import ShardOpened
 from pentrace.infrastructure.eventstore.mapper import TraceMapper
@@ -43,7 +46,7 @@ __all__ = ["OnRecorded", "SessionRepository", "TraceApplication"]
 # The name this warning always had (it moved here from ``application``): log filters keep working.
 logger = logging.getLogger("pentrace.infrastructure.eventstore.application")
 
-OnRecorded = Callable[[str, Sequence[tuple[int, bytes]]], None]
+OnRecorded = Callable[[str, Sequence[tuple[int, TraceRecord]]], None]
 _SHARD_OPENED: Final = ShardOpened
 
 
@@ -221,10 +224,10 @@ class TraceApplication(Application[str]):
         hook = self.on_recorded
         if hook is None:
             return
-        written: dict[str, list[tuple[int, bytes]]] = {}
+        written: dict[str, list[tuple[int, TraceRecord]]] = {}
         for event in events:
             written.setdefault(event.originator_id, []).append(
-                (event.originator_version, event.line)
+                (event.originator_version, event.header())
             )
         for session_id, lines in written.items():
             try:

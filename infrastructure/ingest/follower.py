@@ -18,17 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from pentrace.domain.json_prefix import is_object_prefix
-from pentrace.domain.records import MalformedLine, decode_line
-from pentrace.errors import LedgerConflictError, LedgerError, PentraceError, TraceError
+from pentrace.domain.records import MalformedLine, TraceRecord, decode_line
+from pentrace.errors import LedgerConflictError, PentraceError, TraceError
 from pentrace.infrastructure.ingest.cursors import Cursor, CursorStore, SessionKey, change_reason
+from pentrace.infrastructure.ingest.sink import LedgerSink
 from pentrace.infrastructure.ingest.stats import IngestStats, report
 from pentrace.infrastructure.ingest.tail import file_identity, read_tail
-from pentrace.infrastructure.ledger.indexer import (
-    build_events,
-    record_workspace,
-    session_directory,
-)
-from pentrace.infrastructure.ledger.rows import as_envelope
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef, ShardRef, iter_sessions
 
@@ -53,13 +48,12 @@ class Follower:
         self.source = source or f"{socket.gethostname()}:{root.path}"
         self.cursors = CursorStore(ledger, self.source)
         self.stats = IngestStats()
+        self.sink = LedgerSink(ledger, self.cursors, self.stats)
         self._known: dict[str, Cursor] = {}
         self._by_session: dict[SessionKey, set[str]] = {}
         for cursor in self.cursors.load().values():
             self._remember(cursor)
         self._lag: dict[str, int] = {}
-        self._directories: dict[SessionKey, str | None] = {}
-        self._floors: dict[SessionKey, int] = {}
         self._blocked: dict[SessionKey, tuple[Any, ...]] = {}
 
     # -- passes ------------------------------------------------------------------
@@ -190,7 +184,7 @@ class Follower:
             lines = read_tail(path, cursor.offset, cursor.line, sealed=sealed)
             if not lines:
                 return cursor
-            records: list[tuple[int, bytes]] = []
+            records: list[tuple[int, TraceRecord]] = []
             position = cursor.position
             for tail in lines:
                 try:
@@ -202,10 +196,10 @@ class Follower:
                     continue
                 position += 1
                 if position == 1:
-                    self._directories[key] = record_workspace(record)
-                records.append((position, tail.raw))
+                    self.sink.first_record(key, record)
+                records.append((position, record))
             after = replace(cursor, offset=lines[-1].end, line=lines[-1].line, position=position)
-            self._write(key, shards, records, after)
+            self.sink.write(key, shards, records, after)
             cursor = after
             self._remember(cursor)
             if cursor.offset >= size:
@@ -222,38 +216,6 @@ class Follower:
             self.stats.skipped_lines += 1
             event, message = "skipped", "skipped a malformed line"
         report(logging.WARNING, message, event=event, shard=shard, line=line, session=key[2])
-
-    def _write(
-        self,
-        key: SessionKey,
-        shards: tuple[ShardRef, ...],
-        records: list[tuple[int, bytes]],
-        cursor: Cursor,
-    ) -> None:
-        project, agent, session_id = key
-        directory = self._directory(key, shards)
-        try:
-            events = build_events(
-                session_id, records, project=project, agent=agent, directory=directory
-            )
-        except LedgerError as error:
-            raise LedgerConflictError(error.message, hint=error.hint) from None
-        envelopes = [as_envelope(event) for event in events]
-        if envelopes and key not in self._floors:
-            stream = str(envelopes[0].get("stream_id") or "")
-            self._floors[key] = self.ledger.held_sequences(stream)[1] if stream else 0
-        floor = self._floors.get(key, 0)
-        kept = [
-            env for (position, _), env in zip(records, envelopes, strict=True) if position > floor
-        ]
-        new = self.ledger.extend(kept, before_commit=self.cursors.writer(cursor))
-        self.stats.indexed += new
-        self.stats.already_held += len(kept) - new
-
-    def _directory(self, key: SessionKey, shards: tuple[ShardRef, ...]) -> str | None:
-        if key not in self._directories:
-            self._directories[key] = session_directory(shards)
-        return self._directories[key]
 
     # -- forgetting --------------------------------------------------------------
     def _forget_missing_shards(self, key: SessionKey, shards: tuple[ShardRef, ...]) -> None:
@@ -282,8 +244,8 @@ class Follower:
             hint=f"drop its ledger rows with `pentrace ledger forget {key[2]}`",
         )
         self._drop(names)
-        for cache in (self._directories, self._floors, self._blocked):
-            cache.pop(key, None)
+        self.sink.forget(key)
+        self._blocked.pop(key, None)
 
     def _drop(self, names: list[str]) -> None:
         self.cursors.forget(names)

@@ -14,7 +14,11 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, or_, select
 
-from pentrace.domain.session.key import SESSION_STREAM_PREFIX, SessionKey, legacy_event_parts
+from pentrace.domain.session.key import (
+    SESSION_STREAMS_LIKE,
+    any_owner_streams_like,
+    legacy_event_parts,
+)
 
 if TYPE_CHECKING:
     from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
@@ -43,7 +47,7 @@ def locate_cursor(db: LedgerDatabase, conn: Connection, event_id: str, scope: Sc
     query = select(events.c.notification_id).where(
         events.c.session_id == legacy[0],
         events.c.sequence == legacy[1],
-        events.c.stream_id.like(SESSION_STREAM_PREFIX + "%"),
+        events.c.stream_id.like(SESSION_STREAMS_LIKE),
     )
     for column in ("agent_id", "project_id"):
         value = getattr(scope, column)
@@ -63,7 +67,6 @@ def gap_reason(db: LedgerDatabase, conn: Connection, event_id: str) -> GapReason
     legacy = legacy_event_parts(event_id)
     if legacy is not None:
         # An earlier-form id: its session's stream under any owner (ADR 0023).
-        tail = SessionKey("", "", legacy[0]).stream_id.rpartition("/")[2]
-        where = or_(where, marks.c.stream_id.like(f"{SESSION_STREAM_PREFIX}%/%/{tail}"))
+        where = or_(where, marks.c.stream_id.like(any_owner_streams_like(legacy[0])))
     pruned = conn.execute(select(marks.c.max_sequence).where(where)).scalars()
     return "evicted" if any(int(digits) <= value for value in pruned) else "unknown_event_id"

@@ -19,10 +19,20 @@ from eventsourcing.persistence import StoredEvent
 
 from pentrace.domain.json_codec import JsonEncoder, escape_surrogates
 from pentrace.domain.redaction import is_redacted, is_redacted_encoded, redact
+from pentrace.domain.runtime.session_events import EncodedEvent
 from pentrace.domain.runtime.validation import envelope_problems
 from pentrace.errors import LedgerError, RedactionError
 
-__all__ = ["SCHEMA_VERSION", "as_envelope", "envelope_row", "stored_event_row"]
+__all__ = [
+    "ROW_COLUMNS",
+    "SCHEMA_VERSION",
+    "as_envelope",
+    "encoded_row",
+    "encoded_values",
+    "envelope_row",
+    "event_row",
+    "stored_event_row",
+]
 
 SCHEMA_VERSION: Final = "penguin.runtime_event.v1"
 _SCOPE_COLUMNS: Final = (
@@ -35,6 +45,20 @@ _SCOPE_COLUMNS: Final = (
     "directory",
 )
 _encode: Final = JsonEncoder().encode
+# The ledger table's columns but ``notification_id``, in table order (``encoded_values``).
+ROW_COLUMNS: Final = (
+    "event_id",
+    "stream_id",
+    "sequence",
+    "event_type",
+    "category",
+    "event_time",
+    "inserted_at",
+    *_SCOPE_COLUMNS,
+    "privacy_classification",
+    "redacted",
+    "event_json",
+)
 
 
 def as_envelope(event: object) -> Mapping[str, Any]:
@@ -52,8 +76,59 @@ def as_envelope(event: object) -> Mapping[str, Any]:
     )
 
 
-def envelope_row(envelope: Mapping[str, Any], inserted_at: int) -> dict[str, Any]:
-    """Validate one envelope and return its column values (``notification_id`` excluded)."""
+def event_row(event: object, inserted_at: int) -> dict[str, Any]:
+    """The row of an :class:`EncodedEvent`, a RuntimeEvent struct or an envelope mapping."""
+    if isinstance(event, EncodedEvent):
+        return encoded_row(event, inserted_at)
+    return envelope_row(as_envelope(event), inserted_at)
+
+
+def encoded_row(encoded: EncodedEvent, inserted_at: int) -> dict[str, Any]:
+    """:func:`envelope_row` of an envelope the trace mapping built and encoded."""
+    return dict(zip(ROW_COLUMNS, encoded_values(encoded, inserted_at), strict=True))
+
+
+def encoded_values(encoded: EncodedEvent, inserted_at: int) -> tuple[Any, ...]:
+    """The columns of :func:`encoded_row`, as a tuple in :data:`ROW_COLUMNS` order.
+
+    A screened envelope (its bytes cleared by the redaction screen, so fully
+    redacted) is well formed by construction: its columns are read straight
+    from the struct.  Any other goes through every check of :func:`envelope_row`.
+    """
+    event = encoded.event
+    if not encoded.screened:
+        row = envelope_row(event.to_builtins(), inserted_at, encoded.json)
+        return tuple(row[column] for column in ROW_COLUMNS)
+    scope = event.scope
+    privacy = event.privacy
+    return (
+        event.id,
+        _text(event.stream_id) or "global",
+        _positive(event.sequence),
+        escape_surrogates(event.type),
+        _text(event.category) or "session_lifecycle",
+        _positive(event.time),
+        inserted_at,
+        _text(scope.get("session_id")),
+        _text(scope.get("conversation_id")),
+        _text(scope.get("agent_id")),
+        _text(scope.get("task_id")),
+        _text(scope.get("run_id")),
+        _text(scope.get("project_id")),
+        _text(scope.get("directory")),
+        _text(privacy.classification) or "public",
+        bool(privacy.redacted),
+        encoded.json,
+    )
+
+
+def envelope_row(
+    envelope: Mapping[str, Any], inserted_at: int, event_json: bytes | None = None
+) -> dict[str, Any]:
+    """Validate one envelope and return its column values (``notification_id`` excluded).
+
+    ``event_json`` is the envelope's encoding when the caller has it already.
+    """
     event_id = envelope.get("id")
     if not isinstance(event_id, str) or not event_id:
         raise LedgerError(
@@ -62,7 +137,8 @@ def envelope_row(envelope: Mapping[str, Any], inserted_at: int) -> dict[str, Any
             hint="build events with pentrace.domain.runtime",
         )
     _check_shape(envelope, event_id)
-    event_json = _encode(envelope)
+    if event_json is None:
+        event_json = _encode(envelope)
     if not is_redacted_encoded(envelope, event_json):
         paths = sorted(set(changed_paths(envelope, redact(envelope).value)))
         shown = ", ".join(paths[:20]) + (
@@ -152,7 +228,9 @@ def _check_shape(envelope: Mapping[str, Any], event_id: str) -> None:
 
 def _text(value: Any) -> str | None:
     # Text columns are bound as UTF-8: lone surrogates go in as their JSON escapes (ADR 0015).
-    return escape_surrogates(value) if isinstance(value, str) and value else None
+    if isinstance(value, str) and value:
+        return value if value.isascii() else escape_surrogates(value)
+    return None
 
 
 def _positive(value: Any) -> int:

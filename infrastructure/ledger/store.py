@@ -22,7 +22,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, func, select
 
-from pentrace.domain.session.key import SESSION_STREAM_PREFIX, SessionKey, parse_session_stream
+from pentrace.domain.session.key import SESSION_STREAMS_LIKE, SessionKey, parse_session_stream
 from pentrace.errors import ConfigError, LedgerFormatError
 from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
 from pentrace.infrastructure.ledger.backend.errors import LedgerIntegrityError
@@ -39,7 +39,7 @@ from pentrace.infrastructure.ledger.retention import (
     RetentionReport,
     apply_retention,
 )
-from pentrace.infrastructure.ledger.rows import as_envelope, envelope_row
+from pentrace.infrastructure.ledger.rows import event_row
 from pentrace.infrastructure.ledger.settings import LedgerSettings, default_ledger_path
 from pentrace.infrastructure.redaction_policy import activate_policy
 
@@ -143,7 +143,7 @@ class RuntimeEventLedger(LedgerRecorder):
         With no rows it still runs, in a transaction of its own.
         """
         now = self.now_ms()
-        rows = [envelope_row(as_envelope(event), now) for event in events]
+        rows = [event_row(event, now) for event in events]
         return self.append_rows(rows, before_commit=before_commit)
 
     def append_rows(
@@ -308,7 +308,7 @@ class RuntimeEventLedger(LedgerRecorder):
         events = self.db.tables.events
         query = (
             select(events.c.stream_id, func.count())
-            .where(events.c.stream_id.like(SESSION_STREAM_PREFIX + "%"))
+            .where(events.c.stream_id.like(SESSION_STREAMS_LIKE))
             .group_by(events.c.stream_id)
         )
         with self.db.reading("list the ledger's session streams") as conn:
@@ -365,7 +365,7 @@ class RuntimeEventLedger(LedgerRecorder):
             )
             batch: list[dict[str, Any]] = []
             for event in events:
-                batch.append(envelope_row(as_envelope(event), now))
+                batch.append(event_row(event, now))
                 if len(batch) >= _CHUNK:
                     stored += self._insert_fresh(conn, batch)
                     batch = []

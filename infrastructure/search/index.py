@@ -17,9 +17,7 @@ is :mod:`pentrace.projections.search_docs`.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import os
 import sqlite3
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -27,8 +25,8 @@ from pathlib import Path
 from typing import Final
 
 from pentrace.domain.json_codec import escape_surrogates
-from pentrace.errors import SearchIndexError
 from pentrace.infrastructure.redaction_policy import activate_policy
+from pentrace.infrastructure.search import database
 from pentrace.infrastructure.search.query import SearchHit, SearchQuery, run_query
 from pentrace.infrastructure.search.shards import (
     ShardState,
@@ -38,25 +36,11 @@ from pentrace.infrastructure.search.shards import (
     unchanged,
 )
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
-from pentrace.infrastructure.storage.modes import prepare_sqlite_file, repair_modes, sqlite_files
 from pentrace.projections.search_docs import SearchDoc, SearchDocFold
 
 __all__ = ["RefreshReport", "SearchHit", "SearchIndex", "SearchQuery", "search_index_path"]
 
-SCHEMA_VERSION: Final = "1"
 _BATCH: Final = 2000
-_SCHEMA: Final = (
-    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS sessions(id INTEGER PRIMARY KEY AUTOINCREMENT, project TEXT NOT "
-    "NULL, agent TEXT NOT NULL, session_id TEXT NOT NULL, position INTEGER NOT NULL, turns "
-    "INTEGER NOT NULL, in_compaction INTEGER NOT NULL, UNIQUE(project, agent, session_id))",
-    "CREATE TABLE IF NOT EXISTS shards(session INTEGER NOT NULL, path TEXT NOT NULL, idx INTEGER "
-    "NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, offset INTEGER NOT NULL, lines "
-    "INTEGER NOT NULL, tail BLOB NOT NULL, PRIMARY KEY(session, path))",
-    "CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5(body, kind UNINDEXED, role UNINDEXED, "
-    "turn UNINDEXED, time UNINDEXED, shard UNINDEXED, line UNINDEXED, "
-    "tokenize='unicode61 remove_diacritics 2')",
-)
 
 
 def search_index_path(root: DataRoot) -> Path:
@@ -84,41 +68,7 @@ class SearchIndex:
         self.root = root
         activate_policy(root.path)
         self.path = path if path is not None else search_index_path(root)
-        self.conn = self._open()
-
-    def _open(self) -> sqlite3.Connection:
-        try:
-            return self._connect()
-        except sqlite3.DatabaseError as error:
-            if _is_busy(error):
-                raise _locked(self.path) from error
-            # A derived index that cannot be read is rebuilt, never a crash.
-            self._delete_files()
-            return self._connect()
-
-    def _connect(self) -> sqlite3.Connection:
-        prepare_sqlite_file(self.path, own_folder=True)
-        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            for statement in _SCHEMA:
-                conn.execute(statement)
-            found = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-            if found is None:
-                conn.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
-            elif found[0] != SCHEMA_VERSION:
-                raise sqlite3.DatabaseError("search index schema version differs")
-        except BaseException:
-            conn.close()
-            raise
-        repair_modes(sqlite_files(self.path), where=self.path)  # the side files SQLite made
-        return conn
-
-    def _delete_files(self) -> None:
-        for suffix in ("", "-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(f"{self.path}{suffix}")
+        self.conn = database.open_index(self.path)
 
     def close(self) -> None:
         """Close the database."""
@@ -134,8 +84,8 @@ class SearchIndex:
     def rebuild(self, refs: Iterable[SessionRef] | None = None) -> RefreshReport:
         """Delete the index and build it again from the traces."""
         self.conn.close()
-        self._delete_files()
-        self.conn = self._connect()
+        database.delete_files(self.path)
+        self.conn = database.connect(self.path)
         return self.refresh(refs)
 
     def refresh(self, refs: Iterable[SessionRef] | None = None) -> RefreshReport:
@@ -282,25 +232,10 @@ class SearchIndex:
 
     # -- plumbing ----------------------------------------------------------------
     def _execute(self, sql: str, params: tuple[object, ...] = ()) -> sqlite3.Cursor:
-        try:
-            return self.conn.execute(sql, params)
-        except sqlite3.OperationalError as error:
-            raise _converted(self.path, error) from error
+        return database.execute(self.conn, self.path, sql, params)
 
     def _write(self, work: Callable[[], None]) -> None:
-        """Run ``work()`` in one IMMEDIATE transaction, rolled back on any error."""
-        try:
-            self.conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as error:
-            raise _converted(self.path, error) from error
-        try:
-            work()
-        except BaseException as error:
-            self.conn.execute("ROLLBACK")
-            if isinstance(error, sqlite3.OperationalError):
-                raise _converted(self.path, error) from error
-            raise
-        self.conn.execute("COMMIT")
+        database.write(self.conn, self.path, work)
 
     # -- searching ---------------------------------------------------------------
     def search(self, query: SearchQuery) -> list[SearchHit]:
@@ -319,25 +254,4 @@ def _doc_row(base: int, shard: int, doc: SearchDoc) -> tuple[object, ...]:
         doc.time_ms,
         shard,
         doc.line,
-    )
-
-
-def _is_busy(error: sqlite3.Error) -> bool:
-    text = str(error).lower()
-    return "locked" in text or "busy" in text
-
-
-def _locked(path: Path) -> SearchIndexError:
-    return SearchIndexError(
-        f"the search index {path} is locked by another process",
-        hint="wait for the other search or rebuild to finish, then retry",
-    )
-
-
-def _converted(path: Path, error: sqlite3.Error) -> SearchIndexError:
-    if _is_busy(error):
-        return _locked(path)
-    return SearchIndexError(
-        f"the search index {path} failed: {str(error).splitlines()[0][:160]}",
-        hint="run `pentrace search --rebuild` to recreate it from the traces",
     )

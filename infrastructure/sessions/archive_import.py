@@ -37,6 +37,7 @@ from pentrace.errors import NotFoundError, PentraceError, TraceError, TraceForma
 from pentrace.infrastructure.sessions.archive import ARCHIVE_FORMAT
 from pentrace.infrastructure.sessions.trace_import import (
     copy_lines,
+    import_failed,
     make_dirs,
     refuse_existing,
     remove_empty,
@@ -260,8 +261,5 @@ def _publish(
         remove_empty(made)
         if isinstance(exc, PentraceError):
             raise
-        raise TraceError(
-            f"cannot import archive {source}: {exc.strerror or type(exc).__name__}",
-            hint="check free space and permissions under the data root",
-        ) from exc
+        raise import_failed(f"archive {source}", exc) from exc
     return ArchiveImportResult(ids[0], tuple(ids), tuple(written), total, torn)

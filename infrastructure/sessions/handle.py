@@ -106,44 +106,43 @@ class SessionHandle:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _written(self, *, boundary: bool = False) -> None:
+        """Save after a command: always in EVENT mode, at a ``boundary`` in REQUEST mode too."""
+        if self.mode is _EVENT or (boundary and self.mode is not _MANUAL):
+            self.save()
+
     # The commands: see Session for each one's arguments and refusals.  Each calls
     # the aggregate itself (no generic dispatcher): recording is the hot path.
 
     def record_user_input(self, text: str, **options: Any) -> None:
         """User input, written before ``request_begin`` (``images=``, ``sender=``)."""
         self._session.record_user_input(text, now=self._app.clock(), **options)
-        if self.mode is _EVENT:
-            self.save()
+        self._written()
 
     def begin_request(self) -> None:
         """``request_begin``."""
         self._session.begin_request(now=self._app.clock())
-        if self.mode is _EVENT:
-            self.save()
+        self._written()
 
     def end_request(self, status: str, **options: Any) -> None:
         """``request_end``; saves in EVENT and REQUEST mode."""
         self._session.end_request(status, now=self._app.clock(), **options)
-        if self.mode is not _MANUAL:
-            self.save()
+        self._written(boundary=True)
 
     def record_text(self, text: str, **options: Any) -> None:
         """An assistant (or ``role=``) ``text`` message."""
         self._session.record_text(text, now=self._app.clock(), **options)
-        if self.mode is _EVENT:
-            self.save()
+        self._written()
 
     def record_thinking(self, thinking: str, **options: Any) -> None:
         """A ``thinking`` message."""
         self._session.record_thinking(thinking, now=self._app.clock(), **options)
-        if self.mode is _EVENT:
-            self.save()
+        self._written()
 
     def record_inline_thinking(self, data: str, mime_type: str, **options: Any) -> None:
         """An ``inline_thinking`` message."""
         self._session.record_inline_thinking(data, mime_type, now=self._app.clock(), **options)
-        if self.mode is _EVENT:
-            self.save()
+        self._written()
 
     def record_tool_call(
         self, name: str, arguments: str, tool_call_id: str, **options: Any
@@ -152,8 +151,7 @@ class SessionHandle:
         self._session.record_tool_call(
             name, arguments, tool_call_id, now=self._app.clock(), **options
         )
-        if self.mode is _EVENT:
-            self.save()
+        self._written()
         self._tool_names[tool_call_id] = name
 
     def record_tool_output(
@@ -183,80 +181,67 @@ class SessionHandle:
                 max_chars=cap,
             )
         self._session.record_tool_output(tool_call_id, output, now=self._app.clock(), **options)
-        if self.mode is _EVENT:
-            self.save()
+        self._written()
         self._tool_names.pop(tool_call_id, None)
 
     def record_image_url(self, image_url: str, **options: Any) -> None:
         """An ``image_url`` message."""
         self._session.record_image_url(image_url, now=self._app.clock(), **options)
-        if self.mode is _EVENT:
-            self.save()
+        self._written()
 
     def record_inline_data(self, data: str, mime_type: str, **options: Any) -> None:
         """An ``inline_data`` message."""
         self._session.record_inline_data(data, mime_type, now=self._app.clock(), **options)
-        if self.mode is _EVENT:
-            self.save()
+        self._written()
 
     def record_model_message(self, payload: Any) -> None:
         """Any complete OmniMessage model payload."""
         self._session.record_model_message(payload, now=self._app.clock())
-        if self.mode is _EVENT:
-            self.save()
+        self._written()
 
     def decide_approval(self, tool_call_id: str, decision: str) -> None:
         """``approval_decision``."""
         self._session.decide_approval(tool_call_id, decision, now=self._app.clock())
-        if self.mode is _EVENT:
-            self.save()
+        self._written()
 
     def abort(self, reason: str | None = None) -> None:
         """``abort``."""
         self._session.abort(now=self._app.clock(), reason=reason)
-        if self.mode is _EVENT:
-            self.save()
+        self._written()
 
     def record_token_usage(self, session: Any, request: Any) -> None:
         """``token_usage`` (TokenCounts or mappings)."""
         self._session.record_token_usage(session, request, now=self._app.clock())
-        if self.mode is _EVENT:
-            self.save()
+        self._written()
 
     def begin_compaction(self, reason: str, mode: str, **options: Any) -> None:
         """``compaction_begin`` (``context=``, ``turns=``)."""
         self._session.begin_compaction(reason, mode, now=self._app.clock(), **options)
-        if self.mode is _EVENT:
-            self.save()
+        self._written()
 
     def end_compaction(self, status: str, **options: Any) -> None:
         """``compaction_end``; saves in EVENT and REQUEST mode."""
         self._session.end_compaction(status, now=self._app.clock(), **options)
-        if self.mode is not _MANUAL:
-            self.save()
+        self._written(boundary=True)
 
     def finish_goal(self, outcome: str, *, rounds: int, tokens_used: int) -> None:
         """``goal_finished``."""
         self._session.finish_goal(
             outcome, now=self._app.clock(), rounds=rounds, tokens_used=tokens_used
         )
-        if self.mode is _EVENT:
-            self.save()
+        self._written()
 
     def begin_mcp_connect(self, servers: Any) -> None:
         """``mcp_connect_begin``."""
         self._session.begin_mcp_connect(servers, now=self._app.clock())
-        if self.mode is _EVENT:
-            self.save()
+        self._written()
 
     def end_mcp_connect(self, status: str, results: Any) -> None:
         """``mcp_connect_end``."""
         self._session.end_mcp_connect(status, results, now=self._app.clock())
-        if self.mode is _EVENT:
-            self.save()
+        self._written()
 
     def record_subagent(self, child_session_id: str) -> None:
         """``subagent`` pointer (``SessionApplication.spawn_subagent`` writes it for you)."""
         self._session.record_subagent(child_session_id, now=self._app.clock())
-        if self.mode is _EVENT:
-            self.save()
+        self._written()

@@ -36,7 +36,7 @@ from pentrace.errors import (
 from pentrace.infrastructure.storage.atomic import publish_file
 from pentrace.infrastructure.storage.inputs import open_regular
 from pentrace.infrastructure.storage.layout import DataRoot, validate_name
-from pentrace.infrastructure.storage.modes import make_private_dir
+from pentrace.infrastructure.storage.modes import make_private_dir, missing_dirs
 from pentrace.infrastructure.trace.locking import SessionLock
 from pentrace.infrastructure.trace.reader import ParseReport, read_shard
 from pentrace.infrastructure.trace.writer import session_lock_path
@@ -194,10 +194,7 @@ def import_session(
         _remove_empty(made)
         if isinstance(exc, PentraceError):
             raise
-        raise TraceError(
-            f"cannot import {source} as session {sid}: {exc.strerror or type(exc).__name__}",
-            hint="check free space and permissions under the data root",
-        ) from exc
+        raise import_failed(f"{source} as session {sid}", exc) from exc
     return ImportResult(
         sid, dest, scan.records, scan.requests, scan.tool_calls, size, scan.keep_lines is not None
     )
@@ -216,14 +213,18 @@ def _refuse_existing(root: DataRoot, project: str, agent: str, sid: str, source:
 
 def _make_dirs(folder: Path) -> list[Path]:
     """``mkdir -p``; return the folders it created, deepest last."""
-    missing: list[Path] = []
-    probe = folder
-    while not probe.exists():
-        missing.append(probe)
-        probe = probe.parent
-    for path in reversed(missing):
+    missing = missing_dirs(folder)[0]
+    for path in missing:
         make_private_dir(path)
-    return list(reversed(missing))
+    return missing
+
+
+def import_failed(what: str, exc: OSError) -> TraceError:
+    """The error for an import of ``what`` that an OS error stopped (after cleaning up)."""
+    return TraceError(
+        f"cannot import {what}: {exc.strerror or type(exc).__name__}",
+        hint="check free space and permissions under the data root",
+    )
 
 
 def _remove_empty(made: list[Path]) -> None:

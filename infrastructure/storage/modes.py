@@ -35,6 +35,7 @@ __all__ = [
     "SQLITE_SIDE_SUFFIXES",
     "make_private_dir",
     "make_private_dirs",
+    "missing_dirs",
     "open_private",
     "prepare_sqlite_file",
     "repair_below",
@@ -116,6 +117,18 @@ def make_private_dirs(path: Path, *, within: Path | None = None) -> list[Path]:
     to ``path`` are repaired too (reported once under ``within``); folders
     outside it are never touched.
     """
+    missing, probe = missing_dirs(path)
+    made = [folder for folder in missing if make_private_dir(folder)]
+    if within is not None:
+        repair_below(within, probe)
+    return made
+
+
+def missing_dirs(path: Path) -> tuple[list[Path], Path]:
+    """The folders ``mkdir -p path`` would create, outermost first, and the folder they start in.
+
+    The folder they start in is the nearest one that exists (the root when none does).
+    """
     missing: list[Path] = []
     probe = path
     while not probe.is_dir():
@@ -123,10 +136,8 @@ def make_private_dirs(path: Path, *, within: Path | None = None) -> list[Path]:
         if probe.parent == probe:
             break
         probe = probe.parent
-    made = [folder for folder in reversed(missing) if make_private_dir(folder)]
-    if within is not None:
-        repair_below(within, probe)
-    return made
+    missing.reverse()
+    return missing, probe
 
 
 def repair_below(root: Path, *paths: Path) -> int:

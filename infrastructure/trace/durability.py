@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pentrace.errors import TraceWriteError
-from pentrace.infrastructure.storage.modes import make_private_dir
+from pentrace.infrastructure.storage.modes import make_private_dir, missing_dirs
 
 __all__ = ["Durability", "FsyncFn", "fsync_directory", "make_dirs_durably"]
 
@@ -50,14 +50,7 @@ def make_dirs_durably(path: Path, fsync: FsyncFn | None = os.fsync) -> None:
     With ``fsync=None`` the folders are created without any fsync.  OS errors
     become :class:`~pentrace.errors.TraceWriteError` naming the folder.
     """
-    missing: list[Path] = []
-    probe = path
-    while not probe.is_dir():
-        missing.append(probe)
-        if probe.parent == probe:
-            break
-        probe = probe.parent
-    for folder in reversed(missing):
+    for folder in missing_dirs(path)[0]:
         try:
             if not make_private_dir(folder):
                 # Another process made it between our check and mkdir; it fsyncs its own.

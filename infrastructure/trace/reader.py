@@ -28,7 +28,6 @@ from __future__ import annotations
 import itertools
 import operator
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
@@ -43,6 +42,7 @@ from pentrace.errors import (
 )
 from pentrace.infrastructure.storage.inputs import open_regular
 from pentrace.infrastructure.storage.layout import ShardRef
+from pentrace.infrastructure.trace.report import BadLine, ParseReport
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -61,72 +61,6 @@ _MAX_REASON: Final = 160
 MAX_LINE_BYTES: Final = 512 * 1024 * 1024
 # About one 256 KiB chunk of typical lines: the batch stays in cache between decode and fold.
 _BATCH_LINES: Final = 1024
-
-
-@dataclass(frozen=True, slots=True)
-class BadLine:
-    """A line that did not parse: where it is (``path`` is None for in-memory data) and why."""
-
-    path: Path | None
-    line: int
-    reason: str
-
-
-@dataclass(slots=True)
-class ParseReport:
-    """What a read saw besides records: bad lines, torn tails and counts.
-
-    Only the first ``max_kept`` skipped (or healed) lines are kept in
-    ``skipped`` (``healed``); ``skipped_count`` (``healed_count``) always counts
-    them all.  Healed torn fragments are legal and leave a read ``clean``.
-    One report may be shared by several reads (``read_session`` does this); the counts then add up.
-    """
-
-    max_kept: int = 1000
-    skipped: list[BadLine] = field(default_factory=list)
-    skipped_count: int = 0
-    torn_tails: list[BadLine] = field(default_factory=list)
-    healed: list[BadLine] = field(default_factory=list)
-    healed_count: int = 0
-    files: int = 0
-    lines: int = 0
-    blank_lines: int = 0
-    records: int = 0
-    bytes_read: int = 0
-
-    @property
-    def torn_tail(self) -> BadLine | None:
-        """The torn last line of the most recently read file, or of any file read before."""
-        return self.torn_tails[-1] if self.torn_tails else None
-
-    @property
-    def clean(self) -> bool:
-        """True when no line was skipped and no tail was torn."""
-        return self.skipped_count == 0 and not self.torn_tails
-
-    def note(self, limit: int = 20) -> str:
-        """A one-line summary naming up to ``limit`` skipped line numbers, like the reference
-        (healed torn fragments, which the reference counts as malformed, are named apart)."""
-        healed = ""
-        if self.healed_count:
-            lines = ", ".join(str(bad.line) for bad in self.healed[:limit])
-            healed = f"; {self.healed_count} healed torn fragment(s): {lines}"
-        if self.skipped_count == 0:
-            return "no malformed lines" + healed
-        shown = ", ".join(str(bad.line) for bad in self.skipped[:limit])
-        more = self.skipped_count - min(limit, len(self.skipped))
-        extra = f" (and {more} more)" if more > 0 else ""
-        return f"skipped {self.skipped_count} malformed line(s): {shown}{extra}{healed}"
-
-    def _heal(self, bad: BadLine) -> None:
-        self.healed_count += 1
-        if len(self.healed) < self.max_kept:
-            self.healed.append(bad)
-
-    def _skip(self, bad: BadLine) -> None:
-        self.skipped_count += 1
-        if len(self.skipped) < self.max_kept:
-            self.skipped.append(bad)
 
 
 def _too_long(path: Path | None, offset: int) -> TraceError:

@@ -1,4 +1,4 @@
-"""Shard file steps for the trace writer: create whole, finish short writes, probe tails."""
+"""Shard file steps for the trace writer: open, create whole, finish short writes, roll back."""
 
 from __future__ import annotations
 
@@ -11,7 +11,20 @@ from pentrace.infrastructure.storage.modes import open_private
 from pentrace.infrastructure.storage.temp import in_flight, temp_name
 from pentrace.infrastructure.trace.durability import FsyncFn, fsync_directory
 
-__all__ = ["create_shard", "finish_short_write", "probe_tail"]
+__all__ = ["create_shard", "finish_short_write", "open_for_append", "probe_tail", "roll_back"]
+
+
+def open_for_append(path: Path) -> int | None:
+    """An ``O_APPEND`` descriptor on an existing shard; None when there is none yet."""
+    try:
+        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None  # created whole with its first batch, see create_shard
+    except OSError as exc:
+        raise TraceWriteError(
+            f"cannot open {path} for appending: {exc.strerror or type(exc).__name__}",
+            hint="check the file's permissions and the disk",
+        ) from exc
 
 
 def finish_short_write(fd: int, buffer: bytes, written: int) -> None:
@@ -22,6 +35,19 @@ def finish_short_write(fd: int, buffer: bytes, written: int) -> None:
         if step <= 0:
             raise OSError(errno.ENOSPC, "no progress writing the rest of a record")
         written += step
+
+
+def roll_back(path: Path, fd: int, before: int) -> tuple[str, tuple[int, bool] | None]:
+    """Truncate a failed append back to ``before`` bytes; return what to say, and the tail.
+
+    The tail (size, torn) is None when the truncation worked; when it failed
+    the tail is unknown, so it is probed again and the next record heals it.
+    """
+    try:
+        os.ftruncate(fd, before)
+    except OSError:
+        return "; rolling back failed, the next record starts on a new line", probe_tail(path, fd)
+    return f"; the shard was rolled back to {before} bytes", None
 
 
 def probe_tail(path: Path, fd: int) -> tuple[int, bool]:

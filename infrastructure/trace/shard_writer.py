@@ -19,31 +19,34 @@ crash cannot leave an empty or headless ``_NNN.jsonl`` behind.
 Torn tails: if an existing shard does not end in ``\\n`` (a crash mid-write, or
 a failed rollback), the next record is prefixed with ``\\n``; the reader then
 sees the torn fragment as a malformed line and the new record intact.
+
+The class is a little over 300 lines and stays whole: every method shares the
+one descriptor, size and heal state of the append path; the checks and the
+file steps around it live in ``record_checks`` and ``shard_files``.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from operator import methodcaller
 from pathlib import Path
 from typing import NoReturn
 
 from pentrace.errors import TraceWriteError, UsageError
 from pentrace.infrastructure.storage.layout import parse_shard_name
+from pentrace.infrastructure.trace import shard_files
 from pentrace.infrastructure.trace.durability import Durability, FsyncFn, make_dirs_durably
 from pentrace.infrastructure.trace.locking import SessionLock
 from pentrace.infrastructure.trace.record_checks import (
     PARTIAL_PROBE,
     REQUEST_END_PROBE,
     is_request_end,
+    refuse_batch,
     refuse_record,
+    refuse_rotation,
 )
-from pentrace.infrastructure.trace.shard_files import create_shard, finish_short_write, probe_tail
 
 __all__ = ["ShardWriter"]
-
-_isspace = methodcaller("isspace")
 
 
 def _index_of(path: Path) -> int:
@@ -168,19 +171,7 @@ class ShardWriter:
         if not records:
             return self._size
         joined = b"\n".join(records)
-        # Checked once for the batch: a newline in the records joined without
-        # separators (a one-byte find is a memchr; bytes.count is several times
-        # slower), and the partial probe on the joined batch (no probe contains a
-        # newline, so none spans two records); only a hit pays for the per-record
-        # check that names the record.
-        if b"".join(records).find(b"\n") >= 0 or joined.find(PARTIAL_PROBE) >= 0:
-            for record in records:
-                refuse_record(record, self._path)
-        # Empty or blank records, found without a Python-level loop in the common case.
-        if not all(records) or any(map(_isspace, records)):
-            for record in records:
-                if not record or record.isspace():
-                    refuse_record(record, self._path)
+        refuse_batch(records, joined, self._path)
         buffer = b"\n" + joined + b"\n" if self._heal else joined + b"\n"
         if sync is None:
             sync = self._sync_every or (
@@ -196,26 +187,11 @@ class ShardWriter:
         Returns the new shard's path.
         """
         self._check_open()
-        if self._next_shard is None:
-            raise UsageError(
-                f"cannot rotate {self._path}: the writer was opened without next_shard",
-                hint="open the writer with open_session_writer(...) or pass next_shard=",
-            )
-        if not header_records:
-            raise UsageError(
-                f"cannot rotate {self._path}: a new shard must start with session_meta "
-                "and tool_list_ready, got no header records",
-                hint="pass the session_meta and tool_list_ready records",
-            )
-        if self._fd is None:
-            raise UsageError(
-                f"cannot rotate away from {self._path}: it has no records yet",
-                hint="write the session's first records before rotating",
-            )
-        for record in header_records:
-            refuse_record(record, self._path)
+        next_shard = refuse_rotation(
+            self._path, self._next_shard, header_records, has_records=self._fd is not None
+        )
         new_index = self._index + 1
-        new_path = self._next_shard(new_index).absolute()
+        new_path = next_shard(new_index).absolute()
         make_dirs_durably(new_path.parent, self._dir_fsync)
         new_lock = _sidecar_lock(new_path, None) if self._sidecar else None
         try:
@@ -227,7 +203,7 @@ class ShardWriter:
             if self._durability is not Durability.NONE:
                 self.sync()
             body = b"\n".join(header_records) + b"\n"
-            fd = create_shard(new_path, body, len(header_records), self._dir_fsync)
+            fd = shard_files.create_shard(new_path, body, len(header_records), self._dir_fsync)
         except BaseException:
             if new_lock is not None:
                 new_lock.release()
@@ -276,17 +252,9 @@ class ShardWriter:
     # -- internals -----------------------------------------------------------
 
     def _open_existing(self) -> None:
-        try:
-            fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return  # created whole with its first batch, see create_shard
-        except OSError as exc:
-            raise TraceWriteError(
-                f"cannot open {self._path} for appending: {exc.strerror or type(exc).__name__}",
-                hint="check the file's permissions and the disk",
-            ) from exc
-        self._fd = fd
-        self._size, self._heal = probe_tail(self._path, fd)
+        self._fd = fd = shard_files.open_for_append(self._path)
+        if fd is not None:
+            self._size, self._heal = shard_files.probe_tail(self._path, fd)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -299,7 +267,7 @@ class ShardWriter:
         fd = self._fd
         if fd is None:
             self._check_open()
-            self._fd = create_shard(self._path, buffer, count, self._dir_fsync)
+            self._fd = shard_files.create_shard(self._path, buffer, count, self._dir_fsync)
             self._size = len(buffer)
             self._heal = self._dirty = False
             return self._size
@@ -308,7 +276,7 @@ class ShardWriter:
         try:
             written = os.write(fd, buffer)
             if written != length:
-                finish_short_write(fd, buffer, written)
+                shard_files.finish_short_write(fd, buffer, written)
         except OSError as exc:
             self._fail("write", exc, count, before)
         self._size = before + length
@@ -327,13 +295,9 @@ class ShardWriter:
         """Roll the shard back to ``before`` bytes and raise one TraceWriteError."""
         rolled = ""
         if before is not None and self._fd is not None:
-            try:
-                os.ftruncate(self._fd, before)
-                rolled = f"; the shard was rolled back to {before} bytes"
-            except OSError:
-                # The tail is unknown now: re-read it so the next record heals it.
-                self._size, self._heal = probe_tail(self._path, self._fd)
-                rolled = "; rolling back failed, the next record starts on a new line"
+            rolled, tail = shard_files.roll_back(self._path, self._fd, before)
+            if tail is not None:
+                self._size, self._heal = tail
         what = f"{count} record(s)" if count else "pending records"
         raise TraceWriteError(
             f"{step} of {what} to {self._path} failed: "

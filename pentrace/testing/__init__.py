@@ -8,25 +8,10 @@ See ``docs/testing.md`` for the model of legal sessions and runnable examples.
 
 from __future__ import annotations
 
-from pentrace.testing.commands import (
-    STOP_STATUSES,
-    Abort,
-    Approval,
-    AssistantText,
-    BeginRequest,
-    Command,
-    CompactionBegin,
-    CompactionEnd,
-    EndRequest,
-    StartSession,
-    SubagentPointer,
-    Thinking,
-    TokenCounts,
-    TokenUsage,
-    ToolCall,
-    ToolOutput,
-    UserInput,
-)
+# The command values are re-exported as ``commands.__all__`` lists them, so that list is
+# written once; the star import is that re-export.
+from pentrace.testing import commands
+from pentrace.testing.commands import *  # noqa: F403
 from pentrace.testing.drive import apply_command, drive_session, start_session
 from pentrace.testing.files import truncate_file, write_shards, write_trace
 from pentrace.testing.render import command_time, format_timestamp, payload_for, render_shards
@@ -38,24 +23,8 @@ from pentrace.testing.strategies import (
     trace_records,
 )
 
+# The helpers, then every command value (``commands.__all__``).
 __all__ = [
-    "STOP_STATUSES",
-    "Abort",
-    "Approval",
-    "AssistantText",
-    "BeginRequest",
-    "Command",
-    "CompactionBegin",
-    "CompactionEnd",
-    "EndRequest",
-    "StartSession",
-    "SubagentPointer",
-    "Thinking",
-    "TokenCounts",
-    "TokenUsage",
-    "ToolCall",
-    "ToolOutput",
-    "UserInput",
     "apply_command",
     "command_time",
     "crash_points",
@@ -72,3 +41,4 @@ __all__ = [
     "write_shards",
     "write_trace",
 ]
+__all__ += commands.__all__

@@ -13,23 +13,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from pentrace.domain.session.aggregate import Session
-from pentrace.testing.commands import (
-    Abort,
-    Approval,
-    AssistantText,
-    BeginRequest,
-    Command,
-    CompactionBegin,
-    CompactionEnd,
-    EndRequest,
-    StartSession,
-    SubagentPointer,
-    Thinking,
-    TokenUsage,
-    ToolCall,
-    ToolOutput,
-    UserInput,
-)
+from pentrace.testing import commands as cmd
 from pentrace.testing.render import DEFAULT_SESSION_ID, DEFAULT_START, command_time
 
 __all__ = ["apply_command", "drive_session", "start_session"]
@@ -37,7 +21,7 @@ __all__ = ["apply_command", "drive_session", "start_session"]
 _DONE = "completed"
 
 
-def start_session(command: StartSession, *, session_id: str, now: datetime) -> Session:
+def start_session(command: cmd.StartSession, *, session_id: str, now: datetime) -> Session:
     """``Session.start`` with the command's meta fields and one description per tool."""
     tools = [{"name": name, "description": f"the {name} tool"} for name in command.tools]
     return Session.start(
@@ -53,41 +37,41 @@ def start_session(command: StartSession, *, session_id: str, now: datetime) -> S
     )
 
 
-def apply_command(session: Session, command: Command, *, now: datetime) -> None:
+def apply_command(session: Session, command: cmd.Command, *, now: datetime) -> None:
     """Apply one (non-start) command to ``session``; refusals propagate as raised."""
     match command:
-        case UserInput(text=text):
+        case cmd.UserInput(text=text):
             session.record_user_input(text, now=now)
-        case BeginRequest():
+        case cmd.BeginRequest():
             session.begin_request(now=now)
-        case AssistantText(text=text):
+        case cmd.AssistantText(text=text):
             session.record_text(text, now=now, stop_reason=_DONE)
-        case Thinking(thinking=thinking):
+        case cmd.Thinking(thinking=thinking):
             session.record_thinking(thinking, now=now, stop_reason=_DONE)
-        case ToolCall(tool_call_id=call_id, name=name, arguments=arguments):
+        case cmd.ToolCall(tool_call_id=call_id, name=name, arguments=arguments):
             session.record_tool_call(name, arguments, call_id, now=now, stop_reason=_DONE)
-        case Approval(tool_call_id=call_id, decision=decision):
+        case cmd.Approval(tool_call_id=call_id, decision=decision):
             session.decide_approval(call_id, decision, now=now)
-        case ToolOutput(tool_call_id=call_id, output=output):
+        case cmd.ToolOutput(tool_call_id=call_id, output=output):
             session.record_tool_output(call_id, output, now=now)
-        case Abort(reason=reason):
+        case cmd.Abort(reason=reason):
             session.abort(now=now, reason=reason)
-        case EndRequest(status=status):
+        case cmd.EndRequest(status=status):
             session.end_request(status, now=now)
-        case TokenUsage(session=totals, request=request):
+        case cmd.TokenUsage(session=totals, request=request):
             session.record_token_usage(totals.as_dict(), request.as_dict(), now=now)
-        case CompactionBegin(reason=reason, mode=mode):
+        case cmd.CompactionBegin(reason=reason, mode=mode):
             session.begin_compaction(reason, mode, now=now, context=0, turns=0)
-        case CompactionEnd(status=status):
+        case cmd.CompactionEnd(status=status):
             session.end_compaction(status, now=now)
-        case SubagentPointer(session_id=child):
+        case cmd.SubagentPointer(session_id=child):
             session.record_subagent(child, now=now)
-        case StartSession():
+        case cmd.StartSession():
             raise ValueError("StartSession starts a session; use start_session()")
 
 
 def drive_session(
-    commands: Iterable[Command],
+    commands: Iterable[cmd.Command],
     *,
     session_id: str = DEFAULT_SESSION_ID,
     start: datetime = DEFAULT_START,
@@ -102,7 +86,7 @@ def drive_session(
     for number, command in enumerate(commands):
         now = command_time(start, number)
         if session is None:
-            if not isinstance(command, StartSession):
+            if not isinstance(command, cmd.StartSession):
                 raise ValueError(f"expected StartSession first, found {type(command).__name__}")
             session = start_session(command, session_id=session_id, now=now)
         else:

@@ -14,23 +14,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from pentrace.domain.json_codec import JsonEncoder
-from pentrace.testing.commands import (
-    Abort,
-    Approval,
-    AssistantText,
-    BeginRequest,
-    Command,
-    CompactionBegin,
-    CompactionEnd,
-    EndRequest,
-    StartSession,
-    SubagentPointer,
-    Thinking,
-    TokenUsage,
-    ToolCall,
-    ToolOutput,
-    UserInput,
-)
+from pentrace.domain.records import TraceRecord
+from pentrace.testing import commands as cmd
 
 __all__ = [
     "DEFAULT_SESSION_ID",
@@ -38,6 +23,7 @@ __all__ = [
     "command_time",
     "envelope_line",
     "format_timestamp",
+    "numbered_records",
     "payload_for",
     "render_shards",
 ]
@@ -63,7 +49,12 @@ def envelope_line(timestamp: str, kind: str, payload: dict[str, Any]) -> bytes:
     return _encoder.encode({"timestamp": timestamp, "type": kind, "payload": payload})
 
 
-def _meta(start: StartSession, session_id: str) -> dict[str, Any]:
+def numbered_records(lines: Iterable[bytes], first: int = 1) -> list[tuple[int, TraceRecord]]:
+    """``(position, record)`` pairs of consecutive lines, as the live hook receives them."""
+    return [(position, TraceRecord(line)) for position, line in enumerate(lines, start=first)]
+
+
+def _meta(start: cmd.StartSession, session_id: str) -> dict[str, Any]:
     return {
         "session_id": session_id,
         "provider": start.provider,
@@ -75,57 +66,57 @@ def _meta(start: StartSession, session_id: str) -> dict[str, Any]:
     }
 
 
-def _tools(start: StartSession) -> dict[str, Any]:
+def _tools(start: cmd.StartSession) -> dict[str, Any]:
     tools = [{"name": name, "description": f"the {name} tool"} for name in start.tools]
     return {"type": "tool_list_ready", "tools": tools}
 
 
-def payload_for(command: Command) -> tuple[str, dict[str, Any]]:
+def payload_for(command: cmd.Command) -> tuple[str, dict[str, Any]]:
     """The envelope type and payload one command writes (``StartSession`` excepted)."""
     match command:
-        case UserInput(text=text):
+        case cmd.UserInput(text=text):
             return "model_msg", {"type": "text", "role": "user", "text": text}
-        case BeginRequest():
+        case cmd.BeginRequest():
             return "event_msg", {"type": "request_begin"}
-        case AssistantText(text=text):
+        case cmd.AssistantText(text=text):
             payload = {"type": "text", "role": "assistant", "text": text}
             return "model_msg", {**payload, "stop_reason": "completed"}
-        case Thinking(thinking=thinking):
+        case cmd.Thinking(thinking=thinking):
             payload = {"type": "thinking", "role": "assistant", "thinking": thinking}
             return "model_msg", {**payload, "stop_reason": "completed"}
-        case ToolCall(tool_call_id=call_id, name=name, arguments=arguments):
+        case cmd.ToolCall(tool_call_id=call_id, name=name, arguments=arguments):
             payload = {"type": "tool_call", "role": "assistant", "name": name}
             payload.update(arguments=arguments, tool_call_id=call_id, stop_reason="completed")
             return "model_msg", payload
-        case Approval(tool_call_id=call_id, decision=decision):
+        case cmd.Approval(tool_call_id=call_id, decision=decision):
             return "event_msg", {
                 "type": "approval_decision",
                 "decision": decision,
                 "tool_call_id": call_id,
             }
-        case ToolOutput(tool_call_id=call_id, output=output):
+        case cmd.ToolOutput(tool_call_id=call_id, output=output):
             payload = {"type": "tool_call_output", "role": "user", "output": output}
             return "model_msg", {**payload, "tool_call_id": call_id}
-        case Abort(reason=reason):
+        case cmd.Abort(reason=reason):
             return "event_msg", {"type": "abort", "reason": reason}
-        case EndRequest(status=status):
+        case cmd.EndRequest(status=status):
             return "event_msg", {"type": "request_end", "status": status}
-        case TokenUsage(session=session, request=request):
+        case cmd.TokenUsage(session=session, request=request):
             usage = {"session": session.as_dict(), "request": request.as_dict()}
             return "event_msg", {"type": "token_usage", **usage}
-        case CompactionBegin(reason=reason, mode=mode):
+        case cmd.CompactionBegin(reason=reason, mode=mode):
             span = {"context": 0, "turns": 0}
             return "event_msg", {"type": "compaction_begin", "reason": reason, "mode": mode, **span}
-        case CompactionEnd(reason=reason, mode=mode, status=status):
+        case cmd.CompactionEnd(reason=reason, mode=mode, status=status):
             fields = {"reason": reason, "mode": mode, "status": status}
             return "event_msg", {"type": "compaction_end", **fields}
-        case SubagentPointer(session_id=child):
+        case cmd.SubagentPointer(session_id=child):
             return "event_msg", {"type": "subagent", "session_id": child}
     raise TypeError(f"expected a pentrace.testing command, found {type(command).__name__}")
 
 
 def render_shards(
-    commands: Iterable[Command],
+    commands: Iterable[cmd.Command],
     *,
     session_id: str = DEFAULT_SESSION_ID,
     start: datetime = DEFAULT_START,
@@ -142,7 +133,7 @@ def render_shards(
     rotate = False
     for number, command in enumerate(commands):
         stamp = format_timestamp(command_time(start, number))
-        if isinstance(command, StartSession):
+        if isinstance(command, cmd.StartSession):
             if shards:
                 raise ValueError("StartSession may only be the first command")
             header = (("session_meta", _meta(command, session_id)), ("event_msg", _tools(command)))
@@ -155,5 +146,5 @@ def render_shards(
             rotate = False
         kind, payload = payload_for(command)
         shards[-1].append(envelope_line(stamp, kind, payload))
-        rotate = isinstance(command, CompactionEnd) and command.status == "completed"
+        rotate = isinstance(command, cmd.CompactionEnd) and command.status == "completed"
     return shards

@@ -27,25 +27,7 @@ from typing import Final
 
 from hypothesis import strategies as st
 
-from pentrace.testing.commands import (
-    STOP_STATUSES,
-    Abort,
-    Approval,
-    AssistantText,
-    BeginRequest,
-    Command,
-    CompactionBegin,
-    CompactionEnd,
-    EndRequest,
-    StartSession,
-    SubagentPointer,
-    Thinking,
-    TokenCounts,
-    TokenUsage,
-    ToolCall,
-    ToolOutput,
-    UserInput,
-)
+from pentrace.testing import commands as cmd
 from pentrace.testing.render import DEFAULT_SESSION_ID, render_shards
 
 __all__ = ["crash_points", "cut", "session_commands", "split_lines", "trace_records"]
@@ -61,11 +43,11 @@ class _Builder:
 
     def __init__(self, draw: st.DrawFn) -> None:
         self.draw = draw
-        self.commands: list[Command] = []
+        self.commands: list[cmd.Command] = []
         self.serial = 0
         self.calls = 0
         self.children = 0
-        self.session_tokens = TokenCounts()
+        self.session_tokens = cmd.TokenCounts()
 
     def label(self, prefix: str) -> str:
         self.serial += 1
@@ -76,39 +58,39 @@ class _Builder:
         cache_write = self.draw(st.integers(0, 500))
         output = self.draw(st.integers(0, 2000))
         total = cache_read + cache_write + output
-        request = TokenCounts(cache_read, cache_write, output, total)
+        request = cmd.TokenCounts(cache_read, cache_write, output, total)
         self.session_tokens = self.session_tokens + request
-        self.commands.append(TokenUsage(self.session_tokens, request))
+        self.commands.append(cmd.TokenUsage(self.session_tokens, request))
 
     def step(self, subagents: bool, open_calls: list[str]) -> None:
         kinds = ["text", "thinking", "tool"] + (["subagent"] if subagents else [])
         kind = self.draw(st.sampled_from(kinds))
         if kind == "text":
-            self.commands.append(AssistantText(self.label("reply")))
+            self.commands.append(cmd.AssistantText(self.label("reply")))
         elif kind == "thinking":
-            self.commands.append(Thinking(self.label("thought")))
+            self.commands.append(cmd.Thinking(self.label("thought")))
         elif kind == "subagent":
             self.children += 1
             self.commands.append(
-                SubagentPointer(f"session-2026-07-18-11-11-00-{self.children:08x}")
+                cmd.SubagentPointer(f"session-2026-07-18-11-11-00-{self.children:08x}")
             )
         else:
             self.calls += 1
             call_id = f"call_{self.calls}"
             name = self.draw(st.sampled_from(("exec_command", "read_file")))
-            self.commands.append(ToolCall(call_id, name, '{"cmd":"printf hi"}'))
+            self.commands.append(cmd.ToolCall(call_id, name, '{"cmd":"printf hi"}'))
             if self.draw(st.booleans()):
                 decision = self.draw(st.sampled_from(("allow", "allow", "deny", "forbidden")))
-                self.commands.append(Approval(call_id, decision))
+                self.commands.append(cmd.Approval(call_id, decision))
             if self.draw(st.booleans()):
-                self.commands.append(ToolOutput(call_id, self.label("output")))
+                self.commands.append(cmd.ToolOutput(call_id, self.label("output")))
             else:
                 open_calls.append(call_id)
 
     def round(self, *, first: bool, last: bool, open_tail: bool, subagents: bool) -> None:
         for _ in range(self.draw(st.integers(1 if first else 0, 2))):
-            self.commands.append(UserInput(self.label("input")))
-        self.commands.append(BeginRequest())
+            self.commands.append(cmd.UserInput(self.label("input")))
+        self.commands.append(cmd.BeginRequest())
         open_calls: list[str] = []
         for _ in range(self.draw(st.integers(0, 4))):
             self.step(subagents, open_calls)
@@ -116,34 +98,34 @@ class _Builder:
         if ending == "open" and last and open_tail:
             return
         if ending == "abort":
-            self.commands.extend((Abort(), EndRequest("aborted")))
+            self.commands.extend((cmd.Abort(), cmd.EndRequest("aborted")))
             status = "aborted"
         else:
-            status = self.draw(st.sampled_from(("completed",) * 4 + STOP_STATUSES[1:]))
-            self.commands.append(EndRequest(status))
+            status = self.draw(st.sampled_from(("completed",) * 4 + cmd.STOP_STATUSES[1:]))
+            self.commands.append(cmd.EndRequest(status))
         if status == "completed":
             for call_id in open_calls:
                 if self.draw(st.booleans()):
-                    self.commands.append(ToolOutput(call_id, self.label("late output")))
+                    self.commands.append(cmd.ToolOutput(call_id, self.label("late output")))
         if self.draw(st.booleans()):
             self.usage()
 
     def compaction(self, *, last: bool, open_tail: bool) -> None:
         reason = self.draw(st.sampled_from(("context", "turns", "manual")))
         mode = self.draw(st.sampled_from(("summarize", "summarize", "discard")))
-        self.commands.append(CompactionBegin(reason, mode))
+        self.commands.append(cmd.CompactionBegin(reason, mode))
         if last and open_tail and self.draw(st.booleans()):
             return
         status = "completed"
         if mode == "summarize":
-            self.commands.extend((UserInput(COMPACTION_PROMPT), BeginRequest()))
+            self.commands.extend((cmd.UserInput(COMPACTION_PROMPT), cmd.BeginRequest()))
             summary = self.label("summary")
-            self.commands.append(AssistantText(f"[summary]{summary}[/summary]"))
+            self.commands.append(cmd.AssistantText(f"[summary]{summary}[/summary]"))
             status = self.draw(st.sampled_from(("completed", "completed", "failed")))
-            self.commands.append(EndRequest(status))
+            self.commands.append(cmd.EndRequest(status))
             if self.draw(st.booleans()):
                 self.usage()
-        self.commands.append(CompactionEnd(reason, mode, status))
+        self.commands.append(cmd.CompactionEnd(reason, mode, status))
 
 
 @st.composite
@@ -154,7 +136,7 @@ def session_commands(
     compactions: bool = True,
     subagents: bool = True,
     open_tail: bool = True,
-) -> list[Command]:
+) -> list[cmd.Command]:
     """A legal command sequence for one session (see the module docstring for the model).
 
     ``max_episodes`` bounds the rounds and compactions after ``StartSession``;
@@ -162,7 +144,7 @@ def session_commands(
     lets the last episode stop mid-request, as a crashed harness leaves it.
     """
     builder = _Builder(draw)
-    builder.commands.append(StartSession())
+    builder.commands.append(cmd.StartSession())
     episodes = draw(st.integers(1, max_episodes))
     for number in range(episodes):
         last = number == episodes - 1

@@ -13,6 +13,8 @@ from collections import OrderedDict
 from threading import Lock
 from typing import Any, Final
 
+import msgspec
+
 from pentrace.domain.json_codec import JsonDecoder, JsonEncoder
 from pentrace.domain.runtime import opencode_payload
 from pentrace.infrastructure.ledger import LedgerEntry, ReplayGap
@@ -23,11 +25,69 @@ _encode: Final = JsonEncoder().encode
 _decode: Final = JsonDecoder[Any]().decode
 
 
+class _FrameView(msgspec.Struct):
+    """The envelope fields a frame reads; the payload stays the stored bytes."""
+
+    id: Any = None
+    sequence: Any = None
+    time: Any = None
+    type: Any = None
+    scope: Any = None
+    payload: msgspec.Raw = msgspec.Raw(b"null")
+
+
+_view: Final = msgspec.json.Decoder(_FrameView).decode
+# Keys the projection may add to the payload; a payload that spells one (or any
+# escape) takes the decoding path, which replaces a falsy value in place.
+_FILLED: Final = (("sessionID", "session_id"), ("agentID", "agent_id"), ("directory", "directory"))
+_SLOW_MARKS: Final = (b'"sessionID"', b'"agentID"', b'"directory"', b"\\u")
+
+
 def event_frame(entry: LedgerEntry) -> bytes:
-    """``id:`` + ``data:`` for one ledger event (ids and compact JSON hold no newline)."""
-    envelope = _decode(entry.event_json)
-    data = _encode(opencode_payload(envelope if isinstance(envelope, dict) else {}))
+    """``id:`` + ``data:`` for one ledger event (ids and compact JSON hold no newline).
+
+    The data is the OpenCode projection of the stored envelope
+    (:func:`~pentrace.domain.runtime.opencode_payload`), cut from the stored
+    bytes: the payload is copied as stored, with the scope's ids appended.
+    The ledger stores compact JSON, so this is byte for byte the encoding of
+    the decoded projection; a foreign state stored with spaces keeps them.
+    """
+    data = _projection(entry.event_json)
     return b"id: " + entry.event_id.encode() + b"\ndata: " + data + b"\n\n"
+
+
+def _projection(event_json: bytes) -> bytes:
+    try:
+        view = _view(event_json)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return _decoded_projection(event_json)
+    payload = bytes(view.payload)
+    scope = view.scope
+    if (
+        not payload.startswith(b"{")
+        or not isinstance(scope, dict)
+        or any(mark in payload for mark in _SLOW_MARKS)
+    ):
+        return _decoded_projection(event_json)
+    filled = [
+        b"%s:%s" % (_encode(prop), _encode(scope[key]))
+        for prop, key in _FILLED
+        if isinstance(scope.get(key), str) and scope[key]
+    ]
+    if filled:
+        joiner = b"," if payload[1:-1].strip() else b""
+        payload = payload[:-1] + joiner + b",".join(filled) + b"}"
+    return (
+        b'{"id":' + _encode(view.id) + b',"order":' + _encode(view.sequence)
+        + b',"time":' + _encode(view.time) + b',"type":' + _encode(view.type)
+        + b',"properties":' + payload + b"}"
+    )  # fmt: skip
+
+
+def _decoded_projection(event_json: bytes) -> bytes:
+    """The projection through a full decode: odd payloads, escapes, keys to fill in place."""
+    envelope = _decode(event_json)
+    return _encode(opencode_payload(envelope if isinstance(envelope, dict) else {}))
 
 
 def connected_frame(properties: dict[str, Any], retry_ms: int) -> bytes:

@@ -20,7 +20,12 @@ from dataclasses import dataclass
 
 from sqlalchemy import ColumnElement, func, not_, or_, select, true
 
-from pentrace.domain.session.key import SESSION_STREAM_PREFIX, SessionKey, parse_session_stream
+from pentrace.domain.session.key import (
+    SESSION_STREAMS_LIKE,
+    SessionKey,
+    any_owner_streams_like,
+    parse_session_stream,
+)
 from pentrace.infrastructure.ledger import LedgerEntry, RuntimeEventLedger
 from pentrace.infrastructure.ledger.replay import Scope, locate_cursor, scoped_page
 
@@ -84,7 +89,7 @@ def session_owners(ledger: RuntimeEventLedger, session_id: str) -> list[SessionK
         found = conn.execute(
             select(c.project_id, c.agent_id)
             .where(c.session_id == session_id)
-            .where(c.stream_id.like(f"{SESSION_STREAM_PREFIX}%"))
+            .where(c.stream_id.like(SESSION_STREAMS_LIKE))
             .distinct()
             .limit(50)
         ).all()
@@ -122,6 +127,5 @@ def _visible_streams(ledger: RuntimeEventLedger, scope: Scope) -> ColumnElement[
         own = stream == SessionKey(scope.project_id, scope.agent_id, scope.session_id).stream_id
     else:
         # Any owner's session of that id ('%' of an encoded name only widens the match).
-        tail = SessionKey("", "", scope.session_id).stream_id.rpartition("/")[2]
-        own = stream.like(f"{SESSION_STREAM_PREFIX}%/%/{tail}")
-    return or_(own, not_(stream.like(f"{SESSION_STREAM_PREFIX}%")))
+        own = stream.like(any_owner_streams_like(scope.session_id))
+    return or_(own, not_(stream.like(SESSION_STREAMS_LIKE)))

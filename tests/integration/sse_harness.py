@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,6 +27,7 @@ import httpx
 
 from pentrace.domain.json_codec import JsonDecoder
 from pentrace.domain.session.key import SessionKey
+from tests.support import start_sample_session
 
 PROJECT, AGENT = "demo", "coder"
 REPO = Path(__file__).resolve().parents[2]
@@ -201,26 +202,24 @@ class SseClient:
                 self.frames.put(error)
         self.frames.put(None)
 
-    def next(self, timeout: float = 10) -> Frame:
-        """The next frame that is not only a comment; raises on end of stream or timeout."""
+    def _first(self, wanted: Callable[[Frame], bool], timeout: float, shortest: float) -> Frame:
+        """The next ``wanted`` frame, others skipped; raises on end of stream or timeout."""
         deadline = time.monotonic() + timeout
         while True:
-            # A deadline, not a per-get timeout: keepalive comments must not extend the wait.
-            item = self.frames.get(timeout=max(0.0, deadline - time.monotonic()))
+            # A deadline, not a per-get timeout: skipped frames must not extend the wait.
+            item = self.frames.get(timeout=max(shortest, deadline - time.monotonic()))
             if item is None or isinstance(item, BaseException):
                 raise EOFError(f"stream ended: {item!r}")
-            if item.data is not None or item.id is not None:
+            if wanted(item):
                 return item
+
+    def next(self, timeout: float = 10) -> Frame:
+        """The next frame that is not only a comment; raises on end of stream or timeout."""
+        return self._first(lambda f: f.data is not None or f.id is not None, timeout, 0.0)
 
     def comment(self, timeout: float = 10) -> str:
         """The next comment line (keepalive), skipping other frames."""
-        deadline = time.monotonic() + timeout
-        while True:
-            item = self.frames.get(timeout=max(0.01, deadline - time.monotonic()))
-            if item is None or isinstance(item, BaseException):
-                raise EOFError(f"stream ended: {item!r}")
-            if item.comments:
-                return item.comments[0]
+        return self._first(lambda f: bool(f.comments), timeout, 0.01).comments[0]
 
     def events(self, count: int, timeout: float = 15) -> list[Frame]:
         """The next ``count`` event frames (frames with an id), control frames skipped."""
@@ -294,14 +293,7 @@ def write_session(
     if existing:
         handle = application.open_session(sid)
     else:
-        handle = application.start_session(
-            provider="openai",
-            model_id="gpt-5",
-            model_context_window=200000,
-            system_prompt="be brief",
-            workspace=folder,
-            session_id=sid,
-        )
+        handle = start_sample_session(application, workspace=folder, session_id=sid)
     print("ready", flush=True)
     for turn in range(count):
         handle.record_user_input(f"question {turn}")

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from pentrace.cli.app import app
 from pentrace.infrastructure.analytics.runner import open_ledger
 from pentrace.infrastructure.ledger.indexer import sync
 from pentrace.testing.files import write_shards
 from pentrace.testing.render import envelope_line
+from tests.support import cli_json
 
 PARENT = "session-2026-11-28-09-00-00-0000aaaa"
 CHILD = "session-2026-11-28-09-00-00-0000bbbb"
@@ -83,9 +81,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def stats(root: Path, *args: str) -> Any:
-    result = CliRunner().invoke(app, ["--data-root", str(root), "stats", *args, "--json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
+    return cli_json(root, "stats", *args)
 
 
 def test_tool_counters_truncations_unanswered_calls_and_approvals(root: Path) -> None:

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 from typer.testing import CliRunner
 
 from pentrace.cli.app import app
@@ -23,6 +20,7 @@ from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.service.app import create_app
 from pentrace.service.settings import ServiceSettings
 from tests.integration.sse_harness import Server, free_port
+from tests.support import cli_json, served_in_thread
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +37,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     running.stop()
 
 
-def cli_json(root: Path, *args: str) -> object:
-    result = CliRunner().invoke(app, ["--data-root", str(root), "stats", *args, "--json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
+def stats_json(root: Path, *args: str) -> object:
+    return cli_json(root, "stats", *args)
 
 
 @pytest.mark.parametrize(
@@ -63,7 +59,7 @@ def test_each_route_serves_the_document_of_the_cli(
         params[args[0].lstrip("-")] = args[1]
     response = httpx.get(f"{server.url}/api/v1/stats/{kind}", params=params, timeout=30)
     assert response.status_code == 200, response.text
-    assert response.json() == cli_json(server.root, kind, *args)
+    assert response.json() == stats_json(server.root, kind, *args)
 
 
 def test_bad_kinds_and_days_are_400_with_a_hint_and_writes_are_refused(server: Server) -> None:
@@ -106,23 +102,9 @@ def test_the_routes_follow_the_service_settings_not_the_process_environment(
         analytics_url=f"sqlite:///{chosen_analytics}",
         port=free_port(),
     )
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(settings), host="127.0.0.1", port=settings.port, log_level="error"
-        )
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        while not server.started:
-            assert thread.is_alive(), "the server thread exited"
-            time.sleep(0.02)
-        base = f"http://127.0.0.1:{settings.port}"
+    with served_in_thread(create_app(settings), settings.port) as base:
         served = httpx.get(f"{base}/api/v1/stats/tools", params={"catch_up": "1"}, timeout=30)
         listed = httpx.get(f"{base}/api/v1/projections", timeout=10)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
     assert served.status_code == 200, served.text
     assert listed.status_code == 200, listed.text
     expected = CliRunner().invoke(

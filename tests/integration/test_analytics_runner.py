@@ -3,7 +3,6 @@ events only.  SQLite always; PostgreSQL (ledger and read model) when configured.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import ClassVar
 import psycopg
 import pytest
 
+from pentrace import testing as pt
 from pentrace.errors import ProjectionGapError
 from pentrace.infrastructure.analytics import (
     AnalyticsEvent,
@@ -24,19 +24,9 @@ from pentrace.infrastructure.analytics.checking import dump
 from pentrace.infrastructure.analytics.rebuild import rebuild
 from pentrace.infrastructure.analytics.runner import AnalyticsRunner, catch_up, open_ledger
 from pentrace.infrastructure.ledger.indexer import sync
-from pentrace.testing import (
-    BeginRequest,
-    Command,
-    EndRequest,
-    StartSession,
-    TokenCounts,
-    TokenUsage,
-    ToolCall,
-    UserInput,
-    write_trace,
-)
+from tests.support import NO_POSTGRES, POSTGRES_URL
 
-PG_URL = os.environ.get("PENTRACE_TEST_DATABASE_URL")
+PG_URL = POSTGRES_URL
 
 
 class Arguments(AnalyticsProjection):
@@ -57,15 +47,15 @@ class Arguments(AnalyticsProjection):
 
 
 def _session(root: Path, number: int, total: int = 30) -> None:
-    commands: list[Command] = [
-        StartSession(),
-        UserInput("go"),
-        BeginRequest(),
-        ToolCall(f"c{number}", "http", '{"url":"https://x","api_key":"plain-secret-1"}'),
-        EndRequest(),
-        TokenUsage(TokenCounts(0, 0, 0, total), TokenCounts(0, 0, 0, total)),
+    commands: list[pt.Command] = [
+        pt.StartSession(),
+        pt.UserInput("go"),
+        pt.BeginRequest(),
+        pt.ToolCall(f"c{number}", "http", '{"url":"https://x","api_key":"plain-secret-1"}'),
+        pt.EndRequest(),
+        pt.TokenUsage(pt.TokenCounts(0, 0, 0, total), pt.TokenCounts(0, 0, 0, total)),
     ]
-    write_trace(root, commands, session_id=f"session-2026-07-18-11-10-22-{number:08x}")
+    pt.write_trace(root, commands, session_id=f"session-2026-07-18-11-10-22-{number:08x}")
 
 
 def _sync(root: Path, env: dict[str, str]) -> None:
@@ -82,7 +72,7 @@ def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, st
         yield {"PENTRACE_ANALYTICS_URL": f"sqlite:///{tmp_path / 'analytics.db'}"}
         return
     if not PG_URL:
-        pytest.skip("PostgreSQL runs need PENTRACE_TEST_DATABASE_URL")
+        pytest.skip(NO_POSTGRES)
     schema = f"analytics_{uuid.uuid4().hex[:10]}"
     plain = PG_URL.replace("postgresql+psycopg://", "postgresql://")
     with psycopg.connect(plain, autocommit=True) as conn:

@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from pentrace.cli.app import app
+from pentrace import testing as pt
 from pentrace.domain.session.key import SessionKey
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import sync
@@ -19,51 +18,17 @@ from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.infrastructure.storage.modes import make_private_dirs
 from pentrace.infrastructure.trace.locking import SessionLock
 from pentrace.infrastructure.trace.writer import session_lock_path
-from pentrace.testing import (
-    AssistantText,
-    BeginRequest,
-    Command,
-    CompactionBegin,
-    CompactionEnd,
-    EndRequest,
-    StartSession,
-    ToolCall,
-    ToolOutput,
-    UserInput,
-    render_shards,
-    write_shards,
-    write_trace,
-)
-from tests.integration.cli_sessions_corpus import run_process
+from tests.support import cli_raising, one_turn_session, run_pentrace
 
 SID = "session-2026-07-18-11-10-22-3f8a1c2d"
 OTHER = "session-2026-07-18-11-10-22-0badcafe"
 OTHER_REF = f"default_project/default_agent/{OTHER}"
 
-
-@pytest.fixture(autouse=True)
-def _no_ledger_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("PENGUIN_RUNTIME_EVENT_LEDGER_PATH", "PENTRACE_LEDGER_URL", "PENGUIN_HOME"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv("PENGUIN_RUNTIME_EVENT_LEDGER_URL", raising=False)
-
-
-def good_session() -> list[Command]:
-    return [
-        StartSession(),
-        UserInput("list the files"),
-        BeginRequest(),
-        ToolCall("call_1", "exec_command", '{"cmd":"ls"}'),
-        ToolOutput("call_1", "a.txt"),
-        AssistantText("one file"),
-        EndRequest(),
-    ]
+pytestmark = pytest.mark.usefixtures("own_stores")
 
 
 def run(root: Path, *args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(app, ["--data-root", str(root), "audit", *args])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
+    result = cli_raising(root, "audit", *args)
     return result.exit_code, result.output
 
 
@@ -77,18 +42,17 @@ def problems(report: dict[str, Any], code: str) -> list[dict[str, Any]]:
 
 
 def write(root: Path, shards: Sequence[Sequence[bytes]], sid: str = SID) -> list[Path]:
-    return write_shards(root, "default_project", "default_agent", sid, shards)
+    return pt.write_shards(root, "default_project", "default_agent", sid, shards)
 
 
-def test_a_clean_session_is_clean_with_exit_code_zero(tmp_path: Path) -> None:
-    write_trace(tmp_path, good_session())
-    code, out = run(tmp_path)
+def test_a_clean_session_is_clean_with_exit_code_zero(sample_root: Path) -> None:
+    code, out = run(sample_root)
     assert code == 0
     assert out.startswith("clean: 1 session(s), 8 record(s), 0 error(s), 0 warning(s)")
 
 
 def test_a_torn_tail_is_a_warning_naming_file_and_line(tmp_path: Path) -> None:
-    [shard] = write_trace(tmp_path, good_session())
+    [shard] = pt.write_trace(tmp_path, one_turn_session())
     with shard.open("ab") as handle:
         handle.write(b'{"timestamp":"2026-07-18T03:10:2')
     code, report = run_json(tmp_path)
@@ -99,7 +63,7 @@ def test_a_torn_tail_is_a_warning_naming_file_and_line(tmp_path: Path) -> None:
 
 
 def test_fix_quarantines_the_torn_bytes_before_cutting_them_off(tmp_path: Path) -> None:
-    [shard] = write_trace(tmp_path, good_session())
+    [shard] = pt.write_trace(tmp_path, one_turn_session())
     whole = shard.read_bytes()
     fragment = b'{"timestamp":"2026-07-18T03:10:2\n\n'
     with shard.open("ab") as handle:
@@ -115,7 +79,7 @@ def test_fix_quarantines_the_torn_bytes_before_cutting_them_off(tmp_path: Path) 
 
 
 def test_a_malformed_line_in_the_middle_is_an_error(tmp_path: Path) -> None:
-    [lines] = render_shards(good_session(), session_id=SID)
+    [lines] = pt.render_shards(one_turn_session(), session_id=SID)
     write(tmp_path, [[*lines[:3], b"{not json", *lines[3:]]])
     code, report = run_json(tmp_path)
     assert code == 2
@@ -125,7 +89,7 @@ def test_a_malformed_line_in_the_middle_is_an_error(tmp_path: Path) -> None:
 
 
 def test_a_dangling_compaction_is_closed_once_by_fix(tmp_path: Path) -> None:
-    [shard] = write_trace(tmp_path, [*good_session(), CompactionBegin()])
+    [shard] = pt.write_trace(tmp_path, [*one_turn_session(), pt.CompactionBegin()])
     code, report = run_json(tmp_path)
     assert code == 1
     [dangling] = problems(report, "dangling_compaction")
@@ -143,17 +107,17 @@ def test_a_dangling_compaction_is_closed_once_by_fix(tmp_path: Path) -> None:
 
 
 def test_tool_pairing_problems_name_their_lines(tmp_path: Path) -> None:
-    commands: list[Command] = [
-        StartSession(),
-        UserInput("go"),
-        BeginRequest(),
-        ToolOutput("call_early", "too soon"),
-        ToolCall("call_early", "read_file", "{}"),
-        ToolCall("call_lost", "exec_command", "{}"),
-        ToolOutput("call_nobody", "from nowhere"),
-        EndRequest(),
+    commands: list[pt.Command] = [
+        pt.StartSession(),
+        pt.UserInput("go"),
+        pt.BeginRequest(),
+        pt.ToolOutput("call_early", "too soon"),
+        pt.ToolCall("call_early", "read_file", "{}"),
+        pt.ToolCall("call_lost", "exec_command", "{}"),
+        pt.ToolOutput("call_nobody", "from nowhere"),
+        pt.EndRequest(),
     ]
-    write_trace(tmp_path, commands)
+    pt.write_trace(tmp_path, commands)
     code, report = run_json(tmp_path)
     assert code == 2
     assert [p["line"] for p in problems(report, "output_before_call")] == [5]
@@ -165,14 +129,14 @@ def test_tool_pairing_problems_name_their_lines(tmp_path: Path) -> None:
 def test_an_open_request_is_a_warning_mid_trace_as_at_the_end(tmp_path: Path) -> None:
     # Only a writer that died leaves a request open when the next begins; resume drops
     # the round (as PenguinHarness does), so since #12 this is a warning, not an error.
-    crashed: list[Command] = [
-        StartSession(),
-        UserInput("a"),
-        BeginRequest(),
-        UserInput("b"),
-        BeginRequest(),
+    crashed: list[pt.Command] = [
+        pt.StartSession(),
+        pt.UserInput("a"),
+        pt.BeginRequest(),
+        pt.UserInput("b"),
+        pt.BeginRequest(),
     ]
-    write_trace(tmp_path, crashed)
+    pt.write_trace(tmp_path, crashed)
     code, report = run_json(tmp_path)
     assert code == 1
     [interrupted] = problems(report, "open_request")
@@ -184,10 +148,12 @@ def test_an_open_request_is_a_warning_mid_trace_as_at_the_end(tmp_path: Path) ->
 def test_a_request_a_crash_interrupted_is_a_warning_naming_the_healed_fragment(
     tmp_path: Path,
 ) -> None:
-    [lines] = render_shards(good_session(), session_id=SID)
+    [lines] = pt.render_shards(one_turn_session(), session_id=SID)
     # Killed while writing the tool call (line 5); the resumed writer healed the tail
     # and went on with the next request.
-    [again] = render_shards([StartSession(), UserInput("b"), BeginRequest(), EndRequest()])
+    [again] = pt.render_shards(
+        [pt.StartSession(), pt.UserInput("b"), pt.BeginRequest(), pt.EndRequest()]
+    )
     crashed = [*lines[:4], lines[4][:25], *again[2:]]
     write(tmp_path, [crashed])
     code, report = run_json(tmp_path)
@@ -203,7 +169,7 @@ def test_a_request_a_crash_interrupted_is_a_warning_naming_the_healed_fragment(
 
 
 def test_shard_gaps_duplicates_and_headless_shards_are_errors(tmp_path: Path) -> None:
-    [lines] = render_shards(good_session(), session_id=SID)
+    [lines] = pt.render_shards(one_turn_session(), session_id=SID)
     root = DataRoot(tmp_path)
     for index in (1, 3):
         path = root.shard_path("default_project", "default_agent", SID, index, date(2026, 7, 18))
@@ -228,7 +194,7 @@ def _ledger(root: Path) -> RuntimeEventLedger:
 
 
 def test_ledger_drift_missing_rows_are_synced_by_fix(tmp_path: Path) -> None:
-    write_trace(tmp_path, good_session())
+    pt.write_trace(tmp_path, one_turn_session())
     ledger = _ledger(tmp_path)
     sync(ledger, tmp_path)
     with ledger.db.writing("test: drop rows") as conn:
@@ -246,7 +212,7 @@ def test_ledger_drift_missing_rows_are_synced_by_fix(tmp_path: Path) -> None:
 
 
 def test_ledger_rows_beyond_or_unlike_the_trace_are_errors(tmp_path: Path) -> None:
-    [shard] = write_trace(tmp_path, good_session())
+    [shard] = pt.write_trace(tmp_path, one_turn_session())
     ledger = _ledger(tmp_path)
     sync(ledger, tmp_path)
     ledger.close()
@@ -266,17 +232,16 @@ def test_ledger_rows_beyond_or_unlike_the_trace_are_errors(tmp_path: Path) -> No
 
 
 def test_all_sessions_are_audited_and_one_can_be_named_by_prefix(tmp_path: Path) -> None:
-    write_trace(tmp_path, good_session())
-    write_trace(tmp_path, [*good_session(), CompactionBegin()], session_id=OTHER)
+    pt.write_trace(tmp_path, one_turn_session())
+    pt.write_trace(tmp_path, [*one_turn_session(), pt.CompactionBegin()], session_id=OTHER)
     code, report = run_json(tmp_path)
     assert (code, report["sessions"]) == (1, 2)
     code, report = run_json(tmp_path, "3f8a")
     assert (code, report["sessions"], report["problems"]) == (0, 1, [])
 
 
-def test_a_missing_session_is_a_clean_error_without_traceback(tmp_path: Path) -> None:
-    write_trace(tmp_path, good_session())
-    done = run_process(tmp_path, "audit", "ffff0000")
+def test_a_missing_session_is_a_clean_error_without_traceback(sample_root: Path) -> None:
+    done = run_pentrace(sample_root, "audit", "ffff0000")
     assert done.returncode == 1
     assert done.stderr.startswith("error: no session id")
     assert "hint:" in done.stderr
@@ -284,15 +249,15 @@ def test_a_missing_session_is_a_clean_error_without_traceback(tmp_path: Path) ->
 
 
 def test_a_completed_compaction_that_rotated_is_clean(tmp_path: Path) -> None:
-    commands = [*good_session(), CompactionBegin(), CompactionEnd(), UserInput("next")]
-    paths = write_trace(tmp_path, commands)
+    commands = [*one_turn_session(), pt.CompactionBegin(), pt.CompactionEnd(), pt.UserInput("next")]
+    paths = pt.write_trace(tmp_path, commands)
     assert len(paths) == 2
     code, out = run(tmp_path)
     assert code == 0, out
 
 
 def test_fix_reports_its_changes_in_json_and_a_plain_audit_reports_none(tmp_path: Path) -> None:
-    [shard] = write_trace(tmp_path, [*good_session(), CompactionBegin()])
+    [shard] = pt.write_trace(tmp_path, [*one_turn_session(), pt.CompactionBegin()])
     with shard.open("ab") as handle:
         handle.write(b'{"type":"event_msg"')
     code, report = run_json(tmp_path)
@@ -309,14 +274,14 @@ def test_fix_reports_its_changes_in_json_and_a_plain_audit_reports_none(tmp_path
 
 
 def test_fix_never_races_a_live_writer_and_reports_what_it_did_before(tmp_path: Path) -> None:
-    write_trace(tmp_path, [*good_session(), CompactionBegin()], session_id=OTHER)
-    [shard] = write_trace(tmp_path, good_session())
+    pt.write_trace(tmp_path, [*one_turn_session(), pt.CompactionBegin()], session_id=OTHER)
+    [shard] = pt.write_trace(tmp_path, one_turn_session())
     with shard.open("ab") as handle:
         handle.write(b'{"torn')
     lock_path = session_lock_path(DataRoot(tmp_path), "default_project", "default_agent", SID)
     make_private_dirs(lock_path.parent)  # as a writer makes it (a 0755 one would be repaired)
     with SessionLock(lock_path, label="a live writer"):
-        done = run_process(tmp_path, "audit", "--fix")
+        done = run_pentrace(tmp_path, "audit", "--fix")
     assert done.returncode == 1
     assert done.stdout.startswith(f"changed: [close_compaction] {OTHER} ")
     assert done.stderr.startswith("error: ")
@@ -327,8 +292,9 @@ def test_fix_never_races_a_live_writer_and_reports_what_it_did_before(tmp_path: 
 
 
 def test_a_rotated_shard_holding_only_a_torn_line_is_moved_aside_whole(tmp_path: Path) -> None:
-    first, _ = render_shards(
-        [*good_session(), CompactionBegin(), CompactionEnd(), UserInput("next")], session_id=SID
+    first, _ = pt.render_shards(
+        [*one_turn_session(), pt.CompactionBegin(), pt.CompactionEnd(), pt.UserInput("next")],
+        session_id=SID,
     )
     [_, second] = write(tmp_path, [first, [b'{"timestamp":"2026-07-1']])
     second.write_bytes(b'{"timestamp":"2026-07-1')
@@ -346,8 +312,8 @@ def test_a_rotated_shard_holding_only_a_torn_line_is_moved_aside_whole(tmp_path:
 def test_ledger_events_of_a_session_deleted_by_hand_are_reported_and_removed_by_fix(
     tmp_path: Path,
 ) -> None:
-    write_trace(tmp_path, good_session())
-    [gone] = write_trace(tmp_path, good_session(), session_id=OTHER)
+    pt.write_trace(tmp_path, one_turn_session())
+    [gone] = pt.write_trace(tmp_path, one_turn_session(), session_id=OTHER)
     ledger = _ledger(tmp_path)
     sync(ledger, tmp_path)
     ledger.close()
@@ -382,8 +348,8 @@ def test_a_shared_ledger_reports_orphan_streams_without_offering_to_remove_them(
 ) -> None:
     root, other_root = tmp_path / "here", tmp_path / "there"
     shared = tmp_path / "shared.db"
-    write_trace(root, good_session())
-    write_trace(other_root, good_session(), session_id=OTHER)
+    pt.write_trace(root, one_turn_session())
+    pt.write_trace(other_root, one_turn_session(), session_id=OTHER)
     ledger = RuntimeEventLedger.open(root, LedgerSettings(path=shared).with_limits_off())
     sync(ledger, root)
     sync(ledger, other_root)

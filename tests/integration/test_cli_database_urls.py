@@ -9,10 +9,8 @@ Neither stdout nor stderr may contain any of them, and there is no traceback.
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,18 +19,10 @@ from pentrace.infrastructure.eventstore.recording import open_recording
 from pentrace.infrastructure.ledger import LedgerSettings
 from pentrace.testing import AssistantText, BeginRequest, EndRequest, StartSession, UserInput
 from pentrace.testing import write_trace as write_commands
+from tests.support import REPO, clean_env, run_pentrace
 
 SID = "session-2026-07-18-11-10-22-3f8a1c2d"
-REPO = Path(__file__).resolve().parents[2]
 SECRETS = ("Pw1-userinfo", "Pw2-query", "Pw3-sslpass", "Pw4-passfile", "Pw5-analytics", "Pw6-an")
-_CLEARED = (
-    "PENGUIN_HOME",
-    "PENGUIN_RUNTIME_EVENT_LEDGER_PATH",
-    "PENGUIN_RUNTIME_EVENT_LEDGER_URL",
-    "PENTRACE_LEDGER_URL",
-    "PENTRACE_ANALYTICS_URL",
-    "PENTRACE_LEDGER_TABLE_PREFIX",
-)
 
 
 def dead_port() -> int:
@@ -53,16 +43,8 @@ def analytics_url(port: int) -> str:
 
 
 def run(root: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    clean = {key: value for key, value in os.environ.items() if key not in _CLEARED}
-    return subprocess.run(
-        [sys.executable, "-m", "pentrace", "--data-root", str(root), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=REPO,
-        env={**clean, "PENTRACE_DB_CONNECT_TIMEOUT": "2", **env},
-        stdin=subprocess.DEVNULL,
+    return run_pentrace(
+        root, *args, env=clean_env(PENTRACE_DB_CONNECT_TIMEOUT="2", **env), cwd=REPO
     )
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -15,20 +13,13 @@ from typer.testing import CliRunner
 from pentrace.cli.app import app
 from pentrace.infrastructure.catalog.listing import list_sessions
 from pentrace.infrastructure.storage.layout import DataRoot
+from tests.support import run_pentrace
 
 
 def test_the_demo_records_a_realistic_session_and_shows_it(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PENGUIN_HOME", "PENTRACE_DEBUG")}
     env["TMPDIR"] = str(tmp_path)  # the demo's temporary data root lands here
-    done = subprocess.run(
-        [sys.executable, "-m", "pentrace", "demo"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=env,
-        stdin=subprocess.DEVNULL,
-    )
+    done = run_pentrace(None, "demo", env=env)
 
     assert done.returncode == 0, done.stderr
     out = done.stdout

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from pentrace.cli.app import main
-from tests.integration.cli_sessions_corpus import SID_A, SID_B, SID_C, build_corpus, cli
+from tests.integration.cli_sessions_corpus import SID_A, SID_B, SID_C, build_corpus
 from tests.integration.test_cli_terminal_width import _screen
+from tests.support import cli
 
 
 @pytest.fixture

@@ -12,63 +12,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from pentrace.cli.app import app
+from pentrace import testing as pt
 from pentrace.infrastructure.ledger import default_ledger_path
 from pentrace.infrastructure.storage.layout import DataRoot
-from pentrace.testing import (
-    AssistantText,
-    BeginRequest,
-    Command,
-    EndRequest,
-    StartSession,
-    ToolCall,
-    ToolOutput,
-    UserInput,
-    render_shards,
-    write_shards,
-    write_trace,
-)
-from tests.integration.cli_sessions_corpus import run_process
+from tests.support import clean_env, cli_ok, one_turn_session, run_pentrace
 
 SID = "session-2026-07-18-11-10-22-3f8a1c2d"
 OTHER = "session-2026-07-19-08-00-00-0badcafe"
 OWNER = "default_project/default_agent"  # where write_trace puts sessions
-_ENV = (
-    "PENGUIN_HOME",
-    "PENGUIN_RUNTIME_EVENT_LEDGER_PATH",
-    "PENGUIN_RUNTIME_EVENT_LEDGER_URL",
-    "PENTRACE_LEDGER_URL",
-    "PENTRACE_LEDGER_TABLE_PREFIX",
-    "PENGUIN_RUNTIME_EVENT_LEDGER_MAX_EVENTS",
-)
 
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in _ENV:
-        monkeypatch.delenv(name, raising=False)
-
-
-def session() -> list[Command]:
-    return [
-        StartSession(),
-        UserInput("list the files"),
-        BeginRequest(),
-        ToolCall("call_1", "exec_command", '{"cmd":"ls"}'),
-        ToolOutput("call_1", "a.txt"),
-        AssistantText("one file"),
-        EndRequest(),
-    ]
+pytestmark = pytest.mark.usefixtures("own_stores")
 
 
 def run(root: Path, *args: str) -> str:
-    result = CliRunner().invoke(app, ["--data-root", str(root), "ledger", *args])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    assert result.exit_code == 0, result.output
-    return result.output
+    return cli_ok(root, "ledger", *args).output
 
 
 def run_json(root: Path, *args: str) -> Any:
@@ -86,7 +44,7 @@ def ledger_rows(root: Path) -> list[tuple[int, str, bytes]]:
 
 def synced(root: Path, *sessions: str) -> None:
     for sid in sessions or (SID,):
-        write_trace(root, session(), session_id=sid)
+        pt.write_trace(root, one_turn_session(), session_id=sid)
     assert run_json(root, "sync")["indexed"] == 8 * len(sessions or (SID,))
 
 
@@ -121,10 +79,10 @@ def test_tail_shows_the_newest_events_of_one_session_or_all(tmp_path: Path) -> N
 
 
 def test_tail_follow_prints_events_indexed_after_it_started(tmp_path: Path) -> None:
-    [lines] = render_shards(session(), session_id=SID)
-    write_shards(tmp_path, "default_project", "default_agent", SID, [lines[:4]])
+    [lines] = pt.render_shards(one_turn_session(), session_id=SID)
+    pt.write_shards(tmp_path, "default_project", "default_agent", SID, [lines[:4]])
     run(tmp_path, "sync")
-    env = {k: v for k, v in os.environ.items() if k not in _ENV}
+    env = clean_env()
     command = [sys.executable, "-m", "pentrace", "--data-root", str(tmp_path), "ledger", "tail"]
     follower = subprocess.Popen(
         [*command, "-n", "1", "-f", "--json", "--interval", "0.05"],
@@ -135,7 +93,7 @@ def test_tail_follow_prints_events_indexed_after_it_started(tmp_path: Path) -> N
         assert follower.stdout is not None
         reader = _Lines(follower.stdout.fileno())
         assert json.loads(reader.next())["event"]["sequence"] == 4
-        write_shards(tmp_path, "default_project", "default_agent", SID, [lines])
+        pt.write_shards(tmp_path, "default_project", "default_agent", SID, [lines])
         run(tmp_path, "sync")
         seen = [json.loads(reader.next())["event"]["sequence"] for _ in range(4)]
         assert seen == [5, 6, 7, 8]
@@ -303,16 +261,15 @@ def test_forget_names_an_unknown_or_ambiguous_session_and_asks_before_removing(
     assert ledger_rows(tmp_path) == before
 
 
-def test_a_read_command_without_a_ledger_is_a_clean_error(tmp_path: Path) -> None:
-    write_trace(tmp_path, session())
-    done = _pentrace(tmp_path, "ledger", "stats")
+def test_a_read_command_without_a_ledger_is_a_clean_error(sample_root: Path) -> None:
+    done = _pentrace(sample_root, "ledger", "stats")
     assert done.returncode == 1
     assert done.stderr.splitlines()[0].startswith("error: no ledger at ")
     assert (
         done.stderr.splitlines()[1]
         == "hint: run `pentrace ledger sync` to build it from the traces"
     )
-    assert not default_ledger_path(DataRoot(tmp_path).path).exists()
+    assert not default_ledger_path(DataRoot(sample_root).path).exists()
 
 
 def test_a_locked_ledger_is_a_clean_error_with_a_hint(tmp_path: Path) -> None:
@@ -334,4 +291,4 @@ def test_a_locked_ledger_is_a_clean_error_with_a_hint(tmp_path: Path) -> None:
 
 
 def _pentrace(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_process(root, *args, env={k: v for k, v in os.environ.items() if k not in _ENV})
+    return run_pentrace(root, *args, env=clean_env())

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 
 from pentrace.infrastructure.storage.inputs import MAX_SMALL_INPUT
 from pentrace.testing import StartSession, UserInput, write_trace
+from tests.support import clean_env, run_pentrace
 
 SID = "session-2026-11-29-10-00-00-0123abcd"
 TIMEOUT = 20
@@ -56,16 +56,7 @@ OUTPUTS = {name: make for name, make in INPUTS.items() if name != "dev-zero"}
 
 
 def pentrace(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PENGUIN_", "PENTRACE_"))}
-    return subprocess.run(
-        [sys.executable, "-m", "pentrace", "--data-root", str(root), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
+    return run_pentrace(root, *args, env=clean_env(), timeout=TIMEOUT)
 
 
 KIND_NAMED = {

@@ -13,19 +13,9 @@ from typing import Any
 
 import pytest
 
+from pentrace import testing as pt
 from pentrace.infrastructure.ledger import default_ledger_path
-from pentrace.testing import (
-    AssistantText,
-    BeginRequest,
-    Command,
-    EndRequest,
-    StartSession,
-    ToolCall,
-    ToolOutput,
-    UserInput,
-    write_trace,
-)
-from tests.integration.cli_sessions_corpus import run_process
+from tests.support import run_pentrace
 
 SID = "session-2026-07-18-11-10-22-3f8a1c2d"
 CLEAN = "session-2026-07-19-08-00-00-0badcafe"
@@ -33,33 +23,29 @@ CLEAN = "session-2026-07-19-08-00-00-0badcafe"
 GITHUB = "gh" + "p_" + "R4nd0mT0k3nV4lu3F0rT3st1ngPurp0s3sXy"
 STRIPE = "sk" + "_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
 ACME = "acme" + "_" + "0123456789abcdef0123456789abcdef"
-_ENV = ("PENGUIN_RUNTIME_EVENT_LEDGER_PATH", "PENTRACE_LEDGER_URL", "PENTRACE_REDACTION_RULES")
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in _ENV:
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("own_stores")
 
 
-def leaky() -> list[Command]:
+def leaky() -> list[pt.Command]:
     return [
-        StartSession(),
-        UserInput(f"deploy with {GITHUB} please"),
-        BeginRequest(),
-        ToolCall("call_1", "exec_command", json.dumps({"cmd": f"stripe --api-key {STRIPE} ls"})),
-        ToolOutput("call_1", f"vendor token {ACME} accepted"),
-        AssistantText("done"),
-        EndRequest(),
+        pt.StartSession(),
+        pt.UserInput(f"deploy with {GITHUB} please"),
+        pt.BeginRequest(),
+        pt.ToolCall("call_1", "exec_command", json.dumps({"cmd": f"stripe --api-key {STRIPE} ls"})),
+        pt.ToolOutput("call_1", f"vendor token {ACME} accepted"),
+        pt.AssistantText("done"),
+        pt.EndRequest(),
     ]
 
 
-def clean() -> list[Command]:
-    return [StartSession(), UserInput("list the files"), AssistantText("a.txt")]
+def clean() -> list[pt.Command]:
+    return [pt.StartSession(), pt.UserInput("list the files"), pt.AssistantText("a.txt")]
 
 
 def scan(root: Path, *args: str) -> tuple[int, Any, str]:
-    result = run_process(root, "scan", *args, "--json")
+    result = run_pentrace(root, "scan", *args, "--json")
     assert GITHUB not in result.stdout + result.stderr
     assert STRIPE not in result.stdout + result.stderr
     document = json.loads(result.stdout) if result.stdout.strip() else None
@@ -67,7 +53,7 @@ def scan(root: Path, *args: str) -> tuple[int, Any, str]:
 
 
 def test_a_clean_root_scans_clean_with_exit_code_0(tmp_path: Path) -> None:
-    write_trace(tmp_path, clean(), session_id=CLEAN)
+    pt.write_trace(tmp_path, clean(), session_id=CLEAN)
     code, document, _ = scan(tmp_path)
     assert code == 0
     assert document["clean"] is True
@@ -77,8 +63,8 @@ def test_a_clean_root_scans_clean_with_exit_code_0(tmp_path: Path) -> None:
 def test_findings_name_rule_session_file_and_line_and_never_show_the_secret(
     tmp_path: Path,
 ) -> None:
-    paths = write_trace(tmp_path, leaky(), session_id=SID)
-    write_trace(tmp_path, clean(), session_id=CLEAN)
+    paths = pt.write_trace(tmp_path, leaky(), session_id=SID)
+    pt.write_trace(tmp_path, clean(), session_id=CLEAN)
     code, document, _ = scan(tmp_path)
     assert code == 1
     findings = document["findings"]
@@ -98,9 +84,9 @@ def test_findings_name_rule_session_file_and_line_and_never_show_the_secret(
 def test_a_rule_added_later_finds_what_derived_stores_hold_and_fix_rebuilds_them(
     tmp_path: Path,
 ) -> None:
-    write_trace(tmp_path, leaky(), session_id=SID)
-    assert run_process(tmp_path, "ledger", "sync").returncode == 0
-    assert run_process(tmp_path, "search", "vendor").returncode == 0
+    pt.write_trace(tmp_path, leaky(), session_id=SID)
+    assert run_pentrace(tmp_path, "ledger", "sync").returncode == 0
+    assert run_pentrace(tmp_path, "search", "vendor").returncode == 0
     assert ACME.encode() in _ledger_bytes(tmp_path)  # no rule knew the format yet
     code, document, _ = scan(tmp_path, "--derived")
     assert (code, document["findings"]) == (0, [])
@@ -130,10 +116,10 @@ def test_a_rule_added_later_finds_what_derived_stores_hold_and_fix_rebuilds_them
 def test_a_rule_that_cannot_compile_names_the_rule_and_the_file_and_exits_2(
     tmp_path: Path,
 ) -> None:
-    write_trace(tmp_path, clean(), session_id=CLEAN)
+    pt.write_trace(tmp_path, clean(), session_id=CLEAN)
     rules = tmp_path / "redaction.toml"
     rules.write_text('[[rules]]\nid = "broken"\nregex = "acme_[0-9"\n')
-    result = run_process(tmp_path, "scan")
+    result = run_pentrace(tmp_path, "scan")
     assert result.returncode == 2
     assert str(rules) in result.stderr
     assert "rule 'broken'" in result.stderr
@@ -141,7 +127,7 @@ def test_a_rule_that_cannot_compile_names_the_rule_and_the_file_and_exits_2(
 
 
 def test_fix_without_derived_is_a_usage_error(tmp_path: Path) -> None:
-    result = run_process(tmp_path, "scan", "--fix")
+    result = run_pentrace(tmp_path, "scan", "--fix")
     assert result.returncode == 2
     assert "--fix needs --derived" in result.stderr
 
@@ -156,15 +142,15 @@ def test_redaction_rules_given_on_the_command_line_apply_and_a_missing_file_is_a
     tmp_path: Path,
 ) -> None:
     root = tmp_path / "root"
-    write_trace(root, leaky(), session_id=SID)
+    pt.write_trace(root, leaky(), session_id=SID)
     rules = tmp_path / "elsewhere.toml"
     rules.write_text("[[rules]]\nid = \"acme_token\"\nregex = 'acme_[0-9a-f]{32}'\n")
-    result = run_process(root, "--redaction-rules", str(rules), "scan", "--json")
+    result = run_pentrace(root, "--redaction-rules", str(rules), "scan", "--json")
     assert result.returncode == 1
     assert "acme_token" in {f["rule"] for f in json.loads(result.stdout)["findings"]}
     # The ledger opened after the option was read indexes with the same rules.
-    assert run_process(root, "--redaction-rules", str(rules), "ledger", "sync").returncode == 0
+    assert run_pentrace(root, "--redaction-rules", str(rules), "ledger", "sync").returncode == 0
     assert ACME.encode() not in _ledger_bytes(root)
-    missing = run_process(root, "--redaction-rules", str(tmp_path / "nope.toml"), "scan")
+    missing = run_pentrace(root, "--redaction-rules", str(tmp_path / "nope.toml"), "scan")
     assert missing.returncode == 2
     assert "nope.toml: the redaction rules file does not exist" in missing.stderr

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pentrace import testing as pt
 from pentrace.cli.app import main
 from pentrace.cli.sessions.args import forget_in_ledger
 from pentrace.domain.session.aggregate import Session
@@ -20,26 +21,20 @@ from pentrace.infrastructure.eventstore.application import SessionApplication
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.sessions.trace_import import import_session
 from pentrace.infrastructure.storage.layout import DataRoot
-from pentrace.testing import (
-    BeginRequest,
-    Command,
-    EndRequest,
-    StartSession,
-    SubagentPointer,
-    UserInput,
-)
 from tests.integration.cli_sessions_corpus import (
     SID_A,
     SID_B,
     SID_C,
     build_corpus,
-    cli,
     commands_a,
     synced_ledger,
     write_session,
 )
+from tests.support import cli
 
 SECRET = "sk-proj-" + "Ab3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF"
+# Only the data root's own stores (the ledger tests among these need that).
+pytestmark = pytest.mark.usefixtures("own_stores")
 
 KEY_A, KEY_B, KEY_C = (
     SessionKey("p1", "a1", SID_A),
@@ -84,9 +79,13 @@ def test_export_writes_the_latest_shard_verbatim(root: Path, tmp_path: Path) -> 
 
 def test_export_redacted_leaves_no_secret(tmp_path: Path) -> None:
     root = tmp_path / "data"
-    leaky: list[Command] = [StartSession(), UserInput(f"my key is {SECRET}"), BeginRequest()]
+    leaky: list[pt.Command] = [
+        pt.StartSession(),
+        pt.UserInput(f"my key is {SECRET}"),
+        pt.BeginRequest(),
+    ]
     write_session(
-        root, [*leaky, EndRequest()], SID_A, datetime(2026, 7, 18, tzinfo=UTC), ("p", "a")
+        root, [*leaky, pt.EndRequest()], SID_A, datetime(2026, 7, 18, tzinfo=UTC), ("p", "a")
     )
     out = tmp_path / "redacted.jsonl"
 
@@ -98,10 +97,10 @@ def test_export_redacted_leaves_no_secret(tmp_path: Path) -> None:
 
 def test_export_archive_bundles_the_subagent_child(tmp_path: Path) -> None:
     root = tmp_path / "data"
-    parent: list[Command] = [*commands_a(), SubagentPointer(SID_B)]
+    parent: list[pt.Command] = [*commands_a(), pt.SubagentPointer(SID_B)]
     start = datetime(2026, 7, 18, tzinfo=UTC)
     write_session(root, parent, SID_A, start, ("p", "a"))
-    write_session(root, [StartSession(), UserInput("child")], SID_B, start, ("p", "a"))
+    write_session(root, [pt.StartSession(), pt.UserInput("child")], SID_B, start, ("p", "a"))
     out = tmp_path / "bundle.tar.gz"
 
     assert cli(root, "export", "3f8a", "--archive", "-o", str(out)).exit_code == 0
@@ -300,14 +299,6 @@ def test_import_reports_progress_in_bytes_that_add_up_to_the_file(
     assert sum(steps) == out.stat().st_size
 
 
-@pytest.fixture
-def _own_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("PENGUIN_RUNTIME_EVENT_LEDGER_PATH", "PENTRACE_LEDGER_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv("PENGUIN_RUNTIME_EVENT_LEDGER_URL", raising=False)
-
-
-@pytest.mark.usefixtures("_own_ledger")
 def test_delete_also_removes_the_sessions_ledger_events(root: Path) -> None:
     ledger = synced_ledger(root)
     held = ledger.session_streams()
@@ -321,7 +312,6 @@ def test_delete_also_removes_the_sessions_ledger_events(root: Path) -> None:
     ledger.close()
 
 
-@pytest.mark.usefixtures("_own_ledger")
 def test_prune_removes_the_ledger_events_of_what_it_deleted(root: Path) -> None:
     ledger = synced_ledger(root)
     held = ledger.session_streams()
@@ -335,7 +325,6 @@ def test_prune_removes_the_ledger_events_of_what_it_deleted(root: Path) -> None:
     ledger.close()
 
 
-@pytest.mark.usefixtures("_own_ledger")
 def test_delete_with_a_locked_ledger_deletes_the_files_and_warns(
     root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -367,7 +356,6 @@ def test_delete_with_a_locked_ledger_deletes_the_files_and_warns(
         ledger.close()
 
 
-@pytest.mark.usefixtures("_own_ledger")
 def test_a_locked_ledger_after_a_large_prune_points_to_audit_not_a_huge_command(
     root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -12,14 +12,8 @@ from pentrace.cli.app import main
 from pentrace.infrastructure.trace.reader import ParseReport
 from pentrace.infrastructure.trace.resume import resume_trace_file
 from pentrace.projections.resume_report import encode_resume_report
-from tests.integration.cli_sessions_corpus import (
-    SID_A,
-    SID_B,
-    SID_C,
-    build_corpus,
-    cli,
-    run_process,
-)
+from tests.integration.cli_sessions_corpus import SID_A, SID_B, SID_C, build_corpus
+from tests.support import cli, run_pentrace
 
 LIST_FIELDS = {
     "project", "agent", "session_id", "short_id", "start", "last", "provider", "model_id",
@@ -230,7 +224,7 @@ def test_replay_json_lists_items_with_their_state(root: Path) -> None:
 
 def test_replay_never_pages_when_stdout_is_piped(root: Path) -> None:
     env = {**os.environ, "PAGER": "echo PAGED", "MANPAGER": "echo PAGED"}
-    done = run_process(root, "replay", "3f8a", env=env)
+    done = run_pentrace(root, "replay", "3f8a", env=env)
 
     assert done.returncode == 0, done.stderr
     assert "PAGED" not in done.stdout
@@ -281,7 +275,7 @@ def test_a_missing_session_is_one_clean_line_and_debug_shows_a_traceback(
     root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, err = fails(capsys, root, "show", "cafecafe")
-    debug = run_process(root, "--debug", "show", "cafecafe")
+    debug = run_pentrace(root, "--debug", "show", "cafecafe")
 
     assert code == 1
     assert err.count("\n") == 2
@@ -291,7 +285,7 @@ def test_a_missing_session_is_one_clean_line_and_debug_shows_a_traceback(
 
 
 def test_shell_completion_prints_a_bash_script(root: Path) -> None:
-    done = run_process(root, "--show-completion", "bash")
+    done = run_pentrace(root, "--show-completion", "bash")
 
     assert done.returncode == 0, done.stderr
     assert "complete -o default -F" in done.stdout

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import Counter
 from datetime import UTC, datetime
@@ -16,6 +15,7 @@ from pentrace.cli.app import app, main
 from pentrace.cli.demo import record_demo_session
 from pentrace.infrastructure.storage.layout import DataRoot, iter_sessions
 from pentrace.infrastructure.trace.reader import read_session
+from tests.support import cli_json
 
 START = datetime(2026, 11, 28, 22, 0, tzinfo=UTC)
 
@@ -31,9 +31,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def stats(root: Path, *args: str) -> Any:
-    result = CliRunner().invoke(app, ["--data-root", str(root), *args, "--json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
+    return cli_json(root, *args)
 
 
 def payloads(root: Path) -> list[dict[str, Any]]:

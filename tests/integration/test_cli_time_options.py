@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from pentrace.cli import options
 from pentrace.cli.app import app, main
 from pentrace.cli.demo import record_demo_session
 from pentrace.infrastructure.storage.layout import DataRoot
+from tests.support import cli_json
 
 START = datetime(2026, 11, 28, 22, 0, tzinfo=UTC)
 
@@ -30,9 +30,7 @@ def at(monkeypatch: pytest.MonkeyPatch, moment: datetime) -> None:
 
 
 def rows(root: Path, *args: str) -> list[object]:
-    result = CliRunner().invoke(app, ["--data-root", str(root), *args, "--json"])
-    assert result.exit_code == 0, result.output
-    value = json.loads(result.stdout)
+    value = cli_json(root, *args)
     found: list[object] = value["rows"] if "rows" in value else value["sessions"]
     return found
 

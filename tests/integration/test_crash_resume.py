@@ -29,21 +29,12 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pentrace import testing as pt
 from pentrace.infrastructure.eventstore.application import SessionApplication
 from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.infrastructure.trace.durability import Durability
 from pentrace.infrastructure.trace.reader import read_shard
 from pentrace.projections.resume import resume_trace
-from pentrace.testing import (
-    Command,
-    StartSession,
-    TokenCounts,
-    apply_command,
-    command_time,
-    render_shards,
-    session_commands,
-    start_session,
-)
 from pentrace.testing import commands as c
 from pentrace.testing.render import DEFAULT_SESSION_ID, DEFAULT_START
 from tests.property.resume_model import (
@@ -61,17 +52,17 @@ def _application(root: Path) -> SessionApplication:
     return SessionApplication(root, PROJECT, AGENT, durability=Durability.PER_REQUEST)
 
 
-def _encode(commands: list[Command]) -> str:
+def _encode(commands: list[c.Command]) -> str:
     return json.dumps([[type(cmd).__name__, dataclasses.asdict(cmd)] for cmd in commands])
 
 
-def _decode(text: str) -> list[Command]:
-    commands: list[Command] = []
+def _decode(text: str) -> list[c.Command]:
+    commands: list[c.Command] = []
     for name, fields in json.loads(text):
         cls = getattr(c, name)
         if cls is c.TokenUsage:
-            fields = {k: TokenCounts(**v) for k, v in fields.items()}
-        if cls is StartSession:
+            fields = {k: c.TokenCounts(**v) for k, v in fields.items()}
+        if cls is c.StartSession:
             fields["tools"] = tuple(fields["tools"])
         commands.append(cls(**fields))
     return commands
@@ -82,19 +73,19 @@ def child_main(root: str, commands_file: str) -> None:
     app = _application(Path(root))
     commands = _decode(Path(commands_file).read_text())
     first = commands[0]
-    assert isinstance(first, StartSession)
-    session = start_session(first, session_id=SID, now=command_time(DEFAULT_START, 0))
+    assert isinstance(first, c.StartSession)
+    session = pt.start_session(first, session_id=SID, now=pt.command_time(DEFAULT_START, 0))
     app.save(session)
     print(f"ACK {session.version}", flush=True)
     for number, command in enumerate(commands[1:], start=1):
-        apply_command(session, command, now=command_time(DEFAULT_START, number))
+        pt.apply_command(session, command, now=pt.command_time(DEFAULT_START, number))
         app.save(session)
         print(f"ACK {session.version}", flush=True)
     print("DONE", flush=True)
     sys.stdin.readline()
 
 
-def _run_and_kill(root: Path, commands: list[Command], kill_after: int) -> int:
+def _run_and_kill(root: Path, commands: list[c.Command], kill_after: int) -> int:
     """Start the child, SIGKILL it after ``kill_after`` ACKs; return the last ACK seen."""
     spec = root.parent / "commands.json"
     spec.write_text(_encode(commands))
@@ -140,20 +131,20 @@ def _check_resume(root: DataRoot) -> None:
 
 @settings(max_examples=5, deadline=None)
 @given(
-    generated=session_commands(max_episodes=8, subagents=False),
+    generated=pt.session_commands(max_episodes=8, subagents=False),
     kill_after=st.integers(1, 40),
 )
 def test_a_session_killed_mid_write_resumes_legally_and_continues(
-    generated: list[Command], kill_after: int
+    generated: list[c.Command], kill_after: int
 ) -> None:
     with tempfile.TemporaryDirectory(prefix="pentrace-crash-") as tmp:
         root = DataRoot(Path(tmp) / "data")
         # Resume checks that the workspace exists, so the session gets a real one.
         (Path(tmp) / "work").mkdir()
-        commands = [StartSession(workspace=str(Path(tmp) / "work")), *generated[1:]]
+        commands = [c.StartSession(workspace=str(Path(tmp) / "work")), *generated[1:]]
         acked = _run_and_kill(root.path, commands, kill_after)
 
-        rendered = list(itertools.chain.from_iterable(render_shards(commands, session_id=SID)))
+        rendered = list(itertools.chain.from_iterable(pt.render_shards(commands, session_id=SID)))
         on_disk = [line for data in _disk(root) for line, _ in surviving_records(data)]
         assert len(on_disk) >= acked
         assert on_disk == rendered[: len(on_disk)]
@@ -168,10 +159,10 @@ def test_a_session_killed_mid_write_resumes_legally_and_continues(
             assert resumed.handle.session.compaction is None
             _check_resume(root)
             session = resumed.handle.session
-            now = command_time(DEFAULT_START, len(commands) + 1)
+            now = pt.command_time(DEFAULT_START, len(commands) + 1)
             for command in (c.UserInput("after the crash"), c.BeginRequest(),
                             c.AssistantText("resumed"), c.EndRequest("completed")):  # fmt: skip
-                apply_command(session, command, now=now)
+                pt.apply_command(session, command, now=now)
             app.save(session)
             again = app.resume_session(SID).result
         finally:

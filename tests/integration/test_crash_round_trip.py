@@ -5,10 +5,8 @@ import still refuses real corruption."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
-import sys
 from datetime import date
 from pathlib import Path
 
@@ -18,21 +16,14 @@ from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.infrastructure.trace.writer import ShardWriter
 from tests.integration.test_writer_crash import ends_torn, run_and_kill
 from tests.integration.writer_child import request_records
+from tests.support import clean_env, run_pentrace
 
 SID = "session-2026-11-29-10-00-00-0123abcd"
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "penguin_harness"
 
 
 def pentrace(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PENGUIN_", "PENTRACE_"))}
-    return subprocess.run(
-        [sys.executable, "-m", "pentrace", "--data-root", str(root), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_pentrace(root, *args, env=clean_env())
 
 
 @pytest.fixture(scope="module")

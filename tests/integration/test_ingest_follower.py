@@ -14,6 +14,7 @@ from pentrace.infrastructure.ingest import Follower
 from pentrace.infrastructure.ledger.indexer import sync
 from pentrace.infrastructure.ledger.live.hook import LedgerHook
 from pentrace.infrastructure.storage.layout import DataRoot
+from pentrace.testing.render import numbered_records
 from tests.integration.ingest_harness import (
     AGENT,
     PROJECT,
@@ -230,7 +231,10 @@ def test_records_the_live_recorder_already_indexed_are_held_not_written_again(
     body = [line(n).rstrip(b"\n") for n in range(1, 5)]
     append(shard(root), b"".join(raw + b"\n" for raw in body))
     hook = LedgerHook(ledger, data_root=DataRoot(root), project=PROJECT, agent=AGENT)
-    hook(SESSION, list(enumerate(body, start=1)))  # what pentrace's own recording does
+    hook(SESSION, numbered_records(body))  # what pentrace's own recording does
+    # The hook indexes in a background thread: wait for it, or the follower may come first.
+    assert hook.flush(timeout=60)
+    hook.close()
     follower = Follower(ledger, DataRoot(root))
     assert follower.scan() == 0
     assert follower.stats.already_held == 4

@@ -6,11 +6,9 @@ prefix, dropped at the end.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,23 +19,17 @@ from pentrace.infrastructure.ingest import Follower
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.storage.layout import DataRoot
 from tests.integration.ingest_harness import SESSION, WRITER, FollowerProcess, shard, wait_until
+from tests.support import NEEDS_POSTGRES, POSTGRES_URL, postgres_tables
 
-URL = os.environ.get("PENTRACE_TEST_DATABASE_URL")
+URL = POSTGRES_URL
 
-pytestmark = [
-    pytest.mark.postgres,
-    pytest.mark.skipif(URL is None, reason="set PENTRACE_TEST_DATABASE_URL to a PostgreSQL URL"),
-]
+pytestmark = NEEDS_POSTGRES
 
 
 @pytest.fixture
 def prefix() -> Iterator[str]:
-    assert URL is not None
-    name = f"ingest_{uuid.uuid4().hex[:10]}_"
-    yield name
-    database = LedgerDatabase(URL, table_prefix=name)
-    database.drop_all()
-    database.close()
+    with postgres_tables("ingest") as name:
+        yield name
 
 
 def open_pg(prefix: str) -> RuntimeEventLedger:

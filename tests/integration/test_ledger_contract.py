@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -16,8 +15,9 @@ from eventsourcing.persistence import StoredEvent
 from pentrace.domain.runtime import build_event
 from pentrace.errors import LedgerConflictError, RedactionError
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
+from tests.support import NO_POSTGRES, POSTGRES_URL
 
-PG_URL = os.environ.get("PENTRACE_TEST_DATABASE_URL")
+PG_URL = POSTGRES_URL
 NO_LIMITS = LedgerSettings().with_limits_off()
 
 MakeLedger = Callable[..., RuntimeEventLedger]
@@ -77,7 +77,7 @@ def make_ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Make
     opened: list[RuntimeEventLedger] = []
     prefix = f"t{uuid.uuid4().hex[:12]}_"
     if request.param == "postgres" and PG_URL is None:
-        pytest.skip("PostgreSQL runs need PENTRACE_TEST_DATABASE_URL")
+        pytest.skip(NO_POSTGRES)
 
     def make(settings: LedgerSettings = NO_LIMITS, **kwargs: Any) -> RuntimeEventLedger:
         if request.param == "sqlite":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import uuid
@@ -12,9 +11,9 @@ import pytest
 from eventsourcing.tests.persistence import ApplicationRecorderTestCase, TrackingRecorderTestCase
 
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
+from tests.support import NO_POSTGRES, POSTGRES_URL
 
-_PG_URL = os.environ.get("PENTRACE_TEST_DATABASE_URL")
-_NO_PG = "PostgreSQL contract runs need PENTRACE_TEST_DATABASE_URL"
+_PG_URL = POSTGRES_URL
 
 
 class _SQLiteLedgers:
@@ -76,12 +75,12 @@ class TestSQLiteLedgerAsTrackingRecorder(_SQLiteLedgers, TrackingRecorderTestCas
 
 
 @pytest.mark.postgres
-@pytest.mark.skipif(_PG_URL is None, reason=_NO_PG)
+@pytest.mark.skipif(_PG_URL is None, reason=NO_POSTGRES)
 class TestPostgresLedgerAsApplicationRecorder(_PostgresLedgers, _LedgerApplicationRecorderCase):
     pass
 
 
 @pytest.mark.postgres
-@pytest.mark.skipif(_PG_URL is None, reason=_NO_PG)
+@pytest.mark.skipif(_PG_URL is None, reason=NO_POSTGRES)
 class TestPostgresLedgerAsTrackingRecorder(_PostgresLedgers, TrackingRecorderTestCase):
     pass

@@ -17,7 +17,7 @@ from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, Runti
 from pentrace.infrastructure.ledger.indexer import index_records, rebuild, sync
 from pentrace.infrastructure.ledger.live.hook import LedgerHook
 from pentrace.testing.files import write_shards
-from pentrace.testing.render import envelope_line
+from pentrace.testing.render import envelope_line, numbered_records
 from tests.integration.test_ledger_contract import ids
 
 SESSION = "session-2026-11-29-10-00-00-0a1b2c3d"
@@ -123,7 +123,7 @@ def test_the_hook_indexes_and_publishes_with_the_sessions_workspace(tmp_path: Pa
     ledger = open_ledger(tmp_path / "events.db")
     hook = LedgerHook(ledger, data_root=tmp_path, project=PROJECT, agent=AGENT)
     with hook.subscribe_live() as live:
-        hook(SESSION, numbered(lines[2:], first=3))
+        hook(SESSION, numbered_records(lines[2:], first=3))
         published = [live.get_nowait(), live.get_nowait()]
     assert hook.flush(timeout=60)  # the ledger is written in the background
     assert [entry.event_id for entry in published] == [event_id(SESSION, 3), event_id(SESSION, 4)]
@@ -144,7 +144,7 @@ def test_a_failing_ledger_does_not_stop_live_delivery_and_logs_no_payload(
         saboteur.execute("DROP TABLE runtime_events")
     hook = LedgerHook(ledger, data_root=tmp_path, project=PROJECT, agent=AGENT)
     with caplog.at_level(logging.WARNING), hook.subscribe_live() as live:
-        hook(SESSION, numbered(lines))
+        hook(SESSION, numbered_records(lines))
         assert live.get_nowait().event_id == event_id(SESSION, 1)
         assert hook.flush(timeout=60)  # the ledger is written in the background
     assert "ledger write failed for session" in caplog.text
@@ -155,13 +155,14 @@ _CHILD = """
 import os, sys, time
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.live.hook import LedgerHook
-from tests.integration.test_ledger_indexer import AGENT, PROJECT, SESSION, numbered, trace_lines
+from pentrace.testing.render import numbered_records
+from tests.integration.test_ledger_indexer import AGENT, PROJECT, SESSION, trace_lines
 root, db = sys.argv[1], sys.argv[2]
 ledger = RuntimeEventLedger(LedgerDatabase.for_path(db), LedgerSettings().with_limits_off())
 hook = LedgerHook(ledger, data_root=root, project=PROJECT, agent=AGENT)
 lines = trace_lines(SESSION, 3)
-for position, line in numbered(lines):
-    hook(SESSION, [(position, line)])
+for item in numbered_records(lines):
+    hook(SESSION, [item])
 assert hook.flush(timeout=60)  # written in the background: wait until it is in the ledger
 print("indexed", flush=True)
 time.sleep(60)

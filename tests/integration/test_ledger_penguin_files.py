@@ -30,9 +30,9 @@ from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, Runti
 from pentrace.infrastructure.ledger.admin import forget_sessions
 from pentrace.infrastructure.ledger.penguin_import import import_penguin_ledger
 from pentrace.infrastructure.storage.layout import DataRoot
-from tests.integration.cli_sessions_corpus import run_process
 from tests.integration.sse_harness import Server, SseClient
 from tests.integration.test_ledger_contract import make_ledger as backend_ledger
+from tests.support import clean_env, run_pentrace
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "penguin" / "penguin_ledger.db"
 PENGUIN_IDS = [
@@ -42,19 +42,9 @@ PENGUIN_IDS = [
     "evt:global:00000002",
 ]
 TOKEN = "ghp_" + "0123456789abcdefghijABCDEFGHIJ012345"
-_ENV = (
-    "PENGUIN_HOME",
-    "PENGUIN_RUNTIME_EVENT_LEDGER_PATH",
-    "PENGUIN_RUNTIME_EVENT_LEDGER_URL",
-    "PENTRACE_LEDGER_URL",
-    "PENTRACE_LEDGER_TABLE_PREFIX",
-)
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in _ENV:
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("own_stores")
 
 
 def penguin_root(tmp_path: Path) -> tuple[Path, Path]:
@@ -78,8 +68,8 @@ def cli(root: Path, *args: str) -> Any:
 
 def failing(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """A real ``pentrace ledger ...`` process, for the error line and hint a user sees."""
-    env = {k: v for k, v in os.environ.items() if k not in _ENV}
-    result = run_process(root, "ledger", *args, env=env)
+    env = clean_env()
+    result = run_pentrace(root, "ledger", *args, env=env)
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     return result
@@ -357,10 +347,10 @@ def test_an_import_works_on_every_ledger_backend(
 
 
 @pytest.mark.postgres
-def test_a_read_only_open_of_a_database_without_ledger_tables_creates_none() -> None:
-    url = os.environ.get("PENTRACE_TEST_DATABASE_URL")
-    if url is None:
-        pytest.skip("PostgreSQL runs need PENTRACE_TEST_DATABASE_URL")
+def test_a_read_only_open_of_a_database_without_ledger_tables_creates_none(
+    postgres_url: str,
+) -> None:
+    url = postgres_url
     prefix = f"ro{os.getpid()}_"
     with pytest.raises(NotFoundError, match=f"expected a {prefix}runtime_events table"):
         LedgerDatabase(url, table_prefix=prefix, read_only=True)

@@ -10,7 +10,6 @@ positions went in, under the shared stream.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,8 +33,9 @@ from pentrace.infrastructure.storage.layout import DataRoot, iter_sessions
 from pentrace.infrastructure.trace.reader import read_session
 from pentrace.testing import BeginRequest, EndRequest, StartSession, UserInput, write_trace
 from pentrace.testing.commands import Command
+from tests.support import NO_POSTGRES, POSTGRES_URL
 
-PG_URL = os.environ.get("PENTRACE_TEST_DATABASE_URL")
+PG_URL = POSTGRES_URL
 SID = "session-2026-07-18-11-10-22-3f8a1c2d"
 LONE = "session-2026-07-18-11-10-22-0badcafe"
 A, B, C = SessionKey("p1", "a1", SID), SessionKey("p1", "a2", SID), SessionKey("p2", "a3", LONE)
@@ -60,7 +60,7 @@ def root(tmp_path: Path) -> DataRoot:
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def open_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     if request.param == "postgres" and PG_URL is None:
-        pytest.skip("PostgreSQL runs need PENTRACE_TEST_DATABASE_URL")
+        pytest.skip(NO_POSTGRES)
     prefix = f"u{uuid.uuid4().hex[:12]}_"
     opened: list[LedgerDatabase] = []
 

@@ -27,6 +27,7 @@ from pentrace.infrastructure.ledger.live.writer import LiveBatch, LiveWriter
 from pentrace.infrastructure.ledger.rows import as_envelope, envelope_row
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 from pentrace.testing.files import write_shards
+from pentrace.testing.render import numbered_records
 from tests.integration.test_ledger_indexer import AGENT, PROJECT, SESSION, numbered, trace_lines
 
 GUARD = 60.0
@@ -66,7 +67,7 @@ def test_saves_return_while_another_process_holds_the_lock_and_land_when_it_lets
     with hook.subscribe_live() as live:
 
         def save_each() -> None:
-            for record in numbered(lines):
+            for record in numbered_records(lines):
                 hook(SESSION, [record])
 
         finishes(save_each)
@@ -152,14 +153,15 @@ import sys
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.live.hook import LedgerHook
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
-from tests.integration.test_ledger_indexer import AGENT, PROJECT, SESSION, numbered, trace_lines
+from pentrace.testing.render import numbered_records
+from tests.integration.test_ledger_indexer import AGENT, PROJECT, SESSION, trace_lines
 root, path = sys.argv[1], sys.argv[2]
 db = LedgerDatabase.for_path(path, timeouts=DatabaseTimeouts(lock_seconds=3600))
 hook = LedgerHook(RuntimeEventLedger(db, LedgerSettings()), data_root=root, project=PROJECT,
                   agent=AGENT)
 print("opened", flush=True)
 sys.stdin.readline()  # the parent takes the write lock
-for record in numbered(trace_lines(SESSION, 3)):
+for record in numbered_records(trace_lines(SESSION, 3)):
     hook(SESSION, [record])
 print("saved", flush=True)
 """

@@ -12,25 +12,15 @@ import pytest
 
 from pentrace.errors import UnencodableValueError
 from pentrace.infrastructure.ledger import default_ledger_path
-from tests.integration.cli_sessions_corpus import (
-    SID_A,
-    SID_B,
-    SID_C,
-    build_corpus,
-    cli,
-    run_process,
-)
+from tests.integration.cli_sessions_corpus import SID_A, SID_B, SID_C, build_corpus
 from tests.integration.sse_harness import Server, SseClient
 from tests.integration.test_tool_output_recording import make_app, open_call
+from tests.support import cli_raising, run_pentrace
 
 ESCAPE = "\\ud800"
 
 
-@pytest.fixture(autouse=True)
-def _no_ledger_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("PENGUIN_RUNTIME_EVENT_LEDGER_PATH", "PENTRACE_LEDGER_URL", "PENGUIN_HOME"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv("PENGUIN_RUNTIME_EVENT_LEDGER_URL", raising=False)
+pytestmark = pytest.mark.usefixtures("own_stores")
 
 
 @pytest.fixture
@@ -45,9 +35,7 @@ def root(tmp_path: Path) -> Path:
 
 
 def ok(root: Path, *args: str) -> str:
-    result = cli(root, *args)
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
+    result = cli_raising(root, *args)
     assert result.exit_code in (0, 1), result.output
     return result.output
 
@@ -108,7 +96,7 @@ def test_stats_audit_and_report_run_over_the_whole_root(root: Path, tmp_path: Pa
 
 def test_a_real_process_prints_the_escape_to_a_pipe(root: Path) -> None:
     env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
-    result = run_process(root, "replay", SID_A, "--no-pager", env=env)
+    result = run_pentrace(root, "replay", SID_A, "--no-pager", env=env)
     assert result.returncode == 0, result.stderr
     assert f"list {ESCAPE} files" in result.stdout
     assert "Traceback" not in result.stderr

@@ -11,14 +11,10 @@ from pentrace.domain import omnimessage as om
 from pentrace.domain.records import TraceRecord
 from pentrace.errors import EnvelopeFormatError
 from pentrace.projections.session_summary import summarize_session, token_count
-from tests.integration.cli_sessions_corpus import SID_A, SID_B, build_corpus, cli
+from tests.integration.cli_sessions_corpus import SID_A, SID_B, build_corpus
+from tests.support import cli_ok
 
-
-@pytest.fixture(autouse=True)
-def _no_ledger_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("PENGUIN_RUNTIME_EVENT_LEDGER_PATH", "PENTRACE_LEDGER_URL", "PENGUIN_HOME"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv("PENGUIN_RUNTIME_EVENT_LEDGER_URL", raising=False)
+pytestmark = pytest.mark.usefixtures("own_stores")
 
 
 @pytest.fixture
@@ -39,11 +35,7 @@ def root(tmp_path: Path) -> Path:
 
 
 def ok(root: Path, *args: str) -> str:
-    result = cli(root, *args)
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    assert result.exit_code == 0, result.output
-    return result.output
+    return cli_ok(root, *args).output
 
 
 def test_sessions_list_counts_an_infinite_token_total_as_nothing(root: Path) -> None:

@@ -10,22 +10,14 @@ import pytest
 from typer.testing import Result
 
 from pentrace.infrastructure.ledger import default_ledger_path
-from tests.integration.cli_sessions_corpus import SID_A, SID_B, SID_C, build_corpus, cli
+from tests.integration.cli_sessions_corpus import SID_A, SID_B, SID_C, build_corpus
+from tests.support import cli_raising
 
-
-@pytest.fixture(autouse=True)
-def _no_ledger_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("PENGUIN_RUNTIME_EVENT_LEDGER_PATH", "PENTRACE_LEDGER_URL", "PENGUIN_HOME"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv("PENGUIN_RUNTIME_EVENT_LEDGER_URL", raising=False)
-    monkeypatch.delenv("PENGUIN_RUNTIME_EVENT_LEDGER_MAX_EVENTS", raising=False)
+pytestmark = pytest.mark.usefixtures("own_stores")
 
 
 def run(root: Path, *args: str) -> Result:
-    result = cli(root, *args)
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result
+    return cli_raising(root, *args)
 
 
 def rows_by_session(root: Path) -> dict[str, int]:

@@ -16,9 +16,7 @@ import logging
 import os
 import queue
 import subprocess
-import sys
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -37,17 +35,22 @@ from pentrace.infrastructure.ledger.live.hook import LiveSubscription
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 from pentrace.testing import StartSession, UserInput, write_trace
 from tests.integration.pg_proxy import HangingProxy
+from tests.support import (
+    NEEDS_POSTGRES,
+    POSTGRES_URL,
+    REPO,
+    postgres_tables,
+    record_answered_turn,
+    run_pentrace,
+    start_sample_session,
+)
 
-URL = os.environ.get("PENTRACE_TEST_DATABASE_URL")
-REPO = Path(__file__).resolve().parents[2]
+URL = POSTGRES_URL
 GUARD = 90.0  # seconds: a failure guard, never an expectation
 T = TypeVar("T")
 SHORT = DatabaseTimeouts(connect_seconds=2, statement_seconds=1, lock_seconds=1)
 
-pytestmark = [
-    pytest.mark.postgres,
-    pytest.mark.skipif(URL is None, reason="set PENTRACE_TEST_DATABASE_URL to a PostgreSQL URL"),
-]
+pytestmark = NEEDS_POSTGRES
 
 
 @pytest.fixture
@@ -59,12 +62,8 @@ def proxy() -> Iterator[HangingProxy]:
 
 @pytest.fixture
 def prefix() -> Iterator[str]:
-    assert URL is not None
-    name = f"hang_{uuid.uuid4().hex[:10]}_"
-    yield name
-    database = LedgerDatabase(URL, table_prefix=name)
-    database.drop_all()
-    database.close()
+    with postgres_tables("hang") as name:
+        yield name
 
 
 def finishes(work: Callable[[], T]) -> T:
@@ -102,35 +101,17 @@ def drained(live: LiveSubscription) -> int:
 def record_turns(rec: Recording, workspace: Path, turns: int, sid: str | None = None) -> str:
     application = rec.application
     if sid is None:
-        handle = application.start_session(
-            provider="openai",
-            model_id="gpt-5",
-            model_context_window=200_000,
-            system_prompt="be brief",
-            workspace=workspace,
-        )
+        handle = start_sample_session(application, workspace=workspace)
     else:
         handle = application.open_session(sid)
     for turn in range(turns):
-        handle.record_user_input(f"question {turn}")
-        handle.begin_request()
-        handle.record_text(f"answer {turn}")
-        handle.end_request("completed")
+        record_answered_turn(handle, f"question {turn}", f"answer {turn}")
     handle.close()
     return handle.session_id
 
 
 def run_cli(root: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pentrace", "--data-root", str(root), *args],
-        capture_output=True,
-        text=True,
-        timeout=GUARD,
-        check=False,
-        cwd=REPO,
-        env={**os.environ, **env},
-        stdin=subprocess.DEVNULL,
-    )
+    return run_pentrace(root, *args, env={**os.environ, **env}, timeout=GUARD, cwd=REPO)
 
 
 def test_saves_go_on_while_the_server_hangs_and_ledger_sync_closes_the_gap_after(

@@ -16,25 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from pentrace import testing as pt
 from pentrace.infrastructure.analytics.builtin.tokens import TokenUse
 from pentrace.infrastructure.analytics.builtin.tools import ToolCalls
 from pentrace.infrastructure.analytics.checking import dump, run_in_batches
 from pentrace.infrastructure.analytics.failures import EventFailure, read_failures
 from pentrace.infrastructure.analytics.runner import catch_up, open_ledger, open_projection
 from pentrace.infrastructure.ledger.indexer import sync
-from pentrace.testing import (
-    Approval,
-    BeginRequest,
-    Command,
-    EndRequest,
-    StartSession,
-    TokenCounts,
-    TokenUsage,
-    ToolCall,
-    ToolOutput,
-    UserInput,
-    write_trace,
-)
 from tests.integration.fragile_projection import POISON, Fragile
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,22 +32,22 @@ pytestmark = pytest.mark.slow
 
 def _write_sessions(root: Path, first: int, count: int) -> None:
     for number in range(first, first + count):
-        commands: list[Command] = [
-            StartSession(model_id=f"model-{number % 3}"),
-            UserInput(f"task {number}"),
+        commands: list[pt.Command] = [
+            pt.StartSession(model_id=f"model-{number % 3}"),
+            pt.UserInput(f"task {number}"),
         ]
         for turn in range(4):
             call = f"call_{number}_{turn}"
             size = number * 10 + turn
             commands += [
-                BeginRequest(),
-                ToolCall(call, "exec_command", "{}"),
-                Approval(call, "allow" if turn % 2 else "deny"),
-                ToolOutput(call, f"out {turn}"),
-                EndRequest("completed" if turn != 2 else "failed"),
-                TokenUsage(TokenCounts(0, 0, 0, 0), TokenCounts(size, 1, 2, size * 3)),
+                pt.BeginRequest(),
+                pt.ToolCall(call, "exec_command", "{}"),
+                pt.Approval(call, "allow" if turn % 2 else "deny"),
+                pt.ToolOutput(call, f"out {turn}"),
+                pt.EndRequest("completed" if turn != 2 else "failed"),
+                pt.TokenUsage(pt.TokenCounts(0, 0, 0, 0), pt.TokenCounts(size, 1, 2, size * 3)),
             ]
-        write_trace(root, commands, session_id=f"session-2026-07-18-11-10-22-{number:08x}")
+        pt.write_trace(root, commands, session_id=f"session-2026-07-18-11-10-22-{number:08x}")
     _index(root)
 
 
@@ -157,17 +145,17 @@ def test_a_runner_killed_at_random_moments_ends_with_the_read_model_of_an_uninte
 def _write_poisoned(root: Path, first: int, count: int) -> None:
     """Sessions whose every third tool output is one the fragile handler cannot take."""
     for number in range(first, first + count):
-        commands: list[Command] = [StartSession(), UserInput(f"task {number}")]
+        commands: list[pt.Command] = [pt.StartSession(), pt.UserInput(f"task {number}")]
         for turn in range(3):
             call = f"call_{number}_{turn}"
             text = f"{POISON} {number}" if (number + turn) % 3 == 0 else f"out {number} {turn}"
             commands += [
-                BeginRequest(),
-                ToolCall(call, "exec_command", "{}"),
-                ToolOutput(call, text),
-                EndRequest("completed"),
+                pt.BeginRequest(),
+                pt.ToolCall(call, "exec_command", "{}"),
+                pt.ToolOutput(call, text),
+                pt.EndRequest("completed"),
             ]
-        write_trace(root, commands, session_id=f"session-2026-07-18-11-10-22-{number:08x}")
+        pt.write_trace(root, commands, session_id=f"session-2026-07-18-11-10-22-{number:08x}")
     _index(root)
 
 

@@ -14,6 +14,7 @@ from pentrace.domain.session.key import SessionKey
 from pentrace.infrastructure.eventstore.recording import open_recording
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import sync
+from tests.support import record_answered_turn, start_sample_session
 
 
 def _record_one_request(recording_root: Path, settings: LedgerSettings) -> tuple[str, list[str]]:
@@ -21,17 +22,8 @@ def _record_one_request(recording_root: Path, settings: LedgerSettings) -> tuple
     workspace.mkdir(exist_ok=True)
     with open_recording(recording_root / "data", "proj", "agent", ledger_settings=settings) as rec:
         live = rec.subscribe_live()
-        handle = rec.application.start_session(
-            provider="deepseek",
-            model_id="deepseek-v4-pro",
-            model_context_window=1000,
-            system_prompt="be brief",
-            workspace=workspace,
-        )
-        handle.record_user_input("say hi; my key is sk-proj-Ab3dEfGh1jKlMn0pQrStUvWx9z")
-        handle.begin_request()
-        handle.record_text("hi")
-        handle.end_request("completed")
+        handle = start_sample_session(rec.application, workspace=workspace)
+        record_answered_turn(handle, "say hi; my key is sk-proj-Ab3dEfGh1jKlMn0pQrStUvWx9z", "hi")
         handle.close()
         seen = []
         while True:

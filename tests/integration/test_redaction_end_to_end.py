@@ -16,18 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from pentrace.testing import (
-    AssistantText,
-    BeginRequest,
-    Command,
-    EndRequest,
-    StartSession,
-    ToolCall,
-    ToolOutput,
-    UserInput,
-    write_trace,
-)
-from tests.integration.cli_sessions_corpus import run_process
+from pentrace import testing as pt
+from tests.support import run_pentrace
 
 SID = "session-2026-07-18-11-10-22-5ec7e75a"
 CORPUS = json.loads(
@@ -42,39 +32,32 @@ SECRETS = sorted(
 WHOLE = ["".join(case["parts"]) for case in CORPUS["cases"]]
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (
-        "PENGUIN_RUNTIME_EVENT_LEDGER_PATH",
-        "PENTRACE_LEDGER_URL",
-        "PENTRACE_REDACTION_RULES",
-    ):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("own_stores")
 
 
-def leaky_session() -> list[Command]:
-    commands: list[Command] = [StartSession()]
+def leaky_session() -> list[pt.Command]:
+    commands: list[pt.Command] = [pt.StartSession()]
     for number, whole in enumerate(WHOLE):
         call = f"call_{number}"
         commands += [
-            UserInput(f"please use {whole} for the deploy; the secretary approved it"),
-            BeginRequest(),
-            ToolCall(call, "exec_command", json.dumps({"cmd": f"deploy --verbose '{whole}'"})),
-            ToolOutput(call, f"step 1 ok\n{whole}\ninput_tokens: 1200"),
-            AssistantText("done"),
-            EndRequest(),
+            pt.UserInput(f"please use {whole} for the deploy; the secretary approved it"),
+            pt.BeginRequest(),
+            pt.ToolCall(call, "exec_command", json.dumps({"cmd": f"deploy --verbose '{whole}'"})),
+            pt.ToolOutput(call, f"step 1 ok\n{whole}\ninput_tokens: 1200"),
+            pt.AssistantText("done"),
+            pt.EndRequest(),
         ]
     return commands
 
 
 def _ok(root: Path, *args: str) -> str:
-    result = run_process(root, *args)
+    result = run_pentrace(root, *args)
     assert result.returncode == 0, result.stderr
     return result.stdout + result.stderr
 
 
 def test_no_planted_credential_reaches_a_derived_store_or_an_output(tmp_path: Path) -> None:
-    (trace,) = write_trace(tmp_path, leaky_session(), session_id=SID)
+    (trace,) = pt.write_trace(tmp_path, leaky_session(), session_id=SID)
     written = trace.read_text("utf-8")
     assert all(json.dumps(whole)[1:-1] in written for whole in WHOLE)
     report = tmp_path.parent / f"{tmp_path.name}-report.html"
@@ -105,5 +88,5 @@ def test_no_planted_credential_reaches_a_derived_store_or_an_output(tmp_path: Pa
     assert "secretary approved it" in tail
     assert "input_tokens: 1200" in tail
     # Nothing the current policy would still hide sits in a derived store.
-    result = run_process(tmp_path, "scan", "--derived", "--json")
+    result = run_pentrace(tmp_path, "scan", "--derived", "--json")
     assert result.returncode == 0, result.stdout

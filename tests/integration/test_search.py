@@ -9,29 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from pentrace.cli.app import app
+from pentrace import testing as pt
 from pentrace.errors import SearchQueryError
 from pentrace.infrastructure.search.index import SearchIndex, SearchQuery, search_index_path
 from pentrace.infrastructure.storage.layout import DataRoot
-from pentrace.testing import (
-    AssistantText,
-    BeginRequest,
-    Command,
-    CompactionBegin,
-    CompactionEnd,
-    EndRequest,
-    StartSession,
-    Thinking,
-    ToolCall,
-    ToolOutput,
-    UserInput,
-    render_shards,
-    write_shards,
-    write_trace,
-)
-from tests.integration.cli_sessions_corpus import run_process
+from tests.support import cli_ok, run_pentrace
 
 SID = "session-2026-07-18-11-10-22-3f8a1c2d"
 OTHER = "session-2026-07-20-09-00-00-0badcafe"
@@ -39,25 +22,25 @@ OPENAI_KEY = "sk-proj-Zq8vN3xL0pR7tY2wK9mB4cF6hJ1sD5gA"
 GITHUB_TOKEN = "ghp_Q7w8E9r0T1y2U3i4O5p6A7s8D9f0G1h2J3k4"
 
 
-def session() -> list[Command]:
+def session() -> list[pt.Command]:
     return [
-        StartSession(),
-        UserInput("please deploy the payments service"),
-        BeginRequest(),
-        Thinking("the cluster needs a rolling restart"),
-        ToolCall("call_1", "exec_command", '{"cmd":"kubectl rollout restart deploy/payments"}'),
-        ToolOutput("call_1", "deployment.apps/payments restarted"),
-        AssistantText("restarted the payments deployment"),
-        EndRequest(),
-        UserInput("now check the invoices queue"),
-        BeginRequest(),
-        AssistantText("the invoices queue is empty"),
-        EndRequest(),
+        pt.StartSession(),
+        pt.UserInput("please deploy the payments service"),
+        pt.BeginRequest(),
+        pt.Thinking("the cluster needs a rolling restart"),
+        pt.ToolCall("call_1", "exec_command", '{"cmd":"kubectl rollout restart deploy/payments"}'),
+        pt.ToolOutput("call_1", "deployment.apps/payments restarted"),
+        pt.AssistantText("restarted the payments deployment"),
+        pt.EndRequest(),
+        pt.UserInput("now check the invoices queue"),
+        pt.BeginRequest(),
+        pt.AssistantText("the invoices queue is empty"),
+        pt.EndRequest(),
     ]
 
 
-def write(root: Path, commands: list[Command], sid: str = SID, agent: str = "coder") -> None:
-    write_trace(root, commands, agent=agent, session_id=sid)
+def write(root: Path, commands: list[pt.Command], sid: str = SID, agent: str = "coder") -> None:
+    pt.write_trace(root, commands, agent=agent, session_id=sid)
 
 
 def find(root: Path, text: str, **options: Any) -> list[Any]:
@@ -67,9 +50,7 @@ def find(root: Path, text: str, **options: Any) -> list[Any]:
 
 
 def cli(root: Path, *args: str) -> Any:
-    result = CliRunner().invoke(app, ["--data-root", str(root), "search", *args, "--json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+    return json.loads(cli_ok(root, "search", *args, "--json").output)
 
 
 def test_text_tool_calls_and_outputs_are_found_with_turn_position_and_line(tmp_path: Path) -> None:
@@ -113,13 +94,15 @@ def test_filters_narrow_by_agent_project_kind_and_time(tmp_path: Path) -> None:
 
 
 def test_the_index_never_holds_a_secret(tmp_path: Path) -> None:
-    commands: list[Command] = [
-        StartSession(),
-        UserInput(f"use the key {OPENAI_KEY} to call the api"),
-        BeginRequest(),
-        ToolCall("call_1", "exec_command", json.dumps({"cmd": "gh auth", "token": GITHUB_TOKEN})),
-        ToolOutput("call_1", f"logged in with {GITHUB_TOKEN}"),
-        EndRequest(),
+    commands: list[pt.Command] = [
+        pt.StartSession(),
+        pt.UserInput(f"use the key {OPENAI_KEY} to call the api"),
+        pt.BeginRequest(),
+        pt.ToolCall(
+            "call_1", "exec_command", json.dumps({"cmd": "gh auth", "token": GITHUB_TOKEN})
+        ),
+        pt.ToolOutput("call_1", f"logged in with {GITHUB_TOKEN}"),
+        pt.EndRequest(),
     ]
     write(tmp_path, commands)
     assert find(tmp_path, f'"{OPENAI_KEY}"') == []
@@ -143,14 +126,19 @@ def _documents(root: Path) -> list[tuple[Any, ...]]:
 
 
 def test_incremental_refreshes_equal_a_rebuild(tmp_path: Path) -> None:
-    commands = [*session(), CompactionBegin(), CompactionEnd(), UserInput("after the payments")]
-    shards = render_shards(commands, session_id=SID)
+    commands = [
+        *session(),
+        pt.CompactionBegin(),
+        pt.CompactionEnd(),
+        pt.UserInput("after the payments"),
+    ]
+    shards = pt.render_shards(commands, session_id=SID)
     assert len(shards) == 2
     first, second = shards
     root = DataRoot(tmp_path)
     index = SearchIndex(root)
     # Grow the session the way a writer does: appends, a torn half line, then a new shard.
-    path = write_shards(tmp_path, "p", "a", SID, [first[:5]])[0]
+    path = pt.write_shards(tmp_path, "p", "a", SID, [first[:5]])[0]
     index.refresh()
     with path.open("ab") as handle:
         handle.write(b"\n".join(first[5:9]) + b"\n" + first[9][:20])
@@ -159,7 +147,7 @@ def test_incremental_refreshes_equal_a_rebuild(tmp_path: Path) -> None:
         handle.write(first[9][20:] + b"\n" + b"\n".join(first[10:]) + b"\n")
     report = index.refresh()
     assert (report.updated, report.reset) == (1, 0)
-    write_shards(tmp_path, "p", "a", SID, [first, second])
+    pt.write_shards(tmp_path, "p", "a", SID, [first, second])
     write(tmp_path, session(), sid=OTHER)
     index.refresh()
     incremental = _documents(tmp_path)
@@ -174,7 +162,7 @@ def test_incremental_refreshes_equal_a_rebuild(tmp_path: Path) -> None:
 def test_a_rewritten_trace_is_reindexed_and_a_deleted_one_dropped(tmp_path: Path) -> None:
     write(tmp_path, session())
     assert len(find(tmp_path, "payments")) == 4
-    write(tmp_path, [StartSession(), UserInput("only invoices now")])
+    write(tmp_path, [pt.StartSession(), pt.UserInput("only invoices now")])
     assert find(tmp_path, "payments") == []
     assert len(find(tmp_path, "invoices")) == 1
     for shard in tmp_path.rglob("*.jsonl"):
@@ -186,7 +174,7 @@ def test_bad_fts_syntax_is_a_clean_error_with_a_hint(tmp_path: Path) -> None:
     write(tmp_path, session())
     with pytest.raises(SearchQueryError, match="not valid FTS5 syntax"):
         find(tmp_path, '"unclosed')
-    done = run_process(tmp_path, "search", "a:b")
+    done = run_pentrace(tmp_path, "search", "a:b")
     assert done.returncode == 2
     assert done.stderr.startswith("error: the search query is not valid FTS5 syntax")
     assert "hint: quote words" in done.stderr
@@ -202,12 +190,12 @@ def test_a_corrupt_index_is_rebuilt_not_a_crash(tmp_path: Path) -> None:
 
 
 def test_rank_puts_the_best_match_first_among_the_newest_window(tmp_path: Path) -> None:
-    commands: list[Command] = [
-        StartSession(),
-        UserInput("ledger ledger ledger compaction"),
-        BeginRequest(),
-        AssistantText("one ledger mention in a long sentence about many other things"),
-        EndRequest(),
+    commands: list[pt.Command] = [
+        pt.StartSession(),
+        pt.UserInput("ledger ledger ledger compaction"),
+        pt.BeginRequest(),
+        pt.AssistantText("one ledger mention in a long sentence about many other things"),
+        pt.EndRequest(),
     ]
     write(tmp_path, commands)
     ranked = find(tmp_path, "ledger")

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cli_sessions_corpus import SID_A, SID_B, build_corpus, cli
+from tests.integration.cli_sessions_corpus import SID_A, SID_B, build_corpus
+from tests.support import cli
 
 NOBODY = 65534
 

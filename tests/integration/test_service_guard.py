@@ -4,16 +4,11 @@ processes, with hostile headers sent by httpx and by a raw socket."""
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
@@ -28,6 +23,7 @@ from tests.integration.sse_harness import (
     session_id,
     write_session,
 )
+from tests.support import run_pentrace, served_in_thread
 
 SID = session_id(0xC1)
 TRACE = f"/api/v1/sessions/{SID}/trace"
@@ -300,23 +296,11 @@ def test_a_route_added_later_is_guarded_and_a_crash_is_a_bare_json_500(tmp_path:
 
     # What the web viewer will do: mount more routes on the same app.
     app.router.routes.extend([Route("/viewer", page), Route("/crash", crash)])
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=settings.port, log_level="critical")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        while not server.started:
-            assert thread.is_alive(), "the server thread exited"
-            time.sleep(0.02)
-        base = f"http://127.0.0.1:{settings.port}"
+    with served_in_thread(app, settings.port, log_level="critical") as base:
         viewer = httpx.get(base + "/viewer", timeout=10)
         rebound = httpx.get(base + "/viewer", headers={"Host": "attacker.example"}, timeout=10)
         foreign = httpx.get(base + "/viewer", headers={"Origin": "http://a.example"}, timeout=10)
         crashed = httpx.get(base + "/crash", timeout=10)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
     assert viewer.status_code == 200
     assert "script-src 'self'" in viewer.headers["content-security-policy"]
     assert viewer.headers["x-frame-options"] == "DENY"
@@ -340,15 +324,9 @@ def test_a_route_added_later_is_guarded_and_a_crash_is_a_bare_json_500(tmp_path:
 def test_a_malformed_allowed_value_is_a_clear_error_at_start(
     tmp_path: Path, option: list[str], message: str
 ) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "pentrace", "--data-root", str(tmp_path), "serve", *option],
-        env=child_env(tmp_path),
-        cwd=REPO,
-        capture_output=True,
-        timeout=60,
-    )
+    result = run_pentrace(tmp_path, "serve", *option, env=child_env(tmp_path), timeout=60, cwd=REPO)
     assert result.returncode == 2
-    stderr = result.stderr.decode()
+    stderr = result.stderr
     assert message in stderr
     assert "hint: for example" in stderr
     assert "Traceback" not in stderr

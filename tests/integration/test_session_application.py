@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from eventsourcing.persistence import IntegrityError
 
+from pentrace.domain.records import TraceRecord
 from pentrace.domain.session.aggregate import Session
 from pentrace.errors import NotFoundError, ResumeError
 from pentrace.infrastructure.eventstore.application import SaveMode, SessionApplication
@@ -73,7 +74,7 @@ def one_request(handle: Any, call_id: str = "call_0", status: str = "completed")
 
 
 def positions_into(sink: list[list[int]]) -> Any:
-    def hook(_session_id: str, lines: Sequence[tuple[int, bytes]]) -> None:
+    def hook(_session_id: str, lines: Sequence[tuple[int, TraceRecord]]) -> None:
         sink.append([position for position, _ in lines])
 
     return hook
@@ -137,8 +138,8 @@ def test_save_per_request_and_per_event_write_the_same_lines(
 def test_the_ledger_hook_gets_positions_and_lines_and_its_failure_never_fails_a_save(
     tmp_path: Path, workspace: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def broken(session_id: str, lines: Sequence[tuple[int, bytes]]) -> None:
-        raise RuntimeError("ledger down: " + lines[0][1].decode())
+    def broken(session_id: str, records: Sequence[tuple[int, TraceRecord]]) -> None:
+        raise RuntimeError("ledger down: " + records[0][1].raw.decode())
 
     with (
         SessionApplication(

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pentrace import testing as pt
 from pentrace.errors import (
     NotFoundError,
     SessionExistsError,
@@ -28,45 +29,27 @@ from pentrace.infrastructure.sessions.files import (
 from pentrace.infrastructure.storage.atomic import publish_file
 from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.infrastructure.trace.writer import open_session_writer
-from pentrace.testing import (
-    AssistantText,
-    BeginRequest,
-    Command,
-    CompactionBegin,
-    CompactionEnd,
-    EndRequest,
-    StartSession,
-    SubagentPointer,
-    TokenCounts,
-    TokenUsage,
-    ToolCall,
-    ToolOutput,
-    UserInput,
-    render_shards,
-    write_shards,
-    write_trace,
-)
 
 PROJECT, AGENT = "proj", "agent"
 SID = "session-2026-07-18-11-10-22-3f8a1c2d"
 CHILD = "session-2026-07-18-11-11-00-00000001"
 GRANDCHILD = "session-2026-07-18-11-12-00-00000002"
 
-ROUND: list[Command] = [
-    UserInput("Create hello.txt"),
-    BeginRequest(),
-    ToolCall("call_0", "exec_command", '{"cmd":"printf hi > hello.txt"}'),
-    ToolOutput("call_0", "[no output]"),
-    EndRequest("completed"),
-    TokenUsage(TokenCounts(1, 2, 3, 6), TokenCounts(1, 2, 3, 6)),
+ROUND: list[pt.Command] = [
+    pt.UserInput("Create hello.txt"),
+    pt.BeginRequest(),
+    pt.ToolCall("call_0", "exec_command", '{"cmd":"printf hi > hello.txt"}'),
+    pt.ToolOutput("call_0", "[no output]"),
+    pt.EndRequest("completed"),
+    pt.TokenUsage(pt.TokenCounts(1, 2, 3, 6), pt.TokenCounts(1, 2, 3, 6)),
 ]
-COMPACTION: list[Command] = [
-    CompactionBegin("context", "summarize"),
-    UserInput("Summarize"),
-    BeginRequest(),
-    AssistantText("[summary]done so far[/summary]"),
-    EndRequest("completed"),
-    CompactionEnd("context", "summarize", "completed"),
+COMPACTION: list[pt.Command] = [
+    pt.CompactionBegin("context", "summarize"),
+    pt.UserInput("Summarize"),
+    pt.BeginRequest(),
+    pt.AssistantText("[summary]done so far[/summary]"),
+    pt.EndRequest("completed"),
+    pt.CompactionEnd("context", "summarize", "completed"),
 ]
 
 
@@ -75,9 +58,9 @@ def root(tmp_path: Path) -> DataRoot:
     return DataRoot(tmp_path / "data")
 
 
-def _write(root: DataRoot, commands: list[Command], session_id: str = SID) -> list[Path]:
-    return write_trace(
-        root, [StartSession(), *commands], project=PROJECT, agent=AGENT, session_id=session_id
+def _write(root: DataRoot, commands: list[pt.Command], session_id: str = SID) -> list[Path]:
+    return pt.write_trace(
+        root, [pt.StartSession(), *commands], project=PROJECT, agent=AGENT, session_id=session_id
     )
 
 
@@ -119,7 +102,7 @@ def test_a_redacted_export_hides_secrets_keeps_tokens_and_drops_bad_lines(
     root: DataRoot, tmp_path: Path
 ) -> None:
     secret = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
-    paths = _write(root, [UserInput(f"use token {secret} please"), *ROUND[1:]])
+    paths = _write(root, [pt.UserInput(f"use token {secret} please"), *ROUND[1:]])
     with paths[0].open("ab") as handle:
         handle.write(b"{broken\n")
         handle.write(b'{"type":"event_msg","payload":{"type":"abort"}}\n')
@@ -158,7 +141,7 @@ def test_an_export_then_import_round_trips_bytes_and_counts(root: DataRoot, tmp_
 def test_an_import_files_the_session_under_the_utc_day_of_its_first_timestamp(
     root: DataRoot, tmp_path: Path
 ) -> None:
-    lines = render_shards([StartSession(), *ROUND], session_id=SID)[0]
+    lines = pt.render_shards([pt.StartSession(), *ROUND], session_id=SID)[0]
     first = json.loads(lines[0])
     first["timestamp"] = "2026-01-01T23:30:00.000-02:00"
     source = tmp_path / "in.jsonl"
@@ -186,7 +169,7 @@ def test_an_import_of_an_existing_session_id_is_refused_and_writes_nothing(
 def test_an_import_with_a_malformed_middle_line_names_the_file_and_line(
     root: DataRoot, tmp_path: Path
 ) -> None:
-    lines = render_shards([StartSession(), *ROUND], session_id=SID)[0]
+    lines = pt.render_shards([pt.StartSession(), *ROUND], session_id=SID)[0]
     source = tmp_path / "bad.jsonl"
     source.write_bytes(b"\n".join([*lines[:3], b"{oops", *lines[3:]]) + b"\n")
 
@@ -198,7 +181,7 @@ def test_an_import_with_a_malformed_middle_line_names_the_file_and_line(
 
 
 def test_an_import_without_session_meta_first_is_refused(root: DataRoot, tmp_path: Path) -> None:
-    lines = render_shards([StartSession(), *ROUND], session_id=SID)[0]
+    lines = pt.render_shards([pt.StartSession(), *ROUND], session_id=SID)[0]
     source = tmp_path / "headless.jsonl"
     source.write_bytes(b"\n".join(lines[1:]) + b"\n")
 
@@ -208,7 +191,7 @@ def test_an_import_without_session_meta_first_is_refused(root: DataRoot, tmp_pat
 
 
 def test_an_import_whose_session_id_is_a_path_is_refused(root: DataRoot, tmp_path: Path) -> None:
-    lines = render_shards([StartSession(), *ROUND], session_id="../../escape")[0]
+    lines = pt.render_shards([pt.StartSession(), *ROUND], session_id="../../escape")[0]
     source = tmp_path / "evil.jsonl"
     source.write_bytes(b"\n".join(lines) + b"\n")
 
@@ -219,7 +202,7 @@ def test_an_import_whose_session_id_is_a_path_is_refused(root: DataRoot, tmp_pat
 
 
 def test_an_import_drops_a_torn_last_line_like_the_reader(root: DataRoot, tmp_path: Path) -> None:
-    lines = render_shards([StartSession(), *ROUND], session_id=SID)[0]
+    lines = pt.render_shards([pt.StartSession(), *ROUND], session_id=SID)[0]
     whole = b"".join(line + b"\n" for line in lines)
     source = tmp_path / "torn.jsonl"
     source.write_bytes(whole + lines[0][:25] + b"\n \n")
@@ -233,11 +216,11 @@ def test_an_import_drops_a_torn_last_line_like_the_reader(root: DataRoot, tmp_pa
 
 def _scatter_shards(root: DataRoot) -> list[Path]:
     """Three shards of one session in three date folders, the newest shard in the oldest."""
-    shards = render_shards([StartSession(), *ROUND, *COMPACTION, *ROUND, *COMPACTION, *ROUND])
+    shards = pt.render_shards([pt.StartSession(), *ROUND, *COMPACTION, *ROUND, *COMPACTION, *ROUND])
     days = [date(2026, 7, 18), date(2026, 7, 19), date(2026, 7, 17)]
     paths = []
     for index, (lines, day) in enumerate(zip(shards, days, strict=True), start=1):
-        paths += write_shards(root, PROJECT, AGENT, SID, [lines], day=day)
+        paths += pt.write_shards(root, PROJECT, AGENT, SID, [lines], day=day)
         if index > 1:
             paths[-1] = paths[-1].rename(paths[-1].with_name(f"{SID}_{index:03d}.jsonl"))
     return paths
@@ -286,8 +269,8 @@ def test_an_archive_holds_the_session_its_children_and_a_manifest(
     root: DataRoot, tmp_path: Path
 ) -> None:
     missing = "session-2026-07-18-11-13-00-0000dead"
-    parent = _write(root, [SubagentPointer(CHILD), *ROUND, SubagentPointer(missing)])
-    child = _write(root, [SubagentPointer(GRANDCHILD), *ROUND], session_id=CHILD)
+    parent = _write(root, [pt.SubagentPointer(CHILD), *ROUND, pt.SubagentPointer(missing)])
+    child = _write(root, [pt.SubagentPointer(GRANDCHILD), *ROUND], session_id=CHILD)
     grandchild = _write(root, ROUND, session_id=GRANDCHILD)
     _write(root, ROUND, session_id="session-2026-07-18-11-14-00-00000bad")  # unrelated
 
@@ -319,7 +302,7 @@ def test_an_archive_holds_the_session_its_children_and_a_manifest(
 
 
 def test_the_same_traces_always_give_the_same_archive_bytes(root: DataRoot, tmp_path: Path) -> None:
-    _write(root, [SubagentPointer(CHILD), *ROUND])
+    _write(root, [pt.SubagentPointer(CHILD), *ROUND])
     _write(root, ROUND, session_id=CHILD)
     first, second = io.BytesIO(), io.BytesIO()
     export_archive(root, PROJECT, AGENT, SID, first)
@@ -351,7 +334,7 @@ def test_publishing_without_overwrite_refuses_an_existing_file(tmp_path: Path) -
 def test_an_import_whose_session_meta_has_no_timestamp_is_refused(
     root: DataRoot, tmp_path: Path
 ) -> None:
-    lines = render_shards([StartSession(), *ROUND], session_id=SID)[0]
+    lines = pt.render_shards([pt.StartSession(), *ROUND], session_id=SID)[0]
     first = json.loads(lines[0])
     del first["timestamp"]
     source = tmp_path / "undated.jsonl"

@@ -19,28 +19,17 @@ from typer.testing import CliRunner
 
 from pentrace.cli.app import app
 from pentrace.domain.session.key import SessionKey
-from tests.integration.cli_sessions_corpus import run_process
 from tests.integration.sse_harness import Server, SseClient
+from tests.support import run_pentrace
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "penguin_harness"
 BASIC = FIXTURES / "basic_session.jsonl"
 SID = "session-2026-07-18-11-10-22-3f8a1c2d"  # every fixture's session id
 OWNERS = (("p1", "a1"), ("p1", "a2"), ("p2", "a1"))
 KEYS = [SessionKey(project, agent, SID) for project, agent in OWNERS]
-_ENV = (
-    "PENGUIN_HOME",
-    "PENGUIN_RUNTIME_EVENT_LEDGER_PATH",
-    "PENGUIN_RUNTIME_EVENT_LEDGER_URL",
-    "PENTRACE_LEDGER_URL",
-    "PENTRACE_ANALYTICS_URL",
-    "PENTRACE_LEDGER_TABLE_PREFIX",
-)
 
 
-@pytest.fixture(autouse=True)
-def _own_stores(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in _ENV:
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("own_stores")
 
 
 def cli(root: Path, *args: str) -> Any:
@@ -137,7 +126,7 @@ def test_stats_show_each_session_with_its_own_numbers(root: Path) -> None:
 def test_a_full_id_shared_by_three_owners_asks_for_the_owner_and_the_reference_resolves(
     root: Path,
 ) -> None:
-    ambiguous = run_process(root, "show", SID)  # a real process: the error as a user sees it
+    ambiguous = run_pentrace(root, "show", SID)  # a real process: the error as a user sees it
     assert ambiguous.returncode == 2  # a usage error
     references = ", ".join(sorted(key.reference for key in KEYS))
     assert f"matches 3 sessions: {references}" in ambiguous.stderr
@@ -147,7 +136,7 @@ def test_a_full_id_shared_by_three_owners_asks_for_the_owner_and_the_reference_r
     assert shown["numbers"]["request_total"] == raw_numbers(BASIC)["requests"]
     by_prefix = cli_json(root, "show", "p2/a1/3f8a")
     assert (by_prefix["project"], by_prefix["agent"]) == ("p2", "a1")
-    agent_only = run_process(root, "show", f"a1/{SID}")  # a1 exists in both projects
+    agent_only = run_pentrace(root, "show", f"a1/{SID}")  # a1 exists in both projects
     assert "matches 2 sessions" in agent_only.stderr
     assert cli_json(root, "show", f"a2/{SID}")["project"] == "p1"
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import hmac
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +14,7 @@ from pentrace.errors import ConfigError
 from pentrace.service.edge.auth import token_matches
 from pentrace.service.settings import ServiceSettings, is_loopback, read_token
 from tests.integration.sse_harness import REPO, Server, child_env, free_port
+from tests.support import run_pentrace
 
 TOKEN = "tok-Zq8vW3mN5pL2xR7sK4jH9dF6"
 # Binding every interface is the case under test; the token guards it.
@@ -23,18 +22,10 @@ ANY_HOST = "0.0.0.0"  # noqa: S104
 
 
 def test_binding_off_loopback_without_a_token_is_refused_with_a_hint(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [
-            *(sys.executable, "-m", "pentrace", "--data-root", str(tmp_path), "serve"),
-            *("--host", ANY_HOST, "--port", str(free_port())),
-        ],
-        env=child_env(tmp_path),
-        cwd=REPO,
-        capture_output=True,
-        timeout=60,
-    )
+    serve = ("serve", "--host", ANY_HOST, "--port", str(free_port()))
+    result = run_pentrace(tmp_path, *serve, env=child_env(tmp_path), timeout=60, cwd=REPO)
     assert result.returncode == 2
-    stderr = result.stderr.decode()
+    stderr = result.stderr
     assert "expected a bearer token for a non-loopback address" in stderr
     assert "hint: set PENTRACE_API_TOKEN" in stderr
     assert "Traceback" not in stderr

@@ -6,7 +6,6 @@ prefix, dropped at the end.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,14 +22,12 @@ from tests.integration.sse_harness import (
     write_session,
     writer_thread,
 )
+from tests.support import NEEDS_POSTGRES, POSTGRES_URL
 
-URL = os.environ.get("PENTRACE_TEST_DATABASE_URL")
+URL = POSTGRES_URL
 SSE = "/api/v1/events/sse"
 
-pytestmark = [
-    pytest.mark.postgres,
-    pytest.mark.skipif(URL is None, reason="set PENTRACE_TEST_DATABASE_URL to a PostgreSQL URL"),
-]
+pytestmark = NEEDS_POSTGRES
 
 
 @pytest.fixture(scope="module")

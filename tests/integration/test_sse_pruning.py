@@ -7,7 +7,7 @@ point is the order of pages and retention, which a socket would blur).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
 
 import msgspec
@@ -38,6 +38,31 @@ async def _take(frames: AsyncGenerator[bytes, None]) -> bytes:
     return await asyncio.wait_for(frames.__anext__(), 10)
 
 
+def _frames_around(
+    root: Path, sid: str, ledger: RuntimeEventLedger, meanwhile: Callable[[], object]
+) -> list[bytes]:
+    """Stream ``sid`` from its first event: two frames (connected, positions 2..51), then
+    ``meanwhile`` runs in a thread, then two more frames.  ``ledger`` is closed at the end."""
+
+    async def run() -> list[bytes]:
+        follower = LedgerFollower(ledger)
+        follower.start()
+        context = ServiceContext(ServiceSettings(data_root=root, page_size=50), ledger, follower)
+        frames = stream_events(context, Scope(session_id=sid), event_ids(sid, 1, 1)[0])
+        try:
+            got = [await _take(frames), await _take(frames)]
+            await asyncio.to_thread(meanwhile)
+            return [*got, await _take(frames), await _take(frames)]
+        finally:
+            await frames.aclose()
+            follower.stop()
+
+    try:
+        return asyncio.run(run())
+    finally:
+        ledger.close()
+
+
 def test_rows_pruned_ahead_of_a_slow_client_produce_an_evicted_gap_then_the_rest(
     tmp_path: Path,
 ) -> None:
@@ -45,29 +70,12 @@ def test_rows_pruned_ahead_of_a_slow_client_produce_an_evicted_gap_then_the_rest
     total = seed(tmp_path, sid, 50)  # positions 1..201
     ledger = RuntimeEventLedger.open(tmp_path, LedgerSettings().with_limits_off())
 
-    async def run() -> list[bytes]:
-        follower = LedgerFollower(ledger)
-        follower.start()
-        context = ServiceContext(
-            ServiceSettings(data_root=tmp_path, page_size=50), ledger, follower
-        )
-        frames = stream_events(context, Scope(session_id=sid), event_ids(sid, 1, 1)[0])
-        try:
-            got = [await _take(frames), await _take(frames)]  # connected, positions 2..51
-            # The client is slow; meanwhile retention keeps only the newest 100 rows (102..201).
-            await asyncio.to_thread(
-                RuntimeEventLedger(ledger.db, LedgerSettings(max_events=100)).cleanup
-            )
-            got += [await _take(frames), await _take(frames)]  # the gap, then 102..151
-            return got
-        finally:
-            await frames.aclose()
-            follower.stop()
+    def prune() -> None:
+        # The client is slow; meanwhile retention keeps only the newest 100 rows (102..201).
+        RuntimeEventLedger(ledger.db, LedgerSettings(max_events=100)).cleanup()
 
-    try:
-        connected, first, gap, after = asyncio.run(run())
-    finally:
-        ledger.close()
+    # connected, positions 2..51, the gap, then 102..151
+    connected, first, gap, after = _frames_around(tmp_path, sid, ledger, prune)
     assert _data(connected)["type"] == "server.connected"
     assert _ids(first) == event_ids(sid, 2, 51)
     assert _ids(gap) == []  # a control frame: no id line
@@ -94,29 +102,14 @@ def test_a_ledger_replaced_under_the_server_is_reported_and_streaming_restarts_o
     database = ledger.db.path
     assert database is not None
 
-    async def run() -> list[bytes]:
-        follower = LedgerFollower(ledger)
-        follower.start()
-        context = ServiceContext(
-            ServiceSettings(data_root=tmp_path, page_size=50), ledger, follower
-        )
-        frames = stream_events(context, Scope(session_id=sid), event_ids(sid, 1, 1)[0])
-        try:
-            got = [await _take(frames), await _take(frames)]  # connected, positions 2..51
-            # W13: the file is deleted; the next writer creates a new one, ids start at 1 again.
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{database}{suffix}").unlink(missing_ok=True)
-            await asyncio.to_thread(write_session, tmp_path, sid, 1)  # positions 202..205
-            got += [await _take(frames), await _take(frames)]  # the gap, then 202..205
-            return got
-        finally:
-            await frames.aclose()
-            follower.stop()
+    def replace() -> None:
+        # W13: the file is deleted; the next writer creates a new one, ids start at 1 again.
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{database}{suffix}").unlink(missing_ok=True)
+        write_session(tmp_path, sid, 1)  # positions 202..205
 
-    try:
-        _, first, gap, after = asyncio.run(run())
-    finally:
-        ledger.close()
+    # connected, positions 2..51, the gap, then 202..205
+    _, first, gap, after = _frames_around(tmp_path, sid, ledger, replace)
     assert _ids(first) == event_ids(sid, 2, 51)
     assert _data(gap) == {
         "type": "server.replay_gap",

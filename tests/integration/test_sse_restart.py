@@ -4,14 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.integration.sse_harness import (
-    Server,
-    SseClient,
-    event_ids,
-    session_id,
-    write_session,
-    writer_thread,
-)
+from tests.integration import sse_harness as sse
 
 SSE = "/api/v1/events/sse"
 
@@ -19,21 +12,21 @@ SSE = "/api/v1/events/sse"
 def test_a_killed_and_restarted_server_resumes_the_stream_with_nothing_lost_or_repeated(
     tmp_path: Path,
 ) -> None:
-    sid = session_id(0x51)
-    write_session(tmp_path, sid, 20)  # positions 1..82
-    server = Server(tmp_path, args=["--page-size", "20"]).start()
-    writer = writer_thread(tmp_path, sid, 100, delay=0.03, batch=5)  # 83..482 while we work
+    sid = sse.session_id(0x51)
+    sse.write_session(tmp_path, sid, 20)  # positions 1..82
+    server = sse.Server(tmp_path, args=["--page-size", "20"]).start()
+    writer = sse.writer_thread(tmp_path, sid, 100, delay=0.03, batch=5)  # 83..482 while we work
     seen: list[str] = []
     try:
-        first = SseClient(
-            server.url + SSE, {"session_id": sid, "last_event_id": event_ids(sid, 1, 1)[0]}
+        first = sse.SseClient(
+            server.url + SSE, {"session_id": sid, "last_event_id": sse.event_ids(sid, 1, 1)[0]}
         )
         seen += [frame.id for frame in first.events(100) if frame.id]
         server.kill()  # mid-stream: the writer keeps writing into the ledger meanwhile
         seen += [frame.id for frame in first.until_closed() if frame.id]
         first.close()
         server.start()
-        second = SseClient(server.url + SSE, {"session_id": sid}, {"Last-Event-ID": seen[-1]})
+        second = sse.SseClient(server.url + SSE, {"session_id": sid}, {"Last-Event-ID": seen[-1]})
         writer.join()
         remaining = 482 - 1 - len(seen)
         resumed = second.events(remaining, timeout=60)
@@ -42,4 +35,4 @@ def test_a_killed_and_restarted_server_resumes_the_stream_with_nothing_lost_or_r
         server.stop()
         writer.join()
     seen += [frame.id for frame in resumed if frame.id]
-    assert seen == event_ids(sid, 2, 482)
+    assert seen == sse.event_ids(sid, 2, 482)

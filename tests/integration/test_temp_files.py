@@ -19,6 +19,7 @@ from pentrace.infrastructure.search.index import search_index_path
 from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.infrastructure.trace.writer import open_session_writer
 from tests.integration.test_file_modes import RECORD
+from tests.support import clean_env, run_pentrace
 
 CHILD = Path(__file__).with_name("writer_child.py")
 SID = "session-2026-11-29-10-00-00-0123abcd"
@@ -27,15 +28,7 @@ PROJECT, AGENT = "proj", "agent"
 
 
 def pentrace(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PENGUIN_", "PENTRACE_"))}
-    return subprocess.run(
-        [sys.executable, "-m", "pentrace", "--data-root", str(root), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_pentrace(root, *args, env=clean_env())
 
 
 def kill_during_rotation(root: Path, session_id: str) -> Path:

@@ -18,6 +18,7 @@ import pytest
 from pentrace.errors import TraceLockedError
 from pentrace.infrastructure.eventstore.application import SessionApplication
 from pentrace.infrastructure.trace.durability import Durability
+from tests.support import record_answered_turn, start_sample_session
 
 REPO = Path(__file__).resolve().parents[2]
 SID = "session-2026-11-29-10-00-00-0123abcd"
@@ -30,17 +31,8 @@ def _application(root: Path) -> SessionApplication:
 def child_main(root: str) -> None:
     """Start the session, write one request, say READY, and hold the session until killed."""
     app = _application(Path(root))
-    handle = app.start_session(
-        provider="deepseek",
-        model_id="deepseek-v4-pro",
-        model_context_window=1_000_000,
-        system_prompt="hold",
-        session_id=SID,
-    )
-    handle.record_user_input("from the child")
-    handle.begin_request()
-    handle.record_text("child text")
-    handle.end_request("completed")
+    handle = start_sample_session(app, session_id=SID)
+    record_answered_turn(handle, "from the child", "child text")
     print("READY", flush=True)
     sys.stdin.readline()
 

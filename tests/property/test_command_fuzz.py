@@ -64,7 +64,7 @@ TRACE_COMMANDS: Final[dict[str, list[list[str]]]] = {
 }
 DERIVED_COMMANDS: Final[dict[str, list[list[str]]]] = {
     "audit": [[]],
-    "ledger sync": [[]],
+    "ledger sync": [[], ["--workers", "2", "--json"]],
     "ingest": [["--once", "--json"]],
     "ledger rebuild": [["--json"]],
     "ledger tail": [["--json"]],

@@ -18,6 +18,7 @@ from unittest.mock import patch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pentrace.domain.redaction import named
 from pentrace.domain.redaction import text as secret_patterns
 from pentrace.domain.redaction.shapes import GATES, LOWERED_GATES
 from pentrace.domain.redaction.text import find_secret_spans
@@ -25,7 +26,7 @@ from pentrace.domain.redaction.text import find_secret_spans
 _OVERLAPS = ("pwdsn", "passession", "jwtoken", "credsn", "otpass")
 _GLUE = ("_", "-", ".", "=", ":", ": ", ":=", '"', "'", " ", "\n", "?", "&", "x", "A1", "str")
 _VALUES = ("hunter2", "Value9", "a" * 40, "https://", "<password>", "</password>", '\\"')
-_PIECES = st.sampled_from([*secret_patterns._SECRET_WORDS, *_OVERLAPS, *_GLUE, *_VALUES])
+_PIECES = st.sampled_from([*named._SECRET_WORDS, *_OVERLAPS, *_GLUE, *_VALUES])
 texts = st.lists(_PIECES, max_size=40).map("".join) | st.text(max_size=60)
 
 
@@ -33,7 +34,7 @@ texts = st.lists(_PIECES, max_size=40).map("".join) | st.text(max_size=60)
 @given(texts)
 def test_the_alternation_and_the_find_loop_find_the_same_spans(text: str) -> None:
     short = find_secret_spans(text)
-    with patch.object(secret_patterns, "_ALTERNATION_LENGTH", -1):
+    with patch.object(named, "_ALTERNATION_LENGTH", -1):
         long = find_secret_spans(text)
     assert short == long
 
@@ -41,14 +42,14 @@ def test_the_alternation_and_the_find_loop_find_the_same_spans(text: str) -> Non
 def test_the_alternation_tries_shorter_words_first() -> None:
     # Where two words could start at one place, the alternation must take the
     # shorter (as the sorted find hits do); shortest-first order ensures it.
-    words = sorted(secret_patterns._SECRET_WORDS, key=len)
-    assert secret_patterns._WORD_SEARCH.pattern.split("|") == [re.escape(w) for w in words]
+    words = sorted(named._SECRET_WORDS, key=len)
+    assert named._WORD_SEARCH.pattern.split("|") == [re.escape(w) for w in words]
 
 
 _NAMES = ("password", "api_key", "OPENAI_API_KEY", "max_tokens", "session-2026-07-18", "evt")
 _ID_GLUE = ("message.updated", "call_95", "00000006", "-", "--", ":", "::", "_", ".", "x" * 70)
 _ID_ODD = ("y" * 80, "sk-", "AKIA", "hunter2", "[redacted]")
-_ID_PIECES = st.sampled_from([*secret_patterns._SECRET_WORDS, *_NAMES, *_ID_GLUE, *_ID_ODD])
+_ID_PIECES = st.sampled_from([*named._SECRET_WORDS, *_NAMES, *_ID_GLUE, *_ID_ODD])
 # Parts glued from a few pieces, joined by ``:`` the way ids are.
 ids = st.lists(st.lists(_ID_PIECES, min_size=1, max_size=3).map("".join), max_size=5).map(":".join)
 
@@ -57,7 +58,7 @@ ids = st.lists(st.lists(_ID_PIECES, min_size=1, max_size=3).map("".join), max_si
 @given(ids)
 def test_the_id_shortcut_finds_what_the_name_loop_finds(text: str) -> None:
     fast = find_secret_spans(text)
-    with patch.object(secret_patterns, "_IDENTIFIER", re.compile(r"(?!)")):
+    with patch.object(named, "IDENTIFIER", re.compile(r"(?!)")):
         slow = find_secret_spans(text)
     assert fast == slow
 

@@ -38,6 +38,7 @@ from hypothesis.stateful import (
     rule,
 )
 
+from pentrace import testing as pt
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.session.aggregate import Session
 from pentrace.errors import ResumeError
@@ -47,17 +48,6 @@ from pentrace.infrastructure.trace.durability import Durability
 from pentrace.infrastructure.trace.reader import read_shard
 from pentrace.projections.resume import ResumeResult, resume_trace
 from pentrace.projections.synthetic import INTERRUPTED_OUTPUT, SyntheticRecord
-from pentrace.testing import (
-    STOP_STATUSES,
-    Command,
-    StartSession,
-    TokenCounts,
-    apply_command,
-    command_time,
-    crash_points,
-    start_session,
-    truncate_file,
-)
 from pentrace.testing import commands as c
 from pentrace.testing.render import DEFAULT_SESSION_ID, DEFAULT_START
 from tests.property.resume_model import (
@@ -69,7 +59,7 @@ from tests.property.resume_model import (
 )
 
 PROJECT, AGENT, SID = "proj", "agent", DEFAULT_SESSION_ID
-STATUSES = st.sampled_from(("completed",) * 3 + STOP_STATUSES[1:])
+STATUSES = st.sampled_from(("completed",) * 3 + c.STOP_STATUSES[1:])
 COUNTERS = ("started", "shard_index", "requests", "turns", "open_request", "open_calls",
             "unanswered", "compaction", "rotation_pending")  # fmt: skip
 
@@ -104,7 +94,7 @@ class ResumeLegality(RuleBasedStateMachine):
         self.abandoned = False
         self.files: list[bytearray] = []  # the model of each shard's bytes, in index order
         self.serial = 0
-        self.tokens = TokenCounts()
+        self.tokens = c.TokenCounts()
         self.last_resume: tuple[Any, ...] | None = None
 
     # ------------------------------------------------------------ plumbing
@@ -115,17 +105,17 @@ class ResumeLegality(RuleBasedStateMachine):
         )
 
     def _now(self) -> datetime:
-        return command_time(DEFAULT_START, self.clock)
+        return pt.command_time(DEFAULT_START, self.clock)
 
-    def _do(self, command: Command, save: bool = True) -> None:
+    def _do(self, command: c.Command, save: bool = True) -> None:
         self.clock += 1
-        now = command_time(DEFAULT_START, self.clock)
-        if isinstance(command, StartSession):
-            command = StartSession(workspace=str(self.workspace))
-            self.session = start_session(command, session_id=SID, now=now)
+        now = pt.command_time(DEFAULT_START, self.clock)
+        if isinstance(command, c.StartSession):
+            command = c.StartSession(workspace=str(self.workspace))
+            self.session = pt.start_session(command, session_id=SID, now=now)
         else:
             assert self.session is not None
-            apply_command(self.session, command, now=now)
+            pt.apply_command(self.session, command, now=now)
         if save:
             self._save()
 
@@ -185,13 +175,13 @@ class ResumeLegality(RuleBasedStateMachine):
 
     @initialize()
     def start_session(self) -> None:
-        self._do(StartSession())
+        self._do(c.StartSession())
 
     @precondition(lambda self: self.session is None)
     @rule()
     def start_again(self) -> None:
         """A crash that lost even the first line leaves no session: the harness starts anew."""
-        self._do(StartSession())
+        self._do(c.StartSession())
 
     @precondition(lambda self: self.session is not None and not self.session.open_request)
     @rule(
@@ -259,7 +249,7 @@ class ResumeLegality(RuleBasedStateMachine):
     @precondition(lambda self: self.session is not None)
     @rule(output=st.integers(0, 900), cache=st.integers(0, 90))
     def token_usage(self, output: int, cache: int) -> None:
-        request = TokenCounts(cache, 0, output, cache + output)
+        request = c.TokenCounts(cache, 0, output, cache + output)
         self.tokens = self.tokens + request
         self._do(c.TokenUsage(self.tokens, request))
 
@@ -300,8 +290,8 @@ class ResumeLegality(RuleBasedStateMachine):
         """The process dies: unsaved events are lost and the latest shard is cut at any byte."""
         self.app.close()
         path = self._shard_paths()[-1]
-        offset = data.draw(crash_points(path.read_bytes()), label="crash offset")
-        truncate_file(path, offset)
+        offset = data.draw(pt.crash_points(path.read_bytes()), label="crash offset")
+        pt.truncate_file(path, offset)
         del self.files[-1][offset:]
         self._restart()
 

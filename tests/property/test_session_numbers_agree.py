@@ -40,7 +40,6 @@ from pentrace.testing.strategies import session_commands
 
 SID = "session-2026-11-29-10-00-00-0a1b2c3d"
 OWNERS = (("p1", "a1"), ("p1", "a2"), ("p2", "a1"))
-_LEDGER_ENV = ("PENGUIN_RUNTIME_EVENT_LEDGER_PATH", "PENTRACE_LEDGER_URL", "PENTRACE_ANALYTICS_URL")
 
 
 def oracle(lines: list[bytes]) -> dict[str, Any]:
@@ -124,10 +123,7 @@ def _agree(root: Path, written: dict[tuple[str, str], list[bytes]]) -> None:
         assert timeline.model == numbers.model
 
 
-@pytest.fixture(autouse=True)
-def _own_stores(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in _LEDGER_ENV:
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("own_stores")
 
 
 @settings(

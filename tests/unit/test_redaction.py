@@ -16,7 +16,7 @@ from pentrace.domain.redaction import (
     redact_text,
 )
 from pentrace.domain.redaction import keys as secret_keys
-from pentrace.domain.redaction import text as secret_patterns
+from pentrace.domain.redaction import named as secret_patterns
 from pentrace.domain.redaction.keys import is_secret_key, normalize_key
 from pentrace.domain.runtime import build_event
 
@@ -61,6 +61,14 @@ def test_a_json_string_is_redacted_as_a_structure_and_re_encoded() -> None:
 def test_a_json_string_without_secrets_is_kept_byte_for_byte() -> None:
     text = '{ "query" :  "tokens: 5" }'
     assert redact({"arguments": text}).value == {"arguments": text}
+
+
+@pytest.mark.parametrize("text", ['{"a": 1}\n ', " [1, 2] ", "\t{}\n", '\n{"k": "tokens: 5"}'])
+def test_a_clean_json_string_keeps_the_whitespace_around_it(text: str) -> None:
+    result = redact({"output": text})
+    assert result.value == {"output": text}
+    assert result.paths == []
+    assert is_redacted({"output": text})
 
 
 def test_tuples_become_lists_and_non_string_keys_are_judged_by_their_text() -> None:

@@ -7,32 +7,14 @@ from typing import Any
 
 from hypothesis import given, settings
 
+from pentrace import testing as pt
 from pentrace.domain.records import TraceRecord, decode_line
 from pentrace.projections.resume import resume_trace
 from pentrace.projections.session_summary import SessionSummary, SummaryFold, summarize_session
-from pentrace.testing import (
-    Abort,
-    Approval,
-    AssistantText,
-    BeginRequest,
-    Command,
-    CompactionBegin,
-    CompactionEnd,
-    EndRequest,
-    StartSession,
-    SubagentPointer,
-    TokenCounts,
-    TokenUsage,
-    ToolCall,
-    ToolOutput,
-    UserInput,
-    render_shards,
-    session_commands,
-)
 
 
-def _records(commands: Sequence[Command]) -> list[TraceRecord]:
-    lines = [line for shard in render_shards(commands) for line in shard]
+def _records(commands: Sequence[pt.Command]) -> list[TraceRecord]:
+    lines = [line for shard in pt.render_shards(commands) for line in shard]
     records = [decode_line(line) for line in lines]
     return [r for r in records if r is not None]
 
@@ -45,34 +27,34 @@ def _model(payload: dict[str, Any]) -> TraceRecord:
     return TraceRecord.from_value({"type": "model_msg", "payload": payload})
 
 
-SESSION: list[Command] = [
-    StartSession(),
-    UserInput("list the files"),
-    BeginRequest(),
-    ToolCall("call_1", "exec_command", '{"cmd":"ls"}'),
-    Approval("call_1", "allow"),
-    ToolOutput("call_1", "a.txt"),
-    EndRequest("failed"),
-    BeginRequest(),
-    ToolCall("call_2", "exec_command", '{"cmd":"ls"}'),
-    Approval("call_2", "allow"),
-    ToolOutput("call_2", "a.txt"),
-    ToolCall("call_3", "read_file", '{"path":"a.txt"}'),
-    Approval("call_3", "deny"),
-    AssistantText("done"),
-    EndRequest("completed"),
-    TokenUsage(TokenCounts(output=10, total=100), TokenCounts(output=10, total=100)),
-    CompactionBegin(mode="summarize"),
-    BeginRequest(),
-    AssistantText("[summary]files listed[/summary]"),
-    EndRequest("completed"),
-    CompactionEnd(mode="summarize", status="completed"),
-    UserInput("again"),
-    BeginRequest(),
-    SubagentPointer("session-2026-07-18-11-10-30-0000beef"),
-    Abort(),
-    EndRequest("aborted"),
-    TokenUsage(TokenCounts(output=15, total=180), TokenCounts(output=5, total=80)),
+SESSION: list[pt.Command] = [
+    pt.StartSession(),
+    pt.UserInput("list the files"),
+    pt.BeginRequest(),
+    pt.ToolCall("call_1", "exec_command", '{"cmd":"ls"}'),
+    pt.Approval("call_1", "allow"),
+    pt.ToolOutput("call_1", "a.txt"),
+    pt.EndRequest("failed"),
+    pt.BeginRequest(),
+    pt.ToolCall("call_2", "exec_command", '{"cmd":"ls"}'),
+    pt.Approval("call_2", "allow"),
+    pt.ToolOutput("call_2", "a.txt"),
+    pt.ToolCall("call_3", "read_file", '{"path":"a.txt"}'),
+    pt.Approval("call_3", "deny"),
+    pt.AssistantText("done"),
+    pt.EndRequest("completed"),
+    pt.TokenUsage(pt.TokenCounts(output=10, total=100), pt.TokenCounts(output=10, total=100)),
+    pt.CompactionBegin(mode="summarize"),
+    pt.BeginRequest(),
+    pt.AssistantText("[summary]files listed[/summary]"),
+    pt.EndRequest("completed"),
+    pt.CompactionEnd(mode="summarize", status="completed"),
+    pt.UserInput("again"),
+    pt.BeginRequest(),
+    pt.SubagentPointer("session-2026-07-18-11-10-30-0000beef"),
+    pt.Abort(),
+    pt.EndRequest("aborted"),
+    pt.TokenUsage(pt.TokenCounts(output=15, total=180), pt.TokenCounts(output=5, total=80)),
 ]
 
 
@@ -127,13 +109,13 @@ def test_a_tool_output_that_states_a_failure_counts_against_its_tool() -> None:
 
 
 def test_a_clean_session_has_no_errors() -> None:
-    commands: list[Command] = [
-        StartSession(),
-        UserInput("hi"),
-        BeginRequest(),
-        AssistantText("hello"),
+    commands: list[pt.Command] = [
+        pt.StartSession(),
+        pt.UserInput("hi"),
+        pt.BeginRequest(),
+        pt.AssistantText("hello"),
     ]
-    summary = summarize_session(_records([*commands, EndRequest("completed")]))
+    summary = summarize_session(_records([*commands, pt.EndRequest("completed")]))
 
     assert summary.has_errors is False
     assert summary.turns == 1
@@ -190,8 +172,8 @@ def _in_batches(records: list[TraceRecord], cut: int) -> SessionSummary:
 
 
 @settings(max_examples=60, deadline=None)
-@given(session_commands())
-def test_folding_in_batches_equals_folding_at_once(commands: list[Command]) -> None:
+@given(pt.session_commands())
+def test_folding_in_batches_equals_folding_at_once(commands: list[pt.Command]) -> None:
     records = _records(commands)
     whole = summarize_session(records)
     for cut in (0, len(records) // 2, len(records)):
@@ -199,9 +181,11 @@ def test_folding_in_batches_equals_folding_at_once(commands: list[Command]) -> N
 
 
 @settings(max_examples=60, deadline=None)
-@given(session_commands())
-def test_turns_agree_with_resume_on_each_shard_that_is_not_closed(commands: list[Command]) -> None:
-    shards = render_shards(commands)
+@given(pt.session_commands())
+def test_turns_agree_with_resume_on_each_shard_that_is_not_closed(
+    commands: list[pt.Command],
+) -> None:
+    shards = pt.render_shards(commands)
     total = 0
     for lines in shards:
         records = [r for r in (decode_line(line) for line in lines) if r is not None]

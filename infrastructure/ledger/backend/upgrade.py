@@ -28,7 +28,13 @@ import msgspec
 from sqlalchemy import Connection, Engine, bindparam, delete, select, text, update
 
 from pentrace.domain.json_codec import JsonEncoder
-from pentrace.domain.session.key import SESSION_STREAM_PREFIX, SessionKey, parse_session_stream
+from pentrace.domain.session.key import (
+    SESSION_STREAMS_LIKE,
+    SessionKey,
+    legacy_session_of,
+    legacy_stream_id,
+    parse_session_stream,
+)
 from pentrace.infrastructure.ledger.backend.schema import LedgerTables
 
 __all__ = ["EVENT_IDS_KEY", "EVENT_IDS_VERSION", "UpgradeReport", "upgrade_event_ids"]
@@ -111,7 +117,7 @@ def _upgrade(conn: Connection, tables: LedgerTables) -> UpgradeReport:
                 c.notification_id, c.stream_id, c.sequence, c.session_id, c.project_id,
                 c.agent_id, c.event_json,
             )
-            .where(c.stream_id.like(SESSION_STREAM_PREFIX + "%"), c.notification_id > after)
+            .where(c.stream_id.like(SESSION_STREAMS_LIKE), c.notification_id > after)
             .order_by(c.notification_id)
             .limit(_BATCH)
         ).all()  # fmt: skip
@@ -126,14 +132,13 @@ def _upgrade(conn: Connection, tables: LedgerTables) -> UpgradeReport:
         rewritten, deleted = rewritten + len(changes), deleted + len(doomed)
     moved = dropped = 0
     legacy_marks = [
-        stream
+        (stream, session_id)
         for stream in conn.execute(
-            select(marks.c.stream_id).where(marks.c.stream_id.like(SESSION_STREAM_PREFIX + "%"))
+            select(marks.c.stream_id).where(marks.c.stream_id.like(SESSION_STREAMS_LIKE))
         ).scalars()
-        if parse_session_stream(stream) is None
+        if (session_id := legacy_session_of(stream)) is not None
     ]
-    for stream in legacy_marks:
-        session_id = stream[len(SESSION_STREAM_PREFIX) :]
+    for stream, session_id in legacy_marks:
         owners = conn.execute(
             select(c.project_id, c.agent_id).where(c.session_id == session_id).distinct()
         ).all()
@@ -142,7 +147,7 @@ def _upgrade(conn: Connection, tables: LedgerTables) -> UpgradeReport:
             conn.execute(
                 update(marks)
                 .where(marks.c.stream_id == stream)
-                .values(stream_id=key.stream_id, id_prefix=f"evt:{key.stream_id}")
+                .values(stream_id=key.stream_id, id_prefix=key.id_prefix)
             )
             moved += 1
         else:
@@ -158,7 +163,7 @@ def _page_changes(rows: Sequence[Any]) -> tuple[list[dict[str, Any]], list[int]]
     for nid, stream, sequence, session_id, project, agent, event_json in rows:
         if parse_session_stream(stream) is not None:
             continue
-        if not (project and agent and session_id) or stream != SESSION_STREAM_PREFIX + session_id:
+        if not (project and agent and session_id) or stream != legacy_stream_id(session_id):
             doomed.append(int(nid))
             continue
         key = SessionKey(project, agent, session_id)

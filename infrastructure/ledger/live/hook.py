@@ -15,23 +15,24 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
-from pentrace.domain.json_codec import JsonEncoder
+from pentrace.domain.records import TraceRecord
+from pentrace.domain.runtime import SessionEvents
+from pentrace.domain.session.key import SessionKey
 from pentrace.errors import LedgerError, RedactionError
-from pentrace.infrastructure.ledger.indexer import build_events, session_directory
+from pentrace.infrastructure.ledger.indexer import session_directory
 from pentrace.infrastructure.ledger.live.writer import LiveBatch, LiveWriter
 from pentrace.infrastructure.ledger.replay import LedgerEntry
-from pentrace.infrastructure.ledger.rows import as_envelope, envelope_row
+from pentrace.infrastructure.ledger.rows import encoded_row
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 from pentrace.infrastructure.storage.layout import DataRoot
 
 __all__ = ["LedgerHook", "LiveFanout", "LiveSubscription"]
 
 log = logging.getLogger(__name__)
-_encode: Final = JsonEncoder().encode
 
 
 class LiveSubscription:
@@ -102,9 +103,13 @@ class LiveFanout:
 
 
 class LedgerHook:
-    """``on_recorded(session_id, [(position, line bytes), ...])``: publish live, index in the
+    """``on_recorded(session_id, [(position, TraceRecord), ...])``: publish live, index in the
     background (:class:`~.live_writer.LiveWriter`; a save waits ``wait_seconds`` for the
-    commit at most, by default not at all; :meth:`flush` waits for what was handed over)."""
+    commit at most, by default not at all; :meth:`flush` waits for what was handed over).
+
+    The records are the ones the aggregate just wrote, mapped by the same
+    :class:`~pentrace.domain.runtime.SessionEvents` as ``ledger sync``; each
+    envelope is encoded once, and the ledger row and the live entry share the bytes."""
 
     def __init__(
         self,
@@ -122,38 +127,35 @@ class LedgerHook:
         self.agent = agent
         self.fanout = fanout if fanout is not None else LiveFanout()
         self.writer = LiveWriter(ledger, wait_seconds=wait_seconds) if ledger is not None else None
-        self._directories: dict[str, str | None] = {}
+        self._mappers: dict[str, SessionEvents] = {}
         self._lock = threading.Lock()
 
     def subscribe_live(self, maxsize: int = 1000) -> LiveSubscription:
         """Live entries published by this hook from now on."""
         return self.fanout.subscribe_live(maxsize)
 
-    def __call__(self, session_id: str, records: Sequence[tuple[int, bytes]]) -> None:
+    def __call__(self, session_id: str, records: Sequence[tuple[int, TraceRecord]]) -> None:
         """Publish records just written to a session's trace, and hand them to the ledger."""
         if not records:
             return
-        directory = self._directory(session_id)
-        events = build_events(
-            session_id, records, project=self.project, agent=self.agent, directory=directory
-        )
+        mapper = self._mapper(session_id)
         now = self.ledger.now_ms() if self.ledger is not None else 0
-        published: list[Mapping[str, Any]] = []
+        published: list[LedgerEntry] = []
         rows: list[dict[str, Any]] = []
-        for event in events:
-            envelope = as_envelope(event)
+        for position, record in records:
+            encoded = mapper.encoded(position, record)
             try:
                 # The ledger's own checks, here in the saving thread (the writer only inserts).
-                rows.append(envelope_row(envelope, now))
+                rows.append(encoded_row(encoded, now))
             except RedactionError as error:  # neither stored nor published
                 log.error("ledger refused session %s: %s", session_id, error.message)
                 continue
             except LedgerError as error:
                 log.warning("ledger refused session %s: %s", session_id, error.message)
-            published.append(envelope)
+            published.append(LedgerEntry(encoded.event.id, encoded.json))
         if self.writer is not None and rows:
             self.writer.submit(LiveBatch(session_id, records[0][0], records[-1][0], rows))
-        self.fanout.publish([LedgerEntry(env["id"], _encode(env)) for env in published])
+        self.fanout.publish(published)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every batch handed to the ledger is written or dropped (False on timeout)."""
@@ -163,12 +165,14 @@ class LedgerHook:
         """Flush for at most ``timeout`` seconds and stop the writer thread."""
         return self.writer.close(timeout) if self.writer is not None else True
 
-    def _directory(self, session_id: str) -> str | None:
+    def _mapper(self, session_id: str) -> SessionEvents:
         with self._lock:
-            if session_id in self._directories:
-                return self._directories[session_id]
+            known = self._mappers.get(session_id)
+        if known is not None:
+            return known
         shards = self.root.find_shards(self.project, self.agent, session_id)
-        directory = session_directory(shards)
+        mapper = SessionEvents(
+            SessionKey(self.project, self.agent, session_id), session_directory(shards)
+        )
         with self._lock:
-            self._directories[session_id] = directory
-        return directory
+            return self._mappers.setdefault(session_id, mapper)

@@ -7,74 +7,32 @@ keyword arguments, defaults and result shapes.  The differences are listed in
 ``docs/runtime-events.md`` under "Deviations from Penguin".
 """
 
+# Each module's ``__all__`` is its list of Penguin names; they are re-exported by star
+# imports (the ledger's only for type checking: at run time ``__getattr__`` loads them),
+# which ruff cannot follow.
+# ruff: noqa: F405
+
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from pentrace.compat.penguin.opencode_events import (
-    GLOBAL_STATUS_EVENTS,
-    directory_matches,
-    emit_opencode_event,
-    extract_event_directory,
-    extract_event_session,
-    normalize_directory,
-    normalize_opencode_event,
-    record_opencode_event,
-    schedule_opencode_event,
-    sse_event_frame,
-)
-from pentrace.compat.penguin.runtime_events import (
-    RUNTIME_EVENT_CATEGORIES,
-    RUNTIME_EVENT_SCHEMA_VERSION,
-    build_runtime_event,
-    event_category,
-    extract_runtime_scope,
-    normalize_event_directory,
-    normalize_runtime_event,
-    opencode_payload_from_runtime_event,
-    redact_runtime_payload,
-    reset_runtime_event_sequences,
-    runtime_event_from_opencode,
-    wrap_opencode_event,
-)
+from pentrace.compat.penguin.opencode_events import *  # noqa: F403
+from pentrace.compat.penguin.runtime_events import *  # noqa: F403
 
 if TYPE_CHECKING:
-    from pentrace.compat.penguin.ledger import (
-        DEFAULT_LEDGER_CLEANUP_INTERVAL_SECONDS,
-        DEFAULT_LEDGER_MAX_AGE_DAYS,
-        DEFAULT_LEDGER_MAX_BYTES,
-        DEFAULT_LEDGER_MAX_EVENTS,
-        ReplayResult,
-        RuntimeEventLedger,
-        RuntimeEventLedgerPolicy,
-        default_ledger_path,
-        get_runtime_event_ledger,
-        policy_from_env,
-    )
+    from pentrace.compat.penguin.ledger import *  # noqa: F403
 
-# The ledger names load SQLAlchemy; they are imported on first use (PEP 562), so
-# code that only builds envelopes stays quick to import.
-_LEDGER_NAMES = frozenset(
-    {
-        "DEFAULT_LEDGER_CLEANUP_INTERVAL_SECONDS",
-        "DEFAULT_LEDGER_MAX_AGE_DAYS",
-        "DEFAULT_LEDGER_MAX_BYTES",
-        "DEFAULT_LEDGER_MAX_EVENTS",
-        "ReplayResult",
-        "RuntimeEventLedger",
-        "RuntimeEventLedgerPolicy",
-        "default_ledger_path",
-        "get_runtime_event_ledger",
-        "policy_from_env",
-    }
-)
+# The ledger names (``ledger.__all__``) load SQLAlchemy; they are imported on first use
+# (PEP 562), so code that only builds envelopes stays quick to import.  Private and
+# dunder names never load it: tools probe those on any module.
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LEDGER_NAMES:
-        from pentrace.compat.penguin import ledger
-
-        return getattr(ledger, name)
+    if not name.startswith("_"):
+        ledger = importlib.import_module("pentrace.compat.penguin.ledger")
+        if name in ledger.__all__:
+            return getattr(ledger, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -36,25 +36,41 @@ def normalize_event_directory(directory: str | None) -> str | None:
     return _normalize_directory(directory, home=home, cwd=cwd)
 
 
-def extract_directory(payload: Mapping[str, Any]) -> str | None:
-    # Penguin's order: top-level ``directory`` (a blank one ends the search),
-    # then ``directory``, ``path.cwd`` and ``cwd`` of ``info``, ``path``, ``part``.
+def _nested(value: object, dicts_only: bool) -> Mapping[str, Any] | None:
+    if isinstance(value, dict) or (not dicts_only and isinstance(value, Mapping)):
+        return value
+    return None
+
+
+def raw_directory(payload: Mapping[str, Any], *, dicts_only: bool = False) -> str | None:
+    """The first non-blank directory candidate of a payload, as written (not normalised).
+
+    Penguin's order: top-level ``directory``, then ``directory``, ``path.cwd`` and
+    ``cwd`` of ``info``, ``path``, ``part``.  The runtime-event helpers look into
+    any mapping; the OpenCode ones (``dicts_only``) only into a ``dict``, as in Penguin.
+    """
     value = payload.get("directory")
     if isinstance(value, str) and value:
-        return normalize_event_directory(value)
+        return value
     for parent in ("info", "path", "part"):
-        nested = payload.get(parent)
-        if not isinstance(nested, Mapping):
+        nested = _nested(payload.get(parent), dicts_only)
+        if nested is None:
             continue
-        path = nested.get("path")
+        path = _nested(nested.get("path"), dicts_only)
         for candidate in (
             nested.get("directory"),
-            path.get("cwd") if isinstance(path, Mapping) else None,
+            None if path is None else path.get("cwd"),
             nested.get("cwd"),
         ):
             if isinstance(candidate, str) and candidate:
-                return normalize_event_directory(candidate)
+                return candidate
     return None
+
+
+def extract_directory(payload: Mapping[str, Any]) -> str | None:
+    """:func:`raw_directory`, normalised."""
+    raw = raw_directory(payload)
+    return None if raw is None else normalize_event_directory(raw)
 
 
 def fill_defaults(

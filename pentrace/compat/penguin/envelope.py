@@ -2,7 +2,7 @@
 
 The rest of Penguin's ``runtime_events`` module is in :mod:`.normalize` and
 :mod:`.opencode_wrap`; :mod:`.runtime_events` gathers them under Penguin's
-module name.
+module name and lists them in its ``__all__``.
 """
 
 from __future__ import annotations
@@ -21,16 +21,6 @@ from pentrace.domain.runtime.envelope import (
 )
 from pentrace.domain.runtime.envelope import event_category as _event_category
 from pentrace.domain.runtime.scope import extract_scope
-
-__all__ = [
-    "RUNTIME_EVENT_CATEGORIES",
-    "RUNTIME_EVENT_SCHEMA_VERSION",
-    "build_runtime_event",
-    "event_category",
-    "extract_runtime_scope",
-    "opencode_payload_from_runtime_event",
-    "redact_runtime_payload",
-]
 
 RUNTIME_EVENT_SCHEMA_VERSION: Final = SCHEMA_VERSION
 RUNTIME_EVENT_CATEGORIES: Final[set[str]] = set(CATEGORIES)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
+from pentrace.compat.penguin._common import first_string, raw_directory
 from pentrace.compat.penguin.runtime_events import (
     normalize_event_directory,
     opencode_payload_from_runtime_event,
@@ -44,14 +45,6 @@ _SESSION_KEYS: Final = ("sessionID", "conversation_id", "session_id")
 _BACKGROUND_TASKS: set[asyncio.Task[None]] = set()
 
 
-def _first_string(mapping: dict[str, Any], keys: tuple[str, ...]) -> str | None:
-    for key in keys:
-        value = mapping.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
 def normalize_directory(directory: str | None) -> str | None:
     """An absolute, normalised directory, or None for a blank or non-string value."""
     return normalize_event_directory(directory)
@@ -72,13 +65,13 @@ def directory_matches(left: str | None, right: str | None) -> bool:
 
 def extract_event_session(properties: dict[str, Any]) -> str | None:
     """The session of an OpenCode payload: top level, then ``part``, then ``info``."""
-    found = _first_string(properties, _SESSION_KEYS)
+    found = first_string(properties, _SESSION_KEYS)
     if found:
         return found
     for parent in ("part", "info"):
         nested = properties.get(parent)
         if isinstance(nested, dict):
-            found = _first_string(nested, _SESSION_KEYS)
+            found = first_string(nested, _SESSION_KEYS)
             if found:
                 return found
     return None
@@ -86,29 +79,14 @@ def extract_event_session(properties: dict[str, Any]) -> str | None:
 
 def extract_event_directory(properties: dict[str, Any]) -> str | None:
     """The raw directory of an OpenCode payload (Penguin's candidates, not normalised)."""
-    direct = properties.get("directory")
-    if isinstance(direct, str) and direct:
-        return direct
-    for parent in ("info", "path", "part"):
-        nested = properties.get(parent)
-        if not isinstance(nested, dict):
-            continue
-        path = nested.get("path")
-        for candidate in (
-            nested.get("directory"),
-            path.get("cwd") if isinstance(path, dict) else None,
-            nested.get("cwd"),
-        ):
-            if isinstance(candidate, str) and candidate:
-                return candidate
-    return None
+    return raw_directory(properties, dicts_only=True)
 
 
 def _extract_event_agent(properties: dict[str, Any]) -> str | None:
-    found = _first_string(properties, ("agentID", "agent_id"))
+    found = first_string(properties, ("agentID", "agent_id"))
     part = properties.get("part")
     if not found and isinstance(part, dict):
-        found = _first_string(part, ("agentID", "agent_id"))
+        found = first_string(part, ("agentID", "agent_id"))
     return found
 
 

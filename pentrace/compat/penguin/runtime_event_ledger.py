@@ -2,28 +2,7 @@
 
 from __future__ import annotations
 
-from pentrace.compat.penguin.ledger import (
-    DEFAULT_LEDGER_CLEANUP_INTERVAL_SECONDS,
-    DEFAULT_LEDGER_MAX_AGE_DAYS,
-    DEFAULT_LEDGER_MAX_BYTES,
-    DEFAULT_LEDGER_MAX_EVENTS,
-    ReplayResult,
-    RuntimeEventLedger,
-    RuntimeEventLedgerPolicy,
-    default_ledger_path,
-    get_runtime_event_ledger,
-    policy_from_env,
-)
+from pentrace.compat.penguin import ledger
+from pentrace.compat.penguin.ledger import *  # noqa: F403
 
-__all__ = [
-    "DEFAULT_LEDGER_CLEANUP_INTERVAL_SECONDS",
-    "DEFAULT_LEDGER_MAX_AGE_DAYS",
-    "DEFAULT_LEDGER_MAX_BYTES",
-    "DEFAULT_LEDGER_MAX_EVENTS",
-    "ReplayResult",
-    "RuntimeEventLedger",
-    "RuntimeEventLedgerPolicy",
-    "default_ledger_path",
-    "get_runtime_event_ledger",
-    "policy_from_env",
-]
+__all__ = list(ledger.__all__)

@@ -1,0 +1,186 @@
+"""Bulk ``ledger sync``: events per second, wall and CPU, against a same-run raw-sqlite floor.
+
+    python -m benchmarks.ledger_sync                         # 100 sessions, 50,000 records
+    python -m benchmarks.ledger_sync --sessions 1000 --records 500000   # issue #16's corpus
+    python -m benchmarks.ledger_sync --keep DIR --reuse   # the corpus in DIR again, fresh ledgers
+
+The corpus is :mod:`benchmarks.cli_corpus`'s (realistic records spread over
+projects, agents and days).  ``pentrace ledger sync`` runs as a real
+subprocess into a fresh SQLite ledger; its wall time and its CPU time (user +
+system of the child and of any process it waits for) give events per second.
+A second sync of the unchanged traces shows the idempotent path.
+
+The floor, in the same run: the very rows the sync stored, read back, then
+inserted with stdlib ``sqlite3`` ``executemany`` into a fresh file with the
+same schema and indexes, in transactions of 1000 rows, WAL and
+``synchronous=NORMAL`` as the ledger uses.  No Python runs per row beyond the
+tuples already built, so it is what SQLite alone costs for these rows here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine
+
+from benchmarks.cli_corpus import write_corpus
+from pentrace.infrastructure.ledger.backend.schema import ledger_tables
+from pentrace.infrastructure.storage.layout import iter_sessions
+
+_BATCH = 1000
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed_sync(root: Path, ledger: Path, extra: tuple[str, ...] = ()) -> tuple[float, float, str]:
+    """Run ``pentrace ledger sync --json``; returns (wall s, CPU s, its JSON output)."""
+    env = {
+        **os.environ,
+        "PENGUIN_HOME": str(root),
+        "PENGUIN_RUNTIME_EVENT_LEDGER_PATH": str(ledger),
+    }
+    env.pop("PENTRACE_LEDGER_URL", None)
+    cpu = _children_cpu()
+    started = time.perf_counter()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pentrace",
+            "--data-root",
+            str(root),
+            "ledger",
+            "sync",
+            "--json",
+            *extra,
+        ],
+        capture_output=True,
+        env=env,
+        check=False,
+    )
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr.decode("utf-8", "replace")[-2000:])
+        raise SystemExit(f"ledger sync exited {done.returncode}")
+    return wall, _children_cpu() - cpu, done.stdout.decode()
+
+
+def stored_rows(ledger: Path) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Every row of the ledger in insertion order, without ``notification_id``."""
+    columns = [c.name for c in ledger_tables().events.columns if c.name != "notification_id"]
+    conn = sqlite3.connect(ledger)
+    try:
+        rows = conn.execute(
+            f"SELECT {', '.join(columns)} FROM runtime_events ORDER BY notification_id"
+        ).fetchall()
+    finally:
+        conn.close()
+    return columns, rows
+
+
+def raw_floor(folder: Path, columns: list[str], rows: list[tuple[Any, ...]]) -> tuple[float, float]:
+    """Insert ``rows`` with plain sqlite3 into the ledger's schema; returns (wall s, CPU s)."""
+    path = folder / "floor.db"
+    engine = create_engine(f"sqlite:///{path}")
+    ledger_tables().metadata.create_all(engine)
+    engine.dispose()
+    sql = (
+        f"INSERT INTO runtime_events ({', '.join(columns)}) "
+        f"VALUES ({', '.join('?' * len(columns))})"
+    )
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    cpu = time.process_time()
+    started = time.perf_counter()
+    for start in range(0, len(rows), _BATCH):
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(sql, rows[start : start + _BATCH])
+        conn.execute("COMMIT")
+    wall = time.perf_counter() - started
+    cpu = time.process_time() - cpu
+    conn.close()
+    return wall, cpu
+
+
+def run(
+    sessions: int,
+    records: int,
+    keep: Path | None,
+    reuse: bool = False,
+    extra: tuple[str, ...] = (),
+) -> list[tuple[str, float, float, int]]:
+    """Rows of ``(step, wall s, CPU s, events)``."""
+    folder = keep if keep is not None else Path(tempfile.mkdtemp(prefix="pentrace-sync-bench-"))
+    root = folder / "root"
+    if reuse:
+        refs = list(iter_sessions(root))
+        sessions = len(refs)
+        shards = [shard.path for ref in refs for shard in ref.shards]
+        written = sum(1 for shard in shards for _ in shard.open("rb"))
+        size = sum(shard.stat().st_size for shard in shards)
+    else:
+        root.mkdir(parents=True, exist_ok=True)
+        written, size = write_corpus(root, sessions, records)
+    for stale in (*folder.glob("ledger.db*"), *folder.glob("floor.db*")):
+        stale.unlink()
+    print(f"corpus: {sessions} sessions, {written} records, {size / 1e6:.1f} MB", file=sys.stderr)
+    ledger = folder / "ledger.db"
+    results: list[tuple[str, float, float, int]] = []
+    wall, cpu, _ = timed_sync(root, ledger, extra)
+    results.append(("ledger sync, fresh ledger", wall, cpu, written))
+    wall, cpu, _ = timed_sync(root, ledger, extra)
+    results.append(("ledger sync again (nothing new)", wall, cpu, written))
+    columns, rows = stored_rows(ledger)
+    if len(rows) != written:
+        raise SystemExit(f"expected {written} ledger rows, found {len(rows)}")
+    wall, cpu = raw_floor(folder, columns, rows)
+    results.append(("raw sqlite3 floor (same rows, schema, indexes)", wall, cpu, len(rows)))
+    ledger_bytes = sum(p.stat().st_size for p in folder.glob("ledger.db*"))
+    print(
+        f"ledger: {ledger_bytes / 1e6:.1f} MB ({ledger_bytes / size:.2f}x traces)", file=sys.stderr
+    )
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse arguments, run, print a Markdown table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=100)
+    parser.add_argument("--records", type=int, default=50_000)
+    parser.add_argument("--keep", type=Path, default=None, help="work in this folder, keep it")
+    parser.add_argument(
+        "--reuse", action="store_true", help="reuse the corpus in --keep (the ledgers are redone)"
+    )
+    parser.add_argument(
+        "--workers", default=None, help="pass `--workers N` to the sync (default: its own choice)"
+    )
+    args = parser.parse_args(argv)
+    if args.reuse and args.keep is None:
+        parser.error("--reuse needs --keep")
+    extra = ("--workers", args.workers) if args.workers is not None else ()
+    results = run(args.sessions, args.records, args.keep, args.reuse, extra)
+    floor_wall = results[-1][1]
+    print("| step | wall s | CPU s | events/s wall | events/s CPU | floor / step (wall) |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for label, wall, cpu, events in results:
+        print(
+            f"| {label} | {wall:.2f} | {cpu:.2f} | {events / wall:,.0f} | "
+            f"{events / cpu:,.0f} | {floor_wall / wall:.2f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

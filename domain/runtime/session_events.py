@@ -1,0 +1,118 @@
+"""The one path from a session's trace records to its RuntimeEvents (ADR 0038).
+
+The live hook, ``ledger sync`` and ``rebuild``, the ingest follower and the
+analytics rebuild all map records through :class:`SessionEvents`, so a record
+becomes the same envelope, with the same id and the same bytes, whichever
+path indexes it.  A session's events take its ``directory`` from the
+``workspace`` of its first record when that is a ``session_meta``.
+
+:meth:`SessionEvents.encoded` also encodes the envelope, once: the ledger
+stores those bytes and an SSE frame is cut from them.  It first builds the
+envelope with nothing redacted and screens its bytes
+(:func:`~pentrace.domain.redaction.screen.may_change`): when no redaction
+rule can apply anywhere in them, every field's redaction would have left it
+as it is, so the candidate *is* the redacted envelope, and the screen's
+verdict stands for the ledger's own redaction check (``screened``).  Any
+other envelope is built again through the full redaction, and the ledger
+checks it in full.  Property tests hold both ways to the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final, NamedTuple
+
+import msgspec
+
+from pentrace.domain.json_codec import JsonEncoder
+from pentrace.domain.records import TraceRecord
+from pentrace.domain.redaction.screen import may_change
+from pentrace.domain.runtime.envelope import RuntimeEvent
+from pentrace.domain.runtime.mapping import event_from_record
+from pentrace.domain.session.key import SessionKey
+
+__all__ = ["UNKNOWN", "EncodedEvent", "SessionEvents", "encode_event", "record_workspace"]
+
+_encode_struct: Final = msgspec.json.Encoder().encode
+_encode_builtins: Final = JsonEncoder().encode
+
+
+class EncodedEvent(NamedTuple):
+    """An envelope and its JSON bytes; ``screened`` when the screen cleared those bytes."""
+
+    event: RuntimeEvent
+    json: bytes
+    screened: bool
+
+
+def encode_event(event: RuntimeEvent) -> bytes:
+    """The envelope's JSON in Penguin's key order (lone surrogates as escapes, ADR 0015)."""
+    try:
+        return _encode_struct(event)
+    except UnicodeEncodeError:
+        return _encode_builtins(event.to_builtins())
+
+
+def record_workspace(record: TraceRecord) -> str | None:
+    """The ``workspace`` of a ``session_meta`` record (the events' directory), else None."""
+    if record.kind != "session_meta":
+        return None
+    workspace = record.payload().get("workspace")
+    return workspace if isinstance(workspace, str) and workspace else None
+
+
+class _Unknown:
+    """The directory is to be read from the record at position 1."""
+
+
+UNKNOWN: Final = _Unknown()
+
+
+class SessionEvents:
+    """Map one session's records, each at its 1-based position in the session trace.
+
+    Without ``directory`` the session's workspace is read from the record at
+    position 1 (a sync reads the trace from its start); a caller that starts
+    later passes it (the live hook reads it from the first shard), and then
+    it stands for every record.
+    """
+
+    def __init__(self, key: SessionKey, directory: str | _Unknown | None = UNKNOWN) -> None:
+        self.key = key
+        self._learn = isinstance(directory, _Unknown)
+        self.directory = None if isinstance(directory, _Unknown) else directory
+
+    def _see(self, position: int, record: TraceRecord) -> None:
+        if position == 1 and self._learn:
+            self.directory = record_workspace(record)
+
+    def skip(self, position: int, record: TraceRecord) -> None:
+        """Pass over a record that is not mapped (held already), minding the directory."""
+        self._see(position, record)
+
+    def event(self, position: int, record: TraceRecord, *, redacting: bool = True) -> RuntimeEvent:
+        """The redacted RuntimeEvent of the record at ``position``."""
+        self._see(position, record)
+        key = self.key
+        return event_from_record(
+            record,
+            session_id=key.session_id,
+            position=position,
+            project=key.project,
+            agent=key.agent,
+            directory=self.directory,
+            redacting=redacting,
+        )
+
+    def encoded(self, position: int, record: TraceRecord) -> EncodedEvent:
+        """The redacted RuntimeEvent of the record at ``position`` and its JSON bytes."""
+        candidate = self.event(position, record, redacting=False)
+        data = encode_event(candidate)
+        if not may_change(data):
+            return EncodedEvent(candidate, data, True)
+        event = self.event(position, record)
+        return EncodedEvent(event, encode_event(event), False)
+
+    def encoded_all(self, records: Iterable[tuple[int, TraceRecord]]) -> list[EncodedEvent]:
+        """:meth:`encoded` of each ``(position, record)``, in order."""
+        return [self.encoded(position, record) for position, record in records]

@@ -1,0 +1,215 @@
+"""Bulk indexing for ``ledger sync``: build rows per session, write them in batches.
+
+A session's rows are built in one step (:func:`build_session`: read its
+shards, map each record the ledger lacks through
+:class:`~pentrace.domain.runtime.SessionEvents`, encode it once, take its
+columns), and written in transactions of :data:`BATCH` rows by
+:func:`insert_values`.  With ``workers`` above 1, worker processes build
+sessions while this process writes, so the building (most of the cost) and
+SQLite's inserts use both cores; the rows, ids and bytes are the same either
+way, and so is their order within each session.
+
+A session that fails while being built (its trace unreadable, a record the
+redaction check refuses) keeps the rows built before the failure, which are
+written, and is reported; the others go on.  Anything else (the database
+locked or gone, a bug) stops the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Final
+
+from pentrace.domain.runtime import SessionEvents
+from pentrace.errors import (
+    LedgerConflictError,
+    PentraceError,
+    RedactionError,
+    TraceError,
+)
+from pentrace.infrastructure.ledger.backend.errors import LedgerIntegrityError
+from pentrace.infrastructure.ledger.rows import ROW_COLUMNS, encoded_values
+from pentrace.infrastructure.ledger.store import RuntimeEventLedger
+from pentrace.infrastructure.storage.layout import SessionRef
+from pentrace.infrastructure.trace.reader import read_session
+
+__all__ = [
+    "BATCH",
+    "SESSION_ERRORS",
+    "SessionBuild",
+    "SessionFailure",
+    "SyncReport",
+    "auto_workers",
+    "build_session",
+    "insert_values",
+    "sync_sessions",
+]
+
+# Rows per write transaction: large enough that a commit (and WAL checkpoint) is
+# a small share of the cost, small enough that a reader waits little.
+BATCH: Final = 1000
+# Errors that belong to one session's trace or rows; anything else (the database
+# locked or gone) stops the whole run.
+SESSION_ERRORS: Final = (LedgerConflictError, RedactionError, TraceError, OSError)
+_INSERT: dict[str, str] = {}
+_PARALLEL_BYTES: Final = 8 * 1024 * 1024
+_MOST_WORKERS: Final = 4
+
+
+@dataclass(frozen=True)
+class SessionFailure:
+    """A session a sync or rebuild could not index, and why (the message names where)."""
+
+    project: str
+    agent: str
+    session_id: str
+    message: str
+
+    @classmethod
+    def of(cls, ref: SessionRef, error: Exception) -> SessionFailure:
+        """The failure of ``ref`` with ``error``'s message."""
+        message = error.message if isinstance(error, PentraceError) else str(error)
+        return cls(ref.project, ref.agent, ref.session_id, message)
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    """What a sync or rebuild did; ``failures`` lists the sessions it had to leave out."""
+
+    sessions: int = 0
+    indexed: int = 0
+    already_held: int = 0
+    failures: tuple[SessionFailure, ...] = ()
+
+
+@dataclass(frozen=True)
+class SessionBuild:
+    """A session's new rows (tuples in ``ROW_COLUMNS`` order), and what it skipped or hit."""
+
+    rows: list[tuple[Any, ...]]
+    already_held: int
+    failure: SessionFailure | None
+
+
+def build_session(
+    ref: SessionRef, held: frozenset[int], pruned_through: int, inserted_at: int
+) -> SessionBuild:
+    """The rows of every record of ``ref`` but the ``held`` positions and those retention pruned."""
+    mapper = SessionEvents(ref.key)
+    rows: list[tuple[Any, ...]] = []
+    skipped = 0
+    try:
+        for position, record in enumerate(read_session(ref.shards), start=1):
+            if position in held or position <= pruned_through:
+                skipped += 1
+                mapper.skip(position, record)
+                continue
+            rows.append(encoded_values(mapper.encoded(position, record), inserted_at))
+    except SESSION_ERRORS as error:
+        return SessionBuild(rows, skipped, SessionFailure.of(ref, error))
+    return SessionBuild(rows, skipped, None)
+
+
+def insert_values(ledger: RuntimeEventLedger, rows: list[tuple[Any, ...]]) -> int:
+    """Store rows of :func:`build_session` in one transaction; returns how many were new.
+
+    On SQLite the batch is one ``executemany`` of a prepared INSERT, with no
+    per-row work but the driver's; a unique key another writer filled first
+    (the live path, a second sync) sends the batch to the ledger's exact path,
+    which skips identical copies and refuses different content.  Other
+    backends take that exact path at once.  (The backend seam may take this
+    function over: it is the one dialect-specific bulk insert.)
+    """
+    if not rows:
+        return 0
+    if ledger.db.is_sqlite:
+        table = ledger.db.tables.events.name
+        sql = _INSERT.get(table)
+        if sql is None:
+            sql = _INSERT[table] = (
+                f"INSERT INTO {table} ({', '.join(ROW_COLUMNS)}) "
+                f"VALUES ({', '.join('?' * len(ROW_COLUMNS))})"
+            )
+        try:
+            with ledger.db.writing("append to the ledger") as conn:
+                conn.exec_driver_sql(sql, rows)
+        except LedgerIntegrityError:
+            pass  # rolled back: the exact path below sorts the held ids out
+        else:
+            ledger.waker.wake()
+            ledger.cleanup_if_due()
+            return len(rows)
+    return ledger.append_rows([dict(zip(ROW_COLUMNS, row, strict=True)) for row in rows])
+
+
+def auto_workers(refs: list[SessionRef]) -> int:
+    """Worker processes worth starting for ``refs``: one per core for a large corpus, else none.
+
+    Starting a worker and handing rows between processes costs more than it
+    saves below a few megabytes of traces, or with one core.
+    """
+    affinity = getattr(os, "sched_getaffinity", None)
+    cores = len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+    if cores < 2 or len(refs) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    size = 0
+    for ref in refs:
+        for shard in ref.shards:
+            with contextlib.suppress(OSError):  # an unreadable one fails in its own build
+                size += shard.path.stat().st_size
+    return min(cores, _MOST_WORKERS) if size >= _PARALLEL_BYTES else 1
+
+
+def sync_sessions(
+    ledger: RuntimeEventLedger, refs: Iterable[SessionRef], *, workers: int = 1
+) -> SyncReport:
+    """Index what the ledger lacks of each session (see the module docstring).
+
+    ``workers`` 0 picks the number with :func:`auto_workers`.
+    """
+    if workers == 0:
+        refs = list(refs)
+        workers = auto_workers(refs)
+    sessions = indexed = held_total = 0
+    failures: list[SessionFailure] = []
+    for build in _builds(ledger, refs, workers):
+        sessions += 1
+        rows = build.rows
+        for start in range(0, len(rows), BATCH):
+            indexed += insert_values(ledger, rows[start : start + BATCH])
+        held_total += build.already_held
+        if build.failure is not None:
+            failures.append(build.failure)
+    return SyncReport(sessions, indexed, held_total, tuple(failures))
+
+
+def _task(ledger: RuntimeEventLedger, ref: SessionRef) -> tuple[Any, ...]:
+    held, pruned_through = ledger.held_sequences(ref.key.stream_id)
+    return ref, frozenset(held), pruned_through, ledger.now_ms()
+
+
+def _builds(
+    ledger: RuntimeEventLedger, refs: Iterable[SessionRef], workers: int
+) -> Iterator[SessionBuild]:
+    """Each session's build, in ``refs`` order; in worker processes when ``workers`` > 1."""
+    if workers <= 1:
+        for ref in refs:
+            yield build_session(*_task(ledger, ref))
+        return
+    # fork: the workers inherit the redaction policy this process installed
+    # (``--redaction-rules`` included) and start without importing anything.
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        pending: deque[Future[SessionBuild]] = deque()
+        for ref in refs:
+            pending.append(pool.submit(build_session, *_task(ledger, ref)))
+            if len(pending) > workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()

@@ -1,0 +1,190 @@
+"""Helpers shared by pentrace's own tests; ``tests/conftest.py`` wraps some as fixtures.
+
+Import them where a fixture does not fit (at module level, in a parametrize list,
+inside a Hypothesis test): ``from tests.support import cli, run_pentrace``.  See
+``docs/testing.md`` ("Fixtures for pentrace's own tests") for the list.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+import uvicorn
+from typer.testing import CliRunner, Result
+
+from pentrace import testing as pt
+from pentrace.cli.app import app
+from pentrace.infrastructure.eventstore.application import SessionApplication, SessionHandle
+from pentrace.infrastructure.ledger import LedgerDatabase
+
+REPO: Final = Path(__file__).resolve().parents[1]
+# The session id ``pentrace.testing`` uses by default, and the ``sample_root`` session.
+SAMPLE_ID: Final = "session-2026-07-18-11-10-22-3f8a1c2d"
+
+# Every variable that points pentrace at a store, a data root or a policy outside the
+# test's own data root.  A test that clears them reads and writes only what it made.
+STORE_ENV: Final = (
+    "PENGUIN_HOME",
+    "PENGUIN_RUNTIME_EVENT_LEDGER_PATH",
+    "PENGUIN_RUNTIME_EVENT_LEDGER_URL",
+    "PENGUIN_RUNTIME_EVENT_LEDGER_MAX_EVENTS",
+    "PENTRACE_LEDGER_URL",
+    "PENTRACE_LEDGER_TABLE_PREFIX",
+    "PENTRACE_ANALYTICS_URL",
+    "PENTRACE_REDACTION_RULES",
+)
+
+# The PostgreSQL server the suite may use; tests that need it skip without it.
+POSTGRES_URL: Final = os.environ.get("PENTRACE_TEST_DATABASE_URL")
+NO_POSTGRES: Final = "PostgreSQL runs need PENTRACE_TEST_DATABASE_URL"
+# ``pytestmark = NEEDS_POSTGRES`` marks a whole module ``postgres`` and skips it without a server.
+NEEDS_POSTGRES: Final = [
+    pytest.mark.postgres,
+    pytest.mark.skipif(POSTGRES_URL is None, reason=NO_POSTGRES),
+]
+
+
+@contextlib.contextmanager
+def postgres_tables(label: str) -> Iterator[str]:
+    """A fresh ledger table prefix ``{label}_<10 hex>_`` on :data:`POSTGRES_URL`.
+
+    Its tables are dropped on the way out.  Only call it where the server is known
+    to be there (:data:`NEEDS_POSTGRES`, the ``postgres_url`` fixture).
+    """
+    assert POSTGRES_URL is not None, NO_POSTGRES
+    prefix = f"{label}_{uuid.uuid4().hex[:10]}_"
+    try:
+        yield prefix
+    finally:
+        database = LedgerDatabase(POSTGRES_URL, table_prefix=prefix)
+        database.drop_all()
+        database.close()
+
+
+@contextlib.contextmanager
+def served_in_thread(app: Any, port: int, log_level: str = "error") -> Iterator[str]:
+    """Serve the ASGI ``app`` on ``127.0.0.1:port`` in a thread; yields the base URL.
+
+    The server is told to exit, and joined, on the way out.
+    """
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level=log_level))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            assert thread.is_alive(), "the server thread exited"
+            time.sleep(0.02)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def clear_store_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset every :data:`STORE_ENV` variable for the rest of the test."""
+    for name in STORE_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without any ``PENGUIN_*``/``PENTRACE_*`` variable, plus ``extra``.
+
+    For a child process that must see only the settings the test gives it.
+    """
+    kept = {k: v for k, v in os.environ.items() if not k.startswith(("PENGUIN_", "PENTRACE_"))}
+    return {**kept, **extra}
+
+
+def cli(root: Path, *args: str, input_text: str | None = None) -> Result:
+    """Run ``pentrace --data-root root ARGS`` in process; the result keeps any exception."""
+    return CliRunner().invoke(app, ["--data-root", str(root), *args], input=input_text)
+
+
+def cli_raising(root: Path, *args: str) -> Result:
+    """:func:`cli`, but a library error is raised (an exit code, even a failing one, is kept)."""
+    result = cli(root, *args)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result
+
+
+def cli_ok(root: Path, *args: str) -> Result:
+    """:func:`cli_raising` that must exit with 0."""
+    result = cli_raising(root, *args)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def cli_json(root: Path, *args: str) -> Any:
+    """The parsed stdout of ``pentrace --data-root root ARGS --json``, which must succeed."""
+    return json.loads(cli_ok(root, *args, "--json").stdout)
+
+
+def run_pentrace(
+    root: Path | None,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 120,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m pentrace [--data-root root] ARGS`` as a real process.
+
+    Output is captured as text and stdin is empty.  ``env`` is the child's whole
+    environment (default: this process's; see :func:`clean_env`).
+    """
+    where = [] if root is None else ["--data-root", str(root)]
+    return subprocess.run(
+        [sys.executable, "-m", "pentrace", *where, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=None if env is None else dict(env),
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def start_sample_session(
+    application: SessionApplication, *, workspace: Path | None = None, session_id: str | None = None
+) -> SessionHandle:
+    """A session started with the suite's usual meta (``gpt-5`` by ``openai``, "be brief")."""
+    return application.start_session(
+        provider="openai", model_id="gpt-5", model_context_window=200_000,
+        system_prompt="be brief", workspace=workspace, session_id=session_id,
+    )  # fmt: skip
+
+
+def record_answered_turn(handle: SessionHandle, question: str, answer: str) -> None:
+    """One completed request: the user's ``question`` and a text ``answer``, then saved."""
+    handle.record_user_input(question)
+    handle.begin_request()
+    handle.record_text(answer)
+    handle.end_request("completed")
+
+
+def list_files_opening() -> list[pt.Command]:
+    """A session's first five commands: "list the files", and an answered ``ls`` call."""
+    return [
+        pt.StartSession(),
+        pt.UserInput("list the files"),
+        pt.BeginRequest(),
+        pt.ToolCall("call_1", "exec_command", '{"cmd":"ls"}'),
+        pt.ToolOutput("call_1", "a.txt"),
+    ]
+
+
+def one_turn_session() -> list[pt.Command]:
+    """The seven-command sample session: :func:`list_files_opening`, a reply, the end."""
+    return [*list_files_opening(), pt.AssistantText("one file"), pt.EndRequest()]
