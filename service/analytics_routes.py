@@ -23,15 +23,27 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from pentrace.infrastructure.analytics.database import AnalyticsDatabase
 from pentrace.infrastructure.analytics.query_rows import GROUPS
 from pentrace.infrastructure.analytics.registry import BUILTINS
 from pentrace.infrastructure.operations.projections import projection_status
-from pentrace.infrastructure.operations.stats import NEEDS, StatsQuery, stats_document
+from pentrace.infrastructure.operations.stats import NEEDS, StatsQuery, read_models, stats_document
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
 from pentrace.service.edge.errors import BadRequest
 
-__all__ = ["openapi_paths", "routes"]
+__all__ = ["open_read_models", "openapi_paths", "routes"]
+
+
+def open_read_models(
+    context: ServiceContext, names: tuple[str, ...], bring_up_to_date: bool
+) -> AnalyticsDatabase:
+    """The read models' database, with the ``names`` projections' tables in place and, when
+    ``bring_up_to_date``, caught up with the ledger first (the web Usage page uses it too)."""
+    settings = context.settings
+    return read_models(
+        settings.data_root, names, catch_up_first=bring_up_to_date, env=settings.analytics_env()
+    )
 
 
 def _read(context: ServiceContext, query: StatsQuery, catch_up: bool) -> dict[str, Any]:

@@ -43,6 +43,7 @@ from pentrace.service.events.sse import sse_endpoint
 from pentrace.service.events.test_page import test_page_routes
 from pentrace.service.openapi import openapi_document
 from pentrace.service.settings import ServiceSettings
+from pentrace.service.web import routes as web_routes
 
 __all__ = ["create_app"]
 
@@ -109,7 +110,8 @@ async def _not_found(request: Request, error: Exception) -> Response:
 async def _not_allowed(request: Request, error: Exception) -> Response:
     return _errors(request).response(
         405,
-        f"{request.method} is not allowed on {request.url.path}: the service is read-only",
+        f"{request.method} is not allowed on {request.url.path}: the service is read-only "
+        "(only the viewer's import, POST /web/import, writes)",
         hint="use GET",
     )
 
@@ -141,6 +143,7 @@ def create_app(settings: ServiceSettings) -> Starlette:
         *sessions.routes,  # each also under the owner-naming project/agent/id (ADR 0023)
         Route("/openapi.json", _openapi, methods=["GET"]),
         *analytics_routes.routes,
+        *web_routes,
     ]
     if settings.test_page:
         routes.extend(test_page_routes)

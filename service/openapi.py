@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from pentrace import __version__
 from pentrace.infrastructure.operations import documents
 from pentrace.service import analytics_routes
+from pentrace.service.web.routes import openapi_paths as web_paths
 
 __all__ = ["openapi_document"]
 
@@ -255,6 +256,7 @@ def openapi_document() -> dict[str, Any]:
             },
             **_session_paths(not_found),
             **analytics_routes.openapi_paths,
+            **web_paths,
             "/openapi.json": {
                 "get": {
                     "summary": "This document",

@@ -48,6 +48,7 @@ __all__ = [
     "archive_route",
     "list_route",
     "routes",
+    "session_filter",
     "session_item",
     "show_route",
     "trace_route",
@@ -63,7 +64,8 @@ def session_item(row: SessionRow) -> dict[str, Any]:
     return item
 
 
-def _filters(request: Request) -> SessionFilter:
+def session_filter(request: Request) -> SessionFilter:
+    """The catalog filters of a request's query (the web Traces page reads the same ones)."""
     now = datetime.now(UTC)
     # A bad status raises UsageError, which the app answers with 400.
     return SessionFilter(
@@ -80,7 +82,7 @@ def _filters(request: Request) -> SessionFilter:
 async def list_route(request: Request) -> Response:
     """``GET /api/v1/sessions``."""
     context: ServiceContext = request.app.state.context
-    filters = _filters(request)
+    filters = session_filter(request)
     sort = params.choice(request, "sort", SORT_KEYS) or "start"
     reverse = bool(params.flag(request, "reverse"))
     limit = params.integer(request, "limit", low=1, high=_MAX_LIMIT)

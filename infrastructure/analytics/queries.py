@@ -42,11 +42,17 @@ TOKEN_COLUMNS: Final = (
 
 
 def tokens(
-    db: AnalyticsDatabase, by: str = "model", since: str | None = None, until: str | None = None
+    db: AnalyticsDatabase,
+    by: str = "model",
+    since: str | None = None,
+    until: str | None = None,
+    *,
+    agent: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Token counts (requests, input, output, cache_read, cache_write, total) per group."""
+    """Token counts (requests, input, output, cache_read, cache_write, total) per group;
+    ``agent`` keeps one agent's rows."""
     column = _column(by)
-    where, params = _days(since, until)
+    where, params = _days(since, until, agent=agent)
     sums = ", ".join(f"SUM({name}) AS {name}" for name in TOKEN_COLUMNS)
     if by == "model":
         # The model's name is provider/model_id (session_numbers.model_name).
@@ -76,10 +82,12 @@ def cost(
     by: str = "model",
     since: str | None = None,
     until: str | None = None,
+    *,
+    agent: str | None = None,
 ) -> list[dict[str, Any]]:
     """Cost per group from the price table; models without a price are listed in ``unpriced``."""
     column = _column(by)
-    where, params = _days(since, until)
+    where, params = _days(since, until, agent=agent)
     sums = ", ".join(f"SUM({name}) AS {name}" for name in TOKEN_COLUMNS)
     rows = _rows(
         db,
@@ -117,10 +125,14 @@ def cost(
 
 
 def tools(
-    db: AnalyticsDatabase, since: str | None = None, until: str | None = None
+    db: AnalyticsDatabase,
+    since: str | None = None,
+    until: str | None = None,
+    *,
+    agent: str | None = None,
 ) -> dict[str, Any]:
     """Per tool: calls, failures, aborts, timeouts, truncations, unanswered; and approvals."""
-    where, params = _days(since, until)
+    where, params = _days(since, until, agent=agent)
     names = ("calls", "failures", "aborts", "timeouts", "truncations")
     sums = ", ".join(f"SUM({name}) AS {name}" for name in names)
     rows = _rows(db, f"SELECT tool, {sums} FROM tool_daily{where} GROUP BY tool", params)
@@ -149,10 +161,16 @@ def tools(
 
 
 def requests(
-    db: AnalyticsDatabase, since: str | None = None, until: str | None = None
+    db: AnalyticsDatabase,
+    since: str | None = None,
+    until: str | None = None,
+    *,
+    agent: str | None = None,
 ) -> dict[str, Any]:
-    """Requests by status with retries, compactions by mode and outcome, goal outcomes."""
-    where, params = _days(since, until)
+    """Requests by status with retries, compactions by mode and outcome, goal outcomes
+    (``agent``: one agent's requests and goals; compactions are not kept per agent)."""
+    where, params = _days(since, until, agent=agent)
+    days_only, day_params = _days(since, until)
     statuses = _rows(
         db,
         f"SELECT status, SUM(count) AS n, SUM(retries) AS r FROM act_requests{where} "
@@ -162,9 +180,9 @@ def requests(
     compactions = _rows(
         db,
         "SELECT mode, outcome, COUNT(*) AS n, AVG(context) AS avg_context, "
-        f"MAX(context) AS max_context FROM act_compactions{where} "
+        f"MAX(context) AS max_context FROM act_compactions{days_only} "
         "GROUP BY mode, outcome ORDER BY mode, outcome",
-        params,
+        day_params,
     )
     goals = _rows(
         db,

@@ -32,9 +32,13 @@ def column_of(by: str, allowed: tuple[str, ...] = tuple(GROUPS)) -> str:
 
 
 def days_clause(
-    since: str | None, until: str | None, column: str = "day"
+    since: str | None, until: str | None, column: str = "day", agent: str | None = None
 ) -> tuple[str, dict[str, Any]]:
+    """A WHERE clause for the inclusive days ``since``..``until`` (and one agent, if given)."""
     clauses, params = [], {}
+    if agent is not None:
+        clauses.append("agent = :agent")
+        params["agent"] = agent
     if since:
         clauses.append(f"{column} >= :since")
         params["since"] = since

@@ -34,6 +34,7 @@ __all__ = [
     "StatsQuery",
     "document",
     "prepare",
+    "read_models",
     "stats_document",
 ]
 
@@ -114,13 +115,27 @@ def prepare(
                 _catch_up(names, root, env)
         finally:
             ledger.close()
-    elif catch_up_first:
-        _catch_up(names, root, env)
+        db = read_models(root, names, catch_up_first=False, env=env)
     else:
-        for name in names:
-            open_projection(BUILTINS[name], root, env).view.db.close()
-    db = AnalyticsDatabase(analytics_url(root, os.environ if env is None else env))
+        db = read_models(root, names, catch_up_first=catch_up_first, env=env)
     return Prepared(db, (*left_out, *failure_warnings(db, names)))
+
+
+def read_models(
+    root: Path,
+    names: tuple[str, ...],
+    *,
+    catch_up_first: bool = True,
+    env: Mapping[str, str] | None = None,
+) -> AnalyticsDatabase:
+    """The analytics database with the ``names`` projections' tables in place, caught up with
+    the ledger first unless ``catch_up_first`` is False (their tables are then created once)."""
+    for name in names:
+        if catch_up_first:
+            catch_up(BUILTINS[name], data_root=root, env=env)
+        else:
+            open_projection(BUILTINS[name], root, env).view.db.close()
+    return AnalyticsDatabase(analytics_url(root, os.environ if env is None else env))
 
 
 def document(db: AnalyticsDatabase, query: StatsQuery) -> dict[str, Any]:

@@ -10,7 +10,8 @@ HTML page all carry:
 - ``Cross-Origin-Resource-Policy: same-origin`` (other sites cannot embed a body
   with ``<script src>`` or ``<img>``);
 - ``Content-Security-Policy``: for HTML, scripts, styles, images and connections
-  from this origin only, and **no inline script**; for everything else, nothing
+  from this origin only, and **no inline script**; forms submit to this origin only
+  (the viewer's filters, ADR 0030); for everything else, nothing
   at all (``default-src 'none'``);
 - ``Cache-Control: no-store`` unless the route set its own (trace data, sessions
   and events must not land in a browser or proxy cache).
@@ -29,7 +30,7 @@ __all__ = ["HTML_POLICY", "OTHER_POLICY", "SecurityHeaders"]
 
 HTML_POLICY: Final = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
 OTHER_POLICY: Final = (
     "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
