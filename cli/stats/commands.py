@@ -32,11 +32,6 @@ stats_app = typer.Typer(
     help="Token use, cost, tools, requests, sessions and subagent trees.\n\n"
     "Example: pentrace stats cost --by day --since 2026-11-01",
 )
-projections_app = typer.Typer(
-    name="projections",
-    no_args_is_help=True,
-    help="Run, rebuild and inspect analytics projections.\n\nExample: pentrace projections status",
-)
 
 ByOption = Annotated[
     str, typer.Option("--by", help="Group by model, provider, agent, project, day or session.")
