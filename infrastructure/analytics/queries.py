@@ -30,7 +30,6 @@ __all__ = [
     "tree",
 ]
 
-# The counts of a tokens row, after its ``key``, in the order tables show them.
 TOKEN_COLUMNS: Final = (
     "requests",
     "usage_records",
