@@ -50,14 +50,14 @@ class TokenUsage(TaggedPayload, frozen=True, tag="token_usage"):
 
 
 class Compaction(TaggedPayload, frozen=True):
-    """Base of compaction events: ``reason`` context|turns|manual, ``mode`` summarize|discard."""
+    """Base of the compaction events: their ``reason`` and ``mode`` come first."""
 
     reason: str
     mode: str
 
 
 class CompactionBegin(Compaction, frozen=True, tag="compaction_begin"):
-    """Context compaction starts."""
+    """Context compaction starts (reason context|turns|manual, mode summarize|discard)."""
 
     context: Number
     turns: Number

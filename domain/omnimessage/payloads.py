@@ -116,13 +116,17 @@ class Thinking(ModelMessage, frozen=True, tag="thinking"):
     fidelity: Raw | UnsetType = UNSET
 
 
-class InlineThinking(ModelMessage, frozen=True, tag="inline_thinking"):
-    """Opaque reasoning bytes (base64) with their MIME type."""
+class InlineBytes(ModelMessage, frozen=True):
+    """Base of the messages that carry bytes (base64 ``data``) with their MIME type."""
 
     data: str
     mime_type: str
     stop_reason: str | UnsetType = UNSET
     fidelity: Raw | UnsetType = UNSET
+
+
+class InlineThinking(InlineBytes, frozen=True, tag="inline_thinking"):
+    """Opaque reasoning bytes (base64) with their MIME type."""
 
 
 class ToolCall(ModelMessage, frozen=True, tag="tool_call"):
@@ -151,13 +155,8 @@ class ImageUrl(ModelMessage, frozen=True, tag="image_url"):
     stop_reason: str | UnsetType = UNSET
 
 
-class InlineData(ModelMessage, frozen=True, tag="inline_data"):
+class InlineData(InlineBytes, frozen=True, tag="inline_data"):
     """Inline bytes (base64) with their MIME type."""
-
-    data: str
-    mime_type: str
-    stop_reason: str | UnsetType = UNSET
-    fidelity: Raw | UnsetType = UNSET
 
 
 # --- model_msg: streaming partials (live only, never in a trace) ------------
