@@ -149,20 +149,34 @@ def run(
     return rows
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Parse arguments, run, print a Markdown table."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sessions", type=int, default=10_000)
-    parser.add_argument("--records", type=int, default=5_000_000)
-    parser.add_argument("--keep", type=Path, default=None, help="write the corpus here, keep it")
+def corpus_parser(doc: str, *, sessions: int, records: int) -> argparse.ArgumentParser:
+    """The options of a benchmark over a generated corpus: its size, and where to keep it."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=sessions)
+    parser.add_argument("--records", type=int, default=records)
+    parser.add_argument("--keep", type=Path, default=None, help="work in this folder, keep it")
     parser.add_argument(
         "--reuse",
         action="store_true",
-        help="reuse the corpus already in --keep (derived stores are deleted)",
+        help="reuse the corpus already in --keep (what is derived from it is redone)",
     )
+    return parser
+
+
+def parse_corpus_args(
+    parser: argparse.ArgumentParser, argv: list[str] | None
+) -> argparse.Namespace:
+    """Parse ``argv``; ``--reuse`` without ``--keep`` is a usage error."""
     args = parser.parse_args(argv)
     if args.reuse and args.keep is None:
         parser.error("--reuse needs --keep")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse arguments, run, print a Markdown table."""
+    parser = corpus_parser(__doc__, sessions=10_000, records=5_000_000)
+    args = parse_corpus_args(parser, argv)
     rows = run(args.sessions, args.records, args.keep, args.reuse)
     base = next(cpu for label, _, cpu, _ in rows if label.startswith("startup"))
     print("| step | wall s | CPU s | CPU x startup | CPU s minus startup | note |")

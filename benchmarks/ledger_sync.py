@@ -19,7 +19,6 @@ tuples already built, so it is what SQLite alone costs for these rows here.
 
 from __future__ import annotations
 
-import argparse
 import os
 import resource
 import sqlite3
@@ -32,7 +31,7 @@ from typing import Any
 
 from sqlalchemy import create_engine
 
-from benchmarks.cli_corpus import write_corpus
+from benchmarks.cli_corpus import corpus_parser, parse_corpus_args, write_corpus
 from pentrace.infrastructure.ledger.backend.schema import ledger_tables
 from pentrace.infrastructure.storage.layout import iter_sessions
 
@@ -157,19 +156,11 @@ def run(
 
 def main(argv: list[str] | None = None) -> None:
     """Parse arguments, run, print a Markdown table."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sessions", type=int, default=100)
-    parser.add_argument("--records", type=int, default=50_000)
-    parser.add_argument("--keep", type=Path, default=None, help="work in this folder, keep it")
-    parser.add_argument(
-        "--reuse", action="store_true", help="reuse the corpus in --keep (the ledgers are redone)"
-    )
+    parser = corpus_parser(__doc__, sessions=100, records=50_000)
     parser.add_argument(
         "--workers", default=None, help="pass `--workers N` to the sync (default: its own choice)"
     )
-    args = parser.parse_args(argv)
-    if args.reuse and args.keep is None:
-        parser.error("--reuse needs --keep")
+    args = parse_corpus_args(parser, argv)
     extra = ("--workers", args.workers) if args.workers is not None else ()
     results = run(args.sessions, args.records, args.keep, args.reuse, extra)
     floor_wall = results[-1][1]

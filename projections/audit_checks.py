@@ -31,7 +31,13 @@ from pentrace.projections.audit_files import (
     shard_index_problems,
     temp_file_problems,
 )
-from pentrace.projections.audit_problem import Fix, Problem, Severity, worst_exit_code
+from pentrace.projections.audit_problem import (
+    Fix,
+    Problem,
+    ProblemLog,
+    Severity,
+    worst_exit_code,
+)
 
 __all__ = [
     "Fix",
@@ -45,7 +51,7 @@ __all__ = [
 ]
 
 
-class SessionChecks:
+class SessionChecks(ProblemLog):
     """Fold a session's records (every shard, ``_001`` first) into problems.
 
     Call :meth:`start_shard` before each shard's records, :meth:`record` for
@@ -53,8 +59,7 @@ class SessionChecks:
     """
 
     def __init__(self, session_id: str) -> None:
-        self.session_id = session_id
-        self.problems: list[Problem] = []
+        super().__init__(session_id)
         self.position = 0
         self._path = ""
         self._index = 0
@@ -80,28 +85,6 @@ class SessionChecks:
         """The lines of the current shard that are healed torn fragments (crash points)."""
         self._healed.extend((self._order, line) for line in lines)
 
-    def _add(
-        self,
-        code: str,
-        severity: Severity,
-        message: str,
-        where: tuple[str, int, int],
-        fix: Fix | None = None,
-    ) -> None:
-        path, line, position = where
-        self.problems.append(
-            Problem(
-                code=code,
-                severity=severity,
-                message=message,
-                session_id=self.session_id,
-                path=path,
-                line=line,
-                position=position,
-                fix=fix,
-            )
-        )
-
     def record(self, record: TraceRecord) -> None:
         """Check one record (its ``line`` is the line number within the current shard)."""
         self.position += 1
@@ -110,7 +93,7 @@ class SessionChecks:
             self._first_in_shard = False
             if record.kind != "session_meta":
                 found = record.kind if isinstance(record.kind, str) else type(record.kind).__name__
-                self._add(
+                self.found(
                     "shard_without_meta",
                     "error",
                     f"expected shard _{self._index:03d} to start with session_meta, found {found}",
@@ -139,7 +122,7 @@ class SessionChecks:
             self._begin_order = self._order
         elif ptype == "request_end":
             if self._open_request is None:
-                self._add(
+                self.found(
                     "unmatched_request_end",
                     "warning",
                     "request_end without an open request_begin",
@@ -154,7 +137,7 @@ class SessionChecks:
     def _call(self, call_id: str, record: TraceRecord, where: tuple[str, int, int]) -> None:
         early = self._early_outputs.pop(call_id, None)
         if early is not None:
-            self._add(
+            self.found(
                 "output_before_call",
                 "error",
                 f"tool_call_output for call {call_id!r} at position {early[2]} comes before "
@@ -189,7 +172,7 @@ class SessionChecks:
                 if crash is not None
                 else "has no request_end: the run stopped or crashed inside it"
             )
-            self._add(
+            self.found(
                 "open_request",
                 "warning",
                 f"request_begin at position {opened[2]} (line {opened[1]}) {cause}; resume "
@@ -201,7 +184,7 @@ class SessionChecks:
         """Add the end-of-trace findings and return every problem, in trace order."""
         self._judge_overlaps()
         if self._open_request is not None:
-            self._add(
+            self.found(
                 "open_request_at_end",
                 "warning",
                 "the trace ends inside a request (request_begin without request_end): "
@@ -209,7 +192,7 @@ class SessionChecks:
                 self._open_request,
             )
         if self._compaction is not None:
-            self._add(
+            self.found(
                 "dangling_compaction",
                 "warning",
                 "compaction_begin without compaction_end; resume closes it as failed",
@@ -217,7 +200,7 @@ class SessionChecks:
                 fix="close_compaction",
             )
         for call_id, where in self._early_outputs.items():
-            self._add(
+            self.found(
                 "orphan_tool_output",
                 "error",
                 f"tool_call_output answers call {call_id!r}, which no tool_call in the session has",
@@ -225,7 +208,7 @@ class SessionChecks:
             )
         for call_id, (path, line, position, name) in self._calls.items():
             if call_id not in self._answered:
-                self._add(
+                self.found(
                     "unanswered_tool_call",
                     "warning",
                     f"tool_call {call_id!r} ({name}) has no tool_call_output; "

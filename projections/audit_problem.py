@@ -7,9 +7,11 @@ from typing import Literal
 
 import msgspec
 
-__all__ = ["Fix", "Problem", "Severity", "worst_exit_code"]
+__all__ = ["Fix", "Problem", "ProblemLog", "Severity", "Where", "worst_exit_code"]
 
 Severity = Literal["error", "warning"]
+Where = tuple[str | None, int | None, int | None]
+"""Where a problem is: the shard's path, the line in it and the record's position."""
 Fix = Literal["heal_torn_tail", "close_compaction", "ledger_sync", "ledger_forget", "remove_temp"]
 
 
@@ -29,6 +31,31 @@ class Problem(msgspec.Struct, kw_only=True, frozen=True):
     line: int | None = None
     position: int | None = None
     fix: Fix | None = None
+
+
+class ProblemLog:
+    """The problems one session's check has found so far; the audit's checkers extend it."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.problems: list[Problem] = []
+
+    def found(
+        self, code: str, severity: Severity, message: str, where: Where, fix: Fix | None = None
+    ) -> None:
+        """Add one problem of this session, found at ``where``: (path, line, position)."""
+        self.problems.append(
+            Problem(
+                code=code,
+                severity=severity,
+                message=message,
+                session_id=self.session_id,
+                path=where[0],
+                line=where[1],
+                position=where[2],
+                fix=fix,
+            )
+        )
 
 
 def worst_exit_code(problems: Iterable[Problem]) -> int:

@@ -16,7 +16,7 @@ from typing import Final
 
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.runtime import event_type_for, time_ms_of
-from pentrace.projections.audit_checks import Problem
+from pentrace.projections.audit_problem import Problem, ProblemLog
 
 __all__ = ["LedgerDrift", "expected_ledger_row", "record_time_ms"]
 
@@ -53,7 +53,7 @@ def _ranges(positions: Sequence[int]) -> list[tuple[int, int]]:
     return spans
 
 
-class LedgerDrift:
+class LedgerDrift(ProblemLog):
     """Compare a session's trace with its ledger rows, one record at a time.
 
     ``held`` maps a ledger sequence to its ``(event_type, event_time)``;
@@ -64,10 +64,9 @@ class LedgerDrift:
     def __init__(
         self, session_id: str, held: dict[int, tuple[str, int]], pruned_through: int
     ) -> None:
-        self.session_id = session_id
+        super().__init__(session_id)
         self.held = held
         self.pruned_through = pruned_through
-        self.problems: list[Problem] = []
         self.last_position = 0
         self._missing: list[tuple[int, int, str, int]] = []
 
@@ -86,17 +85,12 @@ class LedgerDrift:
             return
         expected = expected_ledger_row(record, position)
         if row != expected:
-            self.problems.append(
-                Problem(
-                    code="ledger_mismatch",
-                    severity="error",
-                    message=f"ledger row at sequence {position} holds {row[0]} at {row[1]} ms, "
-                    f"the trace record is {expected[0]} at {expected[1]} ms",
-                    session_id=self.session_id,
-                    path=path,
-                    line=record.line,
-                    position=position,
-                )
+            self.found(
+                "ledger_mismatch",
+                "error",
+                f"ledger row at sequence {position} holds {row[0]} at {row[1]} ms, "
+                f"the trace record is {expected[0]} at {expected[1]} ms",
+                (path, record.line, position),
             )
 
     def finish(self) -> list[Problem]:
@@ -104,29 +98,21 @@ class LedgerDrift:
         for first, last, path, line in self._missing:
             count = last - first + 1
             span = f"position {first}" if count == 1 else f"positions {first}-{last}"
-            self.problems.append(
-                Problem(
-                    code="ledger_missing",
-                    severity="warning",
-                    message=f"{count} trace record(s) at {span} are not in the ledger",
-                    session_id=self.session_id,
-                    path=path,
-                    line=line,
-                    position=first,
-                    fix="ledger_sync",
-                )
+            self.found(
+                "ledger_missing",
+                "warning",
+                f"{count} trace record(s) at {span} are not in the ledger",
+                (path, line, first),
+                fix="ledger_sync",
             )
         end = self.last_position
         beyond = sorted(sequence for sequence in self.held if sequence > end)
         for first, last in _ranges(beyond):
-            self.problems.append(
-                Problem(
-                    code="ledger_orphan",
-                    severity="error",
-                    message=f"{last - first + 1} ledger row(s) at sequence {first}-{last} have "
-                    f"no trace record (the trace has {end} records)",
-                    session_id=self.session_id,
-                    position=first,
-                )
+            self.found(
+                "ledger_orphan",
+                "error",
+                f"{last - first + 1} ledger row(s) at sequence {first}-{last} have "
+                f"no trace record (the trace has {end} records)",
+                (None, None, first),
             )
         return self.problems

@@ -49,20 +49,23 @@ class TokenUsage(TaggedPayload, frozen=True, tag="token_usage"):
     request: TokenCounts
 
 
-class CompactionBegin(TaggedPayload, frozen=True, tag="compaction_begin"):
-    """Context compaction starts (reason context|turns|manual, mode summarize|discard)."""
+class Compaction(TaggedPayload, frozen=True):
+    """Base of the compaction events: their ``reason`` and ``mode`` come first."""
 
     reason: str
     mode: str
+
+
+class CompactionBegin(Compaction, frozen=True, tag="compaction_begin"):
+    """Context compaction starts (reason context|turns|manual, mode summarize|discard)."""
+
     context: Number
     turns: Number
 
 
-class CompactionEnd(TaggedPayload, frozen=True, tag="compaction_end"):
+class CompactionEnd(Compaction, frozen=True, tag="compaction_end"):
     """Context compaction ends; ``completed`` closes the shard's context."""
 
-    reason: str
-    mode: str
     status: str
     attempt: Number | UnsetType = UNSET
     error_message: str | UnsetType = UNSET

@@ -93,39 +93,45 @@ class SessionMeta(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
 # --- model_msg: complete messages -------------------------------------------
 
 
-class Text(TaggedPayload, frozen=True, tag="text"):
-    """Plain text from the user, the assistant or a harness (``sender``)."""
+class ModelMessage(TaggedPayload, frozen=True):
+    """Base of the ``model_msg`` payloads: the speaker's ``role`` is their first field."""
 
     role: str
+
+
+class Text(ModelMessage, frozen=True, tag="text"):
+    """Plain text from the user, the assistant or a harness (``sender``)."""
+
     text: str
     sender: str | UnsetType = UNSET
     stop_reason: str | UnsetType = UNSET
     fidelity: Raw | UnsetType = UNSET
 
 
-class Thinking(TaggedPayload, frozen=True, tag="thinking"):
+class Thinking(ModelMessage, frozen=True, tag="thinking"):
     """Model reasoning text; ``fidelity`` often holds a required signature."""
 
-    role: str
     thinking: str
     stop_reason: str | UnsetType = UNSET
     fidelity: Raw | UnsetType = UNSET
 
 
-class InlineThinking(TaggedPayload, frozen=True, tag="inline_thinking"):
-    """Opaque reasoning bytes (base64) with their MIME type."""
+class InlineBytes(ModelMessage, frozen=True):
+    """Base of the messages that carry bytes (base64 ``data``) with their MIME type."""
 
-    role: str
     data: str
     mime_type: str
     stop_reason: str | UnsetType = UNSET
     fidelity: Raw | UnsetType = UNSET
 
 
-class ToolCall(TaggedPayload, frozen=True, tag="tool_call"):
+class InlineThinking(InlineBytes, frozen=True, tag="inline_thinking"):
+    """Opaque reasoning bytes (base64) with their MIME type."""
+
+
+class ToolCall(ModelMessage, frozen=True, tag="tool_call"):
     """A tool request; ``arguments`` is a JSON document kept as a string."""
 
-    role: str
     name: str
     arguments: str
     tool_call_id: str
@@ -133,60 +139,52 @@ class ToolCall(TaggedPayload, frozen=True, tag="tool_call"):
     fidelity: Raw | UnsetType = UNSET
 
 
-class ToolCallOutput(TaggedPayload, frozen=True, tag="tool_call_output", kw_only=True):
+class ToolCallOutput(ModelMessage, frozen=True, tag="tool_call_output", kw_only=True):
     """The answer to one tool call; ``images`` are data URLs."""
 
-    role: str
     output: str
     images: tuple[str, ...] | UnsetType = UNSET
     tool_call_id: str
     stop_reason: str | UnsetType = UNSET
 
 
-class ImageUrl(TaggedPayload, frozen=True, tag="image_url"):
+class ImageUrl(ModelMessage, frozen=True, tag="image_url"):
     """An image given by web URL or data URL."""
 
-    role: str
     image_url: str
     stop_reason: str | UnsetType = UNSET
 
 
-class InlineData(TaggedPayload, frozen=True, tag="inline_data"):
+class InlineData(InlineBytes, frozen=True, tag="inline_data"):
     """Inline bytes (base64) with their MIME type."""
-
-    role: str
-    data: str
-    mime_type: str
-    stop_reason: str | UnsetType = UNSET
-    fidelity: Raw | UnsetType = UNSET
 
 
 # --- model_msg: streaming partials (live only, never in a trace) ------------
 
 
-class PartialText(TaggedPayload, frozen=True, tag="partial_text"):
+class PartialMessage(ModelMessage, frozen=True):
+    """Base of the streamed partials: ``role``, then the stream ``event_type``."""
+
+    event_type: str
+
+
+class PartialText(PartialMessage, frozen=True, tag="partial_text"):
     """A streamed text fragment."""
 
-    role: str
-    event_type: str
     text: str
     stop_reason: str | UnsetType = UNSET
 
 
-class PartialThinking(TaggedPayload, frozen=True, tag="partial_thinking"):
+class PartialThinking(PartialMessage, frozen=True, tag="partial_thinking"):
     """A streamed thinking fragment."""
 
-    role: str
-    event_type: str
     thinking: str
     stop_reason: str | UnsetType = UNSET
 
 
-class PartialToolCall(TaggedPayload, frozen=True, tag="partial_tool_call"):
+class PartialToolCall(PartialMessage, frozen=True, tag="partial_tool_call"):
     """A streamed fragment of a tool call's arguments."""
 
-    role: str
-    event_type: str
     name: str
     arguments: str
     tool_call_id: str
@@ -194,12 +192,10 @@ class PartialToolCall(TaggedPayload, frozen=True, tag="partial_tool_call"):
 
 
 class PartialToolCallOutput(
-    TaggedPayload, frozen=True, tag="partial_tool_call_output", kw_only=True
+    PartialMessage, frozen=True, tag="partial_tool_call_output", kw_only=True
 ):
     """A streamed fragment of a tool's output."""
 
-    role: str
-    event_type: str
     output: str
     images: tuple[str, ...] | UnsetType = UNSET
     tool_call_id: str

@@ -27,6 +27,7 @@ __all__ = [
     "derive_subject",
     "extract_correlation",
     "extract_scope",
+    "first_string",
     "normalize_directory",
     "slug_stream_id",
     "source_id",
@@ -69,7 +70,8 @@ _CORRELATION_READS: Final = frozenset(key for _, keys in CORRELATION_KEYS for ke
 BODY_READS: Final = _SCOPE_READS | _CORRELATION_READS | {*_SOURCE_KEYS, "part", "info"}
 
 
-def _first_string(mapping: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
+def first_string(mapping: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
+    """The first of ``keys`` in ``mapping`` whose value is a non-empty string, else None."""
     for key in keys:
         value = mapping.get(key)
         if isinstance(value, str) and value:
@@ -120,7 +122,7 @@ def extract_scope(
     if type(payload) is dict and _SCOPE_READS.isdisjoint(payload):
         return scope
     for target, keys in SCOPE_KEYS:
-        value = _first_string(payload, keys)
+        value = first_string(payload, keys)
         if value is not None:
             scope[target] = value
     for name in _NESTED:
@@ -145,7 +147,7 @@ def extract_correlation(
         return correlation
     for target, keys in CORRELATION_KEYS:
         if not correlation.get(target):
-            value = _first_string(payload, keys)
+            value = first_string(payload, keys)
             if value is not None:
                 correlation[target] = value
     return correlation
@@ -154,13 +156,13 @@ def extract_correlation(
 def source_id(payload: Mapping[str, Any]) -> str | None:
     """The payload's own id: top-level ``id``, ``requestID``, ``messageID``, ``partID``, then
     the ``id``, ``messageID`` or ``partID`` of ``part``, then of ``info`` (Penguin's rule)."""
-    found = _first_string(payload, _SOURCE_KEYS)
+    found = first_string(payload, _SOURCE_KEYS)
     if found is not None:
         return found
     for name in ("part", "info"):
         nested = payload.get(name)
         if isinstance(nested, Mapping):
-            found = _first_string(nested, _NESTED_SOURCE_KEYS)
+            found = first_string(nested, _NESTED_SOURCE_KEYS)
             if found is not None:
                 return found
     return None

@@ -69,6 +69,8 @@ COMPLETED: Final = "completed"
 HEADER: Final = "_header"
 
 
+# Subclasses that add no field inherit this dataclass's frozen __init__, __eq__,
+# __hash__ and __repr__ (which names the subclass): only those with fields are decorated.
 @dataclass(frozen=True, eq=True)
 class SessionEvent(CanMutateAggregate[str]):
     """Base of every Session event: one trace line, at position ``originator_version``."""
@@ -113,7 +115,6 @@ class TraceOpened(SessionEvent, CanInitAggregate[str]):
             cls.apply(self, aggregate)
 
 
-@dataclass(frozen=True, eq=True)
 class ShardOpened(SessionEvent):
     """A ``session_meta`` copy after position 1: a new shard begins (rotation)."""
 
@@ -125,7 +126,6 @@ class ShardOpened(SessionEvent):
         aggregate.meta_payload = raw_payload(self.line)
 
 
-@dataclass(frozen=True, eq=True)
 class ToolsListed(SessionEvent):
     """``tool_list_ready``: the tool definitions offered to the model."""
 
@@ -134,7 +134,6 @@ class ToolsListed(SessionEvent):
         aggregate.tools_payload = raw_payload(self.line)
 
 
-@dataclass(frozen=True, eq=True)
 class RequestBegan(SessionEvent):
     """``request_begin``: one LLM call starts."""
 
@@ -146,7 +145,6 @@ class RequestBegan(SessionEvent):
         aggregate.requests += 1
 
 
-@dataclass(frozen=True, eq=True)
 class RequestEnded(SessionEvent):
     """``request_end``: the call finished with ``status`` (``completed`` commits it)."""
 
@@ -163,32 +161,26 @@ class RequestEnded(SessionEvent):
         aggregate.open_request = False
 
 
-@dataclass(frozen=True, eq=True)
 class TextRecorded(SessionEvent):
     """A complete ``text`` model message (user input or assistant reply)."""
 
 
-@dataclass(frozen=True, eq=True)
 class ThinkingRecorded(SessionEvent):
     """A complete ``thinking`` model message."""
 
 
-@dataclass(frozen=True, eq=True)
 class InlineThinkingRecorded(SessionEvent):
     """A complete ``inline_thinking`` model message (base64 data)."""
 
 
-@dataclass(frozen=True, eq=True)
 class ImageUrlRecorded(SessionEvent):
     """An ``image_url`` model message."""
 
 
-@dataclass(frozen=True, eq=True)
 class InlineDataRecorded(SessionEvent):
     """An ``inline_data`` model message (base64 data with a mime type)."""
 
 
-@dataclass(frozen=True, eq=True)
 class ToolCallRecorded(SessionEvent):
     """A ``tool_call`` model message: the call now awaits its output."""
 
@@ -201,7 +193,6 @@ class ToolCallRecorded(SessionEvent):
             aggregate.open_calls[call_id] = stop is None or stop == COMPLETED
 
 
-@dataclass(frozen=True, eq=True)
 class ToolCallOutputRecorded(SessionEvent):
     """A ``tool_call_output`` model message answering one call id."""
 
@@ -214,22 +205,18 @@ class ToolCallOutputRecorded(SessionEvent):
             aggregate.answered_recent.add(call_id)
 
 
-@dataclass(frozen=True, eq=True)
 class ApprovalDecided(SessionEvent):
     """``approval_decision``: allow, deny or forbidden for one tool call."""
 
 
-@dataclass(frozen=True, eq=True)
 class Aborted(SessionEvent):
     """``abort``: the user or the harness aborted the running request."""
 
 
-@dataclass(frozen=True, eq=True)
 class TokenUsageRecorded(SessionEvent):
     """``token_usage``: session and request token counts."""
 
 
-@dataclass(frozen=True, eq=True)
 class CompactionBegan(SessionEvent):
     """``compaction_begin``: a context compaction starts."""
 
@@ -243,7 +230,6 @@ class CompactionBegan(SessionEvent):
         )
 
 
-@dataclass(frozen=True, eq=True)
 class CompactionEnded(SessionEvent):
     """``compaction_end``: completed closes the context; the next write rotates."""
 
@@ -264,27 +250,22 @@ class CompactionEnded(SessionEvent):
             aggregate.open_calls.clear()
 
 
-@dataclass(frozen=True, eq=True)
 class GoalFinished(SessionEvent):
     """``goal_finished``: the task reached an outcome."""
 
 
-@dataclass(frozen=True, eq=True)
 class SubagentSpawned(SessionEvent):
     """``subagent``: a pointer to a child session with its own trace."""
 
 
-@dataclass(frozen=True, eq=True)
 class McpConnectBegan(SessionEvent):
     """``mcp_connect_begin``: MCP servers are being connected."""
 
 
-@dataclass(frozen=True, eq=True)
 class McpConnectEnded(SessionEvent):
     """``mcp_connect_end``: MCP connection results."""
 
 
-@dataclass(frozen=True, eq=True)
 class RecordAppended(SessionEvent):
     """Any other line (foreign or future kinds, origin-tagged messages): kept, not applied."""
 

@@ -16,7 +16,7 @@ ids come from positions, never stores one twice.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import Connection, delete
 
@@ -76,35 +76,29 @@ class CursorStore:
         return self.table.c.source == self.source
 
 
+# Cursor field -> ingest_cursors column, besides the session key (three columns).
+_COLUMNS: Final = (
+    ("shard", "shard"),
+    ("index", "shard_index"),
+    ("device", "device"),
+    ("inode", "inode"),
+    ("offset", "byte_offset"),
+    ("line", "line"),
+    ("base", "base"),
+    ("position", "position"),
+)
+
+
 def _values(cursor: Cursor) -> dict[str, Any]:
     project, agent, session_id = cursor.session
-    return {
-        "shard": cursor.shard,
-        "project": project,
-        "agent": agent,
-        "session_id": session_id,
-        "shard_index": cursor.index,
-        "device": cursor.device,
-        "inode": cursor.inode,
-        "byte_offset": cursor.offset,
-        "line": cursor.line,
-        "base": cursor.base,
-        "position": cursor.position,
-    }
+    values = {column: getattr(cursor, name) for name, column in _COLUMNS}
+    values.update(project=project, agent=agent, session_id=session_id)
+    return values
 
 
 def _cursor(row: Any) -> Cursor:
-    return Cursor(
-        shard=row.shard,
-        session=(row.project, row.agent, row.session_id),
-        index=row.shard_index,
-        device=row.device,
-        inode=row.inode,
-        offset=row.byte_offset,
-        line=row.line,
-        base=row.base,
-        position=row.position,
-    )
+    fields = {name: getattr(row, column) for name, column in _COLUMNS}
+    return Cursor(session=(row.project, row.agent, row.session_id), **fields)
 
 
 def change_reason(cursor: Cursor, device: int, inode: int, size: int, base: int) -> str | None:

@@ -14,6 +14,7 @@ from pentrace.infrastructure.ledger.pages import newest_entries
 from pentrace.infrastructure.ledger.replay import (
     LedgerEntry,
     ReplayResult,
+    Scope,
     replay_after,
     scope_bounds,
 )
@@ -36,15 +37,8 @@ class LedgerReads:
         project_id: str | None = None,
     ) -> ReplayResult:
         """Retained events after a cursor in global order; see :mod:`.replay` for gaps."""
-        return replay_after(
-            self.db,
-            last_event_id,
-            limit,
-            session_id=session_id,
-            agent_id=agent_id,
-            directory=directory,
-            project_id=project_id,
-        )
+        scope = Scope(session_id, agent_id, directory, project_id)
+        return replay_after(self.db, last_event_id, limit, scope)
 
     def bounds(
         self,
@@ -54,7 +48,7 @@ class LedgerReads:
         project_id: str | None = None,
     ) -> tuple[str | None, str | None]:
         """Oldest and newest retained event ids within the filter scope."""
-        return scope_bounds(self.db, session_id, agent_id, directory, project_id)
+        return scope_bounds(self.db, Scope(session_id, agent_id, directory, project_id))
 
     def contains(self, event_id: str) -> bool:
         """Whether the event is currently retained."""

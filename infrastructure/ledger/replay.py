@@ -102,17 +102,9 @@ class ReplayResult:
 
 
 def replay_after(
-    db: LedgerDatabase,
-    last_event_id: str | None,
-    limit: int | None = 1000,
-    *,
-    session_id: str | None = None,
-    agent_id: str | None = None,
-    directory: str | None = None,
-    project_id: str | None = None,
+    db: LedgerDatabase, last_event_id: str | None, limit: int | None, scope: Scope
 ) -> ReplayResult:
     """Events after ``last_event_id`` (from the start when None); ``limit`` <= 0 means no limit."""
-    scope = Scope(session_id, agent_id, directory, project_id)
     with db.reading("replay the ledger") as conn:
         if last_event_id is None:
             return ReplayResult(True, scoped_page(db, conn, scope, limit=limit))
@@ -124,16 +116,10 @@ def replay_after(
         return ReplayResult(False, scoped_page(db, conn, scope, limit=limit), gap)
 
 
-def scope_bounds(
-    db: LedgerDatabase,
-    session_id: str | None = None,
-    agent_id: str | None = None,
-    directory: str | None = None,
-    project_id: str | None = None,
-) -> tuple[str | None, str | None]:
+def scope_bounds(db: LedgerDatabase, scope: Scope) -> tuple[str | None, str | None]:
     """Oldest and newest retained event ids within the filter scope."""
     with db.reading("read the ledger bounds") as conn:
-        return _bounds(db, conn, Scope(session_id, agent_id, directory, project_id))
+        return _bounds(db, conn, scope)
 
 
 def scoped_page(

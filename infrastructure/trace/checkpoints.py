@@ -39,6 +39,21 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+# The Session attributes a checkpoint holds unchanged, under the same name.
+_AS_IS: Final = (
+    "started",
+    "deleted",
+    "shard_index",
+    "requests",
+    "turns",
+    "open_request",
+    "compaction",
+    "rotation_pending",
+    "meta_payload",
+    "tools_payload",
+)
+
+
 # Every attribute a Session holds; a checkpoint of anything else is refused.
 _FIELDS: Final = frozenset(
     {
@@ -47,19 +62,10 @@ _FIELDS: Final = frozenset(
         "_created_on",
         "_modified_on",
         "_pending_events",
-        "started",
-        "deleted",
-        "shard_index",
-        "requests",
-        "turns",
-        "open_request",
         "open_calls",
         "unanswered",
         "answered_recent",
-        "compaction",
-        "rotation_pending",
-        "meta_payload",
-        "tools_payload",
+        *_AS_IS,
     }
 )
 
@@ -168,19 +174,10 @@ def write_checkpoint(
         version=session.version,
         created_on=session.created_on,
         modified_on=session.modified_on,
-        started=session.started,
-        deleted=session.deleted,
-        shard_index=session.shard_index,
-        requests=session.requests,
-        turns=session.turns,
-        open_request=session.open_request,
         open_calls=dict(session.open_calls),
         unanswered=list(session.unanswered),
         answered_recent=sorted(session.answered_recent),
-        compaction=session.compaction,
-        rotation_pending=session.rotation_pending,
-        meta_payload=session.meta_payload,
-        tools_payload=session.tools_payload,
+        **{name: getattr(session, name) for name in _AS_IS},
     )
     checkpoint = Checkpoint(session.id, index, session.version, older, state)
     path = checkpoint_path(root, project, agent, session.id, index)
@@ -223,17 +220,9 @@ def restore_session(checkpoint: Checkpoint) -> Session:
     session._created_on = state.created_on
     session._modified_on = state.modified_on
     session._pending_events = []
-    session.started = state.started
-    session.deleted = state.deleted
-    session.shard_index = state.shard_index
-    session.requests = state.requests
-    session.turns = state.turns
-    session.open_request = state.open_request
     session.open_calls = dict(state.open_calls)
     session.unanswered = dict.fromkeys(state.unanswered)
     session.answered_recent = set(state.answered_recent)
-    session.compaction = state.compaction
-    session.rotation_pending = state.rotation_pending
-    session.meta_payload = state.meta_payload
-    session.tools_payload = state.tools_payload
+    for name in _AS_IS:
+        setattr(session, name, getattr(state, name))
     return session

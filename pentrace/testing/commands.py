@@ -8,7 +8,7 @@ the aggregate, the trace renderer, or a user's own projection.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 __all__ = [
     "STOP_STATUSES",
@@ -74,27 +74,31 @@ class Thinking:
 
 
 @dataclass(frozen=True, slots=True)
-class ToolCall:
-    """An assistant ``tool_call`` inside a request (``arguments`` is a JSON string)."""
+class _OfCall:
+    """Base of the commands about one tool call: its id comes first."""
 
     tool_call_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall(_OfCall):
+    """An assistant ``tool_call`` inside a request (``arguments`` is a JSON string)."""
+
     name: str
     arguments: str
 
 
 @dataclass(frozen=True, slots=True)
-class Approval:
+class Approval(_OfCall):
     """``approval_decision`` for a tool call: ``allow``, ``deny`` or ``forbidden``."""
 
-    tool_call_id: str
     decision: str
 
 
 @dataclass(frozen=True, slots=True)
-class ToolOutput:
+class ToolOutput(_OfCall):
     """A user-role ``tool_call_output`` answering an earlier call of the same request."""
 
-    tool_call_id: str
     output: str
 
 
@@ -130,13 +134,8 @@ class TokenCounts:
         )
 
     def as_dict(self) -> dict[str, int]:
-        """The JSON object PenguinHarness writes for these counts."""
-        return {
-            "cache_read": self.cache_read,
-            "cache_write": self.cache_write,
-            "output": self.output,
-            "total": self.total,
-        }
+        """The JSON object PenguinHarness writes for these counts (fields in order)."""
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,19 +147,22 @@ class TokenUsage:
 
 
 @dataclass(frozen=True, slots=True)
-class CompactionBegin:
-    """``compaction_begin``: a compaction request follows (reason context|turns|manual)."""
+class _Compaction:
+    """Base of the compaction commands: reason (context|turns|manual), then mode."""
 
     reason: str = "context"
     mode: str = "summarize"
 
 
 @dataclass(frozen=True, slots=True)
-class CompactionEnd:
+class CompactionBegin(_Compaction):
+    """``compaction_begin``: a compaction request follows."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionEnd(_Compaction):
     """``compaction_end``; after a completed one the next write rotates to a new shard."""
 
-    reason: str = "context"
-    mode: str = "summarize"
     status: str = "completed"
 
 

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from sqlalchemy import Connection, Engine, Select, bindparam, exc, func, select, text
 from sqlalchemy.sql.compiler import Compiled
@@ -45,7 +45,16 @@ from pentrace.infrastructure.ledger.backend.sqlite import file_identity, lock_wa
 from pentrace.infrastructure.ledger.backend.upgrade import upgrade_event_ids, upgrade_indexes
 from pentrace.infrastructure.ledger.settings import ENV_URL, DatabaseTimeouts, safe_url
 
-__all__ = ["LedgerDatabase"]
+__all__ = ["LedgerDatabase", "LedgerOptions"]
+
+
+class LedgerOptions(TypedDict, total=False):
+    """The keyword options of :class:`LedgerDatabase`, for the openers that pass them on."""
+
+    table_prefix: str
+    busy_timeout_ms: int | None
+    timeouts: DatabaseTimeouts | None
+    read_only: bool
 
 
 class LedgerDatabase:
@@ -92,23 +101,9 @@ class LedgerDatabase:
         self.engine: Engine = self._open()
 
     @classmethod
-    def for_path(
-        cls,
-        path: Path,
-        *,
-        table_prefix: str = "",
-        busy_timeout_ms: int | None = None,
-        timeouts: DatabaseTimeouts | None = None,
-        read_only: bool = False,
-    ) -> LedgerDatabase:
+    def for_path(cls, path: Path, **options: Unpack[LedgerOptions]) -> LedgerDatabase:
         """A SQLite ledger in ``path``; parent folders are created (unless ``read_only``)."""
-        return cls(
-            f"sqlite:///{path}",
-            table_prefix=table_prefix,
-            busy_timeout_ms=busy_timeout_ms,
-            timeouts=timeouts,
-            read_only=read_only,
-        )
+        return cls(f"sqlite:///{path}", **options)
 
     def _open(self) -> Engine:
         if self.read_only:

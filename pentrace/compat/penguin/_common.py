@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pentrace.compat.penguin import _counters
+from pentrace.domain.runtime.scope import first_string
 from pentrace.domain.runtime.scope import normalize_directory as _normalize_directory
 
 __all__ = [
@@ -20,14 +21,6 @@ __all__ = [
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def first_string(mapping: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
-    for key in keys:
-        value = mapping.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
 
 
 def normalize_event_directory(directory: str | None) -> str | None:
