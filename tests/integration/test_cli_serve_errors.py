@@ -1,4 +1,4 @@
-"""``pentrace serve`` refuses what it cannot serve before uvicorn starts: one line, non-zero exit."""
+"""``pentrace serve`` refuses what it cannot serve before uvicorn starts, in one line."""
 
 from __future__ import annotations
 
