@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from pentrace.cli.roots import root_from_context
 from pentrace.infrastructure.analytics.database import ENV_ANALYTICS_URL
 from pentrace.infrastructure.ledger import LedgerSettings
+from pentrace.infrastructure.ledger.opener import open_ledger
 from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.service.settings import (
     ENV_ALLOWED_HOSTS,
@@ -102,8 +104,7 @@ def serve(
 
     from pentrace.service.app import create_app
 
-    data_root = ctx.obj.data_root if ctx.obj is not None else None
-    root = DataRoot(data_root.expanduser().absolute()) if data_root else DataRoot.from_env()
+    root = root_from_context(ctx)  # a mistyped root must not serve an empty listing
     settings = ServiceSettings(
         data_root=root.path,
         ledger=LedgerSettings.from_env(),
@@ -120,6 +121,9 @@ def serve(
         test_page=test_page,
     )
     app = create_app(settings)
+    # Open the ledger once before uvicorn does: an unreachable database or a bad
+    # file is then a one-line error and a non-zero exit, not a startup traceback.
+    open_ledger(settings.ledger, root.path, penguin_read_only=True).close()
     logging.getLogger("pentrace").setLevel(log_level.upper())
     embedded = _start_ingest(root) if ingest else None
     try:

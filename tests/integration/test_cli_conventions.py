@@ -26,9 +26,10 @@ from pentrace.infrastructure.storage.layout import DataRoot
 COMMANDS = list(docgen.iter_commands())
 IDS = [" ".join(path) for path, _ in COMMANDS]
 LEAVES = [(path, command) for path, command in COMMANDS if not hasattr(command, "list_commands")]
-# Commands that write a root of their own, serve forever, or exist to print the version.
+
 PENGUIN_LEDGER = Path(__file__).parents[1] / "fixtures" / "penguin" / "penguin_ledger.db"
-NO_ROOT_NEEDED = {"import", "demo", "version", "serve", "ledger import-penguin"}
+# Commands that write a root of their own, or exist to print the version.
+NO_ROOT_NEEDED = {"import", "demo", "version", "ledger import-penguin"}
 NEVER_RUN = {"demo", "serve", "projections run"}  # with --json; a missing root stops them all
 
 

@@ -106,7 +106,9 @@ def test_a_price_table_that_is_not_a_regular_file_is_refused(tmp_path: Path, kin
 @pytest.mark.parametrize("kind", sorted(INPUTS))
 def test_a_token_file_that_is_not_a_regular_file_is_refused(tmp_path: Path, kind: str) -> None:
     path = INPUTS[kind](tmp_path)
-    done = pentrace(tmp_path / "data", "serve", "--port", "0", "--token-file", str(path))
+    root = tmp_path / "data"
+    root.mkdir(mode=0o700)  # serve refuses a missing root before it reads the token
+    done = pentrace(root, "serve", "--port", "0", "--token-file", str(path))
     assert_refused(done, path, kind)
 
 
