@@ -32,14 +32,11 @@ def _record(root: Path, tool: str) -> str:
         handle = application.start_session(
             provider="p", model_id="m", model_context_window=1000, system_prompt="s"
         )
-        for step in (
-            lambda: handle.record_user_input("go"),
-            handle.begin_request,
-            lambda: handle.record_tool_call(tool, "{}", "c0"),
-            lambda: handle.end_request("completed"),
-            handle.save,
-        ):
-            step()
+        handle.record_user_input(f"call {tool[:20]}")
+        handle.begin_request()
+        handle.record_tool_call(tool, "{}", "c0")
+        handle.end_request("completed")
+        handle.save()
         return f"proj/agent/{handle.session_id}"
 
 
