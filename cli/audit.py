@@ -1,16 +1,15 @@
 """``pentrace audit``: check sessions and report every problem with file and line.
 
 Exit codes: 0 clean, 1 warnings only, 2 at least one error (after ``--fix``,
-the code of what is left).  The checks are in
-:mod:`pentrace.infrastructure.audit.run`; the repairs in
-:mod:`pentrace.infrastructure.audit.fix`.
+the code of what is left).  The workflow (audit, fix, refresh, re-audit) is
+:func:`pentrace.infrastructure.operations.audit.run_audit`; this module parses
+the arguments and formats the outcome.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
-import msgspec
 import typer
 
 from pentrace.cli.output import emit_json, emit_table, progress
@@ -21,18 +20,11 @@ from pentrace.cli.sessions.args import (
     data_root,
     resolve,
 )
-from pentrace.infrastructure.audit.fix import Change, fix_sessions
-from pentrace.infrastructure.audit.run import (
-    AuditReport,
-    audit_sessions,
-    ledger_orphans,
-    open_existing_ledger,
-    orphan_temps,
-)
+from pentrace.infrastructure.audit.fix import Change
+from pentrace.infrastructure.audit.run import AuditReport
 from pentrace.infrastructure.catalog.listing import short_id
-from pentrace.infrastructure.ledger import RuntimeEventLedger
-from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
-from pentrace.projections.audit_checks import Problem
+from pentrace.infrastructure.operations.audit import audit_document, run_audit
+from pentrace.infrastructure.storage.layout import SessionRef
 
 __all__ = ["audit"]
 
@@ -85,22 +77,6 @@ def _print_change(change: Change) -> None:
     typer.echo(f"changed: [{change.action}] {change.session_id}{where}: {change.detail}")
 
 
-def _as_json(report: AuditReport, changes: list[Change] | None) -> dict[str, Any]:
-    value: dict[str, Any] = {
-        **report.counts(),
-        "exit_code": report.exit_code,
-        "ledger": report.ledger,
-        "problems": [msgspec.to_builtins(problem) for problem in report.problems],
-        "changes": None,
-    }
-    if changes is not None:
-        value["changes"] = [
-            {"action": c.action, "session_id": c.session_id, "path": c.path, "detail": c.detail}
-            for c in changes
-        ]
-    return value
-
-
 def audit(
     ctx: typer.Context,
     session: Annotated[
@@ -137,55 +113,21 @@ def audit(
 
     Example: pentrace audit --fix 3f8a
     """
-    refs = _refs(ctx, session, project, agent)
-    root = data_root(ctx)
-    ledger = open_existing_ledger(root) if check_ledger else None
     # Ledger streams without a trace can only be told apart when every session is read.
-    whole_root = session is None and project is None and agent is None
-    try:
-        report = audit_sessions(progress(refs, total=len(refs), label="auditing"), ledger)
-        if whole_root:
-            report.orphans = _orphans(root, refs, ledger)
-        changes: list[Change] | None = None
-        if fix:
-            # Text output shows each change as it happens, so a fix that fails
-            # later (a live writer holds a session's lock) still reports them.
-            changes = fix_sessions(
-                root,
-                report.sessions,
-                ledger,
-                None if as_json else _print_change,
-                orphans=report.orphans,
-            )
-            if changes:
-                fixed = [audit.ref for audit in report.sessions]
-                fresh = [_refresh(root_ref, root) for root_ref in fixed]
-                report = audit_sessions([ref for ref in fresh if ref is not None], ledger)
-                if whole_root:
-                    report.orphans = _orphans(root, refs, ledger)
-    finally:
-        if ledger is not None:
-            ledger.close()
+    outcome = run_audit(
+        data_root(ctx),
+        _refs(ctx, session, project, agent),
+        whole_root=session is None and project is None and agent is None,
+        fix=fix,
+        check_ledger=check_ledger,
+        # Text output shows each change as it happens.
+        on_change=None if as_json else _print_change,
+        progress=lambda refs: progress(refs, total=len(refs), label="auditing"),
+    )
     if as_json:
-        emit_json(_as_json(report, changes))
+        emit_json(audit_document(outcome))
     else:
-        if changes == []:
+        if outcome.changes == []:
             typer.echo("--fix: nothing to change")
-        _print_report(report)
-    raise typer.Exit(report.exit_code)
-
-
-def _orphans(
-    root: DataRoot, refs: list[SessionRef], ledger: RuntimeEventLedger | None
-) -> list[Problem]:
-    """Findings without a session on disk: stale temp files, then the ledger's streams."""
-    found = orphan_temps(root, refs)
-    if ledger is not None:
-        found += ledger_orphans(ledger, root, (ref.key for ref in refs))
-    return found
-
-
-def _refresh(ref: SessionRef, root: Any) -> SessionRef | None:
-    """The session's shards as they are now (a fix may have renamed a torn-only shard)."""
-    shards = root.find_shards(ref.project, ref.agent, ref.session_id)
-    return SessionRef(ref.project, ref.agent, ref.session_id, tuple(shards)) if shards else None
+        _print_report(outcome.report)
+    raise typer.Exit(outcome.exit_code)

@@ -2,13 +2,15 @@
 
 ``GET /api/v1/stats/{kind}`` with ``kind`` one of ``tokens``, ``cost``,
 ``tools``, ``requests``, ``sessions``, ``tree`` returns the same JSON document
-as ``pentrace stats <kind> --json`` (``docs/projections.md``).  Query
+as ``pentrace stats <kind> --json`` (``docs/projections.md``), built by the same
+function (:mod:`pentrace.infrastructure.operations.stats`).  Query
 parameters: ``by``, ``since``, ``until`` (inclusive UTC days) and
 ``catch_up=1`` to bring the built-in projections up to date with the ledger
 first (otherwise the read models are served as the runners left them).
 ``GET /api/v1/projections`` lists each built-in projection's position and
 its failed events (ADR 0032): ``failed_events`` counts them, ``failures``
-lists them (session, sequence, notification id, type, redacted error).
+lists them (session, sequence, notification id, type, redacted error); the
+rows are those of ``pentrace projections status --json`` plus ``failures``.
 
 Mount with ``routes.extend(analytics_routes.routes)``.
 """
@@ -21,26 +23,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from pentrace.infrastructure.analytics import queries
-from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
-from pentrace.infrastructure.analytics.failures import read_failures
-from pentrace.infrastructure.analytics.prices import load_prices
+from pentrace.infrastructure.analytics.database import AnalyticsDatabase
+from pentrace.infrastructure.analytics.query_rows import GROUPS
 from pentrace.infrastructure.analytics.registry import BUILTINS
-from pentrace.infrastructure.analytics.runner import catch_up, open_ledger, open_projection
+from pentrace.infrastructure.operations.projections import projection_status
+from pentrace.infrastructure.operations.stats import NEEDS, StatsQuery, read_models, stats_document
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
 from pentrace.service.edge.errors import BadRequest
 
 __all__ = ["open_read_models", "openapi_paths", "routes"]
-
-_NEEDS: Final = {
-    "tokens": ("tokens",),
-    "cost": ("tokens",),
-    "tools": ("tools",),
-    "requests": ("sessions",),
-    "sessions": ("sessions",),
-    "tree": ("sessions", "tokens"),
-}
 
 
 def open_read_models(
@@ -48,80 +40,46 @@ def open_read_models(
 ) -> AnalyticsDatabase:
     """The read models' database, with the ``names`` projections' tables in place and, when
     ``bring_up_to_date``, caught up with the ledger first (the web Usage page uses it too)."""
-    root, env = context.settings.data_root, context.settings.analytics_env()
-    for name in names:
-        if bring_up_to_date:
-            catch_up(BUILTINS[name], data_root=root, env=env)
-        else:
-            projection = open_projection(BUILTINS[name], root, env)  # creates empty tables once
-            projection.view.db.close()
-    return AnalyticsDatabase(analytics_url(root, env))
+    settings = context.settings
+    return read_models(
+        settings.data_root, names, catch_up_first=bring_up_to_date, env=settings.analytics_env()
+    )
 
 
-def _read(context: ServiceContext, kind: str, params: dict[str, Any]) -> Any:
-    db = open_read_models(context, _NEEDS[kind], params["catch_up"])
-    try:
-        since, until, by = params["since"], params["until"], params["by"]
-        if kind == "tokens":
-            return {"by": by or "model", "rows": queries.tokens(db, by or "model", since, until)}
-        if kind == "cost":
-            table = load_prices()
-            rows = queries.cost(db, table, by or "model", since, until)
-            return {"by": by or "model", "currency": table.currency, "rows": rows}
-        if kind == "tools":
-            return queries.tools(db, since, until)
-        if kind == "requests":
-            return queries.requests(db, since, until)
-        if kind == "sessions":
-            return {"by": by or "day", "rows": queries.sessions(db, by or "day", since, until)}
-        return {"trees": queries.tree(db, since, until)}
-    finally:
-        db.close()
+def _read(context: ServiceContext, query: StatsQuery, catch_up: bool) -> dict[str, Any]:
+    settings = context.settings
+    return stats_document(
+        settings.data_root, query, catch_up_first=catch_up, env=settings.analytics_env()
+    )
 
 
 async def stats_route(request: Request) -> Response:
     """``GET /api/v1/stats/{kind}``: one analytics document."""
     kind = params.path_text(request, "kind")
-    if kind not in _NEEDS:
+    if kind not in NEEDS:
         raise BadRequest(
-            f"stats kind: expected one of {', '.join(_NEEDS)}, found {kind[:30]!r}",
+            f"stats kind: expected one of {', '.join(NEEDS)}, found {kind[:30]!r}",
             hint="for example /api/v1/stats/tokens?by=model",
         )
-    query = {
-        "by": params.choice(request, "by", tuple(queries.GROUPS)),
-        "since": params.day(request, "since"),
-        "until": params.day(request, "until"),
-        "catch_up": bool(params.flag(request, "catch_up")),
-    }
+    query = StatsQuery(
+        kind,
+        by=params.choice(request, "by", tuple(GROUPS)),
+        since=params.day(request, "since"),
+        until=params.day(request, "until"),
+    )
+    catch_up = bool(params.flag(request, "catch_up"))
     context: ServiceContext = request.app.state.context
-    return JSONResponse(await context.run(_read, context, kind, query))
+    return JSONResponse(await context.run(_read, context, query, catch_up))
 
 
 def _status(context: ServiceContext) -> dict[str, Any]:
-    root, env = context.settings.data_root, context.settings.analytics_env()
-    ledger = open_ledger(root, env)
-    try:
-        newest = ledger.max_notification_id() or 0
-    finally:
-        ledger.close()
-    rows = []
-    for name, each in BUILTINS.items():
-        projection = open_projection(each, root, env)
-        try:
-            position = projection.view.max_tracking_id(name) or 0
-            failures = [f.as_json() for f in read_failures(projection.view.db, name)]
-        finally:
-            projection.view.db.close()
-        rows.append(
-            {
-                "name": name,
-                "position": position,
-                "ledger_newest": newest,
-                "failed_events": len(failures),
-                "failures": failures,
-            }
-        )
-    return {"projections": rows}
+    settings = context.settings
+    return projection_status(
+        settings.data_root,
+        BUILTINS.values(),
+        env=settings.analytics_env(),
+        with_failures=True,
+    )
 
 
 async def projections_route(request: Request) -> Response:
@@ -153,7 +111,7 @@ openapi_paths: Final[dict[str, Any]] = {
                     "name": "kind",
                     "in": "path",
                     "required": True,
-                    "schema": {"type": "string", "enum": list(_NEEDS)},
+                    "schema": {"type": "string", "enum": list(NEEDS)},
                 },
                 *_QUERY,
             ],

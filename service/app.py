@@ -31,7 +31,7 @@ from starlette.types import ASGIApp, ExceptionHandler, Lifespan
 
 from pentrace.errors import PentraceError
 from pentrace.infrastructure.ledger.opener import open_ledger
-from pentrace.service import analytics_routes
+from pentrace.service import analytics_routes, sessions
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge.auth import BearerAuth
 from pentrace.service.edge.errors import ErrorWriter
@@ -42,7 +42,6 @@ from pentrace.service.events.frames import FrameCache
 from pentrace.service.events.sse import sse_endpoint
 from pentrace.service.events.test_page import test_page_routes
 from pentrace.service.openapi import openapi_document
-from pentrace.service.sessions import list_route, show_route, trace_route
 from pentrace.service.settings import ServiceSettings
 from pentrace.service.web import routes as web_routes
 
@@ -140,14 +139,7 @@ def create_app(settings: ServiceSettings) -> Starlette:
 
     routes = [
         Route("/api/v1/events/sse", sse_endpoint, methods=["GET"]),
-        Route("/api/v1/sessions", list_route, methods=["GET"]),
-        Route("/api/v1/sessions/{session_id}", show_route, methods=["GET"]),
-        Route("/api/v1/sessions/{session_id}/trace", trace_route, methods=["GET"]),
-        # The owner-naming reference project/agent/session-id (ADR 0023).
-        Route("/api/v1/sessions/{project}/{agent}/{session_id}", show_route, methods=["GET"]),
-        Route(
-            "/api/v1/sessions/{project}/{agent}/{session_id}/trace", trace_route, methods=["GET"]
-        ),
+        *sessions.routes,  # each also under the owner-naming project/agent/id (ADR 0023)
         Route("/openapi.json", _openapi, methods=["GET"]),
         *analytics_routes.routes,
         *web_routes,

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from pentrace import __version__
+from pentrace.infrastructure.operations import documents
 from pentrace.service import analytics_routes
 from pentrace.service.web.routes import openapi_paths as web_paths
 
@@ -30,46 +31,6 @@ class ErrorBody(BaseModel):
     """Every error response."""
 
     error: ErrorDetail
-
-
-class SessionItem(BaseModel):
-    """One session in a listing."""
-
-    id: str
-    ref: str = Field(description="project/agent/id: names the session when the id is shared")
-    project: str
-    agent: str
-    start: str | None = Field(description="first record's timestamp, as written")
-    provider: str | None
-    model: str | None
-    model_name: str | None = Field(description="provider/model, as the CLI shows it")
-    turns: int = Field(description="committed requests")
-    tokens: int = Field(description="every request's token total, summed")
-    requests: int = Field(description="requests begun, however they ended")
-    duration_s: float | None = Field(description="first to last record timestamp, seconds")
-    last_status: str = Field(description="last request_end status, or none / open")
-    has_errors: bool
-    shards: int
-
-
-class SessionList(BaseModel):
-    """``GET /api/v1/sessions``."""
-
-    sessions: list[SessionItem]
-    total: int = Field(description="sessions matching the filters, before limit")
-
-
-class SessionDetail(SessionItem):
-    """``GET /api/v1/sessions/{id}``."""
-
-    bytes: int
-    skipped_lines: int
-    torn_tails: int
-    problem: str | None
-    summary: dict[str, Any] = Field(description="the session summary (pentrace show --json)")
-    numbers: dict[str, Any] = Field(
-        description="requests, turns, tokens, duration, model (pentrace show --json numbers)"
-    )
 
 
 class OpenCodeEvent(BaseModel):
@@ -117,14 +78,44 @@ class GapFrame(BaseModel):
     properties: GapProperties
 
 
-_MODELS = (ErrorBody, SessionList, SessionDetail, OpenCodeEvent, ConnectedFrame, GapFrame)
+_MODELS = (ErrorBody, OpenCodeEvent, ConnectedFrame, GapFrame)
 
 
-def _ref(model: type[BaseModel]) -> dict[str, str]:
-    return {"$ref": f"#/components/schemas/{model.__name__}"}
+def _object(fields: Any, description: str) -> dict[str, Any]:
+    properties = {name: {"type": kind, "description": text} for name, kind, text in fields}
+    return {"type": "object", "description": description, "properties": properties,
+            "required": list(properties)}  # fmt: skip
 
 
-def _json(model: type[BaseModel], description: str) -> dict[str, Any]:
+def _session_schemas() -> dict[str, Any]:
+    """The session document (:mod:`pentrace.infrastructure.operations.documents`) as JSON
+    Schema: its fields, then the service's older names, each repeating one of them."""
+    types = {name: kind for name, kind, _ in documents.FIELDS}
+    aliases = [
+        (old, types[new], f"the same as {new} (the name before ADR 0036)")
+        for old, new in documents.SERVICE_ALIASES.items()
+    ]
+    item = _object([*documents.FIELDS, *aliases], "One session (a listing entry)")
+    detail = _object(
+        [*documents.FIELDS, *documents.DETAIL_FIELDS, *aliases], "GET /api/v1/sessions/{id}"
+    )
+    listing = _object(
+        [
+            ("sessions", "array", "the matching sessions, after limit"),
+            ("total", "integer", "sessions matching the filters, before limit"),
+        ],
+        "GET /api/v1/sessions",
+    )
+    listing["properties"]["sessions"]["items"] = _ref("SessionItem")
+    return {"SessionItem": item, "SessionList": listing, "SessionDetail": detail}
+
+
+def _ref(model: type[BaseModel] | str) -> dict[str, str]:
+    name = model if isinstance(model, str) else model.__name__
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(model: type[BaseModel] | str, description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": _ref(model)}}}
 
 
@@ -163,6 +154,39 @@ _OWNER_PATH = [
 ]
 
 
+def _session_paths(not_found: dict[str, Any]) -> dict[str, Any]:
+    """One session's routes, each also under the owner-naming project/agent/id (ADR 0023)."""
+    stream = _query("shard", "a shard number or 'all' (default: the latest)")
+    redacted = _query(
+        "redacted", "default true; false sends the file's bytes, only with the token", "boolean"
+    )
+    bodies = {"application/x-ndjson": "one record per line", "application/gzip": "a tar.gz"}
+    items: dict[str, tuple[str, list[dict[str, Any]], Any]] = {
+        "": ("One session's meta, counters and files", [], _json("SessionDetail", "the session")),
+        "/trace": ("A trace shard as JSONL, redacted (verbatim needs the token)",
+                   [redacted, stream], "application/x-ndjson"),
+        "/archive": ("The tar.gz of `pentrace export --archive` (needs the token)",
+                     [], "application/gzip"),
+    }  # fmt: skip
+    paths: dict[str, Any] = {}
+    for suffix, (summary, extra, body) in items.items():
+        if isinstance(body, str):
+            body = {"description": bodies[body], "content": {body: {"schema": {"type": "string"}}}}
+        owners: list[tuple[list[dict[str, Any]], str]] = [
+            ([], "{session_id}"),
+            (_OWNER_PATH, "{project}/{agent}/{session_id}"),
+        ]
+        for owner, where in owners:
+            paths[f"/api/v1/sessions/{where}{suffix}"] = {
+                "get": {
+                    "summary": summary + (", by its owner" if owner else ""),
+                    "parameters": [*owner, _SESSION_PATH, *extra],
+                    "responses": {"200": body, "404": not_found, **_ERRORS},
+                }
+            }
+    return paths
+
+
 def openapi_document() -> dict[str, Any]:
     """The OpenAPI 3.1 document."""
     schemas: dict[str, Any] = {}
@@ -170,6 +194,7 @@ def openapi_document() -> dict[str, Any]:
         schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
         schemas.update(schema.pop("$defs", {}))
         schemas[model.__name__] = schema
+    schemas.update(_session_schemas())
     not_found = _json(ErrorBody, "no session matches")
     return {
         "openapi": "3.1.0",
@@ -226,74 +251,10 @@ def openapi_document() -> dict[str, Any]:
                         _query("reverse", "descending order", "boolean"),
                         _query("limit", "at most this many", "integer"),
                     ],
-                    "responses": {"200": _json(SessionList, "matching sessions"), **_ERRORS},
+                    "responses": {"200": _json("SessionList", "matching sessions"), **_ERRORS},
                 }
             },
-            "/api/v1/sessions/{session_id}": {
-                "get": {
-                    "summary": "One session's meta and counters",
-                    "parameters": [_SESSION_PATH],
-                    "responses": {
-                        "200": _json(SessionDetail, "the session"),
-                        "404": not_found,
-                        **_ERRORS,
-                    },
-                }
-            },
-            "/api/v1/sessions/{session_id}/trace": {
-                "get": {
-                    "summary": "A trace shard as JSONL, redacted (verbatim needs the token)",
-                    "parameters": [
-                        _SESSION_PATH,
-                        _query(
-                            "redacted",
-                            "default true; false sends the file's bytes, only with the token",
-                            "boolean",
-                        ),
-                        _query("shard", "a shard number or 'all' (default: the latest)"),
-                    ],
-                    "responses": {
-                        "200": {
-                            "description": "one record per line",
-                            "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
-                        },
-                        "404": not_found,
-                        **_ERRORS,
-                    },
-                }
-            },
-            "/api/v1/sessions/{project}/{agent}/{session_id}": {
-                "get": {
-                    "summary": "One session's meta and counters, by its owner",
-                    "parameters": [*_OWNER_PATH, _SESSION_PATH],
-                    "responses": {
-                        "200": _json(SessionDetail, "the session"),
-                        "404": not_found,
-                        **_ERRORS,
-                    },
-                }
-            },
-            "/api/v1/sessions/{project}/{agent}/{session_id}/trace": {
-                "get": {
-                    "summary": "A trace shard as JSONL, by the session's owner",
-                    "parameters": [
-                        *_OWNER_PATH,
-                        _SESSION_PATH,
-                        _query(
-                            "redacted", "pass every record through the redaction policy", "boolean"
-                        ),
-                        _query("shard", "a shard number or 'all' (default: the latest)"),
-                    ],
-                    "responses": {
-                        "200": {
-                            "description": "one record per line",
-                            "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
-                        },
-                        "404": not_found,
-                        **_ERRORS,
-                    },
-                }
-            },
+            **_session_paths(not_found),
             **analytics_routes.openapi_paths,
             **web_paths,
             "/openapi.json": {

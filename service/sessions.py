@@ -3,9 +3,12 @@
 ``GET /api/v1/sessions`` lists (filters and sort as ``pentrace sessions list``),
 ``GET /api/v1/sessions/{id}`` shows one session's meta and counters (a unique
 id prefix or 8-hex token works; ``/api/v1/sessions/{project}/{agent}/{id}``
-names the owner when the id exists under several), and ``GET /api/v1/sessions/{id}/trace``
+names the owner when the id exists under several), ``GET /api/v1/sessions/{id}/trace``
 streams a shard record by record through the redaction policy, or verbatim
-(``?redacted=false``) to a caller that sent the bearer token (ADR 0012).
+(``?redacted=false``) to a caller that sent the bearer token (ADR 0012), and
+``GET /api/v1/sessions/{id}/archive`` sends the tar.gz of ``pentrace export
+--archive`` to such a caller.  The documents and the bytes come from
+:mod:`pentrace.infrastructure.operations`, as the CLI's do.
 Summaries pass through the same redaction before they leave, so a secret that
 slipped into meta (a workspace path with a token in it) is hidden here too.
 Every request value is read through :mod:`pentrace.service.edge.params`.
@@ -13,18 +16,14 @@ Every request value is read through :mod:`pentrace.service.edge.params`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Final
 
-import msgspec
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
 
-from pentrace.domain.json_codec import JsonEncoder
 from pentrace.domain.redaction import redact
-from pentrace.errors import NotFoundError
 from pentrace.infrastructure.catalog.listing import (
     SORT_KEYS,
     SessionFilter,
@@ -33,46 +32,35 @@ from pentrace.infrastructure.catalog.listing import (
     read_row,
     resolve_session,
 )
-from pentrace.infrastructure.storage.layout import SessionRef, ShardRef
-from pentrace.infrastructure.trace.reader import read_shard
-from pentrace.projections.session_numbers import numbers_of
+from pentrace.infrastructure.operations.documents import (
+    SERVICE_ALIASES,
+    session_detail,
+    session_document,
+    with_aliases,
+)
+from pentrace.infrastructure.operations.exports import archive_export, trace_export
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
 from pentrace.service.edge.auth import authenticated
 from pentrace.service.edge.errors import ErrorWriter, Forbidden
 
-__all__ = ["list_route", "session_filter", "session_item", "show_route", "trace_route"]
+__all__ = [
+    "archive_route",
+    "list_route",
+    "routes",
+    "session_filter",
+    "session_item",
+    "show_route",
+    "trace_route",
+]
 
-_CHUNK: Final = 256 * 1024
-_encode: Final = JsonEncoder().encode
 _MAX_SHARD: Final = 1_000_000
 _MAX_LIMIT: Final = 1_000_000
 
 
 def session_item(row: SessionRow) -> dict[str, Any]:
-    """One list entry: id, its reference ``project/agent/id``, project, agent, start, model,
-    turns, tokens, last status."""
-    summary = row.summary
-    numbers = numbers_of(summary)
-    item: dict[str, Any] = redact(
-        {
-            "id": row.session_id,
-            "ref": f"{row.project}/{row.agent}/{row.session_id}",
-            "project": row.project,
-            "agent": row.agent,
-            "start": row.start,
-            "provider": summary.provider,
-            "model": summary.model_id,
-            "model_name": numbers.model,
-            "turns": summary.turns,
-            "tokens": summary.total_tokens,
-            "requests": numbers.request_total,
-            "duration_s": numbers.duration_s,
-            "last_status": row.status,
-            "has_errors": row.has_errors,
-            "shards": row.shards,
-        }
-    ).value
+    """One list entry: the session document (ADR 0036) with the service's old names, redacted."""
+    item: dict[str, Any] = redact(with_aliases(session_document(row), SERVICE_ALIASES)).value
     return item
 
 
@@ -115,17 +103,23 @@ async def show_route(request: Request) -> Response:
     errors: ErrorWriter = request.app.state.errors
     ref = await context.run(resolve_session, context.root, _reference(request))
     row = await context.run(read_row, ref)
-    detail = {
-        **session_item(row),
-        "bytes": row.bytes,
-        "skipped_lines": row.skipped_lines,
-        "torn_tails": row.torn_tails,
+    detail: dict[str, Any] = redact(
+        with_aliases(session_detail(context.root, ref, row), SERVICE_ALIASES)
+    ).value
+    if row.problem is not None:
         # A reader's message names files: relative to the data root, like error bodies.
-        "problem": None if row.problem is None else errors.scrub(row.problem),
-        "summary": redact(msgspec.to_builtins(row.summary)).value,
-        "numbers": redact(msgspec.to_builtins(numbers_of(row.summary))).value,
-    }
+        detail["problem"] = errors.scrub(detail["problem"])
     return JSONResponse(detail)
+
+
+def _verbatim_allowed(request: Request, what: str, instead: str) -> None:
+    if not authenticated(request.scope):
+        raise Forbidden(
+            f"{what} holds unredacted credentials: expected a request with the bearer token, "
+            "found a server without one",
+            hint=f"{instead}, or start the server with PENTRACE_API_TOKEN (or --token-file) "
+            "and send Authorization: Bearer <token>",
+        )
 
 
 async def trace_route(request: Request) -> Response:
@@ -133,26 +127,47 @@ async def trace_route(request: Request) -> Response:
     ``?redacted=false`` from a caller with the bearer token.
 
     ``?shard=N`` picks a shard (default: the latest, a complete model context);
-    ``?shard=all`` streams every shard in index order.
+    ``?shard=all`` streams every shard in index order.  The bytes are those of
+    ``pentrace export`` (:mod:`pentrace.infrastructure.operations.exports`).
     """
     context: ServiceContext = request.app.state.context
     redacted = params.flag(request, "redacted") is not False
-    if not redacted and not authenticated(request.scope):
-        raise Forbidden(
-            "the verbatim trace (redacted=false) holds unredacted credentials: expected a "
-            "request with the bearer token, found a server without one",
-            hint="omit redacted=false for the redacted trace, or start the server with "
-            "PENTRACE_API_TOKEN (or --token-file) and send Authorization: Bearer <token>",
+    if not redacted:
+        _verbatim_allowed(
+            request,
+            "the verbatim trace (redacted=false)",
+            "omit redacted=false for the redacted trace",
         )
     ref = await context.run(resolve_session, context.root, _reference(request))
-    shards = _chosen_shards(ref, params.integer_or(request, "shard", "all", high=_MAX_SHARD))
-    body = _redacted_lines(shards) if redacted else _verbatim(shards)
+    wanted = params.integer_or(request, "shard", "all", high=_MAX_SHARD)
+    export = trace_export(
+        ref, shard="all" if isinstance(wanted, str) else wanted, redacted=redacted
+    )
     return StreamingResponse(
-        body,
+        export.chunks,
         media_type="application/x-ndjson",
         headers={
             "X-Pentrace-Session": ref.session_id,
             "X-Pentrace-Redacted": str(redacted).lower(),
+        },
+    )
+
+
+async def archive_route(request: Request) -> Response:
+    """``GET /api/v1/sessions/{id}/archive``: the tar.gz of ``pentrace export --archive``
+    (every shard verbatim, with the subagent children), for a caller with the bearer token."""
+    context: ServiceContext = request.app.state.context
+    _verbatim_allowed(
+        request, "the archive (every shard verbatim)", "read the redacted trace (/trace) instead"
+    )
+    ref = await context.run(resolve_session, context.root, _reference(request))
+    built = await context.run(archive_export, context.root, ref)
+    return StreamingResponse(
+        built.chunks,
+        media_type="application/gzip",
+        headers={
+            "X-Pentrace-Session": ref.session_id,
+            "Content-Disposition": f'attachment; filename="{ref.session_id}.tar.gz"',
         },
     )
 
@@ -167,40 +182,23 @@ def _reference(request: Request) -> str:
     return "/".join(parts)
 
 
-def _chosen_shards(ref: SessionRef, wanted: int | str | None) -> list[ShardRef]:
-    if wanted is None:
-        return [ref.shards[-1]]
-    if wanted == "all":
-        return list(ref.shards)
-    for shard in ref.shards:
-        if shard.index == wanted:
-            return [shard]
-    have = ", ".join(str(shard.index) for shard in ref.shards)
-    raise NotFoundError(
-        f"session {ref.session_id} has no shard {wanted} (it has {have})",
-        hint="omit shard to get the latest",
+def _owned(path: str) -> tuple[str, str]:
+    """A session path and the same path naming the owner (ADR 0023)."""
+    return (
+        f"/api/v1/sessions/{{session_id}}{path}",
+        f"/api/v1/sessions/{{project}}/{{agent}}/{{session_id}}{path}",
     )
 
 
-def _verbatim(shards: list[ShardRef]) -> Iterator[bytes]:
-    """Each shard's bytes as they were when opened (a live writer's later appends are not read)."""
-    for shard in shards:
-        with Path(shard.path).open("rb") as handle:
-            left = handle.seek(0, 2)
-            handle.seek(0)
-            while left > 0 and (chunk := handle.read(min(_CHUNK, left))):
-                left -= len(chunk)
-                yield chunk
-
-
-def _redacted_lines(shards: list[ShardRef]) -> Iterator[bytes]:
-    """Each record through the redaction policy; lines that do not parse are left out."""
-    for shard in shards:
-        batch: list[bytes] = []
-        for record in read_shard(shard.path):
-            batch.append(_encode(redact(record.value()).value) + b"\n")
-            if len(batch) >= 256:
-                yield b"".join(batch)
-                batch = []
-        if batch:
-            yield b"".join(batch)
+routes: Final = [
+    Route("/api/v1/sessions", list_route, methods=["GET"]),
+    *(
+        Route(where, endpoint, methods=["GET"])
+        for path, endpoint in (
+            ("", show_route),
+            ("/trace", trace_route),
+            ("/archive", archive_route),
+        )
+        for where in _owned(path)
+    ),
+]

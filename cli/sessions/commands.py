@@ -7,10 +7,8 @@ documented in ``docs/cli-json.md``.
 
 from __future__ import annotations
 
-import os
 from typing import Annotated, Any, Final
 
-import msgspec
 import typer
 
 from pentrace.cli.options import (
@@ -39,10 +37,17 @@ from pentrace.infrastructure.catalog.listing import (
     SessionRow,
     list_sessions,
     read_row,
-    short_id,
+)
+from pentrace.infrastructure.operations.documents import (
+    CLI_ALIASES,
+    FIELDS,
+    session_detail,
+    session_document,
+    shard_files,
+    with_aliases,
 )
 from pentrace.infrastructure.sessions.files import delete_session
-from pentrace.infrastructure.storage.layout import SessionRef
+from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 from pentrace.projections.session_numbers import model_name, numbers_of
 
 __all__ = ["register", "row_json", "sessions_app"]
@@ -58,46 +63,18 @@ def _number(value: object) -> int:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
 
-def _model(row: SessionRow) -> str | None:
-    return model_name(row.summary.provider, row.summary.model_id)
-
-
 def _start(start: str | None, *, short: bool) -> str | None:
     """The start time; to the minute at a terminal, where width is scarce."""
     return start[:16].replace("T", " ") if short and start else start
 
 
-ROW_FIELDS: Final = (
-    "project", "agent", "session_id", "short_id", "start", "last", "provider", "model_id",
-    "source", "turns", "tokens", "status", "records", "shards", "bytes", "has_errors", "problem",
-)  # fmt: skip
+ROW_FIELDS: Final = (*(name for name, _, _ in FIELDS), *CLI_ALIASES)
 
 
 def row_json(row: SessionRow) -> dict[str, Any]:
-    """The ``sessions list --json`` object of one session."""
-    summary = row.summary
-    return {
-        "project": row.project,
-        "agent": row.agent,
-        "session_id": row.session_id,
-        "ref": f"{row.project}/{row.agent}/{row.session_id}",
-        "short_id": short_id(row.session_id),
-        "start": row.start,
-        "last": summary.last_timestamp,
-        "provider": summary.provider,
-        "model_id": summary.model_id,
-        "source": summary.source,
-        "turns": summary.turns,
-        "tokens": summary.total_tokens,
-        "model": _model(row),
-        "requests": numbers_of(summary).request_total,
-        "status": row.status,
-        "records": summary.records,
-        "shards": row.shards,
-        "bytes": row.bytes,
-        "has_errors": row.has_errors,
-        "problem": row.problem,
-    }
+    """The ``sessions list --json`` object of one session: the session document, with the
+    CLI's old names as aliases (``docs/cli-json.md``)."""
+    return with_aliases(session_document(row), CLI_ALIASES)
 
 
 @sessions_app.command("list")
@@ -176,7 +153,7 @@ def list_command(
                 row.session_id,
                 f"{row.project}/{row.agent}",
                 _start(row.start, short=tty),
-                _model(row),
+                model_name(row.summary.provider, row.summary.model_id),
                 row.summary.turns,
                 row.summary.total_tokens,
                 row.status,
@@ -190,38 +167,15 @@ def list_command(
     )
 
 
-def _shards_json(ref: SessionRef) -> list[dict[str, Any]]:
-    shards = []
-    for shard in ref.shards:
-        try:
-            size: int | None = os.stat(shard.path).st_size
-        except OSError:
-            size = None
-        day = shard.day.isoformat()
-        shards.append({"index": shard.index, "day": day, "path": str(shard.path), "bytes": size})
-    return shards
+def show_json(root: DataRoot, ref: SessionRef, row: SessionRow) -> dict[str, Any]:
+    """The ``show --json`` object: the session detail with the CLI's old names; the old
+    ``shards`` is the list of files with absolute paths."""
+    detail = session_detail(root, ref, row)
+    files = [{**f, "path": str(root.path / f["path"])} for f in detail["shard_files"]]
+    return {**with_aliases(detail, CLI_ALIASES), "shards": files}
 
 
-def show_json(ref: SessionRef, row: SessionRow) -> dict[str, Any]:
-    """The ``show --json`` object."""
-    return {
-        "project": ref.project,
-        "agent": ref.agent,
-        "session_id": ref.session_id,
-        "short_id": short_id(ref.session_id),
-        "shards": _shards_json(ref),
-        "bytes": row.bytes,
-        "skipped_lines": row.skipped_lines,
-        "torn_tails": row.torn_tails,
-        "problem": row.problem,
-        "has_errors": row.has_errors,
-        "summary": msgspec.to_builtins(row.summary),
-        "ref": ref.key.reference,
-        "numbers": msgspec.to_builtins(numbers_of(row.summary)),
-    }
-
-
-def _show_text(ref: SessionRef, row: SessionRow) -> None:
+def _show_text(root: DataRoot, ref: SessionRef, row: SessionRow) -> None:
     summary = row.summary
     numbers = numbers_of(summary)
     requests = ", ".join(f"{k} {v}" for k, v in numbers.requests.items()) or "none"
@@ -260,8 +214,9 @@ def _show_text(ref: SessionRef, row: SessionRow) -> None:
     if row.problem:
         lines.append(f"problem      {row.problem}")
     typer.echo("\n".join(lines))
-    for shard in _shards_json(ref):
-        typer.echo(f"  shard {shard['index']:03d}  {shard['path']}  ({shard['bytes']} bytes)")
+    for shard in shard_files(root, ref):
+        where = root.path / shard["path"]
+        typer.echo(f"  shard {shard['index']:03d}  {where}  ({shard['bytes']} bytes)")
     if summary.tool_calls:
         emit_table(
             ("tool", "calls", "failures", "unanswered"),
@@ -281,12 +236,12 @@ def show(
 
     Example: pentrace show 3f8a1c2d
     """
-    _, ref = resolve(ctx, session, project, agent)
+    root, ref = resolve(ctx, session, project, agent)
     row = read_row(ref)
     if as_json:
-        emit_json(show_json(ref, row))
+        emit_json(show_json(root, ref, row))
     else:
-        _show_text(ref, row)
+        _show_text(root, ref, row)
 
 
 def delete(

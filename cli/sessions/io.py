@@ -18,8 +18,9 @@ from pentrace.cli.sessions.args import (
     resolve,
 )
 from pentrace.errors import LedgerError, UsageError
+from pentrace.infrastructure.operations.exports import archive_export, trace_export, write_chunks
 from pentrace.infrastructure.sessions.archive_import import import_archive, is_archive
-from pentrace.infrastructure.sessions.files import export_archive, export_session, import_session
+from pentrace.infrastructure.sessions.files import import_session
 from pentrace.infrastructure.sessions.fork import fork_session
 from pentrace.infrastructure.storage.layout import DataRoot
 
@@ -74,27 +75,22 @@ def export(
             hint="pass -o FILE, or redirect stdout to a file",
         )
     dest: Any = output if output is not None else sys.stdout.buffer
+    where = str(output) if output is not None else "stdout"
     if archive:
-        result = export_archive(root, ref.project, ref.agent, ref.session_id, dest)
-        missing = f", {len(result.missing)} child session(s) missing" if result.missing else ""
-        where = str(result.path) if result.path else "stdout"
-        _note(
-            f"archived {len(result.session_ids)} session(s), "
-            f"{result.bytes} bytes to {where}{missing}"
-        )
+        built = archive_export(root, ref)
+        size = write_chunks(built.chunks, dest, f"the archive of {ref.session_id}")
+        missing = f", {len(built.missing)} child session(s) missing" if built.missing else ""
+        _note(f"archived {len(built.session_ids)} session(s), {size} bytes to {where}{missing}")
         return
-    exported = export_session(
-        root, ref.project, ref.agent, ref.session_id, dest, index=shard, redacted=redacted
-    )
+    export = trace_export(ref, shard=shard, redacted=redacted)
+    size = write_chunks(export.chunks, dest, str(export.shards[0].path))
     sys.stdout.flush()
-    kind = "redacted" if exported.redacted else "verbatim"
-    left_out = (
-        f", {exported.skipped_lines} unparsable line(s) left out" if exported.skipped_lines else ""
-    )
-    where = str(exported.path) if exported.path else "stdout"
+    kind = "redacted" if redacted else "verbatim"
+    skipped = export.skipped_lines
+    left_out = f", {skipped} unparsable line(s) left out" if skipped else ""
     _note(
-        f"exported shard {exported.shard.index:03d} of {ref.session_id} ({kind}), "
-        f"{exported.bytes} bytes to {where}{left_out}"
+        f"exported shard {export.shards[0].index:03d} of {ref.session_id} ({kind}), "
+        f"{size} bytes to {where}{left_out}"
     )
 
 

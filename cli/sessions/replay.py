@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import Annotated, Final
 
 import click
-import msgspec
 import typer
 
 from pentrace.cli.options import JsonLinesOption
@@ -21,6 +20,7 @@ from pentrace.cli.sessions.args import (
 )
 from pentrace.cli.sessions.replay_render import render_replay
 from pentrace.domain.json_codec import JsonEncoder
+from pentrace.infrastructure.operations.documents import replay_document, replay_item
 from pentrace.infrastructure.sessions.fork import read_replay
 from pentrace.infrastructure.trace.reader import ParseReport
 from pentrace.infrastructure.trace.resume import resume_trace_file
@@ -46,20 +46,6 @@ def _shown(item: ReplayItem) -> bool:
     record = item.record
     ended = record.kind == "event_msg" and record.ptype == "request_end"
     return item.committed or (item.state == "dropped" and ended)
-
-
-def _item_json(item: ReplayItem) -> dict[str, Any]:
-    return {
-        "position": item.position,
-        "shard": item.shard,
-        "line": item.record.line,
-        "round": item.round,
-        "state": item.state,
-        "status": item.status,
-        "turn": item.turn,
-        "in_compaction": item.in_compaction,
-        "envelope": msgspec.Raw(item.record.raw),
-    }
 
 
 def replay(
@@ -99,18 +85,10 @@ def replay(
     items = read_replay(ref, report)
     shown = items if include_uncommitted else [item for item in items if item.committed]
     if as_jsonl:
-        _write(b"".join(_encoder.encode(_item_json(item)) + b"\n" for item in shown))
+        _write(b"".join(_encoder.encode(replay_item(item)) + b"\n" for item in shown))
         return
     if as_json:
-        document = {
-            "project": ref.project,
-            "agent": ref.agent,
-            "session_id": ref.session_id,
-            "include_uncommitted": include_uncommitted,
-            "skipped_lines": report.skipped_count,
-            "torn_tails": len(report.torn_tails),
-            "items": [_item_json(item) for item in shown],
-        }
+        document = replay_document(ref, shown, report, include_uncommitted=include_uncommitted)
         _write(json_bytes(document) + b"\n")
         return
     if raw:

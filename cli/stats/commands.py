@@ -1,15 +1,15 @@
 """``pentrace stats ...``: analytics from the built-in read models.
 
 ``stats`` first catches the built-in projections up with the ledger (``--sync``
-also indexes traces the ledger is missing), then reads their read models
-through :mod:`pentrace.infrastructure.analytics.queries` - the same core the
-HTTP routes use.  ``--json`` output is a documented contract
-(``docs/projections.md``): fields are only ever added.
+also indexes traces the ledger is missing), then builds the document with
+:mod:`pentrace.infrastructure.operations.stats` - the same function, and the
+same table of which projections each stat needs, that the HTTP routes use.
+``--json`` output is a documented contract (``docs/projections.md``): fields
+are only ever added.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,13 +19,10 @@ from pentrace.cli.options import TIME_HELP, FieldsOption, check_fields, day_boun
 from pentrace.cli.output import emit_json, emit_table
 from pentrace.cli.sessions.args import JsonOption, data_root
 from pentrace.cli.stats.plots import cost_plot, tokens_plot, tools_plot
-from pentrace.infrastructure.analytics import queries
-from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
-from pentrace.infrastructure.analytics.failures import failure_warnings
+from pentrace.infrastructure.analytics.database import AnalyticsDatabase
 from pentrace.infrastructure.analytics.prices import load_prices
-from pentrace.infrastructure.analytics.registry import BUILTINS
-from pentrace.infrastructure.analytics.runner import catch_up, open_ledger
-from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.analytics.queries import TOKEN_COLUMNS
+from pentrace.infrastructure.operations.stats import StatsQuery, document, prepare
 
 __all__ = ["stats_app"]
 
@@ -34,11 +31,6 @@ stats_app = typer.Typer(
     no_args_is_help=True,
     help="Token use, cost, tools, requests, sessions and subagent trees.\n\n"
     "Example: pentrace stats cost --by day --since 2026-11-01",
-)
-projections_app = typer.Typer(
-    name="projections",
-    no_args_is_help=True,
-    help="Run, rebuild and inspect analytics projections.\n\nExample: pentrace projections status",
 )
 
 ByOption = Annotated[
@@ -69,15 +61,6 @@ PlotOption = Annotated[
 SyncOption = Annotated[
     bool, typer.Option("--sync", help="Index traces the ledger is missing before catching up.")
 ]
-_TOKEN_COLUMNS = (
-    "requests",
-    "usage_records",
-    "input",
-    "output",
-    "cache_read",
-    "cache_write",
-    "total",
-)
 
 
 def days(since: str | None, until: str | None) -> tuple[str | None, str | None]:
@@ -85,31 +68,12 @@ def days(since: str | None, until: str | None) -> tuple[str | None, str | None]:
     return day_bound(since, "--since"), day_bound(until, "--until")
 
 
-def _ready(ctx: typer.Context, names: tuple[str, ...], do_sync: bool) -> AnalyticsDatabase:
-    root = data_root(ctx).path
-    warnings: list[str] = []
-    if not do_sync:
-        for name in names:
-            catch_up(BUILTINS[name], data_root=root)
-    else:
-        ledger = open_ledger(root)
-        try:
-            # Retention waits until the projections have read what this sync indexed.
-            with ledger.retention_held():
-                report = sync(ledger, root)
-                for name in names:
-                    catch_up(BUILTINS[name], data_root=root)
-        finally:
-            ledger.close()
-        warnings = [
-            f"{f.project}/{f.agent}/{f.session_id}: left out of the sync: {f.message}"
-            for f in report.failures
-        ]
-    db = AnalyticsDatabase(analytics_url(root, os.environ))
-    ctx.call_on_close(db.close)  # a PostgreSQL pool would otherwise outlive the command
-    for message in warnings + failure_warnings(db, names):  # ADR 0032: numbers incomplete
+def _ready(ctx: typer.Context, kind: str, do_sync: bool) -> AnalyticsDatabase:
+    prepared = prepare(data_root(ctx).path, kind, sync_first=do_sync)
+    ctx.call_on_close(prepared.db.close)  # a PostgreSQL pool would otherwise outlive the command
+    for message in prepared.warnings:  # ADR 0032: numbers incomplete
         typer.echo(f"warning: {message}", err=True)
-    return db
+    return prepared.db
 
 
 def done(value: Any, as_json: bool, columns: tuple[str, ...], rows: list[list[Any]]) -> None:
@@ -137,15 +101,15 @@ def tokens_command(
     """
     check_fields(fields, as_json)
     since, until = days(since, until)
-    db = _ready(ctx, ("tokens",), do_sync)
-    rows = queries.tokens(db, by, since, until)
+    db = _ready(ctx, "tokens", do_sync)
+    rows = document(db, StatsQuery("tokens", by, since, until))["rows"]
     if plot is not None:
         tokens_plot(db, by, since, until, rows, plot)
     done(
-        {"by": by, "rows": pick_fields(rows, fields, ("key", *_TOKEN_COLUMNS))},
+        {"by": by, "rows": pick_fields(rows, fields, ("key", *TOKEN_COLUMNS))},
         as_json,
-        (by, *_TOKEN_COLUMNS),
-        [[row["key"], *(row[c] for c in _TOKEN_COLUMNS)] for row in rows],
+        (by, *TOKEN_COLUMNS),
+        [[row["key"], *(row[c] for c in TOKEN_COLUMNS)] for row in rows],
     )
 
 
@@ -169,14 +133,15 @@ def cost_command(
     """
     check_fields(fields, as_json)
     since, until = days(since, until)
-    table = load_prices(prices)
-    db = _ready(ctx, ("tokens",), do_sync)
-    rows = queries.cost(db, table, by, since, until)
+    load_prices(prices)  # a bad price table is refused before any catching up
+    db = _ready(ctx, "cost", do_sync)
+    value = document(db, StatsQuery("cost", by, since, until, prices))
+    rows = value["rows"]
     if plot is not None:
-        cost_plot(db, by, since, until, rows, table.currency, plot)
+        cost_plot(db, by, since, until, rows, value["currency"], plot)
     picked = pick_fields(rows, fields, ("key", "cost", "currency", "total", "unpriced"))
     done(
-        {"by": by, "currency": table.currency, "rows": picked},
+        {**value, "rows": picked},
         as_json,
         (by, "cost", "total tokens", "unpriced models"),
         [
@@ -202,8 +167,8 @@ def tools_command(
     """
     check_fields(fields, as_json)
     since, until = days(since, until)
-    db = _ready(ctx, ("tools",), do_sync)
-    value = queries.tools(db, since, until)
+    db = _ready(ctx, "tools", do_sync)
+    value = document(db, StatsQuery("tools", since=since, until=until))
     if plot is not None:
         tools_plot(db, since, until, value["tools"], plot)
     names = ("calls", "failures", "aborts", "timeouts", "truncations", "unanswered")
@@ -226,8 +191,8 @@ def requests_command(
     Example: pentrace stats requests --since 2026-11-28
     """
     since, until = days(since, until)
-    db = _ready(ctx, ("sessions",), do_sync)
-    value = queries.requests(db, since, until)
+    db = _ready(ctx, "requests", do_sync)
+    value = document(db, StatsQuery("requests", since=since, until=until))
     rows: list[list[Any]] = [["request", s, n] for s, n in value["requests"].items()]
     rows.append(["retries", "", value["retries"]])
     rows += [
@@ -254,8 +219,8 @@ def sessions_command(
     """
     check_fields(fields, as_json)
     since, until = days(since, until)
-    db = _ready(ctx, ("sessions",), do_sync)
-    rows = queries.sessions(db, by, since, until)
+    db = _ready(ctx, "sessions", do_sync)
+    rows = document(db, StatsQuery("sessions", by, since, until))["rows"]
     names = ("sessions", "turns", "requests", "model_switches", "mean_duration_s", "max_duration_s")
     done(
         {"by": by, "rows": pick_fields(rows, fields, ("key", *names))},
@@ -278,8 +243,8 @@ def tree_command(
     Example: pentrace stats tree --json
     """
     since, until = days(since, until)
-    db = _ready(ctx, ("sessions", "tokens"), do_sync)
-    roots = queries.tree(db, since, until)
+    db = _ready(ctx, "tree", do_sync)
+    roots = document(db, StatsQuery("tree", since=since, until=until))["trees"]
     rows: list[list[Any]] = []
 
     def walk(node: dict[str, Any], depth: int) -> None:

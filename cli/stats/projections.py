@@ -21,10 +21,9 @@ from pentrace.infrastructure.analytics.registry import BUILTINS, resolve
 from pentrace.infrastructure.analytics.retry import retry
 from pentrace.infrastructure.analytics.runner import (
     AnalyticsRunner,
-    open_ledger,
     open_projection,
-    pruned_through,
 )
+from pentrace.infrastructure.operations.projections import projection_status
 
 __all__ = ["projections_app"]
 
@@ -121,34 +120,10 @@ def status_command(
             ],
         )
         return
-    ledger = open_ledger(root)
-    try:
-        newest = ledger.max_notification_id() or 0
-        pruned = pruned_through(ledger)
-    finally:
-        ledger.close()
-    rows = []
-    for each in chosen:
-        projection = open_projection(each, root)
-        try:
-            position = projection.view.max_tracking_id(each.name) or 0
-            stale = projection.view.stale_identity()  # built before ADR 0023's session keys
-            failed = len(read_failures(projection.view.db, each.name))
-        finally:
-            projection.view.db.close()
-        rows.append(
-            {
-                "name": each.name,
-                "position": position,
-                "ledger_newest": newest,
-                "behind": max(newest - position, 0),
-                "needs_rebuild": pruned > position or stale,
-                "failed_events": failed,
-                "max_failures": projection.max_failures,
-            }
-        )
+    value = projection_status(root, chosen)
+    rows = value["projections"]
     columns = ("name", "position", "ledger_newest", "behind", "needs_rebuild", "failed_events")
-    done({"projections": rows}, as_json, columns, [[r[c] for c in columns] for r in rows])
+    done(value, as_json, columns, [[r[c] for c in columns] for r in rows])
 
 
 @projections_app.command("retry")

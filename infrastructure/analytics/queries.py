@@ -20,6 +20,7 @@ from pentrace.projections.session_numbers import model_name
 
 __all__ = [
     "GROUPS",
+    "TOKEN_COLUMNS",
     "cost",
     "requests",
     "sessions",
@@ -29,7 +30,7 @@ __all__ = [
     "tree",
 ]
 
-_TOKENS: Final = (
+TOKEN_COLUMNS: Final = (
     "requests",
     "usage_records",
     "input",
@@ -52,7 +53,7 @@ def tokens(
     ``agent`` keeps one agent's rows."""
     column = _column(by)
     where, params = _days(since, until, agent=agent)
-    sums = ", ".join(f"SUM({name}) AS {name}" for name in _TOKENS)
+    sums = ", ".join(f"SUM({name}) AS {name}" for name in TOKEN_COLUMNS)
     if by == "model":
         # The model's name is provider/model_id (session_numbers.model_name).
         rows = _rows(
@@ -63,8 +64,8 @@ def tokens(
         merged: dict[str, dict[str, int]] = {}
         for row in rows:
             name = model_name(row["provider"], row["model"]) or "unknown"
-            entry = merged.setdefault(name, dict.fromkeys(_TOKENS, 0))
-            for n in _TOKENS:
+            entry = merged.setdefault(name, dict.fromkeys(TOKEN_COLUMNS, 0))
+            for n in TOKEN_COLUMNS:
                 entry[n] += int(row[n] or 0)
         return [{"key": name, **merged[name]} for name in sorted(merged)]
     rows = _rows(
@@ -72,7 +73,7 @@ def tokens(
         f"SELECT {column} AS key, {sums} FROM tok_daily{where} GROUP BY {column} ORDER BY {column}",
         params,
     )
-    return [{"key": row["key"], **{n: int(row[n] or 0) for n in _TOKENS}} for row in rows]
+    return [{"key": row["key"], **{n: int(row[n] or 0) for n in TOKEN_COLUMNS}} for row in rows]
 
 
 def cost(
@@ -87,7 +88,7 @@ def cost(
     """Cost per group from the price table; models without a price are listed in ``unpriced``."""
     column = _column(by)
     where, params = _days(since, until, agent=agent)
-    sums = ", ".join(f"SUM({name}) AS {name}" for name in _TOKENS)
+    sums = ", ".join(f"SUM({name}) AS {name}" for name in TOKEN_COLUMNS)
     rows = _rows(
         db,
         f"SELECT {column} AS key, provider, model, {sums} FROM tok_daily{where} "

@@ -42,7 +42,14 @@ from pentrace.infrastructure.storage.atomic import publish_file
 from pentrace.infrastructure.storage.layout import DataRoot, ShardRef, validate_name
 from pentrace.infrastructure.trace.reader import read_session
 
-__all__ = ["ARCHIVE_FORMAT", "ArchiveResult", "child_session_ids", "export_archive"]
+__all__ = [
+    "ARCHIVE_FORMAT",
+    "ArchiveResult",
+    "ArchiveStream",
+    "archive_stream",
+    "child_session_ids",
+    "export_archive",
+]
 
 ARCHIVE_FORMAT: Final = "pentrace.session_archive.v1"
 _CHUNK: Final = 1024 * 1024
@@ -166,9 +173,46 @@ def _build(
 
 
 def _chunks(spool: IO[bytes]) -> Iterator[bytes]:
-    spool.seek(0)
-    while chunk := spool.read(_CHUNK):
-        yield chunk
+    """The built archive, then the spool is closed (a stream read once)."""
+    try:
+        spool.seek(0)
+        while chunk := spool.read(_CHUNK):
+            yield chunk
+    finally:
+        spool.close()
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveStream:
+    """A built archive, read once through ``chunks``: its sessions, missing children, size."""
+
+    session_ids: tuple[str, ...]
+    missing: tuple[str, ...]
+    size: int
+    chunks: Iterator[bytes]
+
+
+def archive_stream(root: DataRoot, project: str, agent: str, session_id: str) -> ArchiveStream:
+    """Build the tar.gz of ``session_id`` and all its subagent descendants.
+
+    Built before anything is returned, so a missing session raises
+    :class:`~pentrace.errors.NotFoundError` here rather than halfway through a stream.
+    """
+    sid = validate_name("session id", session_id)
+    if not root.find_shards(project, agent, sid):
+        raise NotFoundError(
+            f"session {sid} has no trace under {project}/{agent}",
+            hint="list sessions with `pentrace sessions`",
+        )
+    sessions, missing = _collect(root, project, agent, sid)
+    spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL_IN_MEMORY)  # noqa: SIM115 - _chunks closes it
+    try:
+        _build(spool, project, agent, sessions, missing)
+    except BaseException:
+        spool.close()
+        raise
+    ids, gone = tuple(s[0] for s in sessions), tuple(m[0] for m in missing)
+    return ArchiveStream(ids, gone, spool.tell(), _chunks(spool))
 
 
 def export_archive(
@@ -180,21 +224,11 @@ def export_archive(
     binary stream.  Raises :class:`~pentrace.errors.NotFoundError` when the
     session has no trace.
     """
-    sid = validate_name("session id", session_id)
-    if not root.find_shards(project, agent, sid):
-        raise NotFoundError(
-            f"session {sid} has no trace under {project}/{agent}",
-            hint="list sessions with `pentrace sessions`",
-        )
-    sessions, missing = _collect(root, project, agent, sid)
-    ids = tuple(s[0] for s in sessions)
-    gone = tuple(m[0] for m in missing)
-    with tempfile.SpooledTemporaryFile(max_size=_SPOOL_IN_MEMORY) as spool:
-        _build(spool, project, agent, sessions, missing)
-        size = spool.tell()
-        if isinstance(dest, Path):
-            publish_file(dest, _chunks(spool), overwrite=True)
-            return ArchiveResult(dest, ids, gone, size)
-        for chunk in _chunks(spool):
+    stream = archive_stream(root, project, agent, session_id)
+    if isinstance(dest, Path):
+        publish_file(dest, stream.chunks, overwrite=True)
+    else:
+        for chunk in stream.chunks:
             dest.write(chunk)
-    return ArchiveResult(None, ids, gone, size)
+    path = dest if isinstance(dest, Path) else None
+    return ArchiveResult(path, stream.session_ids, stream.missing, stream.size)

@@ -1,64 +1,37 @@
-"""Session files: export (verbatim or redacted), archive, import and delete.
+"""Session files: archive, import and delete.
 
-Export decision: :func:`export_session` writes **one shard**, by default the
-latest.  One trace file is one complete model context; concatenating shards
-would not be a trace PenguinHarness writes (the copied ``session_meta`` of a
-rotated shard would cancel a compaction's closure on resume), and import turns
-one file into index ``001`` of a new session, so one shard per file is what
-round-trips.  Every shard, and the subagent children, go into one file with
-:func:`~pentrace.infrastructure.sessions.archive.export_archive`.
+Exports (one shard verbatim or redacted, or an archive) are made by
+:mod:`pentrace.infrastructure.operations.exports`, which the CLI and the
+service share.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import sqlite3
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Final
 
-from pentrace.domain.json_codec import JsonEncoder
-from pentrace.domain.redaction import redact
 from pentrace.errors import NotFoundError, PentraceError, TraceError, UsageError
 from pentrace.infrastructure.sessions.archive import ArchiveResult, export_archive
 from pentrace.infrastructure.sessions.trace_import import ImportResult, import_session
-from pentrace.infrastructure.storage.atomic import publish_file
-from pentrace.infrastructure.storage.layout import DataRoot, ShardRef, validate_name
+from pentrace.infrastructure.storage.layout import DataRoot, validate_name
 from pentrace.infrastructure.storage.modes import make_private_dirs
 from pentrace.infrastructure.storage.temp import session_checkpoints, session_temps
 from pentrace.infrastructure.trace.locking import SessionLock
-from pentrace.infrastructure.trace.reader import ParseReport, read_shard
 from pentrace.infrastructure.trace.writer import session_lock_path
 
 __all__ = [
     "ArchiveResult",
     "DeleteResult",
-    "ExportResult",
     "ImportResult",
     "delete_session",
     "export_archive",
-    "export_session",
     "import_session",
 ]
 
 logger = logging.getLogger(__name__)
-
-_CHUNK: Final = 1024 * 1024
-_encoder: Final = JsonEncoder()
-
-
-@dataclass(frozen=True, slots=True)
-class ExportResult:
-    """What an export wrote: the shard it came from, bytes, and (redacted) lines left out."""
-
-    shard: ShardRef
-    path: Path | None
-    bytes: int
-    redacted: bool
-    skipped_lines: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,83 +41,6 @@ class DeleteResult:
 
     session_id: str
     removed: tuple[Path, ...]
-
-
-def _pick_shard(
-    root: DataRoot, project: str, agent: str, session_id: str, index: int | None
-) -> ShardRef:
-    shards = root.find_shards(project, agent, validate_name("session id", session_id))
-    if not shards:
-        raise NotFoundError(
-            f"session {session_id} has no trace under {project}/{agent}",
-            hint="list sessions with `pentrace sessions`",
-        )
-    if index is None:
-        return shards[-1]
-    for shard in shards:
-        if shard.index == index:
-            return shard
-    have = ", ".join(f"{s.index:03d}" for s in shards)
-    raise NotFoundError(
-        f"session {session_id} has no shard {index:03d} (it has {have})",
-        hint="omit the index to export the latest shard",
-    )
-
-
-def _verbatim(path: Path) -> Iterator[bytes]:
-    """The shard's bytes as they were when opened: a writer appending meanwhile is not followed."""
-    with path.open("rb") as handle:
-        left = os.fstat(handle.fileno()).st_size
-        while left > 0 and (chunk := handle.read(min(_CHUNK, left))):
-            left -= len(chunk)
-            yield chunk
-
-
-def _redacted(path: Path, report: ParseReport) -> Iterator[bytes]:
-    """Each record redacted and re-encoded; malformed lines and a torn tail are left out."""
-    for record in read_shard(path, report=report):
-        yield _encoder.encode(redact(record.value()).value) + b"\n"
-
-
-def export_session(
-    root: DataRoot,
-    project: str,
-    agent: str,
-    session_id: str,
-    dest: Path | IO[bytes],
-    *,
-    index: int | None = None,
-    redacted: bool = False,
-) -> ExportResult:
-    """Export one shard of a session (default: the latest) to ``dest``.
-
-    Verbatim by default: the bytes are unchanged, malformed lines included.
-    ``redacted=True`` decodes every record, passes it through
-    :func:`pentrace.domain.redaction.redact` and re-encodes it; lines that do
-    not parse are left out (they could hold anything) and counted in
-    ``skipped_lines``.  ``dest`` is a path (written atomically, replacing an
-    existing file) or a binary stream.
-    """
-    shard = _pick_shard(root, project, agent, session_id, index)
-    report = ParseReport()
-    chunks = _redacted(shard.path, report) if redacted else _verbatim(shard.path)
-    try:
-        if isinstance(dest, Path):
-            size = publish_file(dest, chunks, overwrite=True)
-            written_to: Path | None = dest
-        else:
-            size = 0
-            for chunk in chunks:
-                dest.write(chunk)
-                size += len(chunk)
-            written_to = None
-    except OSError as exc:
-        raise TraceError(
-            f"cannot export {shard.path}: {exc.strerror or type(exc).__name__}",
-            hint="check that the trace is readable and the destination writable",
-        ) from exc
-    skipped = report.skipped_count + report.healed_count + len(report.torn_tails)
-    return ExportResult(shard, written_to, size, redacted, skipped)
 
 
 def delete_session(root: DataRoot, project: str, agent: str, session_id: str) -> DeleteResult:

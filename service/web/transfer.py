@@ -26,7 +26,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from pentrace.errors import PentraceError
 from pentrace.infrastructure.catalog.listing import resolve_session
-from pentrace.infrastructure.sessions.files import export_archive, export_session, import_session
+from pentrace.infrastructure.operations.exports import export_session
+from pentrace.infrastructure.sessions.files import export_archive, import_session
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
 from pentrace.service.edge.auth import authenticated

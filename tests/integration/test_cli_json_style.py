@@ -57,7 +57,7 @@ def test_fields_picks_fields_in_sessions_list_and_search(root: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "listed"),
     [
-        (["sessions", "list", "--json", "--fields", "id,model"], "short_id, start"),
+        (["sessions", "list", "--json", "--fields", "id,model"], "ref, short_id, project"),
         (["search", "x", "--json", "--fields", "text"], "snippet, highlights"),
         (["stats", "tokens", "--json", "--fields", "tokens"], "key, requests, usage_records"),
     ],

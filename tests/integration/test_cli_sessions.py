@@ -19,6 +19,9 @@ LIST_FIELDS = {
     "project", "agent", "session_id", "short_id", "start", "last", "provider", "model_id",
     "source", "turns", "tokens", "status", "records", "shards", "bytes", "has_errors", "problem",
     "ref", "model", "requests",
+    # The session document's own names (ADR 0036); the ones above stay as aliases.
+    "first_timestamp", "last_timestamp", "duration_s", "model_name", "last_request_status",
+    "shard_count",
 }  # fmt: skip
 
 

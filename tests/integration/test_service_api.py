@@ -209,6 +209,24 @@ def test_the_redacted_trace_hides_credentials_and_stays_jsonl(
     assert lines[0] == msgspec.json.decode(verbatim.splitlines()[0])
 
 
+def test_the_archive_is_refused_to_a_server_without_a_token(server: Server) -> None:
+    answer = get(server, f"/api/v1/sessions/{LEAKY}/archive")
+    assert answer.status_code == 403
+    error = answer.json()["error"]
+    assert "the archive (every shard verbatim) holds unredacted credentials" in error["message"]
+    assert "PENTRACE_API_TOKEN" in error["hint"]
+
+
+def test_the_session_documents_match_the_published_schema(server: Server) -> None:
+    schemas = get(server, "/openapi.json").json()["components"]["schemas"]
+    resolver = {"components": {"schemas": schemas}}
+    listing = get(server, "/api/v1/sessions").json()
+    jsonschema.validate(listing, {**schemas["SessionList"], **resolver})
+    detail = get(server, f"/api/v1/sessions/{session_id(0xA1)}").json()
+    jsonschema.validate(detail, {**schemas["SessionDetail"], **resolver})
+    assert set(detail) == set(schemas["SessionDetail"]["properties"])
+
+
 def test_unknown_routes_and_writes_get_json_errors(server: Server) -> None:
     missing = get(server, "/api/v2/nothing")
     assert missing.status_code == 404

@@ -20,10 +20,10 @@ from pentrace.errors import (
     TraceLockedError,
     UsageError,
 )
+from pentrace.infrastructure.operations.exports import export_session
 from pentrace.infrastructure.sessions.files import (
     delete_session,
     export_archive,
-    export_session,
     import_session,
 )
 from pentrace.infrastructure.storage.atomic import publish_file

@@ -1,0 +1,57 @@
+"""The status of analytics projections: what ``pentrace projections status`` prints and
+``GET /api/v1/projections`` returns, read in one place (ADR 0036).
+
+Each row: the projection's tracking position, the ledger's newest notification,
+how far behind it is, whether ledger retention (or a read model built before
+ADR 0023's session keys) means it needs a rebuild, and its failed events (ADR 0032).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pentrace.infrastructure.analytics.api import AnalyticsProjection
+from pentrace.infrastructure.analytics.failures import read_failures
+from pentrace.infrastructure.analytics.runner import open_ledger, open_projection, pruned_through
+
+__all__ = ["projection_status"]
+
+
+def projection_status(
+    root: Path,
+    projections: Iterable[type[AnalyticsProjection]],
+    *,
+    env: Mapping[str, str] | None = None,
+    with_failures: bool = False,
+) -> dict[str, Any]:
+    """``{"projections": [row, ...]}``; ``with_failures`` adds each row's failed events."""
+    ledger = open_ledger(root, env)
+    try:
+        newest = ledger.max_notification_id() or 0
+        pruned = pruned_through(ledger)
+    finally:
+        ledger.close()
+    rows = []
+    for each in projections:
+        projection = open_projection(each, root, env)
+        try:
+            position = projection.view.max_tracking_id(each.name) or 0
+            stale = projection.view.stale_identity()  # built before ADR 0023's session keys
+            failures = read_failures(projection.view.db, each.name)
+        finally:
+            projection.view.db.close()
+        row: dict[str, Any] = {
+            "name": each.name,
+            "position": position,
+            "ledger_newest": newest,
+            "behind": max(newest - position, 0),
+            "needs_rebuild": pruned > position or stale,
+            "failed_events": len(failures),
+            "max_failures": projection.max_failures,
+        }
+        if with_failures:
+            row["failures"] = [failure.as_json() for failure in failures]
+        rows.append(row)
+    return {"projections": rows}
