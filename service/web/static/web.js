@@ -103,7 +103,7 @@ async function appendNewer() {
       tail.appended += fragment.querySelectorAll("div.item[id^=p]").length;
       records.append(fragment);
       records.dataset.next = next;
-      if (Number(next) > Number(from)) { tail.again = tail.again || next - from >= 500; }
+      tail.again = tail.again || Number(next) - Number(from) >= 500;  // a full window: more
     } while (tail.again);
   } finally {
     tail.busy = false;
