@@ -26,6 +26,7 @@ from pentrace.infrastructure.catalog.listing import resolve_session
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
 from pentrace.service.edge.errors import BadRequest
+from pentrace.service.web.layout import esc
 from pentrace.service.web.transfer import need_token
 
 __all__ = ["ARCHIVE_NAME", "archive_link", "output_route"]
@@ -40,7 +41,7 @@ def archive_link(base: str, output: str) -> str:
     name = Path(match.group("path").strip()).name if match else ""
     if not ARCHIVE_NAME.fullmatch(name):
         return ""
-    return f'<p class="full"><a href="{base}/output/{name}">full output (archived)</a></p>'
+    return f'<p class="full"><a href="{esc(base)}/output/{name}">full output (archived)</a></p>'
 
 
 def _read(context: ServiceContext, reference: str, name: str) -> bytes:
