@@ -12,7 +12,11 @@ first, untimed listing), and each page is set against a same-run baseline:
 - the Session page of the 100,000-record session (its first window of 500 records,
   the tokens chart, the resume panel and the audit findings) against
   ``GET /api/v1/sessions/{id}/trace`` (the same file, redacted, streamed whole);
-- with Debian's chromium present, the browser's first contentful paint of that page.
+- with Debian's chromium present, the browser's first contentful paint of that page;
+- with chromium, live latency (``--live-samples``): from just before a recorder
+  process saves a request to the event's line appearing in the Session page's live
+  panel, against the same events' arrival at the raw EventSource test page
+  (``serve --test-page``) open in the same browser at the same time.
 
 The requests are interleaved, one of each per round, so load from other processes
 falls on the baseline and the page alike.
@@ -21,6 +25,8 @@ falls on the baseline and the page alike.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import socket
 import statistics
@@ -36,6 +42,16 @@ import httpx
 from benchmarks._corpus import write_trace
 from benchmarks.cli_corpus import write_corpus
 from pentrace.infrastructure.storage.layout import DataRoot
+from tests.integration.sse_harness import (
+    AGENT,
+    PROJECT,
+    Server,
+    event_ids,
+    finish,
+    session_id,
+    start_writer,
+    write_session,
+)
 
 _CHROMIUM = Path("/usr/bin/chromium")
 _BIG = ("bench", "reader", "session-2026-10-01-00-00-00-0b160000")
@@ -106,7 +122,70 @@ def _first_paint(url: str) -> float | None:
     return float(entries[0]) / 1000 if entries else None
 
 
-_OPTIONS = (("--sessions", 10_000), ("--big-records", 100_000), ("--rounds", 5))
+# Arrival times (ms since the epoch) in the page, by event id: the Session page's live panel
+# (each <li> as it is added) and the test page's raw EventSource handler.
+_WATCH_PANEL = """() => { window.benchSeen = {};
+  new MutationObserver((changes) => { const now = performance.timeOrigin + performance.now();
+    for (const change of changes) { for (const node of change.addedNodes) {
+      const id = /[(]([^()]+)[)]$/.exec(node.textContent || "");
+      if (id) { window.benchSeen[id[1]] = now; }
+    } } }).observe(document.querySelector("[data-live-events]"), {childList: true}); }"""
+_WATCH_RAW = """() => { window.benchSeen = {}; const events = window.pentrace.events;
+  events.push = (id) => { window.benchSeen[id] = performance.timeOrigin + performance.now();
+    return Array.prototype.push.call(events, id); }; }"""
+
+
+def _live_latency(samples: int) -> tuple[list[float], list[float]] | None:
+    """Milliseconds from save() in a recorder process to the Session page's live panel, and
+    to the raw EventSource test page, for the same ``samples`` requests."""
+    if not _CHROMIUM.exists() or samples <= 0:
+        return None
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory(prefix="pentrace-web-live-") as folder:
+        root, sid = Path(folder), session_id(0x11FE)
+        with contextlib.redirect_stdout(io.StringIO()):  # the recorder's "ready"/"done"
+            write_session(root, sid, 1)  # the session exists before the page opens
+        server = Server(root, args=["--test-page"]).start()
+        try:
+            with sync_playwright() as driver:
+                browser = driver.chromium.launch(
+                    executable_path=str(_CHROMIUM), headless=True, args=["--no-sandbox"]
+                )
+                panel, raw = browser.new_page(), browser.new_page()
+                panel.goto(f"{server.url}/web/sessions/{PROJECT}/{AGENT}/{sid}")
+                raw.goto(f"{server.url}/_test/sse.html?session_id={sid}")
+                panel.wait_for_function("() => window.pentraceLive && window.pentraceLive.opens")
+                raw.wait_for_function("() => window.pentrace && window.pentrace.opens")
+                panel.evaluate(_WATCH_PANEL)
+                raw.evaluate(_WATCH_RAW)
+                writer = start_writer(root, sid, samples, delay=0.1, stamp=True)
+                assert writer.stdout is not None
+                lines = writer.stdout.read().decode().splitlines()
+                finish(writer)
+                saved = [line.split()[1:] for line in lines if line.startswith("saved ")]
+                last = event_ids(sid, int(saved[-1][0]), int(saved[-1][0]))[0]
+                for page in (panel, raw):
+                    page.wait_for_function(f"() => window.benchSeen[{last!r}]", timeout=60_000)
+                seen = [page.evaluate("window.benchSeen") for page in (panel, raw)]
+                browser.close()
+        finally:
+            server.stop()
+    ids = [(event_ids(sid, int(at), int(at))[0], float(before) * 1000) for at, before in saved]
+    return [seen[0][i] - t for i, t in ids], [seen[1][i] - t for i, t in ids]
+
+
+def _percentiles(values: list[float]) -> tuple[float, float]:
+    ordered = sorted(values)
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+
+
+_OPTIONS = (
+    ("--sessions", 10_000),
+    ("--big-records", 100_000),
+    ("--rounds", 5),
+    ("--live-samples", 40),
+)
 
 
 def main() -> None:
@@ -153,6 +232,16 @@ def main() -> None:
     print(f"GET /web/sessions/<big>                    {session_page:8.3f} s  x{ratio:.2f}")
     if paint is not None:
         print(f"first contentful paint of /web/sessions/<big> {paint:8.3f} s")
+    live = _live_latency(args.live_samples)
+    if live is not None:
+        (panel50, panel95), (raw50, raw95) = (_percentiles(each) for each in live)
+        print(
+            f"save() -> raw EventSource page (baseline)  p50 {raw50:6.1f} ms  p95 {raw95:6.1f} ms"
+        )
+        print(
+            f"save() -> Session page live panel          p50 {panel50:6.1f} ms  p95 {panel95:6.1f} "
+            f"ms  x{panel50 / raw50:.2f} / x{panel95 / raw95:.2f}"
+        )
 
 
 if __name__ == "__main__":

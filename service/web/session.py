@@ -156,6 +156,13 @@ def _more(base: str, first: int, total: int) -> str:
     )
 
 
+def _tail(base: str, first: int, total: int) -> str:
+    """When this window reaches the trace's end: where the script fetches newer records from."""
+    if first + WINDOW <= total:
+        return ""
+    return f' data-tail="{esc(base)}" data-next="{total + 1}"'
+
+
 async def session_page(request: Request) -> Response:
     """``GET /web/sessions/{project}/{agent}/{session_id}`` (``?from=N``, ``?fragment=1``)."""
     context: ServiceContext = request.app.state.context
@@ -167,7 +174,8 @@ async def session_page(request: Request) -> Response:
         total = len(everything)
         url = session_url(found.project, found.agent, found.session_id)
         return HTMLResponse(
-            "".join([*render_items(items, url, window_problems), _more(url, first, total)])
+            "".join([*render_items(items, url, window_problems), _more(url, first, total)]),
+            headers={"X-Pentrace-Next": str(items[-1].position + 1 if items else first)},
         )
     data = await context.run(_full, context, reference, first)
     ref: SessionRef = data["ref"]
@@ -203,7 +211,8 @@ async def session_page(request: Request) -> Response:
         '<p data-live-state role="status">connecting...</p>'
         '<ol class="live" data-live-events></ol></section>',
         "</div>",
-        f'<section id="records" aria-label="records"><h2>Records</h2>{earlier}',
+        f'<section id="records" aria-label="records"{_tail(base, first, data["total"])}>'
+        f"<h2>Records</h2>{earlier}",
         *render_items(data["items"], base, problems),
         _more(base, first, data["total"]),
         "</section>",

@@ -18,6 +18,7 @@ from pentrace.projections.audit_problem import Problem
 from pentrace.projections.replay_view import ReplayItem
 from pentrace.service.web.layout import PREFIX, esc, number
 from pentrace.service.web.markdown import render_markdown
+from pentrace.service.web.output import archive_link
 
 __all__ = ["render_items"]
 
@@ -49,9 +50,10 @@ def _switch_banner(text: str) -> tuple[str, str]:
     return banner, text[match.end() :]
 
 
-def _output(text: str) -> str:
+def _output(text: str, base: str) -> str:
     shown = esc(text)
-    return _MARKER.sub(lambda m: f'<mark class="truncated">{m.group(0)}</mark>', shown)
+    marked = _MARKER.sub(lambda m: f'<mark class="truncated">{m.group(0)}</mark>', shown)
+    return f"<pre>{marked}</pre>{archive_link(base, text)}"
 
 
 class _Window:
@@ -94,7 +96,7 @@ class _Window:
             return (
                 f'<div class="tool"><b>output for {esc(_s(payload.get("tool_call_id")))}</b> '
                 "(its call is not in this window)"
-                f"<pre>{_output(_s(payload.get('output')))}</pre></div>"
+                f"{_output(_s(payload.get('output')), self.base)}</div>"
             )
         if ptype in ("image_url", "inline_data"):
             mime = _s(payload.get("mime_type")) or "image"
@@ -121,7 +123,7 @@ class _Window:
             label = f" [{esc(stop)}]" if stop and stop != "completed" else ""
             parts.append(
                 f'<p class="out{" failed" if label else ""}">output{label}</p>'
-                f"<pre>{_output(_s(out.get('output')))}</pre>"
+                + _output(_s(out.get("output")), self.base)
             )
         return "".join(parts) + "</div>"
 

@@ -34,7 +34,7 @@ from pentrace.service.edge.auth import authenticated
 from pentrace.service.edge.errors import BadRequest, Forbidden
 from pentrace.service.web.layout import session_url
 
-__all__ = ["export_route", "import_route"]
+__all__ = ["export_route", "import_route", "need_token"]
 
 _FORMATS: Final = ("redacted", "jsonl", "archive")
 _MAX_UPLOAD: Final = 512 * 1024 * 1024
@@ -42,7 +42,8 @@ _CHUNK: Final = 256 * 1024
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-def _need_token(request: Request, what: str) -> None:
+def need_token(request: Request, what: str) -> None:
+    """Refuse (403) a request that did not carry the bearer token: ``what`` needs it."""
     if not authenticated(request.scope):
         raise Forbidden(
             f"{what} needs the bearer token: expected a request with "
@@ -79,7 +80,7 @@ async def export_route(request: Request) -> Response:
     context: ServiceContext = request.app.state.context
     kind = params.choice(request, "format", _FORMATS) or "redacted"
     if kind != "redacted":
-        _need_token(request, f"the verbatim export (format={kind})")
+        need_token(request, f"the verbatim export (format={kind})")
     reference = "/".join(params.path_text(request, n) for n in ("project", "agent", "session_id"))
     name, spool = await context.run(_export, context, reference, kind)
     media = "application/gzip" if kind == "archive" else "application/x-ndjson"
@@ -105,7 +106,7 @@ def _import(context: ServiceContext, project: str, agent: str, source: Path) -> 
 
 async def import_route(request: Request) -> Response:
     """``POST /web/import``: the body is the trace file."""
-    _need_token(request, "importing a trace")
+    need_token(request, "importing a trace")
     context: ServiceContext = request.app.state.context
     project, agent = params.text(request, "project"), params.text(request, "agent")
     if not project or not agent:

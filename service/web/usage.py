@@ -18,6 +18,7 @@ from starlette.responses import Response
 
 from pentrace.infrastructure.analytics import queries
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase
+from pentrace.infrastructure.analytics.failures import failure_warnings
 from pentrace.infrastructure.analytics.prices import PriceTable, load_prices
 from pentrace.service.analytics_routes import open_read_models
 from pentrace.service.context import ServiceContext
@@ -30,6 +31,7 @@ __all__ = ["figures", "usage_page"]
 _RANGES: Final = {"1h": 1, "24h": 1, "7d": 7, "30d": 30, "90d": 90, "all": None, "custom": None}
 _KINDS: Final = ("input", "output", "cache_read", "cache_write")
 _TOP_TOOLS: Final = 4
+_PROJECTIONS: Final = ("tokens", "tools", "sessions")
 
 
 def figures(
@@ -94,7 +96,7 @@ def _first_day(db: AnalyticsDatabase) -> date | None:
 
 
 def _read(context: ServiceContext, choice: dict[str, Any]) -> dict[str, Any]:
-    db = open_read_models(context, ("tokens", "tools", "sessions"), True)
+    db = open_read_models(context, _PROJECTIONS, True)
     try:
         prices, today = load_prices(), datetime.now(UTC).date()
         agent, model = choice["agent"], choice["model"]
@@ -120,6 +122,7 @@ def _read(context: ServiceContext, choice: dict[str, Any]) -> dict[str, Any]:
             for a, b in spans
         ]
         return {
+            "warnings": failure_warnings(db, _PROJECTIONS),  # ADR 0032: numbers incomplete
             "cards": cards,
             "size": size,
             "rows": rows,
@@ -234,6 +237,19 @@ def _form(choice: dict[str, Any], agents: list[str], models: list[str]) -> str:
     )
 
 
+def _warnings(found: list[str]) -> list[str]:
+    """The ``pentrace stats`` warnings about events a projection skipped (ADR 0032)."""
+    if not found:
+        return []
+    items = "".join(f"<li>{esc(line)}</li>" for line in found)
+    return [
+        '<section class="incomplete" role="alert" aria-label="incomplete figures">'
+        "<p><b>These figures are incomplete:</b> a projection could not take some events, "
+        "so the numbers below leave them out.</p>"
+        f"<ul>{items}</ul></section>"
+    ]
+
+
 async def usage_page(request: Request) -> Response:
     """``GET /web/usage``."""
     context: ServiceContext = request.app.state.context
@@ -247,6 +263,7 @@ async def usage_page(request: Request) -> Response:
     data = await context.run(_read, context, choice)
     body = [
         _form(choice, data["agents"], data["models"]),
+        *_warnings(data["warnings"]),
         '<p class="meta">Figures from the analytics read models (the same as '
         "<code>pentrace stats</code>), counted per UTC day. The model filter applies to "
         "tokens and cost; requests and tool calls are not kept per model.</p>",

@@ -56,11 +56,58 @@ async function showRaw(button) {
   button.after(pre);
 }
 
+// Items of a fetched fragment not already on the page (by their id="pN"), so none shows twice.
+function newItems(html) {
+  const fragment = document.createRange().createContextualFragment(html);
+  for (const item of fragment.querySelectorAll("div.item[id^=p]")) {
+    if (document.getElementById(item.id)) { item.remove(); }
+  }
+  const heading = fragment.firstElementChild;
+  const shown = document.querySelectorAll("#records h3.round");
+  if (heading && heading.matches("h3.round") && shown.length &&
+      shown[shown.length - 1].textContent === heading.textContent) {
+    heading.remove();  // the same round goes on: its heading is already there
+  }
+  return fragment;
+}
+
 async function loadMore(link) {
   const answer = await fetch(link.href);
   if (!answer.ok) { link.textContent = "could not load: HTTP " + answer.status; return; }
-  const fragment = document.createRange().createContextualFragment(await answer.text());
-  link.replaceWith(fragment);
+  const records = link.closest("#records");
+  link.replaceWith(newItems(await answer.text()));
+  if (records && !records.querySelector("a[data-more]") && answer.headers.get("X-Pentrace-Next")) {
+    records.dataset.tail = link.href.split("?")[0];  // this window reached the end: follow it
+    records.dataset.next = answer.headers.get("X-Pentrace-Next");
+  }
+}
+
+// Records recorded after the page loaded: fetched from data-next when the live panel hears of
+// them, one fetch at a time (events arriving meanwhile cause one more fetch after it).
+const tail = {busy: false, again: false, appended: 0};
+
+async function appendNewer() {
+  const records = document.querySelector("#records[data-tail]");
+  if (!records) { return; }
+  if (tail.busy) { tail.again = true; return; }
+  tail.busy = true;
+  try {
+    do {
+      tail.again = false;
+      const from = records.dataset.next;
+      const answer = await fetch(records.dataset.tail + "?from=" + from + "&fragment=1");
+      const next = answer.headers.get("X-Pentrace-Next");
+      if (!answer.ok || !next) { return; }
+      const fragment = newItems(await answer.text());
+      for (const more of fragment.querySelectorAll("a[data-more]")) { more.remove(); }
+      tail.appended += fragment.querySelectorAll("div.item[id^=p]").length;
+      records.append(fragment);
+      records.dataset.next = next;
+      tail.again = tail.again || Number(next) - Number(from) >= 500;  // a full window: more
+    } while (tail.again);
+  } finally {
+    tail.busy = false;
+  }
 }
 
 document.addEventListener("click", (event) => {
@@ -75,7 +122,7 @@ function setupLive() {
   if (!panel || typeof EventSource === "undefined") { return; }
   const list = panel.querySelector("[data-live-events]");
   const state = panel.querySelector("[data-live-state]");
-  const live = window.pentraceLive = {ids: [], types: [], control: [], opens: 0, errors: 0};
+  const live = window.pentraceLive = {ids: [], types: [], control: [], opens: 0, errors: 0, tail};
   const source = new EventSource(panel.dataset.live);
   source.onopen = () => { live.opens += 1; state.textContent = "following (connection " + live.opens + ")"; };
   source.onerror = () => { live.errors += 1; state.textContent = "disconnected: reconnecting..."; };
@@ -91,6 +138,7 @@ function setupLive() {
     item.textContent = data.type + " (" + message.lastEventId + ")";
     list.append(item);
     list.scrollTop = list.scrollHeight;
+    appendNewer();
   };
 }
 
