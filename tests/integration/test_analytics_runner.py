@@ -62,6 +62,10 @@ def _synced(root: Path, env: dict[str, str], numbers: Iterable[int]) -> None:
     """Write a 30-token session per number, then index them all into the ledger."""
     for number in numbers:
         _session(root, number)
+    _sync(root, env)
+
+
+def _sync(root: Path, env: dict[str, str]) -> None:
     ledger = open_ledger(root, env)
     try:
         sync(ledger, root)
