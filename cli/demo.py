@@ -12,6 +12,7 @@ shard) and a finished goal.  Then the demo runs ``sessions list``, ``replay``,
 
 from __future__ import annotations
 
+import json
 import tempfile
 import weakref
 from collections.abc import Callable
@@ -27,7 +28,7 @@ from pentrace.errors import PentraceError
 from pentrace.infrastructure.eventstore.application import SessionApplication, SessionHandle
 from pentrace.infrastructure.storage.layout import DataRoot
 
-__all__ = ["demo", "record_demo_session"]
+__all__ = ["demo", "record_demo_session", "stepping_clock"]
 
 PROJECT = "demo_project"
 AGENT = "demo_agent"
@@ -37,12 +38,12 @@ TOOLS = [
 ]
 
 
-def _stepping_clock(start: datetime) -> Callable[[], datetime]:
-    """A clock that moves 350 ms per reading, so the trace reads like a real run."""
+def stepping_clock(start: datetime, step: timedelta) -> Callable[[], datetime]:
+    """A clock that moves ``step`` per reading, so the trace reads like a real run."""
     ticks = [start]
 
     def now() -> datetime:
-        ticks[0] += timedelta(milliseconds=350)
+        ticks[0] += step
         return ticks[0]
 
     return now
@@ -53,6 +54,18 @@ def _call(handle: SessionHandle, call_id: str, name: str, arguments: str, **answ
     handle.decide_approval(call_id, answer.pop("decision", "allow"))
     if "output" in answer:
         handle.record_tool_output(call_id, answer.pop("output"), **answer)
+
+
+def _write_then_run(
+    main: SessionHandle, first: int, greeting: str, command: str, result: str, answer: str
+) -> None:
+    """Calls ``call_<first>`` (write hello.py) and the next (run ``command``), then answer."""
+    script = json.dumps({"path": "hello.py", "text": f"print('{greeting}')"}, separators=(",", ":"))
+    _call(main, f"call_{first}", "write_file", script, output="ok")
+    run = json.dumps({"cmd": command}, separators=(",", ":"))
+    _call(main, f"call_{first + 1}", "exec_command", run, output=result)
+    main.record_text(answer, stop_reason="completed")
+    main.end_request("completed")
 
 
 _FIELDS = ("cache_read", "cache_write", "output", "total")
@@ -84,12 +97,7 @@ def _record_turns(app: SessionApplication, main: SessionHandle) -> str:
     main.record_user_input("Add a greeting script and run it.")
     main.begin_request()
     main.record_thinking("The user wants hello.py; write it, then run it.", stop_reason="completed")
-    _call(
-        main, "call_1", "write_file", '{"path":"hello.py","text":"print(\'hello\')"}', output="ok"
-    )
-    _call(main, "call_2", "exec_command", '{"cmd":"python hello.py"}', output="hello")
-    main.record_text("hello.py prints 'hello'.", stop_reason="completed")
-    main.end_request("completed")
+    _write_then_run(main, 1, "hello", "python hello.py", "hello", "hello.py prints 'hello'.")
     _usage(main, 2400, 2400)
 
     main.record_user_input("Now run the test suite.")
@@ -132,19 +140,16 @@ def _record_compaction_and_finish(main: SessionHandle) -> None:
 
     main.record_user_input("Fix the greeting and rerun the tests.")
     main.begin_request()
-    _call(
-        main, "call_5", "write_file", '{"path":"hello.py","text":"print(\'Hello\')"}', output="ok"
-    )
-    _call(main, "call_6", "exec_command", '{"cmd":"pytest -q"}', output="4 passed")
-    main.record_text("Fixed: all 4 tests pass.", stop_reason="completed")
-    main.end_request("completed")
+    _write_then_run(main, 5, "Hello", "pytest -q", "4 passed", "Fixed: all 4 tests pass.")
     _usage(main, 7300, 1400)
     main.finish_goal("complete", rounds=4, tokens_used=7300)
 
 
 def record_demo_session(root: DataRoot, start: datetime) -> tuple[str, str]:
     """Write the demo session and its subagent child under ``root``; return both ids."""
-    with SessionApplication(root, PROJECT, AGENT, clock=_stepping_clock(start)) as app:
+    with SessionApplication(
+        root, PROJECT, AGENT, clock=stepping_clock(start, timedelta(milliseconds=350))
+    ) as app:
         main = app.start_session(
             provider="deepseek",
             model_id="deepseek-v4-pro",

@@ -24,6 +24,8 @@ __all__ = [
     "now",
     "pick_fields",
     "time_bound",
+    "unshown",
+    "unshown_argument",
 ]
 
 TIME_HELP: Final = "2026-11-01, an ISO time, 7d, 12h, 30m, 2w, today or yesterday"
@@ -42,6 +44,16 @@ def time_bound(text: str | None, option: str) -> datetime | None:
 def day_bound(text: str | None, option: str) -> str | None:
     """``--since``/``--until`` as the UTC day (``YYYY-MM-DD``) the read models group by."""
     return None if text is None else parse_day(text, now(), option=option)
+
+
+def unshown(*names: str, help: str) -> Any:
+    """A ``typer.Option`` whose default (None: not given) the help does not print."""
+    return typer.Option(*names, help=help, show_default=False)
+
+
+def unshown_argument(help: str) -> Any:
+    """A ``typer.Argument`` whose default the help does not print."""
+    return typer.Argument(help=help, show_default=False)
 
 
 FieldsOption = Annotated[

@@ -21,6 +21,8 @@ from pentrace.cli.options import (
     check_fields,
     pick_fields,
     time_bound,
+    unshown,
+    unshown_argument,
 )
 from pentrace.cli.output import (
     emit_json,
@@ -111,36 +113,31 @@ def search(
     ctx: typer.Context,
     query: Annotated[
         str | None,
-        typer.Argument(
-            help='FTS5 query: words, "exact phrase", prefix*, AND/OR/NOT, NEAR(a b).',
-            show_default=False,
-        ),
+        unshown_argument('FTS5 query: words, "exact phrase", prefix*, AND/OR/NOT, NEAR(a b).'),
     ] = None,
     project: ProjectOption = None,
     agent: AgentOption = None,
     session: Annotated[
         str | None,
-        typer.Option(
+        unshown(
             "--session",
             help="Only this session (id, unique prefix or project/agent/id).",
-            show_default=False,
         ),
     ] = None,
     since: Annotated[
         str | None,
-        typer.Option(help=f"Only records at or after: {TIME_HELP}.", show_default=False),
+        unshown(help=f"Only records at or after: {TIME_HELP}."),
     ] = None,
     until: Annotated[
         str | None,
-        typer.Option(help="Only records before (same forms).", show_default=False),
+        unshown(help="Only records before (same forms)."),
     ] = None,
     kind: Annotated[
         list[str] | None,
-        typer.Option(
+        unshown(
             "--kind",
             help="text, thinking, tool_call or tool_output (repeatable; default: all but "
             "thinking).",
-            show_default=False,
         ),
     ] = None,
     thinking: Annotated[bool, typer.Option("--thinking", help="Search thinking too.")] = False,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from pentrace.cli.options import unshown
 from pentrace.cli.roots import root_from_context
 from pentrace.infrastructure.analytics.database import ENV_ANALYTICS_URL
 from pentrace.infrastructure.ledger import LedgerSettings
@@ -44,29 +45,26 @@ def serve(
     port: Annotated[int, typer.Option(help="TCP port.")] = 8765,
     token_file: Annotated[
         Path | None,
-        typer.Option(
+        unshown(
             "--token-file",
             help="File holding the bearer token (else $PENTRACE_API_TOKEN_FILE, "
             "$PENTRACE_API_TOKEN).",
-            show_default=False,
         ),
     ] = None,
     allowed_host: Annotated[
         list[str] | None,
-        typer.Option(
+        unshown(
             "--allowed-host",
             help="Also answer requests for this Host name (repeatable; * = any); else "
             f"${ENV_ALLOWED_HOSTS}, comma-separated.",
-            show_default=False,
         ),
     ] = None,
     allowed_origin: Annotated[
         list[str] | None,
-        typer.Option(
+        unshown(
             "--allowed-origin",
             help="Let pages of this origin (https://app.example) read the API with CORS "
             f"(repeatable); else ${ENV_ALLOWED_ORIGINS}, comma-separated.",
-            show_default=False,
         ),
     ] = None,
     keepalive: Annotated[

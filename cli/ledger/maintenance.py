@@ -7,6 +7,7 @@ with them.
 from __future__ import annotations
 
 import dataclasses
+from contextlib import closing
 from typing import Annotated, Any
 
 import typer
@@ -49,11 +50,8 @@ def sync(
     Example: pentrace ledger sync --project default_project
     """
     root = data_root(ctx)
-    ledger = open_for_command(ctx, must_exist=False, keep=True)
-    try:
+    with closing(open_for_command(ctx, must_exist=False, keep=True)) as ledger:
         report = sync_traces(ledger, root, project=project, agent=agent, workers=workers)
-    finally:
-        ledger.close()
     counts = {
         "sessions": report.sessions,
         "indexed": report.indexed,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import closing
 from pathlib import Path
 from typing import Annotated
 
@@ -52,11 +53,8 @@ def import_penguin(
         must_exist=False,
         keep_everything=True,
     )
-    try:
-        with byte_progress(total, "importing") as advance:
-            report = import_penguin_ledger(source, ledger, on_rows=advance)
-    finally:
-        ledger.close()
+    with closing(ledger), byte_progress(total, "importing") as advance:
+        report = import_penguin_ledger(source, ledger, on_rows=advance)
     notes = {
         "collisions": report.collisions,
         "redacted": report.redacted,

@@ -7,10 +7,11 @@ written through the real :class:`SessionApplication`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+from pentrace.cli.demo import stepping_clock
 from pentrace.infrastructure.eventstore.application import SessionApplication
 from pentrace.infrastructure.storage.layout import DataRoot
 
@@ -25,16 +26,6 @@ def corpus_days() -> Iterator[date]:
     yield from (later + timedelta(days=n) for n in range(20))
 
 
-def _clock(start: datetime) -> Callable[[], datetime]:
-    ticks = [start]
-
-    def now() -> datetime:
-        ticks[0] += timedelta(seconds=2)
-        return ticks[0]
-
-    return now
-
-
 def build_stats_corpus(path: Path) -> DataRoot:
     """Write one session a day (a second on even days); totals grow with the day number."""
     root = DataRoot(path)
@@ -43,7 +34,9 @@ def build_stats_corpus(path: Path) -> DataRoot:
             project = PROJECTS[(number + extra) % 3]
             provider, model = MODELS[(number * 2 + extra) % 3]
             start = datetime(day.year, day.month, day.day, 9 + extra * 5, tzinfo=UTC)
-            with SessionApplication(root, project, "agent", clock=_clock(start)) as app:
+            with SessionApplication(
+                root, project, "agent", clock=stepping_clock(start, timedelta(seconds=2))
+            ) as app:
                 handle = app.start_session(
                     provider=provider,
                     model_id=model,

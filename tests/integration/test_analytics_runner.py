@@ -4,7 +4,7 @@ events only.  SQLite always; PostgreSQL (ledger and read model) when configured.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import ClassVar
 
@@ -58,6 +58,13 @@ def _session(root: Path, number: int, total: int = 30) -> None:
     pt.write_trace(root, commands, session_id=f"session-2026-07-18-11-10-22-{number:08x}")
 
 
+def _synced(root: Path, env: dict[str, str], numbers: Iterable[int]) -> None:
+    """Write a 30-token session per number, then index them all into the ledger."""
+    for number in numbers:
+        _session(root, number)
+    _sync(root, env)
+
+
 def _sync(root: Path, env: dict[str, str]) -> None:
     ledger = open_ledger(root, env)
     try:
@@ -103,9 +110,7 @@ def _totals(root: Path, env: dict[str, str]) -> int:
 def test_a_runner_catches_up_then_follows_events_indexed_while_it_runs(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
-    for number in range(3):
-        _session(tmp_path, number)
-    _sync(tmp_path, env)
+    _synced(tmp_path, env, range(3))
     with AnalyticsRunner(TokenUse, data_root=tmp_path, env=env) as runner:
         ledger = open_ledger(tmp_path, env)
         try:
@@ -120,8 +125,7 @@ def test_a_runner_catches_up_then_follows_events_indexed_while_it_runs(
 
 
 def test_projections_receive_redacted_events_only(tmp_path: Path, env: dict[str, str]) -> None:
-    _session(tmp_path, 1)
-    _sync(tmp_path, env)
+    _synced(tmp_path, env, [1])
     catch_up(Arguments, data_root=tmp_path, env=env)
     [(call_id, body)] = dump(Arguments, tmp_path, env)["seen_arguments"]
     assert call_id == "c1"
@@ -134,9 +138,7 @@ def test_projections_receive_redacted_events_only(tmp_path: Path, env: dict[str,
 def test_events_pruned_before_a_projection_read_them_are_a_loud_gap_until_a_rebuild(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
-    for number in range(4):
-        _session(tmp_path, number)
-    _sync(tmp_path, env)
+    _synced(tmp_path, env, range(4))
     pruning = {**env, "PENGUIN_RUNTIME_EVENT_LEDGER_MAX_EVENTS": "5"}
     ledger = open_ledger(tmp_path, pruning)
     try:

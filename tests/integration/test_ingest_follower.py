@@ -40,6 +40,12 @@ def lines(first: int, last: int) -> bytes:
 
 
 @pytest.fixture
+def ledger(tmp_path: Path) -> Path:
+    """Where a test's SQLite ledger lives."""
+    return tmp_path / "ledger.db"
+
+
+@pytest.fixture
 def root(tmp_path: Path) -> Path:
     path = tmp_path / "data"
     path.mkdir()
@@ -51,9 +57,8 @@ def follow(root: Path, ledger_path: Path) -> Follower:
 
 
 def test_new_records_are_indexed_once_and_a_restart_continues_from_the_cursor(
-    root: Path, tmp_path: Path
+    root: Path, ledger: Path
 ) -> None:
-    ledger = tmp_path / "ledger.db"
     append(shard(root), lines(1, 3))
     follower = follow(root, ledger)
     assert follower.scan() == 3
@@ -75,8 +80,7 @@ def test_rows_match_what_ledger_sync_builds(root: Path, tmp_path: Path) -> None:
     assert (report.indexed, report.already_held) == (0, 4)
 
 
-def test_rotation_new_date_folder_and_new_session(root: Path, tmp_path: Path) -> None:
-    ledger = tmp_path / "ledger.db"
+def test_rotation_new_date_folder_and_new_session(root: Path, ledger: Path) -> None:
     follower = follow(root, ledger)
     append(shard(root), lines(1, 3))
     follower.scan()
@@ -90,9 +94,8 @@ def test_rotation_new_date_folder_and_new_session(root: Path, tmp_path: Path) ->
 
 
 def test_a_torn_tail_waits_for_its_newline_and_a_healed_fragment_is_skipped(
-    root: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    root: Path, ledger: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    ledger = tmp_path / "ledger.db"
     path = shard(root)
     whole = line(3)
     append(path, lines(1, 2) + whole[:10])
@@ -114,9 +117,8 @@ def test_a_torn_tail_waits_for_its_newline_and_a_healed_fragment_is_skipped(
 
 
 def test_a_malformed_complete_line_is_skipped_and_reported_apart_from_healed_ones(
-    root: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    root: Path, ledger: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    ledger = tmp_path / "ledger.db"
     append(shard(root), lines(1, 1) + b"not json at all\n" + lines(2, 2))
     follower = follow(root, ledger)
     with caplog.at_level(logging.WARNING, logger="pentrace.ingest"):
@@ -128,9 +130,8 @@ def test_a_malformed_complete_line_is_skipped_and_reported_apart_from_healed_one
 
 
 def test_a_sealed_shards_unterminated_last_record_counts_as_the_reader_counts_it(
-    root: Path, tmp_path: Path
+    root: Path, ledger: Path
 ) -> None:
-    ledger = tmp_path / "ledger.db"
     append(shard(root), lines(1, 2) + line(3).rstrip(b"\n"))
     append(shard(root, index=2), lines(4, 4))
     follow(root, ledger).scan()
@@ -138,10 +139,7 @@ def test_a_sealed_shards_unterminated_last_record_counts_as_the_reader_counts_it
     assert sync(open_test_ledger(ledger), DataRoot(root)).indexed == 0
 
 
-def test_a_deleted_session_forgets_its_cursors_and_keeps_its_rows(
-    root: Path, tmp_path: Path
-) -> None:
-    ledger = tmp_path / "ledger.db"
+def test_a_deleted_session_forgets_its_cursors_and_keeps_its_rows(root: Path, ledger: Path) -> None:
     append(shard(root), lines(1, 2))
     append(shard(root, OTHER), lines(1, 1))
     follower = follow(root, ledger)
@@ -154,9 +152,8 @@ def test_a_deleted_session_forgets_its_cursors_and_keeps_its_rows(
 
 
 def test_a_truncated_shard_is_reported_and_indexed_again_without_duplicates(
-    root: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    root: Path, ledger: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    ledger = tmp_path / "ledger.db"
     path = shard(root)
     append(path, lines(1, 4))
     follower = follow(root, ledger)
@@ -172,9 +169,8 @@ def test_a_truncated_shard_is_reported_and_indexed_again_without_duplicates(
 
 
 def test_a_replaced_file_with_the_same_records_is_a_no_op_and_new_ones_land(
-    root: Path, tmp_path: Path
+    root: Path, ledger: Path
 ) -> None:
-    ledger = tmp_path / "ledger.db"
     path = shard(root)
     append(path, lines(1, 3))
     follower = follow(root, ledger)
@@ -189,9 +185,8 @@ def test_a_replaced_file_with_the_same_records_is_a_no_op_and_new_ones_land(
 
 
 def test_a_replaced_file_with_other_records_is_refused_and_reported(
-    root: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    root: Path, ledger: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    ledger = tmp_path / "ledger.db"
     path = shard(root)
     append(path, lines(1, 3))
     append(shard(root, OTHER), lines(1, 1))
@@ -211,9 +206,8 @@ def test_a_replaced_file_with_other_records_is_refused_and_reported(
 
 
 def test_clearing_the_ledger_resets_the_cursors_so_everything_is_indexed_again(
-    root: Path, tmp_path: Path
+    root: Path, ledger: Path
 ) -> None:
-    ledger = tmp_path / "ledger.db"
     append(shard(root), lines(1, 3))
     follower = follow(root, ledger)
     follower.scan()
@@ -259,9 +253,8 @@ def test_two_data_roots_sharing_one_ledger_keep_their_own_cursors(tmp_path: Path
 
 
 def test_two_shards_with_one_index_are_refused_as_the_reader_refuses_them(
-    root: Path, tmp_path: Path
+    root: Path, ledger: Path
 ) -> None:
-    ledger = tmp_path / "ledger.db"
     append(shard(root), lines(1, 2))
     append(shard(root, day=date(2026, 11, 30)), lines(1, 2))  # a stray copy of _001
     follower = follow(root, ledger)

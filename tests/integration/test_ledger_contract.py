@@ -69,6 +69,14 @@ def ids(result_events: Any) -> list[str]:
     return [entry.event_id for entry in result_events]
 
 
+def assert_gap(result: Any, reason: str, oldest: str, newest: str) -> None:
+    """``result`` (a replay) did not find its cursor: a gap of ``reason``, oldest to newest kept."""
+    assert result.found is False
+    assert result.gap is not None
+    assert result.gap.reason == reason
+    assert (result.gap.oldest_event_id, result.gap.newest_event_id) == (oldest, newest)
+
+
 @pytest.fixture
 def make_ledger(ledger_backend: LedgerBackend) -> MakeLedger:
     """Open ledgers on each backend in turn; every one is closed (and dropped) afterwards."""
@@ -220,13 +228,7 @@ def test_an_unknown_cursor_is_a_gap_followed_by_the_oldest_retained_page(
 ) -> None:
     ledger.extend([make_event("s1", n) for n in (1, 2, 3)])
     result = ledger.replay_after("evt:session:s1:00000099", limit=2)
-    assert result.found is False
-    assert result.gap is not None
-    assert result.gap.reason == "unknown_event_id"
-    assert (result.gap.oldest_event_id, result.gap.newest_event_id) == (
-        "evt:session:s1:00000001",
-        "evt:session:s1:00000003",
-    )
+    assert_gap(result, "unknown_event_id", "evt:session:s1:00000001", "evt:session:s1:00000003")
     assert ids(result.events) == ["evt:session:s1:00000001", "evt:session:s1:00000002"]
 
 

@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
-from tests.integration.test_ledger_contract import NO_LIMITS, FakeClock, ids, make_event
+from tests.integration.test_ledger_contract import (
+    NO_LIMITS,
+    FakeClock,
+    assert_gap,
+    ids,
+    make_event,
+)
 
 NOW_S = 1_800_000_000.0
 
@@ -79,13 +85,7 @@ def test_w6_gap_bounds_are_scoped_and_evicted_differs_from_never_existed(
     ledger.cleanup()  # keeps s1:3 and s2:1..3
 
     evicted = ledger.replay_after("evt:session:s1:00000001", session_id="s1")
-    assert evicted.found is False
-    assert evicted.gap is not None
-    assert evicted.gap.reason == "evicted"
-    assert (evicted.gap.oldest_event_id, evicted.gap.newest_event_id) == (
-        "evt:session:s1:00000003",
-        "evt:session:s1:00000003",
-    )
+    assert_gap(evicted, "evicted", "evt:session:s1:00000003", "evt:session:s1:00000003")
     assert ids(evicted.events) == ["evt:session:s1:00000003"]
 
     never = ledger.replay_after("evt:session:s1:00000042", session_id="s1")

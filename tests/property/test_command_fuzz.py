@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
@@ -269,24 +269,23 @@ _FUZZ = settings(
 )
 
 
-@settings(_FUZZ, max_examples=24)
-@given(mutation=mutations())
-def test_trace_commands_survive_a_mutated_trace(
-    template: tuple[Path, dict[str, list[Path]]],
-    monkeypatch: pytest.MonkeyPatch,
-    mutation: tuple[str, int, str, bytes, int],
-) -> None:
-    fuzz_once(template, monkeypatch, mutation, TRACE_COMMANDS)
+def _survives_mutations(commands: dict[str, list[list[str]]], examples: int) -> Callable[..., None]:
+    """A fuzz test: each of ``examples`` mutated traces leaves ``commands`` without a traceback."""
+
+    @settings(_FUZZ, max_examples=examples)
+    @given(mutation=mutations())
+    def test(
+        template: tuple[Path, dict[str, list[Path]]],
+        monkeypatch: pytest.MonkeyPatch,
+        mutation: tuple[str, int, str, bytes, int],
+    ) -> None:
+        fuzz_once(template, monkeypatch, mutation, commands)
+
+    return test
 
 
-@settings(_FUZZ, max_examples=5)
-@given(mutation=mutations())
-def test_ledger_and_stats_commands_survive_a_mutated_trace(
-    template: tuple[Path, dict[str, list[Path]]],
-    monkeypatch: pytest.MonkeyPatch,
-    mutation: tuple[str, int, str, bytes, int],
-) -> None:
-    fuzz_once(template, monkeypatch, mutation, DERIVED_COMMANDS)
+test_trace_commands_survive_a_mutated_trace = _survives_mutations(TRACE_COMMANDS, 24)
+test_ledger_and_stats_commands_survive_a_mutated_trace = _survives_mutations(DERIVED_COMMANDS, 5)
 
 
 def test_real_processes_print_no_traceback_on_a_hostile_root(

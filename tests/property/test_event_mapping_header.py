@@ -12,6 +12,7 @@ session, agent or directory names (secret-looking ones included).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,14 @@ contexts = st.fixed_dictionaries(
         "home": st.sampled_from([None, "/home/u"]),
     }
 )
+
+
+def homeless_batches(max_size: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Run a test 200 times on lists of (record, context) whose context has no home folder."""
+    batches = st.lists(
+        st.tuples(records(), contexts.filter(lambda c: c["home"] is None)), max_size=max_size
+    )
+    return lambda test: settings(max_examples=200, deadline=None)(given(batches)(test))
 
 
 @settings(max_examples=150, deadline=None)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pentrace.domain.records import TraceRecord, decode_line
 from pentrace.projections.replay_view import ReplayItem, build_replay, fork_cut
-from pentrace.projections.session_summary import summarize_session
+from pentrace.projections.session_summary import SessionSummary, summarize_session
 from pentrace.testing import Command, render_shards, session_commands
 
 
@@ -19,6 +21,18 @@ def _items(commands: list[Command]) -> list[ReplayItem]:
             assert record is not None
             pairs.append((index, record))
     return build_replay(pairs)
+
+
+def _closes_every_round(summary: SessionSummary) -> None:
+    """No request is left open, no compaction dangles, every request kept completed."""
+    assert summary.requests["open"] == 0
+    assert summary.dangling_compactions == 0
+    assert summary.requests["completed"] == sum(summary.requests.values())
+
+
+def _forks(test: Callable[[list[Command], st.DataObject], None]) -> Callable[..., None]:
+    """Run a fork property 80 times on generated sessions, with draws for the fork point."""
+    return settings(max_examples=80, deadline=None)(given(session_commands(), st.data())(test))
 
 
 def _kept(items: list[ReplayItem], cut: int) -> list[TraceRecord]:
@@ -42,8 +56,7 @@ def test_every_record_is_placed_once_and_turns_match_the_summary(commands: list[
     assert all(len(states) == 1 for states in by_round.values())
 
 
-@settings(max_examples=80, deadline=None)
-@given(session_commands(), st.data())
+@_forks
 def test_a_fork_at_a_turn_keeps_exactly_that_many_closed_turns(
     commands: list[Command], data: st.DataObject
 ) -> None:
@@ -56,13 +69,10 @@ def test_a_fork_at_a_turn_keeps_exactly_that_many_closed_turns(
     summary = summarize_session(_kept(items, fork_cut(items, at_turn=turn, at_event=None)))
 
     assert summary.turns == turn
-    assert summary.requests["open"] == 0
-    assert summary.dangling_compactions == 0
-    assert sum(summary.requests.values()) == summary.requests["completed"]
+    _closes_every_round(summary)
 
 
-@settings(max_examples=80, deadline=None)
-@given(session_commands(), st.data())
+@_forks
 def test_a_fork_at_an_event_never_splits_a_round_or_a_compaction(
     commands: list[Command], data: st.DataObject
 ) -> None:
@@ -73,6 +83,4 @@ def test_a_fork_at_an_event_never_splits_a_round_or_a_compaction(
     summary = summarize_session(_kept(items, cut))
 
     assert cut <= event
-    assert summary.requests["open"] == 0
-    assert summary.dangling_compactions == 0
-    assert summary.requests["completed"] == sum(summary.requests.values())
+    _closes_every_round(summary)

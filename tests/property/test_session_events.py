@@ -14,8 +14,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from pentrace.domain.json_codec import JsonEncoder
 from pentrace.domain.records import TraceRecord
@@ -23,7 +21,7 @@ from pentrace.domain.runtime import SessionEvents, runtime_event_from_record
 from pentrace.domain.session.key import SessionKey
 from pentrace.errors import LedgerError
 from pentrace.infrastructure.ledger.rows import ROW_COLUMNS, encoded_values, envelope_row
-from tests.property.test_event_mapping_header import SECRETS, contexts, records
+from tests.property.test_event_mapping_header import SECRETS, homeless_batches
 
 _encode = JsonEncoder().encode
 _NOW = 1_790_000_000_000
@@ -55,8 +53,7 @@ def _agree(record: TraceRecord, position: int, context: dict[str, Any]) -> bool:
     return encoded.screened
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(records(), contexts.filter(lambda c: c["home"] is None)), max_size=8))
+@homeless_batches(8)
 def test_a_screened_candidate_is_the_fully_redacted_envelope_and_row(
     batch: list[tuple[TraceRecord, dict[str, Any]]],
 ) -> None:

@@ -21,7 +21,7 @@ from pentrace.domain.runtime import SessionEvents, opencode_payload
 from pentrace.domain.session.key import SessionKey
 from pentrace.infrastructure.ledger import LedgerEntry
 from pentrace.service.events.frames import event_frame
-from tests.property.test_event_mapping_header import contexts, records
+from tests.property.test_event_mapping_header import homeless_batches
 
 _encode = JsonEncoder().encode
 _decode = JsonDecoder[Any]().decode
@@ -33,8 +33,7 @@ def reference(entry: LedgerEntry) -> bytes:
     return b"id: " + entry.event_id.encode() + b"\ndata: " + data + b"\n\n"
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(records(), contexts.filter(lambda c: c["home"] is None)), max_size=6))
+@homeless_batches(6)
 def test_frames_of_mapped_envelopes_equal_the_decoded_frames(
     batch: list[tuple[TraceRecord, dict[str, Any]]],
 ) -> None:

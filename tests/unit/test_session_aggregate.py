@@ -56,12 +56,28 @@ def started(**overrides: Any) -> Session:
     return session
 
 
+def with_open_call() -> Session:
+    """A started session with a request open and call c1 (exec) in it, not yet answered."""
+    session = started()
+    session.begin_request(now=NOW)
+    session.record_tool_call("exec", "{}", "c1", now=NOW)
+    return session
+
+
 def lines(session: Session) -> list[str]:
     return [e.line.decode() for e in session.collect_events()]
 
 
 def line(kind: str, payload: str, ts: str = TS) -> str:
     return f'{{"timestamp":"{ts}","type":"{kind}","payload":{payload}}}'
+
+
+def model(payload: str, ts: str = TS) -> str:
+    return line("model_msg", payload, ts)
+
+
+def event(payload: str, ts: str = TS) -> str:
+    return line("event_msg", payload, ts)
 
 
 def test_start_writes_session_meta_then_tool_list_ready() -> None:
@@ -83,8 +99,7 @@ def test_start_writes_session_meta_then_tool_list_ready() -> None:
             '"model_context_window":1000000,"system_prompt":"…","agent_state":"/a",'
             '"workspace":"/home/u/work"}',
         ),
-        line(
-            "event_msg",
+        event(
             '{"type":"tool_list_ready","tools":[{"name":"exec_command","description":"run",'
             '"parameters":{"type":"object"}}]}',
         ),
@@ -110,10 +125,9 @@ def test_the_seed_example_request_is_written_byte_for_byte() -> None:
     session.record_token_usage({"total": 10, "output": 2}, {"total": 4}, now=NOW)
     counts = '"cache_read":0,"cache_write":0,"output":{},"total":{}'
     assert lines(session) == [
-        line("model_msg", '{"type":"text","role":"user","text":"Create hello.txt"}'),
-        line("event_msg", '{"type":"request_begin"}'),
-        line(
-            "model_msg",
+        model('{"type":"text","role":"user","text":"Create hello.txt"}'),
+        event('{"type":"request_begin"}'),
+        model(
             '{"type":"tool_call","role":"assistant","name":"exec_command","arguments":'
             + json.dumps(args, separators=(",", ":"))
             + ',"tool_call_id":"call_0"}',
@@ -121,14 +135,12 @@ def test_the_seed_example_request_is_written_byte_for_byte() -> None:
         line(
             "event_msg", '{"type":"approval_decision","decision":"allow","tool_call_id":"call_0"}'
         ),
-        line(
-            "model_msg",
+        model(
             '{"type":"tool_call_output","role":"user","output":"[no output]",'
             '"tool_call_id":"call_0"}',
         ),
-        line("event_msg", '{"type":"request_end","status":"completed"}'),
-        line(
-            "event_msg",
+        event('{"type":"request_end","status":"completed"}'),
+        event(
             '{"type":"token_usage","session":{'
             + counts.format(2, 10)
             + '},"request":{'
@@ -143,9 +155,8 @@ def test_user_input_with_images_writes_text_then_image_urls() -> None:
     session = started()
     session.record_user_input("look", now=NOW, images=["data:image/png;base64,AA=="])
     assert lines(session) == [
-        line("model_msg", '{"type":"text","role":"user","text":"look"}'),
-        line(
-            "model_msg",
+        model('{"type":"text","role":"user","text":"look"}'),
+        model(
             '{"type":"image_url","role":"user","image_url":"data:image/png;base64,AA=="}',
         ),
     ]
@@ -162,27 +173,22 @@ def test_model_messages_keep_fidelity_byte_for_byte() -> None:
     session.record_inline_data("AAAA", "image/png", now=NOW, role="assistant")
     session.end_request("failed", now=NOW, error_message="rate limited", attempt=2, retry_in_ms=500)
     assert lines(session) == [
-        line(
-            "model_msg",
+        model(
             '{"type":"thinking","role":"assistant","thinking":"hmm","stop_reason":"completed",'
             '"fidelity":{"signature":  "abc", "n":[1 ,2]}}',
         ),
-        line(
-            "model_msg",
+        model(
             '{"type":"text","role":"assistant","text":"done","stop_reason":"completed",'
             '"fidelity":{"phase":"final"}}',
         ),
-        line(
-            "model_msg",
+        model(
             '{"type":"inline_thinking","role":"assistant","data":"QUJD",'
             '"mime_type":"application/octet-stream","stop_reason":"completed"}',
         ),
-        line(
-            "model_msg",
+        model(
             '{"type":"inline_data","role":"assistant","data":"AAAA","mime_type":"image/png"}',
         ),
-        line(
-            "event_msg",
+        event(
             '{"type":"request_end","status":"failed","error_message":"rate limited",'
             '"attempt":2,"retry_in_ms":500}',
         ),
@@ -200,17 +206,15 @@ def test_events_abort_goal_subagent_and_mcp_records() -> None:
     session.record_subagent("session-child", now=NOW)
     session.finish_goal("complete", now=NOW, rounds=3, tokens_used=900)
     assert lines(session) == [
-        line("event_msg", '{"type":"mcp_connect_begin","servers":["github"]}'),
-        line(
-            "event_msg",
+        event('{"type":"mcp_connect_begin","servers":["github"]}'),
+        event(
             '{"type":"mcp_connect_end","status":"completed","results":[{"server":"github",'
             '"transport":"stdio","status":"ok","duration_ms":12}]}',
         ),
-        line("event_msg", '{"type":"abort","reason":null}'),
-        line("event_msg", '{"type":"abort","reason":"user_interrupt"}'),
-        line("event_msg", '{"type":"subagent","session_id":"session-child"}'),
-        line(
-            "event_msg",
+        event('{"type":"abort","reason":null}'),
+        event('{"type":"abort","reason":"user_interrupt"}'),
+        event('{"type":"subagent","session_id":"session-child"}'),
+        event(
             '{"type":"goal_finished","outcome":"complete","rounds":3,"tokens_used":900}',
         ),
     ]
@@ -231,13 +235,12 @@ def test_after_a_completed_compaction_the_next_write_opens_a_new_shard_with_head
     written = lines(session)
     ts = "2026-07-18T03:10:27.531Z"
     assert written[0] == line("session_meta", meta_before.decode(), ts)
-    assert written[1] == line(
-        "event_msg",
+    assert written[1] == event(
         '{"type":"tool_list_ready","tools":[{"name":"exec_command",'
         '"description":"run a command"}]}',
         ts,
     )
-    assert written[2] == line("model_msg", '{"type":"text","role":"user","text":"next"}', ts)
+    assert written[2] == model('{"type":"text","role":"user","text":"next"}', ts)
     assert (session.shard_index, session.rotation_pending, session.version) == (2, False, 10)
 
 
@@ -304,18 +307,14 @@ def test_output_for_an_unknown_call_id_is_refused() -> None:
 
 
 def test_a_second_output_for_the_same_call_is_refused() -> None:
-    session = started()
-    session.begin_request(now=NOW)
-    session.record_tool_call("exec", "{}", "c1", now=NOW)
+    session = with_open_call()
     session.record_tool_output("c1", "first", now=NOW)
     with pytest.raises(DuplicateToolOutputError, match="call 'c1', found it already answered"):
         session.record_tool_output("c1", "second", now=NOW)
 
 
 def test_a_committed_unanswered_call_may_be_answered_before_the_next_request() -> None:
-    session = started()
-    session.begin_request(now=NOW)
-    session.record_tool_call("exec", "{}", "c1", now=NOW)
+    session = with_open_call()
     session.end_request("completed", now=NOW)
     assert session.awaiting_output() == ["c1"]
     session.record_tool_output("c1", "late", now=NOW)
@@ -376,9 +375,7 @@ def test_a_naive_time_is_refused() -> None:
 
 
 def test_an_abandoned_open_request_lets_the_next_request_begin() -> None:
-    session = started()
-    session.begin_request(now=NOW)
-    session.record_tool_call("exec", "{}", "c1", now=NOW)
+    session = with_open_call()
     session.abandon_open_request()
     session.begin_request(now=NOW)
     with pytest.raises(UnknownToolCallError):
@@ -461,9 +458,7 @@ def test_a_foreign_meta_without_required_fields_is_reported_by_field() -> None:
 
 
 def test_headers_built_while_recording_equal_the_headers_read_back_from_the_lines() -> None:
-    session = started()
-    session.begin_request(now=NOW)
-    session.record_tool_call("exec", "{}", "c1", now=NOW)
+    session = with_open_call()
     session.record_tool_call("exec", "{}", "c2", now=NOW, stop_reason=None)
     session.record_tool_call("exec", "{}", "c3", now=NOW, stop_reason="max_tokens")
     session.record_tool_output("c1", "ok", now=NOW)
