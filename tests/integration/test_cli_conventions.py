@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -129,11 +130,16 @@ def test_version_and_no_arguments(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "-V")[1] == out
 
 
-@pytest.mark.parametrize(
-    ("path", "command"),
-    [(p, c) for p, c in LEAVES if " ".join(p[1:]) not in NO_ROOT_NEEDED],
-    ids=lambda v: " ".join(v) if isinstance(v, list) else "",
-)
+def over_leaves(keep: Callable[[list[str], Any], bool]) -> pytest.MarkDecorator:
+    """Parametrize a test over the leaf commands ``keep(path, command)`` selects."""
+    return pytest.mark.parametrize(
+        ("path", "command"),
+        [(p, c) for p, c in LEAVES if keep(p, c)],
+        ids=lambda v: " ".join(v) if isinstance(v, list) else "",
+    )
+
+
+@over_leaves(lambda p, _c: " ".join(p[1:]) not in NO_ROOT_NEEDED)
 def test_a_missing_data_root_is_refused(
     capsys: pytest.CaptureFixture[str],
     corpus: dict[str, Any],
@@ -150,15 +156,11 @@ def test_a_missing_data_root_is_refused(
     assert not missing.exists()
 
 
-@pytest.mark.parametrize(
-    ("path", "command"),
-    [
-        (p, c)
-        for p, c in LEAVES
-        if any("--json" in getattr(param, "opts", ()) for param in c.params)
+@over_leaves(
+    lambda p, c: (
+        any("--json" in getattr(param, "opts", ()) for param in c.params)
         and " ".join(p[1:]) not in NEVER_RUN
-    ],
-    ids=lambda v: " ".join(v) if isinstance(v, list) else "",
+    )
 )
 def test_json_output_is_valid_json(
     capsys: pytest.CaptureFixture[str],
