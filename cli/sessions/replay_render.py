@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from pentrace.domain.omnimessage.images import describe, record_images
+from pentrace.domain.omnimessage.images import record_images, summary
 from pentrace.projections.replay_view import ReplayItem, pair_calls
 
 __all__ = ["MAX_OUTPUT_LINES", "render_replay"]
@@ -40,7 +40,7 @@ def _images(payload: dict[str, Any], prefix: str) -> list[str]:
     images = record_images("tool_call_output", payload)
     if not images:
         return []
-    shown = "; ".join(describe(image) for image in images[:5])
+    shown = "; ".join(summary(image) for image in images[:5])
     more = f"; and {len(images) - 5} more" if len(images) > 5 else ""
     return [f"{prefix}[{len(images)} image(s) in the output: {shown}{more}]"]
 
@@ -134,7 +134,7 @@ class _Renderer:
             return "\n".join([*lines, *_images(payload, "    ")])
         images = record_images(ptype, payload)
         if images:
-            return f"{who}: [image: {describe(images[0])}]"
+            return f"{who}: [image: {summary(images[0])}]"
         if ptype == "inline_data":
             mime = _str(payload.get("mime_type")) or "data"
             return f"{who}: [inline {mime}, {len(_str(payload.get('data'))) * 3 // 4} bytes]"

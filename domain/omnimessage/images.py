@@ -33,11 +33,13 @@ __all__ = [
     "check_image",
     "decode_image",
     "describe",
+    "kind_refusal",
     "megabytes",
     "parse_image_url",
     "preview_refusal",
     "record_images",
     "sniff",
+    "summary",
     "too_large",
 ]
 
@@ -214,6 +216,25 @@ def _head(ref: ImageRef) -> bytes | None:
         return None
 
 
+def kind_refusal(ref: ImageRef) -> str | None:
+    """Why inline data is not an allowed image, judged by its first bytes (not base64, or
+    another kind); None when it may be one, and for web and path images."""
+    if ref.source != "inline":
+        return None
+    head = _head(ref)
+    if head is None:
+        return "its data is not base64"
+    if sniff(head) is None:
+        return f"{_EXPECTED}, found {_found(head)}"
+    return None
+
+
+def summary(ref: ImageRef) -> str:
+    """:func:`describe`, and why the bytes are not an image when their first bytes say so."""
+    reason = kind_refusal(ref)
+    return describe(ref) if reason is None else f"{describe(ref)}; not an image: {reason}"
+
+
 def preview_refusal(ref: ImageRef, cap: int) -> str | None:
     """Why a page should not ask for this inline image (too large, or not an allowed type by
     its first bytes), without decoding it; None when it may (the server still checks it all)."""
@@ -221,9 +242,5 @@ def preview_refusal(ref: ImageRef, cap: int) -> str | None:
         return None
     if ref.size > cap:
         return f"image too large ({megabytes(ref.size)})"
-    head = _head(ref)
-    if head is None:
-        return "image not shown: its data is not base64"
-    if sniff(head) is None:
-        return f"image not shown: {_EXPECTED}, found {_found(head)}"
-    return None
+    reason = kind_refusal(ref)
+    return None if reason is None else f"image not shown: {reason}"

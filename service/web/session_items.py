@@ -1,6 +1,7 @@
 """One window of a session's replay as HTML: rounds marked committed, dropped or open, text as
-safe Markdown, thinking collapsed, tool calls paired with approvals and outputs, truncation
-markers, aborts, retries, MCP results, compactions, shard boundaries and subagent links.
+safe Markdown, thinking collapsed, images (:mod:`.session_images`), tool calls paired with
+approvals and outputs, truncation markers, aborts, retries, MCP results, compactions, shard
+boundaries and subagent links.
 
 Every payload is redacted (:func:`pentrace.domain.redaction.redact`) before any of it is
 shown; the raw record is fetched on demand (``data-raw``), redacted too unless the

@@ -4,12 +4,15 @@ the raw record and the raw image answer 403 without the token."""
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Iterator
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
+from pentrace.cli.app import app
 from pentrace.service.edge.headers import HTML_POLICY
 from tests.integration.sse_harness import Server
 from tests.integration.web_image_corpus import (
@@ -194,3 +197,31 @@ def test_raw_images_and_raw_records_answer_403_without_the_token_and_serve_with_
     # As recorded, that data is not a whole PNG either: still refused, by its bytes.
     assert raw_changed.status_code == 422
     assert "data-raw-note" not in page
+
+
+def test_replay_and_the_page_describe_every_image_alike(corpus: ImageCorpus, plain: Server) -> None:
+    reference = f"{PROJECT}/{AGENT}/{corpus.session_id}"
+    result = CliRunner().invoke(
+        app,
+        ["--data-root", str(corpus.root.path), "replay", reference, "--include-uncommitted"],
+    )
+    assert result.exit_code == 0, result.output
+    page = httpx.get(f"{plain.url}/web/sessions/{reference}").text
+    captions = re.findall(r"<figcaption>([^<]+)</figcaption>", page)
+    named = re.findall(r"<p class=\"image-ref refused\" data-image-refused>([^<]+)</p>", page)
+    # The chart's own, then png, jpeg, gif, cut, the four paths (the route judges them), webp.
+    assert len(captions) == 10
+    for caption in captions[1:]:
+        assert html.unescape(caption) in result.stdout
+    # Where the page names an image instead of drawing it for its kind, replay says the same
+    # (replay lists five images of an output; the sixth, the redacted one, is "1 more").
+    agreed = []
+    for line in map(html.unescape, named):
+        refusal, _, what = line.partition(": image/")
+        if refusal.startswith("image not shown: "):
+            reason = refusal.removeprefix("image not shown: ")
+            if f"image/{what}" in result.stdout:
+                assert f"image/{what}; not an image: {reason}" in result.stdout
+                agreed.append(reason)
+    assert len(agreed) == 2  # the SVG and the wrong magic number
+    assert "found an SVG document (never shown: it can carry script)" in agreed[0]
