@@ -45,7 +45,7 @@ from pentrace.service.edge.errors import BadRequest, Forbidden
 from pentrace.service.web.layout import esc
 from pentrace.service.web.transfer import need_token
 
-__all__ = ["image_html", "image_route", "path_number"]
+__all__ = ["image_html", "image_route", "path_number", "scratchpad_file"]
 
 _EXTENSIONS: Final = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif",
                       "image/webp": "webp"}  # fmt: skip
@@ -81,7 +81,7 @@ def image_html(image: ImageRef, src: str, cap: int) -> str:
     )
 
 
-def _scratchpad_file(root: DataRoot, ref: SessionRef, address: str, where: str) -> Path:
+def scratchpad_file(root: DataRoot, ref: SessionRef, address: str, where: str) -> Path:
     """The file an image path names, inside the session's own scratchpad only.
 
     A path that names the scratchpad (``.../scratchpad/<id>/rest``, from any host) is taken
@@ -101,7 +101,8 @@ def _scratchpad_file(root: DataRoot, ref: SessionRef, address: str, where: str) 
             hint=_RAW_HINT,
         )
     parts = PurePosixPath(rest).parts
-    if not parts or any(part in ("..", ".") for part in parts) or rest.startswith("/"):
+    leaves = not parts or any(part in ("..", ".") for part in parts) or rest.startswith("/")
+    if leaves or any(ord(ch) < 32 for ch in rest):
         raise Forbidden(
             f"{where}: the image path {address[:120]!r} leaves the session's scratchpad",
             hint=_RAW_HINT,
@@ -125,6 +126,11 @@ def _read_file(path: Path, cap: int, where: str) -> bytes:
             f"{where}: the image file is not in the session's scratchpad",
             hint="the scratchpad may have been cleaned",
         ) from None
+    except OSError as error:
+        raise NotFoundError(
+            f"{where}: the image file cannot be read ({error.strerror or type(error).__name__})",
+            hint="check the scratchpad's files and modes",
+        ) from None
 
 
 def _load(
@@ -147,7 +153,7 @@ def _load(
             hint="the page links its address",
         )
     if image.source == "path":
-        data = _read_file(_scratchpad_file(context.root, ref, image.address, where), cap, where)
+        data = _read_file(scratchpad_file(context.root, ref, image.address, where), cap, where)
         return data, check_image(data, where), ref.key.reference
     if not raw and record_images(record.ptype, written)[index].data != image.data:
         raise ImageDataError(
