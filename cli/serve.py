@@ -82,7 +82,8 @@ def serve(
     image_max_mib: Annotated[
         float,
         typer.Option(
-            help="Largest image (MiB) the viewer shows inline; larger ones are named.", min=0
+            help="Largest image (MiB) the viewer shows inline; larger ones are named (0: none).",
+            min=0,
         ),
     ] = 5.0,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",

@@ -23,7 +23,7 @@ import binascii
 import re
 from dataclasses import dataclass
 from typing import Any, Final
-from urllib.parse import unquote, unquote_to_bytes, urlsplit
+from urllib.parse import unquote, unquote_to_bytes
 
 from pentrace.errors import ImageDataError, ImageTooLargeError, ImageTypeError
 
@@ -83,7 +83,10 @@ def parse_image_url(url: str, index: int) -> ImageRef:
     if url[:8].lower().startswith(("http://", "https://")):
         return ImageRef(index, "web", address=url)
     if url[:7].lower() == "file://":
-        return ImageRef(index, "path", address=unquote(urlsplit(url).path))
+        after = url[7:]  # host (usually empty), then the path; urlsplit would refuse "[" hosts
+        return ImageRef(
+            index, "path", address=unquote(after[after.find("/") :] if "/" in after else "")
+        )
     return ImageRef(index, "path", address=url)
 
 
@@ -192,7 +195,7 @@ def decode_image(ref: ImageRef, cap: int, where: str) -> tuple[bytes, str]:
         text = "".join(ref.data.split()) if _SPACE.search(ref.data) else ref.data
         try:
             data = base64.b64decode(text, validate=True)
-        except binascii.Error:
+        except (binascii.Error, ValueError):  # ValueError: a non-ASCII character
             raise ImageDataError(
                 f"{where}: expected base64 image data, found {len(text)} characters that do "
                 "not decode (cut short, or not base64)",
@@ -212,7 +215,7 @@ def _head(ref: ImageRef) -> bytes | None:
     text = text[: len(text) // 4 * 4]
     try:
         return base64.b64decode(text, validate=True)
-    except binascii.Error:
+    except (binascii.Error, ValueError):  # ValueError: a non-ASCII character
         return None
 
 

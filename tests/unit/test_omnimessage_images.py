@@ -6,8 +6,11 @@ from __future__ import annotations
 import base64
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pentrace.domain.omnimessage.images import (
+    ALLOWED_TYPES,
     ImageRef,
     check_image,
     decode_image,
@@ -15,8 +18,9 @@ from pentrace.domain.omnimessage.images import (
     parse_image_url,
     preview_refusal,
     record_images,
+    summary,
 )
-from pentrace.errors import ImageDataError, ImageTooLargeError, ImageTypeError
+from pentrace.errors import ImageDataError, ImageError, ImageTooLargeError, ImageTypeError
 from tests.image_samples import SVG_WITH_SCRIPT, data_url, image_bytes
 
 CAP = 1024 * 1024
@@ -122,3 +126,44 @@ def test_data_that_is_not_base64_is_refused_on_the_page_and_by_the_decoder() -> 
     assert preview_refusal(ref, CAP) == "image not shown: its data is not base64"
     with pytest.raises(ImageDataError):
         decode_image(ref, CAP, WHERE)
+
+
+@given(
+    st.one_of(
+        st.text(max_size=300),
+        st.binary(max_size=300).map(lambda b: base64.b64encode(b).decode()),
+        st.binary(max_size=200).map(lambda b: base64.b64encode(b"\x89PNG\r\n\x1a\n" + b).decode()),
+    ),
+    st.booleans(),
+)
+def test_any_data_is_an_allowed_image_or_refused_with_an_image_error(
+    data: str, encoded: bool
+) -> None:
+    ref = ImageRef(0, "inline", "image/png", data, encoded)
+    if preview_refusal(ref, CAP) is not None:  # what the page refuses, the route refuses too
+        with pytest.raises(ImageError, match=f"^{WHERE}: "):
+            decode_image(ref, CAP, WHERE)
+        return
+    try:
+        _, media_type = decode_image(ref, CAP, WHERE)
+    except ImageError as error:
+        found = error.message  # passed the first bytes, failed later: named where
+    else:
+        found = media_type
+    assert found in ALLOWED_TYPES or found.startswith(WHERE)
+
+
+@given(st.text(max_size=200), st.sampled_from(["data:", "data:image/png;base64,", "file://", ""]))
+def test_any_image_text_is_listed_described_and_judged_without_an_error(
+    text: str, prefix: str
+) -> None:
+    for ptype, payload in (
+        ("image_url", {"image_url": prefix + text}),
+        ("tool_call_output", {"images": [prefix + text]}),
+        ("inline_data", {"data": text, "mime_type": "image/png"}),
+    ):
+        (ref,) = record_images(ptype, payload)
+        assert isinstance(describe(ref), str)
+        assert isinstance(summary(ref), str)
+        refusal = preview_refusal(ref, CAP)
+        assert refusal is None or refusal.startswith("image ")
