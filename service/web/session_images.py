@@ -104,7 +104,8 @@ def scratchpad_file(root: DataRoot, ref: SessionRef, address: str, where: str) -
     leaves = not parts or any(part in ("..", ".") for part in parts) or rest.startswith("/")
     if leaves or any(ord(ch) < 32 for ch in rest):
         raise Forbidden(
-            f"{where}: the image path {address[:120]!r} leaves the session's scratchpad",
+            f"{where}: the image path leaves the session's scratchpad or names no file in it "
+            "(a '..' part, a control character, nothing after the folder)",
             hint=_RAW_HINT,
         )
     path = scratchpad.joinpath(*parts)
