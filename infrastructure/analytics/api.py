@@ -81,7 +81,7 @@ class AnalyticsProjection(Projection[ReadModel]):
       and skipped) before the projection stops; 0 stops on the first;
     * ``version``: raise it whenever ``schema`` or what a handler writes changes.
       A read model built by another version is rebuilt from the traces before
-      ``pentrace stats`` reads it, and a runner refuses to extend it (ADR 0053).
+      ``pentrace stats`` reads it, and a runner refuses to extend it (ADR 0054).
     """
 
     schema: ClassVar[tuple[str, ...]] = ()

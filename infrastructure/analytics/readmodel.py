@@ -216,7 +216,7 @@ class ReadModel(TrackingRecorder):
     def stale_reason(self) -> str | None:
         """Why the read model was built unlike this code builds it, or None when it was not:
         sessions keyed by their id alone (ADR 0023), or another version of the projection
-        (its tables differ; ADR 0053)."""
+        (its tables differ; ADR 0054)."""
         with self.db.reading("read an analytics read model's session key scheme") as conn:
             tracked = conn.execute(
                 text(f"SELECT 1 FROM {TRACKING_TABLE} WHERE application_name = :n"),

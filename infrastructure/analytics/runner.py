@@ -261,7 +261,7 @@ def catch_up(
     """Process every event the ledger holds now, commit, stop; returns the tracking position.
 
     A read model built before sessions were keyed by (project, agent, id)
-    (ADR 0023), or by another version of its projection (ADR 0053), is rebuilt
+    (ADR 0023), or by another version of its projection (ADR 0054), is rebuilt
     from the traces first, never extended.
     """
     projection = open_projection(projection_class, data_root, _env(data_root, env))

@@ -66,6 +66,7 @@ def figures(
     total = sum(statuses.values())
     return {
         "requests": total,
+        "statuses": statuses,
         "success_rate": _rate(statuses.get("completed", 0), total),
         "tokens": sums,
         "cache_hit_rate": _rate(sums["cache_read"], sums["input"] + sums["cache_read"]),
@@ -157,14 +158,16 @@ def _read(context: ServiceContext, choice: dict[str, Any]) -> dict[str, Any]:
 
 
 def _card(name: str, value: dict[str, Any], currency: str) -> str:
-    rate = value["success_rate"]
+    rate, hits = value["success_rate"], value["cache_hit_rate"]
+    completed = value["statuses"].get("completed", 0)
     return (
         f'<section class="card" data-card="{esc(name)}" data-requests="{value["requests"]}" '
-        f'data-tokens="{value["tokens"]["total"]}" data-cost="{value["cost"]:.6f}">'
-        f"<h2>{esc(name)}</h2>"
+        f'data-tokens="{value["tokens"]["total"]}" data-cost="{value["cost"]:.6f}" '
+        f'data-completed="{completed}"><h2>{esc(name)}</h2>'
         f"<p><b>{number(value['requests'])}</b> requests"
         f"{f', {rate * 100:.1f}% completed' if rate is not None else ''}</p>"
-        f"<p><b>{number(value['tokens']['total'])}</b> tokens</p>"
+        f"<p><b>{number(value['tokens']['total'])}</b> tokens"
+        f"{f', {hits * 100:.1f}% cache hits' if hits is not None else ''}</p>"
         f"<p><b>{value['cost']:.4f}</b> {esc(currency)}</p></section>"
     )
 

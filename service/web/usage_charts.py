@@ -216,7 +216,8 @@ def usage_charts(data: UsageSeries | None, range_name: str, currency: str) -> li
     shown = len(data.win.keys)
     return [
         f'<p class="meta axis" data-size="{esc(size)}" data-buckets="{shown}" '
-        f'data-active="{len(keys)}">{esc(range_name)}: {shown} buckets of one {esc(size)} '
+        f'data-active="{len(keys)}" data-since="{esc(data.win.since)}" '
+        f'data-until="{esc(data.win.until)}">{esc(range_name)}: {shown} buckets of one {esc(size)} '
         f"(UTC), {len(keys)} with activity; a dashed line marks skipped empty buckets.</p>",
         *(render_chart(chart) for chart in charts),
         _table(data, keys, currency),
