@@ -133,7 +133,13 @@ def render_chart(chart: Chart) -> str:
         for number_of_series, (name, values) in enumerate(chart.series):
             height = values[index] / top * plot_h
             base -= height
-            tip = f"{chart.labels[index]}: {name} {number(values[index])}"
+            value = values[index]
+            shown = (
+                number(int(value))
+                if chart.unit != "cost" and float(value).is_integer()
+                else number(value)
+            )
+            tip = f"{chart.labels[index]}: {name} {shown}"
             rate = chart.rates[number_of_series][index] if chart.rates else None
             if rate is not None:
                 tip += f", {rate * 100:.1f}% {chart.rate_name}"

@@ -138,6 +138,7 @@ def test_a_bucket_with_nothing_to_divide_shows_no_rate_never_zero() -> None:
     assert hits == [("2026-11-28 23:40", "25.0%"), ("2026-11-29 00:10", "0.0%")]
     failures = re.findall(r"<title>([^<]*): tool failure rate ([^<]*)</title>", html)
     assert failures == [("00:11", "50.0%")]
+    assert "<title>00:11: exec_command 2, 50.0% failed</title>" in html  # per tool, on hover
     assert re.search(r"[^\d.]0\.0% completed", html) is None
     assert '<tr data-bucket="2026-11-29T00:10" data-requests="0" data-completed="0"' in html
     row = html[html.index('data-bucket="2026-11-29T00:10"') :].split("</tr>")[0]
