@@ -27,11 +27,10 @@ from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
 from pentrace.service.web.layout import PREFIX, esc, number, page
 from pentrace.service.web.usage_axis import RANGES, Window, window
-from pentrace.service.web.usage_charts import Counts, UsageSeries, usage_charts
+from pentrace.service.web.usage_charts import KINDS, Counts, UsageSeries, rate, usage_charts
 
 __all__ = ["figures", "usage_page"]
 
-_KINDS: Final = ("input", "output", "cache_read", "cache_write")
 _TOP: Final = 4  # series drawn by name per chart; the rest are summed as one
 _PROJECTIONS: Final = ("tokens", "tools", "sessions")
 _RANGE_NAMES: Final = {
@@ -43,10 +42,6 @@ _RANGE_NAMES: Final = {
     "all": "all time",
     "custom": "custom days",
 }
-
-
-def _rate(part: float, whole: float) -> float | None:
-    return part / whole if whole else None
 
 
 def figures(
@@ -62,14 +57,14 @@ def figures(
     statuses = queries.requests(db, since, until, agent=agent, model=model)["requests"]
     tokens = queries.tokens(db, "model", since, until, agent=agent, model=model)
     costs = queries.cost(db, prices, "model", since, until, agent=agent, model=model)
-    sums = {kind: sum(row[kind] for row in tokens) for kind in (*_KINDS, "total")}
+    sums = {kind: sum(row[kind] for row in tokens) for kind in (*KINDS, "total")}
     total = sum(statuses.values())
     return {
         "requests": total,
         "statuses": statuses,
-        "success_rate": _rate(statuses.get("completed", 0), total),
+        "success_rate": rate(statuses.get("completed", 0), total),
         "tokens": sums,
-        "cache_hit_rate": _rate(sums["cache_read"], sums["input"] + sums["cache_read"]),
+        "cache_hit_rate": rate(sums["cache_read"], sums["input"] + sums["cache_read"]),
         "cost": sum(row["cost"] for row in costs),
     }
 
@@ -83,9 +78,7 @@ def _split(
     ranked = sorted(totals, key=lambda row: (-row["requests"], str(row["key"])))[:_TOP]
     out = []
     for row in ranked:
-        chosen = {"agent": row["key"], "model": model} if by == "agent" else {"agent": agent}
-        if by == "model":
-            chosen["model"] = row["key"]
+        chosen = {"agent": agent, "model": model, by: row["key"]}  # this agent (or model)
         rows = queries.outcomes(db, series.by, win.since, win.until, **chosen)
         out.append((str(row["key"]), series.outcomes(rows)))
     return out
@@ -101,7 +94,7 @@ def _read_series(
     )
     for row in queries.tokens(db, by, since, until, agent=agent, model=model):
         kinds = series.tokens.setdefault(
-            series.bucket(row["key"]), dict.fromkeys((*_KINDS, "total", "requests"), 0.0)
+            series.bucket(row["key"]), dict.fromkeys((*KINDS, "total", "requests"), 0.0)
         )
         for kind in kinds:
             kinds[kind] += row[kind]
@@ -151,7 +144,10 @@ def _read(context: ServiceContext, choice: dict[str, Any]) -> dict[str, Any]:
             "series": None if win is None else _read_series(db, prices, win, agent, model),
             "currency": prices.currency,
             "agents": sorted(r["key"] for r in queries.tokens(db, "agent") if r["key"]),
-            "models": [r["key"] for r in queries.tokens(db, "model")],
+            "models": sorted(
+                {r["key"] for r in queries.tokens(db, "model")}
+                | {r["key"] for r in queries.outcomes(db, "model")}
+            ),
         }
     finally:
         db.close()

@@ -15,14 +15,15 @@ from pentrace.service.web.layout import esc, number
 from pentrace.service.web.svg import Chart, render_chart
 from pentrace.service.web.usage_axis import QUERY_BY, Window, axis, bucket_of, label
 
-__all__ = ["Counts", "UsageSeries", "usage_charts"]
+__all__ = ["KINDS", "Counts", "UsageSeries", "rate", "usage_charts"]
 
 Counts = dict[str, list[float]]  # bucket -> [requests, completed]
-_KINDS: Final = ("input", "output", "cache_read", "cache_write")
+KINDS: Final = ("input", "output", "cache_read", "cache_write")
 _TOP_TOOLS: Final = 4
 
 
-def _rate(part: float, whole: float) -> float | None:
+def rate(part: float, whole: float) -> float | None:
+    """``part / whole``, or None when there is nothing to divide (shown as no rate)."""
     return part / whole if whole else None
 
 
@@ -70,13 +71,13 @@ def _by_name(
     for name, counts in named:
         values = [counts.get(k, [0.0, 0.0]) for k in keys]
         series.append((name, [v[0] for v in values]))
-        rates.append([_rate(v[1], v[0]) for v in values])
+        rates.append([rate(v[1], v[0]) for v in values])
         for k, v in zip(keys, values, strict=True):
             rest[k][0] -= v[0]
             rest[k][1] -= v[1]
     if any(rest[k][0] for k in keys):
         series.append((other, [rest[k][0] for k in keys]))
-        rates.append([_rate(rest[k][1], rest[k][0]) for k in keys])
+        rates.append([rate(rest[k][1], rest[k][0]) for k in keys])
     return series, rates
 
 
@@ -90,18 +91,18 @@ def _tools(data: UsageSeries, keys: list[str]) -> Chart:
     for tool in top:
         cells = [data.tools.get(k, {}).get(tool, [0.0, 0.0]) for k in keys]
         series.append((tool, [c[0] for c in cells]))
-        rates.append([_rate(c[1], c[0]) for c in cells])
+        rates.append([rate(c[1], c[0]) for c in cells])
     rest = [
         [sum(c[i] for t, c in data.tools.get(k, {}).items() if t not in top) for i in (0, 1)]
         for k in keys
     ]
     if any(r[0] for r in rest):
         series.append(("other tools", [r[0] for r in rest]))
-        rates.append([_rate(r[1], r[0]) for r in rest])
+        rates.append([rate(r[1], r[0]) for r in rest])
     overall = []
     for k in keys:
         counts = data.tools.get(k, {}).values()
-        overall.append(_rate(sum(c[1] for c in counts), sum(c[0] for c in counts)))
+        overall.append(rate(sum(c[1] for c in counts), sum(c[0] for c in counts)))
     return Chart(
         f"Tool calls per {data.win.size} by tool, and tool failure rate",
         [],
@@ -121,7 +122,7 @@ def _table(data: UsageSeries, keys: list[str], currency: str) -> str:
         kinds = data.tokens.get(key, {})
         tools = data.tools.get(key, {}).values()
         calls, failures = sum(c[0] for c in tools), sum(c[1] for c in tools)
-        success = _rate(completed, requests)
+        success = rate(completed, requests)
         rows.append(
             f'<tr data-bucket="{esc(key)}" data-requests="{requests:.0f}" '
             f'data-completed="{completed:.0f}" data-tokens="{kinds.get("total", 0):.0f}" '
@@ -163,10 +164,8 @@ def usage_charts(data: UsageSeries | None, range_name: str, currency: str) -> li
     figs = [data.tokens.get(k, {}) for k in keys]
     agent_series, agent_rates = _by_name(data.agents, data.requests, keys, "other agents")
     model_series, model_rates = _by_name(data.models, data.requests, keys, "other models")
-    success = (
-        "completed (share of requests)",
-        [_rate(*data.requests.get(k, [0, 0])[::-1]) for k in keys],
-    )
+    ended = [data.requests.get(k, [0.0, 0.0]) for k in keys]  # [requests, completed]
+    success = ("completed (share of requests)", [rate(done, n) for n, done in ended])
     charts = [
         Chart(
             f"Requests per {size} by agent, and success rate",
@@ -191,12 +190,12 @@ def usage_charts(data: UsageSeries | None, range_name: str, currency: str) -> li
         Chart(
             f"Tokens per {size} by kind, and cache hit rate",
             labels,
-            [(k.replace("_", " "), [f.get(k, 0.0) for f in figs]) for k in _KINDS],
+            [(k.replace("_", " "), [f.get(k, 0.0) for f in figs]) for k in KINDS],
             breaks,
             (
                 "cache hit rate",
                 [
-                    _rate(f.get("cache_read", 0), f.get("input", 0) + f.get("cache_read", 0))
+                    rate(f.get("cache_read", 0), f.get("input", 0) + f.get("cache_read", 0))
                     for f in figs
                 ],
             ),
