@@ -1,7 +1,8 @@
 """A data root whose activity lies in the last hour and the last day of a given moment, for the
 Usage page's minute and hour buckets: the demo session (a failed request and a failed tool
 call) 40 minutes before, a reviewer session under another agent and model whose requests are
-a minute and a half apart (one failed), and one more reviewer session five hours before."""
+a minute and a half apart (one failed), and two more reviewer sessions three and five hours
+before (so the last 24 hours have at least three active hours whatever the minute)."""
 
 from __future__ import annotations
 
@@ -41,5 +42,6 @@ def build_recent_corpus(path: Path, now: datetime) -> DataRoot:
     root = DataRoot(path)
     record_demo_session(root, now - timedelta(minutes=40))
     _reviewer(root, now - timedelta(minutes=12), 4)
+    _reviewer(root, now - timedelta(hours=3), 2)
     _reviewer(root, now - timedelta(hours=5), 2)
     return root
