@@ -57,7 +57,9 @@ RequestsByOption = Annotated[
 ]
 ToolsByOption = Annotated[
     str | None,
-    unshown("--by", help="Also list each tool per agent, project, day, hour or minute (UTC)."),
+    unshown(
+        "--by", help="Also list each tool per model, agent, project, day, hour or minute (UTC)."
+    ),
 ]
 SinceOption = Annotated[
     str | None,

@@ -101,7 +101,7 @@ def _read_series(
     for row in queries.cost(db, prices, by, since, until, agent=agent, model=model):
         bucket = series.bucket(row["key"])
         series.cost[bucket] = series.cost.get(bucket, 0.0) + row["cost"]
-    for row in queries.tools(db, since, until, agent=agent, by=by)["rows"]:
+    for row in queries.tools(db, since, until, agent=agent, model=model, by=by)["rows"]:
         tools = series.tools.setdefault(series.bucket(row["key"]), {})
         entry = tools.setdefault(str(row["tool"]), [0.0, 0.0])
         entry[0] += row["calls"]
@@ -222,8 +222,8 @@ async def usage_page(request: Request) -> Response:
         _form(choice, data["agents"], data["models"]),
         *_warnings(data["warnings"]),
         '<p class="meta">Figures from the analytics read models (the same as '
-        "<code>pentrace stats</code>), in UTC. The model filter applies to requests, tokens "
-        "and cost; tool calls are not kept per model.</p>",
+        "<code>pentrace stats</code>), in UTC. The model filter applies to every chart: a "
+        "request, its tokens and a tool call count under the session's model at the time.</p>",
         '<div class="cards">',
         *(_card(name, value, data["currency"]) for name, value in data["cards"].items()),
         "</div>",

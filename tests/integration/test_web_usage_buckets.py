@@ -142,6 +142,33 @@ def test_the_model_filter_gives_the_requests_and_success_rate_stats_gives_per_mo
     assert by_agent[REVIEWER[1]]["requests"] == reviewer["requests"]  # one model per agent here
 
 
+def test_the_model_filter_gives_the_tool_calls_stats_tools_counts_per_model(
+    served: tuple[Server, Path],
+) -> None:
+    server, root = served
+    per_model: dict[str, Counter[str]] = {}
+    for row in cli_json(root, "stats", "tools", "--by", "model")["rows"]:
+        counts = per_model.setdefault(row["key"], Counter())
+        counts.update(calls=row["calls"], failures=row["failures"])
+    # The demo's model has a failed call, the reviewer's model only calls that succeed.
+    assert per_model[REVIEWER_MODEL]["calls"] > 0 == per_model[REVIEWER_MODEL]["failures"]
+    assert sum(c["failures"] for c in per_model.values()) > 0
+    # The last 24 hours hold every call of the corpus; the page keeps one model's calls in
+    # each bucket, and the models' buckets add up to the unfiltered ones.
+    _axis, whole = _buckets(_page(server, "range=24h"))
+    summed: Counter[str] = Counter()
+    for name, counts in per_model.items():
+        _axis, rows = _buckets(_page(server, f"range=24h&model={name}"))
+        assert sum(row[4] for row in rows.values()) == counts["calls"], name
+        assert sum(row[5] for row in rows.values()) == counts["failures"], name
+        for key, row in rows.items():
+            summed.update({f"{key} calls": row[4], f"{key} failures": row[5]})
+    expected: Counter[str] = Counter()
+    for key, row in whole.items():
+        expected.update({f"{key} calls": row[4], f"{key} failures": row[5]})
+    assert +summed == +expected
+
+
 def test_the_minute_tables_add_up_to_the_day_tables(served: tuple[Server, Path]) -> None:
     _server, root = served
     by_status = cli_json(root, "stats", "requests")["requests"]
