@@ -93,8 +93,10 @@ def days(since: str | None, until: str | None) -> tuple[str | None, str | None]:
     return day_bound(since, "--since"), day_bound(until, "--until")
 
 
-def _ready(ctx: typer.Context, kind: str, do_sync: bool) -> AnalyticsDatabase:
-    prepared = prepare(data_root(ctx).path, kind, sync_first=do_sync)
+def _ready(ctx: typer.Context, query: StatsQuery, do_sync: bool) -> AnalyticsDatabase:
+    """The read models ``query`` needs, caught up; ``query`` (built first) has already
+    refused a bad ``--by``, so nothing waits for a catch-up only to fail."""
+    prepared = prepare(data_root(ctx).path, query.kind, sync_first=do_sync)
     ctx.call_on_close(prepared.db.close)  # a PostgreSQL pool would otherwise outlive the command
     for message in prepared.warnings:  # ADR 0032: numbers incomplete
         typer.echo(f"warning: {message}", err=True)
@@ -126,8 +128,9 @@ def tokens_command(
     """
     check_fields(fields, as_json)
     since, until = days(since, until)
-    db = _ready(ctx, "tokens", do_sync)
-    rows = document(db, StatsQuery("tokens", by, since, until))["rows"]
+    query = StatsQuery("tokens", by, since, until)
+    db = _ready(ctx, query, do_sync)
+    rows = document(db, query)["rows"]
     if plot is not None:
         tokens_plot(db, by, since, until, rows, plot)
     done(
@@ -159,8 +162,9 @@ def cost_command(
     check_fields(fields, as_json)
     since, until = days(since, until)
     load_prices(prices)  # a bad price table is refused before any catching up
-    db = _ready(ctx, "cost", do_sync)
-    value = document(db, StatsQuery("cost", by, since, until, prices))
+    query = StatsQuery("cost", by, since, until, prices)
+    db = _ready(ctx, query, do_sync)
+    value = document(db, query)
     rows = value["rows"]
     if plot is not None:
         cost_plot(db, by, since, until, rows, value["currency"], plot)
@@ -193,8 +197,9 @@ def tools_command(
     """
     check_fields(fields, as_json)
     since, until = days(since, until)
-    db = _ready(ctx, "tools", do_sync)
-    value = document(db, StatsQuery("tools", by, since, until))
+    query = StatsQuery("tools", by, since, until)
+    db = _ready(ctx, query, do_sync)
+    value = document(db, query)
     if plot is not None:
         tools_plot(db, since, until, value["tools"], plot)
     names = ("calls", "failures", "aborts", "timeouts", "truncations", "unanswered")
@@ -222,8 +227,9 @@ def requests_command(
     Example: pentrace stats requests --by model --since 2026-11-28
     """
     since, until = days(since, until)
-    db = _ready(ctx, "requests", do_sync)
-    value = document(db, StatsQuery("requests", by, since, until))
+    query = StatsQuery("requests", by, since, until)
+    db = _ready(ctx, query, do_sync)
+    value = document(db, query)
     rows: list[list[Any]] = [["request", s, n] for s, n in value["requests"].items()]
     rows.append(["retries", "", value["retries"]])
     rows += [
@@ -260,8 +266,9 @@ def sessions_command(
     """
     check_fields(fields, as_json)
     since, until = days(since, until)
-    db = _ready(ctx, "sessions", do_sync)
-    rows = document(db, StatsQuery("sessions", by, since, until))["rows"]
+    query = StatsQuery("sessions", by, since, until)
+    db = _ready(ctx, query, do_sync)
+    rows = document(db, query)["rows"]
     names = ("sessions", "turns", "requests", "model_switches", "mean_duration_s", "max_duration_s")
     done(
         {"by": by, "rows": pick_fields(rows, fields, ("key", *names))},
@@ -284,8 +291,9 @@ def tree_command(
     Example: pentrace stats tree --json
     """
     since, until = days(since, until)
-    db = _ready(ctx, "tree", do_sync)
-    roots = document(db, StatsQuery("tree", since=since, until=until))["trees"]
+    query = StatsQuery("tree", since=since, until=until)
+    db = _ready(ctx, query, do_sync)
+    roots = document(db, query)["trees"]
     rows: list[list[Any]] = []
 
     def walk(node: dict[str, Any], depth: int) -> None:
