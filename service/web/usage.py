@@ -32,6 +32,7 @@ from pentrace.service.web.usage_charts import KINDS, Counts, UsageSeries, rate, 
 
 __all__ = ["figures", "usage_page"]
 
+_Bounds = tuple[datetime | None, datetime | None]  # a custom range's start and end
 _TOP: Final = 4  # series drawn by name per chart; the rest are summed as one
 _PROJECTIONS: Final = ("tokens", "tools", "sessions")
 _RANGE_NAMES: Final = {
@@ -119,7 +120,7 @@ def _first_day(db: AnalyticsDatabase) -> date | None:
 
 
 def _read(
-    context: ServiceContext, choice: dict[str, Any], bounds: tuple[datetime | None, ...] | None
+    context: ServiceContext, choice: dict[str, Any], bounds: _Bounds | None
 ) -> dict[str, Any]:
     """The page's figures; ``bounds`` is the custom range's start and end, None when the
     range was refused (the cards and filters still show)."""
@@ -128,15 +129,15 @@ def _read(
         prices, now = load_prices(), datetime.now(UTC)
         today = now.date()
         agent, model = choice["agent"], choice["model"]
-        start, end = bounds or (None, None)
+        first, last = bounds or (None, None)
         win = (
             None
             if bounds is None
             else window(
                 choice["range"],
                 now,
-                start=start,
-                end=end,
+                start=first,
+                end=last,
                 first_active=_first_day(db) if choice["range"] in ("all", "custom") else None,
             )
         )
@@ -246,7 +247,7 @@ async def usage_page(request: Request) -> Response:
         "until": params.text(request, "until", max_chars=40),
     }
     refused = None
-    bounds: tuple[datetime | None, ...] | None = (None, None)
+    bounds: _Bounds | None = (None, None)
     if choice["range"] == "custom":
         try:
             bounds = custom_range(choice["since"], choice["until"], datetime.now(UTC))
