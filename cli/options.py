@@ -12,6 +12,7 @@ from typing import Annotated, Any, Final
 
 import typer
 
+from pentrace.cli.output import emit_json, emit_json_lines
 from pentrace.errors import UsageError
 from pentrace.values import parse_day, parse_time
 
@@ -21,6 +22,7 @@ __all__ = [
     "JsonLinesOption",
     "check_fields",
     "day_bound",
+    "emit_records",
     "now",
     "pick_fields",
     "time_bound",
@@ -100,3 +102,22 @@ def pick_fields(
         return [dict(row) for row in rows]
     names = _wanted(fields, available)
     return [{name: row.get(name) for name in names} for row in rows]
+
+
+def emit_records(
+    records: Iterable[Mapping[str, Any]],
+    fields: str | None,
+    available: Sequence[str],
+    *,
+    jsonl: bool,
+    under: str,
+    **document: Any,
+) -> None:
+    """The machine output of a listing: with ``jsonl`` one record a line, else one JSON
+    document holding ``document``'s fields and then the records ``under`` a name; either way
+    only the ``--fields`` asked for."""
+    picked = pick_fields(records, fields, available)
+    if jsonl:
+        emit_json_lines(picked)
+    else:
+        emit_json({**document, under: picked})

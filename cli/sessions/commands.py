@@ -16,10 +16,10 @@ from pentrace.cli.options import (
     FieldsOption,
     JsonLinesOption,
     check_fields,
-    pick_fields,
+    emit_records,
     time_bound,
 )
-from pentrace.cli.output import emit_json, emit_json_lines, emit_table, progress, stdout_is_tty
+from pentrace.cli.output import emit_json, emit_table, progress, stdout_is_tty
 from pentrace.cli.sessions.args import (
     AgentOption,
     JsonOption,
@@ -142,8 +142,8 @@ def list_command(
     rows = list_sessions(data_root(ctx), filters, sort, reverse=reverse, progress=bar)
     rows = rows[:limit] if limit is not None else rows
     if as_json or as_jsonl:
-        picked = pick_fields((row_json(row) for row in rows), fields, ROW_FIELDS)
-        emit_json_lines(picked) if as_jsonl else emit_json({"sessions": picked})
+        sessions = (row_json(row) for row in rows)
+        emit_records(sessions, fields, ROW_FIELDS, jsonl=as_jsonl, under="sessions")
         return
     tty = stdout_is_tty()
     emit_table(
