@@ -156,6 +156,17 @@ def run_pentrace(
     )
 
 
+def assert_clean_error(
+    done: subprocess.CompletedProcess[str], code: int, error: str, hint: str = "hint: "
+) -> None:
+    """A real process failed as docs/cli.md's conventions say: exit ``code``, stderr starting
+    ``error: <error>``, holding ``hint``, and no traceback."""
+    assert done.returncode == code, done.stderr
+    assert done.stderr.startswith(f"error: {error}"), done.stderr
+    assert hint in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def start_sample_session(
     application: SessionApplication, *, workspace: Path | None = None, session_id: str | None = None
 ) -> SessionHandle:
@@ -172,6 +183,17 @@ def record_answered_turn(handle: SessionHandle, question: str, answer: str) -> N
     handle.begin_request()
     handle.record_text(answer)
     handle.end_request("completed")
+
+
+def text_turn(question: str, answer: str, status: str = "completed") -> list[pt.Command]:
+    """One round as commands: the user's ``question``, a request answered with the text
+    ``answer``, its end with ``status`` (the command twin of :func:`record_answered_turn`)."""
+    return [
+        pt.UserInput(question),
+        pt.BeginRequest(),
+        pt.AssistantText(answer),
+        pt.EndRequest(status),
+    ]
 
 
 def list_files_opening() -> list[pt.Command]:
