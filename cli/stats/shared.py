@@ -5,13 +5,13 @@ Each stat reads the same window (``--since``/``--until`` as UTC days), prints
 group ``--by`` something, pick ``--fields`` or draw a ``--plot``.
 :func:`stat_command` registers a command with those options, in this order
 (``--by``, ``--since``, ``--until``, the command's own, ``--json``,
-``--fields``, ``--plot``, ``--sync``), and hands the body one :class:`StatCall`.
-The body declares only its own options; typer reads the signature built here.
+``--fields``, ``--plot``, ``--sync``; built by
+:func:`pentrace.cli.options.command_with`), and hands the body one
+:class:`StatCall`.  The body declares only its own options.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +19,14 @@ from typing import Annotated, Any
 
 import typer
 
-from pentrace.cli.options import TIME_HELP, FieldsOption, check_fields, day_bound
+from pentrace.cli.options import (
+    TIME_HELP,
+    FieldsOption,
+    check_fields,
+    command_with,
+    day_bound,
+    keyword,
+)
 from pentrace.cli.output import emit_json, emit_table
 from pentrace.cli.sessions.args import JsonOption, data_root
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase
@@ -92,13 +99,21 @@ class StatCall:
         done(value, self.as_json, columns, rows)
 
 
-def _option(name: str, annotation: Any, default: Any) -> inspect.Parameter:
-    return inspect.Parameter(
-        name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
+def _call(ctx: typer.Context, given: dict[str, Any]) -> tuple[StatCall]:
+    check_fields(given.get("fields"), bool(given["as_json"]))
+    since, until = day_bound(given["since"], "--since"), day_bound(given["until"], "--until")
+    return (
+        StatCall(
+            ctx,
+            by=given.get("by") or "",
+            since=since,
+            until=until,
+            as_json=bool(given["as_json"]),
+            fields=given.get("fields"),
+            plot=given.get("plot"),
+            do_sync=bool(given["do_sync"]),
+        ),
     )
-
-
-_SHARED = ("by", "since", "until", "as_json", "fields", "plot", "do_sync")
 
 
 def stat_command(
@@ -106,39 +121,15 @@ def stat_command(
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Register ``body(call, **own options)`` as ``stats <name>`` with the shared options:
     ``--by`` (default ``by``) when ``by`` is given, ``--fields`` and ``--plot`` when asked."""
+    lead = [keyword("by", ByOption, by)] if by is not None else []
+    lead += [keyword("since", SinceOption, None), keyword("until", UntilOption, None)]
+    tail = [keyword("as_json", JsonOption, False)]
+    tail += [keyword("fields", FieldsOption, None)] if fields else []
+    tail += [keyword("plot", PlotOption, None)] if plot else []
+    tail.append(keyword("do_sync", SyncOption, False))
 
     def register(body: Callable[..., None]) -> Callable[..., None]:
-        own = list(inspect.signature(body, eval_str=True).parameters.values())[1:]
-        context = inspect.Parameter(
-            "ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context
-        )
-        params = [context]
-        params += [_option("by", ByOption, by)] if by is not None else []
-        params += [_option("since", SinceOption, None), _option("until", UntilOption, None)]
-        params += [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
-        params.append(_option("as_json", JsonOption, False))
-        params += [_option("fields", FieldsOption, None)] if fields else []
-        params += [_option("plot", PlotOption, None)] if plot else []
-        params.append(_option("do_sync", SyncOption, False))
-
-        def command(ctx: typer.Context, **given: Any) -> None:
-            shared = {key: given.pop(key, None) for key in _SHARED}
-            check_fields(shared["fields"], bool(shared["as_json"]))
-            call = StatCall(
-                ctx,
-                by=shared["by"] or "",
-                since=day_bound(shared["since"], "--since"),
-                until=day_bound(shared["until"], "--until"),
-                as_json=bool(shared["as_json"]),
-                fields=shared["fields"],
-                plot=shared["plot"],
-                do_sync=bool(shared["do_sync"]),
-            )
-            body(call, **given)
-
-        command.__name__, command.__doc__ = body.__name__, body.__doc__
-        # typer reads the parameters from the signature: the shared ones, then the body's.
-        setattr(command, "__signature__", inspect.Signature(params))  # noqa: B010
+        command = command_with(body, fills=1, lead=lead, tail=tail, bind=_call)
         app.command(name)(command)
         return command
 
