@@ -8,7 +8,7 @@ session they name, resolved before the body runs.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -33,6 +33,7 @@ __all__ = [
     "forget_in_ledger",
     "one_session",
     "resolve",
+    "select_sessions",
 ]
 
 SessionArgument = Annotated[
@@ -71,6 +72,17 @@ def resolve(
     """The data root and the one session ``session`` names (a full id or a short one)."""
     root = data_root(ctx)
     return root, resolve_session(root, session, project=project, agent=agent)
+
+
+def select_sessions(
+    root: DataRoot, names: Sequence[str], project: str | None, agent: str | None
+) -> list[SessionRef]:
+    """The sessions ``names`` name (ids, unique prefixes or project/agent/id), or without
+    names every session of the root (of ``project``/``agent`` when given); a root that
+    does not exist yet has none."""
+    if names:
+        return [resolve_session(root, name, project=project, agent=agent) for name in names]
+    return list(root.iter_sessions(project, agent)) if root.path.is_dir() else []
 
 
 def _resolved(ctx: typer.Context, given: dict[str, Any]) -> tuple[DataRoot, SessionRef]:
