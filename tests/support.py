@@ -156,6 +156,17 @@ def run_pentrace(
     )
 
 
+def sync_ledger(root: Path, env: Mapping[str, str]) -> None:
+    """Index every trace of ``root`` into the ledger ``env`` names (the ledger the analytics
+    runner follows), then close it: ``pentrace ledger sync`` in process."""
+    # Imported here: most tests never touch the analytics runner.
+    from pentrace.infrastructure.analytics.runner import open_ledger
+    from pentrace.infrastructure.ledger.indexer import sync
+
+    with contextlib.closing(open_ledger(root, env)) as ledger:
+        sync(ledger, root)
+
+
 def assert_clean_error(
     done: subprocess.CompletedProcess[str], code: int, error: str, hint: str = "hint: "
 ) -> None:
