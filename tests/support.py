@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+import hypothesis
 import pytest
 import uvicorn
 from typer.testing import CliRunner, Result
@@ -154,6 +155,41 @@ def run_pentrace(
         cwd=cwd,
         stdin=subprocess.DEVNULL,
     )
+
+
+# The share of pytest's per-test timeout Hypothesis may spend shrinking one failure: the
+# rest is for finding it (a whole resume property run takes well under a tenth) and
+# reporting it.  Hypothesis's own cap, MAX_SHRINKING_SECONDS (300 s), is as long as the
+# timeout itself; its docs name it as the setting to patch.
+SHRINK_SHARE: Final = 0.4
+
+
+# Settings for the resume properties, whose examples are slow (a stateful machine over a
+# real data root, or long generated traces): no per-example deadline (a loaded machine
+# is not a bug; the per-test timeout bounds the whole run), and no explain phase, which
+# re-runs the shrunk example many times after shrinking; print_blob gives the
+# @reproduce_failure line, so a failure cut short is replayed exactly.
+BOUNDED_PROPERTY: Final = hypothesis.settings(
+    deadline=None,
+    phases=(
+        hypothesis.Phase.explicit,
+        hypothesis.Phase.reuse,
+        hypothesis.Phase.generate,
+        hypothesis.Phase.shrink,
+    ),
+    print_blob=True,
+)
+
+
+def bound_shrinking(config: pytest.Config) -> None:
+    """Cap Hypothesis's shrinking at :data:`SHRINK_SHARE` of the configured per-test timeout
+    (``--timeout`` or the ``timeout`` ini value; no timeout leaves Hypothesis's own cap)."""
+    from hypothesis.internal.conjecture import engine
+
+    given = config.getoption("timeout", None) or config.getini("timeout")
+    timeout = float(given or 0)
+    if timeout > 0:
+        engine.MAX_SHRINKING_SECONDS = max(1, int(timeout * SHRINK_SHARE))
 
 
 def sync_ledger(root: Path, env: Mapping[str, str]) -> None:
