@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from pentrace.cli.options import pick_fields
+from pentrace.cli.options import pick_fields, unshown
 from pentrace.cli.stats.plots import cost_plot, tokens_plot, tools_plot
 from pentrace.cli.stats.shared import StatCall, stat_command
 from pentrace.infrastructure.analytics.prices import load_prices
@@ -34,6 +34,18 @@ stats_app = typer.Typer(
 
 PricesOption = Annotated[
     Path | None, typer.Option("--prices", help="Price table (TOML); default PENTRACE_PRICES.")
+]
+RequestsByOption = Annotated[
+    str | None,
+    unshown(
+        "--by",
+        help="Also list requests and success rate per model, provider, agent, project, "
+        "day, hour or minute (UTC).",
+    ),
+]
+ToolsByOption = Annotated[
+    str | None,
+    unshown("--by", help="Also list each tool per agent, project, day, hour or minute (UTC)."),
 ]
 
 
@@ -77,31 +89,35 @@ def cost_command(call: StatCall, prices: PricesOption = None) -> None:
     )
 
 
-@stat_command(stats_app, "tools", fields=True, plot=True)
+@stat_command(stats_app, "tools", by_option=ToolsByOption, fields=True, plot=True)
 def tools_command(call: StatCall) -> None:
     """Tool calls by name: failures, aborts, timeouts, truncations, unanswered; approvals.
 
-    Example: pentrace stats tools --json
+    Example: pentrace stats tools --by hour --since today --json
     """
     db = call.ready("tools")
-    value = document(db, StatsQuery("tools", since=call.since, until=call.until))
+    value = document(db, StatsQuery("tools", call.by or None, call.since, call.until))
     if call.plot is not None:
         tools_plot(db, call.since, call.until, value["tools"], call.plot)
     names = ("calls", "failures", "aborts", "timeouts", "truncations", "unanswered")
     rows = [[row["tool"], *(row[n] for n in names), row["failure_rate"]] for row in value["tools"]]
     rows += [[f"approval: {d}", n, "", "", "", "", "", ""] for d, n in value["approvals"].items()]
+    rows += [
+        [f"{row['key']}: {row['tool']}", *(row[n] for n in names[:-1]), "", _rate(row)]
+        for row in value.get("rows", ())
+    ]
     picked = pick_fields(value["tools"], call.fields, ("tool", *names, "failure_rate"))
     call.done({**value, "tools": picked}, ("tool", *names, "failure_rate"), rows)
 
 
-@stat_command(stats_app, "requests")
+@stat_command(stats_app, "requests", by_option=RequestsByOption)
 def requests_command(call: StatCall) -> None:
     """Requests by status and retries, compactions (mode, outcome, context), goal outcomes.
 
-    Example: pentrace stats requests --since 2026-11-28
+    Example: pentrace stats requests --by model --since 2026-11-28
     """
     db = call.ready("requests")
-    value = document(db, StatsQuery("requests", since=call.since, until=call.until))
+    value = document(db, StatsQuery("requests", call.by or None, call.since, call.until))
     rows: list[list[Any]] = [["request", s, n] for s, n in value["requests"].items()]
     rows.append(["retries", "", value["retries"]])
     rows += [
@@ -109,7 +125,17 @@ def requests_command(call: StatCall) -> None:
         for c in value["compactions"]
     ]
     rows += [["goal", outcome, n] for outcome, n in value["goals"].items()]
+    rows += [
+        [f"{call.by}: {row['key']}", f"{row['completed']} completed, {_rate(row)}", row["requests"]]
+        for row in value.get("rows", ())
+    ]
     call.done(value, ("what", "which", "count"), rows)
+
+
+def _rate(row: dict[str, Any]) -> str:
+    """A row's success or failure rate as a percentage; "-" where nothing was counted."""
+    rate = row.get("success_rate", row.get("failure_rate"))
+    return "-" if rate is None else f"{rate * 100:.1f}%"
 
 
 @stat_command(stats_app, "sessions", by="day", fields=True)
