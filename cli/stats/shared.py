@@ -35,7 +35,11 @@ from pentrace.infrastructure.operations.stats import prepare
 __all__ = ["StatCall", "done", "stat_command"]
 
 ByOption = Annotated[
-    str, typer.Option("--by", help="Group by model, provider, agent, project, day or session.")
+    str,
+    typer.Option(
+        "--by",
+        help="Group by model, provider, agent, project, day, hour, minute (UTC) or session.",
+    ),
 ]
 SinceOption = Annotated[
     str | None,
@@ -74,7 +78,8 @@ def done(value: Any, as_json: bool, columns: tuple[str, ...], rows: list[list[An
 
 @dataclass(frozen=True, slots=True)
 class StatCall:
-    """The shared options one ``stats`` command was given (the window as UTC days)."""
+    """The shared options one ``stats`` command was given (the window as UTC days;
+    ``by`` is ``""`` where the command has no ``--by`` or it was not given)."""
 
     ctx: typer.Context
     by: str
@@ -117,11 +122,19 @@ def _call(ctx: typer.Context, given: dict[str, Any]) -> tuple[StatCall]:
 
 
 def stat_command(
-    app: typer.Typer, name: str, *, by: str | None = None, fields: bool = False, plot: bool = False
+    app: typer.Typer,
+    name: str,
+    *,
+    by: str | None = None,
+    by_option: Any = None,
+    fields: bool = False,
+    plot: bool = False,
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Register ``body(call, **own options)`` as ``stats <name>`` with the shared options:
-    ``--by`` (default ``by``) when ``by`` is given, ``--fields`` and ``--plot`` when asked."""
+    ``--by`` (:data:`ByOption` with default ``by``, or the command's own ``by_option``,
+    not given by default), ``--fields`` and ``--plot`` when asked."""
     lead = [keyword("by", ByOption, by)] if by is not None else []
+    lead += [keyword("by", by_option, None)] if by_option is not None else []
     lead += [keyword("since", SinceOption, None), keyword("until", UntilOption, None)]
     tail = [keyword("as_json", JsonOption, False)]
     tail += [keyword("fields", FieldsOption, None)] if fields else []
