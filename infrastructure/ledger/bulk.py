@@ -18,6 +18,7 @@ locked or gone, a bug) stops the run.
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing
 import os
 from collections import deque
@@ -197,8 +198,12 @@ def _builds(
         return
     # fork: the workers inherit the redaction policy this process installed
     # (``--redaction-rules`` included) and start without importing anything.
+    # ``gc.freeze`` keeps the cycle collector off what they inherit: it would
+    # only copy those pages (each object's header is written) for nothing.
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=context, initializer=gc.freeze
+    ) as pool:
         pending: deque[Future[SessionBuild]] = deque()
         for ref in refs:
             pending.append(pool.submit(build_session, *_task(ledger, ref)))
