@@ -47,13 +47,17 @@ def sync(
 ) -> None:
     """Index every trace record the ledger is missing (idempotent: a second run adds nothing).
 
+    The ledger's limits apply once the sync is done; rows the count limit would delete
+    at once are not inserted (JSON: retention_skipped).
+
     Example: pentrace ledger sync --project default_project
     """
     root = data_root(ctx)
     # The configured limits apply: what the count limit would delete right after is
-    # not inserted, and retention runs once, when the sync is done.
-    with closing(open_for_command(ctx, must_exist=False)) as ledger, ledger.retention_held():
+    # not inserted, and retention runs when the sync is done.
+    with closing(open_for_command(ctx, must_exist=False)) as ledger:
         report = sync_traces(ledger, root, project=project, agent=agent, workers=workers)
+        ledger.cleanup()
     counts = {
         "sessions": report.sessions,
         "indexed": report.indexed,

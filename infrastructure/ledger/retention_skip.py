@@ -105,10 +105,10 @@ def _new_positions(task: SessionTask) -> tuple[list[int], int]:
 
 def plan_skips(ledger: RuntimeEventLedger, refs: list[SessionRef]) -> SkipPlan | None:
     """What to leave out of a sync of ``refs``; None when no count limit can drop any of it
-    (no limit, or fewer trace lines than the limit)."""
+    (no limit, or fewer trace lines than the limit) or while retention is held."""
     limit = ledger.policy.max_events
-    if limit is None or limit <= 0 or _upper_bound(refs) <= limit:
-        return None
+    if ledger.retention_is_held or limit is None or limit <= 0 or _upper_bound(refs) <= limit:
+        return None  # held: the caller reads every new row before retention runs
     tasks = list(session_tasks(ledger, refs))
     counted = [_new_positions(task) for task in tasks]
     remaining = sum(len(new) for new, _ in counted) - limit

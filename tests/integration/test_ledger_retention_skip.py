@@ -16,11 +16,14 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from pentrace.domain.session.key import SessionKey
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import index_records, sync
+from pentrace.infrastructure.ledger.settings import ENV_MAX_EVENTS
 from pentrace.testing.files import write_shards
 from tests.integration.ledger_backends import BACKENDS, LedgerBackend, reach
 from tests.integration.test_ledger_indexer import AGENT, PROJECT, trace_lines
+from tests.support import cli_json
 
 SESSIONS = [f"session-2026-11-30-09-00-00-0000000{n}" for n in range(6)]
 NOW_S = 1_790_000_000.0
@@ -118,3 +121,34 @@ def test_workers_skip_the_same_rows(tmp_path: Path) -> None:
     assert skipped == 42
     assert state(skipping) == state(reference)
     backend.close()
+
+
+def test_a_sync_while_retention_is_held_inserts_every_row(tmp_path: Path) -> None:
+    # stats --sync holds retention: its projections read every row the sync indexes.
+    backend = reach(BACKENDS[0], tmp_path)
+    assert backend is not None
+    traces(tmp_path, 2)
+    ledger = handle(backend, "", 10)
+    with ledger.retention_held():
+        report = sync(ledger, tmp_path)
+        assert (report.indexed, report.retention_skipped, ledger.count()) == (87, 0, 87)
+    assert ledger.count() == 10  # applied when the hold ends
+    backend.close()
+
+
+def test_ledger_sync_applies_the_configured_count_limit_and_reports_the_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    traces(tmp_path, 2)
+    monkeypatch.setenv(ENV_MAX_EVENTS, "25")
+    assert cli_json(tmp_path, "ledger", "sync") == {
+        "sessions": 6,
+        "indexed": 25,
+        "already_held": 0,
+        "retention_skipped": 62,
+    }
+    ledger = RuntimeEventLedger.open(tmp_path)
+    newest = [entry.event_id for entry in ledger.newest(25)]
+    ledger.close()
+    assert newest[-1] == SessionKey(PROJECT, AGENT, SESSIONS[-1]).event_id(22)
+    assert len(newest) == 25
