@@ -4,7 +4,8 @@ A session's rows are built in one step (:func:`build_session`: read its
 shards, map each record the ledger lacks through
 :class:`~pentrace.domain.runtime.SessionEvents`, encode it once, take its
 columns), and written in transactions of :data:`BATCH` rows by
-:func:`insert_values`.  With ``workers`` above 1, worker processes build
+:func:`insert_values`, the rows of consecutive sessions together (a session
+of a few hundred records would otherwise be a commit of its own).  With ``workers`` above 1, worker processes build
 sessions while this process writes, so the building (most of the cost) and
 SQLite's inserts use both cores; the rows, ids and bytes are the same either
 way, and so is their order within each session.
@@ -186,14 +187,17 @@ def sync_sessions(
     tasks = plan.tasks if plan is not None else session_tasks(ledger, refs)
     sessions = indexed = held_total = 0
     failures: list[SessionFailure] = []
+    pending: list[tuple[Any, ...]] = []  # rows of consecutive sessions, one transaction
     for task, build in _builds(tasks, workers):
         sessions += 1
-        rows = build.rows
-        for start in range(0, len(rows), BATCH):
-            indexed += insert_values(ledger, rows[start : start + BATCH])
+        pending += build.rows
+        while len(pending) >= BATCH:
+            indexed += insert_values(ledger, pending[:BATCH])
+            del pending[:BATCH]
         held_total += build.already_held - task.skipped
         if build.failure is not None:
             failures.append(build.failure)
+    indexed += insert_values(ledger, pending)
     skipped = plan.skipped if plan is not None else 0
     return SyncReport(sessions, indexed, held_total, tuple(failures), skipped)
 
