@@ -5,10 +5,12 @@ shards, map each record the ledger lacks through
 :class:`~pentrace.domain.runtime.SessionEvents`, encode it once, take its
 columns), and written in transactions of :data:`BATCH` rows by
 :func:`insert_values`, the rows of consecutive sessions together (a session
-of a few hundred records would otherwise be a commit of its own).  With ``workers`` above 1, worker processes build
-sessions while this process writes, so the building (most of the cost) and
-SQLite's inserts use both cores; the rows, ids and bytes are the same either
-way, and so is their order within each session.
+of a few hundred records would otherwise be a commit of its own).  With
+``workers`` above 1, worker processes build sessions while this process
+writes, so the building (most of the cost) and SQLite's inserts use both
+cores; the rows, ids and bytes are the same either way, and so is their
+order within each session.  What the ledger's count limit would delete at
+once is not built or inserted (:mod:`.retention_skip`, ADR 0047).
 
 A session that fails while being built (its trace unreadable, a record the
 redaction check refuses) keeps the rows built before the failure, which are
