@@ -69,7 +69,8 @@ def days(since: str | None, until: str | None) -> tuple[str | None, str | None]:
 
 
 def _ready(ctx: typer.Context, kind: str, do_sync: bool) -> AnalyticsDatabase:
-    prepared = prepare(data_root(ctx).path, kind, sync_first=do_sync)
+    # workers=0: a large cold build folds the traces on every core (ADR 0050).
+    prepared = prepare(data_root(ctx).path, kind, sync_first=do_sync, workers=0)
     ctx.call_on_close(prepared.db.close)  # a PostgreSQL pool would otherwise outlive the command
     for message in prepared.warnings:  # ADR 0032: numbers incomplete
         typer.echo(f"warning: {message}", err=True)
