@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Collection, Iterator
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.runtime import SessionEvents, event_type_for
 from pentrace.infrastructure.ledger.bulk import SESSION_ERRORS, SessionFailure
+from pentrace.infrastructure.ledger.rows import ROW_COLUMNS, encoded_values
 from pentrace.infrastructure.storage.layout import SessionRef
 from pentrace.infrastructure.trace.reader import read_session
 from pentrace.projections.analytics.events import AnalyticsEvent, decode_event
 
 __all__ = ["SessionFold", "fold_session", "fold_sessions", "session_events"]
+
+_JSON: Final = ROW_COLUMNS.index("event_json")
 
 
 def _envelopes(
@@ -29,7 +32,9 @@ def _envelopes(
             mapper.skip(position, record)
             yield position, None
             continue
-        yield position, mapper.encoded(position, record).json
+        # The ledger's own row check: an envelope it would refuse (RedactionError) is not
+        # folded either, and the session stops there, as its ``ledger sync`` does.
+        yield position, encoded_values(mapper.encoded(position, record), 0)[_JSON]
 
 
 def session_events(
