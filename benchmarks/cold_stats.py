@@ -15,7 +15,10 @@ indexes).  Each round runs, as real subprocesses:
   (traces only: no ledger, no analytics database), which builds the read
   model from the traces (ADR 0050).
 
-The two answers must be equal.  Wall and CPU seconds (user + system of the
+With ``--ledger-path``, one more round times the way there was before: ``ledger
+sync`` into a fresh copy, then ``stats tokens`` over the ledger.
+
+The answers must be equal.  Wall and CPU seconds (user + system of the
 child and of the worker processes it waits for) are reported per round, with
 the ratio to DuckDB's; the load average is printed before and after, because
 the machine is shared.
@@ -95,10 +98,36 @@ def _clean_env() -> dict[str, str]:
     return kept
 
 
-def run(
-    sessions: int, records: int, keep: Path | None, reuse: bool, rounds: int
+def _fresh_copy(folder: Path, traces: Path) -> Path:
+    fresh = folder / "fresh"
+    shutil.rmtree(fresh, ignore_errors=True)
+    shutil.copytree(traces, fresh)  # traces only: no derived store at all
+    return fresh
+
+
+def _ledger_path(
+    folder: Path, traces: Path, env: dict[str, str], baseline: list[dict[str, Any]]
 ) -> list[tuple[str, float, float]]:
-    """Rows of ``(step, wall s, CPU s)``, each round's DuckDB then pentrace."""
+    """The old way, once: index every record into the ledger, then catch up and answer."""
+    fresh = _fresh_copy(folder, traces)
+    pentrace = [sys.executable, "-m", "pentrace", "--data-root", str(fresh)]
+    wall, cpu, _ = _timed([*pentrace, "ledger", "sync", "--json"], env)
+    rows = [("ledger path: ledger sync", wall, cpu)]
+    wall, cpu, answer = _timed([*pentrace, "stats", "tokens", "--by", "day", "--json"], env)
+    if answer["rows"] != baseline:
+        raise SystemExit(f"the ledger path's answer differs:\n{answer['rows']}\n{baseline}")
+    return [*rows, ("ledger path: then stats tokens", wall, cpu)]
+
+
+def run(
+    sessions: int,
+    records: int,
+    keep: Path | None,
+    reuse: bool,
+    rounds: int,
+    ledger_path: bool = False,
+) -> list[tuple[str, float, float]]:
+    """Rows of ``(step, wall s, CPU s)``, each round's DuckDB then pentrace (then the old way)."""
     folder = keep if keep is not None else Path(tempfile.mkdtemp(prefix="pentrace-cold-bench-"))
     traces = folder / "traces"
     rows: list[tuple[str, float, float]] = []
@@ -113,14 +142,14 @@ def run(
                 [sys.executable, "-m", "benchmarks.cold_stats", "--duckdb", str(traces)], env
             )
             rows.append((f"round {number}: DuckDB over the raw JSONL", wall, cpu))
-            fresh = folder / "fresh"
-            shutil.rmtree(fresh, ignore_errors=True)
-            shutil.copytree(traces, fresh)  # traces only: no derived store at all
+            fresh = _fresh_copy(folder, traces)
             command = ["--data-root", str(fresh), "stats", "tokens", "--by", "day", "--json"]
             wall, cpu, answer = _timed([sys.executable, "-m", "pentrace", *command], env)
             if answer["rows"] != baseline:
                 raise SystemExit(f"the answers differ:\n{answer['rows']}\n{baseline}")
             rows.append((f"round {number}: pentrace stats tokens, cold", wall, cpu))
+        if ledger_path:
+            rows += _ledger_path(folder, traces, env, baseline)
     finally:
         shutil.rmtree(folder / "fresh", ignore_errors=True)
         if keep is None:
@@ -136,15 +165,24 @@ def main(argv: list[str] | None = None) -> None:
         return
     parser = corpus_parser(__doc__, sessions=1000, records=500_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--ledger-path", action="store_true", help="also time sync + stats")
     options = parse_corpus_args(parser, args)
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    rows = run(options.sessions, options.records, options.keep, options.reuse, options.rounds)
+    rows = run(
+        options.sessions,
+        options.records,
+        options.keep,
+        options.reuse,
+        options.rounds,
+        options.ledger_path,
+    )
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("| step | wall s | CPU s |")
     print("| --- | ---: | ---: |")
     for label, wall, cpu in rows:
         print(f"| {label} | {wall:.2f} | {cpu:.2f} |")
-    duck, ours = rows[0::2], rows[1::2]
+    rounds = [row for row in rows if row[0].startswith("round")]
+    duck, ours = rounds[0::2], rounds[1::2]
     wall_ratio = statistics.median(o[1] / d[1] for o, d in zip(ours, duck, strict=True))
     cpu_ratio = statistics.median(o[2] / d[2] for o, d in zip(ours, duck, strict=True))
     print(f"median ratio to DuckDB: wall {wall_ratio:.1f}x, CPU {cpu_ratio:.1f}x (target: 5x)")
