@@ -11,12 +11,16 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 from pentrace import testing as pt
+from pentrace.infrastructure.analytics import AnalyticsEvent, Transaction
 from pentrace.infrastructure.analytics.api import AnalyticsProjection
 from pentrace.infrastructure.analytics.builtin.sessions import SessionActivity
 from pentrace.infrastructure.analytics.builtin.tokens import TokenUse
@@ -228,3 +232,47 @@ def test_stats_killed_during_a_cold_build_commits_nothing_and_the_next_run_is_ex
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == _ledger_only_stats(tmp_path, root)
     assert _tracking_rows(root / "analytics" / "analytics.db") == [("tokens", 0)]
+
+
+class _GatedTokens(TokenUse):
+    """The token projection under another name; its first usage event starts a runner in a
+    thread while the cold build holds the write transaction (``runner`` is set by the test)."""
+
+    name = "gated_tokens"
+    start_runner: ClassVar[Callable[[], None] | None] = None
+
+    def on_usage(self, event: AnalyticsEvent, tx: Transaction) -> None:
+        start, _GatedTokens.start_runner = _GatedTokens.start_runner, None
+        if start is not None:
+            start()
+        super().on_usage(event, tx)
+
+
+def test_a_runner_that_starts_during_a_cold_build_waits_and_then_skips_what_it_folded(
+    tmp_path: Path,
+) -> None:
+    env = {"PENTRACE_ANALYTICS_URL": f"sqlite:///{tmp_path / 'analytics.db'}"}
+    for number in range(3):
+        _session(tmp_path, number, turns=4)
+    runners: list[AnalyticsRunner] = []
+    errors: list[BaseException] = []
+
+    def open_runner() -> None:
+        try:  # blocks on SQLite's write lock until the cold build has committed
+            runners.append(AnalyticsRunner(_GatedTokens, data_root=tmp_path, env=env))
+        except BaseException as error:  # noqa: BLE001 - reported by the test below
+            errors.append(error)
+
+    thread = threading.Thread(target=open_runner)
+    _GatedTokens.start_runner = thread.start
+    report = cold_build(_GatedTokens, data_root=tmp_path, env=env)
+    thread.join(timeout=30)
+    assert errors == []
+    assert report is not None
+    [runner] = runners
+    with runner:
+        assert runner.projection.folded  # it read the marks the cold build committed
+        cold = dump(_GatedTokens, tmp_path, env)
+        _sync(tmp_path, env)
+        runner.wait(_ledger_head(tmp_path, env), timeout=30)
+    assert dump(_GatedTokens, tmp_path, env) == cold
