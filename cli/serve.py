@@ -79,6 +79,13 @@ def serve(
     frame_cache_mib: Annotated[
         float, typer.Option(help="MiB of encoded frames shared by all SSE streams.", min=0)
     ] = 4.0,
+    image_max_mib: Annotated[
+        float,
+        typer.Option(
+            help="Largest image (MiB) the viewer shows inline; larger ones are named (0: none).",
+            min=0,
+        ),
+    ] = 5.0,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
     ingest: Annotated[
         bool,
@@ -116,6 +123,7 @@ def serve(
         poll_interval_seconds=poll_interval,
         page_size=page_size,
         frame_cache_bytes=int(frame_cache_mib * 2**20),
+        image_max_bytes=int(image_max_mib * 2**20),
         test_page=test_page,
     )
     app = create_app(settings)

@@ -196,3 +196,19 @@ class AnalyticsError(PentraceError):
 
 class ProjectionGapError(AnalyticsError):
     """Retention pruned ledger events a projection never saw; rebuild it from the traces."""
+
+
+class ImageError(PentraceError):
+    """An image named by a trace record cannot be served as one."""
+
+
+class ImageTooLargeError(ImageError):
+    """An image is larger than the configured cap."""
+
+
+class ImageTypeError(ImageError):
+    """An image's bytes are not one of the allowed types (PNG, JPEG, GIF, WebP)."""
+
+
+class ImageDataError(ImageError):
+    """An image's data is malformed: bad base64, or bytes that end before the image does."""

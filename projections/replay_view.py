@@ -23,13 +23,13 @@ a turn carry the number of turns completed before them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from pentrace.domain.records import TraceRecord
 
-__all__ = ["ReplayItem", "build_replay", "fork_cut"]
+__all__ = ["CallPairs", "ReplayItem", "build_replay", "fork_cut", "pair_calls"]
 
 _COMPLETED: Final = "completed"
 
@@ -51,6 +51,30 @@ class ReplayItem:
     def committed(self) -> bool:
         """True for records of the committed history."""
         return self.state == "committed"
+
+
+@dataclass(slots=True)
+class CallPairs:
+    """Where each tool call's answer is in a list of items: ``outputs`` maps a call id to the
+    index of its first ``tool_call_output``, ``approvals`` to those of its decisions."""
+
+    outputs: dict[str, int]
+    approvals: dict[str, list[int]]
+
+
+def pair_calls(items: Sequence[ReplayItem]) -> CallPairs:
+    """The outputs and approvals of the tool calls in ``items`` (readers draw them together)."""
+    pairs = CallPairs({}, {})
+    for index, item in enumerate(items):
+        record = item.record
+        call_id = record.tool_call_id
+        if not isinstance(call_id, str):
+            continue
+        if record.kind == "model_msg" and record.ptype == "tool_call_output":
+            pairs.outputs.setdefault(call_id, index)
+        elif record.kind == "event_msg" and record.ptype == "approval_decision":
+            pairs.approvals.setdefault(call_id, []).append(index)
+    return pairs
 
 
 def build_replay(records: Iterable[tuple[int, TraceRecord]]) -> list[ReplayItem]:

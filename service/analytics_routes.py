@@ -96,7 +96,12 @@ routes: Final = [
 _QUERY: Final = [
     {"name": name, "in": "query", "required": False, "description": text, "schema": {"type": kind}}
     for name, text, kind in (
-        ("by", "group by model, provider, agent, project, day or session", "string"),
+        (
+            "by",
+            "group by model, provider, agent, project, day, hour, minute (UTC) or session; "
+            "requests and tools add per-group rows with it",
+            "string",
+        ),
         ("since", "first UTC day (YYYY-MM-DD)", "string"),
         ("until", "last UTC day (YYYY-MM-DD)", "string"),
         ("catch_up", "bring the projections up to date first", "boolean"),

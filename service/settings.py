@@ -66,6 +66,8 @@ class ServiceSettings(BaseModel):
     page_size: int = 500
     frame_cache_bytes: int = 4 * 1024 * 1024
     retry_ms: int = 1000
+    # The largest image the viewer serves or asks for (bytes, decoded); larger ones are named.
+    image_max_bytes: int = Field(default=5 * 2**20, ge=0)
     test_page: bool = False
 
     @model_validator(mode="before")

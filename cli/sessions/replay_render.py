@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from pentrace.projections.replay_view import ReplayItem
+from pentrace.domain.omnimessage.images import record_images, summary
+from pentrace.projections.replay_view import ReplayItem, pair_calls
 
 __all__ = ["MAX_OUTPUT_LINES", "render_replay"]
 
@@ -35,22 +36,11 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else "" if value is None else repr(value)
 
 
-def _image(url: Any) -> str:
-    """``image/png, 12 KB`` for a data URL, the address for a web URL (never the bytes)."""
-    text = _str(url)
-    if not text.startswith("data:"):
-        return text[:200] or "no address"
-    head, _, body = text.partition(",")
-    mime = head[5:].split(";")[0] or "unknown type"
-    size = len(body) * 3 // 4 if ";base64" in head else len(body)
-    return f"{mime}, {size / 1024:.1f} KB" if size >= 1024 else f"{mime}, {size} bytes"
-
-
 def _images(payload: dict[str, Any], prefix: str) -> list[str]:
-    images = payload.get("images")
-    if not isinstance(images, list) or not images:
+    images = record_images("tool_call_output", payload)
+    if not images:
         return []
-    shown = "; ".join(_image(url) for url in images[:5])
+    shown = "; ".join(summary(image) for image in images[:5])
     more = f"; and {len(images) - 5} more" if len(images) > 5 else ""
     return [f"{prefix}[{len(images)} image(s) in the output: {shown}{more}]"]
 
@@ -78,17 +68,7 @@ class _Renderer:
         self.items = items
         self.lines: list[str] = []
         self.used: set[int] = set()
-        self.outputs: dict[str, int] = {}
-        self.approvals: dict[str, list[int]] = {}
-        for index, item in enumerate(items):
-            record = item.record
-            call_id = record.tool_call_id
-            if not isinstance(call_id, str):
-                continue
-            if record.kind == "model_msg" and record.ptype == "tool_call_output":
-                self.outputs.setdefault(call_id, index)
-            elif record.kind == "event_msg" and record.ptype == "approval_decision":
-                self.approvals.setdefault(call_id, []).append(index)
+        self.pairs = pair_calls(items)
 
     def emit(self, item: ReplayItem, text: str) -> None:
         mark = _MARKS.get(item.state, "")
@@ -152,8 +132,9 @@ class _Renderer:
             out = _clip(_str(payload.get("output")))
             lines = _indent(f"output for {call} (no call shown): {out}", "    ")
             return "\n".join([*lines, *_images(payload, "    ")])
-        if ptype == "image_url":
-            return f"{who}: [image: {_image(payload.get('image_url'))}]"
+        images = record_images(ptype, payload)
+        if images:
+            return f"{who}: [image: {summary(images[0])}]"
         if ptype == "inline_data":
             mime = _str(payload.get("mime_type")) or "data"
             return f"{who}: [inline {mime}, {len(_str(payload.get('data'))) * 3 // 4} bytes]"
@@ -164,11 +145,11 @@ class _Renderer:
         lines = [
             f"tool call {_str(payload.get('name'))} {_str(payload.get('arguments'))}  [{call}]"
         ]
-        for approval in self.approvals.get(call, []):
+        for approval in self.pairs.approvals.get(call, []):
             self.used.add(approval)
             decision = _str(self.items[approval].record.payload().get("decision"))
             lines.append(f"    approval: {decision}")
-        output = self.outputs.get(call)
+        output = self.pairs.outputs.get(call)
         if output is None:
             lines.append("    output: (none recorded)")
         else:

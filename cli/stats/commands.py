@@ -17,7 +17,14 @@ from typing import Annotated, Any
 
 import typer
 
-from pentrace.cli.options import TIME_HELP, FieldsOption, check_fields, day_bound, pick_fields
+from pentrace.cli.options import (
+    TIME_HELP,
+    FieldsOption,
+    check_fields,
+    day_bound,
+    pick_fields,
+    unshown,
+)
 from pentrace.cli.output import emit_json, emit_table
 from pentrace.cli.sessions.args import JsonOption, data_root
 from pentrace.cli.stats.plots import cost_plot, tokens_plot, tools_plot
@@ -36,7 +43,23 @@ stats_app = typer.Typer(
 )
 
 ByOption = Annotated[
-    str, typer.Option("--by", help="Group by model, provider, agent, project, day or session.")
+    str,
+    typer.Option(
+        "--by",
+        help="Group by model, provider, agent, project, day, hour, minute (UTC) or session.",
+    ),
+]
+RequestsByOption = Annotated[
+    str | None,
+    unshown(
+        "--by",
+        help="Also list requests and success rate per model, provider, agent, project, "
+        "day, hour or minute (UTC).",
+    ),
+]
+ToolsByOption = Annotated[
+    str | None,
+    unshown("--by", help="Also list each tool per agent, project, day, hour or minute (UTC)."),
 ]
 SinceOption = Annotated[
     str | None,
@@ -157,6 +180,7 @@ def cost_command(
 @stats_app.command("tools")
 def tools_command(
     ctx: typer.Context,
+    by: ToolsByOption = None,
     since: SinceOption = None,
     until: UntilOption = None,
     as_json: JsonOption = False,
@@ -166,17 +190,21 @@ def tools_command(
 ) -> None:
     """Tool calls by name: failures, aborts, timeouts, truncations, unanswered; approvals.
 
-    Example: pentrace stats tools --json
+    Example: pentrace stats tools --by hour --since today --json
     """
     check_fields(fields, as_json)
     since, until = days(since, until)
     db = _ready(ctx, "tools", do_sync)
-    value = document(db, StatsQuery("tools", since=since, until=until))
+    value = document(db, StatsQuery("tools", by, since, until))
     if plot is not None:
         tools_plot(db, since, until, value["tools"], plot)
     names = ("calls", "failures", "aborts", "timeouts", "truncations", "unanswered")
     rows = [[row["tool"], *(row[n] for n in names), row["failure_rate"]] for row in value["tools"]]
     rows += [[f"approval: {d}", n, "", "", "", "", "", ""] for d, n in value["approvals"].items()]
+    rows += [
+        [f"{row['key']}: {row['tool']}", *(row[n] for n in names[:-1]), "", _rate(row)]
+        for row in value.get("rows", ())
+    ]
     picked = pick_fields(value["tools"], fields, ("tool", *names, "failure_rate"))
     done({**value, "tools": picked}, as_json, ("tool", *names, "failure_rate"), rows)
 
@@ -184,6 +212,7 @@ def tools_command(
 @stats_app.command("requests")
 def requests_command(
     ctx: typer.Context,
+    by: RequestsByOption = None,
     since: SinceOption = None,
     until: UntilOption = None,
     as_json: JsonOption = False,
@@ -191,11 +220,11 @@ def requests_command(
 ) -> None:
     """Requests by status and retries, compactions (mode, outcome, context), goal outcomes.
 
-    Example: pentrace stats requests --since 2026-11-28
+    Example: pentrace stats requests --by model --since 2026-11-28
     """
     since, until = days(since, until)
     db = _ready(ctx, "requests", do_sync)
-    value = document(db, StatsQuery("requests", since=since, until=until))
+    value = document(db, StatsQuery("requests", by, since, until))
     rows: list[list[Any]] = [["request", s, n] for s, n in value["requests"].items()]
     rows.append(["retries", "", value["retries"]])
     rows += [
@@ -203,7 +232,17 @@ def requests_command(
         for c in value["compactions"]
     ]
     rows += [["goal", outcome, n] for outcome, n in value["goals"].items()]
+    rows += [
+        [f"{by}: {row['key']}", f"{row['completed']} completed, {_rate(row)}", row["requests"]]
+        for row in value.get("rows", ())
+    ]
     done(value, as_json, ("what", "which", "count"), rows)
+
+
+def _rate(row: dict[str, Any]) -> str:
+    """A row's success or failure rate as a percentage; "-" where nothing was counted."""
+    rate = row.get("success_rate", row.get("failure_rate"))
+    return "-" if rate is None else f"{rate * 100:.1f}%"
 
 
 @stats_app.command("sessions")

@@ -33,6 +33,7 @@ from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 
 from pentrace.errors import AnalyticsError
+from pentrace.infrastructure.analytics.database import scheme_of
 from pentrace.infrastructure.analytics.failures import (
     ENV_MAX_FAILURES,
     EventFailure,
@@ -77,7 +78,10 @@ class AnalyticsProjection(Projection[ReadModel]):
     * ``batch_size`` / ``batch_seconds``: how many events, or how long, a batch
       may grow before it commits with its tracking position;
     * ``max_failures``: how many events a handler may fail on (each recorded
-      and skipped) before the projection stops; 0 stops on the first.
+      and skipped) before the projection stops; 0 stops on the first;
+    * ``version``: raise it whenever ``schema`` or what a handler writes changes.
+      A read model built by another version is rebuilt from the traces before
+      ``pentrace stats`` reads it, and a runner refuses to extend it (ADR 0054).
     """
 
     schema: ClassVar[tuple[str, ...]] = ()
@@ -85,6 +89,7 @@ class AnalyticsProjection(Projection[ReadModel]):
     batch_size: int = 5000
     batch_seconds: float = 0.2
     max_failures: int = 100
+    version: ClassVar[int] = 1
     _handlers: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -114,6 +119,7 @@ class AnalyticsProjection(Projection[ReadModel]):
         #: Trace marks of a cold build (stream id -> highest position folded from the
         #: traces, ADR 0050): ledger events at or below them are in the read model already.
         self.folded: dict[str, int] = {}
+        view.scheme = scheme_of(self.version)
         self.create_schema()
 
     def create_schema(self) -> None:

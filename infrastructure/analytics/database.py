@@ -32,7 +32,13 @@ from pentrace.infrastructure.ledger.settings import DatabaseTimeouts, safe_url
 from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.infrastructure.storage.modes import prepare_sqlite_file, repair_modes, sqlite_files
 
-__all__ = ["ENV_ANALYTICS_URL", "AnalyticsDatabase", "analytics_url", "converted"]
+__all__ = [
+    "ENV_ANALYTICS_URL",
+    "AnalyticsDatabase",
+    "analytics_url",
+    "converted",
+    "scheme_of",
+]
 
 ENV_ANALYTICS_URL: Final = "PENTRACE_ANALYTICS_URL"
 TRACKING_TABLE: Final = "analytics_tracking"
@@ -41,6 +47,15 @@ TRACKING_TABLE: Final = "analytics_tracking"
 # without a row here predates (project, agent, session id) keys.
 IDENTITY_TABLE: Final = "analytics_identity"
 IDENTITY_SCHEME: Final = "2"
+
+
+def scheme_of(version: int) -> str:
+    """What ``analytics_identity.scheme`` holds for a read model built by ``version`` of its
+    projection: the key scheme alone for version 1 (as read models built before projection
+    versions hold it), then ``2/<version>``."""
+    return IDENTITY_SCHEME if version == 1 else f"{IDENTITY_SCHEME}/{version}"
+
+
 # Events a projection's handler raised on, recorded with the tracking position (ADR 0032).
 FAILURES_TABLE: Final = "analytics_failures"
 # Per session, the trace positions a cold build folded straight from the traces (ADR 0050):

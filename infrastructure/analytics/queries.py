@@ -2,16 +2,19 @@
 
 Every function returns plain rows (lists of dicts) - the ``--json`` contract
 of ``pentrace stats`` (``docs/projections.md``); fields are only ever added.
-``since`` / ``until`` are inclusive UTC days (``YYYY-MM-DD``).
+``since`` / ``until`` are inclusive UTC days (``YYYY-MM-DD``), or minutes
+(``YYYY-MM-DDTHH:MM``) where a per-minute table is read (``--by hour`` / ``minute``).
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
+from pentrace.errors import UsageError
+from pentrace.infrastructure.analytics.activity_queries import outcomes, requests, tools
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase
 from pentrace.infrastructure.analytics.prices import PriceTable
-from pentrace.infrastructure.analytics.query_rows import GROUPS
+from pentrace.infrastructure.analytics.query_rows import GROUPS, is_fine
 from pentrace.infrastructure.analytics.query_rows import column_of as _column
 from pentrace.infrastructure.analytics.query_rows import days_clause as _days
 from pentrace.infrastructure.analytics.query_rows import rows_of as _rows
@@ -22,6 +25,7 @@ __all__ = [
     "GROUPS",
     "TOKEN_COLUMNS",
     "cost",
+    "outcomes",
     "requests",
     "sessions",
     "tokens",
@@ -41,6 +45,43 @@ TOKEN_COLUMNS: Final = (
 )
 
 
+def _token_rows(
+    db: AnalyticsDatabase,
+    by: str,
+    since: str | None,
+    until: str | None,
+    agent: str | None,
+    model: str | None,
+) -> list[dict[str, Any]]:
+    """Summed token rows per (group, provider, model), from ``tok_minutes`` when the grouping
+    or a bound is finer than a day, else ``tok_daily``; ``model`` keeps one model's rows."""
+    fine = is_fine(by, since, until)
+    if fine and by == "session":
+        raise UsageError(
+            "--by session: token use per session is kept per UTC day only",
+            hint="give --since/--until as days, or group by model, agent or time",
+        )
+    column = _column(by, minutes=fine)
+    table, time = ("tok_minutes", "minute") if fine else ("tok_daily", "day")
+    where, params = _days(since, until, time, agent=agent)
+    sums = ", ".join(f"SUM({name}) AS {name}" for name in TOKEN_COLUMNS)
+    rows = _rows(
+        db,
+        f"SELECT {column} AS key, provider, model, {sums} FROM {table}{where} "
+        f"GROUP BY {column}, provider, model",
+        params,
+    )
+    out = []
+    for row in rows:
+        # The model's name is provider/model_id (session_numbers.model_name).
+        name = model_name(row["provider"], row["model"]) or "unknown"
+        if model is not None and name != model:
+            continue
+        key = name if by == "model" else row["key"]
+        out.append({**row, "key": key, **{n: int(row[n] or 0) for n in TOKEN_COLUMNS}})
+    return out
+
+
 def tokens(
     db: AnalyticsDatabase,
     by: str = "model",
@@ -48,32 +89,16 @@ def tokens(
     until: str | None = None,
     *,
     agent: str | None = None,
+    model: str | None = None,
 ) -> list[dict[str, Any]]:
     """Token counts (requests, input, output, cache_read, cache_write, total) per group;
-    ``agent`` keeps one agent's rows."""
-    column = _column(by)
-    where, params = _days(since, until, agent=agent)
-    sums = ", ".join(f"SUM({name}) AS {name}" for name in TOKEN_COLUMNS)
-    if by == "model":
-        # The model's name is provider/model_id (session_numbers.model_name).
-        rows = _rows(
-            db,
-            f"SELECT provider, model, {sums} FROM tok_daily{where} GROUP BY provider, model",
-            params,
-        )
-        merged: dict[str, dict[str, int]] = {}
-        for row in rows:
-            name = model_name(row["provider"], row["model"]) or "unknown"
-            entry = merged.setdefault(name, dict.fromkeys(TOKEN_COLUMNS, 0))
-            for n in TOKEN_COLUMNS:
-                entry[n] += int(row[n] or 0)
-        return [{"key": name, **merged[name]} for name in sorted(merged)]
-    rows = _rows(
-        db,
-        f"SELECT {column} AS key, {sums} FROM tok_daily{where} GROUP BY {column} ORDER BY {column}",
-        params,
-    )
-    return [{"key": row["key"], **{n: int(row[n] or 0) for n in TOKEN_COLUMNS}} for row in rows]
+    ``agent`` / ``model`` (``provider/model_id``) keep one agent's / model's rows."""
+    merged: dict[Any, dict[str, int]] = {}
+    for row in _token_rows(db, by, since, until, agent, model):
+        entry = merged.setdefault(row["key"], dict.fromkeys(TOKEN_COLUMNS, 0))
+        for n in TOKEN_COLUMNS:
+            entry[n] += row[n]
+    return [{"key": key, **merged[key]} for key in sorted(merged, key=str)]
 
 
 def cost(
@@ -84,21 +109,11 @@ def cost(
     until: str | None = None,
     *,
     agent: str | None = None,
+    model: str | None = None,
 ) -> list[dict[str, Any]]:
     """Cost per group from the price table; models without a price are listed in ``unpriced``."""
-    column = _column(by)
-    where, params = _days(since, until, agent=agent)
-    sums = ", ".join(f"SUM({name}) AS {name}" for name in TOKEN_COLUMNS)
-    rows = _rows(
-        db,
-        f"SELECT {column} AS key, provider, model, {sums} FROM tok_daily{where} "
-        f"GROUP BY {column}, provider, model",
-        params,
-    )
     out: dict[Any, dict[str, Any]] = {}
-    for row in rows:
-        if by == "model":
-            row["key"] = model_name(row["provider"], row["model"]) or "unknown"
+    for row in _token_rows(db, by, since, until, agent, model):
         entry = out.setdefault(
             row["key"],
             {
@@ -109,101 +124,16 @@ def cost(
                 "unpriced": [],
             },
         )
-        entry["total"] += int(row["total"] or 0)
+        entry["total"] += row["total"]
         price = prices.price_for(row["model"])
         if price is None:
             if row["model"] not in entry["unpriced"]:
                 entry["unpriced"].append(row["model"])
             continue
         entry["cost"] += price.cost(
-            int(row["input"] or 0),
-            int(row["output"] or 0),
-            int(row["cache_read"] or 0),
-            int(row["cache_write"] or 0),
+            row["input"], row["output"], row["cache_read"], row["cache_write"]
         )
     return [out[key] for key in sorted(out, key=str)]
-
-
-def tools(
-    db: AnalyticsDatabase,
-    since: str | None = None,
-    until: str | None = None,
-    *,
-    agent: str | None = None,
-) -> dict[str, Any]:
-    """Per tool: calls, failures, aborts, timeouts, truncations, unanswered; and approvals."""
-    where, params = _days(since, until, agent=agent)
-    names = ("calls", "failures", "aborts", "timeouts", "truncations")
-    sums = ", ".join(f"SUM({name}) AS {name}" for name in names)
-    rows = _rows(db, f"SELECT tool, {sums} FROM tool_daily{where} GROUP BY tool", params)
-    open_where = where + (" AND " if where else " WHERE ") + "answered IS NULL"
-    unanswered = {
-        row["tool"]: int(row["n"])
-        for row in _rows(
-            db, f"SELECT tool, COUNT(*) AS n FROM tool_open{open_where} GROUP BY tool", params
-        )
-    }
-    result = []
-    for row in sorted(rows, key=lambda r: str(r["tool"])):
-        counts = {name: int(row[name] or 0) for name in names}
-        counts["unanswered"] = unanswered.get(row["tool"], 0)
-        rate = counts["failures"] / counts["calls"] if counts["calls"] else 0.0
-        result.append({"tool": row["tool"], **counts, "failure_rate": round(rate, 4)})
-    approvals = {
-        row["decision"]: int(row["n"])
-        for row in _rows(
-            db,
-            f"SELECT decision, SUM(count) AS n FROM tool_approvals{where} GROUP BY decision",
-            params,
-        )
-    }
-    return {"tools": result, "approvals": dict(sorted(approvals.items()))}
-
-
-def requests(
-    db: AnalyticsDatabase,
-    since: str | None = None,
-    until: str | None = None,
-    *,
-    agent: str | None = None,
-) -> dict[str, Any]:
-    """Requests by status with retries, compactions by mode and outcome, goal outcomes
-    (``agent``: one agent's requests and goals; compactions are not kept per agent)."""
-    where, params = _days(since, until, agent=agent)
-    days_only, day_params = _days(since, until)
-    statuses = _rows(
-        db,
-        f"SELECT status, SUM(count) AS n, SUM(retries) AS r FROM act_requests{where} "
-        "GROUP BY status ORDER BY status",
-        params,
-    )
-    compactions = _rows(
-        db,
-        "SELECT mode, outcome, COUNT(*) AS n, AVG(context) AS avg_context, "
-        f"MAX(context) AS max_context FROM act_compactions{days_only} "
-        "GROUP BY mode, outcome ORDER BY mode, outcome",
-        day_params,
-    )
-    goals = _rows(
-        db,
-        f"SELECT outcome, SUM(count) AS n FROM act_goals{where} GROUP BY outcome ORDER BY outcome",
-        params,
-    )
-    return {
-        "requests": {row["status"]: int(row["n"]) for row in statuses},
-        "retries": sum(int(row["r"] or 0) for row in statuses),
-        "compactions": [
-            {
-                "mode": row["mode"],
-                "outcome": row["outcome"],
-                "count": int(row["n"]),
-                "avg_context": None if row["avg_context"] is None else float(row["avg_context"]),
-                "max_context": None if row["max_context"] is None else int(row["max_context"]),
-            }
-            for row in compactions
-        ],
-        "goals": {row["outcome"]: int(row["n"]) for row in goals},
-    }
 
 
 def tokens_by_day_and_model(

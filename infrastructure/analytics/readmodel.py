@@ -28,11 +28,11 @@ from sqlalchemy import Connection, text
 
 from pentrace.errors import AnalyticsError
 from pentrace.infrastructure.analytics.database import (
-    IDENTITY_SCHEME,
     IDENTITY_TABLE,
     TRACKING_TABLE,
     AnalyticsDatabase,
     converted,
+    scheme_of,
 )
 from pentrace.infrastructure.analytics.failures import (
     EventFailure,
@@ -62,6 +62,9 @@ class ReadModel(TrackingRecorder):
         self.seen: list[int] = []
         self.failures: list[EventFailure] = []  # recorded when the batch commits
         self._failed_before: int | None = None
+        #: What a commit from nothing records as the read model's build (key scheme and
+        #: projection version); the projection sets it from its ``version``.
+        self.scheme = scheme_of(1)
 
     # -- the open batch -------------------------------------------------------------
     def open_connection(self) -> Connection:
@@ -166,13 +169,14 @@ class ReadModel(TrackingRecorder):
             sql = (
                 f"INSERT INTO {TRACKING_TABLE} (notification_id, application_name) VALUES (:p, :n)"
             )
-            # A first commit (or a rebuild's) writes the read model with today's session keys.
+            # A first commit (or a rebuild's) writes the read model with today's session keys
+            # and the projection's version.
             conn.execute(
                 text(f"DELETE FROM {IDENTITY_TABLE} WHERE application_name = :n"), {"n": name}
             )
             conn.execute(
                 text(f"INSERT INTO {IDENTITY_TABLE} (application_name, scheme) VALUES (:n, :s)"),
-                {"n": name, "s": IDENTITY_SCHEME},
+                {"n": name, "s": self.scheme},
             )
         else:
             sql = f"UPDATE {TRACKING_TABLE} SET notification_id = :p WHERE application_name = :n"
@@ -206,7 +210,13 @@ class ReadModel(TrackingRecorder):
         return None if value is None else int(value)
 
     def stale_identity(self) -> bool:
-        """True when the read model was built keying sessions by their id alone (ADR 0023)."""
+        """True when the read model must be rebuilt before it is extended (:meth:`stale_reason`)."""
+        return self.stale_reason() is not None
+
+    def stale_reason(self) -> str | None:
+        """Why the read model was built unlike this code builds it, or None when it was not:
+        sessions keyed by their id alone (ADR 0023), or another version of the projection
+        (its tables differ; ADR 0054)."""
         with self.db.reading("read an analytics read model's session key scheme") as conn:
             tracked = conn.execute(
                 text(f"SELECT 1 FROM {TRACKING_TABLE} WHERE application_name = :n"),
@@ -216,7 +226,17 @@ class ReadModel(TrackingRecorder):
                 text(f"SELECT scheme FROM {IDENTITY_TABLE} WHERE application_name = :n"),
                 {"n": self.name},
             ).scalar_one_or_none()
-        return tracked is not None and scheme != IDENTITY_SCHEME
+        if tracked is None or scheme == self.scheme:
+            return None
+        if scheme is None:
+            return (
+                "keys sessions by their id alone (built before ADR 0023); "
+                "expected (project, agent, session id) keys"
+            )
+        return (
+            f"was built by another version of its projection (scheme {scheme!r}); "
+            f"expected {self.scheme!r}, whose tables differ"
+        )
 
     def forget(self) -> None:
         """Remove the tracking position (a rebuild starts from nothing)."""

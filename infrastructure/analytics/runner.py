@@ -149,10 +149,10 @@ class AnalyticsRunner(BaseProjectionRunner[LedgerApplication]):
         name = projection_class.name
         try:
             check_gap(name, self._ledger, self.view.max_tracking_id(name), [])
-            if self.view.stale_identity():
+            stale = self.view.stale_reason()
+            if stale is not None:
                 raise AnalyticsError(
-                    f"read model {name!r} keys sessions by their id alone (built before "
-                    "ADR 0023); expected (project, agent, session id) keys",
+                    f"read model {name!r} {stale}",
                     hint=f"rebuild it from the traces: `pentrace projections rebuild {name}`",
                 )
             self._hold_position()
@@ -278,7 +278,8 @@ def catch_up(
     """Process every event the ledger holds now, commit, stop; returns the tracking position.
 
     A read model built before sessions were keyed by (project, agent, id)
-    (ADR 0023) is rebuilt from the traces first, never extended.
+    (ADR 0023), or by another version of its projection (ADR 0054), is rebuilt
+    from the traces first, never extended.
     """
     projection = open_projection(projection_class, data_root, _env(data_root, env))
     try:

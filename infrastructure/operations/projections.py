@@ -38,7 +38,7 @@ def projection_status(
         projection = open_projection(each, root, env)
         try:
             position = projection.view.max_tracking_id(each.name) or 0
-            stale = projection.view.stale_identity()  # built before ADR 0023's session keys
+            stale = projection.view.stale_identity()  # old session keys or projection version
             failures = read_failures(projection.view.db, each.name)
         finally:
             projection.view.db.close()

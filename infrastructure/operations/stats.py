@@ -161,9 +161,12 @@ def document(db: AnalyticsDatabase, query: StatsQuery) -> dict[str, Any]:
         rows = queries.cost(db, table, by or "model", since, until)
         return {"by": by, "currency": table.currency, "rows": rows}
     if kind == "tools":
-        return queries.tools(db, since, until)
+        return queries.tools(db, since, until, by=by)
     if kind == "requests":
-        return queries.requests(db, since, until)
+        value = queries.requests(db, since, until)
+        if by is not None:  # per group, with the success rate (act_minutes)
+            value.update(by=by, rows=queries.outcomes(db, by, since, until))
+        return value
     if kind == "sessions":
         return {"by": by, "rows": queries.sessions(db, by or "day", since, until)}
     return {"trees": queries.tree(db, since, until)}

@@ -23,7 +23,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from pentrace.domain.json_codec import JsonEncoder
-from pentrace.errors import PentraceError, SessionExistsError, TraceError, UsageError
+from pentrace.domain.records import TraceRecord
+from pentrace.errors import (
+    NotFoundError,
+    PentraceError,
+    SessionExistsError,
+    TraceError,
+    UsageError,
+)
 from pentrace.infrastructure.storage.atomic import publish_file
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef, new_session_id
 from pentrace.infrastructure.storage.modes import make_private_dirs
@@ -32,7 +39,7 @@ from pentrace.infrastructure.trace.reader import ParseReport, read_shard
 from pentrace.infrastructure.trace.writer import session_lock_path
 from pentrace.projections.replay_view import ReplayItem, build_replay, fork_cut
 
-__all__ = ["ForkResult", "fork_session", "read_replay"]
+__all__ = ["ForkResult", "fork_session", "read_replay", "record_at"]
 
 _encoder: Final = JsonEncoder()
 
@@ -59,6 +66,22 @@ def read_replay(ref: SessionRef, report: ParseReport | None = None) -> list[Repl
                 yield shard.index, record
 
     return build_replay(pairs())
+
+
+def record_at(ref: SessionRef, position: int) -> TraceRecord:
+    """The record at ``position`` (counted as :func:`read_replay` counts, from 1), reading no
+    further than it; :class:`NotFoundError` when the session has fewer records."""
+    if position >= 1:
+        seen = 0
+        for shard in ref.shards:
+            for record in read_shard(shard.path, report=ParseReport()):
+                seen += 1
+                if seen == position:
+                    return record
+    raise NotFoundError(
+        f"session {ref.project}/{ref.agent}/{ref.session_id} has no record {position}",
+        hint="positions start at 1; take the position from the record's #N",
+    )
 
 
 def _check_range(

@@ -16,7 +16,7 @@ import msgspec
 
 from pentrace.domain.json_codec import JsonDecoder
 
-__all__ = ["AnalyticsEvent", "Scope", "day_of", "decode_event", "iso_of"]
+__all__ = ["AnalyticsEvent", "Scope", "day_of", "decode_event", "iso_of", "minute_of"]
 
 
 class Scope(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -68,6 +68,12 @@ class AnalyticsEvent(msgspec.Struct, kw_only=True):
         """The UTC day of the event time, ``YYYY-MM-DD``."""
         return day_of(self.time)
 
+    @property
+    def minute(self) -> str:
+        """The UTC minute of the event time, ``YYYY-MM-DDTHH:MM`` (its first 13 characters
+        are the hour, its first 10 the day)."""
+        return minute_of(self.time)
+
 
 _decoder: Final = JsonDecoder(AnalyticsEvent)
 
@@ -89,6 +95,12 @@ def day_of(time_ms: int) -> str:
         # Memoised per day number: this runs once per event on the catch-up path.
         day = _days[number] = datetime.fromtimestamp(number * 86_400, UTC).strftime("%Y-%m-%d")
     return day
+
+
+def minute_of(time_ms: int) -> str:
+    """``YYYY-MM-DDTHH:MM`` of a millisecond timestamp, in UTC (no time zone, no DST)."""
+    into_day = time_ms % _DAY_MS
+    return f"{day_of(time_ms)}T{into_day // 3_600_000:02d}:{into_day // 60_000 % 60:02d}"
 
 
 def iso_of(time_ms: int) -> str:

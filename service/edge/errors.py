@@ -22,6 +22,9 @@ from starlette.responses import JSONResponse
 
 from pentrace.errors import (
     AmbiguousIdError,
+    ImageDataError,
+    ImageTooLargeError,
+    ImageTypeError,
     InvalidNameError,
     NotFoundError,
     PentraceError,
@@ -48,6 +51,12 @@ def http_status(error: PentraceError) -> int:
         return 403
     if isinstance(error, NotFoundError):
         return 404
+    if isinstance(error, ImageTooLargeError):
+        return 413
+    if isinstance(error, ImageTypeError):
+        return 415
+    if isinstance(error, ImageDataError):
+        return 422
     if isinstance(error, AmbiguousIdError | InvalidNameError | UsageError):
         return 400
     return 500

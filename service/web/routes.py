@@ -15,6 +15,7 @@ from pentrace.service.web.layout import PREFIX
 from pentrace.service.web.login import login_page, login_route, logout_route
 from pentrace.service.web.output import output_route
 from pentrace.service.web.session import record_route, session_page, short_route
+from pentrace.service.web.session_images import image_route
 from pentrace.service.web.traces import traces_page
 from pentrace.service.web.transfer import export_route, import_route
 from pentrace.service.web.usage import usage_page
@@ -37,6 +38,7 @@ routes: Final[list[BaseRoute]] = [
     Route(_SESSION, session_page, methods=["GET"]),
     Route(_SESSION + "/records/{position}", record_route, methods=["GET"]),
     Route(_SESSION + "/output/{file}", output_route, methods=["GET"]),
+    Route(_SESSION + "/images/{position}/{index}", image_route, methods=["GET"]),
     Route(PREFIX + "/s/{session_id}", short_route, methods=["GET"]),
     Route(PREFIX + "/export/{project}/{agent}/{session_id}", export_route, methods=["GET"]),
     Route(PREFIX + "/import", import_route, methods=["POST"]),
@@ -55,6 +57,7 @@ _QUERY: Final[dict[Any, tuple[str, ...]]] = {
     session_page: ("from", "fragment"),
     record_route: ("raw",),
     output_route: ("raw",),
+    image_route: ("raw",),
     export_route: ("format",),
     import_route: ("project", "agent", "filename"),
 }  # fmt: skip

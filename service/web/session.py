@@ -18,11 +18,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from pentrace.domain.redaction import redact
-from pentrace.errors import NotFoundError
 from pentrace.infrastructure.analytics.prices import load_prices
 from pentrace.infrastructure.audit.run import audit_session
 from pentrace.infrastructure.catalog.listing import resolve_session
-from pentrace.infrastructure.sessions.fork import read_replay
+from pentrace.infrastructure.sessions.fork import read_replay, record_at
 from pentrace.infrastructure.storage.layout import SessionRef
 from pentrace.infrastructure.trace.reader import ParseReport
 from pentrace.infrastructure.trace.resume import resume_trace_file
@@ -33,10 +32,11 @@ from pentrace.projections.session_numbers import token_delta
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
 from pentrace.service.edge.auth import authenticated
-from pentrace.service.edge.errors import BadRequest
 from pentrace.service.web.layout import esc, number, page, session_url
+from pentrace.service.web.session_images import path_number
 from pentrace.service.web.session_items import render_items
 from pentrace.service.web.svg import Chart, render_chart
+from pentrace.service.web.transfer import need_token
 
 __all__ = ["WINDOW", "record_route", "session_page", "short_route"]
 
@@ -173,8 +173,9 @@ async def session_page(request: Request) -> Response:
         everything, items, window_problems = await context.run(_window, found, first)
         total = len(everything)
         url = session_url(found.project, found.agent, found.session_id)
+        cap = context.settings.image_max_bytes
         return HTMLResponse(
-            "".join([*render_items(items, url, window_problems), _more(url, first, total)]),
+            "".join([*render_items(items, url, window_problems, cap), _more(url, first, total)]),
             headers={"X-Pentrace-Next": str(items[-1].position + 1 if items else first)},
         )
     data = await context.run(_full, context, reference, first)
@@ -212,8 +213,8 @@ async def session_page(request: Request) -> Response:
         '<ol class="live" data-live-events></ol></section>',
         "</div>",
         f'<section id="records" aria-label="records"{_tail(base, first, data["total"])}>'
-        f"<h2>Records</h2>{earlier}",
-        *render_items(data["items"], base, problems),
+        f"<h2>Records</h2>{_raw_note(request)}{earlier}",
+        *render_items(data["items"], base, problems, context.settings.image_max_bytes),
         _more(base, first, data["total"]),
         "</section>",
     ]
@@ -221,30 +222,33 @@ async def session_page(request: Request) -> Response:
 
 
 def _record(context: ServiceContext, reference: str, position: int) -> Any:
-    ref = resolve_session(context.root, reference)
-    for item in read_replay(ref, ParseReport()):
-        if item.position == position:
-            return item.record.value()
-    raise NotFoundError(
-        f"session {ref.session_id} has no record {position}", hint="positions start at 1"
+    return record_at(resolve_session(context.root, reference), position).value()
+
+
+def _raw_note(request: Request) -> str:
+    """Why the page offers no verbatim record, when it does not (ADR 0012)."""
+    if authenticated(request.scope):
+        return ""
+    return (
+        '<p class="meta" data-raw-note>Records and images are shown redacted. The verbatim '
+        "record needs the bearer token: start the server with PENTRACE_API_TOKEN (or "
+        "--token-file) and log in.</p>"
     )
 
 
 async def record_route(request: Request) -> Response:
-    """``GET .../records/{position}``: one record, redacted unless ``?raw=1`` with the token."""
+    """``GET .../records/{position}``: one record, redacted; ``?raw=1`` needs the token (403)."""
     context: ServiceContext = request.app.state.context
-    raw_position = params.path_text(request, "position")
-    if not (raw_position.isascii() and raw_position.isdigit() and len(raw_position) <= 12):
-        raise BadRequest(
-            f"path value position: expected a record position (1, 2, ...), found "
-            f"{raw_position[:20]!r}",
-            hint="take the position from the record's #N",
-        )
-    position = int(raw_position)
-    raw = bool(params.flag(request, "raw")) and authenticated(request.scope)
+    position = path_number(request, "position", "a record position (1, 2, ...)", 1)
+    raw = bool(params.flag(request, "raw"))
+    if raw:
+        need_token(request, "the verbatim record (raw=1)")
     value = await context.run(_record, context, _reference(request), position)
     shown = value if raw else redact(value).value
-    return JSONResponse({"position": position, "redacted": not raw, "record": shown})
+    return JSONResponse(
+        {"position": position, "redacted": not raw, "record": shown},
+        headers={"X-Pentrace-Redacted": str(not raw).lower()},
+    )
 
 
 async def short_route(request: Request) -> Response:

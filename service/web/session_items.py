@@ -1,6 +1,7 @@
 """One window of a session's replay as HTML: rounds marked committed, dropped or open, text as
-safe Markdown, thinking collapsed, tool calls paired with approvals and outputs, truncation
-markers, aborts, retries, MCP results, compactions, shard boundaries and subagent links.
+safe Markdown, thinking collapsed, images (:mod:`.session_images`), tool calls paired with
+approvals and outputs, truncation markers, aborts, retries, MCP results, compactions, shard
+boundaries and subagent links.
 
 Every payload is redacted (:func:`pentrace.domain.redaction.redact`) before any of it is
 shown; the raw record is fetched on demand (``data-raw``), redacted too unless the
@@ -13,12 +14,14 @@ import re
 from collections.abc import Sequence
 from typing import Any, Final
 
+from pentrace.domain.omnimessage.images import record_images
 from pentrace.domain.redaction import redact
 from pentrace.projections.audit_problem import Problem
-from pentrace.projections.replay_view import ReplayItem
+from pentrace.projections.replay_view import ReplayItem, pair_calls
 from pentrace.service.web.layout import PREFIX, esc, number
 from pentrace.service.web.markdown import render_markdown
 from pentrace.service.web.output import archive_link
+from pentrace.service.web.session_images import image_html
 
 __all__ = ["render_items"]
 
@@ -57,25 +60,26 @@ def _output(text: str, base: str) -> str:
 
 
 class _Window:
-    def __init__(self, items: Sequence[ReplayItem], base: str, problems: list[Problem]) -> None:
+    def __init__(
+        self, items: Sequence[ReplayItem], base: str, problems: list[Problem], image_cap: int
+    ) -> None:
         self.items = items
         self.base = base
+        self.image_cap = image_cap
         self.payloads = [redact(item.record.payload()).value for item in items]
-        self.outputs: dict[str, int] = {}
-        self.approvals: dict[str, list[int]] = {}
+        self.pairs = pair_calls(items)
         self.findings: dict[int, list[Problem]] = {}
         for problem in problems:
             if problem.position is not None:
                 self.findings.setdefault(problem.position, []).append(problem)
-        for index, item in enumerate(items):
-            call = item.record.tool_call_id
-            if not isinstance(call, str):
-                continue
-            if item.record.ptype == "tool_call_output":
-                self.outputs.setdefault(call, index)
-            elif item.record.ptype == "approval_decision":
-                self.approvals.setdefault(call, []).append(index)
         self.used: set[int] = set()
+
+    def images(self, position: int, ptype: Any, payload: dict[str, Any]) -> str:
+        """The images of the record at ``position`` (its redacted ``payload``)."""
+        return "".join(
+            image_html(image, f"{self.base}/images/{position}/{image.index}", self.image_cap)
+            for image in record_images(ptype, payload)
+        )
 
     def message(self, index: int, item: ReplayItem, payload: dict[str, Any]) -> str:
         who = esc(_s(item.record.role) or "?")
@@ -96,11 +100,15 @@ class _Window:
             return (
                 f'<div class="tool"><b>output for {esc(_s(payload.get("tool_call_id")))}</b> '
                 "(its call is not in this window)"
-                f"{_output(_s(payload.get('output')), self.base)}</div>"
+                f"{_output(_s(payload.get('output')), self.base)}"
+                f"{self.images(item.position, ptype, payload)}</div>"
             )
-        if ptype in ("image_url", "inline_data"):
-            mime = _s(payload.get("mime_type")) or "image"
-            return f'<p class="meta">{who}: [{esc(ptype)}: {esc(mime)}, not shown inline]</p>'
+        images = self.images(item.position, ptype, payload)
+        if images:
+            return f'<div class="msg {who}"><b>{who}</b>{images}</div>'
+        if ptype == "inline_data":
+            mime = _s(payload.get("mime_type")) or "data"
+            return f'<p class="meta">{who}: [inline {esc(mime)}, not shown]</p>'
         return f'<p class="meta">{who}: [{esc(ptype or "message")}]</p>'
 
     def tool_call(self, payload: dict[str, Any]) -> str:
@@ -109,11 +117,11 @@ class _Window:
             f'<div class="tool"><b>tool call {esc(_s(payload.get("name")))}</b> '
             f"<code>{esc(call)}</code><pre>{esc(_s(payload.get('arguments')))}</pre>"
         ]
-        for approval in self.approvals.get(call, []):
+        for approval in self.pairs.approvals.get(call, []):
             self.used.add(approval)
             decision = _s(self.payloads[approval].get("decision"))
             parts.append(f'<p class="approval {esc(decision)}">approval: {esc(decision)}</p>')
-        output = self.outputs.get(call)
+        output = self.pairs.outputs.get(call)
         if output is None:
             parts.append('<p class="meta">output: none recorded in this window</p>')
         else:
@@ -124,6 +132,7 @@ class _Window:
             parts.append(
                 f'<p class="out{" failed" if label else ""}">output{label}</p>'
                 + _output(_s(out.get("output")), self.base)
+                + self.images(self.items[output].position, "tool_call_output", out)
             )
         return "".join(parts) + "</div>"
 
@@ -238,6 +247,9 @@ class _Window:
         return out
 
 
-def render_items(items: Sequence[ReplayItem], base: str, problems: list[Problem]) -> list[str]:
-    """The HTML of ``items`` (a window of the replay); ``base`` is the session page's URL."""
-    return _Window(items, base, problems).render()
+def render_items(
+    items: Sequence[ReplayItem], base: str, problems: list[Problem], image_cap: int
+) -> list[str]:
+    """The HTML of ``items`` (a window of the replay); ``base`` is the session page's URL;
+    images larger than ``image_cap`` bytes are named, not requested."""
+    return _Window(items, base, problems, image_cap).render()

@@ -33,6 +33,10 @@ class Chart:
     line_is_rate: bool = False
     unit: str = ""
     links: list[str] | None = None
+    # Per series and column, a share shown when hovering its bar (``rate_name`` says what
+    # share); None shows none, never 0%.
+    rates: list[list[float | None]] | None = None
+    rate_name: str = ""
 
 
 def _nice_step(top: float) -> float:
@@ -129,7 +133,16 @@ def render_chart(chart: Chart) -> str:
         for number_of_series, (name, values) in enumerate(chart.series):
             height = values[index] / top * plot_h
             base -= height
-            tip = f"{chart.labels[index]}: {name} {number(values[index])}"
+            value = values[index]
+            shown = (
+                number(int(value))
+                if chart.unit != "cost" and float(value).is_integer()
+                else number(value)
+            )
+            tip = f"{chart.labels[index]}: {name} {shown}"
+            rate = chart.rates[number_of_series][index] if chart.rates else None
+            if rate is not None:
+                tip += f", {rate * 100:.1f}% {chart.rate_name}"
             bars.append(
                 f'<rect class="s{number_of_series % 5}" x="{x:.1f}" y="{base:.1f}" '
                 f'width="{width:.1f}" height="{height:.1f}"><title>{esc(tip)}</title></rect>'

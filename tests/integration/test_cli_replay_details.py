@@ -12,7 +12,7 @@ from pentrace.cli.app import app
 from pentrace.infrastructure.eventstore.application import SessionApplication
 from pentrace.infrastructure.storage.layout import DataRoot
 
-PNG = "data:image/png;base64," + base64.b64encode(b"\x89PNG" + bytes(2044)).decode()
+PNG = "data:image/png;base64," + base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(2040)).decode()
 
 
 def _record(root: Path) -> str:

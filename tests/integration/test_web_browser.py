@@ -76,7 +76,7 @@ def test_each_page_renders_its_key_elements_and_is_screenshotted(
         screenshot(page, "session", width)
         page.goto(server.url + urls["usage"])
         assert page.locator("section.card").count() == 3
-        assert page.locator("figure.chart svg").count() == 4
+        assert page.locator("figure.chart svg").count() == 5
         screenshot(page, "usage", width)
         # Nothing is wider than the window (usable at 390 px): tables scroll in their box.
         for name, url in urls.items():

@@ -8,10 +8,23 @@ from pathlib import Path
 
 from pentrace.cli.demo import record_demo_session
 from pentrace.infrastructure.eventstore.application import SessionApplication
+from pentrace.infrastructure.sessions.handle import SessionHandle
 from pentrace.infrastructure.storage.layout import DataRoot
 
 SECRET = "sk-proj-Abc123def456ghi789jkl012mno345"
 OTHER_PROJECT, OTHER_AGENT = "web_shop", "reviewer"
+
+
+def start_reviewer_session(app: SessionApplication) -> SessionHandle:
+    """A session of the code reviewer: ``anthropic/claude-opus-5`` with one tool."""
+    return app.start_session(
+        provider="anthropic",
+        model_id="claude-opus-5",
+        model_context_window=200_000,
+        system_prompt="You review code.",
+        workspace=None,
+        tools=[{"name": "exec_command", "description": "Run a command."}],
+    )
 
 
 def build_web_corpus(path: Path) -> tuple[DataRoot, str, str]:
@@ -19,14 +32,7 @@ def build_web_corpus(path: Path) -> tuple[DataRoot, str, str]:
     root = DataRoot(path)
     main, _child = record_demo_session(root, datetime(2026, 11, 28, 9, 0, tzinfo=UTC))
     with SessionApplication(root, OTHER_PROJECT, OTHER_AGENT) as app:
-        handle = app.start_session(
-            provider="anthropic",
-            model_id="claude-opus-5",
-            model_context_window=200_000,
-            system_prompt="You review code.",
-            workspace=None,
-            tools=[{"name": "exec_command", "description": "Run a command."}],
-        )
+        handle = start_reviewer_session(app)
         handle.record_user_input(f"Use the key {SECRET} and **review** the `diff` zebrafish")
         handle.begin_request()
         handle.record_text(

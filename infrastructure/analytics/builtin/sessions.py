@@ -2,6 +2,9 @@
 
 * ``act_requests``: ``request_end`` per day/project/agent/status, with retries
   (an ``attempt`` above 1).
+* ``act_minutes``: the same per UTC minute, with the session's provider and
+  model at the request's end (requests and success rate per model and in
+  finer time buckets; version 2, ADR 0053).
 * ``act_compactions``: one row per compaction (mode, reason, context size
   before, outcome; ``open`` until it ends).
 * ``act_goals``: ``goal_finished`` outcomes.
@@ -58,10 +61,15 @@ class SessionActivity(AnalyticsProjection):
     """Requests, compactions, goals and the session table (durations, turns, trees)."""
 
     name = "sessions"
+    version = 2
     schema: ClassVar[tuple[str, ...]] = (
         "CREATE TABLE IF NOT EXISTS act_requests (day VARCHAR(10), project VARCHAR(200), "
         "agent VARCHAR(200), status VARCHAR(50), count BIGINT, retries BIGINT, "
         "PRIMARY KEY (day, project, agent, status))",
+        "CREATE TABLE IF NOT EXISTS act_minutes (minute VARCHAR(16), project VARCHAR(200), "
+        "agent VARCHAR(200), provider VARCHAR(200), model VARCHAR(200), status VARCHAR(50), "
+        "count BIGINT, retries BIGINT, "
+        "PRIMARY KEY (minute, project, agent, provider, model, status))",
         "CREATE TABLE IF NOT EXISTS act_compactions (session_id VARCHAR(600), sequence BIGINT, "
         "day VARCHAR(10), mode VARCHAR(50), reason VARCHAR(50), context BIGINT, "
         "outcome VARCHAR(50), PRIMARY KEY (session_id, sequence))",
@@ -72,7 +80,7 @@ class SessionActivity(AnalyticsProjection):
         "project VARCHAR(200), agent VARCHAR(200), model VARCHAR(200), "
         "provider VARCHAR(200), parent VARCHAR(200), started_ms BIGINT, ended_ms BIGINT, "
         "turns BIGINT, requests BIGINT, model_switches BIGINT, open_compaction BIGINT, "
-        "current_model VARCHAR(200), bare_id VARCHAR(200))",
+        "current_model VARCHAR(200), bare_id VARCHAR(200), current_provider VARCHAR(200))",
         # A subagent pointer names the child's session id only; the child may run under
         # another agent, so the tree query finds its owner (queries.tree).
         "CREATE TABLE IF NOT EXISTS act_subagents (parent VARCHAR(600), child_id VARCHAR(200), "
@@ -100,6 +108,7 @@ class SessionActivity(AnalyticsProjection):
         ``session_numbers`` defines it); a different model later is a model switch."""
         key = {"session_id": event.session}
         model = _text(event.payload.get("model_id"))
+        provider = _text(event.payload.get("provider"))
         row = tx.get("act_sessions", key)
         if row is not None and row.get("current_model") not in (None, model):
             tx.add("act_sessions", key, model_switches=1)
@@ -111,22 +120,33 @@ class SessionActivity(AnalyticsProjection):
                 project=event.scope.project_id or "",
                 agent=event.scope.agent_id or "",
                 model=model,
-                provider=_text(event.payload.get("provider")),
+                provider=provider,
             )
-        tx.put("act_sessions", key, current_model=model)
+        tx.put("act_sessions", key, current_model=model, current_provider=provider)
 
     @handles("run.completed", "run.aborted", "run.error")
     def on_request_end(self, event: AnalyticsEvent, tx: Transaction) -> None:
-        """Count the request by status; a completed one outside a compaction is a turn."""
+        """Count the request by status (per day, and per minute with the session's model at
+        the time); a completed one outside a compaction is a turn."""
         attempt = event.payload.get("attempt")
         retried = isinstance(attempt, int) and not isinstance(attempt, bool) and attempt > 1
         status = request_bucket(event.payload.get("status"))
-        tx.add("act_requests", {**_where(event), "status": status}, count=1, retries=int(retried))
         key = {"session_id": event.session}
-        if status == "completed":
-            row = tx.get("act_sessions", key)
-            if row is None or not row.get("open_compaction"):
-                tx.add("act_sessions", key, turns=1)
+        row = tx.get("act_sessions", key)
+        where = _where(event)
+        counts = {"count": 1, "retries": int(retried)}
+        tx.add("act_requests", {**where, "status": status}, **counts)
+        minute = {
+            "minute": event.minute,
+            "project": where["project"],
+            "agent": where["agent"],
+            "provider": _text((row or {}).get("current_provider")),
+            "model": _text((row or {}).get("current_model")),
+            "status": status,
+        }
+        tx.add("act_minutes", minute, **counts)
+        if status == "completed" and (row is None or not row.get("open_compaction")):
+            tx.add("act_sessions", key, turns=1)
 
     @handles("session.compaction.started")
     def on_compaction_begin(self, event: AnalyticsEvent, tx: Transaction) -> None:

@@ -1,4 +1,6 @@
-"""Built-in: token use per request, and per day / project / agent / provider / model / session.
+"""Built-in: token use per request, per day / project / agent / provider / model / session,
+and per UTC minute / project / agent / provider / model (``tok_minutes``, the finer time
+buckets: an hour is its minutes' sum; version 2, ADR 0053).
 
 ``requests`` counts requests begun and the token columns sum every
 ``token_usage`` (:mod:`pentrace.projections.session_numbers`), so
@@ -28,6 +30,7 @@ class TokenUse(AnalyticsProjection):
     """Token counts from ``token.usage.updated``, attributed to the session's model at the time."""
 
     name = "tokens"
+    version = 2
     schema: ClassVar[tuple[str, ...]] = (
         "CREATE TABLE IF NOT EXISTS tok_sessions (session_id VARCHAR(600) PRIMARY KEY, "
         "provider TEXT, model TEXT)",
@@ -37,6 +40,10 @@ class TokenUse(AnalyticsProjection):
         "PRIMARY KEY (day, project, agent, provider, model, session_id))",
         "CREATE TABLE IF NOT EXISTS tok_requests (session_id VARCHAR(600), sequence BIGINT, "
         f"time_ms BIGINT, model VARCHAR(200), {_COUNTS}, PRIMARY KEY (session_id, sequence))",
+        "CREATE TABLE IF NOT EXISTS tok_minutes (minute VARCHAR(16), project VARCHAR(200), "
+        "agent VARCHAR(200), provider VARCHAR(200), model VARCHAR(200), "
+        f"requests BIGINT, usage_records BIGINT, {_COUNTS}, "
+        "PRIMARY KEY (minute, project, agent, provider, model))",
     )
 
     def __init__(self, *args: object, **kwargs: object) -> None:
@@ -67,10 +74,19 @@ class TokenUse(AnalyticsProjection):
             "session_id": event.session,
         }
 
+    @staticmethod
+    def _minute_key(event: AnalyticsEvent, daily: dict[str, str]) -> dict[str, str]:
+        return {
+            "minute": event.minute,
+            **{name: daily[name] for name in ("project", "agent", "provider", "model")},
+        }
+
     @handles("run.started")
     def on_request(self, event: AnalyticsEvent, tx: Transaction) -> None:
         """Count the request when it begins, however it ends (``session_numbers``)."""
-        tx.add("tok_daily", self._daily_key(event, tx), requests=1)
+        key = self._daily_key(event, tx)
+        tx.add("tok_daily", key, requests=1)
+        tx.add("tok_minutes", self._minute_key(event, key), requests=1)
 
     @handles("token.usage.updated")
     def on_usage(self, event: AnalyticsEvent, tx: Transaction) -> None:
@@ -93,6 +109,7 @@ class TokenUse(AnalyticsProjection):
             "total": total,
         }
         tx.add("tok_daily", key, usage_records=1, **counts)
+        tx.add("tok_minutes", self._minute_key(event, key), usage_records=1, **counts)
         tx.put(
             "tok_requests",
             {"session_id": session, "sequence": event.sequence},

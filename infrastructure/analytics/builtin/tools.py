@@ -1,5 +1,6 @@
 """Built-in: tool calls by name - count, failures, aborts, timeouts, truncations, unanswered;
-approval decisions (allow / deny / forbidden).
+approval decisions (allow / deny / forbidden).  ``tool_minutes`` keeps the same counts per
+UTC minute (the finer time buckets; version 2, ADR 0053).
 
 A ``tool.result`` names its call only by ``tool_call_id``; the call's tool
 name comes from ``tool_open`` (one row per call, marked answered by its first
@@ -22,16 +23,20 @@ class ToolCalls(AnalyticsProjection):
     """Tool statistics per day, project, agent and tool; approvals per decision."""
 
     name = "tools"
+    version = 2
     schema: ClassVar[tuple[str, ...]] = (
         "CREATE TABLE IF NOT EXISTS tool_daily (day VARCHAR(10), project VARCHAR(200), "
         "agent VARCHAR(200), tool VARCHAR(200), calls BIGINT, failures BIGINT, aborts BIGINT, "
         "timeouts BIGINT, truncations BIGINT, PRIMARY KEY (day, project, agent, tool))",
         "CREATE TABLE IF NOT EXISTS tool_open (session_id VARCHAR(600), call_id VARCHAR(200), "
         "day VARCHAR(10), project VARCHAR(200), agent VARCHAR(200), tool VARCHAR(200), "
-        "answered BIGINT, PRIMARY KEY (session_id, call_id))",
+        "answered BIGINT, minute VARCHAR(16), PRIMARY KEY (session_id, call_id))",
         "CREATE TABLE IF NOT EXISTS tool_approvals (day VARCHAR(10), project VARCHAR(200), "
         "agent VARCHAR(200), decision VARCHAR(50), count BIGINT, "
         "PRIMARY KEY (day, project, agent, decision))",
+        "CREATE TABLE IF NOT EXISTS tool_minutes (minute VARCHAR(16), project VARCHAR(200), "
+        "agent VARCHAR(200), tool VARCHAR(200), calls BIGINT, failures BIGINT, aborts BIGINT, "
+        "timeouts BIGINT, truncations BIGINT, PRIMARY KEY (minute, project, agent, tool))",
     )
 
     @handles("tool.called")
@@ -42,11 +47,13 @@ class ToolCalls(AnalyticsProjection):
         tool = name if isinstance(name, str) else "unknown"
         where = {"project": event.scope.project_id or "", "agent": event.scope.agent_id or ""}
         tx.add("tool_daily", {"day": event.day, **where, "tool": tool}, calls=1)
+        tx.add("tool_minutes", {"minute": event.minute, **where, "tool": tool}, calls=1)
         if isinstance(call_id, str):
             tx.put(
                 "tool_open",
                 {"session_id": event.session, "call_id": call_id},
                 day=event.day,
+                minute=event.minute,
                 project=where["project"],
                 agent=where["agent"],
                 tool=tool,
@@ -72,8 +79,9 @@ class ToolCalls(AnalyticsProjection):
         if is_truncated(event.payload.get("output")):
             counts["truncations"] = 1
         if counts:
-            row = {k: call[k] for k in ("day", "project", "agent", "tool")}
-            tx.add("tool_daily", row, **counts)
+            where = {k: call[k] for k in ("project", "agent", "tool")}
+            tx.add("tool_daily", {"day": call["day"], **where}, **counts)
+            tx.add("tool_minutes", {"minute": call["minute"], **where}, **counts)
 
     @handles("permission.replied")
     def on_approval(self, event: AnalyticsEvent, tx: Transaction) -> None:

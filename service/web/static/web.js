@@ -46,15 +46,49 @@ function setupPresets() {
   }
 }
 
+// The record as JSON (redacted), or the server's reason when it refuses (the verbatim record
+// without the token answers 403); a shown record can be asked for verbatim.
 async function showRaw(button) {
   const shown = button.nextElementSibling;
   if (shown && shown.classList.contains("rawrecord")) { shown.remove(); return; }
   const answer = await fetch(button.dataset.raw, {headers: {Accept: "application/json"}});
+  const body = await answer.json();
   const pre = document.createElement("pre");
   pre.className = "rawrecord";
-  pre.textContent = JSON.stringify(await answer.json(), null, 2);
+  if (answer.ok) {
+    pre.textContent = JSON.stringify(body, null, 2);
+  } else {
+    pre.dataset.refused = String(answer.status);
+    pre.textContent = "not available: " + body.error.message + (body.error.hint ? "\nhint: " + body.error.hint : "");
+  }
   button.after(pre);
+  if (answer.ok && body.redacted && !button.dataset.raw.endsWith("?raw=1")) {
+    const verbatim = document.createElement("button");
+    verbatim.type = "button";
+    verbatim.className = "raw";
+    verbatim.dataset.raw = button.dataset.raw + "?raw=1";
+    verbatim.textContent = "verbatim record";
+    pre.append(document.createElement("br"), verbatim);
+  }
 }
+
+// An image the server refused after all (cut-off data, a file that is gone): its reason.
+async function explainImage(image) {
+  const answer = await fetch(image.src);
+  const note = document.createElement("p");
+  note.className = "image-ref refused";
+  note.dataset.imageRefused = "";
+  let reason = "HTTP " + answer.status;
+  if ((answer.headers.get("Content-Type") || "").startsWith("application/json")) {
+    reason = (await answer.json()).error.message;
+  }
+  note.textContent = "image not shown: " + reason;
+  image.closest("figure").replaceWith(note);
+}
+
+document.addEventListener("error", (event) => {
+  if (event.target.matches && event.target.matches("img[data-image]")) { explainImage(event.target); }
+}, true);
 
 // Items of a fetched fragment not already on the page (by their id="pN"), so none shows twice.
 function newItems(html) {

@@ -1,0 +1,189 @@
+"""``GET /web/sessions/{project}/{agent}/{id}/images/{position}/{index}``: one image of a record.
+
+The Session page draws the images of a record (:func:`image_html`) as ``<img>``
+elements pointing here, so the page's policy stays ``img-src 'self'`` with no
+``data:`` URLs (ADR 0056).  Which images a record holds, and what counts as an
+image, is :mod:`pentrace.domain.omnimessage.images`, the same model ``pentrace
+replay`` prints from.  This route finds the record by position in the session
+named by project, agent and id (ADR 0023), takes the image from the *redacted*
+record (the redaction policy leaves image data as it is; if it changed it, the
+answer says so), checks its bytes (PNG, JPEG, GIF or WebP by magic number,
+whole, at most ``image_max_bytes``) and sends them as that type.  ``?raw=1``
+takes it from the record as written and, like the raw record, needs the token
+(403 without it).  A file named by path is served only from inside that
+session's scratchpad, and never through a symlink.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path, PurePosixPath
+from typing import Final
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from pentrace.domain.omnimessage.images import (
+    ImageRef,
+    check_image,
+    decode_image,
+    describe,
+    preview_refusal,
+    record_images,
+    too_large,
+)
+from pentrace.domain.redaction import redact
+from pentrace.errors import ImageDataError, NotFoundError
+from pentrace.infrastructure.catalog.listing import resolve_session
+from pentrace.infrastructure.sessions.fork import record_at
+from pentrace.infrastructure.storage.inputs import open_regular
+from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
+from pentrace.service.context import ServiceContext
+from pentrace.service.edge import params
+from pentrace.service.edge.errors import BadRequest, Forbidden
+from pentrace.service.web.layout import esc
+from pentrace.service.web.transfer import need_token
+
+__all__ = ["image_html", "image_route", "path_number", "scratchpad_file"]
+
+_EXTENSIONS: Final = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif",
+                      "image/webp": "webp"}  # fmt: skip
+_CACHE: Final = "private, max-age=86400"
+_RAW_HINT: Final = "the raw record shows what the trace holds"
+
+
+def path_number(request: Request, name: str, what: str, low: int) -> int:
+    """A path value that must be a decimal number of at most 12 digits, ``low`` or more."""
+    raw = params.path_text(request, name)
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 12 and int(raw) >= low):
+        raise BadRequest(
+            f"path value {name}: expected {what}, found {raw[:20]!r}",
+            hint="follow the links of the Session page",
+        )
+    return int(raw)
+
+
+def image_html(image: ImageRef, src: str, cap: int) -> str:
+    """One image of a record on the page: an ``<img>`` for ``src``, or a line saying why not."""
+    what = esc(describe(image))
+    if image.source == "web":
+        return (
+            f'<p class="image-ref">external image, not loaded (the viewer loads nothing from '
+            f'other sites): <a href="{esc(image.address)}" rel="noreferrer noopener">{what}</a></p>'
+        )
+    refusal = preview_refusal(image, cap)
+    if refusal is not None:
+        return f'<p class="image-ref refused" data-image-refused>{esc(refusal)}: {what}</p>'
+    return (
+        f'<figure class="image"><img src="{esc(src)}" alt="image {image.index + 1}: {what}" '
+        f'loading="lazy" decoding="async" data-image><figcaption>{what}</figcaption></figure>'
+    )
+
+
+def scratchpad_file(root: DataRoot, ref: SessionRef, address: str, where: str) -> Path:
+    """The file an image path names, inside the session's own scratchpad only.
+
+    A path that names the scratchpad (``.../scratchpad/<id>/rest``, from any host) is taken
+    from ``rest``; a relative one from the scratchpad itself.  The absolute prefix in the
+    record is never trusted, ``..`` is refused, and so is a symlink anywhere inside."""
+    scratchpad = root.scratchpad_dir(ref.project, ref.agent, ref.session_id)
+    text = address.replace("\\", "/")
+    marker = f"/scratchpad/{ref.session_id}/"
+    if marker in "/" + text:
+        rest = ("/" + text).rpartition(marker)[2]
+    elif not text.startswith("/"):
+        rest = text
+    else:
+        raise Forbidden(
+            f"{where}: the image file is outside the session's scratchpad; only files in "
+            "it are served",
+            hint=_RAW_HINT,
+        )
+    parts = PurePosixPath(rest).parts
+    leaves = not parts or any(part in ("..", ".") for part in parts) or rest.startswith("/")
+    if leaves or any(ord(ch) < 32 for ch in rest):
+        raise Forbidden(
+            f"{where}: the image path leaves the session's scratchpad or names no file in it "
+            "(a '..' part, a control character, nothing after the folder)",
+            hint=_RAW_HINT,
+        )
+    path = scratchpad.joinpath(*parts)
+    inside = Path(os.path.realpath(scratchpad)).joinpath(*parts)
+    if scratchpad.is_symlink() or Path(os.path.realpath(path)) != inside:
+        raise Forbidden(f"{where}: the image path goes through a symlink", hint=_RAW_HINT)
+    return path
+
+
+def _read_file(path: Path, cap: int, where: str) -> bytes:
+    try:
+        with open_regular(path, "image file") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > cap:
+                raise too_large(where, size, cap)
+            return handle.read(cap + 1)
+    except FileNotFoundError:
+        raise NotFoundError(
+            f"{where}: the image file is not in the session's scratchpad",
+            hint="the scratchpad may have been cleaned",
+        ) from None
+    except OSError as error:
+        raise NotFoundError(
+            f"{where}: the image file cannot be read ({error.strerror or type(error).__name__})",
+            hint="check the scratchpad's files and modes",
+        ) from None
+
+
+def _load(
+    context: ServiceContext, reference: str, position: int, index: int, raw: bool
+) -> tuple[bytes, str, str]:
+    ref = resolve_session(context.root, reference)
+    where = f"session {ref.project}/{ref.agent}/{ref.session_id}, record {position}, image {index}"
+    record = record_at(ref, position)
+    written = record.payload()
+    shown = written if raw else redact(written).value
+    images = record_images(record.ptype, shown if isinstance(shown, dict) else {})
+    if index >= len(images):
+        raise NotFoundError(
+            f"{where}: the record holds {len(images)} image(s)", hint="images count from 0"
+        )
+    image, cap = images[index], context.settings.image_max_bytes
+    if image.source == "web":
+        raise NotFoundError(
+            f"{where}: a web image; the viewer loads nothing from other sites",
+            hint="the page links its address",
+        )
+    if image.source == "path":
+        data = _read_file(scratchpad_file(context.root, ref, image.address, where), cap, where)
+        return data, check_image(data, where), ref.key.reference
+    if not raw and record_images(record.ptype, written)[index].data != image.data:
+        raise ImageDataError(
+            f"{where}: the redaction policy changed this image's data, so it is not shown",
+            hint="?raw=1 with the bearer token serves it as recorded",
+        )
+    data, media_type = decode_image(image, cap, where)
+    return data, media_type, ref.key.reference
+
+
+async def image_route(request: Request) -> Response:
+    """``GET .../images/{position}/{index}``: one image of a record (``?raw=1`` needs the token)."""
+    context: ServiceContext = request.app.state.context
+    position = path_number(request, "position", "a record position (1, 2, ...)", 1)
+    index = path_number(request, "index", "an image number within the record (0, 1, ...)", 0)
+    raw = bool(params.flag(request, "raw"))
+    if raw:
+        need_token(request, "the verbatim image (raw=1)")
+    reference = "/".join(params.path_text(request, n) for n in ("project", "agent", "session_id"))
+    data, media_type, key = await context.run(_load, context, reference, position, index, raw)
+    digest = hashlib.sha256(f"{key}\n{position}\n{index}\n".encode() + data).hexdigest()[:32]
+    etag = f'"{digest}"'
+    name = f"record-{position}-image-{index}.{_EXTENSIONS[media_type]}"
+    headers = {
+        "Content-Disposition": f'inline; filename="{name}"',
+        "Cache-Control": "no-store" if raw else _CACHE,
+        "ETag": etag,
+        "X-Pentrace-Redacted": str(not raw).lower(),
+    }
+    if not raw and etag in request.headers.get("if-none-match", ""):
+        return Response(status_code=304, headers=headers)
+    return Response(data, media_type=media_type, headers=headers)

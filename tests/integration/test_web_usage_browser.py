@@ -1,0 +1,75 @@
+"""The Usage page in real headless Chromium: "last hour" shows minute buckets and "last 24
+hours" hour buckets, chosen through the form, at 1400 and 390 px (screenshots under
+build/screenshots/), with break marks and hover values, and nothing wider than the window."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from tests.integration.browser import NEEDS_BROWSER, chromium
+from tests.integration.sse_harness import Server
+from tests.integration.test_analytics_runner import _sync
+from tests.integration.usage_corpus import REVIEWER, build_recent_corpus
+from tests.integration.web_browser import WIDTHS, screenshot
+
+pytestmark = NEEDS_BROWSER
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    root = tmp_path_factory.mktemp("usage") / "data"
+    build_recent_corpus(root, datetime.now(UTC))
+    _sync(root, {})
+    running = Server(root).start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with chromium() as launched:
+        yield launched
+
+
+@pytest.mark.parametrize(("width", "height"), WIDTHS)
+def test_last_hour_shows_minute_buckets_and_last_24_hours_hour_buckets(
+    server: Server, browser: Any, width: int, height: int
+) -> None:
+    context = browser.new_context(viewport={"width": width, "height": height})
+    errors: list[str] = []
+    page = context.new_page()
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    try:
+        page.goto(server.url + "/web/usage")
+        for preset, size, width_of_key in (("1h", "minute", 16), ("24h", "hour", 13)):
+            page.select_option("select[name=range]", preset)
+            page.click("form.filters button[type=submit]")
+            page.wait_for_url(f"**range={preset}**")
+            axis = page.locator("p.axis")
+            assert axis.get_attribute("data-size") == size
+            assert axis.get_attribute("data-buckets") == ("60" if size == "minute" else "24")
+            buckets = page.locator("table.buckets tbody tr")
+            keys = [buckets.nth(n).get_attribute("data-bucket") for n in range(buckets.count())]
+            assert len(keys) >= 3
+            assert all(key is not None and len(key) == width_of_key for key in keys)
+            assert page.locator("figure.chart svg").count() == 5
+            # Hovering a bar names its bucket, series and value; the reviewer is one series.
+            titles = (
+                page.locator("figure.chart")
+                .first.locator("rect title")
+                .evaluate_all("titles => titles.map(t => t.textContent)")
+            )
+            assert any(REVIEWER[1] in title for title in titles)
+            if size == "minute":  # 40 minutes back and the last minutes: skipped ones between
+                assert page.locator("figure.chart").first.locator("g.break").count() >= 1
+            screenshot(page, f"usage-{preset}", width)
+            overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+            assert overflow <= 0, f"usage {preset} is {overflow}px wider than {width}px"
+    finally:
+        context.close()
+    assert errors == []
