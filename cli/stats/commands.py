@@ -1,7 +1,9 @@
 """``pentrace stats ...``: analytics from the built-in read models.
 
 ``stats`` first catches the built-in projections up with the ledger (``--sync``
-also indexes traces the ledger is missing), then builds the document with
+also indexes traces the ledger is missing; a read model never built, over a
+ledger that never held an event, is built from the traces instead, in worker
+processes: ADR 0050), then builds the document with
 :mod:`pentrace.infrastructure.operations.stats` - the same function, and the
 same table of which projections each stat needs, that the HTTP routes use.
 The options every stat shares are declared once, in :mod:`pentrace.cli.stats.shared`.

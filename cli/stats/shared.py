@@ -93,7 +93,8 @@ class StatCall:
     def ready(self, kind: str) -> AnalyticsDatabase:
         """The analytics database, its projections for ``kind`` caught up (``--sync``: the
         ledger first); warnings about incomplete numbers go to stderr."""
-        prepared = prepare(data_root(self.ctx).path, kind, sync_first=self.do_sync)
+        # workers=0: a large cold build folds the traces on every core (ADR 0050).
+        prepared = prepare(data_root(self.ctx).path, kind, sync_first=self.do_sync, workers=0)
         self.ctx.call_on_close(prepared.db.close)  # a PostgreSQL pool would otherwise linger
         for message in prepared.warnings:  # ADR 0032: numbers incomplete
             typer.echo(f"warning: {message}", err=True)
