@@ -36,10 +36,9 @@ from pentrace.infrastructure.analytics.runner import (
     open_projection,
 )
 from tests.integration import test_analytics_runner
-from tests.support import clean_env, run_pentrace
+from tests.support import clean_env, run_pentrace, sync_ledger
 
 env = test_analytics_runner.env  # the backend fixture: SQLite, and PostgreSQL when configured
-_sync = test_analytics_runner._sync  # index every trace into the ledger
 BUILTINS: tuple[type[AnalyticsProjection], ...] = (TokenUse, ToolCalls, SessionActivity)
 
 
@@ -108,13 +107,13 @@ def test_a_cold_build_equals_the_ledger_path_and_a_later_sync_counts_nothing_twi
     cold = _dumps(tmp_path, env)
     assert cold["tokens"]["tok_daily"]  # type: ignore[index]
 
-    _sync(tmp_path, env)  # the ledger now holds every record the cold build folded
+    sync_ledger(tmp_path, env)  # the ledger now holds every record the cold build folded
     assert _caught_up(tmp_path, env) == cold
     assert _caught_up(tmp_path, _ledger_only(tmp_path, env)) == cold
 
     _session(tmp_path, 1, turns=9)  # appended records, and a new session
     _session(tmp_path, 7, turns=2)
-    _sync(tmp_path, env)
+    sync_ledger(tmp_path, env)
     grown = _caught_up(tmp_path, env)
     assert grown != cold
     assert grown == _caught_up(tmp_path, _ledger_only(tmp_path, env))
@@ -152,7 +151,7 @@ def test_a_read_model_that_has_a_position_or_a_ledger_that_held_events_is_not_co
     with AnalyticsRunner(TokenUse, data_root=tmp_path, env=env):
         pass  # a runner holds a tracking row from its start: a cold build cannot race it
     assert cold_build(TokenUse, data_root=tmp_path, env=env) is None
-    _sync(tmp_path, env)
+    sync_ledger(tmp_path, env)
     assert cold_build(ToolCalls, data_root=tmp_path, env=env) is None  # the ledger has events
     catch_up(ToolCalls, data_root=tmp_path, env=env)
     assert dump(ToolCalls, tmp_path, env)["tool_daily"]
@@ -273,6 +272,6 @@ def test_a_runner_that_starts_during_a_cold_build_waits_and_then_skips_what_it_f
     with runner:
         assert runner.projection.folded  # it read the marks the cold build committed
         cold = dump(_GatedTokens, tmp_path, env)
-        _sync(tmp_path, env)
+        sync_ledger(tmp_path, env)
         runner.wait(_ledger_head(tmp_path, env), timeout=30)
     assert dump(_GatedTokens, tmp_path, env) == cold
