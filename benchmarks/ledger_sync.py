@@ -8,7 +8,11 @@ The corpus is :mod:`benchmarks.cli_corpus`'s (realistic records spread over
 projects, agents and days).  ``pentrace ledger sync`` runs as a real
 subprocess into a fresh SQLite ledger; its wall time and its CPU time (user +
 system of the child and of any process it waits for) give events per second.
-A second sync of the unchanged traces shows the idempotent path.
+A second sync of the unchanged traces shows the idempotent path.  Retention
+is off for these (``ledger sync`` honours the configured limits); a last
+sync into a fresh ledger with ``--max-events`` (default 100,000, the
+ledger's default) shows the retention-aware path, which leaves out what the
+count limit would delete (``retention_skipped``).
 
 The floor, in the same run: the very rows the sync stored, read back, then
 inserted with stdlib ``sqlite3`` ``executemany`` into a fresh file with the
@@ -19,6 +23,7 @@ tuples already built, so it is what SQLite alone costs for these rows here.
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import sqlite3
@@ -43,12 +48,17 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def timed_sync(root: Path, ledger: Path, extra: tuple[str, ...] = ()) -> tuple[float, float, str]:
+def timed_sync(
+    root: Path, ledger: Path, extra: tuple[str, ...] = (), max_events: str = "off"
+) -> tuple[float, float, str]:
     """Run ``pentrace ledger sync --json``; returns (wall s, CPU s, its JSON output)."""
     env = {
         **os.environ,
         "PENGUIN_HOME": str(root),
         "PENGUIN_RUNTIME_EVENT_LEDGER_PATH": str(ledger),
+        "PENGUIN_RUNTIME_EVENT_LEDGER_MAX_EVENTS": max_events,
+        "PENGUIN_RUNTIME_EVENT_LEDGER_MAX_AGE_DAYS": "off",
+        "PENGUIN_RUNTIME_EVENT_LEDGER_MAX_BYTES": "off",
     }
     env.pop("PENTRACE_LEDGER_URL", None)
     cpu = _children_cpu()
@@ -120,6 +130,7 @@ def run(
     keep: Path | None,
     reuse: bool = False,
     extra: tuple[str, ...] = (),
+    max_events: int = 100_000,
 ) -> list[tuple[str, float, float, int]]:
     """Rows of ``(step, wall s, CPU s, events)``."""
     folder = keep if keep is not None else Path(tempfile.mkdtemp(prefix="pentrace-sync-bench-"))
@@ -133,7 +144,7 @@ def run(
     else:
         root.mkdir(parents=True, exist_ok=True)
         written, size = write_corpus(root, sessions, records)
-    for stale in (*folder.glob("ledger.db*"), *folder.glob("floor.db*")):
+    for stale in (*folder.glob("ledger.db*"), *folder.glob("floor.db*"), *folder.glob("kept.db*")):
         stale.unlink()
     print(f"corpus: {sessions} sessions, {written} records, {size / 1e6:.1f} MB", file=sys.stderr)
     ledger = folder / "ledger.db"
@@ -151,6 +162,11 @@ def run(
     print(
         f"ledger: {ledger_bytes / 1e6:.1f} MB ({ledger_bytes / size:.2f}x traces)", file=sys.stderr
     )
+    if max_events:
+        wall, cpu, output = timed_sync(root, folder / "kept.db", extra, str(max_events))
+        skipped = json.loads(output).get("retention_skipped", "n/a")
+        label = f"ledger sync, max_events {max_events:,} (retention_skipped {skipped})"
+        results.append((label, wall, cpu, written))
     return results
 
 
@@ -160,10 +176,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--workers", default=None, help="pass `--workers N` to the sync (default: its own choice)"
     )
+    parser.add_argument(
+        "--max-events",
+        type=int,
+        default=100_000,
+        help="the count limit of the last, retention-aware sync (0: no such run)",
+    )
     args = parse_corpus_args(parser, argv)
     extra = ("--workers", args.workers) if args.workers is not None else ()
-    results = run(args.sessions, args.records, args.keep, args.reuse, extra)
-    floor_wall = results[-1][1]
+    results = run(args.sessions, args.records, args.keep, args.reuse, extra, args.max_events)
+    floor_wall = next(wall for label, wall, _, _ in results if label.startswith("raw"))
     print("| step | wall s | CPU s | events/s wall | events/s CPU | floor / step (wall) |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for label, wall, cpu, events in results:

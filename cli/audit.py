@@ -18,26 +18,14 @@ from pentrace.cli.sessions.args import (
     JsonOption,
     ProjectOption,
     data_root,
-    resolve,
+    select_sessions,
 )
 from pentrace.infrastructure.audit.fix import Change
 from pentrace.infrastructure.audit.run import AuditReport
 from pentrace.infrastructure.catalog.listing import short_id
 from pentrace.infrastructure.operations.audit import audit_document, run_audit
-from pentrace.infrastructure.storage.layout import SessionRef
 
 __all__ = ["audit"]
-
-
-def _refs(
-    ctx: typer.Context, session: str | None, project: str | None, agent: str | None
-) -> list[SessionRef]:
-    if session is not None:
-        return [resolve(ctx, session, project, agent)[1]]
-    root = data_root(ctx)
-    if not root.path.is_dir():
-        return []
-    return list(root.iter_sessions(project, agent))
 
 
 def _where(path: str | None, line: int | None) -> str:
@@ -114,9 +102,10 @@ def audit(
     Example: pentrace audit --fix 3f8a
     """
     # Ledger streams without a trace can only be told apart when every session is read.
+    root = data_root(ctx)
     outcome = run_audit(
-        data_root(ctx),
-        _refs(ctx, session, project, agent),
+        root,
+        select_sessions(root, [] if session is None else [session], project, agent),
         whole_root=session is None and project is None and agent is None,
         fix=fix,
         check_ledger=check_ledger,

@@ -2,16 +2,20 @@
 
 Values go through :mod:`pentrace.values` (one parser for the whole CLI); the
 clock is :func:`now`, which tests replace to make ages deterministic.
+:func:`command_with` builds a command whose options several commands share,
+declared once (the ``stats`` window, a ``SESSION`` with ``--project``/``--agent``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import inspect
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final
 
 import typer
 
+from pentrace.cli.output import emit_json, emit_json_lines
 from pentrace.errors import UsageError
 from pentrace.values import parse_day, parse_time
 
@@ -20,7 +24,10 @@ __all__ = [
     "FieldsOption",
     "JsonLinesOption",
     "check_fields",
+    "command_with",
     "day_bound",
+    "emit_records",
+    "keyword",
     "now",
     "pick_fields",
     "time_bound",
@@ -100,3 +107,65 @@ def pick_fields(
         return [dict(row) for row in rows]
     names = _wanted(fields, available)
     return [{name: row.get(name) for name in names} for row in rows]
+
+
+def emit_records(
+    records: Iterable[Mapping[str, Any]],
+    fields: str | None,
+    available: Sequence[str],
+    *,
+    jsonl: bool,
+    under: str,
+    **document: Any,
+) -> None:
+    """The machine output of a listing: with ``jsonl`` one record a line, else one JSON
+    document holding ``document``'s fields and then the records ``under`` a name; either way
+    only the ``--fields`` asked for."""
+    picked = pick_fields(records, fields, available)
+    if jsonl:
+        emit_json_lines(picked)
+    else:
+        emit_json({**document, under: picked})
+
+
+def keyword(
+    name: str, annotation: Any, default: Any = inspect.Parameter.empty
+) -> inspect.Parameter:
+    """One shared parameter for :func:`command_with`: its name, ``Annotated`` type, default."""
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
+    )
+
+
+def command_with(
+    body: Callable[..., None],
+    *,
+    fills: int,
+    lead: Sequence[inspect.Parameter],
+    tail: Sequence[inspect.Parameter] = (),
+    bind: Callable[[typer.Context, dict[str, Any]], tuple[Any, ...]],
+) -> Callable[..., None]:
+    """A typer command taking the ``lead`` options, then the body's own, then ``tail``.
+
+    typer reads a command's options from its signature; this builds that signature,
+    so options several commands share are declared once.  When the command runs,
+    ``bind`` turns the shared options' values into the body's first ``fills``
+    arguments (for example the data root and the session they name); the body's
+    own options follow as given.  The help shows the body's docstring.
+    """
+    own = list(inspect.signature(body, eval_str=True).parameters.values())[fills:]
+    context = inspect.Parameter(
+        "ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context
+    )
+    mine = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
+    shared = [p.name for p in (*lead, *tail)]
+
+    def command(ctx: typer.Context, **given: Any) -> None:
+        values = {name: given.pop(name) for name in shared}
+        body(*bind(ctx, values), **given)
+
+    command.__name__, command.__doc__ = body.__name__, body.__doc__
+    command.__qualname__ = body.__qualname__
+    # typer reads the parameters from here: the shared ones around the body's own.
+    setattr(command, "__signature__", inspect.Signature([context, *lead, *mine, *tail]))  # noqa: B010
+    return command

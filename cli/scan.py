@@ -14,24 +14,21 @@ from typing import Annotated
 import typer
 
 from pentrace.cli.output import byte_progress, emit_json, emit_table
-from pentrace.cli.sessions.args import AgentOption, JsonOption, ProjectOption, data_root
+from pentrace.cli.sessions.args import (
+    AgentOption,
+    JsonOption,
+    ProjectOption,
+    data_root,
+    select_sessions,
+)
 from pentrace.errors import PentraceError, UsageError
 from pentrace.infrastructure.audit.secrets import ScanFinding, scan_traces
-from pentrace.infrastructure.catalog.listing import resolve_session
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 
 __all__ = ["scan"]
 
 _COLUMNS = ("store", "rule", "session", "file", "line", "path", "preview")
 _ERROR_EXIT = 2
-
-
-def _sessions(
-    root: DataRoot, names: list[str], project: str | None, agent: str | None
-) -> list[SessionRef]:
-    if names:
-        return [resolve_session(root, name, project=project, agent=agent) for name in names]
-    return list(root.iter_sessions(project, agent)) if root.path.is_dir() else []
 
 
 def _trace_findings(refs: list[SessionRef]) -> Iterator[ScanFinding]:
@@ -116,7 +113,7 @@ def scan(
         if derived:
             findings = list(_derived_findings(root))
         else:
-            findings = list(_trace_findings(_sessions(root, sessions or [], project, agent)))
+            findings = list(_trace_findings(select_sessions(root, sessions or [], project, agent)))
         fixed = _fix(root, findings) if fix and findings else []
         remaining = list(_derived_findings(root)) if fixed else findings
     except PentraceError as error:

@@ -19,14 +19,13 @@ from pentrace.cli.options import (
     FieldsOption,
     JsonLinesOption,
     check_fields,
-    pick_fields,
+    emit_records,
     time_bound,
     unshown,
     unshown_argument,
 )
 from pentrace.cli.output import (
     emit_json,
-    emit_json_lines,
     emit_table,
     fit_columns,
     progress,
@@ -209,8 +208,8 @@ def search(
             )
         return
     if as_json or as_jsonl:
-        picked = pick_fields((_json_hit(hit) for hit in hits), fields, HIT_FIELDS)
-        emit_json_lines(picked) if as_jsonl else emit_json({"query": query, "hits": picked})
+        hits_json = (_json_hit(hit) for hit in hits)
+        emit_records(hits_json, fields, HIT_FIELDS, jsonl=as_jsonl, under="hits", query=query)
         return
     if not hits:
         typer.echo("no matches", err=True)

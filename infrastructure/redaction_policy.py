@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pentrace.domain.redaction.keys import normalize_key
 from pentrace.domain.redaction.policy import DEFAULT, CustomRule, Policy, install
 from pentrace.errors import ConfigError
+from pentrace.infrastructure.storage.inputs import read_config_text
 
 __all__ = ["POLICY_FILE", "RULES_ENV", "activate_policy", "load_policy", "policy_path"]
 
@@ -92,33 +93,44 @@ def _compile(pattern: str, what: str, path: Path) -> re.Pattern[str]:
         ) from None
 
 
-def _problems(error: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(part) for part in problem['loc'])}: {problem['msg']}"
-        for problem in error.errors()
-    )
+def _rule_lines(text: str) -> list[int]:
+    """The line of each ``[[rules]]`` table, in order (1-based)."""
+    return [n for n, line in enumerate(text.splitlines(), 1) if line.strip() == "[[rules]]"]
+
+
+def _at(lines: list[int], index: int) -> str:
+    return f" at line {lines[index]}" if index < len(lines) else ""
+
+
+def _problems(error: ValidationError, lines: list[int]) -> str:
+    found = []
+    for problem in error.errors():
+        loc = problem["loc"]
+        index = loc[1] if len(loc) > 1 and loc[0] == "rules" else None
+        where = _at(lines, index) if isinstance(index, int) else ""
+        found.append(f"{'.'.join(str(part) for part in loc)}{where}: {problem['msg']}")
+    return "; ".join(found)
 
 
 def load_policy(path: Path) -> Policy:
     """The policy a rules file describes; :class:`ConfigError` names the file and the rule."""
+    text = read_config_text(path, "redaction rules file", "see docs/redaction.md")
     try:
-        with path.open("rb") as handle:
-            raw = tomllib.load(handle)
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(
             f"{path}: not valid TOML: {error}", hint="see docs/redaction.md"
         ) from None
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read the redaction rules: {error.strerror}") from None
+    lines = _rule_lines(text)
     try:
         parsed = _File.model_validate(raw)
     except ValidationError as error:
         raise ConfigError(
-            f"{path}: invalid redaction rules: {_problems(error)}", hint=_HINT
+            f"{path}: invalid redaction rules: {_problems(error, lines)}", hint=_HINT
         ) from None
     rules = []
     for index, rule in enumerate(parsed.rules):
-        what = f"rule {rule.id!r} (rules[{index}])"
+        what = f"rule {rule.id!r} (rules[{index}]{_at(lines, index)})"
         regex = _compile(rule.regex, what, path)
         if rule.group > regex.groups:
             raise ConfigError(

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pentrace.errors import ConfigError
 from pentrace.infrastructure.analytics.database import ENV_ANALYTICS_URL
 from pentrace.infrastructure.ledger import LedgerSettings
-from pentrace.infrastructure.storage.inputs import read_small_file
+from pentrace.infrastructure.storage.inputs import read_config_text
 from pentrace.service.edge.hosts import HostPolicy, normalize_origin, split_host
 
 __all__ = [
@@ -142,14 +142,8 @@ def read_token(
     env = os.environ if environ is None else environ
     path = token_file or (Path(env[ENV_TOKEN_FILE]) if env.get(ENV_TOKEN_FILE) else None)
     if path is not None:
-        try:
-            value = read_small_file(path, "API token file").decode("utf-8").strip()
-        except (OSError, UnicodeDecodeError) as error:
-            raise ConfigError(
-                f"cannot read the API token file {path}: "
-                f"{getattr(error, 'strerror', None) or type(error).__name__}",
-                hint="check the path and its permissions",
-            ) from None
+        hint = "check the path and its permissions"
+        value = read_config_text(path, "API token file", hint).strip()
         where = str(path)
     else:
         value = env.get(ENV_TOKEN, "").strip()

@@ -16,6 +16,11 @@
 
 ``docs/testing.md`` ("Fixtures for pentrace's own tests") lists these with the
 helpers of ``tests/support.py``.
+
+Hypothesis shrinks a failure for at most :data:`tests.support.SHRINK_SHARE` of
+the per-test timeout (pytest-timeout's, ``timeout`` in ``pyproject.toml``), so a
+failing property reports its example, partly shrunk if need be, before the
+timeout kills the test and hides it.
 """
 
 from __future__ import annotations
@@ -25,7 +30,18 @@ from pathlib import Path
 import pytest
 
 from pentrace import testing as pt
-from tests.support import NO_POSTGRES, POSTGRES_URL, SAMPLE_ID, clear_store_env, one_turn_session
+from tests.support import (
+    NO_POSTGRES,
+    POSTGRES_URL,
+    SAMPLE_ID,
+    bound_shrinking,
+    clear_store_env,
+    one_turn_session,
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    bound_shrinking(config)
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+import hypothesis
 import pytest
 import uvicorn
 from typer.testing import CliRunner, Result
@@ -156,6 +157,63 @@ def run_pentrace(
     )
 
 
+# The share of pytest's per-test timeout Hypothesis may spend shrinking one failure: the
+# rest is for finding it (a whole resume property run takes well under a tenth) and
+# reporting it.  Hypothesis's own cap, MAX_SHRINKING_SECONDS (300 s), is as long as the
+# timeout itself; its docs name it as the setting to patch.
+SHRINK_SHARE: Final = 0.4
+
+
+# Settings for the resume properties, whose examples are slow (a stateful machine over a
+# real data root, or long generated traces): no per-example deadline (a loaded machine
+# is not a bug; the per-test timeout bounds the whole run), and no explain phase, which
+# re-runs the shrunk example many times after shrinking; print_blob gives the
+# @reproduce_failure line, so a failure cut short is replayed exactly.
+BOUNDED_PROPERTY: Final = hypothesis.settings(
+    deadline=None,
+    phases=(
+        hypothesis.Phase.explicit,
+        hypothesis.Phase.reuse,
+        hypothesis.Phase.generate,
+        hypothesis.Phase.shrink,
+    ),
+    print_blob=True,
+)
+
+
+def bound_shrinking(config: pytest.Config) -> None:
+    """Cap Hypothesis's shrinking at :data:`SHRINK_SHARE` of the configured per-test timeout
+    (``--timeout`` or the ``timeout`` ini value; no timeout leaves Hypothesis's own cap)."""
+    from hypothesis.internal.conjecture import engine
+
+    given = config.getoption("timeout", None) or config.getini("timeout")
+    timeout = float(given or 0)
+    if timeout > 0:
+        engine.MAX_SHRINKING_SECONDS = max(1, int(timeout * SHRINK_SHARE))
+
+
+def sync_ledger(root: Path, env: Mapping[str, str]) -> None:
+    """Index every trace of ``root`` into the ledger ``env`` names (the ledger the analytics
+    runner follows), then close it: ``pentrace ledger sync`` in process."""
+    # Imported here: most tests never touch the analytics runner.
+    from pentrace.infrastructure.analytics.runner import open_ledger
+    from pentrace.infrastructure.ledger.indexer import sync
+
+    with contextlib.closing(open_ledger(root, env)) as ledger:
+        sync(ledger, root)
+
+
+def assert_clean_error(
+    done: subprocess.CompletedProcess[str], code: int, error: str, hint: str = "hint: "
+) -> None:
+    """A real process failed as docs/cli.md's conventions say: exit ``code``, stderr starting
+    ``error: <error>``, holding ``hint``, and no traceback."""
+    assert done.returncode == code, done.stderr
+    assert done.stderr.startswith(f"error: {error}"), done.stderr
+    assert hint in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def start_sample_session(
     application: SessionApplication, *, workspace: Path | None = None, session_id: str | None = None
 ) -> SessionHandle:
@@ -172,6 +230,17 @@ def record_answered_turn(handle: SessionHandle, question: str, answer: str) -> N
     handle.begin_request()
     handle.record_text(answer)
     handle.end_request("completed")
+
+
+def text_turn(question: str, answer: str, status: str = "completed") -> list[pt.Command]:
+    """One round as commands: the user's ``question``, a request answered with the text
+    ``answer``, its end with ``status`` (the command twin of :func:`record_answered_turn`)."""
+    return [
+        pt.UserInput(question),
+        pt.BeginRequest(),
+        pt.AssistantText(answer),
+        pt.EndRequest(status),
+    ]
 
 
 def list_files_opening() -> list[pt.Command]:

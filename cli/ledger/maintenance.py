@@ -47,23 +47,32 @@ def sync(
 ) -> None:
     """Index every trace record the ledger is missing (idempotent: a second run adds nothing).
 
+    The ledger's limits apply once the sync is done; rows the count limit would delete
+    at once are not inserted (JSON: retention_skipped).
+
     Example: pentrace ledger sync --project default_project
     """
     root = data_root(ctx)
-    with closing(open_for_command(ctx, must_exist=False, keep=True)) as ledger:
+    # The configured limits apply: what the count limit would delete right after is
+    # not inserted, and retention runs when the sync is done.
+    with closing(open_for_command(ctx, must_exist=False)) as ledger:
         report = sync_traces(ledger, root, project=project, agent=agent, workers=workers)
+        ledger.cleanup()
     counts = {
         "sessions": report.sessions,
         "indexed": report.indexed,
         "already_held": report.already_held,
+        "retention_skipped": report.retention_skipped,
         **_failures(report),
     }
     if as_json:
         emit_json(counts)
     else:
+        skipped = report.retention_skipped
         typer.echo(
             f"synced {report.sessions} session(s): indexed {report.indexed} missing event(s), "
             f"{report.already_held} already held"
+            + (f", {skipped} left out that retention drops (max events)" if skipped else "")
         )
     _warn_failures(report)
 

@@ -1,13 +1,20 @@
-"""What the session commands share: the data root, SESSION arguments and confirmations."""
+"""What the session commands share: the data root, SESSION arguments and confirmations.
+
+A command about one session is declared with :func:`one_session`: it takes
+``SESSION [--project] [--agent]`` first and its body gets the data root and the
+session they name, resolved before the body runs.
+"""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from pentrace.cli.options import command_with, keyword
 from pentrace.cli.roots import root_from_context
 from pentrace.domain.session.key import SessionKey
 from pentrace.errors import LedgerError, UsageError
@@ -24,7 +31,9 @@ __all__ = [
     "confirm_or_refuse",
     "data_root",
     "forget_in_ledger",
+    "one_session",
     "resolve",
+    "select_sessions",
 ]
 
 SessionArgument = Annotated[
@@ -63,6 +72,34 @@ def resolve(
     """The data root and the one session ``session`` names (a full id or a short one)."""
     root = data_root(ctx)
     return root, resolve_session(root, session, project=project, agent=agent)
+
+
+def select_sessions(
+    root: DataRoot, names: Sequence[str], project: str | None, agent: str | None
+) -> list[SessionRef]:
+    """The sessions ``names`` name (ids, unique prefixes or project/agent/id), or without
+    names every session of the root (of ``project``/``agent`` when given); a root that
+    does not exist yet has none."""
+    if names:
+        return [resolve_session(root, name, project=project, agent=agent) for name in names]
+    return list(root.iter_sessions(project, agent)) if root.path.is_dir() else []
+
+
+def _resolved(ctx: typer.Context, given: dict[str, Any]) -> tuple[DataRoot, SessionRef]:
+    return resolve(ctx, given["session"], given["project"], given["agent"])
+
+
+_ONE_SESSION = (
+    keyword("session", SessionArgument),
+    keyword("project", ProjectOption, None),
+    keyword("agent", AgentOption, None),
+)
+
+
+def one_session(body: Callable[..., None]) -> Callable[..., None]:
+    """``body(root, ref, **own options)`` as a command taking ``SESSION``, ``--project`` and
+    ``--agent`` first; ``root`` and ``ref`` are the data root and the session they name."""
+    return command_with(body, fills=2, lead=_ONE_SESSION, bind=_resolved)
 
 
 def confirm_or_refuse(question: str, *, yes: bool, what: str) -> bool:

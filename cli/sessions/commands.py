@@ -16,19 +16,18 @@ from pentrace.cli.options import (
     FieldsOption,
     JsonLinesOption,
     check_fields,
-    pick_fields,
+    emit_records,
     time_bound,
 )
-from pentrace.cli.output import emit_json, emit_json_lines, emit_table, progress, stdout_is_tty
+from pentrace.cli.output import emit_json, emit_table, progress, stdout_is_tty
 from pentrace.cli.sessions.args import (
     AgentOption,
     JsonOption,
     ProjectOption,
-    SessionArgument,
     confirm_or_refuse,
     data_root,
     forget_in_ledger,
-    resolve,
+    one_session,
 )
 from pentrace.infrastructure.catalog.listing import (
     SORT_KEYS,
@@ -142,8 +141,8 @@ def list_command(
     rows = list_sessions(data_root(ctx), filters, sort, reverse=reverse, progress=bar)
     rows = rows[:limit] if limit is not None else rows
     if as_json or as_jsonl:
-        picked = pick_fields((row_json(row) for row in rows), fields, ROW_FIELDS)
-        emit_json_lines(picked) if as_jsonl else emit_json({"sessions": picked})
+        sessions = (row_json(row) for row in rows)
+        emit_records(sessions, fields, ROW_FIELDS, jsonl=as_jsonl, under="sessions")
         return
     tty = stdout_is_tty()
     emit_table(
@@ -225,18 +224,16 @@ def _show_text(root: DataRoot, ref: SessionRef, row: SessionRow) -> None:
         )
 
 
+@one_session
 def show(
-    ctx: typer.Context,
-    session: SessionArgument,
-    project: ProjectOption = None,
-    agent: AgentOption = None,
+    root: DataRoot,
+    ref: SessionRef,
     as_json: JsonOption = False,
 ) -> None:
     """Show a session: meta, shard files, counters, tokens, requests, tools, compactions.
 
     Example: pentrace show 3f8a1c2d
     """
-    root, ref = resolve(ctx, session, project, agent)
     row = read_row(ref)
     if as_json:
         emit_json(show_json(root, ref, row))
@@ -244,11 +241,10 @@ def show(
         _show_text(root, ref, row)
 
 
+@one_session
 def delete(
-    ctx: typer.Context,
-    session: SessionArgument,
-    project: ProjectOption = None,
-    agent: AgentOption = None,
+    root: DataRoot,
+    ref: SessionRef,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Delete a session: its shards, checkpoints, leftover temp files, scratchpad (tool
@@ -258,7 +254,6 @@ def delete(
 
     Example: pentrace delete 3f8a1c2d --yes
     """
-    root, ref = resolve(ctx, session, project, agent)
     question = f"Delete {ref.session_id} ({ref.project}/{ref.agent}, {len(ref.shards)} shard(s))?"
     if not confirm_or_refuse(question, yes=yes, what=f"delete session {ref.session_id}"):
         typer.echo("nothing deleted")

@@ -10,19 +10,16 @@ import typer
 
 from pentrace.cli.output import byte_progress, emit_json
 from pentrace.cli.sessions.args import (
-    AgentOption,
     JsonOption,
-    ProjectOption,
-    SessionArgument,
     data_root,
-    resolve,
+    one_session,
 )
 from pentrace.errors import LedgerError, UsageError
 from pentrace.infrastructure.operations.exports import archive_export, trace_export, write_chunks
 from pentrace.infrastructure.sessions.archive_import import import_archive, is_archive
 from pentrace.infrastructure.sessions.files import import_session
 from pentrace.infrastructure.sessions.fork import fork_session
-from pentrace.infrastructure.storage.layout import DataRoot
+from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 
 __all__ = ["export", "fork", "import_command", "register"]
 
@@ -32,11 +29,10 @@ def _note(text: str) -> None:
     typer.echo(text, err=True)
 
 
+@one_session
 def export(
-    ctx: typer.Context,
-    session: SessionArgument,
-    project: ProjectOption = None,
-    agent: AgentOption = None,
+    root: DataRoot,
+    ref: SessionRef,
     output: Annotated[
         Path | None,
         typer.Option("--output", "-o", help="Write here (atomically) instead of stdout."),
@@ -63,7 +59,6 @@ def export(
 
     Example: pentrace export 3f8a1c2d --redacted -o session.jsonl
     """
-    root, ref = resolve(ctx, session, project, agent)
     if archive and (redacted or shard is not None):
         raise UsageError(
             "--archive takes every shard verbatim; it does not combine with --redacted or --shard",
@@ -210,11 +205,10 @@ def _index_imported(root: DataRoot, project: str, agent: str) -> int | None:
         return None
 
 
+@one_session
 def fork(
-    ctx: typer.Context,
-    session: SessionArgument,
-    project: ProjectOption = None,
-    agent: AgentOption = None,
+    root: DataRoot,
+    ref: SessionRef,
     at_turn: Annotated[
         int | None, typer.Option("--at-turn", help="Keep history up to this committed turn.")
     ] = None,
@@ -231,7 +225,6 @@ def fork(
 
     Example: pentrace fork 3f8a1c2d --at-turn 2
     """
-    root, ref = resolve(ctx, session, project, agent)
     result = fork_session(root, ref, at_turn=at_turn, at_event=at_event)
     if as_json:
         emit_json(

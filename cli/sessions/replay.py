@@ -15,13 +15,14 @@ from pentrace.cli.sessions.args import (
     AgentOption,
     JsonOption,
     ProjectOption,
-    SessionArgument,
+    one_session,
     resolve,
 )
 from pentrace.cli.sessions.replay_render import render_replay
 from pentrace.domain.json_codec import JsonEncoder
 from pentrace.infrastructure.operations.documents import replay_document, replay_item
 from pentrace.infrastructure.sessions.fork import read_replay
+from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 from pentrace.infrastructure.trace.reader import ParseReport
 from pentrace.infrastructure.trace.resume import resume_trace_file
 from pentrace.projections.replay_view import ReplayItem
@@ -48,11 +49,10 @@ def _shown(item: ReplayItem) -> bool:
     return item.committed or (item.state == "dropped" and ended)
 
 
+@one_session
 def replay(
-    ctx: typer.Context,
-    session: SessionArgument,
-    project: ProjectOption = None,
-    agent: AgentOption = None,
+    _root: DataRoot,
+    ref: SessionRef,
     raw: Annotated[
         bool, typer.Option("--raw", help="Print the records as they are (JSONL).")
     ] = False,
@@ -80,7 +80,6 @@ def replay(
 
     Example: pentrace replay 3f8a --include-uncommitted
     """
-    _, ref = resolve(ctx, session, project, agent)
     report = ParseReport()
     items = read_replay(ref, report)
     shown = items if include_uncommitted else [item for item in items if item.committed]

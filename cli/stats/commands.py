@@ -1,9 +1,12 @@
 """``pentrace stats ...``: analytics from the built-in read models.
 
 ``stats`` first catches the built-in projections up with the ledger (``--sync``
-also indexes traces the ledger is missing), then builds the document with
+also indexes traces the ledger is missing; a read model never built, over a
+ledger that never held an event, is built from the traces instead, in worker
+processes: ADR 0050), then builds the document with
 :mod:`pentrace.infrastructure.operations.stats` - the same function, and the
 same table of which projections each stat needs, that the HTTP routes use.
+The options every stat shares are declared once, in :mod:`pentrace.cli.stats.shared`.
 ``--json`` output is a documented contract (``docs/projections.md``): fields
 are only ever added.
 """
@@ -15,21 +18,12 @@ from typing import Annotated, Any
 
 import typer
 
-from pentrace.cli.options import (
-    TIME_HELP,
-    FieldsOption,
-    check_fields,
-    day_bound,
-    pick_fields,
-    unshown,
-)
-from pentrace.cli.output import emit_json, emit_table
-from pentrace.cli.sessions.args import JsonOption, data_root
+from pentrace.cli.options import pick_fields, unshown
 from pentrace.cli.stats.plots import cost_plot, tokens_plot, tools_plot
-from pentrace.infrastructure.analytics.database import AnalyticsDatabase
+from pentrace.cli.stats.shared import StatCall, stat_command
 from pentrace.infrastructure.analytics.prices import load_prices
 from pentrace.infrastructure.analytics.queries import TOKEN_COLUMNS
-from pentrace.infrastructure.operations.stats import StatsQuery, document, prepare
+from pentrace.infrastructure.operations.stats import StatsQuery, document
 
 __all__ = ["stats_app"]
 
@@ -40,12 +34,8 @@ stats_app = typer.Typer(
     "Example: pentrace stats cost --by day --since 2026-11-01",
 )
 
-ByOption = Annotated[
-    str,
-    typer.Option(
-        "--by",
-        help="Group by model, provider, agent, project, day, hour, minute (UTC) or session.",
-    ),
+PricesOption = Annotated[
+    Path | None, typer.Option("--prices", help="Price table (TOML); default PENTRACE_PRICES.")
 ]
 RequestsByOption = Annotated[
     str | None,
@@ -61,118 +51,43 @@ ToolsByOption = Annotated[
         "--by", help="Also list each tool per model, agent, project, day, hour or minute (UTC)."
     ),
 ]
-SinceOption = Annotated[
-    str | None,
-    typer.Option(
-        "--since",
-        metavar="<when>",
-        help=f"First UTC day to include: {TIME_HELP}.",
-        show_default=False,
-    ),
-]
-UntilOption = Annotated[
-    str | None,
-    typer.Option(
-        "--until",
-        metavar="<when>",
-        help="Last UTC day to include (same forms).",
-        show_default=False,
-    ),
-]
-PlotOption = Annotated[
-    Path | None,
-    typer.Option("--plot", help="Also draw the table as a picture: a .png or .svg file."),
-]
-SyncOption = Annotated[
-    bool, typer.Option("--sync", help="Index traces the ledger is missing before catching up.")
-]
 
 
-def days(since: str | None, until: str | None) -> tuple[str | None, str | None]:
-    """``--since``/``--until`` (any time form) as the inclusive UTC days the read models use."""
-    return day_bound(since, "--since"), day_bound(until, "--until")
-
-
-def _ready(ctx: typer.Context, query: StatsQuery, do_sync: bool) -> AnalyticsDatabase:
-    """The read models ``query`` needs, caught up; ``query`` (built first) has already
-    refused a bad ``--by``, so nothing waits for a catch-up only to fail."""
-    prepared = prepare(data_root(ctx).path, query.kind, sync_first=do_sync)
-    ctx.call_on_close(prepared.db.close)  # a PostgreSQL pool would otherwise outlive the command
-    for message in prepared.warnings:  # ADR 0032: numbers incomplete
-        typer.echo(f"warning: {message}", err=True)
-    return prepared.db
-
-
-def done(value: Any, as_json: bool, columns: tuple[str, ...], rows: list[list[Any]]) -> None:
-    """The JSON document, or the table."""
-    if as_json:
-        emit_json(value)
-    else:
-        emit_table(columns, rows)
-
-
-@stats_app.command("tokens")
-def tokens_command(
-    ctx: typer.Context,
-    by: ByOption = "model",
-    since: SinceOption = None,
-    until: UntilOption = None,
-    as_json: JsonOption = False,
-    fields: FieldsOption = None,
-    plot: PlotOption = None,
-    do_sync: SyncOption = False,
-) -> None:
+@stat_command(stats_app, "tokens", by="model", fields=True, plot=True)
+def tokens_command(call: StatCall) -> None:
     """Token use per group (input, output, cache read/write, total, requests).
 
     Example: pentrace stats tokens --by agent --since 2026-11-01 --plot tokens.png
     """
-    check_fields(fields, as_json)
-    since, until = days(since, until)
-    query = StatsQuery("tokens", by, since, until)
-    db = _ready(ctx, query, do_sync)
+    query = StatsQuery("tokens", call.by, call.since, call.until)
+    db = call.ready(query)
     rows = document(db, query)["rows"]
-    if plot is not None:
-        tokens_plot(db, by, since, until, rows, plot)
-    done(
-        {"by": by, "rows": pick_fields(rows, fields, ("key", *TOKEN_COLUMNS))},
-        as_json,
-        (by, *TOKEN_COLUMNS),
+    if call.plot is not None:
+        tokens_plot(db, call.by, call.since, call.until, rows, call.plot)
+    call.done(
+        {"by": call.by, "rows": pick_fields(rows, call.fields, ("key", *TOKEN_COLUMNS))},
+        (call.by, *TOKEN_COLUMNS),
         [[row["key"], *(row[c] for c in TOKEN_COLUMNS)] for row in rows],
     )
 
 
-@stats_app.command("cost")
-def cost_command(
-    ctx: typer.Context,
-    by: ByOption = "model",
-    since: SinceOption = None,
-    until: UntilOption = None,
-    prices: Annotated[
-        Path | None, typer.Option("--prices", help="Price table (TOML); default PENTRACE_PRICES.")
-    ] = None,
-    as_json: JsonOption = False,
-    fields: FieldsOption = None,
-    plot: PlotOption = None,
-    do_sync: SyncOption = False,
-) -> None:
+@stat_command(stats_app, "cost", by="model", fields=True, plot=True)
+def cost_command(call: StatCall, prices: PricesOption = None) -> None:
     """Cost per group from the editable price table (prices per million tokens).
 
     Example: pentrace stats cost --by day --prices ~/prices.toml --plot cost.svg
     """
-    check_fields(fields, as_json)
-    since, until = days(since, until)
     load_prices(prices)  # a bad price table is refused before any catching up
-    query = StatsQuery("cost", by, since, until, prices)
-    db = _ready(ctx, query, do_sync)
+    query = StatsQuery("cost", call.by, call.since, call.until, prices)
+    db = call.ready(query)
     value = document(db, query)
     rows = value["rows"]
-    if plot is not None:
-        cost_plot(db, by, since, until, rows, value["currency"], plot)
-    picked = pick_fields(rows, fields, ("key", "cost", "currency", "total", "unpriced"))
-    done(
+    if call.plot is not None:
+        cost_plot(db, call.by, call.since, call.until, rows, value["currency"], call.plot)
+    picked = pick_fields(rows, call.fields, ("key", "cost", "currency", "total", "unpriced"))
+    call.done(
         {**value, "rows": picked},
-        as_json,
-        (by, "cost", "total tokens", "unpriced models"),
+        (call.by, "cost", "total tokens", "unpriced models"),
         [
             [row["key"], f"{row['cost']:.4f}", row["total"], ", ".join(row["unpriced"])]
             for row in rows
@@ -180,28 +95,17 @@ def cost_command(
     )
 
 
-@stats_app.command("tools")
-def tools_command(
-    ctx: typer.Context,
-    by: ToolsByOption = None,
-    since: SinceOption = None,
-    until: UntilOption = None,
-    as_json: JsonOption = False,
-    fields: FieldsOption = None,
-    plot: PlotOption = None,
-    do_sync: SyncOption = False,
-) -> None:
+@stat_command(stats_app, "tools", by_option=ToolsByOption, fields=True, plot=True)
+def tools_command(call: StatCall) -> None:
     """Tool calls by name: failures, aborts, timeouts, truncations, unanswered; approvals.
 
     Example: pentrace stats tools --by hour --since today --json
     """
-    check_fields(fields, as_json)
-    since, until = days(since, until)
-    query = StatsQuery("tools", by, since, until)
-    db = _ready(ctx, query, do_sync)
+    query = StatsQuery("tools", call.by or None, call.since, call.until)
+    db = call.ready(query)
     value = document(db, query)
-    if plot is not None:
-        tools_plot(db, since, until, value["tools"], plot)
+    if call.plot is not None:
+        tools_plot(db, call.since, call.until, value["tools"], call.plot)
     names = ("calls", "failures", "aborts", "timeouts", "truncations", "unanswered")
     rows = [[row["tool"], *(row[n] for n in names), row["failure_rate"]] for row in value["tools"]]
     rows += [[f"approval: {d}", n, "", "", "", "", "", ""] for d, n in value["approvals"].items()]
@@ -209,26 +113,18 @@ def tools_command(
         [f"{row['key']}: {row['tool']}", *(row[n] for n in names[:-1]), "", _rate(row)]
         for row in value.get("rows", ())
     ]
-    picked = pick_fields(value["tools"], fields, ("tool", *names, "failure_rate"))
-    done({**value, "tools": picked}, as_json, ("tool", *names, "failure_rate"), rows)
+    picked = pick_fields(value["tools"], call.fields, ("tool", *names, "failure_rate"))
+    call.done({**value, "tools": picked}, ("tool", *names, "failure_rate"), rows)
 
 
-@stats_app.command("requests")
-def requests_command(
-    ctx: typer.Context,
-    by: RequestsByOption = None,
-    since: SinceOption = None,
-    until: UntilOption = None,
-    as_json: JsonOption = False,
-    do_sync: SyncOption = False,
-) -> None:
+@stat_command(stats_app, "requests", by_option=RequestsByOption)
+def requests_command(call: StatCall) -> None:
     """Requests by status and retries, compactions (mode, outcome, context), goal outcomes.
 
     Example: pentrace stats requests --by model --since 2026-11-28
     """
-    since, until = days(since, until)
-    query = StatsQuery("requests", by, since, until)
-    db = _ready(ctx, query, do_sync)
+    query = StatsQuery("requests", call.by or None, call.since, call.until)
+    db = call.ready(query)
     value = document(db, query)
     rows: list[list[Any]] = [["request", s, n] for s, n in value["requests"].items()]
     rows.append(["retries", "", value["retries"]])
@@ -238,10 +134,10 @@ def requests_command(
     ]
     rows += [["goal", outcome, n] for outcome, n in value["goals"].items()]
     rows += [
-        [f"{by}: {row['key']}", f"{row['completed']} completed, {_rate(row)}", row["requests"]]
+        [f"{call.by}: {row['key']}", f"{row['completed']} completed, {_rate(row)}", row["requests"]]
         for row in value.get("rows", ())
     ]
-    done(value, as_json, ("what", "which", "count"), rows)
+    call.done(value, ("what", "which", "count"), rows)
 
 
 def _rate(row: dict[str, Any]) -> str:
@@ -250,49 +146,31 @@ def _rate(row: dict[str, Any]) -> str:
     return "-" if rate is None else f"{rate * 100:.1f}%"
 
 
-@stats_app.command("sessions")
-def sessions_command(
-    ctx: typer.Context,
-    by: ByOption = "day",
-    since: SinceOption = None,
-    until: UntilOption = None,
-    as_json: JsonOption = False,
-    fields: FieldsOption = None,
-    do_sync: SyncOption = False,
-) -> None:
+@stat_command(stats_app, "sessions", by="day", fields=True)
+def sessions_command(call: StatCall) -> None:
     """Sessions per group: count, turns, requests, model switches, durations.
 
     Example: pentrace stats sessions --by agent
     """
-    check_fields(fields, as_json)
-    since, until = days(since, until)
-    query = StatsQuery("sessions", by, since, until)
-    db = _ready(ctx, query, do_sync)
+    query = StatsQuery("sessions", call.by, call.since, call.until)
+    db = call.ready(query)
     rows = document(db, query)["rows"]
     names = ("sessions", "turns", "requests", "model_switches", "mean_duration_s", "max_duration_s")
-    done(
-        {"by": by, "rows": pick_fields(rows, fields, ("key", *names))},
-        as_json,
-        (by, *names),
+    call.done(
+        {"by": call.by, "rows": pick_fields(rows, call.fields, ("key", *names))},
+        (call.by, *names),
         [[row["key"], *(row[n] for n in names)] for row in rows],
     )
 
 
-@stats_app.command("tree")
-def tree_command(
-    ctx: typer.Context,
-    since: SinceOption = None,
-    until: UntilOption = None,
-    as_json: JsonOption = False,
-    do_sync: SyncOption = False,
-) -> None:
+@stat_command(stats_app, "tree")
+def tree_command(call: StatCall) -> None:
     """Subagent trees: each session with its children and the tokens of its whole subtree.
 
     Example: pentrace stats tree --json
     """
-    since, until = days(since, until)
-    query = StatsQuery("tree", since=since, until=until)
-    db = _ready(ctx, query, do_sync)
+    query = StatsQuery("tree", since=call.since, until=call.until)
+    db = call.ready(query)
     roots = document(db, query)["trees"]
     rows: list[list[Any]] = []
 
@@ -310,4 +188,4 @@ def tree_command(
 
     for root in roots:
         walk(root, 0)
-    done({"trees": roots}, as_json, ("session", "model", "tokens", "subtree_tokens"), rows)
+    call.done({"trees": roots}, ("session", "model", "tokens", "subtree_tokens"), rows)

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from pentrace.cli.sessions.args import JsonOption, data_root
-from pentrace.cli.stats.commands import done
+from pentrace.cli.stats.shared import done
 from pentrace.errors import AnalyticsError
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
 from pentrace.infrastructure.analytics.failures import failure_warnings, read_failures

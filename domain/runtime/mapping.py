@@ -33,6 +33,10 @@ __all__ = [
     "MODEL_MESSAGE_TYPES",
     "event_from_record",
     "event_type_for",
+    "partial_category",
+    "record_actor",
+    "record_correlation",
+    "record_scope",
     "time_ms_of",
 ]
 
@@ -117,7 +121,8 @@ def _payload(record: TraceRecord) -> dict[str, Any]:
     return {"record": value}
 
 
-def _actor(record: TraceRecord, payload: dict[str, Any], agent: str) -> dict[str, Any]:
+def record_actor(record: TraceRecord, payload: dict[str, Any], agent: str) -> dict[str, Any]:
+    """The envelope actor of a record: its user, the session's agent, or the runtime."""
     if record.kind == "model_msg":
         if record.role == "user":
             sender = payload.get("sender")
@@ -127,7 +132,8 @@ def _actor(record: TraceRecord, payload: dict[str, Any], agent: str) -> dict[str
     return {"type": "runtime", "id": name if isinstance(name, str) else "record"}
 
 
-def _correlation(record: TraceRecord, payload: dict[str, Any]) -> dict[str, Any]:
+def record_correlation(record: TraceRecord, payload: dict[str, Any]) -> dict[str, Any]:
+    """The explicit correlation of a record: tool call, child session, origin."""
     correlation: dict[str, Any] = {}
     if isinstance(record.tool_call_id, str) and record.tool_call_id:
         correlation["tool_call_id"] = record.tool_call_id
@@ -139,7 +145,7 @@ def _correlation(record: TraceRecord, payload: dict[str, Any]) -> dict[str, Any]
     return correlation
 
 
-def _scope(
+def record_scope(
     record: TraceRecord,
     payload: dict[str, Any],
     session_id: str,
@@ -147,6 +153,7 @@ def _scope(
     agent: str,
     directory: str | None,
 ) -> dict[str, Any]:
+    """The explicit scope of a session's record (a ``session_meta`` adds its provider)."""
     scope: dict[str, Any] = {
         "session_id": session_id,
         "conversation_id": session_id,
@@ -161,7 +168,8 @@ def _scope(
     return scope
 
 
-def _partial_category(record: TraceRecord) -> str | None:
+def partial_category(record: TraceRecord) -> str | None:
+    """The category a never-persisted partial names, else None (the type's rule decides)."""
     if record.kind == "model_msg" and isinstance(record.ptype, str):
         return _PARTIAL_CATEGORIES.get(record.ptype)
     return None
@@ -259,17 +267,17 @@ def event_from_record(
     header = _header(
         event_type,
         redacted.value,
-        _partial_category(record),
+        partial_category(record),
         stream,
-        _scope(record, payload, session_id, project, agent, directory),
-        _actor(record, payload, agent),
+        record_scope(record, payload, session_id, project, agent, directory),
+        record_actor(record, payload, agent),
         home,
         redacting,
     )
     return assemble_event(
         header,
         correlation=envelope_correlation(
-            redacted.value, _correlation(record, payload), redacting=redacting
+            redacted.value, record_correlation(record, payload), redacting=redacting
         ),
         body=redacted.value,
         payload_paths=redacted.paths,

@@ -27,6 +27,7 @@ import msgspec
 from pentrace.domain.json_codec import JsonEncoder
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.redaction.screen import may_change
+from pentrace.domain.runtime.candidate import Candidates
 from pentrace.domain.runtime.envelope import RuntimeEvent
 from pentrace.domain.runtime.mapping import event_from_record
 from pentrace.domain.session.key import SessionKey
@@ -81,6 +82,7 @@ class SessionEvents:
         self.key = key
         self._learn = isinstance(directory, _Unknown)
         self.directory = None if isinstance(directory, _Unknown) else directory
+        self._candidates = Candidates(key)
 
     def _see(self, position: int, record: TraceRecord) -> None:
         if position == 1 and self._learn:
@@ -106,7 +108,10 @@ class SessionEvents:
 
     def encoded(self, position: int, record: TraceRecord) -> EncodedEvent:
         """The redacted RuntimeEvent of the record at ``position`` and its JSON bytes."""
-        candidate = self.event(position, record, redacting=False)
+        self._see(position, record)
+        candidate = self._candidates.candidate(position, record, self.directory)
+        if candidate is None:
+            candidate = self.event(position, record, redacting=False)
         data = encode_event(candidate)
         if not may_change(data):
             return EncodedEvent(candidate, data, True)

@@ -116,6 +116,9 @@ class AnalyticsProjection(Projection[ReadModel]):
         # The open batch's notifications, retried one by one when a batched write is refused.
         self._kept: list[Kept] = []
         self.guard: Callable[[int | None, list[int]], None] | None = None
+        #: Trace marks of a cold build (stream id -> highest position folded from the
+        #: traces, ADR 0050): ledger events at or below them are in the read model already.
+        self.folded: dict[str, int] = {}
         view.scheme = scheme_of(self.version)
         self.create_schema()
 
@@ -142,10 +145,7 @@ class AnalyticsProjection(Projection[ReadModel]):
                 self._kept.append(_kept(domain_event, tracking))
                 # Every notification advances the position (a topic filter in the query
                 # would leave it behind, and would hide pruned ids from the gap check).
-                if (
-                    isinstance(domain_event, LedgerEvent)
-                    and domain_event.event_type in self._dispatch
-                ):
+                if self.wants(domain_event):
                     try:
                         failure = self.apply(domain_event, tracking.notification_id, strict=False)
                     except BatchWriteError:
@@ -164,6 +164,16 @@ class AnalyticsProjection(Projection[ReadModel]):
                 self._kept = []
                 raise
 
+    def wants(self, domain_event: Any) -> bool:
+        """Whether a delivered ledger event is to be handled: one of our types, and not
+        folded from the traces already by a cold build (ADR 0050)."""
+        if not isinstance(domain_event, LedgerEvent):
+            return False
+        if domain_event.event_type not in self._dispatch:
+            return False
+        mark = self.folded.get(domain_event.originator_id)
+        return mark is None or domain_event.originator_version > mark
+
     def _replay(self) -> int:
         """A batched write was refused: roll back, handle the batch again one event at a time
         (each written in its own savepoint, so the refused one is known), commit."""
@@ -172,8 +182,8 @@ class AnalyticsProjection(Projection[ReadModel]):
         self._kept = []
         for stream_id, sequence, event_type, envelope, notification_id in kept:
             tracking = Tracking(LedgerApplication.name, notification_id)
-            if event_type in self._dispatch:
-                domain_event = LedgerEvent(stream_id, sequence, event_type, envelope)
+            domain_event = LedgerEvent(stream_id, sequence, event_type, envelope)
+            if self.wants(domain_event):
                 failure = self.apply(domain_event, tracking.notification_id, strict=True)
                 if failure is not None:
                     self.skip(failure, commit_first=True)

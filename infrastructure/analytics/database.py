@@ -58,6 +58,9 @@ def scheme_of(version: int) -> str:
 
 # Events a projection's handler raised on, recorded with the tracking position (ADR 0032).
 FAILURES_TABLE: Final = "analytics_failures"
+# Per session, the trace positions a cold build folded straight from the traces (ADR 0050):
+# the runner skips ledger events at or below them.
+MARKS_TABLE: Final = "analytics_trace_marks"
 
 
 def analytics_url(data_root: Path, environ: Mapping[str, str] | None = None) -> str:
@@ -130,6 +133,11 @@ class AnalyticsDatabase:
                 "project TEXT, agent TEXT, session_id TEXT, error_type TEXT NOT NULL, "
                 "error_message TEXT NOT NULL, attempts BIGINT NOT NULL, "
                 "PRIMARY KEY (application_name, stream_id, sequence))"
+            )
+            conn.exec_driver_sql(
+                f"CREATE TABLE IF NOT EXISTS {MARKS_TABLE} ("
+                "application_name VARCHAR(200) NOT NULL, stream_id TEXT NOT NULL, "
+                "position BIGINT NOT NULL, PRIMARY KEY (application_name, stream_id))"
             )
         if self._path is not None:
             repair_modes(sqlite_files(self._path), where=self.where)  # SQLite's side files

@@ -30,7 +30,7 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pentrace.errors import ConfigError
-from pentrace.infrastructure.storage.inputs import read_small_file
+from pentrace.infrastructure.storage.inputs import read_config_text
 
 __all__ = ["DEFAULT_PRICES", "ModelPrice", "PriceTable", "load_prices", "parse_prices"]
 
@@ -98,12 +98,5 @@ DEFAULT_PRICES: Final = Path(__file__).with_name("prices.toml")
 def load_prices(path: Path | None = None) -> PriceTable:
     """Read a price table file (default: ``PENTRACE_PRICES``, else the shipped example)."""
     chosen = path or Path(os.environ.get("PENTRACE_PRICES") or DEFAULT_PRICES)
-    try:
-        text = read_small_file(chosen, "price table").decode("utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(
-            f"price table {chosen}: expected a readable file, found "
-            f"{getattr(error, 'strerror', None) or error}",
-            hint="pass --prices FILE or set PENTRACE_PRICES",
-        ) from None
+    text = read_config_text(chosen, "price table", "pass --prices FILE or set PENTRACE_PRICES")
     return parse_prices(text, str(chosen))

@@ -29,6 +29,7 @@ from pentrace.errors import AnalyticsError, ConfigError, ProjectionGapError
 from pentrace.infrastructure.analytics.api import AnalyticsProjection
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
 from pentrace.infrastructure.analytics.failures import max_failures
+from pentrace.infrastructure.analytics.marks import read_marks
 from pentrace.infrastructure.analytics.readmodel import ReadModel
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.application import LedgerApplication
@@ -85,6 +86,7 @@ def open_projection(
     db = AnalyticsDatabase(analytics_url(data_root, merged), DatabaseTimeouts.from_env(merged))
     projection = projection_class(ReadModel(db, projection_class.name))
     projection.max_failures = limit
+    projection.folded = read_marks(db, projection_class.name)
     return projection
 
 
@@ -153,6 +155,7 @@ class AnalyticsRunner(BaseProjectionRunner[LedgerApplication]):
                     f"read model {name!r} {stale}",
                     hint=f"rebuild it from the traces: `pentrace projections rebuild {name}`",
                 )
+            self._hold_position()
         except BaseException:
             self._ledger.close()
             self.view.db.close()
@@ -169,6 +172,20 @@ class AnalyticsRunner(BaseProjectionRunner[LedgerApplication]):
         )
         self._flusher = threading.Thread(target=self._flush_idle, daemon=True)
         self._flusher.start()
+
+    def _hold_position(self) -> None:
+        """Commit a tracking row before reading anything (position 0 when there is none), then
+        read the trace marks: a cold build commits only where no tracking row exists, so the
+        marks read now are the ones this runner's events meet (ADR 0050)."""
+        name = self.projection.name
+        if self.view.max_tracking_id(name) is None:
+            try:
+                self.view.insert_tracking(Tracking(LedgerApplication.name, 0))
+            except AnalyticsError:
+                if self.view.max_tracking_id(name) is None:
+                    raise
+                # a cold build (or another runner) committed one first: it stands
+        self.projection.folded = read_marks(self.view.db, self.projection.name)
 
     def _flush_idle(self) -> None:
         interval = self.projection.batch_seconds

@@ -11,6 +11,13 @@ is called best-effort with the records just written (each event's
 where it read one, so nothing is parsed twice): the ledger hangs here, and
 its failures are logged (no payload text) and never fail the save.  The session operations (start,
 resume, switch model, subagents) are :class:`SessionApplication`'s.
+
+The hook redacts what it indexes and publishes with the data root's rules
+(ADR 0022).  When ``redaction.toml`` cannot be used, the trace is still
+written but the hook is left out for the life of the application: nothing
+redacted by the built-in rules alone may reach the ledger or a live
+subscriber.  An error names the file (and the line or rule) with its hint;
+``pentrace ledger sync`` indexes the records once the file is fixed.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from eventsourcing.utils import Environment, EnvType
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.session.aggregate import Session, project_session
 from pentrace.domain.session.events import ShardOpened
+from pentrace.errors import ConfigError
 from pentrace.infrastructure.eventstore.mapper import TraceMapper
 from pentrace.infrastructure.eventstore.persistence import Factory, TraceRecorder
 from pentrace.infrastructure.redaction_policy import activate_policy
@@ -52,6 +60,23 @@ _SHARD_OPENED: Final = ShardOpened
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+def _redacting_hook(root: Path, on_recorded: OnRecorded | None) -> OnRecorded | None:
+    """``on_recorded``, once the root's redaction rules are installed; None if they cannot be."""
+    try:
+        activate_policy(root)
+    except ConfigError as error:
+        if on_recorded is not None:
+            logger.error(
+                "recording the trace only: nothing is indexed into the ledger or published "
+                "live, because the redaction rules cannot be used: %s (hint: %s; then run "
+                "`pentrace ledger sync`)",
+                error.message,
+                error.hint or "fix or remove the file",
+            )
+        return None
+    return on_recorded
 
 
 class SessionRepository(Repository[str]):
@@ -130,11 +155,10 @@ class TraceApplication(Application[str]):
     ) -> None:
         root = data_root if isinstance(data_root, DataRoot) else DataRoot(Path(data_root))
         self.root = DataRoot(root.path.expanduser().absolute())
-        activate_policy(self.root.path)
         self.project = project
         self.agent = agent
         self.clock = clock
-        self.on_recorded = on_recorded
+        self.on_recorded = _redacting_hook(self.root.path, on_recorded)
         # Tool output over this many UTF-16 units is archived and bounded; <= 0: no cap.
         self.max_output_chars = max_output_chars
         settings = {

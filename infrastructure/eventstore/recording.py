@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pentrace.errors import PentraceError
+from pentrace.errors import ConfigError, PentraceError
 from pentrace.infrastructure.eventstore.application import SessionApplication
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.backend.credentials import mask_text
@@ -83,6 +83,8 @@ def open_recording(
         try:
             settings = ledger_settings if ledger_settings is not None else LedgerSettings.from_env()
             ledger = open_ledger(settings, root.path)
+        except ConfigError:
+            pass  # the redaction rules: the application below says so, and records the trace
         except PentraceError as error:
             # Never block recording on the ledger; the traces stay the source of truth.
             # The message names the database with its credentials masked.

@@ -15,7 +15,7 @@ import socket
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from pentrace.domain.json_prefix import is_object_prefix
 from pentrace.domain.records import MalformedLine, TraceRecord, decode_line
@@ -28,6 +28,27 @@ from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef, ShardRef, iter_sessions
 
 __all__ = ["Follower", "IngestStats", "report"]
+
+# How a failed pass over a session is logged (level, event, message, default hint).  A
+# session is refused when its records conflict with the ledger or cannot be read: it stays
+# blocked until its files change.  Any other failure is a write, retried on the next pass.
+_REFUSED: Final = (
+    logging.ERROR,
+    "refused",
+    "session refused; it is retried when its files change",
+    "run `pentrace audit` on the session",
+)
+_WRITE_FAILED: Final = (
+    logging.WARNING,
+    "write_failed",
+    "ledger write failed; retried on the next pass",
+    "the follower retries on the next pass; check that the ledger can be written",
+)
+
+
+def _named(key: SessionKey) -> dict[str, str]:
+    """The fields that name a session in every event: its id, project and agent (ADR 0023)."""
+    return {"session": key[2], "project": key[0], "agent": key[1]}
 
 
 class Follower:
@@ -102,27 +123,19 @@ class Follower:
         self._blocked.pop(key, None)
         try:
             self._follow_shards(key, ref.shards, identities)
-        except (LedgerConflictError, TraceError) as error:
-            self.stats.errors += 1
-            self._blocked[key] = identities
-            report(
-                logging.ERROR,
-                "session refused; it is retried when its files change",
-                event="refused",
-                session=ref.session_id,
-                project=ref.project,
-                agent=ref.agent,
-                error=error.message,
-                hint=error.hint or "run `pentrace audit` on the session",
-            )
         except PentraceError as error:
             self.stats.errors += 1
+            refused = isinstance(error, LedgerConflictError | TraceError)
+            if refused:
+                self._blocked[key] = identities
+            level, event, message, hint = _REFUSED if refused else _WRITE_FAILED
             report(
-                logging.WARNING,
-                "ledger write failed; retried on the next pass",
-                event="write_failed",
-                session=ref.session_id,
+                level,
+                message,
+                event=event,
+                **_named(key),
                 error=error.message,
+                hint=error.hint or hint,
             )
         self._forget_missing_shards(key, ref.shards)
 
@@ -156,7 +169,7 @@ class Follower:
                         "shard changed under its cursor; indexing it again from the start",
                         event="reindex",
                         shard=name,
-                        session=key[2],
+                        **_named(key),
                         reason=problem,
                         offset=cursor.offset,
                         size=size,
@@ -215,7 +228,7 @@ class Follower:
         else:
             self.stats.skipped_lines += 1
             event, message = "skipped", "skipped a malformed line"
-        report(logging.WARNING, message, event=event, shard=shard, line=line, session=key[2])
+        report(logging.WARNING, message, event=event, shard=shard, line=line, **_named(key))
 
     # -- forgetting --------------------------------------------------------------
     def _forget_missing_shards(self, key: SessionKey, shards: tuple[ShardRef, ...]) -> None:
@@ -226,7 +239,7 @@ class Follower:
                 logging.WARNING,
                 "shard deleted; its cursor is forgotten",
                 event="shard_gone",
-                session=key[2],
+                **_named(key),
                 shards=missing,
             )
             self._drop(missing)
@@ -238,9 +251,7 @@ class Follower:
             logging.INFO,
             "session deleted; its cursors are forgotten, its ledger rows stay",
             event="session_gone",
-            project=key[0],
-            agent=key[1],
-            session=key[2],
+            **_named(key),
             hint=f"drop its ledger rows with `pentrace ledger forget {key[2]}`",
         )
         self._drop(names)

@@ -4,10 +4,13 @@ A session's rows are built in one step (:func:`build_session`: read its
 shards, map each record the ledger lacks through
 :class:`~pentrace.domain.runtime.SessionEvents`, encode it once, take its
 columns), and written in transactions of :data:`BATCH` rows by
-:func:`insert_values`.  With ``workers`` above 1, worker processes build
-sessions while this process writes, so the building (most of the cost) and
-SQLite's inserts use both cores; the rows, ids and bytes are the same either
-way, and so is their order within each session.
+:func:`insert_values`, the rows of consecutive sessions together (a session
+of a few hundred records would otherwise be a commit of its own).  With
+``workers`` above 1, worker processes build sessions while this process
+writes, so the building (most of the cost) and SQLite's inserts use both
+cores; the rows, ids and bytes are the same either way, and so is their
+order within each session.  What the ledger's count limit would delete at
+once is not built or inserted (:mod:`.retention_skip`, ADR 0047).
 
 A session that fails while being built (its trace unreadable, a record the
 redaction check refuses) keeps the rows built before the failure, which are
@@ -18,6 +21,7 @@ locked or gone, a bug) stops the run.
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing
 import os
 from collections import deque
@@ -34,6 +38,12 @@ from pentrace.errors import (
     TraceError,
 )
 from pentrace.infrastructure.ledger.backend.errors import LedgerIntegrityError
+from pentrace.infrastructure.ledger.retention_skip import (
+    SessionTask,
+    plan_skips,
+    record_skips,
+    session_tasks,
+)
 from pentrace.infrastructure.ledger.rows import ROW_COLUMNS, encoded_values
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 from pentrace.infrastructure.storage.layout import SessionRef
@@ -79,12 +89,14 @@ class SessionFailure:
 
 @dataclass(frozen=True)
 class SyncReport:
-    """What a sync or rebuild did; ``failures`` lists the sessions it had to leave out."""
+    """What a sync or rebuild did; ``failures`` lists the sessions it had to leave out, and
+    ``retention_skipped`` the new rows it did not insert because retention drops them."""
 
     sessions: int = 0
     indexed: int = 0
     already_held: int = 0
     failures: tuple[SessionFailure, ...] = ()
+    retention_skipped: int = 0
 
 
 @dataclass(frozen=True)
@@ -164,45 +176,62 @@ def sync_sessions(
 ) -> SyncReport:
     """Index what the ledger lacks of each session (see the module docstring).
 
+    When the ledger's count limit would delete new rows right after the
+    sync inserts them, they are left out (:mod:`.retention_skip`).
     ``workers`` 0 picks the number with :func:`auto_workers`.
     """
+    refs = list(refs)
     if workers == 0:
-        refs = list(refs)
         workers = auto_workers(refs)
+    plan = plan_skips(ledger, refs)
+    if plan is not None and plan.marks:
+        record_skips(ledger, plan)
+    tasks = plan.tasks if plan is not None else session_tasks(ledger, refs)
     sessions = indexed = held_total = 0
     failures: list[SessionFailure] = []
-    for build in _builds(ledger, refs, workers):
+    pending: list[tuple[Any, ...]] = []  # rows of consecutive sessions, one transaction
+    for task, build in _builds(tasks, workers):
         sessions += 1
-        rows = build.rows
-        for start in range(0, len(rows), BATCH):
-            indexed += insert_values(ledger, rows[start : start + BATCH])
-        held_total += build.already_held
+        pending += build.rows
+        while len(pending) >= BATCH:
+            indexed += insert_values(ledger, pending[:BATCH])
+            del pending[:BATCH]
+        held_total += build.already_held - task.skipped
         if build.failure is not None:
             failures.append(build.failure)
-    return SyncReport(sessions, indexed, held_total, tuple(failures))
+    indexed += insert_values(ledger, pending)
+    skipped = plan.skipped if plan is not None else 0
+    return SyncReport(sessions, indexed, held_total, tuple(failures), skipped)
 
 
-def _task(ledger: RuntimeEventLedger, ref: SessionRef) -> tuple[Any, ...]:
-    held, pruned_through = ledger.held_sequences(ref.key.stream_id)
-    return ref, frozenset(held), pruned_through, ledger.now_ms()
+def _build(task: SessionTask) -> SessionBuild:
+    if not task.build:
+        return SessionBuild([], task.already_held + task.skipped, None)
+    return build_session(task.ref, task.held, task.pruned_through, task.inserted_at)
 
 
 def _builds(
-    ledger: RuntimeEventLedger, refs: Iterable[SessionRef], workers: int
-) -> Iterator[SessionBuild]:
-    """Each session's build, in ``refs`` order; in worker processes when ``workers`` > 1."""
+    tasks: Iterable[SessionTask], workers: int
+) -> Iterator[tuple[SessionTask, SessionBuild]]:
+    """Each session's build, in ``tasks`` order; in worker processes when ``workers`` > 1."""
     if workers <= 1:
-        for ref in refs:
-            yield build_session(*_task(ledger, ref))
+        for task in tasks:
+            yield task, _build(task)
         return
     # fork: the workers inherit the redaction policy this process installed
     # (``--redaction-rules`` included) and start without importing anything.
+    # ``gc.freeze`` keeps the cycle collector off what they inherit: it would
+    # only copy those pages (each object's header is written) for nothing.
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        pending: deque[Future[SessionBuild]] = deque()
-        for ref in refs:
-            pending.append(pool.submit(build_session, *_task(ledger, ref)))
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=context, initializer=gc.freeze
+    ) as pool:
+        pending: deque[tuple[SessionTask, Future[SessionBuild]]] = deque()
+        for task in tasks:
+            pending.append((task, pool.submit(_build, task)))
             if len(pending) > workers:
-                yield pending.popleft().result()
+                done, future = pending.popleft()
+                yield done, future.result()
         while pending:
-            yield pending.popleft().result()
+            done, future = pending.popleft()
+            yield done, future.result()

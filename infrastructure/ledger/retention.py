@@ -27,7 +27,14 @@ from sqlalchemy import ColumnElement, Connection, case, delete, func, select
 
 from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
 
-__all__ = ["RetentionPolicy", "RetentionReport", "apply_retention", "ledger_size"]
+__all__ = [
+    "RetentionPolicy",
+    "RetentionReport",
+    "Watermark",
+    "apply_retention",
+    "ledger_size",
+    "raise_watermark",
+]
 
 _DAY_MS = 86_400_000
 
@@ -103,7 +110,7 @@ def _keep_newest(db: LedgerDatabase, conn: Connection, keep: int) -> int:
 
 
 def _prune(db: LedgerDatabase, conn: Connection, condition: ColumnElement[bool]) -> int:
-    events, marks = db.tables.events, db.tables.watermarks
+    events = db.tables.events
     groups = conn.execute(
         select(
             events.c.stream_id,
@@ -118,28 +125,52 @@ def _prune(db: LedgerDatabase, conn: Connection, condition: ColumnElement[bool])
     if not groups:
         return 0
     for stream_id, max_sequence, max_notification_id, some_id, count in groups:
-        statement = db.dialect.upsert(marks).values(
-            stream_id=stream_id,
-            id_prefix=some_id.rpartition(":")[0],
-            max_sequence=max_sequence,
-            max_notification_id=max_notification_id,
-            pruned_rows=count,
-        )
-        new = statement.excluded
-        conn.execute(
-            statement.on_conflict_do_update(
-                index_elements=[marks.c.stream_id],
-                set_={
-                    "max_sequence": _greatest(marks.c.max_sequence, new.max_sequence),
-                    "max_notification_id": _greatest(
-                        marks.c.max_notification_id, new.max_notification_id
-                    ),
-                    "pruned_rows": marks.c.pruned_rows + new.pruned_rows,
-                },
-            )
+        raise_watermark(
+            db,
+            conn,
+            Watermark(
+                stream_id, some_id.rpartition(":")[0], max_sequence, max_notification_id, count
+            ),
         )
     conn.execute(delete(events).where(condition))
     return int(sum(group[4] for group in groups))
+
+
+@dataclass(frozen=True)
+class Watermark:
+    """What retention removed from one stream: the highest sequence and notification id,
+    the id prefix of its events, and how many rows."""
+
+    stream_id: str
+    id_prefix: str
+    max_sequence: int
+    max_notification_id: int
+    rows: int
+
+
+def raise_watermark(db: LedgerDatabase, conn: Connection, mark: Watermark) -> None:
+    """Record that ``mark.rows`` rows of a stream are gone, up to its sequence and id."""
+    marks = db.tables.watermarks
+    statement = db.dialect.upsert(marks).values(
+        stream_id=mark.stream_id,
+        id_prefix=mark.id_prefix,
+        max_sequence=mark.max_sequence,
+        max_notification_id=mark.max_notification_id,
+        pruned_rows=mark.rows,
+    )
+    new = statement.excluded
+    conn.execute(
+        statement.on_conflict_do_update(
+            index_elements=[marks.c.stream_id],
+            set_={
+                "max_sequence": _greatest(marks.c.max_sequence, new.max_sequence),
+                "max_notification_id": _greatest(
+                    marks.c.max_notification_id, new.max_notification_id
+                ),
+                "pruned_rows": marks.c.pruned_rows + new.pruned_rows,
+            },
+        )
+    )
 
 
 def _greatest(left: Any, right: Any) -> Any:

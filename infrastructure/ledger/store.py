@@ -272,6 +272,11 @@ class RuntimeEventLedger(LedgerRecorder, LedgerReads):
                 conn.execute(delete(marks).where(marks.c.stream_id.in_(chunk)))
         return deleted
 
+    @property
+    def retention_is_held(self) -> bool:
+        """Inside :meth:`retention_held`: someone reads what is indexed before retention runs."""
+        return self._retention_held > 0
+
     @contextmanager
     def retention_held(self) -> Iterator[None]:
         """Hold automatic retention in the block, then apply it if it is due.

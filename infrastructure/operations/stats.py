@@ -21,6 +21,7 @@ from typing import Any, Final
 from pentrace.errors import UsageError
 from pentrace.infrastructure.analytics import queries
 from pentrace.infrastructure.analytics.activity_queries import OUTCOME_GROUPS, TOOL_GROUPS
+from pentrace.infrastructure.analytics.cold import cold_build
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
 from pentrace.infrastructure.analytics.failures import failure_warnings
 from pentrace.infrastructure.analytics.prices import load_prices
@@ -112,15 +113,26 @@ def prepare(
     catch_up_first: bool = True,
     sync_first: bool = False,
     env: Mapping[str, str] | None = None,
+    workers: int = 1,
 ) -> Prepared:
     """Ready the read models ``kind`` needs and open the analytics database.
 
     ``catch_up_first=False`` serves the read models as the runners left them
     (their tables are created once, empty).  ``sync_first`` indexes the traces
-    the ledger is missing before catching up.
+    the ledger is missing before catching up.  Otherwise a read model that was
+    never built, over a ledger that never held an event, is built straight
+    from the traces (:func:`~pentrace.infrastructure.analytics.cold.cold_build`,
+    in ``workers`` processes; 0 picks them) before the catch-up.
     """
     names = NEEDS[StatsQuery(kind).kind]
     left_out: list[str] = []
+    if catch_up_first and not sync_first:
+        for name in names:
+            report = cold_build(BUILTINS[name], data_root=root, env=env, workers=workers)
+            left_out += [
+                f"{f.project}/{f.agent}/{f.session_id}: cut short in {name}: {f.message}"
+                for f in (report.failures if report is not None else ())
+            ]
     if sync_first:
         ledger = open_ledger(root, env)
         try:

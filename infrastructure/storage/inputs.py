@@ -7,7 +7,9 @@ no writer cannot hang it) and anything that is not a regular file once open -
 a FIFO, ``/dev/zero`` or another device, a socket, a folder, a symlink to any
 of these - is refused with :class:`~pentrace.errors.NotRegularFileError`
 naming the path.  Inputs that must fit in memory are read with
-:func:`read_small_file`, which stops at :data:`MAX_SMALL_INPUT` bytes.
+:func:`read_small_file`, which stops at :data:`MAX_SMALL_INPUT` bytes;
+:func:`read_config_text` reads one as UTF-8 text and words every failure as a
+:class:`~pentrace.errors.ConfigError` naming the file.
 :func:`check_output_path` refuses to publish a file over anything but a
 regular file (an atomic rename over ``/dev/null`` or a FIFO would replace it).
 """
@@ -20,13 +22,14 @@ import stat
 from pathlib import Path
 from typing import BinaryIO, Final
 
-from pentrace.errors import NotRegularFileError
+from pentrace.errors import ConfigError, NotRegularFileError
 
 __all__ = [
     "MAX_SMALL_INPUT",
     "check_data_root",
     "check_output_path",
     "open_regular",
+    "read_config_text",
     "read_small_file",
 ]
 
@@ -86,6 +89,21 @@ def read_small_file(path: Path, what: str, limit: int = MAX_SMALL_INPUT) -> byte
             hint=f"check that this is the {what} you meant",
         )
     return data
+
+
+def read_config_text(path: Path, what: str, hint: str) -> str:
+    """The UTF-8 text of a small configuration file (a price table, a token file).
+
+    A file that cannot be read, or is not UTF-8, is a :class:`ConfigError` naming
+    ``what`` and the path and giving ``hint``; it never quotes the file's content.
+    """
+    try:
+        return read_small_file(path, what).decode("utf-8")
+    except UnicodeDecodeError as error:
+        found = f"bytes that are not UTF-8 (at byte {error.start})"
+    except OSError as error:
+        found = error.strerror or type(error).__name__
+    raise ConfigError(f"{what} {path}: expected a readable file, found {found}", hint=hint)
 
 
 def check_output_path(path: Path, what: str, hint: str | None = None) -> None:

@@ -10,7 +10,7 @@ from pentrace import testing as pt
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import sync
 from pentrace.infrastructure.storage.layout import DataRoot
-from tests.support import list_files_opening
+from tests.support import list_files_opening, text_turn
 
 # A and B share the token prefix "3f8", so "3f8" is ambiguous and "3f8a" is not.
 SID_A: Final = "session-2026-07-18-11-10-22-3f8a1c2d"
@@ -31,10 +31,7 @@ def commands_a() -> list[pt.Command]:
         pt.AssistantText("one file: a.txt"),
         pt.EndRequest("completed"),
         _usage(300),
-        pt.UserInput("show a.txt"),
-        pt.BeginRequest(),
-        pt.AssistantText("THIS ROUND WAS DROPPED"),
-        pt.EndRequest("aborted"),
+        *text_turn("show a.txt", "THIS ROUND WAS DROPPED", "aborted"),
         pt.BeginRequest(),
         pt.AssistantText("a.txt is empty"),
         pt.EndRequest("completed"),
@@ -46,10 +43,7 @@ def commands_b() -> list[pt.Command]:
     """Another model; the last request failed."""
     return [
         pt.StartSession(model_id="gpt-5", provider="openai"),
-        pt.UserInput("hello"),
-        pt.BeginRequest(),
-        pt.AssistantText("hi"),
-        pt.EndRequest("completed"),
+        *text_turn("hello", "hi"),
         _usage(100),
         pt.UserInput("again"),
         pt.BeginRequest(),
@@ -61,10 +55,7 @@ def commands_c() -> list[pt.Command]:
     """One turn, then a compaction that never ended (an error)."""
     return [
         pt.StartSession(),
-        pt.UserInput("build it"),
-        pt.BeginRequest(),
-        pt.AssistantText("built"),
-        pt.EndRequest("completed"),
+        *text_turn("build it", "built"),
         _usage(900),
         pt.CompactionBegin(),
     ]

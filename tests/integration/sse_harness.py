@@ -1,15 +1,15 @@
 """Real parts for the service tests: uvicorn in a subprocess, a streaming SSE client,
 and a recorder in another process writing through SessionApplication + the ledger hook.
 
-Run as a script, it is that recorder::
-
-    python -m tests.integration.sse_harness write ROOT SESSION_ID COUNT [DELAY] [BATCH]
+Run as a script, it is that recorder: :func:`writer_argv` gives its command line, the
+arguments of :func:`write_session` pickled into one word.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import queue
 import signal
 import socket
@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec
 
 import httpx
 
@@ -32,6 +32,7 @@ from tests.support import start_sample_session
 PROJECT, AGENT = "demo", "coder"
 REPO = Path(__file__).resolve().parents[2]
 PREFIX_ENV = "PENTRACE_LEDGER_TABLE_PREFIX"
+P = ParamSpec("P")
 
 
 def session_id(n: int) -> str:
@@ -315,42 +316,45 @@ def write_session(
     print("done", flush=True)
 
 
+def _in_thread(target: Callable[P, None]) -> Callable[P, threading.Thread]:
+    """``target`` called in a new thread, started (its arguments as they are)."""
+
+    def start(*args: P.args, **kwargs: P.kwargs) -> threading.Thread:
+        thread = threading.Thread(target=target, args=args, kwargs=kwargs)
+        thread.start()
+        return thread
+
+    return start
+
+
+def _as_script(target: Callable[P, None]) -> Callable[P, list[str]]:
+    """The command line of a Python process that calls ``target`` with these arguments:
+    this module run as a script (its ``__main__`` below), the call pickled into ``argv``."""
+
+    def argv(*args: P.args, **kwargs: P.kwargs) -> list[str]:
+        call = pickle.dumps((target.__name__, args, kwargs)).hex()
+        return [sys.executable, "-m", "tests.integration.sse_harness", call]
+
+    return argv
+
+
+# Record in a thread of the test process (another process than the server).
+writer_thread = _in_thread(write_session)
+# The command line of a recorder process (run it with :func:`child_env`'s environment).
+writer_argv = _as_script(write_session)
+
+
 def start_writer(
-    root: Path,
-    sid: str,
-    count: int,
-    delay: float = 0.0,
-    batch: int = 1,
-    *,
-    hang: bool = False,
-    stamp: bool = False,
-    env: Mapping[str, str] | None = None,
+    root: Path, *args: Any, env: Mapping[str, str] | None = None, **options: Any
 ) -> subprocess.Popen[bytes]:
-    """Start the recorder process (see :func:`write_session`)."""
-    mode = "hang" if hang else "stamp" if stamp else ""
-    argv = ["write", str(root), sid, str(count), str(delay), str(batch), mode]
+    """Start :func:`write_session` in another process (``root``, ``args`` and ``options``
+    are its own); ``env`` is added to the child's environment, which names its ledger."""
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.integration.sse_harness", *argv],
+        writer_argv(root, *args, **options),
         env=child_env(root, env),
         cwd=REPO,
         stdout=subprocess.PIPE,
     )
-
-
-def writer_thread(
-    root: Path,
-    sid: str,
-    count: int,
-    delay: float = 0.0,
-    batch: int = 1,
-    env: Mapping[str, str] | None = None,
-) -> threading.Thread:
-    """Record in a thread of the test process (another process than the server), started."""
-    thread = threading.Thread(
-        target=write_session, args=(root, sid, count, delay, batch), kwargs={"env": env}
-    )
-    thread.start()
-    return thread
 
 
 def finish(process: subprocess.Popen[bytes], timeout: float = 60) -> int:
@@ -415,17 +419,6 @@ def event_ids(sid: str, first: int, last: int, agent: str = AGENT) -> list[str]:
 
 
 if __name__ == "__main__":
-    _, command, root_arg, sid_arg, count_arg, *rest = sys.argv
-    assert command == "write"
-    delay_arg = float(rest[0]) if rest else 0.0
-    batch_arg = int(rest[1]) if len(rest) > 1 else 1
-    mode_arg = rest[2] if len(rest) > 2 else ""
-    write_session(
-        Path(root_arg),
-        sid_arg,
-        int(count_arg),
-        delay_arg,
-        batch_arg,
-        hang=mode_arg == "hang",
-        stamp=mode_arg == "stamp",
-    )
+    # The call `writer_argv` pickled: this module wrote it, in the test that started us.
+    name, call_args, call_kwargs = pickle.loads(bytes.fromhex(sys.argv[1]))  # noqa: S301
+    {"write_session": write_session}[name](*call_args, **call_kwargs)

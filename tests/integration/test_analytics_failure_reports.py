@@ -19,8 +19,9 @@ from pentrace.infrastructure.trace.durability import Durability
 from tests.integration.fragile_projection import Fragile
 from tests.integration.sse_harness import Server
 from tests.integration.test_analytics_failures import poisoned_row, record
-from tests.integration.test_analytics_runner import _sync, env
+from tests.integration.test_analytics_runner import env
 from tests.integration.test_session_application import Clock
+from tests.support import sync_ledger
 
 __all__ = ["env"]
 
@@ -47,7 +48,7 @@ def test_status_lists_the_failed_event_and_retry_applies_it_once_the_handler_is_
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     refs = record(tmp_path)
-    _sync(tmp_path, env)
+    sync_ledger(tmp_path, env)
     catch_up(Fragile, data_root=tmp_path, env=env)
     notification_id, sequence = poisoned_row(tmp_path, env)
 
@@ -113,7 +114,7 @@ def test_a_built_in_projection_that_skipped_an_event_makes_stats_warn_and_the_se
         ref = f"proj/agent/{handle.session_id}"
     finally:
         application.close()
-    _sync(tmp_path, env)
+    sync_ledger(tmp_path, env)
 
     code, out, err = cli(tmp_path, env, "stats", "tools", "--json")
     assert code == 0, err

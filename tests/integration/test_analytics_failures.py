@@ -20,8 +20,9 @@ from pentrace.infrastructure.analytics.runner import catch_up, open_ledger, open
 from pentrace.infrastructure.eventstore.application import SessionApplication
 from pentrace.infrastructure.trace.durability import Durability
 from tests.integration.fragile_projection import POISON, Fragile, FragileSql, Refused
-from tests.integration.test_analytics_runner import _sync, env
+from tests.integration.test_analytics_runner import env
 from tests.integration.test_session_application import Clock
+from tests.support import sync_ledger
 
 __all__ = ["env"]  # the SQLite / PostgreSQL fixture, shared with the runner's tests
 
@@ -93,7 +94,7 @@ def expected_counts(refs: list[str], skip_poison: bool) -> list[tuple[Any, ...]]
 def caught_up(root: Path, env: dict[str, str], projection: type[AnalyticsProjection]) -> list[str]:
     """Record the sessions, index them and catch ``projection`` up; the session refs."""
     refs = record(root)
-    _sync(root, env)
+    sync_ledger(root, env)
     catch_up(projection, data_root=root, env=env)
     return refs
 
@@ -189,7 +190,7 @@ def test_with_no_failure_allowed_the_projection_stops_naming_the_event_and_keeps
     tmp_path: Path, env: dict[str, str]
 ) -> None:
     refs = record(tmp_path)
-    _sync(tmp_path, env)
+    sync_ledger(tmp_path, env)
     notification_id, sequence = poisoned_row(tmp_path, env)
     strict = {**env, "PENTRACE_ANALYTICS_MAX_FAILURES": "0", "PENTRACE_ANALYTICS_BATCH_SIZE": "3"}
     with pytest.raises(AnalyticsError) as raised:

@@ -24,7 +24,7 @@ from pentrace.infrastructure.analytics.checking import dump
 from pentrace.infrastructure.analytics.rebuild import rebuild
 from pentrace.infrastructure.analytics.runner import AnalyticsRunner, catch_up, open_ledger
 from pentrace.infrastructure.ledger.indexer import sync
-from tests.support import NO_POSTGRES, POSTGRES_URL
+from tests.support import NO_POSTGRES, POSTGRES_URL, sync_ledger
 
 PG_URL = POSTGRES_URL
 
@@ -62,15 +62,7 @@ def _synced(root: Path, env: dict[str, str], numbers: Iterable[int]) -> None:
     """Write a 30-token session per number, then index them all into the ledger."""
     for number in numbers:
         _session(root, number)
-    _sync(root, env)
-
-
-def _sync(root: Path, env: dict[str, str]) -> None:
-    ledger = open_ledger(root, env)
-    try:
-        sync(ledger, root)
-    finally:
-        ledger.close()
+    sync_ledger(root, env)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

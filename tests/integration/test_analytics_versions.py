@@ -16,8 +16,8 @@ from pentrace.infrastructure.analytics.builtin.sessions import SessionActivity
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase, scheme_of
 from pentrace.infrastructure.analytics.runner import AnalyticsRunner
 from pentrace.infrastructure.storage.layout import DataRoot
-from tests.integration.test_analytics_runner import _sync, env
-from tests.support import cli_json
+from tests.integration.test_analytics_runner import env
+from tests.support import cli_json, sync_ledger
 
 __all__ = ["env"]
 
@@ -49,7 +49,7 @@ def test_read_models_of_an_older_projection_version_are_rebuilt_before_stats_rea
         monkeypatch.setenv(name, value)
     root = tmp_path / "data"
     record_demo_session(DataRoot(root), datetime(2026, 11, 28, 23, 59, 50, tzinfo=UTC))
-    _sync(root, env)
+    sync_ledger(root, env)
     wanted = {
         kind: cli_json(root, "stats", kind, "--by", "minute")
         for kind in ("requests", "tokens", "tools")

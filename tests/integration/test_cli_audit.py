@@ -18,7 +18,7 @@ from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.infrastructure.storage.modes import make_private_dirs
 from pentrace.infrastructure.trace.locking import SessionLock
 from pentrace.infrastructure.trace.writer import session_lock_path
-from tests.support import cli_raising, one_turn_session, run_pentrace
+from tests.support import assert_clean_error, cli_raising, one_turn_session, run_pentrace
 
 SID = "session-2026-07-18-11-10-22-3f8a1c2d"
 OTHER = "session-2026-07-18-11-10-22-0badcafe"
@@ -242,10 +242,7 @@ def test_all_sessions_are_audited_and_one_can_be_named_by_prefix(tmp_path: Path)
 
 def test_a_missing_session_is_a_clean_error_without_traceback(sample_root: Path) -> None:
     done = run_pentrace(sample_root, "audit", "ffff0000")
-    assert done.returncode == 1
-    assert done.stderr.startswith("error: no session id")
-    assert "hint:" in done.stderr
-    assert "Traceback" not in done.stderr
+    assert_clean_error(done, 1, "no session id")
 
 
 def test_a_completed_compaction_that_rotated_is_clean(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -130,26 +131,44 @@ def test_version_and_no_arguments(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "-V")[1] == out
 
 
+@dataclass(frozen=True)
+class Leaf:
+    """One leaf command under test, and how to call it on a data root."""
+
+    path: list[str]
+    command: Any
+    corpus: dict[str, Any]
+    capsys: pytest.CaptureFixture[str]
+
+    def args(self, out: Path) -> list[str]:
+        """Its arguments and required options on the corpus (see :func:`fill`)."""
+        return fill(self.path, self.command, self.corpus, out)
+
+    def run(self, root: Path, *argv: str) -> tuple[int, str, str]:
+        """The command on ``root`` with ``argv``: exit code, stdout, stderr."""
+        return run(self.capsys, "--data-root", str(root), *self.path[1:], *argv)
+
+
+@pytest.fixture
+def leaf(
+    request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str], corpus: dict[str, Any]
+) -> Leaf:
+    path, command = request.param
+    return Leaf(path, command, corpus, capsys)
+
+
 def over_leaves(keep: Callable[[list[str], Any], bool]) -> pytest.MarkDecorator:
-    """Parametrize a test over the leaf commands ``keep(path, command)`` selects."""
+    """Parametrize a test's ``leaf`` over the leaf commands ``keep(path, command)`` selects."""
+    chosen = [(p, c) for p, c in LEAVES if keep(p, c)]
     return pytest.mark.parametrize(
-        ("path", "command"),
-        [(p, c) for p, c in LEAVES if keep(p, c)],
-        ids=lambda v: " ".join(v) if isinstance(v, list) else "",
+        "leaf", chosen, ids=[" ".join(p) for p, _ in chosen], indirect=True
     )
 
 
 @over_leaves(lambda p, _c: " ".join(p[1:]) not in NO_ROOT_NEEDED)
-def test_a_missing_data_root_is_refused(
-    capsys: pytest.CaptureFixture[str],
-    corpus: dict[str, Any],
-    tmp_path: Path,
-    path: list[str],
-    command: Any,
-) -> None:
+def test_a_missing_data_root_is_refused(leaf: Leaf, tmp_path: Path) -> None:
     missing = tmp_path / "no-such-root"
-    args = fill(path, command, corpus, tmp_path / "out.html")
-    code, _, err = run(capsys, "--data-root", str(missing), *path[1:], *args)
+    code, _, err = leaf.run(missing, *leaf.args(tmp_path / "out.html"))
     assert code == 2, err
     assert_one_line_error(err)
     assert err.startswith(f"error: data root {missing} does not exist (from --data-root)")
@@ -162,21 +181,15 @@ def test_a_missing_data_root_is_refused(
         and " ".join(p[1:]) not in NEVER_RUN
     )
 )
-def test_json_output_is_valid_json(
-    capsys: pytest.CaptureFixture[str],
-    corpus: dict[str, Any],
-    tmp_path: Path,
-    path: list[str],
-    command: Any,
-) -> None:
+def test_json_output_is_valid_json(leaf: Leaf, tmp_path: Path) -> None:
     root = tmp_path / "data"
-    shutil.copytree(corpus["root"], root)  # some of these write (fork, import, forget)
-    args = fill(path, command, corpus, tmp_path / "out")
-    if path[1:] == ["ledger", "forget"]:  # it forgets only sessions whose traces are gone
-        for shard in root.rglob(f"{corpus['child']}_*.jsonl"):
+    shutil.copytree(leaf.corpus["root"], root)  # some of these write (fork, import, forget)
+    args = leaf.args(tmp_path / "out")
+    if leaf.path[1:] == ["ledger", "forget"]:  # it forgets only sessions whose traces are gone
+        for shard in root.rglob(f"{leaf.corpus['child']}_*.jsonl"):
             shard.unlink()
-        args = [corpus["child"], "--yes"]
-    code, out, err = run(capsys, "--data-root", str(root), *path[1:], *args, "--json")
+        args = [leaf.corpus["child"], "--yes"]
+    code, out, err = leaf.run(root, *args, "--json")
     assert code in (0, 1), err  # 1: audit's warnings, still reported as JSON
     assert "Traceback" not in err
     try:
@@ -184,6 +197,6 @@ def test_json_output_is_valid_json(
     except json.JSONDecodeError:
         # A stream (ledger tail): one document per line.
         lines = [line for line in out.splitlines() if line]
-        assert lines, f"`{' '.join(path)} --json` printed nothing"
+        assert lines, f"`{' '.join(leaf.path)} --json` printed nothing"
         for line in lines:
             json.loads(line)

@@ -52,7 +52,12 @@ def synced(root: Path, *sessions: str) -> None:
 def test_sync_is_idempotent_and_reports_counts(tmp_path: Path) -> None:
     synced(tmp_path)
     before = ledger_rows(tmp_path)
-    assert run_json(tmp_path, "sync") == {"sessions": 1, "indexed": 0, "already_held": 8}
+    assert run_json(tmp_path, "sync") == {
+        "sessions": 1,
+        "indexed": 0,
+        "already_held": 8,
+        "retention_skipped": 0,
+    }
     assert ledger_rows(tmp_path) == before
     assert "indexed 0 missing event(s), 8 already held" in run(tmp_path, "sync")
 
@@ -222,7 +227,12 @@ def test_forget_removes_the_events_of_a_session_whose_traces_were_deleted(
     }
     assert _streams(tmp_path) == {SID: 8}
     # With the traces gone, a sync does not bring them back.
-    assert run_json(tmp_path, "sync") == {"sessions": 1, "indexed": 0, "already_held": 8}
+    assert run_json(tmp_path, "sync") == {
+        "sessions": 1,
+        "indexed": 0,
+        "already_held": 8,
+        "retention_skipped": 0,
+    }
     assert _streams(tmp_path) == {SID: 8}
 
 

@@ -59,13 +59,22 @@ def test_tokens_by_model_add_up_every_request_in_the_traces(root: Path) -> None:
     assert row["cache_write"] == sum(u["cache_write"] for u in usages)
 
 
-def test_sync_indexes_what_the_ledger_is_missing_before_the_stats(tmp_path: Path) -> None:
+def test_stats_on_traces_alone_read_them_and_sync_adds_what_came_later_once(
+    tmp_path: Path,
+) -> None:
     data = tmp_path / "data"
     record_demo_session(DataRoot(data), START)  # traces only: nothing indexed yet
-    assert stats(data, "stats", "tokens")["rows"] == []
+    [row] = stats(data, "stats", "tokens")["rows"]  # built from the traces (ADR 0050)
+    first = [p["request"] for p in payloads(data) if p.get("type") == "token_usage"]
+    assert (row["key"], row["usage_records"]) == ("deepseek/deepseek-v4-pro", len(first))
+    assert stats(data, "ledger", "stats")["rows"] == 0  # the ledger was not filled for it
+    record_demo_session(DataRoot(data), START.replace(day=29))  # written after the build
+    assert stats(data, "stats", "tokens")["rows"] == [row]  # not in the ledger yet
     [row] = stats(data, "stats", "tokens", "--sync")["rows"]
     usages = [p["request"] for p in payloads(data) if p.get("type") == "token_usage"]
-    assert (row["key"], row["usage_records"]) == ("deepseek/deepseek-v4-pro", len(usages))
+    assert len(usages) > len(first)
+    assert row["usage_records"] == len(usages)  # the folded records were not counted again
+    assert row["total"] == sum(u["total"] for u in usages)
 
 
 def test_tokens_by_session_and_a_date_range_outside_the_data(root: Path) -> None:

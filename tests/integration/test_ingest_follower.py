@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
+from contextlib import closing
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -11,8 +13,10 @@ from typing import Any
 import pytest
 
 from pentrace.infrastructure.ingest import Follower
+from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import sync
 from pentrace.infrastructure.ledger.live.hook import LedgerHook
+from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.testing.render import numbered_records
 from tests.integration.ingest_harness import (
@@ -261,3 +265,28 @@ def test_two_shards_with_one_index_are_refused_as_the_reader_refuses_them(
     assert follower.scan() == 0
     assert follower.stats.errors == 1
     assert held_positions(ledger) == []
+
+
+def test_a_failed_ledger_write_is_logged_with_the_session_and_retried_on_the_next_pass(
+    root: Path, ledger: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    append(shard(root), lines(1, 2))
+    quick = DatabaseTimeouts(lock_seconds=0.05)
+    db = LedgerDatabase.for_path(ledger, timeouts=quick)
+    follower = Follower(RuntimeEventLedger(db, LedgerSettings().with_limits_off()), DataRoot(root))
+    with closing(sqlite3.connect(ledger, isolation_level=None)) as other_writer:
+        other_writer.execute("BEGIN IMMEDIATE")  # holds the write lock past the busy timeout
+        with caplog.at_level(logging.WARNING, logger="pentrace.ingest"):
+            assert follower.scan() == 0
+        other_writer.execute("ROLLBACK")
+    [failed] = [r for r in caplog.records if fields(r).get("event") == "write_failed"]
+    assert failed.levelno == logging.WARNING
+    assert {k: fields(failed)[k] for k in ("session", "project", "agent")} == {
+        "session": SESSION,
+        "project": PROJECT,
+        "agent": AGENT,
+    }
+    assert fields(failed)["hint"]
+    assert follower.stats.errors == 1
+    assert follower.scan() == 2  # not blocked: the next pass writes it
+    assert held_positions(ledger) == [1, 2]

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -59,23 +60,17 @@ def test_a_foreign_writers_records_land_in_postgres_once_across_a_restart(
         [sys.executable, str(WRITER), str(path), "1", "40"], check=True, capture_output=True
     )
     assert first.returncode == 0
-    ledger = open_pg(prefix)
-    try:
+    with closing(open_pg(prefix)) as ledger:
         assert Follower(ledger, DataRoot(root)).scan() == 40
-    finally:
-        ledger.close()
     subprocess.run(
         [sys.executable, str(WRITER), str(path), "41", "10"], check=True, capture_output=True
     )
-    again = open_pg(prefix)
-    try:
+    with closing(open_pg(prefix)) as again:
         follower = Follower(again, DataRoot(root))
         assert follower.scan() == 10
         assert follower.stats.already_held == 0
         assert positions(again) == list(range(1, 51))
         assert len(follower.cursors.load()) == 1
-    finally:
-        again.close()
 
 
 def test_a_follower_process_killed_mid_stream_resumes_from_its_cursor_exactly_once(

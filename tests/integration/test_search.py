@@ -14,7 +14,7 @@ from pentrace import testing as pt
 from pentrace.errors import SearchQueryError
 from pentrace.infrastructure.search.index import SearchIndex, SearchQuery, search_index_path
 from pentrace.infrastructure.storage.layout import DataRoot
-from tests.support import cli_ok, run_pentrace
+from tests.support import assert_clean_error, cli_ok, run_pentrace, text_turn
 
 SID = "session-2026-07-18-11-10-22-3f8a1c2d"
 OTHER = "session-2026-07-20-09-00-00-0badcafe"
@@ -32,10 +32,7 @@ def session() -> list[pt.Command]:
         pt.ToolOutput("call_1", "deployment.apps/payments restarted"),
         pt.AssistantText("restarted the payments deployment"),
         pt.EndRequest(),
-        pt.UserInput("now check the invoices queue"),
-        pt.BeginRequest(),
-        pt.AssistantText("the invoices queue is empty"),
-        pt.EndRequest(),
+        *text_turn("now check the invoices queue", "the invoices queue is empty"),
     ]
 
 
@@ -175,10 +172,7 @@ def test_bad_fts_syntax_is_a_clean_error_with_a_hint(tmp_path: Path) -> None:
     with pytest.raises(SearchQueryError, match="not valid FTS5 syntax"):
         find(tmp_path, '"unclosed')
     done = run_pentrace(tmp_path, "search", "a:b")
-    assert done.returncode == 2
-    assert done.stderr.startswith("error: the search query is not valid FTS5 syntax")
-    assert "hint: quote words" in done.stderr
-    assert "Traceback" not in done.stderr
+    assert_clean_error(done, 2, "the search query is not valid FTS5 syntax", "hint: quote words")
 
 
 def test_a_corrupt_index_is_rebuilt_not_a_crash(tmp_path: Path) -> None:
@@ -192,10 +186,10 @@ def test_a_corrupt_index_is_rebuilt_not_a_crash(tmp_path: Path) -> None:
 def test_rank_puts_the_best_match_first_among_the_newest_window(tmp_path: Path) -> None:
     commands: list[pt.Command] = [
         pt.StartSession(),
-        pt.UserInput("ledger ledger ledger compaction"),
-        pt.BeginRequest(),
-        pt.AssistantText("one ledger mention in a long sentence about many other things"),
-        pt.EndRequest(),
+        *text_turn(
+            "ledger ledger ledger compaction",
+            "one ledger mention in a long sentence about many other things",
+        ),
     ]
     write(tmp_path, commands)
     ranked = find(tmp_path, "ledger")

@@ -29,6 +29,7 @@ from pentrace.infrastructure.sessions.files import (
 from pentrace.infrastructure.storage.atomic import publish_file
 from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.infrastructure.trace.writer import open_session_writer
+from tests.support import text_turn
 
 PROJECT, AGENT = "proj", "agent"
 SID = "session-2026-07-18-11-10-22-3f8a1c2d"
@@ -45,10 +46,7 @@ ROUND: list[pt.Command] = [
 ]
 COMPACTION: list[pt.Command] = [
     pt.CompactionBegin("context", "summarize"),
-    pt.UserInput("Summarize"),
-    pt.BeginRequest(),
-    pt.AssistantText("[summary]done so far[/summary]"),
-    pt.EndRequest("completed"),
+    *text_turn("Summarize", "[summary]done so far[/summary]"),
     pt.CompactionEnd("context", "summarize", "completed"),
 ]
 

@@ -18,7 +18,7 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, NotSupportedError, StoredEvent
 from eventsourcing.utils import get_topic
 
-from pentrace.domain.session.aggregate import Session
+from pentrace import testing as pt
 from pentrace.domain.session.events import (
     RecordAppended,
     RequestBegan,
@@ -227,16 +227,7 @@ def test_a_stock_application_selects_the_trace_store_by_persistence_module(
     }
     now = datetime(2026, 7, 18, tzinfo=UTC)
     with Application[str](env=env) as app:
-        session = Session.start(
-            "s",
-            now=now,
-            provider="p",
-            model_id="m",
-            model_context_window=1,
-            system_prompt="",
-            agent_state="/a",
-            workspace="/w",
-        )
+        session = pt.start_session(pt.StartSession(), session_id="s", now=now)
         session.record_user_input("hi", now=now)
         app.save(session)
         assert app.repository.get("s") == session

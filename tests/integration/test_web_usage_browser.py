@@ -12,9 +12,9 @@ import pytest
 
 from tests.integration.browser import NEEDS_BROWSER, chromium
 from tests.integration.sse_harness import Server
-from tests.integration.test_analytics_runner import _sync
 from tests.integration.usage_corpus import REVIEWER, build_recent_corpus
 from tests.integration.web_browser import WIDTHS, screenshot
+from tests.support import sync_ledger
 
 pytestmark = NEEDS_BROWSER
 
@@ -23,7 +23,7 @@ pytestmark = NEEDS_BROWSER
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     root = tmp_path_factory.mktemp("usage") / "data"
     build_recent_corpus(root, datetime.now(UTC))
-    _sync(root, {})
+    sync_ledger(root, {})
     running = Server(root).start()
     yield running
     running.stop()

@@ -19,9 +19,9 @@ import httpx
 import pytest
 
 from tests.integration.sse_harness import Server
-from tests.integration.test_analytics_runner import _sync, env
+from tests.integration.test_analytics_runner import env
 from tests.integration.usage_corpus import REVIEWER, REVIEWER_MODEL, build_recent_corpus
-from tests.support import cli_json
+from tests.support import cli_json, sync_ledger
 
 __all__ = ["env"]
 
@@ -41,7 +41,7 @@ def served(
 ) -> Iterator[tuple[Server, Path]]:
     root = tmp_path / "data"
     build_recent_corpus(root, datetime.now(UTC))
-    _sync(root, env)
+    sync_ledger(root, env)
     for name, value in env.items():  # the in-process `pentrace stats` reads the same stores
         monkeypatch.setenv(name, value)
     server = Server(root, env=env).start()

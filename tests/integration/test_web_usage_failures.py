@@ -12,8 +12,9 @@ import pytest
 from pentrace.infrastructure.eventstore.application import SessionApplication
 from pentrace.infrastructure.trace.durability import Durability
 from tests.integration.sse_harness import Server
-from tests.integration.test_analytics_runner import _sync, env
+from tests.integration.test_analytics_runner import env
 from tests.integration.test_session_application import Clock
+from tests.support import sync_ledger
 
 __all__ = ["env"]
 
@@ -46,12 +47,12 @@ def test_the_usage_page_warns_that_its_figures_leave_out_a_skipped_event(
     if "PENTRACE_LEDGER_URL" not in env:
         pytest.skip("only PostgreSQL enforces the length that makes the handler fail")
     _record(tmp_path, "exec_command")
-    _sync(tmp_path, env)
+    sync_ledger(tmp_path, env)
     server = Server(tmp_path, env=env).start()
     try:
         clean = httpx.get(f"{server.url}/web/usage?range=all", timeout=30)
         ref = _record(tmp_path, "t" * 300)  # longer than tool_daily.tool holds
-        _sync(tmp_path, env)
+        sync_ledger(tmp_path, env)
         warned = httpx.get(f"{server.url}/web/usage?range=all", timeout=30)
     finally:
         server.stop()

@@ -24,7 +24,7 @@ from sqlalchemy import select
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.storage.layout import DataRoot
 from tests.integration.ingest_harness import WRITER, wait_until
-from tests.integration.sse_harness import child_env, free_port
+from tests.integration.sse_harness import child_env, free_port, writer_argv
 from tests.multihost.netns import Host, Network
 
 TOKEN = "multihost-test-token"  # a test server's bearer token
@@ -141,11 +141,9 @@ def pentrace_writer(
     network: Network, host: Host, root: Path, session: str, turns: int, pause: float
 ) -> subprocess.Popen[bytes]:
     """pentrace's own recorder on ``host`` (its live ledger: a local SQLite file)."""
-    argv = [sys.executable, "-m", "tests.integration.sse_harness", "write", str(root), session]
-    argv += [str(turns), str(pause), "1", ""]
     env = child_env(root)
     env.pop("PENTRACE_LEDGER_URL", None)
-    return network.spawn(host, argv, env=env)
+    return network.spawn(host, writer_argv(root, session, turns, pause), env=env)
 
 
 def trace_lengths(root: Path) -> dict[str, int]:

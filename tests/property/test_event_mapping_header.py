@@ -84,13 +84,13 @@ def _reference(record: TraceRecord, **options: Any) -> bytes:
         payload=payload,
         time_ms=event_mapping.time_ms_of(record, 0),
         sequence=position,
-        category=event_mapping._partial_category(record),
+        category=event_mapping.partial_category(record),
         stream_id=key.stream_id,
-        scope=event_mapping._scope(
+        scope=event_mapping.record_scope(
             record, payload, session_id, options["project"], options["agent"], options["directory"]
         ),
-        correlation=event_mapping._correlation(record, payload),
-        actor=event_mapping._actor(record, payload, options["agent"]),
+        correlation=event_mapping.record_correlation(record, payload),
+        actor=event_mapping.record_actor(record, payload, options["agent"]),
         projections={"opencode": {"id": f"{event_type}:{session_id}:{anchor}", "type": event_type}},
         home=options["home"],
     )

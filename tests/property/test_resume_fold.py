@@ -19,6 +19,7 @@ from pentrace.projections import pairing, resume, summary, synthetic
 from pentrace.projections.resume import ResumeResult, resume_trace
 from pentrace.projections.synthetic import SyntheticRecord
 from tests.property.resume_oracle import oracle
+from tests.support import BOUNDED_PROPERTY
 from tests.unit.resume_builders import (
     begin,
     call,
@@ -63,7 +64,7 @@ _any_record: st.SearchStrategy[Any] = st.one_of(
 any_trace = st.lists(_any_record, max_size=40)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(BOUNDED_PROPERTY, max_examples=150)
 @given(any_trace, st.booleans())
 def test_folding_is_deterministic_whatever_the_input(trace: list[Any], strict: bool) -> None:
     first = observed(resume_trace(records(trace), strict_pairing=strict))
@@ -71,7 +72,7 @@ def test_folding_is_deterministic_whatever_the_input(trace: list[Any], strict: b
     assert first == again
 
 
-@settings(max_examples=150, deadline=None)
+@settings(BOUNDED_PROPERTY, max_examples=150)
 @given(any_trace, st.booleans())
 def test_a_completed_round_after_resume_sends_exactly_the_carry_over(
     trace: list[Any], strict: bool
@@ -120,7 +121,7 @@ def _as_oracle(result: ResumeResult) -> dict[str, Any]:
     }
 
 
-@settings(max_examples=300, deadline=None)
+@settings(BOUNDED_PROPERTY, max_examples=300)
 @given(st.lists(_any_record, max_size=60), st.booleans())
 def test_the_fold_agrees_with_a_literal_port_of_the_reference(
     trace: list[Any], close: bool
@@ -289,7 +290,7 @@ def _committed_outputs(read: list[TraceRecord]) -> list[bytes]:
     return committed
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(BOUNDED_PROPERTY, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 @given(legal_session(), st.data())
 def test_a_crashed_legal_session_resumes_to_committed_rounds_with_every_call_answered(
     trace: list[Any], data: st.DataObject
@@ -310,7 +311,7 @@ def test_a_crashed_legal_session_resumes_to_committed_rounds_with_every_call_ans
     assert observed(resume_trace(read, strict_pairing=True)) == observed(result)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(BOUNDED_PROPERTY, max_examples=300)
 @given(any_trace)
 def test_strict_pairing_answers_every_call_exactly_once_whatever_the_input(
     trace: list[Any],

@@ -57,6 +57,7 @@ from tests.property.resume_model import (
     shown_messages,
     surviving_records,
 )
+from tests.support import BOUNDED_PROPERTY
 
 PROJECT, AGENT, SID = "proj", "agent", DEFAULT_SESSION_ID
 STATUSES = st.sampled_from(("completed",) * 3 + c.STOP_STATUSES[1:])
@@ -396,9 +397,9 @@ class ResumeLegality(RuleBasedStateMachine):
 
 
 ResumeLegality.TestCase.settings = settings(
+    BOUNDED_PROPERTY,
     max_examples=40,
     stateful_step_count=40,
-    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestResumeLegality = ResumeLegality.TestCase

@@ -103,7 +103,7 @@ def test_no_file_means_the_built_in_rules_and_an_empty_variable_means_no_file(
     [
         (
             '[[rules]]\nid = "broken"\nregex = "acme_[0-9"\n',
-            r"rule 'broken' \(rules\[0\]\) does not",
+            r"rule 'broken' \(rules\[0\] at line 1\) does not",
         ),
         ('[[rules]]\nid = "Bad Id"\nregex = "x"\n', r"rules\.0\.id"),
         ('[[rules]]\nid = "g"\nregex = "x"\ngroup = 2\n', r"rule 'g' .* hides group 2"),

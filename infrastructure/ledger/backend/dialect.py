@@ -96,6 +96,12 @@ class LedgerDialect(Protocol):
         that is the backend's cheapest bulk write (None: bulk rows take the row inserter)."""
         ...
 
+    def skip_ids(self, conn: Connection, table: str, count: int) -> int:
+        """Hand ``count`` notification ids of ``table`` to no row, inside a write
+        transaction; returns the id before them (rows a sync leaves out because
+        retention would delete them keep their place in the order)."""
+        ...
+
     def upsert(self, table: Table) -> Any:
         """An ``INSERT`` of ``table`` that supports ``on_conflict_do_update``."""
         ...

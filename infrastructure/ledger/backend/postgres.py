@@ -126,6 +126,16 @@ class PostgresDialect:
         """See :meth:`.dialect.LedgerDialect.bulk_insert`."""
         return None  # unnest in the row inserter is faster than executemany here
 
+    def skip_ids(self, conn: Connection, table: str, count: int) -> int:
+        """See :meth:`.dialect.LedgerDialect.skip_ids`: the serial sequence moves on (the
+        write lock keeps every other writer from taking ids meanwhile)."""
+        sequence = f"pg_get_serial_sequence('{table}', 'notification_id')"
+        last = conn.execute(
+            text(f"SELECT setval({sequence}, nextval({sequence}) + :count - 1)"),
+            {"count": count},
+        ).scalar_one()
+        return int(last) - count
+
     def upsert(self, table: Table) -> Any:
         """PostgreSQL's ``INSERT ... ON CONFLICT``."""
         return pg_insert(table)

@@ -209,6 +209,23 @@ class SQLiteDialect:
             f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
         )
 
+    def skip_ids(self, conn: Connection, table: str, count: int) -> int:
+        """See :meth:`.dialect.LedgerDialect.skip_ids`: AUTOINCREMENT's counter moves on."""
+        seq = conn.exec_driver_sql(
+            "SELECT seq FROM sqlite_sequence WHERE name = ?", (table,)
+        ).scalar_one_or_none()
+        highest = conn.exec_driver_sql(f"SELECT MAX(rowid) FROM {table}").scalar_one_or_none()
+        last = max(int(seq or 0), int(highest or 0))
+        if seq is None:
+            conn.exec_driver_sql(
+                "INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", (table, last + count)
+            )
+        else:
+            conn.exec_driver_sql(
+                "UPDATE sqlite_sequence SET seq = ? WHERE name = ?", (last + count, table)
+            )
+        return last
+
     def upsert(self, table: Table) -> Any:
         """SQLite's ``INSERT ... ON CONFLICT``."""
         return sqlite_insert(table)

@@ -1,0 +1,116 @@
+"""A session's unredacted candidate envelopes, with the parts its events share built once.
+
+:meth:`SessionEvents.encoded <pentrace.domain.runtime.session_events.SessionEvents.encoded>`
+screens the *candidate* of each record, the envelope built with nothing
+redacted (``event_from_record(..., redacting=False)``).  Most records of a
+session differ only in their position, time, payload, correlation and the
+opencode projection: their payload holds none of the keys the header reads
+(``BODY_READS``), so the header (type to subject, stream id, scope, actor)
+depends on the event type, the actor and the session alone.
+:class:`Candidates` keeps one header per such combination for the session
+and fills in the rest per record; a record of any other shape (no payload
+object, a payload the header reads) takes ``event_from_record`` itself.
+Both give the same envelope: property tests and the bulk benchmark's
+corpus hold them to the same bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from pentrace.domain.records import TraceRecord
+from pentrace.domain.runtime.envelope import SCHEMA_VERSION, Header, Privacy, RuntimeEvent
+from pentrace.domain.runtime.header import envelope_header
+from pentrace.domain.runtime.mapping import (
+    event_type_for,
+    partial_category,
+    record_actor,
+    record_correlation,
+    record_scope,
+    time_ms_of,
+)
+from pentrace.domain.runtime.scope import BODY_READS
+from pentrace.domain.session.key import SessionKey
+
+__all__ = ["Candidates"]
+
+_PUBLIC: Final = "public"
+_MAX_HEADERS: Final = 256
+# The provider part of the header key of a record that is not a session_meta.
+_NOT_META: Final = object()
+
+
+class Candidates:
+    """The candidate envelopes of one session's records (see the module docstring)."""
+
+    def __init__(self, key: SessionKey) -> None:
+        self.key = key
+        self._stream = key.stream_id
+        self._id_prefix = f"{key.id_prefix}:"
+        self._anchor_middle = f":{key.session_id}:"
+        self._headers: dict[tuple[Any, ...], Header] = {}
+
+    def candidate(
+        self, position: int, record: TraceRecord, directory: str | None
+    ) -> RuntimeEvent | None:
+        """``event_from_record(..., redacting=False)`` of the record, or None for an odd shape."""
+        value = record.value()
+        payload = value.get("payload") if type(value) is dict else None
+        if type(payload) is not dict or not BODY_READS.isdisjoint(payload):
+            return None
+        event_type = event_type_for(record, position)
+        header = self._header(event_type, record, payload, directory)
+        tool_call_id = record.tool_call_id
+        anchor = tool_call_id if isinstance(tool_call_id, str) and tool_call_id else position
+        return RuntimeEvent(
+            f"{self._id_prefix}{position:08d}",
+            SCHEMA_VERSION,
+            header.type,
+            header.category,
+            header.source,
+            header.subject,
+            time_ms_of(record),
+            header.stream_id,
+            position,
+            dict(header.scope),
+            record_correlation(record, payload),
+            dict(header.actor),
+            Privacy(_PUBLIC, False, []),
+            dict(payload),
+            {
+                "opencode": {
+                    "id": f"{event_type}{self._anchor_middle}{anchor}",
+                    "type": event_type,
+                }
+            },
+        )
+
+    def _header(
+        self, event_type: str, record: TraceRecord, payload: dict[str, Any], directory: str | None
+    ) -> Header:
+        # What the header depends on when the payload holds no key it reads: the
+        # event type, the partial's category, the actor, the directory and a
+        # session_meta's provider.  Strings and None, so the key is exact.
+        actor = record_actor(record, payload, self.key.agent)
+        category = partial_category(record)
+        provider: object = _NOT_META
+        if record.kind == "session_meta":
+            given = payload.get("provider")
+            provider = given if isinstance(given, str) else None
+        key = (event_type, category, actor["type"], actor["id"], directory, provider)
+        header = self._headers.get(key)
+        if header is None:
+            session, project, agent = self.key.session_id, self.key.project, self.key.agent
+            header = envelope_header(
+                event_type=event_type,
+                body=payload,
+                category=category,
+                stream_id=self._stream,
+                scope=record_scope(record, payload, session, project, agent, directory),
+                actor=actor,
+                redacting=False,
+            )
+            if len(self._headers) >= _MAX_HEADERS:
+                self._headers.clear()
+            self._headers[key] = header
+        return header
