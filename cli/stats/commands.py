@@ -47,7 +47,9 @@ RequestsByOption = Annotated[
 ]
 ToolsByOption = Annotated[
     str | None,
-    unshown("--by", help="Also list each tool per agent, project, day, hour or minute (UTC)."),
+    unshown(
+        "--by", help="Also list each tool per model, agent, project, day, hour or minute (UTC)."
+    ),
 ]
 
 
@@ -57,8 +59,9 @@ def tokens_command(call: StatCall) -> None:
 
     Example: pentrace stats tokens --by agent --since 2026-11-01 --plot tokens.png
     """
-    db = call.ready("tokens")
-    rows = document(db, StatsQuery("tokens", call.by, call.since, call.until))["rows"]
+    query = StatsQuery("tokens", call.by, call.since, call.until)
+    db = call.ready(query)
+    rows = document(db, query)["rows"]
     if call.plot is not None:
         tokens_plot(db, call.by, call.since, call.until, rows, call.plot)
     call.done(
@@ -75,8 +78,9 @@ def cost_command(call: StatCall, prices: PricesOption = None) -> None:
     Example: pentrace stats cost --by day --prices ~/prices.toml --plot cost.svg
     """
     load_prices(prices)  # a bad price table is refused before any catching up
-    db = call.ready("cost")
-    value = document(db, StatsQuery("cost", call.by, call.since, call.until, prices))
+    query = StatsQuery("cost", call.by, call.since, call.until, prices)
+    db = call.ready(query)
+    value = document(db, query)
     rows = value["rows"]
     if call.plot is not None:
         cost_plot(db, call.by, call.since, call.until, rows, value["currency"], call.plot)
@@ -97,8 +101,9 @@ def tools_command(call: StatCall) -> None:
 
     Example: pentrace stats tools --by hour --since today --json
     """
-    db = call.ready("tools")
-    value = document(db, StatsQuery("tools", call.by or None, call.since, call.until))
+    query = StatsQuery("tools", call.by or None, call.since, call.until)
+    db = call.ready(query)
+    value = document(db, query)
     if call.plot is not None:
         tools_plot(db, call.since, call.until, value["tools"], call.plot)
     names = ("calls", "failures", "aborts", "timeouts", "truncations", "unanswered")
@@ -118,8 +123,9 @@ def requests_command(call: StatCall) -> None:
 
     Example: pentrace stats requests --by model --since 2026-11-28
     """
-    db = call.ready("requests")
-    value = document(db, StatsQuery("requests", call.by or None, call.since, call.until))
+    query = StatsQuery("requests", call.by or None, call.since, call.until)
+    db = call.ready(query)
+    value = document(db, query)
     rows: list[list[Any]] = [["request", s, n] for s, n in value["requests"].items()]
     rows.append(["retries", "", value["retries"]])
     rows += [
@@ -146,8 +152,9 @@ def sessions_command(call: StatCall) -> None:
 
     Example: pentrace stats sessions --by agent
     """
-    db = call.ready("sessions")
-    rows = document(db, StatsQuery("sessions", call.by, call.since, call.until))["rows"]
+    query = StatsQuery("sessions", call.by, call.since, call.until)
+    db = call.ready(query)
+    rows = document(db, query)["rows"]
     names = ("sessions", "turns", "requests", "model_switches", "mean_duration_s", "max_duration_s")
     call.done(
         {"by": call.by, "rows": pick_fields(rows, call.fields, ("key", *names))},
@@ -162,8 +169,9 @@ def tree_command(call: StatCall) -> None:
 
     Example: pentrace stats tree --json
     """
-    db = call.ready("tree")
-    roots = document(db, StatsQuery("tree", since=call.since, until=call.until))["trees"]
+    query = StatsQuery("tree", since=call.since, until=call.until)
+    db = call.ready(query)
+    roots = document(db, query)["trees"]
     rows: list[list[Any]] = []
 
     def walk(node: dict[str, Any], depth: int) -> None:

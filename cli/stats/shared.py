@@ -30,7 +30,7 @@ from pentrace.cli.options import (
 from pentrace.cli.output import emit_json, emit_table
 from pentrace.cli.sessions.args import JsonOption, data_root
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase
-from pentrace.infrastructure.operations.stats import prepare
+from pentrace.infrastructure.operations.stats import StatsQuery, prepare
 
 __all__ = ["StatCall", "done", "stat_command"]
 
@@ -90,11 +90,13 @@ class StatCall:
     plot: Path | None
     do_sync: bool
 
-    def ready(self, kind: str) -> AnalyticsDatabase:
-        """The analytics database, its projections for ``kind`` caught up (``--sync``: the
-        ledger first); warnings about incomplete numbers go to stderr."""
+    def ready(self, query: StatsQuery) -> AnalyticsDatabase:
+        """The analytics database, its projections for ``query`` caught up (``--sync``: the
+        ledger first); warnings about incomplete numbers go to stderr.  Building ``query``
+        first refused a bad ``--by``, so nothing waits for a catch-up only to fail."""
         # workers=0: a large cold build folds the traces on every core (ADR 0050).
-        prepared = prepare(data_root(self.ctx).path, kind, sync_first=self.do_sync, workers=0)
+        root = data_root(self.ctx).path
+        prepared = prepare(root, query.kind, sync_first=self.do_sync, workers=0)
         self.ctx.call_on_close(prepared.db.close)  # a PostgreSQL pool would otherwise linger
         for message in prepared.warnings:  # ADR 0032: numbers incomplete
             typer.echo(f"warning: {message}", err=True)

@@ -18,7 +18,7 @@ from pentrace.projections.session_numbers import model_name
 __all__ = ["OUTCOME_GROUPS", "TOOL_COUNTS", "TOOL_GROUPS", "outcomes", "requests", "tools"]
 
 OUTCOME_GROUPS: Final = ("model", "provider", "agent", "project", "day", "hour", "minute")
-TOOL_GROUPS: Final = ("agent", "project", "day", "hour", "minute")
+TOOL_GROUPS: Final = ("model", "agent", "project", "day", "hour", "minute")
 TOOL_COUNTS: Final = ("calls", "failures", "aborts", "timeouts", "truncations")
 
 
@@ -133,29 +133,34 @@ def tools(
     until: str | None = None,
     *,
     agent: str | None = None,
+    model: str | None = None,
     by: str | None = None,
 ) -> dict[str, Any]:
-    """Per tool: calls, failures, aborts, timeouts, truncations, unanswered; and approvals.
+    """Per tool: calls, failures, aborts, timeouts, truncations, unanswered; and approvals
+    (``model``: one model's calls, from ``tool_minutes``; approvals are not kept per model).
 
     ``by`` adds ``rows``: the counts per group and tool, with ``failure_rate`` None
-    where a group had no call (hour and minute from ``tool_minutes``).
+    where a group had no call (hour, minute and model from ``tool_minutes``).
     """
-    where, params = _days(since, until, agent=agent)
-    sums = ", ".join(f"SUM({name}) AS {name}" for name in TOOL_COUNTS)
-    rows = _rows(db, f"SELECT tool, {sums} FROM tool_daily{where} GROUP BY tool", params)
+    fine = model is not None or is_fine(None, since, until)
+    where, params = _days(since, until, "minute" if fine else "day", agent=agent)
     open_where = where + (" AND " if where else " WHERE ") + "answered IS NULL"
-    unanswered = {
-        row["tool"]: int(row["n"])
-        for row in _rows(
-            db, f"SELECT tool, COUNT(*) AS n FROM tool_open{open_where} GROUP BY tool", params
-        )
-    }
+    unanswered: dict[str, int] = {}
+    for row in _rows(
+        db,
+        f"SELECT tool, provider, model, COUNT(*) AS n FROM tool_open{open_where} "
+        "GROUP BY tool, provider, model",
+        params,
+    ):
+        if model in (None, model_name(row["provider"], row["model"]) or "unknown"):
+            unanswered[row["tool"]] = unanswered.get(row["tool"], 0) + int(row["n"])
     result = []
-    for row in sorted(rows, key=lambda r: str(r["tool"])):
-        counts = {name: int(row[name] or 0) for name in TOOL_COUNTS}
+    for row in _tool_counts(db, None, since, until, agent, model):
+        counts = {name: row[name] for name in TOOL_COUNTS}
         counts["unanswered"] = unanswered.get(row["tool"], 0)
         rate = counts["failures"] / counts["calls"] if counts["calls"] else 0.0
         result.append({"tool": row["tool"], **counts, "failure_rate": round(rate, 4)})
+    where, params = _days(since, until, agent=agent)
     approvals = {
         row["decision"]: int(row["n"])
         for row in _rows(
@@ -167,26 +172,49 @@ def tools(
     document: dict[str, Any] = {"tools": result, "approvals": dict(sorted(approvals.items()))}
     if by is not None:
         document["by"] = by
-        document["rows"] = _tool_rows(db, by, since, until, agent)
+        document["rows"] = [
+            {**row, "failure_rate": _rate(row["failures"], row["calls"])}
+            for row in _tool_counts(db, by, since, until, agent, model)
+        ]
     return document
 
 
-def _tool_rows(
-    db: AnalyticsDatabase, by: str, since: str | None, until: str | None, agent: str | None
+def _tool_counts(
+    db: AnalyticsDatabase,
+    by: str | None,
+    since: str | None,
+    until: str | None,
+    agent: str | None,
+    model: str | None,
 ) -> list[dict[str, Any]]:
-    fine = is_fine(by, since, until)
-    column = _column(by, TOOL_GROUPS, minutes=fine)
+    """The summed counts per tool (and group, as ``key``, when ``by`` is given), in order;
+    from ``tool_minutes`` when the grouping, a bound or ``model`` needs it, else
+    ``tool_daily``."""
+    fine = model is not None or by == "model" or is_fine(by, since, until)
     table, time = ("tool_minutes", "minute") if fine else ("tool_daily", "day")
+    groups = ["tool", "provider", "model"] if fine else ["tool"]
+    picked = list(groups)
+    if by is not None:
+        column = _column(by, TOOL_GROUPS, minutes=fine)
+        groups.insert(0, column)
+        picked.insert(0, f"{column} AS key")
     where, params = _days(since, until, time, agent=agent)
     sums = ", ".join(f"SUM({name}) AS {name}" for name in TOOL_COUNTS)
     found = _rows(
         db,
-        f"SELECT {column} AS key, tool, {sums} FROM {table}{where} GROUP BY {column}, tool",
+        f"SELECT {', '.join(picked)}, {sums} FROM {table}{where} GROUP BY {', '.join(groups)}",
         params,
     )
-    out = []
-    for row in sorted(found, key=lambda r: (str(r["key"]), str(r["tool"]))):
-        counts = {name: int(row[name] or 0) for name in TOOL_COUNTS}
-        rate = _rate(counts["failures"], counts["calls"])
-        out.append({"key": row["key"], "tool": row["tool"], **counts, "failure_rate": rate})
-    return out
+    merged: dict[tuple[str, str], dict[str, int]] = {}
+    for row in found:
+        name = (model_name(row["provider"], row["model"]) or "unknown") if fine else ""
+        if model is not None and name != model:
+            continue
+        key = name if by == "model" else str(row.get("key", ""))
+        entry = merged.setdefault((key, str(row["tool"])), dict.fromkeys(TOOL_COUNTS, 0))
+        for count in TOOL_COUNTS:
+            entry[count] += int(row[count] or 0)
+    return [
+        {**({"key": key} if by is not None else {}), "tool": tool, **counts}
+        for (key, tool), counts in sorted(merged.items())
+    ]

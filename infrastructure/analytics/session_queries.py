@@ -6,14 +6,16 @@ Part of :mod:`pentrace.infrastructure.analytics.queries`, which re-exports it.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import Any, Final
 
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase
 from pentrace.infrastructure.analytics.query_rows import column_of as _column
 from pentrace.infrastructure.analytics.query_rows import rows_of as _rows
 from pentrace.projections.session_numbers import model_name
 
-__all__ = ["sessions", "tree"]
+__all__ = ["SESSION_GROUPS", "sessions", "tree"]
+
+SESSION_GROUPS: Final = ("model", "provider", "agent", "project", "day", "session")
 
 
 def _session_rows(
@@ -35,7 +37,7 @@ def sessions(
     db: AnalyticsDatabase, by: str = "day", since: str | None = None, until: str | None = None
 ) -> list[dict[str, Any]]:
     """Per group: sessions, turns, requests, model switches, mean and longest duration (s)."""
-    column = _column(by, ("model", "provider", "agent", "project", "day", "session"))
+    column = _column(by, SESSION_GROUPS)
     groups: dict[Any, list[dict[str, Any]]] = defaultdict(list)
     for row in _session_rows(db, since, until):
         key = row[column]

@@ -20,16 +20,20 @@ from typing import Any, Final
 
 from pentrace.errors import UsageError
 from pentrace.infrastructure.analytics import queries
+from pentrace.infrastructure.analytics.activity_queries import OUTCOME_GROUPS, TOOL_GROUPS
 from pentrace.infrastructure.analytics.cold import cold_build
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
 from pentrace.infrastructure.analytics.failures import failure_warnings
 from pentrace.infrastructure.analytics.prices import load_prices
+from pentrace.infrastructure.analytics.query_rows import GROUPS, column_of
 from pentrace.infrastructure.analytics.registry import BUILTINS
 from pentrace.infrastructure.analytics.runner import catch_up, open_ledger, open_projection
+from pentrace.infrastructure.analytics.session_queries import SESSION_GROUPS
 from pentrace.infrastructure.ledger.indexer import sync
 
 __all__ = [
     "DEFAULT_BY",
+    "GROUPINGS",
     "NEEDS",
     "Prepared",
     "StatsQuery",
@@ -53,9 +57,20 @@ DEFAULT_BY: Final[Mapping[str, str]] = {"tokens": "model", "cost": "model", "ses
 """The grouping of the kinds that group, when none is asked for."""
 
 
+GROUPINGS: Final[Mapping[str, tuple[str, ...]]] = {
+    "tokens": tuple(GROUPS),
+    "cost": tuple(GROUPS),
+    "tools": TOOL_GROUPS,
+    "requests": OUTCOME_GROUPS,
+    "sessions": SESSION_GROUPS,
+}
+"""The groupings (``--by``) of the kinds that group (``tree`` does not)."""
+
+
 @dataclass(frozen=True, slots=True)
 class StatsQuery:
-    """One stat: its kind, grouping, inclusive UTC days and (``cost``) the price table."""
+    """One stat: its kind, grouping, inclusive UTC days and (``cost``) the price table; a
+    kind or grouping that does not exist is a :class:`~pentrace.errors.UsageError`."""
 
     kind: str
     by: str | None = None
@@ -69,6 +84,9 @@ class StatsQuery:
                 f"stats kind: expected one of {', '.join(NEEDS)}, found {self.kind[:30]!r}",
                 hint="for example: tokens, grouped by model",
             )
+        if self.by is not None and self.kind in GROUPINGS:
+            # Checked here, before any catching up, which can take long on a big data root.
+            column_of(self.by, GROUPINGS[self.kind], minutes=True)
 
 
 @dataclass(frozen=True, slots=True)

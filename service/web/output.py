@@ -68,7 +68,11 @@ async def output_route(request: Request) -> Response:
         )
     raw = bool(params.flag(request, "raw"))
     if raw:
-        need_token(request, "the verbatim tool output (raw=1)")
+        need_token(
+            request,
+            "the verbatim tool output (raw=1)",
+            "open the output without raw=1, redacted",
+        )
     reference = "/".join(params.path_text(request, n) for n in ("project", "agent", "session_id"))
     data = await context.run(_read, context, reference, name)
     body = data if raw else str(redact(data.decode("utf-8", "replace")).value).encode()

@@ -242,7 +242,11 @@ async def record_route(request: Request) -> Response:
     position = path_number(request, "position", "a record position (1, 2, ...)", 1)
     raw = bool(params.flag(request, "raw"))
     if raw:
-        need_token(request, "the verbatim record (raw=1)")
+        need_token(
+            request,
+            "the verbatim record (raw=1)",
+            "open the record without raw=1, redacted",
+        )
     value = await context.run(_record, context, _reference(request), position)
     shown = value if raw else redact(value).value
     return JSONResponse(

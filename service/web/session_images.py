@@ -172,7 +172,11 @@ async def image_route(request: Request) -> Response:
     index = path_number(request, "index", "an image number within the record (0, 1, ...)", 0)
     raw = bool(params.flag(request, "raw"))
     if raw:
-        need_token(request, "the verbatim image (raw=1)")
+        need_token(
+            request,
+            "the verbatim image (raw=1)",
+            "load the image without raw=1, from the redacted record",
+        )
     reference = "/".join(params.path_text(request, n) for n in ("project", "agent", "session_id"))
     data, media_type, key = await context.run(_load, context, reference, position, index, raw)
     digest = hashlib.sha256(f"{key}\n{position}\n{index}\n".encode() + data).hexdigest()[:32]

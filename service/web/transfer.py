@@ -42,14 +42,15 @@ _CHUNK: Final = 256 * 1024
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-def need_token(request: Request, what: str) -> None:
-    """Refuse (403) a request that did not carry the bearer token: ``what`` needs it."""
+def need_token(request: Request, what: str, instead: str) -> None:
+    """Refuse (403) a request that did not carry the bearer token: ``what`` needs it;
+    ``instead`` opens the hint with what the caller can have without it."""
     if not authenticated(request.scope):
         raise Forbidden(
             f"{what} needs the bearer token: expected a request with "
             "`Authorization: Bearer <token>`, found none",
-            hint="use the redacted export, or start the server with PENTRACE_API_TOKEN "
-            "(or --token-file) and reach it through a proxy that adds the header",
+            hint=f"{instead}, or start the server with PENTRACE_API_TOKEN (or --token-file) "
+            "and log in at /web/login (a script sends the header)",
         )
 
 
@@ -80,7 +81,7 @@ async def export_route(request: Request) -> Response:
     context: ServiceContext = request.app.state.context
     kind = params.choice(request, "format", _FORMATS) or "redacted"
     if kind != "redacted":
-        need_token(request, f"the verbatim export (format={kind})")
+        need_token(request, f"the verbatim export (format={kind})", "download the redacted export")
     reference = "/".join(params.path_text(request, n) for n in ("project", "agent", "session_id"))
     name, spool = await context.run(_export, context, reference, kind)
     media = "application/gzip" if kind == "archive" else "application/x-ndjson"
@@ -106,7 +107,7 @@ def _import(context: ServiceContext, project: str, agent: str, source: Path) -> 
 
 async def import_route(request: Request) -> Response:
     """``POST /web/import``: the body is the trace file."""
-    need_token(request, "importing a trace")
+    need_token(request, "importing a trace", "import it on the server with `pentrace import`")
     context: ServiceContext = request.app.state.context
     project, agent = params.text(request, "project"), params.text(request, "agent")
     if not project or not agent:

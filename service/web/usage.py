@@ -18,6 +18,7 @@ from typing import Any, Final
 from starlette.requests import Request
 from starlette.responses import Response
 
+from pentrace.errors import UsageError
 from pentrace.infrastructure.analytics import queries
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase
 from pentrace.infrastructure.analytics.failures import failure_warnings
@@ -26,11 +27,12 @@ from pentrace.service.analytics_routes import open_read_models
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
 from pentrace.service.web.layout import PREFIX, esc, number, page
-from pentrace.service.web.usage_axis import RANGES, Window, window
+from pentrace.service.web.usage_axis import RANGES, Window, custom_range, moment, window
 from pentrace.service.web.usage_charts import KINDS, Counts, UsageSeries, rate, usage_charts
 
 __all__ = ["figures", "usage_page"]
 
+_Bounds = tuple[datetime | None, datetime | None]  # a custom range's start and end
 _TOP: Final = 4  # series drawn by name per chart; the rest are summed as one
 _PROJECTIONS: Final = ("tokens", "tools", "sessions")
 _RANGE_NAMES: Final = {
@@ -40,7 +42,7 @@ _RANGE_NAMES: Final = {
     "30d": "last 30 days",
     "90d": "last 90 days",
     "all": "all time",
-    "custom": "custom days",
+    "custom": "custom range",
 }
 
 
@@ -101,7 +103,7 @@ def _read_series(
     for row in queries.cost(db, prices, by, since, until, agent=agent, model=model):
         bucket = series.bucket(row["key"])
         series.cost[bucket] = series.cost.get(bucket, 0.0) + row["cost"]
-    for row in queries.tools(db, since, until, agent=agent, by=by)["rows"]:
+    for row in queries.tools(db, since, until, agent=agent, model=model, by=by)["rows"]:
         tools = series.tools.setdefault(series.bucket(row["key"]), {})
         entry = tools.setdefault(str(row["tool"]), [0.0, 0.0])
         entry[0] += row["calls"]
@@ -117,18 +119,27 @@ def _first_day(db: AnalyticsDatabase) -> date | None:
     return date.fromisoformat(min(days)) if days else None
 
 
-def _read(context: ServiceContext, choice: dict[str, Any]) -> dict[str, Any]:
+def _read(
+    context: ServiceContext, choice: dict[str, Any], bounds: _Bounds | None
+) -> dict[str, Any]:
+    """The page's figures; ``bounds`` is the custom range's start and end, None when the
+    range was refused (the cards and filters still show)."""
     db = open_read_models(context, _PROJECTIONS, True)
     try:
         prices, now = load_prices(), datetime.now(UTC)
         today = now.date()
         agent, model = choice["agent"], choice["model"]
-        win = window(
-            choice["range"],
-            now,
-            since=date.fromisoformat(choice["since"]) if choice["since"] else None,
-            until=date.fromisoformat(choice["until"]) if choice["until"] else None,
-            first_active=_first_day(db) if choice["range"] in ("all", "custom") else None,
+        first, last = bounds or (None, None)
+        win = (
+            None
+            if bounds is None
+            else window(
+                choice["range"],
+                now,
+                start=first,
+                end=last,
+                first_active=_first_day(db) if choice["range"] in ("all", "custom") else None,
+            )
         )
         cards = {
             name: figures(db, prices, start, today.isoformat(), agent, model)
@@ -186,11 +197,29 @@ def _form(choice: dict[str, Any], agents: list[str], models: list[str]) -> str:
         f"{select('agent', agents, 'agent')}{select('model', models, 'model')}"
         f'<label>range <select name="range" data-preset>{ranges}</select></label>'
         + "".join(
-            f'<label data-custom>{n} <input name="{n}" type="date" '
-            f'value="{esc(choice[n] or "")}"></label>'
-            for n in ("since", "until")
+            f"<label data-custom>{label} (UTC) {_bound_input(n, choice[n])}</label>"
+            for n, label in (("since", "from"), ("until", "to"))
         )
         + '<button type="submit">Apply</button></form>'
+    )
+
+
+def _bound_input(name: str, raw: str | None) -> str:
+    """A custom bound's field: a minute picker showing the bound, or, for a value it cannot
+    show (one the page refused), a text field keeping it as typed so it can be corrected."""
+    try:
+        bound = moment(raw, name, end=name == "until")
+    except UsageError:
+        return f'<input name="{name}" type="text" value="{esc(raw or "")}" aria-invalid="true">'
+    value = "" if bound is None else bound.strftime("%Y-%m-%dT%H:%M")
+    return f'<input name="{name}" type="datetime-local" step="60" value="{value}">'
+
+
+def _refused(error: UsageError) -> str:
+    """Why a custom range was refused, above the form's kept input."""
+    return (
+        '<section class="incomplete" role="alert" aria-label="refused range" data-refused>'
+        f"<p><b>{esc(error.message)}</b></p><p>{esc(error.hint or '')}</p></section>"
     )
 
 
@@ -214,19 +243,31 @@ async def usage_page(request: Request) -> Response:
         "agent": params.text(request, "agent"),
         "model": params.text(request, "model"),
         "range": params.choice(request, "range", RANGES) or "30d",
-        "since": params.day(request, "since"),
-        "until": params.day(request, "until"),
+        "since": params.text(request, "since", max_chars=40),
+        "until": params.text(request, "until", max_chars=40),
     }
-    data = await context.run(_read, context, choice)
+    refused = None
+    bounds: _Bounds | None = (None, None)
+    if choice["range"] == "custom":
+        try:
+            bounds = custom_range(choice["since"], choice["until"], datetime.now(UTC))
+        except UsageError as error:
+            refused, bounds = error, None
+    data = await context.run(_read, context, choice, bounds)
     body = [
         _form(choice, data["agents"], data["models"]),
+        *([_refused(refused)] if refused else []),
         *_warnings(data["warnings"]),
         '<p class="meta">Figures from the analytics read models (the same as '
-        "<code>pentrace stats</code>), in UTC. The model filter applies to requests, tokens "
-        "and cost; tool calls are not kept per model.</p>",
+        "<code>pentrace stats</code>), in UTC. The model filter applies to every chart: a "
+        "request, its tokens and a tool call count under the session's model at the time.</p>",
         '<div class="cards">',
         *(_card(name, value, data["currency"]) for name, value in data["cards"].items()),
         "</div>",
-        *usage_charts(data["series"], _RANGE_NAMES[str(choice["range"])], data["currency"]),
+        *(
+            []
+            if refused
+            else usage_charts(data["series"], _RANGE_NAMES[str(choice["range"])], data["currency"])
+        ),
     ]
-    return page("Usage", "usage", body)
+    return page("Usage", "usage", body, status=400 if refused else 200)

@@ -1,6 +1,11 @@
 """The Usage page's shared time axis: which bucket size a range gets, the buckets, and which
 of them are kept (active) with a break mark where inactive ones were skipped.
 
+A custom range runs from a start minute to an end minute (``since`` / ``until``:
+``YYYY-MM-DDTHH:MM`` in UTC, or a day ``YYYY-MM-DD``: the start of that day, or
+as the end the whole day), and gets its bucket size from its length as the
+presets do (:func:`span_size`).
+
 Everything is in UTC, so there is no daylight-saving hour to skip or repeat.  A
 bucket is named by the key the read-model queries group by (``--by minute``:
 ``YYYY-MM-DDTHH:MM``, ``hour``: ``YYYY-MM-DDTHH``, ``day``: ``YYYY-MM-DD``); a
@@ -9,16 +14,35 @@ week or a month is the day it starts on, clamped to the range's first day.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Final
 
-__all__ = ["QUERY_BY", "RANGES", "Window", "axis", "bucket_of", "label", "size_for", "window"]
+from pentrace.errors import UsageError
+
+__all__ = [
+    "QUERY_BY",
+    "RANGES",
+    "Window",
+    "axis",
+    "bucket_of",
+    "custom_range",
+    "label",
+    "moment",
+    "size_for",
+    "span_size",
+    "window",
+]
 
 RANGES: Final = ("1h", "24h", "7d", "30d", "90d", "all", "custom")
 # The grouping each bucket size is read with; weeks and months are folded from days.
 QUERY_BY: Final = {"minute": "minute", "hour": "hour", "day": "day", "week": "day", "month": "day"}
 _RANGE_DAYS: Final = {"7d": 7, "30d": 30, "90d": 90}
+_MOMENT: Final = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2})(?:[T ]([0-9]{2}:[0-9]{2})(:[0-9]{2})?)?")
+_MINUTE: Final = timedelta(minutes=1)
+_MINUTE_FORM: Final = "%Y-%m-%dT%H:%M"
+_LONGEST: Final = timedelta(days=36_525)  # a hundred years: 1,200 month buckets at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +64,61 @@ def size_for(days: int) -> str:
     if days <= 31:
         return "day"
     return "week" if days <= 200 else "month"
+
+
+def span_size(span: timedelta) -> str:
+    """The bucket size of a custom range as long as ``span``: minutes up to two hours,
+    hours up to one day, then as :func:`size_for` its days (begun days count)."""
+    if span <= timedelta(hours=2):
+        return "minute"
+    if span <= timedelta(days=1):
+        return "hour"
+    return size_for(-(-span // timedelta(days=1)))
+
+
+def moment(raw: str | None, name: str, *, end: bool) -> datetime | None:
+    """A custom range's bound as typed: ``YYYY-MM-DDTHH:MM`` (seconds, if any, dropped) or a
+    day ``YYYY-MM-DD`` (its start; as the ``end``, the start of the next day, so the day is
+    in the range), read as UTC; None when not given.  A bad value is a
+    :class:`~pentrace.errors.UsageError` naming ``name``."""
+    if raw is None:
+        return None
+    found = _MOMENT.fullmatch(raw)
+    try:
+        if found is None:
+            raise ValueError(raw)
+        day = date.fromisoformat(found[1])
+        if found[2] is None:
+            start = datetime(day.year, day.month, day.day, tzinfo=UTC)
+            return start + timedelta(days=1) if end else start
+        hour, minute = (int(part) for part in found[2].split(":"))
+        return datetime(day.year, day.month, day.day, hour, minute, tzinfo=UTC)
+    except (ValueError, OverflowError):
+        raise UsageError(
+            f"{name}: expected a UTC time YYYY-MM-DDTHH:MM or a day YYYY-MM-DD, found {raw[:40]!r}",
+            hint=f"for example {name}=2026-11-28T09:30",
+        ) from None
+
+
+def custom_range(
+    since: str | None, until: str | None, now: datetime
+) -> tuple[datetime | None, datetime | None]:
+    """The start and end of a custom range as typed (:func:`moment`), checked: the end after
+    the start, at most a hundred years between them (the end defaults to ``now``)."""
+    start, end = moment(since, "since", end=False), moment(until, "until", end=True)
+    if start is not None and end is not None and end <= start:
+        raise UsageError(
+            f"custom range: expected the end after the start, found the end {until!r} "
+            f"not after the start {since!r}",
+            hint="pick an end later than the start (a day as the end includes that day)",
+        )
+    if start is not None and (end or now) - start > _LONGEST:
+        raise UsageError(
+            f"custom range: expected at most a hundred years, found {since!r} to "
+            f"{until or 'now'!r}",
+            hint="pick a later start",
+        )
+    return start, end
 
 
 def bucket_of(size: str, key: str, first: date) -> str:
@@ -66,44 +145,65 @@ def _days(first: date, last: date, size: str) -> Window:
     return Window(size, keys, first.isoformat(), last.isoformat())
 
 
+def _custom(start: datetime, end: datetime) -> Window:
+    """The window of ``start`` (inclusive) to ``end`` (exclusive), whole UTC minutes."""
+    size = span_size(end - start)
+    last = end - _MINUTE
+    if size in ("minute", "hour"):
+        step = _MINUTE if size == "minute" else timedelta(hours=1)
+        first = start if size == "minute" else start.replace(minute=0)
+        count = (last - first) // step + 1
+        form = _MINUTE_FORM if size == "minute" else "%Y-%m-%dT%H"
+        keys = tuple((first + step * n).strftime(form) for n in range(count))
+        return Window(size, keys, start.strftime(_MINUTE_FORM), last.strftime(_MINUTE_FORM))
+    days = _days(start.date(), last.date(), size)
+    if start.time() == end.time() == datetime.min.time():
+        return days  # whole days: the per-day read models answer
+    return Window(size, days.keys, start.strftime(_MINUTE_FORM), last.strftime(_MINUTE_FORM))
+
+
 def window(
     name: str,
     now: datetime,
     *,
-    since: date | None = None,
-    until: date | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
     first_active: date | None = None,
 ) -> Window | None:
     """The window of a range preset at ``now`` (UTC): ``1h`` is the last 60 minutes by
     minute, ``24h`` the last 24 hours by hour; ``all`` runs from ``first_active`` (the first
-    day with data) and ``custom`` from ``since`` to ``until`` (default today).  None when the
-    range holds no day (no data at all, or ``since`` after ``until``)."""
+    day with data) to today, and ``custom`` from ``start`` (default ``first_active``) to
+    ``end`` (exclusive; default the end of the current minute).  None when the range holds
+    nothing (no data at all, or ``start`` not before ``end``)."""
     today = now.date()
     if name in ("1h", "24h"):
         minutes = name == "1h"
-        step = timedelta(minutes=1) if minutes else timedelta(hours=1)
-        end = now.replace(second=0, microsecond=0)
+        step = _MINUTE if minutes else timedelta(hours=1)
+        latest = now.replace(second=0, microsecond=0)
         if not minutes:
-            end = end.replace(minute=0)
+            latest = latest.replace(minute=0)
         count = 60 if minutes else 24
-        starts = [end - step * (count - 1 - n) for n in range(count)]
-        form = "%Y-%m-%dT%H:%M" if minutes else "%Y-%m-%dT%H"
-        keys = tuple(start.strftime(form) for start in starts)
-        last = end + step - timedelta(minutes=1)
+        starts = [latest - step * (count - 1 - n) for n in range(count)]
+        form = _MINUTE_FORM if minutes else "%Y-%m-%dT%H"
+        keys = tuple(begin.strftime(form) for begin in starts)
+        last = latest + step - _MINUTE
         return Window(
             "minute" if minutes else "hour",
             keys,
-            starts[0].strftime("%Y-%m-%dT%H:%M"),
-            last.strftime("%Y-%m-%dT%H:%M"),
+            starts[0].strftime(_MINUTE_FORM),
+            last.strftime(_MINUTE_FORM),
         )
     if name in _RANGE_DAYS:
         first = today - timedelta(_RANGE_DAYS[name] - 1)
         return _days(first, today, size_for(_RANGE_DAYS[name]))
-    first_day = since if name == "custom" and since is not None else first_active
-    last_day = until if name == "custom" and until is not None else today
-    if first_day is None or first_day > last_day:
+    if name == "custom":
+        if start is None and first_active is not None:
+            start = datetime(first_active.year, first_active.month, first_active.day, tzinfo=UTC)
+        end = end or now.replace(second=0, microsecond=0) + _MINUTE
+        return None if start is None or start >= end else _custom(start, end)
+    if first_active is None or first_active > today:
         return None
-    return _days(first_day, last_day, size_for((last_day - first_day).days + 1))
+    return _days(first_active, today, size_for((today - first_active).days + 1))
 
 
 def axis(keys: tuple[str, ...], active: set[str]) -> tuple[list[str], list[bool]]:

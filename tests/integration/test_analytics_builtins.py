@@ -65,10 +65,17 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
         _event("goal_finished", outcome="blocked", rounds=3, tokens_used=180),
     ]  # fmt: skip
     write_shards(data, "proj", "agent", PARENT, [_lines(PARENT, "m1", parent)])
-    switched = [*_lines(PARENT, "m2", [])[:1], envelope_line("2026-11-28T09:01:00.000Z",
-                *_event("request_begin")), envelope_line("2026-11-28T09:01:01.000Z",
-                *_event("request_end", status="completed")), envelope_line(
-                "2026-11-28T09:01:02.000Z", *_usage(7))]  # fmt: skip
+    # The second shard switches to m2; its tool call counts under m2.
+    switched = [*_lines(PARENT, "m2", [])[:1]] + [
+        envelope_line(f"2026-11-28T09:01:{time}Z", *line)
+        for time, line in (
+            ("00.000", _event("request_begin")),
+            ("00.200", _call("e", "grep")),
+            ("00.400", _output("e", "", "failed")),
+            ("01.000", _event("request_end", status="completed")),
+            ("02.000", _usage(7)),
+        )
+    ]
     write_shards(data, "proj", "agent", PARENT, [_lines(PARENT, "m1", parent), switched])
     child = [_event("request_begin"), _event("request_end", status="completed"), _usage(20)]
     write_shards(data, "proj", "helper", CHILD, [_lines(CHILD, "m1", child)])
@@ -93,6 +100,17 @@ def test_tool_counters_truncations_unanswered_calls_and_approvals(root: Path) ->
     }  # fmt: skip
     assert (tools["web"]["calls"], tools["web"]["aborts"], tools["web"]["unanswered"]) == (2, 1, 1)
     assert document["approvals"] == {"allow": 1, "forbidden": 1}
+
+
+def test_tool_calls_count_under_the_sessions_model_at_the_time_of_the_call(root: Path) -> None:
+    rows = stats(root, "tools", "--by", "model")["rows"]
+    found = {(row["key"], row["tool"]): (row["calls"], row["failures"]) for row in rows}
+    assert found == {("p/m1", "sh"): (2, 1), ("p/m1", "web"): (2, 1), ("p/m2", "grep"): (1, 1)}
+    assert {row["tool"]: row["calls"] for row in stats(root, "tools")["tools"]} == {
+        "grep": 1,
+        "sh": 2,
+        "web": 2,
+    }
 
 
 def test_requests_retries_compactions_goals_and_turns(root: Path) -> None:

@@ -21,12 +21,16 @@ from tests.support import cli_json, sync_ledger
 
 __all__ = ["env"]
 
-# What version 1 of the built-ins lacked: the per-minute tables and two columns.
+# What version 1 of the built-ins lacked: the per-minute tables and two columns ...
 _VERSION_1 = (
     "DROP TABLE act_minutes",
     "DROP TABLE tok_minutes",
     "DROP TABLE tool_minutes",
     "ALTER TABLE tool_open DROP COLUMN minute",
+    # ... and version 2 of `tools` the calls per model.
+    "DROP TABLE tool_sessions",
+    "ALTER TABLE tool_open DROP COLUMN provider",
+    "ALTER TABLE tool_open DROP COLUMN model",
     "ALTER TABLE act_sessions DROP COLUMN current_provider",
     # Version 1 recorded the key scheme alone.
     "UPDATE analytics_identity SET scheme = '2'",

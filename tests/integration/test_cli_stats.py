@@ -218,3 +218,34 @@ def test_stats_sync_is_not_tripped_by_the_retention_of_its_own_sync(
     assert ledger["rows"] == 5
     # A second run prunes nothing of its own either, and sees the same numbers.
     assert stats(tmp_path, "stats", "tokens", "--sync", "--by", "model") == document
+
+
+def test_a_bad_grouping_is_refused_before_any_projection_catches_up(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "data"
+    record_demo_session(DataRoot(data), START)
+    assert CliRunner().invoke(app, ["--data-root", str(data), "ledger", "sync"]).exit_code == 0
+    capsys.readouterr()
+    refused = {
+        "tokens": ("colour", "model, provider, agent, project, day, session, hour, minute"),
+        "cost": ("colour", "model, provider, agent, project, day, session, hour, minute"),
+        "tools": ("session", "model, agent, project, day, hour, minute"),
+        "requests": ("session", "model, provider, agent, project, day, hour, minute"),
+        "sessions": ("hour", "model, provider, agent, project, day, session"),
+    }
+    for kind, (by, allowed) in refused.items():
+        with pytest.raises(SystemExit) as exit_info:
+            main(["--data-root", str(data), "stats", kind, "--by", by])
+        assert exit_info.value.code == 2, kind
+        err = capsys.readouterr().err.splitlines()
+        # ADR 0025: one error line naming the option, the value and the choices; a hint.
+        assert err[0] == f"error: --by: expected one of {allowed}, found {by!r}", kind
+        assert err[1].startswith("hint: for example --by "), kind
+    # Nothing was caught up: every built-in is still behind the ledger.
+    status = stats(data, "projections", "status")["projections"]
+    assert {row["name"]: row["behind"] > 0 for row in status} == {
+        "tokens": True,
+        "tools": True,
+        "sessions": True,
+    }

@@ -173,6 +173,11 @@ def test_raw_images_and_raw_records_answer_403_without_the_token_and_serve_with_
         assert "needs the bearer token" in _error(refused)
         assert SECRET not in refused.text
     assert "verbatim record (raw=1)" in _error(raw_record)
+    # Each refusal's hint names what can be had without the token, not the export.
+    hints = [refused.json()["error"]["hint"] for refused in (raw_record, raw_image)]
+    assert hints[0].startswith("open the record without raw=1, redacted, or start the server")
+    assert hints[1].startswith("load the image without raw=1, from the redacted record, or ")
+    assert not any("export" in hint for hint in hints)
 
     guarded = Server(
         corpus.root.path,

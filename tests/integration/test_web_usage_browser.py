@@ -5,7 +5,7 @@ build/screenshots/), with break marks and hover values, and nothing wider than t
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -73,3 +73,33 @@ def test_last_hour_shows_minute_buckets_and_last_24_hours_hour_buckets(
     finally:
         context.close()
     assert errors == []
+
+
+def test_a_custom_range_picked_to_the_minute_gets_minute_buckets(
+    server: Server, browser: Any
+) -> None:
+    context = browser.new_context(viewport={"width": WIDTHS[0][0], "height": WIDTHS[0][1]})
+    page = context.new_page()
+    try:
+        page.goto(server.url + "/web/usage")
+        assert page.locator("input[name=since]").is_hidden()  # only for a custom range
+        page.select_option("select[name=range]", "custom")
+        now = datetime.now(UTC)
+        start, end = now - timedelta(minutes=45), now + timedelta(minutes=1)
+        page.fill("input[name=since]", f"{start:%Y-%m-%dT%H:%M}")
+        page.fill("input[name=until]", f"{end:%Y-%m-%dT%H:%M}")
+        page.click("form.filters button[type=submit]")
+        page.wait_for_url("**range=custom**")
+        axis = page.locator("p.axis")
+        assert axis.get_attribute("data-size") == "minute"
+        assert axis.get_attribute("data-since") == f"{start:%Y-%m-%dT%H:%M}"
+        assert page.locator("table.buckets tbody tr").count() >= 3
+        # An end before the start is explained, and the picked values stay in the form.
+        page.fill("input[name=until]", f"{start - timedelta(minutes=5):%Y-%m-%dT%H:%M}")
+        page.click("form.filters button[type=submit]")
+        page.wait_for_load_state()
+        assert "expected the end after the start" in page.locator("[data-refused]").inner_text()
+        assert page.input_value("input[name=since]") == f"{start:%Y-%m-%dT%H:%M}"
+        screenshot(page, "usage-custom-refused", WIDTHS[0][0])
+    finally:
+        context.close()

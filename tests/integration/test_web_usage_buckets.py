@@ -11,7 +11,7 @@ import itertools
 import re
 from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +120,55 @@ def test_the_last_hour_and_day_buckets_agree_with_pentrace_stats(
         assert page.count('<g class="break">') == 5 * (len(rows) - 1 - _adjacent(rows))
 
 
+@pytest.mark.parametrize(("back", "size"), [(timedelta(minutes=50), "minute"), (None, "hour")])
+def test_a_custom_range_in_minutes_gets_its_bucket_from_its_length_and_agrees_with_stats(
+    served: tuple[Server, Path], back: timedelta | None, size: str
+) -> None:
+    server, root = served
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    # 50 minutes back, or from the whole hour six hours back (so its first bucket is a
+    # whole hour, as `stats --by hour` counts it), to the end of the current minute.
+    start = now - back if back else (now - timedelta(hours=6)).replace(minute=0)
+    end = now + timedelta(minutes=1)
+    query = f"range=custom&since={start:%Y-%m-%dT%H:%M}&until={end:%Y-%m-%dT%H:%M}"
+    page = _page(server, query)
+    (found_size, since, until), rows = _buckets(page)
+    assert (found_size, since, until) == (size, f"{start:%Y-%m-%dT%H:%M}", f"{now:%Y-%m-%dT%H:%M}")
+    assert f'value="{start:%Y-%m-%dT%H:%M}"' in page  # the form shows the range it drew
+    expected = _stats_buckets(root, size, since, until)
+    assert len(expected) >= 3
+    assert {key: (*row[:3], round(row[3], 6), *row[4:]) for key, row in rows.items()} == expected
+
+
+@pytest.mark.parametrize(
+    ("since", "until", "message"),
+    [
+        ("2026-11-28T10:00", "2026-11-28T09:00", "expected the end after the start"),
+        ("2026-11-28T10:00", "2026-11-28T10:00", "expected the end after the start"),
+        ("yesterday", "2026-11-28T09:00", "since: expected a UTC time YYYY-MM-DDTHH:MM"),
+        ("2026-11-28T10:00", "2026-02-30T09:00", "until: expected a UTC time YYYY-MM-DDTHH:MM"),
+    ],
+)
+def test_a_bad_custom_range_is_explained_on_the_page_with_the_input_kept(
+    served: tuple[Server, Path], since: str, until: str, message: str
+) -> None:
+    server, _root = served
+    answer = httpx.get(
+        f"{server.url}/web/usage",
+        params={"range": "custom", "since": since, "until": until},
+        timeout=60,
+    )
+    assert answer.status_code == 400
+    page = answer.text
+    assert 'role="alert" aria-label="refused range"' in page
+    assert message in page
+    assert "Traceback" not in page
+    assert _AXIS.search(page) is None  # no chart of a range that is not one
+    assert 'data-card="all time"' in page  # the rest of the page still shows
+    for value in (since, until):
+        assert f'value="{value}"' in page  # kept as typed, to be corrected
+
+
 def _adjacent(rows: dict[str, tuple[Any, ...]]) -> int:
     """How many kept minutes directly follow the kept minute before them."""
     keys = sorted(datetime.fromisoformat(key).replace(tzinfo=UTC) for key in rows)
@@ -140,6 +189,33 @@ def test_the_model_filter_gives_the_requests_and_success_rate_stats_gives_per_mo
     assert f"{reviewer['success_rate'] * 100:.1f}% completed" in page
     by_agent = {r["key"]: r for r in cli_json(root, "stats", "requests", "--by", "agent")["rows"]}
     assert by_agent[REVIEWER[1]]["requests"] == reviewer["requests"]  # one model per agent here
+
+
+def test_the_model_filter_gives_the_tool_calls_stats_tools_counts_per_model(
+    served: tuple[Server, Path],
+) -> None:
+    server, root = served
+    per_model: dict[str, Counter[str]] = {}
+    for row in cli_json(root, "stats", "tools", "--by", "model")["rows"]:
+        counts = per_model.setdefault(row["key"], Counter())
+        counts.update(calls=row["calls"], failures=row["failures"])
+    # The demo's model has a failed call, the reviewer's model only calls that succeed.
+    assert per_model[REVIEWER_MODEL]["calls"] > 0 == per_model[REVIEWER_MODEL]["failures"]
+    assert sum(c["failures"] for c in per_model.values()) > 0
+    # The last 24 hours hold every call of the corpus; the page keeps one model's calls in
+    # each bucket, and the models' buckets add up to the unfiltered ones.
+    _axis, whole = _buckets(_page(server, "range=24h"))
+    summed: Counter[str] = Counter()
+    for name, counts in per_model.items():
+        _axis, rows = _buckets(_page(server, f"range=24h&model={name}"))
+        assert sum(row[4] for row in rows.values()) == counts["calls"], name
+        assert sum(row[5] for row in rows.values()) == counts["failures"], name
+        for key, row in rows.items():
+            summed.update({f"{key} calls": row[4], f"{key} failures": row[5]})
+    expected: Counter[str] = Counter()
+    for key, row in whole.items():
+        expected.update({f"{key} calls": row[4], f"{key} failures": row[5]})
+    assert +summed == +expected
 
 
 def test_the_minute_tables_add_up_to_the_day_tables(served: tuple[Server, Path]) -> None:

@@ -7,8 +7,20 @@ from __future__ import annotations
 import re
 from datetime import UTC, date, datetime, timedelta
 
+import pytest
+
+from pentrace.errors import UsageError
 from pentrace.projections.analytics.events import minute_of
-from pentrace.service.web.usage_axis import axis, bucket_of, label, size_for, window
+from pentrace.service.web.usage_axis import (
+    axis,
+    bucket_of,
+    custom_range,
+    label,
+    moment,
+    size_for,
+    span_size,
+    window,
+)
 from pentrace.service.web.usage_charts import UsageSeries, usage_charts
 
 
@@ -66,7 +78,7 @@ def test_the_bucket_size_grows_with_the_range() -> None:
         "30d": "day",
         "90d": "week",
     }
-    one_day = window("custom", now, since=date(2026, 11, 3), until=date(2026, 11, 3))
+    one_day = window("custom", now, start=_at("2026-11-03T00:00"), end=_at("2026-11-04T00:00"))
     assert one_day is not None
     assert (one_day.size, len(one_day.keys), one_day.keys[0]) == ("hour", 24, "2026-11-03T00")
     assert [size_for(n) for n in (1, 2, 31, 32, 200, 201)] == [
@@ -78,7 +90,98 @@ def test_the_bucket_size_grows_with_the_range() -> None:
         "month",
     ]
     assert window("all", now, first_active=None) is None  # no data at all
-    assert window("custom", now, since=date(2026, 12, 5), until=date(2026, 12, 1)) is None
+    later, earlier = datetime(2026, 12, 5, tzinfo=UTC), datetime(2026, 12, 1, tzinfo=UTC)
+    assert window("custom", now, start=later, end=earlier) is None
+
+
+def _at(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def test_a_custom_bound_is_a_utc_minute_or_a_day() -> None:
+    assert moment("2026-11-28T09:30", "since", end=False) == _at("2026-11-28T09:30")
+    assert moment("2026-11-28 09:30:45", "since", end=False) == _at("2026-11-28T09:30")
+    # A day starts the range at its midnight; as the end it takes the whole day in.
+    assert moment("2026-11-28", "since", end=False) == _at("2026-11-28T00:00")
+    assert moment("2026-11-28", "until", end=True) == _at("2026-11-29T00:00")
+    assert moment("2026-12-31", "until", end=True) == _at("2027-01-01T00:00")
+    assert moment(None, "since", end=False) is None
+    for bad in ("yesterday", "2026-02-30", "2026-11-28T24:00", "2026-11-28T09:30Z", "9999-12-31"):
+        with pytest.raises(UsageError) as refused:
+            moment(bad, "until", end=True)
+        assert refused.value.message.startswith("until: expected a UTC time YYYY-MM-DDTHH:MM")
+        assert repr(bad) in refused.value.message
+        assert refused.value.hint == "for example until=2026-11-28T09:30"
+
+
+def test_a_custom_range_needs_its_end_after_its_start_and_at_most_a_century() -> None:
+    now = _at("2026-11-29T12:00")
+    assert custom_range("2026-11-28T09:30", "2026-11-28T09:31", now) == (
+        _at("2026-11-28T09:30"),
+        _at("2026-11-28T09:31"),
+    )
+    assert custom_range(None, None, now) == (None, None)
+    assert custom_range("2026-11-28", "2026-11-28", now) == (
+        _at("2026-11-28T00:00"),
+        _at("2026-11-29T00:00"),
+    )
+    for since, until in (("2026-11-28T09:30", "2026-11-28T09:30"), ("2026-11-28", "2026-11-27")):
+        with pytest.raises(UsageError, match="expected the end after the start") as refused:
+            custom_range(since, until, now)
+        assert f"the end {until!r} not after the start {since!r}" in refused.value.message
+    with pytest.raises(UsageError, match="at most a hundred years"):
+        custom_range("1900-01-01", None, now)
+    with pytest.raises(UsageError, match="until: expected a UTC time"):
+        custom_range("2026-11-28", "soon", now)
+
+
+def test_a_custom_range_gets_its_bucket_size_from_its_length() -> None:
+    minutes = [1, 120, 121, 1440, 1441, 31 * 1440, 31 * 1440 + 1, 200 * 1440, 200 * 1440 + 1]
+    assert [span_size(timedelta(minutes=n)) for n in minutes] == [
+        "minute",
+        "minute",
+        "hour",
+        "hour",
+        "day",
+        "day",
+        "week",
+        "week",
+        "month",
+    ]
+    now = _at("2026-11-29T12:00")
+    cases = {
+        # Half an hour across midnight: 30 minute buckets, the end minute left out.
+        ("2026-11-28T23:45", "2026-11-29T00:15"): (
+            ("minute", 30, "2026-11-28T23:45", "2026-11-29T00:14"),
+            ("2026-11-28T23:45", "2026-11-29T00:14"),
+        ),
+        # Five and a half hours: hours from the start's hour; the bounds stay minutes.
+        ("2026-11-28T09:30", "2026-11-28T15:00"): (
+            ("hour", 6, "2026-11-28T09", "2026-11-28T14"),
+            ("2026-11-28T09:30", "2026-11-28T14:59"),
+        ),
+        # Days cut at a minute keep minute bounds; whole days are read as days.
+        ("2026-11-01T09:30", "2026-11-05T08:00"): (
+            ("day", 5, "2026-11-01", "2026-11-05"),
+            ("2026-11-01T09:30", "2026-11-05T07:59"),
+        ),
+        ("2026-11-01T00:00", "2026-11-05T00:00"): (
+            ("day", 4, "2026-11-01", "2026-11-04"),
+            ("2026-11-01", "2026-11-04"),
+        ),
+    }
+    for (since, until), (buckets, bounds) in cases.items():
+        win = window("custom", now, start=_at(since), end=_at(until))
+        assert win is not None
+        assert (win.size, len(win.keys), win.keys[0], win.keys[-1]) == buckets, since
+        assert (win.since, win.until) == bounds, since
+    across = window("custom", now, start=_at("2026-11-28T23:45"), end=_at("2026-11-29T00:15"))
+    assert across is not None
+    assert across.keys[14:16] == ("2026-11-28T23:59", "2026-11-29T00:00")
+    # No start: from the first day with data; no end: to the end of the current minute.
+    win = window("custom", now, first_active=date(2026, 11, 29))
+    assert win is not None
+    assert (win.size, win.since, win.until) == ("hour", "2026-11-29T00:00", "2026-11-29T12:00")
 
 
 def test_weeks_and_months_start_on_their_first_day_clamped_to_the_range() -> None:

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pentrace.infrastructure.analytics.api import AnalyticsProjection, handles
+from pentrace.infrastructure.analytics.api import handles
+from pentrace.infrastructure.analytics.builtin.models import SessionModels
 from pentrace.infrastructure.analytics.readmodel import Transaction
 from pentrace.projections.analytics.events import AnalyticsEvent
 from pentrace.projections.analytics.rules import token_delta
@@ -26,7 +27,7 @@ __all__ = ["TokenUse"]
 _COUNTS = "input BIGINT, output BIGINT, cache_read BIGINT, cache_write BIGINT, total BIGINT"
 
 
-class TokenUse(AnalyticsProjection):
+class TokenUse(SessionModels):
     """Token counts from ``token.usage.updated``, attributed to the session's model at the time."""
 
     name = "tokens"
@@ -45,26 +46,10 @@ class TokenUse(AnalyticsProjection):
         f"requests BIGINT, usage_records BIGINT, {_COUNTS}, "
         "PRIMARY KEY (minute, project, agent, provider, model))",
     )
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        # Per-instance memo of tok_sessions; a runner that rolls back stops and is rebuilt.
-        self._models: dict[str, tuple[str, str]] = {}
-
-    @handles("session.created", "session.updated")
-    def on_meta(self, event: AnalyticsEvent, tx: Transaction) -> None:
-        """Remember the session's provider and model."""
-        model = event.payload.get("model_id")
-        provider = event.payload.get("provider")
-        entry = (
-            provider if isinstance(provider, str) else "unknown",
-            model if isinstance(model, str) else "unknown",
-        )
-        self._models[event.session] = entry
-        tx.put("tok_sessions", {"session_id": event.session}, provider=entry[0], model=entry[1])
+    models_table = "tok_sessions"
 
     def _daily_key(self, event: AnalyticsEvent, tx: Transaction) -> dict[str, str]:
-        provider, model = self._model_of(event.session, tx)
+        provider, model = self.model_of(event.session, tx)
         return {
             "day": event.day,
             "project": event.scope.project_id or "",
@@ -98,7 +83,7 @@ class TokenUse(AnalyticsProjection):
         if delta is None:
             return
         session = event.session
-        model = self._model_of(session, tx)[1]
+        model = self.model_of(session, tx)[1]
         fresh, output, cache_read, cache_write, total = delta
         key = self._daily_key(event, tx)
         counts = {
@@ -117,11 +102,3 @@ class TokenUse(AnalyticsProjection):
             model=model,
             **counts,
         )
-
-    def _model_of(self, session: str, tx: Transaction) -> tuple[str, str]:
-        known = self._models.get(session)
-        if known is None:
-            row = tx.get("tok_sessions", {"session_id": session})
-            known = (row["provider"], row["model"]) if row else ("unknown", "unknown")
-            self._models[session] = known
-        return known

@@ -1,17 +1,19 @@
 """Built-in: tool calls by name - count, failures, aborts, timeouts, truncations, unanswered;
 approval decisions (allow / deny / forbidden).  ``tool_minutes`` keeps the same counts per
-UTC minute (the finer time buckets; version 2, ADR 0053).
+UTC minute (the finer time buckets; version 2, ADR 0053) and per model: the session's
+provider and model at the time of the call (version 3), as ``act_minutes`` does for requests.
 
 A ``tool.result`` names its call only by ``tool_call_id``; the call's tool
-name comes from ``tool_open`` (one row per call, marked answered by its first
-output).  Unanswered calls are the rows never marked.
+name, minute and model come from ``tool_open`` (one row per call, marked answered
+by its first output).  Unanswered calls are the rows never marked.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pentrace.infrastructure.analytics.api import AnalyticsProjection, handles
+from pentrace.infrastructure.analytics.api import handles
+from pentrace.infrastructure.analytics.builtin.models import SessionModels
 from pentrace.infrastructure.analytics.readmodel import Transaction
 from pentrace.projections.analytics.events import AnalyticsEvent
 from pentrace.projections.analytics.rules import is_truncated, tool_outcome
@@ -19,25 +21,30 @@ from pentrace.projections.analytics.rules import is_truncated, tool_outcome
 __all__ = ["ToolCalls"]
 
 
-class ToolCalls(AnalyticsProjection):
+class ToolCalls(SessionModels):
     """Tool statistics per day, project, agent and tool; approvals per decision."""
 
     name = "tools"
-    version = 2
+    version = 3
     schema: ClassVar[tuple[str, ...]] = (
         "CREATE TABLE IF NOT EXISTS tool_daily (day VARCHAR(10), project VARCHAR(200), "
         "agent VARCHAR(200), tool VARCHAR(200), calls BIGINT, failures BIGINT, aborts BIGINT, "
         "timeouts BIGINT, truncations BIGINT, PRIMARY KEY (day, project, agent, tool))",
         "CREATE TABLE IF NOT EXISTS tool_open (session_id VARCHAR(600), call_id VARCHAR(200), "
         "day VARCHAR(10), project VARCHAR(200), agent VARCHAR(200), tool VARCHAR(200), "
-        "answered BIGINT, minute VARCHAR(16), PRIMARY KEY (session_id, call_id))",
+        "answered BIGINT, minute VARCHAR(16), provider VARCHAR(200), model VARCHAR(200), "
+        "PRIMARY KEY (session_id, call_id))",
         "CREATE TABLE IF NOT EXISTS tool_approvals (day VARCHAR(10), project VARCHAR(200), "
         "agent VARCHAR(200), decision VARCHAR(50), count BIGINT, "
         "PRIMARY KEY (day, project, agent, decision))",
         "CREATE TABLE IF NOT EXISTS tool_minutes (minute VARCHAR(16), project VARCHAR(200), "
-        "agent VARCHAR(200), tool VARCHAR(200), calls BIGINT, failures BIGINT, aborts BIGINT, "
-        "timeouts BIGINT, truncations BIGINT, PRIMARY KEY (minute, project, agent, tool))",
+        "agent VARCHAR(200), provider VARCHAR(200), model VARCHAR(200), tool VARCHAR(200), "
+        "calls BIGINT, failures BIGINT, aborts BIGINT, timeouts BIGINT, truncations BIGINT, "
+        "PRIMARY KEY (minute, project, agent, provider, model, tool))",
+        "CREATE TABLE IF NOT EXISTS tool_sessions (session_id VARCHAR(600) PRIMARY KEY, "
+        "provider TEXT, model TEXT)",
     )
+    models_table = "tool_sessions"
 
     @handles("tool.called")
     def on_call(self, event: AnalyticsEvent, tx: Transaction) -> None:
@@ -46,17 +53,17 @@ class ToolCalls(AnalyticsProjection):
         name = event.payload.get("name")
         tool = name if isinstance(name, str) else "unknown"
         where = {"project": event.scope.project_id or "", "agent": event.scope.agent_id or ""}
+        provider, model = self.model_of(event.session, tx)
         tx.add("tool_daily", {"day": event.day, **where, "tool": tool}, calls=1)
-        tx.add("tool_minutes", {"minute": event.minute, **where, "tool": tool}, calls=1)
+        minute = {"minute": event.minute, **where, "provider": provider, "model": model}
+        tx.add("tool_minutes", {**minute, "tool": tool}, calls=1)
         if isinstance(call_id, str):
             tx.put(
                 "tool_open",
                 {"session_id": event.session, "call_id": call_id},
                 day=event.day,
-                minute=event.minute,
-                project=where["project"],
-                agent=where["agent"],
                 tool=tool,
+                **minute,
             )
 
     @handles("tool.result")
@@ -81,7 +88,8 @@ class ToolCalls(AnalyticsProjection):
         if counts:
             where = {k: call[k] for k in ("project", "agent", "tool")}
             tx.add("tool_daily", {"day": call["day"], **where}, **counts)
-            tx.add("tool_minutes", {"minute": call["minute"], **where}, **counts)
+            models = {k: call[k] for k in ("minute", "provider", "model")}
+            tx.add("tool_minutes", {**models, **where}, **counts)
 
     @handles("permission.replied")
     def on_approval(self, event: AnalyticsEvent, tx: Transaction) -> None:

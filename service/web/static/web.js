@@ -37,8 +37,8 @@ function setupPresets() {
     const show = () => {
       const isCustom = preset.value === "custom";
       custom.forEach((label) => { label.hidden = !isCustom; });
-      if (!isCustom && since && since.type !== "date") { since.value = preset.value; }
-      if (!isCustom && since && since.type === "date") { since.value = ""; }
+      // Traces' "since" holds the preset itself; the Usage range's custom bounds are cleared.
+      if (!isCustom && since) { since.value = preset.name === "range" ? "" : preset.value; }
       if (!isCustom) { const until = form.querySelector("[name=until]"); if (until) { until.value = ""; } }
     };
     preset.addEventListener("change", show);

@@ -1,0 +1,50 @@
+"""Each session's provider and model at the time of an event, for the built-ins that count
+per model (``tokens``, ``tools``).
+
+The session's model is what its latest ``session_meta`` named (a later one with
+another ``model_id`` is a switch), kept in a table of the projection's own so a
+projection never reads another's read model.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pentrace.infrastructure.analytics.api import AnalyticsProjection, handles
+from pentrace.infrastructure.analytics.readmodel import Transaction
+from pentrace.projections.analytics.events import AnalyticsEvent
+
+__all__ = ["SessionModels"]
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else "unknown"
+
+
+class SessionModels(AnalyticsProjection):
+    """A projection that knows each session's ``(provider, model)``: ``models_table`` (in its
+    ``schema``: a ``session_id`` key, ``provider`` and ``model`` columns) with a per-instance
+    memo; a runner that rolls back stops and is rebuilt, so the memo never outlives a
+    transaction it saw."""
+
+    models_table: ClassVar[str] = ""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._models: dict[str, tuple[str, str]] = {}
+
+    @handles("session.created", "session.updated")
+    def on_meta(self, event: AnalyticsEvent, tx: Transaction) -> None:
+        """Remember the session's provider and model."""
+        entry = (_text(event.payload.get("provider")), _text(event.payload.get("model_id")))
+        self._models[event.session] = entry
+        tx.put(self.models_table, {"session_id": event.session}, provider=entry[0], model=entry[1])
+
+    def model_of(self, session: str, tx: Transaction) -> tuple[str, str]:
+        """The session's provider and model now (``unknown`` before any ``session_meta``)."""
+        known = self._models.get(session)
+        if known is None:
+            row = tx.get(self.models_table, {"session_id": session})
+            known = (row["provider"], row["model"]) if row else ("unknown", "unknown")
+            self._models[session] = known
+        return known
