@@ -96,6 +96,11 @@ def path_text(request: Request, name: str, *, max_chars: int = MAX_TEXT) -> str:
     return _checked_text(f"path value {name}", raw, max_chars, f"a {name} from the list")
 
 
+def session_path(request: Request) -> str:
+    """The ``{project}/{agent}/{session_id}`` of a path, as one session reference (ADR 0023)."""
+    return "/".join(path_text(request, name) for name in ("project", "agent", "session_id"))
+
+
 def integer(
     request: Request, name: str, *, low: int, high: int, default: int | None = None
 ) -> int | None:

@@ -27,7 +27,7 @@ from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
 from pentrace.service.edge.errors import BadRequest
 from pentrace.service.web.layout import esc
-from pentrace.service.web.transfer import need_token
+from pentrace.service.web.transfer import raw_asked
 
 __all__ = ["ARCHIVE_NAME", "archive_link", "output_route"]
 
@@ -66,14 +66,10 @@ async def output_route(request: Request) -> Response:
             f"found {name[:40]!r}",
             hint="follow the 'full output' link under a truncated tool output",
         )
-    raw = bool(params.flag(request, "raw"))
-    if raw:
-        need_token(
-            request,
-            "the verbatim tool output (raw=1)",
-            "open the output without raw=1, redacted",
-        )
-    reference = "/".join(params.path_text(request, n) for n in ("project", "agent", "session_id"))
+    raw = raw_asked(
+        request, "the verbatim tool output (raw=1)", "open the output without raw=1, redacted"
+    )
+    reference = params.session_path(request)
     data = await context.run(_read, context, reference, name)
     body = data if raw else str(redact(data.decode("utf-8", "replace")).value).encode()
     return Response(

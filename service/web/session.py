@@ -36,15 +36,11 @@ from pentrace.service.web.layout import esc, number, page, session_url
 from pentrace.service.web.session_images import path_number
 from pentrace.service.web.session_items import render_items
 from pentrace.service.web.svg import Chart, render_chart
-from pentrace.service.web.transfer import need_token
+from pentrace.service.web.transfer import raw_asked
 
 __all__ = ["WINDOW", "record_route", "session_page", "short_route"]
 
 WINDOW: Final = 500
-
-
-def _reference(request: Request) -> str:
-    return "/".join(params.path_text(request, n) for n in ("project", "agent", "session_id"))
 
 
 def _window(
@@ -167,7 +163,7 @@ async def session_page(request: Request) -> Response:
     """``GET /web/sessions/{project}/{agent}/{session_id}`` (``?from=N``, ``?fragment=1``)."""
     context: ServiceContext = request.app.state.context
     first = params.integer(request, "from", low=1, high=100_000_000, default=1) or 1
-    reference = _reference(request)
+    reference = params.session_path(request)
     if params.flag(request, "fragment"):
         found = await context.run(resolve_session, context.root, reference)
         everything, items, window_problems = await context.run(_window, found, first)
@@ -240,14 +236,10 @@ async def record_route(request: Request) -> Response:
     """``GET .../records/{position}``: one record, redacted; ``?raw=1`` needs the token (403)."""
     context: ServiceContext = request.app.state.context
     position = path_number(request, "position", "a record position (1, 2, ...)", 1)
-    raw = bool(params.flag(request, "raw"))
-    if raw:
-        need_token(
-            request,
-            "the verbatim record (raw=1)",
-            "open the record without raw=1, redacted",
-        )
-    value = await context.run(_record, context, _reference(request), position)
+    raw = raw_asked(
+        request, "the verbatim record (raw=1)", "open the record without raw=1, redacted"
+    )
+    value = await context.run(_record, context, params.session_path(request), position)
     shown = value if raw else redact(value).value
     return JSONResponse(
         {"position": position, "redacted": not raw, "record": shown},

@@ -43,7 +43,7 @@ from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
 from pentrace.service.edge.errors import BadRequest, Forbidden
 from pentrace.service.web.layout import esc
-from pentrace.service.web.transfer import need_token
+from pentrace.service.web.transfer import raw_asked
 
 __all__ = ["image_html", "image_route", "path_number", "scratchpad_file"]
 
@@ -170,14 +170,12 @@ async def image_route(request: Request) -> Response:
     context: ServiceContext = request.app.state.context
     position = path_number(request, "position", "a record position (1, 2, ...)", 1)
     index = path_number(request, "index", "an image number within the record (0, 1, ...)", 0)
-    raw = bool(params.flag(request, "raw"))
-    if raw:
-        need_token(
-            request,
-            "the verbatim image (raw=1)",
-            "load the image without raw=1, from the redacted record",
-        )
-    reference = "/".join(params.path_text(request, n) for n in ("project", "agent", "session_id"))
+    raw = raw_asked(
+        request,
+        "the verbatim image (raw=1)",
+        "load the image without raw=1, from the redacted record",
+    )
+    reference = params.session_path(request)
     data, media_type, key = await context.run(_load, context, reference, position, index, raw)
     digest = hashlib.sha256(f"{key}\n{position}\n{index}\n".encode() + data).hexdigest()[:32]
     etag = f'"{digest}"'

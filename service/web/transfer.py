@@ -54,6 +54,14 @@ def need_token(request: Request, what: str, instead: str) -> None:
         )
 
 
+def raw_asked(request: Request, what: str, instead: str) -> bool:
+    """Whether ``?raw=1`` was given; refused (403, :func:`need_token`) without the token."""
+    raw = bool(params.flag(request, "raw"))
+    if raw:
+        need_token(request, what, instead)
+    return raw
+
+
 def _chunks(spool: IO[bytes]) -> Iterator[bytes]:
     spool.seek(0)
     try:
@@ -82,7 +90,7 @@ async def export_route(request: Request) -> Response:
     kind = params.choice(request, "format", _FORMATS) or "redacted"
     if kind != "redacted":
         need_token(request, f"the verbatim export (format={kind})", "download the redacted export")
-    reference = "/".join(params.path_text(request, n) for n in ("project", "agent", "session_id"))
+    reference = params.session_path(request)
     name, spool = await context.run(_export, context, reference, kind)
     media = "application/gzip" if kind == "archive" else "application/x-ndjson"
     return StreamingResponse(
