@@ -62,3 +62,11 @@ def chromium(extra_args: list[str] | None = None) -> Iterator[Any]:
             yield browser
         finally:
             browser.close()
+
+
+def assert_fits(page: Any, what: str) -> None:
+    """Nothing on ``page`` is wider than its window (the viewer is usable at 390 px):
+    wide tables and charts scroll in their own box."""
+    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    width = page.evaluate("window.innerWidth")
+    assert overflow <= 0, f"{what} is {overflow}px wider than {width}px"

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from pentrace.cli.app import app
 from pentrace.infrastructure.storage.layout import DataRoot
-from tests.integration.browser import NEEDS_BROWSER, chromium
+from tests.integration.browser import NEEDS_BROWSER, assert_fits, chromium
 from tests.integration.sse_harness import Server
 from tests.integration.web_browser import (
     WIDTHS,
@@ -81,8 +81,7 @@ def test_each_page_renders_its_key_elements_and_is_screenshotted(
         # Nothing is wider than the window (usable at 390 px): tables scroll in their box.
         for name, url in urls.items():
             page.goto(server.url + url)
-            overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-            assert overflow <= 0, f"{name} is {overflow}px wider than {width}px"
+            assert_fits(page, name)
     finally:
         context.close()
     assert errors == []

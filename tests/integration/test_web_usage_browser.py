@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.browser import NEEDS_BROWSER, chromium
+from tests.integration.browser import NEEDS_BROWSER, assert_fits, chromium
 from tests.integration.sse_harness import Server
 from tests.integration.usage_corpus import REVIEWER, build_recent_corpus
 from tests.integration.web_browser import WIDTHS, screenshot
@@ -68,8 +68,7 @@ def test_last_hour_shows_minute_buckets_and_last_24_hours_hour_buckets(
             if size == "minute":  # 40 minutes back and the last minutes: skipped ones between
                 assert page.locator("figure.chart").first.locator("g.break").count() >= 1
             screenshot(page, f"usage-{preset}", width)
-            overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-            assert overflow <= 0, f"usage {preset} is {overflow}px wider than {width}px"
+            assert_fits(page, f"usage {preset}")
     finally:
         context.close()
     assert errors == []
