@@ -30,6 +30,8 @@ from pentrace.domain.session.key import (
     any_owner_streams_like,
     parse_session_stream,
 )
+from pentrace.infrastructure.ledger.backend.row_form import read_plain
+from pentrace.infrastructure.ledger.backend.schema import event_id_of
 from pentrace.infrastructure.ledger.replay import LedgerEntry, Scope, locate_cursor, scoped_page
 
 if TYPE_CHECKING:
@@ -175,7 +177,7 @@ def _entries(
 ) -> list[LedgerEntry]:
     events = ledger.db.tables.events
     position = events.c.notification_id
-    query = select(events.c.event_id, events.c.event_json, position)
+    query = select(event_id_of(events), events.c.event_json, position)
     if after is not None:
         query = query.where(position > after)
     query = query.order_by(position.desc() if newest else position).limit(limit)
@@ -186,5 +188,11 @@ def _entries(
     operation = "read the newest ledger events" if newest else "read the ledger"
     with ledger.db.reading(operation) as conn:
         rows = conn.execute(query).all()
-    ordered = reversed(rows) if newest else rows
-    return [LedgerEntry(row[0], bytes(row[1]), row[2]) for row in ordered]
+    ordered = list(reversed(rows)) if newest else rows
+    return read_plain(
+        ledger.db,
+        lambda decode: [LedgerEntry(row[0], decode(row[1]), row[2]) for row in ordered],
+        ordered,
+        1,
+        2,
+    )

@@ -29,6 +29,8 @@ from sqlalchemy import (
 
 from pentrace.domain.json_codec import JsonDecoder
 from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
+from pentrace.infrastructure.ledger.backend.row_form import read_plain
+from pentrace.infrastructure.ledger.backend.schema import event_id_of
 from pentrace.infrastructure.ledger.cursors import gap_reason, locate_cursor
 
 __all__ = [
@@ -160,10 +162,9 @@ def scoped_page(
         rows = parts[0]
     else:
         rows = list(heapq.merge(*parts, key=_position, reverse=newest_first))[:cap]
-    return [
-        LedgerEntry(row[0], row[1] if type(row[1]) is bytes else bytes(row[1]), row[2])
-        for row in rows
-    ]
+    return read_plain(
+        db, lambda decode: [LedgerEntry(row[0], decode(row[1]), row[2]) for row in rows], rows, 1, 2
+    )
 
 
 def _position(row: tuple[str, bytes, int]) -> int:
@@ -226,7 +227,7 @@ def _page_statement(
     newest_first: bool,
 ) -> Select[tuple[str, bytes, int]]:
     events = db.tables.events
-    query = select(events.c.event_id, events.c.event_json, events.c.notification_id)
+    query = select(event_id_of(events), events.c.event_json, events.c.notification_id)
     if lead is not None and branch == "own":
         query = query.where(events.c[lead] == bindparam(lead))
     elif lead is not None and branch == "unscoped":

@@ -15,15 +15,19 @@ writing it again is a harmless no-op).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, delete, func, select
 
+from pentrace.infrastructure.ledger.backend.codec import MAGIC, derived_event_id
 from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
 from pentrace.infrastructure.ledger.backend.errors import LedgerIntegrityError
+from pentrace.infrastructure.ledger.backend.row_form import read_plain
+from pentrace.infrastructure.ledger.backend.schema import event_id_of, ids_match
+from pentrace.infrastructure.ledger.dictionary import TRAIN_AFTER, stored_rows_codec
 from pentrace.infrastructure.ledger.reads import LedgerReads
 from pentrace.infrastructure.ledger.recorder import LedgerRecorder
 from pentrace.infrastructure.ledger.retention import (
@@ -60,6 +64,7 @@ class RuntimeEventLedger(LedgerRecorder, LedgerReads):
         self._monotonic = monotonic
         self._last_cleanup: float | None = None
         self._retention_held = 0
+        self._plain_written = 0
 
     @classmethod
     def open(
@@ -122,6 +127,7 @@ class RuntimeEventLedger(LedgerRecorder, LedgerReads):
         writes them in another), retention included."""
         if not rows and before_commit is None:
             return 0
+        rows = self._plain_rows(rows)
         with self.db.writing("append to the ledger") as conn:
             fresh = self._without_duplicates(conn, rows) if rows else []
             if fresh:
@@ -131,8 +137,33 @@ class RuntimeEventLedger(LedgerRecorder, LedgerReads):
                 before_commit(conn)
         if fresh:
             self.waker.wake()
+            self._train_if_due(len(fresh))
         self.cleanup_if_due()
         return len(fresh)
+
+    def _train_if_due(self, written: int) -> None:
+        """Count plain rows written; at :data:`.dictionary.TRAIN_AFTER` try training the
+        ledger's first dictionary from its rows (ADR 0058)."""
+        if self.db.codec.current is not None:
+            return
+        self._plain_written += written
+        if self._plain_written >= TRAIN_AFTER:
+            self._plain_written = 0
+            stored_rows_codec(self)
+
+    def _plain_rows(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Rows in stored form (the sync's batches that met a held key) made plain again:
+        duplicates are told by id and envelope.  Envelope rows built here are plain."""
+        codec = self.db.codec
+        plain = []
+        for row in rows:
+            if row["event_id"] is None or row["event_json"][:4] == MAGIC:
+                row = dict(row)
+                row["event_json"] = codec.plain_json(row["event_json"])
+                if row["event_id"] is None:
+                    row["event_id"] = derived_event_id(row["stream_id"], row["sequence"])
+            plain.append(row)
+        return plain
 
     def extend_rows(self, rows: list[dict[str, Any]]) -> int:
         """Store rows made by :func:`.rows.envelope_row` (each with its own ``inserted_at``),
@@ -159,13 +190,14 @@ class RuntimeEventLedger(LedgerRecorder, LedgerReads):
         events = self.db.tables.events
         ids = list(unique)
         for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
             held = conn.execute(
-                select(events.c.event_id, events.c.event_json).where(
-                    events.c.event_id.in_(ids[start : start + _CHUNK])
-                )
-            )
-            for event_id, stored in held:
-                if bytes(stored) != unique[event_id]["event_json"]:
+                select(event_id_of(events), events.c.event_json).where(ids_match(events, chunk))
+            ).all()
+            for event_id, plain in read_plain(self.db, _pairs(held), held, 1, None):
+                if event_id not in unique:
+                    continue  # its position's row, under a foreign id
+                if plain != unique[event_id]["event_json"]:
                     raise _conflict(event_id, "already in the ledger")
                 del unique[event_id]
         return list(unique.values())
@@ -303,6 +335,10 @@ class RuntimeEventLedger(LedgerRecorder, LedgerReads):
     def close(self) -> None:
         """Close the database connections."""
         self.db.close()
+
+
+def _pairs(rows: Sequence[Any]) -> Callable[[Callable[[bytes], bytes]], list[tuple[str, bytes]]]:
+    return lambda decode: [(row[0], decode(row[1])) for row in rows]
 
 
 def _conflict(event_id: str, where: str) -> LedgerIntegrityError:

@@ -13,12 +13,22 @@ left empty.
 
 ``runtime_event_meta`` holds the ledger's own versions, today the event id
 scheme (``event_ids``, ADR 0023): a ledger written with session-id-only ids
-is upgraded when it is opened (:mod:`.upgrade`).
+is upgraded when it is opened (:mod:`.upgrade`), and the row form
+(``row_form``, ADR 0058).
+
+Row form 2 (ledgers created by this version) stores ``event_json`` as a zstd
+frame made with a dictionary of ``runtime_event_dictionaries`` and leaves
+``event_id`` NULL when the row's stream and sequence spell it
+(:mod:`.codec`); :func:`event_id_of` is the id either way.  Earlier ledgers
+keep every id (their column is NOT NULL) and compress the rows written once
+they have a dictionary.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -31,9 +41,23 @@ from sqlalchemy import (
     String,
     Table,
     UniqueConstraint,
+    and_,
+    func,
+    literal,
+    or_,
+    tuple_,
 )
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.functions import FunctionElement
 
-__all__ = ["LedgerTables", "ledger_tables"]
+from pentrace.infrastructure.ledger.backend.codec import parse_derived
+
+__all__ = ["ROW_FORM", "ROW_FORM_KEY", "LedgerTables", "event_id_of", "ids_match", "ledger_tables"]
+
+ROW_FORM_KEY = "row_form"
+#: 1 (no row): every event id stored, plain envelopes; 2: see the module docstring.
+ROW_FORM = "2"
 
 # SQLite wants exactly INTEGER for an alias of rowid; PostgreSQL gets BIGINT.
 _Id = BigInteger().with_variant(Integer(), "sqlite")
@@ -49,6 +73,7 @@ class LedgerTables:
     tracking: Table
     meta: Table
     ingest_cursors: Table
+    dictionaries: Table
 
 
 def ledger_tables(prefix: str = "") -> LedgerTables:
@@ -59,14 +84,17 @@ def ledger_tables(prefix: str = "") -> LedgerTables:
         name,
         metadata,
         Column("notification_id", _Id, primary_key=True, autoincrement=True),
-        Column("event_id", String, nullable=False),
+        # NULL: the id derived from stream_id and sequence (event_id_of).
+        Column("event_id", String),
         Column("stream_id", String, nullable=False),
         Column("sequence", BigInteger, nullable=False),
         Column("event_type", String, nullable=False),
-        Column("category", String, nullable=False),
+        # NULL: the event type's own category (rows.type_category).
+        Column("category", String),
         Column("event_time", BigInteger, nullable=False),
         Column("inserted_at", BigInteger, nullable=False),
         Column("session_id", String),
+        # NULL: the session_id ('' when the envelope has none but a session id).
         Column("conversation_id", String),
         Column("agent_id", String),
         Column("task_id", String),
@@ -76,7 +104,6 @@ def ledger_tables(prefix: str = "") -> LedgerTables:
         Column("privacy_classification", String, nullable=False),
         Column("redacted", Boolean, nullable=False),
         Column("event_json", LargeBinary, nullable=False),
-        UniqueConstraint("event_id", name=f"{name}_event_id_key"),
         UniqueConstraint("stream_id", "sequence", name=f"{name}_stream_sequence_key"),
         # AUTOINCREMENT: a notification id is never reused after retention deletes rows.
         sqlite_autoincrement=True,
@@ -88,8 +115,16 @@ def ledger_tables(prefix: str = "") -> LedgerTables:
     # directory without a session.  Task, run, project and conversation have no
     # replay filter, so no index.
     # (event_type, notification_id): a projection's topics are range scans in order.
+    # Only the ids stored (foreign ones) are indexed; derived ids are found through
+    # the (stream_id, sequence) key.  No reader filters by category: no index.
+    Index(
+        f"{name}_event_id_idx",
+        events.c.event_id,
+        unique=True,
+        sqlite_where=events.c.event_id.isnot(None),
+        postgresql_where=events.c.event_id.isnot(None),
+    )
     Index(f"{name}_type_position_idx", events.c.event_type, events.c.notification_id)
-    Index(f"{name}_category_idx", events.c.category)
     Index(f"{name}_inserted_idx", events.c.inserted_at)
     Index(f"{name}_session_idx", events.c.session_id, events.c.notification_id)
     Index(f"{name}_agent_idx", events.c.agent_id, events.c.notification_id)
@@ -135,4 +170,51 @@ def ledger_tables(prefix: str = "") -> LedgerTables:
         Column("base", BigInteger, nullable=False),
         Column("position", BigInteger, nullable=False),
     )
-    return LedgerTables(metadata, events, watermarks, tracking, meta, ingest_cursors)
+    # The zstd dictionaries of the stored envelopes (ADR 0058); the id is the frames'
+    # dictionary id.  Rows are only ever added, so a reader may cache them.
+    dictionaries = Table(
+        f"{prefix}runtime_event_dictionaries",
+        metadata,
+        Column("dictionary_id", Integer, primary_key=True, autoincrement=False),
+        Column("content", LargeBinary, nullable=False),
+        Column("created_at", BigInteger, nullable=False),
+        Column("samples", Integer, nullable=False),
+    )
+    return LedgerTables(metadata, events, watermarks, tracking, meta, ingest_cursors, dictionaries)
+
+
+class _Sequence8(FunctionElement[str]):
+    """A sequence as ``%08d`` text (``printf`` on SQLite, ``lpad`` on PostgreSQL)."""
+
+    inherit_cache = True
+    type = String()
+
+
+@compiles(_Sequence8)
+def _sequence8_default(element: _Sequence8, compiler: Any, **kw: Any) -> str:
+    return f"printf('%08d', {compiler.process(element.clauses, **kw)})"
+
+
+@compiles(_Sequence8, "postgresql")
+def _sequence8_postgres(element: _Sequence8, compiler: Any, **kw: Any) -> str:
+    # Derived ids have sequences below 10**8 (codec.derived_event_id): lpad never cuts.
+    return f"lpad(CAST({compiler.process(element.clauses, **kw)} AS TEXT), 8, '0')"
+
+
+def event_id_of(events: Table) -> ColumnElement[str]:
+    """A row's event id: ``event_id``, or when NULL ``evt:<stream_id>:<%08d sequence>``."""
+    c = events.c
+    derived = literal("evt:", String) + c.stream_id + literal(":", String) + _Sequence8(c.sequence)
+    return func.coalesce(c.event_id, derived, type_=String)
+
+
+def ids_match(events: Table, event_ids: Collection[str]) -> ColumnElement[bool]:
+    """Rows that may hold one of ``event_ids``: stored under it, or at the (stream,
+    sequence) it derives from.  Both are index probes; compare :func:`event_id_of`
+    of the rows found with the ids (a stored foreign id can differ from its position's)."""
+    c = events.c
+    stored = c.event_id.in_(list(event_ids))
+    positions = [parsed for event_id in event_ids if (parsed := parse_derived(event_id))]
+    if not positions:
+        return stored
+    return or_(stored, and_(c.event_id.is_(None), tuple_(c.stream_id, c.sequence).in_(positions)))

@@ -40,7 +40,8 @@ from pentrace.domain.session.key import (
     legacy_stream_id,
     parse_session_stream,
 )
-from pentrace.infrastructure.ledger.backend.schema import LedgerTables
+from pentrace.infrastructure.ledger.backend.row_form import row_form
+from pentrace.infrastructure.ledger.backend.schema import ROW_FORM, LedgerTables
 
 __all__ = [
     "EVENT_IDS_KEY",
@@ -72,14 +73,28 @@ def upgrade_indexes(engine: Engine, tables: LedgerTables) -> None:
 
     The old ``scope_idx`` (session, agent, directory) goes: the planner
     preferred it and then sorted a whole session for every replay page;
-    ``type_idx`` gave way to (event_type, notification_id).
+    ``type_idx`` gave way to (event_type, notification_id); no reader filters
+    by category, so ``category_idx`` goes too (ADR 0058).
     """
     events = tables.events
     with engine.connect() as conn:
         present = {index["name"] for index in inspect(conn).get_indexes(events.name)}
-    missing = [index for index in events.indexes if index.name not in present]
+        # An earlier ledger's ids are all stored, under its own unique constraint.
+        ids_held = row_form(conn, tables) != ROW_FORM
+    own_ids = f"{events.name}_event_id_idx"
+    missing = [
+        index
+        for index in events.indexes
+        if index.name not in present and not (ids_held and index.name == own_ids)
+    ]
     obsolete = [
-        name for name in (f"{events.name}_scope_idx", f"{events.name}_type_idx") if name in present
+        name
+        for name in (
+            f"{events.name}_scope_idx",
+            f"{events.name}_type_idx",
+            f"{events.name}_category_idx",
+        )
+        if name in present
     ]
     if not missing and not obsolete:
         return
