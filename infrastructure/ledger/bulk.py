@@ -156,7 +156,7 @@ def insert_values(ledger: RuntimeEventLedger, rows: list[tuple[Any, ...]]) -> in
             ledger.waker.wake()
             ledger.cleanup_if_due()
             return len(rows)
-    return ledger.append_rows([dict(zip(ROW_COLUMNS, row, strict=True)) for row in rows])
+    return ledger.append_stored(rows, ledger.db.codec)
 
 
 def auto_workers(refs: list[SessionRef]) -> int:

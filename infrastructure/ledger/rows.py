@@ -28,7 +28,11 @@ from pentrace.domain.runtime.header import event_category
 from pentrace.domain.runtime.session_events import EncodedEvent
 from pentrace.domain.runtime.validation import envelope_problems
 from pentrace.errors import LedgerError, RedactionError
-from pentrace.infrastructure.ledger.backend.codec import RowCodec, stored_event_id
+from pentrace.infrastructure.ledger.backend.codec import (
+    RowCodec,
+    derived_event_id,
+    stored_event_id,
+)
 
 __all__ = [
     "ROW_COLUMNS",
@@ -38,6 +42,7 @@ __all__ = [
     "encoded_values",
     "envelope_row",
     "event_row",
+    "plain_values",
     "stored_event_row",
     "stored_row",
     "type_category",
@@ -116,6 +121,23 @@ def stored_row(row: dict[str, Any], codec: RowCodec) -> dict[str, Any]:
     """A plain row (:func:`envelope_row`) as the ledger stores it (a new dict)."""
     values = _stored_values(tuple(row[column] for column in ROW_COLUMNS), codec)
     return dict(zip(ROW_COLUMNS, values, strict=True))
+
+
+def plain_values(values: tuple[Any, ...], codec: RowCodec) -> dict[str, Any]:
+    """The plain row (:func:`envelope_row`'s) of a row in stored form: the inverse of
+    ``encoded_values(..., codec)``."""
+    row = dict(zip(ROW_COLUMNS, values, strict=True))
+    row["event_json"] = codec.plain_json(row["event_json"])
+    if not codec.derived_ids:
+        return row
+    if row["event_id"] is None:
+        row["event_id"] = derived_event_id(row["stream_id"], row["sequence"])
+    if row["category"] is None:
+        row["category"] = type_category(row["event_type"])
+    if row["session_id"] is not None:
+        conversation = row["conversation_id"]
+        row["conversation_id"] = row["session_id"] if conversation is None else conversation or None
+    return row
 
 
 def type_category(event_type: str) -> str:

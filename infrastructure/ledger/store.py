@@ -22,7 +22,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, func, select
 
-from pentrace.infrastructure.ledger.backend.codec import MAGIC, derived_event_id
+from pentrace.infrastructure.ledger.backend.codec import RowCodec
 from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
 from pentrace.infrastructure.ledger.backend.errors import LedgerIntegrityError
 from pentrace.infrastructure.ledger.backend.row_form import read_plain
@@ -35,7 +35,7 @@ from pentrace.infrastructure.ledger.retention import (
     RetentionReport,
     apply_retention,
 )
-from pentrace.infrastructure.ledger.rows import event_row
+from pentrace.infrastructure.ledger.rows import event_row, plain_values
 from pentrace.infrastructure.ledger.settings import LedgerSettings
 
 __all__ = ["RuntimeEventLedger"]
@@ -127,7 +127,6 @@ class RuntimeEventLedger(LedgerRecorder, LedgerReads):
         writes them in another), retention included."""
         if not rows and before_commit is None:
             return 0
-        rows = self._plain_rows(rows)
         with self.db.writing("append to the ledger") as conn:
             fresh = self._without_duplicates(conn, rows) if rows else []
             if fresh:
@@ -151,19 +150,11 @@ class RuntimeEventLedger(LedgerRecorder, LedgerReads):
             self._plain_written = 0
             stored_rows_codec(self)
 
-    def _plain_rows(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Rows in stored form (the sync's batches that met a held key) made plain again:
-        duplicates are told by id and envelope.  Envelope rows built here are plain."""
-        codec = self.db.codec
-        plain = []
-        for row in rows:
-            if row["event_id"] is None or row["event_json"][:4] == MAGIC:
-                row = dict(row)
-                row["event_json"] = codec.plain_json(row["event_json"])
-                if row["event_id"] is None:
-                    row["event_id"] = derived_event_id(row["stream_id"], row["sequence"])
-            plain.append(row)
-        return plain
+    def append_stored(self, rows: list[tuple[Any, ...]], codec: RowCodec) -> int:
+        """:meth:`append_rows` for rows ``encoded_values(..., codec)`` built (the sync's
+        batches that met a held key): made plain again, so that held copies are told by
+        their ids and envelopes."""
+        return self.append_rows([plain_values(row, codec) for row in rows])
 
     def extend_rows(self, rows: list[dict[str, Any]]) -> int:
         """Store rows made by :func:`.rows.envelope_row` (each with its own ``inserted_at``),

@@ -22,7 +22,14 @@ from pentrace.infrastructure.ledger.backend.schema import ROW_FORM, ROW_FORM_KEY
 if TYPE_CHECKING:
     from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
 
-__all__ = ["add_dictionary", "mark_new_form", "read_codec", "read_plain", "row_form"]
+__all__ = [
+    "add_dictionary",
+    "mark_new_form",
+    "read_codec",
+    "read_plain",
+    "row_form",
+    "store_dictionary",
+]
 
 _FIRST_ID: Final = 1
 _T = TypeVar("_T")
@@ -66,14 +73,21 @@ def add_dictionary(db: LedgerDatabase, samples: list[bytes], now_ms: int) -> Row
     with db.reading("read the ledger's dictionaries") as conn:
         held = conn.execute(select(func.max(table.c.dictionary_id))).scalar_one_or_none()
     next_id = int(held or 0) + 1 if held is not None else _FIRST_ID
-    content = train_dictionary(samples, next_id)
+    return store_dictionary(db, next_id, train_dictionary(samples, next_id), now_ms, len(samples))
+
+
+def store_dictionary(
+    db: LedgerDatabase, dictionary_id: int, content: bytes, now_ms: int, samples: int
+) -> RowCodec:
+    """Store a trained dictionary under ``dictionary_id`` unless one is there already (then
+    this one is dropped), and return the codec read back: the same for every writer."""
+    table = db.tables.dictionaries
     with db.writing("store a ledger dictionary") as conn:
         statement = db.dialect.upsert(table).values(
-            dictionary_id=next_id, content=content, created_at=now_ms, samples=len(samples)
+            dictionary_id=dictionary_id, content=content, created_at=now_ms, samples=samples
         )
         conn.execute(statement.on_conflict_do_nothing(index_elements=[table.c.dictionary_id]))
-    db.codec = read_codec(db.engine, db.tables)
-    return db.codec
+    return db.reload_codec()
 
 
 def read_plain(
