@@ -46,7 +46,7 @@ def locate_cursor(db: LedgerDatabase, conn: Connection, event_id: str, scope: Sc
     if legacy is None:
         return None
     query = select(events.c.notification_id).where(
-        events.c.session_id == legacy[0],
+        db.session_column() == legacy[0],
         events.c.sequence == legacy[1],
         events.c.stream_id.like(SESSION_STREAMS_LIKE),
     )

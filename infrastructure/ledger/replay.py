@@ -228,10 +228,11 @@ def _page_statement(
 ) -> Select[tuple[str, bytes, int]]:
     events = db.tables.events
     query = select(event_id_of(events), events.c.event_json, events.c.notification_id)
-    if lead is not None and branch == "own":
-        query = query.where(events.c[lead] == bindparam(lead))
-    elif lead is not None and branch == "unscoped":
-        query = query.where(events.c[lead].is_(None))
+    led = None if lead is None else db.session_column() if lead == "session_id" else events.c[lead]
+    if led is not None and branch == "own":
+        query = query.where(led == bindparam(lead))
+    elif led is not None and branch == "unscoped":
+        query = query.where(led.is_(None))
     # ``coalesce(col, v) = v`` is Penguin's ``col = v OR col IS NULL``.
     if has_agent:
         query = query.where(

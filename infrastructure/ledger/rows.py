@@ -31,6 +31,7 @@ from pentrace.errors import LedgerError, RedactionError
 from pentrace.infrastructure.ledger.backend.codec import (
     RowCodec,
     derived_event_id,
+    derived_session,
     stored_event_id,
 )
 
@@ -134,6 +135,8 @@ def plain_values(values: tuple[Any, ...], codec: RowCodec) -> dict[str, Any]:
         row["event_id"] = derived_event_id(row["stream_id"], row["sequence"])
     if row["category"] is None:
         row["category"] = type_category(row["event_type"])
+    session = row["session_id"]
+    row["session_id"] = derived_session(row["stream_id"]) if session is None else session or None
     if row["session_id"] is not None:
         conversation = row["conversation_id"]
         row["conversation_id"] = row["session_id"] if conversation is None else conversation or None
@@ -152,7 +155,8 @@ def type_category(event_type: str) -> str:
 
 def _stored_values(values: tuple[Any, ...], codec: RowCodec) -> tuple[Any, ...]:
     """Row form 2 (ADR 0058) leaves out what the row spells otherwise: a derived id, the
-    type's own category, a conversation id equal to the session id ('' marks none)."""
+    type's own category, a conversation id equal to the session id and a session id its
+    stream ends with ('' marks none where NULL would read as a value)."""
     (event_id, stream, sequence, event_type, category, event_time, inserted_at,
      session, conversation, *rest, plain) = values  # fmt: skip
     if codec.derived_ids:
@@ -161,6 +165,10 @@ def _stored_values(values: tuple[Any, ...], codec: RowCodec) -> tuple[Any, ...]:
             category = None
         if session is not None:
             conversation = None if conversation == session else conversation or ""
+        if session == derived_session(stream):
+            session = None
+        elif session is None and stream.startswith("session:"):
+            session = ""  # none, where NULL would read as the stream's
     return (event_id, stream, sequence, event_type, category, event_time, inserted_at,
             session, conversation, *rest, codec.stored_json(plain))  # fmt: skip
 

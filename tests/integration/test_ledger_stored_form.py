@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from sqlalchemy import Column, Index, MetaData, Table, UniqueConstraint, inspect, select, update
+from sqlalchemy import Column, Index, MetaData, Table, UniqueConstraint, select, update
 
 from pentrace.errors import LedgerError
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
@@ -22,6 +22,7 @@ from pentrace.infrastructure.ledger.admin import ledger_stats
 from pentrace.infrastructure.ledger.backend.codec import MAGIC, RowCodec, train_dictionary
 from pentrace.infrastructure.ledger.backend.row_form import store_dictionary
 from pentrace.infrastructure.ledger.backend.schema import ledger_tables
+from pentrace.infrastructure.ledger.backend.upgrade import index_names
 from pentrace.infrastructure.ledger.dictionary import TRAIN_AFTER
 from pentrace.infrastructure.ledger.indexer import build_events, session_directory, sync
 from pentrace.infrastructure.ledger.pages import entries_after, locate, newest_entries
@@ -197,7 +198,7 @@ def test_an_earlier_ledger_keeps_its_rows_and_compresses_the_new_ones(
     reopened = backend.database()  # today's code opens (and upgrades) it
     ledger = RuntimeEventLedger(reopened, LedgerSettings().with_limits_off())
     with reopened.reading("list the indexes") as conn:
-        indexes = {str(i["name"]) for i in inspect(conn).get_indexes(reopened.tables.events.name)}
+        indexes = index_names(conn, reopened.tables.events.name)
     assert not any(name.endswith(("_category_idx", "_event_id_idx")) for name in indexes)
     assert sync(ledger, tmp_path).indexed == 10 * 22
     after = raw_columns(reopened)

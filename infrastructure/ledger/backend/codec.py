@@ -28,6 +28,7 @@ __all__ = [
     "CorruptRow",
     "RowCodec",
     "derived_event_id",
+    "derived_session",
     "stored_event_id",
     "train_dictionary",
 ]
@@ -63,6 +64,14 @@ def derived_event_id(stream_id: str, sequence: int) -> str | None:
     if not 0 < sequence < _DERIVED_BELOW:
         return None
     return f"evt:{stream_id}:{sequence:08d}"
+
+
+def derived_session(stream_id: str) -> str | None:
+    """The session id a row of ``stream_id`` has when its ``session_id`` column is NULL:
+    the last segment of a session stream (:func:`.schema.session_of` in SQL)."""
+    if not stream_id.startswith("session:"):
+        return None
+    return stream_id[stream_id.rfind("/") + 1 :]
 
 
 def stored_event_id(event_id: str, stream_id: str, sequence: int) -> str | None:

@@ -27,7 +27,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
-from sqlalchemy import Connection, Engine, Select, bindparam, exc, func, inspect, select, text
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Engine,
+    Select,
+    bindparam,
+    exc,
+    func,
+    inspect,
+    select,
+    text,
+)
 from sqlalchemy.sql.compiler import Compiled
 
 from pentrace.errors import LedgerError, LedgerLockedError
@@ -42,7 +53,7 @@ from pentrace.infrastructure.ledger.backend.dialect import (
 from pentrace.infrastructure.ledger.backend.errors import converted
 from pentrace.infrastructure.ledger.backend.formats import FileFormat, penguin_format_error
 from pentrace.infrastructure.ledger.backend.row_form import mark_new_form, read_codec
-from pentrace.infrastructure.ledger.backend.schema import LedgerTables, ledger_tables
+from pentrace.infrastructure.ledger.backend.schema import LedgerTables, ledger_tables, session_of
 from pentrace.infrastructure.ledger.backend.sqlite import file_identity, lock_wait
 from pentrace.infrastructure.ledger.backend.upgrade import upgrade_event_ids, upgrade_indexes
 from pentrace.infrastructure.ledger.settings import ENV_URL, DatabaseTimeouts, safe_url
@@ -120,7 +131,13 @@ class LedgerDatabase:
             self.dialect.opened(self)
         with converted("read the ledger's row form", self.where):
             self.codec = read_codec(engine, self.tables)
+        self._compiled.clear()  # a replaced file (W13) may be of another row form
         return engine
+
+    def session_column(self) -> ColumnElement[Any]:
+        """The rows' session id as queries must spell it to use its index (ADR 0058)."""
+        events = self.tables.events
+        return session_of(events) if self.codec.derived_ids else events.c.session_id
 
     def reload_codec(self) -> RowCodec:
         """Read the dictionaries again (another writer may have stored one since)."""

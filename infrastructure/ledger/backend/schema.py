@@ -42,8 +42,11 @@ from sqlalchemy import (
     Table,
     UniqueConstraint,
     and_,
+    case,
     func,
     literal,
+    literal_column,
+    null,
     or_,
     tuple_,
 )
@@ -53,7 +56,15 @@ from sqlalchemy.sql.functions import FunctionElement
 
 from pentrace.infrastructure.ledger.backend.codec import parse_derived
 
-__all__ = ["ROW_FORM", "ROW_FORM_KEY", "LedgerTables", "event_id_of", "ids_match", "ledger_tables"]
+__all__ = [
+    "ROW_FORM",
+    "ROW_FORM_KEY",
+    "LedgerTables",
+    "event_id_of",
+    "ids_match",
+    "ledger_tables",
+    "session_of",
+]
 
 ROW_FORM_KEY = "row_form"
 #: 1 (no row): every event id stored, plain envelopes; 2: see the module docstring.
@@ -126,7 +137,11 @@ def ledger_tables(prefix: str = "") -> LedgerTables:
     )
     Index(f"{name}_type_position_idx", events.c.event_type, events.c.notification_id)
     Index(f"{name}_inserted_idx", events.c.inserted_at)
-    Index(f"{name}_session_idx", events.c.session_id, events.c.notification_id)
+    # Row form 2 leaves a session stream's own session id out of the row: the index is on
+    # session_of(), which reads it from the stream (earlier ledgers keep _session_idx).
+    Index(
+        f"{name}_session_position_idx", _Parenthesized(session_of(events)), events.c.notification_id
+    )
     Index(f"{name}_agent_idx", events.c.agent_id, events.c.notification_id)
     Index(f"{name}_directory_idx", events.c.directory, events.c.notification_id)
     watermarks = Table(
@@ -199,6 +214,53 @@ def _sequence8_default(element: _Sequence8, compiler: Any, **kw: Any) -> str:
 def _sequence8_postgres(element: _Sequence8, compiler: Any, **kw: Any) -> str:
     # Derived ids have sequences below 10**8 (codec.derived_event_id): lpad never cuts.
     return f"lpad(CAST({compiler.process(element.clauses, **kw)} AS TEXT), 8, '0')"
+
+
+class _Parenthesized(FunctionElement[str]):
+    """An expression in parentheses, as PostgreSQL wants one in an index."""
+
+    inherit_cache = True
+    type = String()
+
+
+@compiles(_Parenthesized)
+def _parenthesized(element: _Parenthesized, compiler: Any, **kw: Any) -> str:
+    return f"({compiler.process(element.clauses, **kw)})"
+
+
+class _LastSegment(FunctionElement[str]):
+    """What follows the last ``/`` of a text (all of it without one)."""
+
+    inherit_cache = True
+    type = String()
+
+
+@compiles(_LastSegment)
+def _last_segment_default(element: _LastSegment, compiler: Any, **kw: Any) -> str:
+    value = compiler.process(element.clauses, **kw)
+    # rtrim() by every character but '/' leaves the text up to its last '/'.
+    return f"substr({value}, length(rtrim({value}, replace({value}, '/', ''))) + 1)"
+
+
+@compiles(_LastSegment, "postgresql")
+def _last_segment_postgres(element: _LastSegment, compiler: Any, **kw: Any) -> str:
+    return f"regexp_replace({compiler.process(element.clauses, **kw)}, '^.*/', '')"
+
+
+def session_of(events: Table) -> ColumnElement[str]:
+    """A row of form 2's session id: ``session_id`` ('' for none), or when NULL the last
+    segment of its session stream (``codec.derived_session``).  All literals are inline,
+    so that the expression in a query is the indexed one."""
+    c = events.c
+    return case(
+        (c.session_id.isnot(None), func.nullif(c.session_id, literal_column("''"))),
+        (
+            func.substr(c.stream_id, literal_column("1"), literal_column("8"))
+            == literal_column("'session:'"),
+            _LastSegment(c.stream_id),
+        ),
+        else_=null(),
+    )
 
 
 def event_id_of(events: Table) -> ColumnElement[str]:

@@ -30,7 +30,8 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 import msgspec
-from sqlalchemy import Connection, Engine, bindparam, delete, inspect, select, text, update
+from sqlalchemy import Connection, Engine, bindparam, delete, select, text, update
+from sqlalchemy.schema import CreateIndex
 
 from pentrace.domain.json_codec import JsonEncoder
 from pentrace.domain.session.key import (
@@ -78,14 +79,15 @@ def upgrade_indexes(engine: Engine, tables: LedgerTables) -> None:
     """
     events = tables.events
     with engine.connect() as conn:
-        present = {index["name"] for index in inspect(conn).get_indexes(events.name)}
+        present = index_names(conn, events.name)
         # An earlier ledger's ids are all stored, under its own unique constraint.
         ids_held = row_form(conn, tables) != ROW_FORM
-    own_ids = f"{events.name}_event_id_idx"
+    # Form 2's own indexes: the stored ids, the session ids its streams spell.
+    own = {f"{events.name}_event_id_idx", f"{events.name}_session_position_idx"}
     missing = [
         index
         for index in events.indexes
-        if index.name not in present and not (ids_held and index.name == own_ids)
+        if index.name not in present and not (ids_held and index.name in own)
     ]
     obsolete = [
         name
@@ -100,9 +102,19 @@ def upgrade_indexes(engine: Engine, tables: LedgerTables) -> None:
         return
     with engine.begin() as conn:
         for index in missing:
-            index.create(conn, checkfirst=True)
+            conn.execute(CreateIndex(index, if_not_exists=True))
         for name in obsolete:
             conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
+
+
+def index_names(conn: Connection, table: str) -> set[str]:
+    """The names of a table's indexes, those on expressions included (which SQLAlchemy's
+    inspector skips on SQLite)."""
+    if conn.dialect.name == "sqlite":
+        query = "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = :table"
+    else:
+        query = "SELECT indexname FROM pg_indexes WHERE tablename = :table"
+    return {str(name) for name in conn.execute(text(query), {"table": table}).scalars()}
 
 
 def current_version(conn: Connection, tables: LedgerTables) -> str | None:
