@@ -86,8 +86,7 @@ def _pragmas(dbapi_connection: Any, *, vacuum: bool) -> None:
     # Driver autocommit: we emit BEGIN ourselves (see begin()).
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
-    if vacuum:  # page_size and auto_vacuum only take effect before the first table
-        cursor.execute("PRAGMA page_size=8192")  # before auto_vacuum, or it is ignored
+    if vacuum:  # auto_vacuum only takes effect before the first table is created
         cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
