@@ -60,13 +60,8 @@ def ledger_rows(
             ).first()
             if row is not None:
                 found[failure.stream_id, failure.sequence] = (int(row[0]), row[1])
-    return read_plain(
-        ledger.db,
-        lambda decode: {key: (nid, decode(json)) for key, (nid, json) in found.items()},
-        list(found.values()),
-        1,
-        0,
-    )
+    plain = read_plain(ledger.db, list(found.values()), 1, 0)
+    return {key: (nid, data) for (key, (nid, _)), data in zip(found.items(), plain, strict=True)}
 
 
 def retry(

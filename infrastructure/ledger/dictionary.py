@@ -62,7 +62,7 @@ def stored_rows_codec(ledger: RuntimeEventLedger) -> RowCodec:
         ).all()
     if len(rows) < TRAIN_AFTER:
         return db.codec
-    samples = read_plain(db, lambda decode: [decode(row[0]) for row in rows], rows, 0, None)
+    samples = read_plain(db, rows, 0, None)
     return _trained(ledger, [sample for sample in samples if sample[:1] == b"{"])
 
 

@@ -187,10 +187,5 @@ def _entries(
     with ledger.db.reading(operation) as conn:
         rows = conn.execute(query).all()
     ordered = list(reversed(rows)) if newest else rows
-    return read_plain(
-        ledger.db,
-        lambda decode: [LedgerEntry(row[0], decode(row[1]), row[2]) for row in ordered],
-        ordered,
-        1,
-        2,
-    )
+    plain = read_plain(ledger.db, ordered, 1, 2)
+    return [LedgerEntry(row[0], data, row[2]) for row, data in zip(ordered, plain, strict=True)]

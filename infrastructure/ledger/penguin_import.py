@@ -147,13 +147,11 @@ def _keep_new(
             select(event_id_column, events.c.event_json).where(ids_match(events, ids))
         ).all()
         wanted = set(ids)
-        by_id = read_plain(
-            target.db,
-            lambda decode: {str(row[0]): decode(row[1]) for row in held if str(row[0]) in wanted},
-            held,
-            1,
-            None,
-        )
+        by_id = {
+            str(row[0]): data
+            for row, data in zip(held, read_plain(target.db, held, 1, None), strict=True)
+            if str(row[0]) in wanted
+        }
         by_position = {
             (str(stream), int(sequence)): str(event_id)
             for stream, sequence, event_id in conn.execute(

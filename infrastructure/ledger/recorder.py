@@ -113,13 +113,10 @@ class LedgerRecorder(ProcessRecorder):
             query = query.limit(limit)
         with self.db.reading("select ledger events") as conn:
             rows = conn.execute(query.add_columns(events.c.notification_id)).all()
-        return read_plain(
-            self.db,
-            lambda decode: [StoredEvent(row[0], row[1], row[2], decode(row[3])) for row in rows],
-            rows,
-            3,
-            4,
-        )
+        plain = read_plain(self.db, rows, 3, 4)
+        return [
+            StoredEvent(row[0], row[1], row[2], data) for row, data in zip(rows, plain, strict=True)
+        ]
 
     def select_notifications(
         self,
@@ -168,22 +165,17 @@ class LedgerRecorder(ProcessRecorder):
                         key=_first,
                     )
                 )
-        return read_plain(
-            self.db,
-            lambda decode: [
-                Notification(
-                    id=row[0],
-                    originator_id=row[1],
-                    originator_version=row[2],
-                    topic=row[3],
-                    state=decode(row[4]),
-                )
-                for row in rows
-            ],
-            rows,
-            4,
-            0,
-        )
+        plain = read_plain(self.db, rows, 4, 0)
+        return [
+            Notification(
+                id=row[0],
+                originator_id=row[1],
+                originator_version=row[2],
+                topic=row[3],
+                state=data,
+            )
+            for row, data in zip(rows, plain, strict=True)
+        ]
 
     def _notification_rows(
         self,

@@ -162,9 +162,8 @@ def scoped_page(
         rows = parts[0]
     else:
         rows = list(heapq.merge(*parts, key=_position, reverse=newest_first))[:cap]
-    return read_plain(
-        db, lambda decode: [LedgerEntry(row[0], decode(row[1]), row[2]) for row in rows], rows, 1, 2
-    )
+    plain = read_plain(db, rows, 1, 2)
+    return [LedgerEntry(row[0], data, row[2]) for row, data in zip(rows, plain, strict=True)]
 
 
 def _position(row: tuple[str, bytes, int]) -> int:

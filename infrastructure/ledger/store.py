@@ -15,7 +15,7 @@ writing it again is a harmless no-op).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -185,7 +185,8 @@ class RuntimeEventLedger(LedgerRecorder, LedgerReads):
             held = conn.execute(
                 select(event_id_of(events), events.c.event_json).where(ids_match(events, chunk))
             ).all()
-            for event_id, plain in read_plain(self.db, _pairs(held), held, 1, None):
+            plain_list = read_plain(self.db, held, 1, None)
+            for (event_id, _), plain in zip(held, plain_list, strict=True):
                 if event_id not in unique:
                     continue  # its position's row, under a foreign id
                 if plain != unique[event_id]["event_json"]:
@@ -326,10 +327,6 @@ class RuntimeEventLedger(LedgerRecorder, LedgerReads):
     def close(self) -> None:
         """Close the database connections."""
         self.db.close()
-
-
-def _pairs(rows: Sequence[Any]) -> Callable[[Callable[[bytes], bytes]], list[tuple[str, bytes]]]:
-    return lambda decode: [(row[0], decode(row[1])) for row in rows]
 
 
 def _conflict(event_id: str, where: str) -> LedgerIntegrityError:

@@ -10,8 +10,8 @@ NOTHING``, then both read back and use the one that landed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import Connection, Engine, func, inspect, select
 
@@ -32,7 +32,6 @@ __all__ = [
 ]
 
 _FIRST_ID: Final = 1
-_T = TypeVar("_T")
 
 
 def row_form(conn: Connection, tables: LedgerTables) -> str:
@@ -91,24 +90,19 @@ def store_dictionary(
 
 
 def read_plain(
-    db: LedgerDatabase,
-    build: Callable[[Callable[[bytes], bytes]], _T],
-    rows: Sequence[Any],
-    json_at: int,
-    position_at: int | None,
-) -> _T:
-    """``build(decode)``: whatever a reader makes of ``rows`` with plain envelopes.
+    db: LedgerDatabase, rows: Sequence[Any], json_at: int, position_at: int | None
+) -> list[bytes]:
+    """The plain envelope of column ``json_at`` of each of ``rows``, in order.
 
-    ``decode`` turns a stored ``event_json`` into the envelope; ``build``
-    applies it to column ``json_at`` of each row.  A frame of a dictionary
-    this process has not seen yet (another writer trained one) reloads the
-    dictionaries once; a frame that still does not decompress is a
-    :class:`LedgerError` naming the ledger and the row (its notification id,
-    column ``position_at``).
+    A frame of a dictionary this process has not seen yet (another writer
+    trained one) reloads the dictionaries once; a frame that still does not
+    decompress is a :class:`LedgerError` naming the ledger and the row (its
+    notification id, column ``position_at``).
     """
+    stored = [row[json_at] for row in rows]
     for attempt in (1, 2):
         try:
-            return build(db.codec.decoder())
+            return db.codec.plain_list(stored)
         except CorruptRow as error:
             if attempt == 1 and error.dictionary_id not in (None, *db.codec.dictionaries):
                 db.reload_codec()
