@@ -283,3 +283,19 @@ def ledger_file_rows(path: Path) -> list[tuple[int, str, bytes]]:
         return plain_rows(db)
     finally:
         db.close()
+
+
+def ledger_file_sessions(path: Path) -> list[tuple[str | None, bytes]]:
+    """Each row's session id (the column as readers see it) and envelope, in order."""
+    from sqlalchemy import select
+
+    db = LedgerDatabase.for_path(path, read_only=True)
+    events = db.tables.events
+    try:
+        with db.reading("read the test's rows") as conn:
+            rows = conn.execute(
+                select(db.session_column(), events.c.event_json).order_by(events.c.notification_id)
+            ).all()
+        return [(sid, db.codec.plain_json(json)) for sid, json in rows]
+    finally:
+        db.close()
