@@ -26,9 +26,8 @@ they have a dictionary.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -48,7 +47,6 @@ from sqlalchemy import (
     literal_column,
     null,
     or_,
-    tuple_,
 )
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.elements import ColumnElement
@@ -198,53 +196,38 @@ def ledger_tables(prefix: str = "") -> LedgerTables:
     return LedgerTables(metadata, events, watermarks, tracking, meta, ingest_cursors, dictionaries)
 
 
-class _Sequence8(FunctionElement[str]):
-    """A sequence as ``%08d`` text (``printf`` on SQLite, ``lpad`` on PostgreSQL)."""
+def _text_function(
+    doc: str, default: Callable[[str], str], postgres: Callable[[str], str] | None = None
+) -> type[FunctionElement[str]]:
+    """A SQL text function of one argument, spelled ``default(arg)`` (and on PostgreSQL
+    ``postgres(arg)``), for the derived values of row form 2."""
+    function = type("_TextFunction", (FunctionElement,), {
+        "__doc__": doc, "inherit_cache": True, "type": String(),
+    })  # fmt: skip
 
-    inherit_cache = True
-    type = String()
+    def spell(spelling: Callable[[str], str]) -> Callable[..., str]:
+        return lambda element, compiler, **kw: spelling(compiler.process(element.clauses, **kw))
 
-
-@compiles(_Sequence8)
-def _sequence8_default(element: _Sequence8, compiler: Any, **kw: Any) -> str:
-    return f"printf('%08d', {compiler.process(element.clauses, **kw)})"
-
-
-@compiles(_Sequence8, "postgresql")
-def _sequence8_postgres(element: _Sequence8, compiler: Any, **kw: Any) -> str:
-    # Derived ids have sequences below 10**8 (codec.derived_event_id): lpad never cuts.
-    return f"lpad(CAST({compiler.process(element.clauses, **kw)} AS TEXT), 8, '0')"
-
-
-class _Parenthesized(FunctionElement[str]):
-    """An expression in parentheses, as PostgreSQL wants one in an index."""
-
-    inherit_cache = True
-    type = String()
+    compiles(function)(spell(default))
+    if postgres is not None:
+        compiles(function, "postgresql")(spell(postgres))
+    return function
 
 
-@compiles(_Parenthesized)
-def _parenthesized(element: _Parenthesized, compiler: Any, **kw: Any) -> str:
-    return f"({compiler.process(element.clauses, **kw)})"
-
-
-class _LastSegment(FunctionElement[str]):
-    """What follows the last ``/`` of a text (all of it without one)."""
-
-    inherit_cache = True
-    type = String()
-
-
-@compiles(_LastSegment)
-def _last_segment_default(element: _LastSegment, compiler: Any, **kw: Any) -> str:
-    value = compiler.process(element.clauses, **kw)
-    # rtrim() by every character but '/' leaves the text up to its last '/'.
-    return f"substr({value}, length(rtrim({value}, replace({value}, '/', ''))) + 1)"
-
-
-@compiles(_LastSegment, "postgresql")
-def _last_segment_postgres(element: _LastSegment, compiler: Any, **kw: Any) -> str:
-    return f"regexp_replace({compiler.process(element.clauses, **kw)}, '^.*/', '')"
+# Derived ids have sequences below 10**8 (codec.derived_event_id): lpad never cuts.
+_Sequence8 = _text_function(
+    "A sequence as %08d text.",
+    lambda value: f"printf('%08d', {value})",
+    lambda value: f"lpad(CAST({value} AS TEXT), 8, '0')",
+)
+# PostgreSQL wants an expression in an index in parentheses.
+_Parenthesized = _text_function("An expression in parentheses.", lambda value: f"({value})")
+# rtrim() by every character but '/' leaves the text up to its last '/'.
+_LastSegment = _text_function(
+    "What follows the last / of a text (all of it without one).",
+    lambda value: f"substr({value}, length(rtrim({value}, replace({value}, '/', ''))) + 1)",
+    lambda value: f"regexp_replace({value}, '^.*/', '')",
+)
 
 
 def session_of(events: Table) -> ColumnElement[str]:
@@ -275,8 +258,17 @@ def ids_match(events: Table, event_ids: Collection[str]) -> ColumnElement[bool]:
     sequence) it derives from.  Both are index probes; compare :func:`event_id_of`
     of the rows found with the ids (a stored foreign id can differ from its position's)."""
     c = events.c
+    by_stream: dict[str, list[int]] = {}
+    for event_id in event_ids:
+        if (parsed := parse_derived(event_id)) is not None:
+            by_stream.setdefault(parsed[0], []).append(parsed[1])
+    # One term per stream: (stream_id = ? AND sequence IN (...)) probes both key columns,
+    # where a (stream_id, sequence) IN list made SQLite scan the stream.
+    positions = [
+        and_(c.stream_id == stream, c.sequence.in_(sequences))
+        for stream, sequences in by_stream.items()
+    ]
     stored = c.event_id.in_(list(event_ids))
-    positions = [parsed for event_id in event_ids if (parsed := parse_derived(event_id))]
     if not positions:
         return stored
-    return or_(stored, and_(c.event_id.is_(None), tuple_(c.stream_id, c.sequence).in_(positions)))
+    return or_(stored, and_(c.event_id.is_(None), or_(*positions)))
