@@ -13,6 +13,7 @@ payload has no ``part`` to judge by.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -33,10 +34,12 @@ __all__ = [
     "MODEL_MESSAGE_TYPES",
     "event_from_record",
     "event_type_for",
+    "kinds_for",
     "partial_category",
     "record_actor",
     "record_correlation",
     "record_scope",
+    "stamp_ms",
     "time_ms_of",
 ]
 
@@ -101,7 +104,40 @@ def event_type_for(record: TraceRecord, position: int) -> str:
 def time_ms_of(record: TraceRecord, fallback_ms: int = 0) -> int:
     """Milliseconds since the epoch of the envelope ``timestamp`` (naive means UTC)."""
     value = record.value()
-    stamp = value.get("timestamp") if isinstance(value, dict) else None
+    return stamp_ms(value.get("timestamp") if isinstance(value, dict) else None, fallback_ms)
+
+
+# What each record kind maps to (``event_type_for``); any other kind is a ``trace.record``.
+_TYPES_OF_KIND: Final[dict[str, frozenset[str]]] = {
+    "session_meta": frozenset({"session.created", "session.updated"}),
+    "model_msg": frozenset({*MODEL_MESSAGE_TYPES.values(), "message.updated"}),
+    "event_msg": frozenset(
+        {
+            *EVENT_TYPES.values(),
+            *_REQUEST_END.values(),
+            "run.error",
+            "session.compacted",
+            "session.compaction.error",
+            "trace.event",
+            "trace.record",
+        }
+    ),
+}
+
+
+def kinds_for(types: Collection[str]) -> frozenset[str] | None:
+    """The record kinds (envelope ``type``) whose records may map to one of ``types``, or
+    None when any kind may: a cheap test before :func:`event_type_for`."""
+    if "trace.record" in types:
+        return None
+    return frozenset(
+        kind for kind, mapped in _TYPES_OF_KIND.items() if not mapped.isdisjoint(types)
+    )
+
+
+def stamp_ms(stamp: object, fallback_ms: int = 0) -> int:
+    """Milliseconds since the epoch of a record's ``timestamp`` value (naive means UTC), or
+    ``fallback_ms`` when it is not an ISO 8601 string."""
     if not isinstance(stamp, str):
         return fallback_ms
     try:
