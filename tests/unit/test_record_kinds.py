@@ -1,0 +1,54 @@
+"""``kinds_for``: the record kinds that may map to some event types, a test before the mapping."""
+
+from __future__ import annotations
+
+import msgspec
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pentrace.domain.records import TraceRecord
+from pentrace.domain.runtime import event_type_for
+from pentrace.domain.runtime.mapping import EVENT_TYPES, MODEL_MESSAGE_TYPES, kinds_for
+
+_PTYPES = [*EVENT_TYPES, *MODEL_MESSAGE_TYPES, "request_end", "compaction_end", "other", None, 7]
+_KINDS = st.sampled_from(["session_meta", "model_msg", "event_msg", "other"]) | st.none()
+_TYPES = sorted(
+    {
+        *EVENT_TYPES.values(),
+        *MODEL_MESSAGE_TYPES.values(),
+        "session.created",
+        "session.updated",
+        "run.completed",
+        "run.aborted",
+        "run.error",
+        "session.compacted",
+        "session.compaction.error",
+        "trace.event",
+        "trace.record",
+    }
+)
+
+
+@given(
+    kind=_KINDS | st.just([1]),
+    ptype=st.sampled_from(_PTYPES),
+    status=st.sampled_from(["completed", "aborted", "x", None]),
+    position=st.integers(1, 3),
+    types=st.sets(st.sampled_from(_TYPES), max_size=4),
+)
+def test_a_record_of_the_types_is_of_one_of_their_kinds(
+    kind: object, ptype: object, status: object, position: int, types: set[str]
+) -> None:
+    record = TraceRecord(
+        msgspec.json.encode({"type": kind, "payload": {"type": ptype, "status": status}})
+    )
+    kinds = kinds_for(types)
+    if event_type_for(record, position) in types:
+        assert kinds is None or (isinstance(record.kind, str) and record.kind in kinds)
+
+
+def test_the_token_types_need_two_kinds_and_trace_records_any() -> None:
+    tokens = {"session.created", "session.updated", "run.started", "token.usage.updated"}
+    assert kinds_for(tokens) == {"session_meta", "event_msg"}
+    assert kinds_for({"trace.record"}) is None
+    assert kinds_for({"tool.called"}) == {"model_msg"}
