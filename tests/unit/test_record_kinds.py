@@ -49,6 +49,6 @@ def test_a_record_of_the_types_is_of_one_of_their_kinds(
 
 def test_the_token_types_need_two_kinds_and_trace_records_any() -> None:
     tokens = {"session.created", "session.updated", "run.started", "token.usage.updated"}
-    assert kinds_for(tokens) == {"session_meta", "event_msg"}
+    assert kinds_for(tokens) == frozenset({"session_meta", "event_msg"})
     assert kinds_for({"trace.record"}) is None
-    assert kinds_for({"tool.called"}) == {"model_msg"}
+    assert kinds_for({"tool.called"}) == frozenset({"model_msg"})

@@ -21,7 +21,7 @@ from pentrace.domain.runtime.mapping import stamp_ms
 from pentrace.infrastructure.analytics.builtin.models import model_entry
 from pentrace.infrastructure.analytics.bulkfold import BulkFold, ColdSession
 from pentrace.infrastructure.analytics.transaction import Transaction
-from pentrace.projections.analytics.events import day_of, minute_of
+from pentrace.projections.analytics.events import minute_of
 from pentrace.projections.analytics.rules import token_delta
 
 __all__ = ["TokenFold"]
@@ -83,22 +83,37 @@ def _count_usage(rows: Rows, key: tuple[str, ...], delta: tuple[int, ...]) -> No
     elif row[1] is None:
         row[1:] = [1, *delta]
     else:
-        row[1:] = [held + more for held, more in zip(row[1:], (1, *delta), strict=True)]
+        fresh, output, cache_read, cache_write, total = delta
+        row[1] += 1
+        row[2] += fresh
+        row[3] += output
+        row[4] += cache_read
+        row[5] += cache_write
+        row[6] += total
 
 
 def _delta(request: Any) -> tuple[int, ...] | None:
     """``token_delta`` of a payload with this ``request``; plain counts without the calls."""
     if type(request) is dict:
         get = request.get
-        counts: tuple[Any, ...] = (
+        output, cache_read, cache_write, total = (
             get("output"),
             get("cache_read"),
             get("cache_write"),
             get("total"),
         )
-        if all(type(count) is int and 0 <= count <= _MAX_COUNT for count in counts):
-            output, cache_read, cache_write, total = counts
-            return (max(total - output - cache_read - cache_write, 0), *counts)
+        if (
+            type(output) is int
+            and type(cache_read) is int
+            and type(cache_write) is int
+            and type(total) is int
+            and 0 <= output <= _MAX_COUNT
+            and 0 <= cache_read <= _MAX_COUNT
+            and 0 <= cache_write <= _MAX_COUNT
+            and 0 <= total <= _MAX_COUNT
+        ):
+            fresh = max(total - output - cache_read - cache_write, 0)
+            return fresh, output, cache_read, cache_write, total
     return token_delta({"request": request})
 
 
@@ -114,6 +129,7 @@ class TokenFold(BulkFold):
         self.daily: Rows = {}
         self.minutes: Rows = {}
         self.requests: list[tuple[Any, ...]] = []  # tok_requests rows
+        self._minutes: dict[int, str] = {}  # minute number -> ``minute_of`` (a memo)
 
     @staticmethod
     def _read(
@@ -146,7 +162,10 @@ class TokenFold(BulkFold):
             )
             return
         provider, model = self.models.get(name, _UNKNOWN)
-        day, minute = day_of(time), minute_of(time)
+        minute = self._minutes.get(time // 60_000)
+        if minute is None:
+            minute = self._minutes[time // 60_000] = minute_of(time)
+        day = minute[:10]  # day_of(time)
         if event_type == "run.started":
             _count_request(self.daily, (day, project, agent, provider, model, name))
             _count_request(self.minutes, (minute, project, agent, provider, model))
