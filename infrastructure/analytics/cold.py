@@ -14,6 +14,11 @@ one transaction that also writes:
   :mod:`~pentrace.infrastructure.analytics.marks`): the runner skips the
   ledger events at or below it, so each record counts once.
 
+A projection that declares a bulk fold (:mod:`~pentrace.infrastructure.analytics.bulkfold`,
+ADR 0062) is folded in memory by the workers instead and its rows written
+once; when the fold raises, or the database refuses its rows, the handlers
+build it as above.
+
 A cold build runs only for a read model that has never committed (no
 tracking row) while the ledger has never held an event (nothing stored,
 nothing pruned): then every ledger event yet to come is either at or below
