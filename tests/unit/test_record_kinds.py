@@ -9,24 +9,11 @@ from hypothesis import strategies as st
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.runtime import event_type_for
 from pentrace.domain.runtime.mapping import EVENT_TYPES, MODEL_MESSAGE_TYPES, kinds_for
+from pentrace.infrastructure.analytics.builtin.sessions import EVERY_TYPE
 
 _PTYPES = [*EVENT_TYPES, *MODEL_MESSAGE_TYPES, "request_end", "compaction_end", "other", None, 7]
 _KINDS = st.sampled_from(["session_meta", "model_msg", "event_msg", "other"]) | st.none()
-_TYPES = sorted(
-    {
-        *EVENT_TYPES.values(),
-        *MODEL_MESSAGE_TYPES.values(),
-        "session.created",
-        "session.updated",
-        "run.completed",
-        "run.aborted",
-        "run.error",
-        "session.compacted",
-        "session.compaction.error",
-        "trace.event",
-        "trace.record",
-    }
-)
+_TYPES = sorted(EVERY_TYPE)
 
 
 @given(

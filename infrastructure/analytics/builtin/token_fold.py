@@ -20,6 +20,7 @@ from pentrace.domain.records import TraceRecord
 from pentrace.domain.runtime.mapping import stamp_ms
 from pentrace.infrastructure.analytics.builtin.models import model_entry
 from pentrace.infrastructure.analytics.bulkfold import BulkFold, ColdSession
+from pentrace.infrastructure.analytics.queries import TOKEN_COLUMNS
 from pentrace.infrastructure.analytics.transaction import Transaction
 from pentrace.projections.analytics.events import minute_of
 from pentrace.projections.analytics.rules import token_delta
@@ -51,15 +52,7 @@ _ODD: Final = (msgspec.ValidationError, msgspec.DecodeError, RecursionError)
 _META_TYPES: Final = frozenset(("session.created", "session.updated"))
 _UNKNOWN: Final = ("unknown", "unknown")
 # A tok_daily / tok_minutes row's counters, in this order; None: never added (NULL).
-_COUNTERS: Final = (
-    "requests",
-    "usage_records",
-    "input",
-    "output",
-    "cache_read",
-    "cache_write",
-    "total",
-)
+_COUNTERS: Final = TOKEN_COLUMNS
 _DAILY: Final = ("day", "project", "agent", "provider", "model", "session_id", *_COUNTERS)
 _MINUTES: Final = ("minute", "project", "agent", "provider", "model", *_COUNTERS)
 _REQUESTS: Final = ("session_id", "sequence", "time_ms", "model", *_COUNTERS[2:])
