@@ -107,32 +107,35 @@ def time_ms_of(record: TraceRecord, fallback_ms: int = 0) -> int:
     return stamp_ms(value.get("timestamp") if isinstance(value, dict) else None, fallback_ms)
 
 
-# What each record kind maps to (``event_type_for``); any other kind is a ``trace.record``.
-_TYPES_OF_KIND: Final[dict[str, frozenset[str]]] = {
-    "session_meta": frozenset({"session.created", "session.updated"}),
-    "model_msg": frozenset({*MODEL_MESSAGE_TYPES.values(), "message.updated"}),
-    "event_msg": frozenset(
-        {
-            *EVENT_TYPES.values(),
-            *_REQUEST_END.values(),
-            "run.error",
-            "session.compacted",
-            "session.compaction.error",
-            "trace.event",
-            "trace.record",
-        }
-    ),
-}
+_RUN_ENDS: Final = frozenset({*_REQUEST_END.values(), "run.error"})
+_COMPACTION_ENDS: Final = frozenset({"session.compacted", "session.compaction.error"})
 
 
-def kinds_for(types: Collection[str]) -> frozenset[str] | None:
-    """The record kinds (envelope ``type``) whose records may map to one of ``types``, or
-    None when any kind may: a cheap test before :func:`event_type_for`."""
-    if "trace.record" in types:
+def kinds_for(types: Collection[str]) -> dict[str, frozenset[str] | None] | None:
+    """Which records may map to one of ``types`` (:func:`event_type_for`): per record kind
+    (envelope ``type``), the payload types that may (None: any); a kind left out maps to none
+    of them.  None when any record may (``trace.record``).  A cheap test before the mapping.
+    """
+    wanted = frozenset(types)
+    if "trace.record" in wanted:
         return None
-    return frozenset(
-        kind for kind, mapped in _TYPES_OF_KIND.items() if not mapped.isdisjoint(types)
-    )
+    kinds: dict[str, frozenset[str] | None] = {}
+    if not wanted.isdisjoint(("session.created", "session.updated")):
+        kinds["session_meta"] = None
+    if "message.updated" in wanted:
+        kinds["model_msg"] = None
+    elif models := frozenset(p for p, kind in MODEL_MESSAGE_TYPES.items() if kind in wanted):
+        kinds["model_msg"] = models
+    events = {p for p, kind in EVENT_TYPES.items() if kind in wanted}
+    if not wanted.isdisjoint(_RUN_ENDS):
+        events.add("request_end")
+    if not wanted.isdisjoint(_COMPACTION_ENDS):
+        events.add("compaction_end")
+    if "trace.event" in wanted:
+        kinds["event_msg"] = None
+    elif events:
+        kinds["event_msg"] = frozenset(events)
+    return kinds
 
 
 def stamp_ms(stamp: object, fallback_ms: int = 0) -> int:

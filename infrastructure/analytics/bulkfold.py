@@ -152,6 +152,22 @@ class BulkTask(NamedTuple):
     partial: Any
 
 
+_NONE: frozenset[str] = frozenset()
+# Bigger reads than the reader's default: fewer chunks to join, about 10% less reading CPU.
+_READ_CHUNK = 4 * 1024 * 1024
+
+
+def _may_map(kinds: dict[str, frozenset[str] | None] | None, record: TraceRecord) -> bool:
+    """Whether the record may map to one of the types ``kinds`` was made for (``kinds_for``)."""
+    if kinds is None:
+        return True
+    kind = record.kind
+    if type(kind) is not str:
+        return False
+    ptypes = kinds.get(kind, _NONE)
+    return ptypes is None or (type(record.ptype) is str and record.ptype in ptypes)
+
+
 def _fold_session(
     fold: BulkFold, ref: SessionRef, types: Collection[str]
 ) -> tuple[SessionRef, int, int, SessionFailure | None]:
@@ -160,12 +176,12 @@ def _fold_session(
     try:
         fold_record = fold.fold
         kinds = kinds_for(types)
-        for position, record in enumerate(read_session(ref.shards), start=1):
+        records = read_session(ref.shards, chunk_size=_READ_CHUNK)
+        for position, record in enumerate(records, start=1):
             if position == 1:
                 session.see(position, record)  # the first record names the workspace
-            kind = record.kind
-            # Most records are of a kind that cannot map to the projection's types.
-            if kinds is None or (type(kind) is str and kind in kinds):
+            # Most records are of a kind or payload type that maps to none of the types.
+            if _may_map(kinds, record):
                 event_type = event_type_for(record, position)
                 if event_type in types:
                     fold_record(session, position, event_type, record)

@@ -1,4 +1,4 @@
-"""``kinds_for``: the record kinds that may map to some event types, a test before the mapping."""
+"""``kinds_for``: which records may map to some event types, a test before the mapping."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pentrace.domain.records import TraceRecord
 from pentrace.domain.runtime import event_type_for
 from pentrace.domain.runtime.mapping import EVENT_TYPES, MODEL_MESSAGE_TYPES, kinds_for
 from pentrace.infrastructure.analytics.builtin.sessions import EVERY_TYPE
+from pentrace.infrastructure.analytics.bulkfold import _may_map
 
 _PTYPES = [*EVENT_TYPES, *MODEL_MESSAGE_TYPES, "request_end", "compaction_end", "other", None, 7]
 _KINDS = st.sampled_from(["session_meta", "model_msg", "event_msg", "other"]) | st.none()
@@ -31,11 +32,16 @@ def test_a_record_of_the_types_is_of_one_of_their_kinds(
     )
     kinds = kinds_for(types)
     if event_type_for(record, position) in types:
-        assert kinds is None or (isinstance(record.kind, str) and record.kind in kinds)
+        assert _may_map(kinds, record)
 
 
 def test_the_token_types_need_two_kinds_and_trace_records_any() -> None:
     tokens = {"session.created", "session.updated", "run.started", "token.usage.updated"}
-    assert kinds_for(tokens) == frozenset({"session_meta", "event_msg"})
+    expected = {"session_meta": None, "event_msg": frozenset({"request_begin", "token_usage"})}
+    assert kinds_for(tokens) == expected
     assert kinds_for({"trace.record"}) is None
-    assert kinds_for({"tool.called"}) == frozenset({"model_msg"})
+    assert kinds_for({"tool.called", "run.error"}) == {
+        "model_msg": frozenset({"tool_call"}),
+        "event_msg": frozenset({"request_end"}),
+    }
+    assert kinds_for({"message.updated", "trace.event"}) == {"model_msg": None, "event_msg": None}
