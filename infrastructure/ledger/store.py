@@ -271,6 +271,7 @@ class RuntimeEventLedger(LedgerRecorder, LedgerReads):
                     batch = []
             stored += self._insert_fresh(conn, batch)
         self.waker.wake()
+        self._train_if_due(stored)
         self.cleanup_if_due()
         return stored
 

@@ -24,9 +24,10 @@ from pentrace.infrastructure.ledger.backend.row_form import store_dictionary
 from pentrace.infrastructure.ledger.backend.schema import ledger_tables
 from pentrace.infrastructure.ledger.backend.upgrade import index_names
 from pentrace.infrastructure.ledger.dictionary import TRAIN_AFTER
-from pentrace.infrastructure.ledger.indexer import build_events, session_directory, sync
+from pentrace.infrastructure.ledger.indexer import build_events, rebuild, session_directory, sync
 from pentrace.infrastructure.ledger.pages import entries_after, locate, newest_entries
 from pentrace.infrastructure.ledger.retention import RetentionPolicy
+from pentrace.infrastructure.ledger.rows import envelope_row
 from pentrace.infrastructure.storage.layout import iter_sessions
 from pentrace.infrastructure.trace.reader import read_session
 from pentrace.testing.files import write_shards
@@ -272,3 +273,25 @@ def test_a_damaged_frame_or_a_missing_dictionary_is_a_clear_error(
     reader = RuntimeEventLedger(backend.database(), LedgerSettings().with_limits_off())
     with pytest.raises(LedgerError, match=r"dictionary 1"):
         reader.replay_after(None, limit=3)
+
+
+def test_a_rebuild_of_an_earlier_ledger_compresses_its_rows_once_it_has_a_dictionary(
+    backend: LedgerBackend, tmp_path: Path
+) -> None:
+    corpus(tmp_path, SESSIONS[:6], turns=(TRAIN_AFTER + 500) // 18)  # 6 x 250 rows
+    want = expected(tmp_path)
+    db = backend.database()
+    earlier_ledger(db)
+    with db.writing("write as the earlier version did") as conn:  # plain rows, every id
+        rows = [envelope_row(msgspec.json.decode(data), 0) for data in want.values()]
+        conn.execute(db.tables.events.insert(), rows)
+    db.close()
+    reopened = backend.database()
+    ledger = RuntimeEventLedger(reopened, LedgerSettings().with_limits_off())
+    rebuild(ledger, tmp_path)
+    # The sessions rebuilt after the first TRAIN_AFTER rows are stored compressed.
+    forms = [bytes(row[4]).startswith(MAGIC) for row in raw_columns(reopened)]
+    assert sorted(reopened.codec.dictionaries) == [1]
+    assert forms == sorted(forms)  # plain until the dictionary, compressed after
+    assert TRAIN_AFTER <= forms.count(False) < len(forms)
+    assert {event_id: data for _, event_id, data in plain_rows(reopened)} == want
