@@ -135,6 +135,8 @@ def plain_values(values: tuple[Any, ...], codec: RowCodec) -> dict[str, Any]:
         row["event_id"] = derived_event_id(row["stream_id"], row["sequence"])
     if row["category"] is None:
         row["category"] = type_category(row["event_type"])
+    if row["privacy_classification"] is None:
+        row["privacy_classification"] = "public"
     session = row["session_id"]
     row["session_id"] = derived_session(row["stream_id"]) if session is None else session or None
     if row["session_id"] is not None:
@@ -155,11 +157,14 @@ def type_category(event_type: str) -> str:
 
 def _stored_values(values: tuple[Any, ...], codec: RowCodec) -> tuple[Any, ...]:
     """Row form 2 (ADR 0058) leaves out what the row spells otherwise: a derived id, the
-    type's own category, a conversation id equal to the session id and a session id its
-    stream ends with ('' marks none where NULL would read as a value)."""
+    type's own category, a conversation id equal to the session id, a session id its
+    stream ends with ('' marks none where NULL would read as a value) and the default
+    privacy classification, ``public``."""
     (event_id, stream, sequence, event_type, category, event_time, inserted_at,
-     session, conversation, *rest, plain) = values  # fmt: skip
+     session, conversation, *rest, classification, redacted, plain) = values  # fmt: skip
     if codec.derived_ids:
+        if classification == "public":
+            classification = None
         event_id = stored_event_id(event_id, stream, sequence)
         if category == type_category(event_type):
             category = None
@@ -170,7 +175,8 @@ def _stored_values(values: tuple[Any, ...], codec: RowCodec) -> tuple[Any, ...]:
         elif session is None and stream.startswith("session:"):
             session = ""  # none, where NULL would read as the stream's
     return (event_id, stream, sequence, event_type, category, event_time, inserted_at,
-            session, conversation, *rest, codec.stored_json(plain))  # fmt: skip
+            session, conversation, *rest, classification, redacted,
+            codec.stored_json(plain))  # fmt: skip
 
 
 def _encoded_values(encoded: EncodedEvent, inserted_at: int) -> tuple[Any, ...]:

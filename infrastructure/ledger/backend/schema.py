@@ -110,7 +110,8 @@ def ledger_tables(prefix: str = "") -> LedgerTables:
         Column("run_id", String),
         Column("project_id", String),
         Column("directory", String),
-        Column("privacy_classification", String, nullable=False),
+        # NULL: public, the default (no reader filters by it).
+        Column("privacy_classification", String),
         Column("redacted", Boolean, nullable=False),
         Column("event_json", LargeBinary, nullable=False),
         UniqueConstraint("stream_id", "sequence", name=f"{name}_stream_sequence_key"),
