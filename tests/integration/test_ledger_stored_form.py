@@ -77,6 +77,7 @@ def raw_columns(db: LedgerDatabase) -> list[Any]:
                     events.c.category,
                     events.c.conversation_id,
                     events.c.event_json,
+                    events.c.privacy_classification,
                 ).order_by(events.c.notification_id)
             )
         )
@@ -126,6 +127,7 @@ def test_a_synced_ledger_stores_frames_and_leaves_out_derived_values(
     assert all(bytes(row[4]).startswith(MAGIC) for row in rows)
     assert {row[1] for row in rows} == {None}  # every id derives from (stream, sequence)
     assert {row[3] for row in rows} == {None}  # conversation id = session id
+    assert {row[5] for row in rows} == {None}  # the default classification, public
     assert sum(len(bytes(row[4])) for row in rows) * 3 < sum(map(len, want.values()))
     assert sorted(db.codec.dictionaries) == [1]
     assert_reads(ledger, want)
