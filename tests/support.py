@@ -257,3 +257,45 @@ def list_files_opening() -> list[pt.Command]:
 def one_turn_session() -> list[pt.Command]:
     """The seven-command sample session: :func:`list_files_opening`, a reply, the end."""
     return [*list_files_opening(), pt.AssistantText("one file"), pt.EndRequest()]
+
+
+def plain_rows(db: LedgerDatabase) -> list[tuple[int, str, bytes]]:
+    """Every row's notification id, event id and envelope as a reader sees them (ADR 0058:
+    the columns may leave a derived id out and hold the envelope compressed)."""
+    from sqlalchemy import select
+
+    from pentrace.infrastructure.ledger.backend.schema import event_id_of
+
+    events = db.tables.events
+    with db.reading("read the test's rows") as conn:
+        rows = conn.execute(
+            select(events.c.notification_id, event_id_of(events), events.c.event_json).order_by(
+                events.c.notification_id
+            )
+        ).all()
+    return [(int(nid), str(event_id), db.codec.plain_json(json)) for nid, event_id, json in rows]
+
+
+def ledger_file_rows(path: Path) -> list[tuple[int, str, bytes]]:
+    """:func:`plain_rows` of a SQLite ledger file, opened read-only."""
+    db = LedgerDatabase.for_path(path, read_only=True)
+    try:
+        return plain_rows(db)
+    finally:
+        db.close()
+
+
+def ledger_file_sessions(path: Path) -> list[tuple[str | None, bytes]]:
+    """Each row's session id (the column as readers see it) and envelope, in order."""
+    from sqlalchemy import select
+
+    db = LedgerDatabase.for_path(path, read_only=True)
+    events = db.tables.events
+    try:
+        with db.reading("read the test's rows") as conn:
+            rows = conn.execute(
+                select(db.session_column(), events.c.event_json).order_by(events.c.notification_id)
+            ).all()
+        return [(sid, db.codec.plain_json(json)) for sid, json in rows]
+    finally:
+        db.close()

@@ -28,6 +28,7 @@ from pentrace.infrastructure.analytics.failures import (
 from pentrace.infrastructure.analytics.runner import open_ledger, open_projection
 from pentrace.infrastructure.ledger import RuntimeEventLedger
 from pentrace.infrastructure.ledger.application import LedgerEvent
+from pentrace.infrastructure.ledger.backend.row_form import read_plain
 
 __all__ = ["RetryReport", "ledger_rows", "retry"]
 
@@ -58,8 +59,9 @@ def ledger_rows(
                 )
             ).first()
             if row is not None:
-                found[failure.stream_id, failure.sequence] = (int(row[0]), bytes(row[1]))
-    return found
+                found[failure.stream_id, failure.sequence] = (int(row[0]), row[1])
+    plain = read_plain(ledger.db, list(found.values()), 1, 0)
+    return {key: (nid, data) for (key, (nid, _)), data in zip(found.items(), plain, strict=True)}
 
 
 def retry(

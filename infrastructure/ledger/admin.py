@@ -16,17 +16,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from sqlalchemy import func, select
 
 from pentrace.domain.session.key import SessionKey
 from pentrace.errors import LedgerFormatError, NotFoundError
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger, opener
+from pentrace.infrastructure.ledger.backend.schema import event_id_of
 from pentrace.infrastructure.ledger.indexer import SyncReport, rebuild_sessions
+from pentrace.infrastructure.ledger.rows import type_category
 from pentrace.infrastructure.ledger.sessions import ledger_session, untraced_sessions
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 
@@ -100,6 +102,15 @@ def forget_sessions(root: DataRoot, sessions: Iterable[SessionKey]) -> dict[Sess
         ledger.close()
 
 
+def _categories(by_type: Sequence[Any]) -> dict[str, int]:
+    """Rows per category from rows per (type, category); NULL is the type's own (ADR 0058)."""
+    counts: dict[str, int] = {}
+    for event_type, category, count in by_type:
+        name = str(category) if category is not None else type_category(str(event_type))
+        counts[name] = counts.get(name, 0) + int(count)
+    return dict(sorted(counts.items()))
+
+
 @dataclass(frozen=True)
 class LedgerStats:
     """Rows, bytes, the oldest and newest rows, streams and rows per category."""
@@ -137,13 +148,15 @@ def ledger_stats(ledger: RuntimeEventLedger) -> LedgerStats:
         ends = {
             int(row[0]): (row[1], int(row[2]))
             for row in conn.execute(
-                select(events.c.notification_id, events.c.event_id, events.c.inserted_at).where(
+                select(events.c.notification_id, event_id_of(events), events.c.inserted_at).where(
                     events.c.notification_id.in_([first or 0, last or 0])
                 )
             )
         }
-        categories = conn.execute(
-            select(events.c.category, func.count()).group_by(events.c.category)
+        by_type = conn.execute(
+            select(events.c.event_type, events.c.category, func.count()).group_by(
+                events.c.event_type, events.c.category
+            )
         ).all()
         pruned = conn.execute(select(func.coalesce(func.sum(marks.c.pruned_rows), 0))).scalar()
     oldest, newest = ends.get(first or -1), ends.get(last or -1)
@@ -157,7 +170,7 @@ def ledger_stats(ledger: RuntimeEventLedger) -> LedgerStats:
         newest_inserted_ms=newest[1] if newest else None,
         streams=int(streams),
         pruned_rows=int(pruned or 0),
-        by_category={str(name): int(count) for name, count in sorted(categories)},
+        by_category=_categories(by_type),
         format=ledger.db.format or "pentrace",
     )
 

@@ -37,7 +37,9 @@ from pentrace.errors import (
     RedactionError,
     TraceError,
 )
+from pentrace.infrastructure.ledger.backend.codec import RowCodec
 from pentrace.infrastructure.ledger.backend.errors import LedgerIntegrityError
+from pentrace.infrastructure.ledger.dictionary import sync_codec
 from pentrace.infrastructure.ledger.retention_skip import (
     SessionTask,
     plan_skips,
@@ -109,7 +111,11 @@ class SessionBuild:
 
 
 def build_session(
-    ref: SessionRef, held: frozenset[int], pruned_through: int, inserted_at: int
+    ref: SessionRef,
+    held: frozenset[int],
+    pruned_through: int,
+    inserted_at: int,
+    codec: RowCodec | None = None,
 ) -> SessionBuild:
     """The rows of every record of ``ref`` but the ``held`` positions and those retention pruned."""
     mapper = SessionEvents(ref.key)
@@ -121,7 +127,7 @@ def build_session(
                 skipped += 1
                 mapper.skip(position, record)
                 continue
-            rows.append(encoded_values(mapper.encoded(position, record), inserted_at))
+            rows.append(encoded_values(mapper.encoded(position, record), inserted_at, codec))
     except SESSION_ERRORS as error:
         return SessionBuild(rows, skipped, SessionFailure.of(ref, error))
     return SessionBuild(rows, skipped, None)
@@ -150,7 +156,7 @@ def insert_values(ledger: RuntimeEventLedger, rows: list[tuple[Any, ...]]) -> in
             ledger.waker.wake()
             ledger.cleanup_if_due()
             return len(rows)
-    return ledger.append_rows([dict(zip(ROW_COLUMNS, row, strict=True)) for row in rows])
+    return ledger.append_stored(rows, ledger.db.codec)
 
 
 def auto_workers(refs: list[SessionRef]) -> int:
@@ -187,10 +193,11 @@ def sync_sessions(
     if plan is not None and plan.marks:
         record_skips(ledger, plan)
     tasks = plan.tasks if plan is not None else session_tasks(ledger, refs)
+    codec = sync_codec(ledger, refs)  # the rows' stored form (ADR 0058)
     sessions = indexed = held_total = 0
     failures: list[SessionFailure] = []
     pending: list[tuple[Any, ...]] = []  # rows of consecutive sessions, one transaction
-    for task, build in _builds(tasks, workers):
+    for task, build in _builds(tasks, workers, codec):
         sessions += 1
         pending += build.rows
         while len(pending) >= BATCH:
@@ -204,19 +211,19 @@ def sync_sessions(
     return SyncReport(sessions, indexed, held_total, tuple(failures), skipped)
 
 
-def _build(task: SessionTask) -> SessionBuild:
+def _build(task: SessionTask, codec: RowCodec) -> SessionBuild:
     if not task.build:
         return SessionBuild([], task.already_held + task.skipped, None)
-    return build_session(task.ref, task.held, task.pruned_through, task.inserted_at)
+    return build_session(task.ref, task.held, task.pruned_through, task.inserted_at, codec)
 
 
 def _builds(
-    tasks: Iterable[SessionTask], workers: int
+    tasks: Iterable[SessionTask], workers: int, codec: RowCodec
 ) -> Iterator[tuple[SessionTask, SessionBuild]]:
     """Each session's build, in ``tasks`` order; in worker processes when ``workers`` > 1."""
     if workers <= 1:
         for task in tasks:
-            yield task, _build(task)
+            yield task, _build(task, codec)
         return
     # fork: the workers inherit the redaction policy this process installed
     # (``--redaction-rules`` included) and start without importing anything.
@@ -228,7 +235,7 @@ def _builds(
     ) as pool:
         pending: deque[tuple[SessionTask, Future[SessionBuild]]] = deque()
         for task in tasks:
-            pending.append((task, pool.submit(_build, task)))
+            pending.append((task, pool.submit(_build, task, codec)))
             if len(pending) > workers:
                 done, future = pending.popleft()
                 yield done, future.result()

@@ -19,6 +19,7 @@ from pentrace.domain.session.key import (
     any_owner_streams_like,
     legacy_event_parts,
 )
+from pentrace.infrastructure.ledger.backend.schema import event_id_of, ids_match
 
 if TYPE_CHECKING:
     from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
@@ -36,16 +37,16 @@ def locate_cursor(db: LedgerDatabase, conn: Connection, event_id: str, scope: Sc
     is ambiguous and reported as a gap like any unknown id.
     """
     events = db.tables.events
-    found = conn.execute(
-        select(events.c.notification_id).where(events.c.event_id == event_id)
-    ).scalar_one_or_none()
-    if found is not None:
-        return int(found)
+    for position, held_id in conn.execute(
+        select(events.c.notification_id, event_id_of(events)).where(ids_match(events, [event_id]))
+    ):
+        if held_id == event_id:
+            return int(position)
     legacy = legacy_event_parts(event_id)
     if legacy is None:
         return None
     query = select(events.c.notification_id).where(
-        events.c.session_id == legacy[0],
+        db.session_column() == legacy[0],
         events.c.sequence == legacy[1],
         events.c.stream_id.like(SESSION_STREAMS_LIKE),
     )

@@ -30,6 +30,8 @@ from pentrace.domain.session.key import (
     any_owner_streams_like,
     parse_session_stream,
 )
+from pentrace.infrastructure.ledger.backend.row_form import read_plain
+from pentrace.infrastructure.ledger.backend.schema import event_id_of
 from pentrace.infrastructure.ledger.replay import LedgerEntry, Scope, locate_cursor, scoped_page
 
 if TYPE_CHECKING:
@@ -86,25 +88,23 @@ def session_owners(ledger: _Ledger, session_id: str) -> list[SessionKey]:
     """
     events = ledger.db.tables.events
     c = events.c
+    session = ledger.db.session_column()
     with ledger.db.reading("find the owners of a session id") as conn:
         first = conn.execute(
-            select(c.stream_id)
-            .where(c.session_id == session_id)
-            .order_by(c.notification_id)
-            .limit(1)
+            select(c.stream_id).where(session == session_id).order_by(c.notification_id).limit(1)
         ).scalar_one_or_none()
         if first is None:
             return []
         key = parse_session_stream(str(first))
         if key is not None:
             count = select(func.count()).select_from(events)
-            rows = conn.execute(count.where(c.session_id == session_id)).scalar_one()
+            rows = conn.execute(count.where(session == session_id)).scalar_one()
             own = conn.execute(count.where(c.stream_id == first)).scalar_one()
             if rows == own:
                 return [key]
         found = conn.execute(
             select(c.project_id, c.agent_id)
-            .where(c.session_id == session_id)
+            .where(session == session_id)
             .where(c.stream_id.like(SESSION_STREAMS_LIKE))
             .distinct()
             .limit(50)
@@ -175,16 +175,17 @@ def _entries(
 ) -> list[LedgerEntry]:
     events = ledger.db.tables.events
     position = events.c.notification_id
-    query = select(events.c.event_id, events.c.event_json, position)
+    query = select(event_id_of(events), events.c.event_json, position)
     if after is not None:
         query = query.where(position > after)
     query = query.order_by(position.desc() if newest else position).limit(limit)
     if isinstance(session, SessionKey):
         query = query.where(events.c.stream_id == session.stream_id)
     elif session is not None:  # a bare id: the session_id column (a Penguin-format ledger)
-        query = query.where(events.c.session_id == session)
+        query = query.where(ledger.db.session_column() == session)
     operation = "read the newest ledger events" if newest else "read the ledger"
     with ledger.db.reading(operation) as conn:
         rows = conn.execute(query).all()
-    ordered = reversed(rows) if newest else rows
-    return [LedgerEntry(row[0], bytes(row[1]), row[2]) for row in ordered]
+    ordered = list(reversed(rows)) if newest else rows
+    plain = read_plain(ledger.db, ordered, 1, 2)
+    return [LedgerEntry(row[0], data, row[2]) for row, data in zip(ordered, plain, strict=True)]

@@ -30,6 +30,8 @@ from sqlalchemy import select, tuple_
 from pentrace.domain.redaction import is_redacted, redact
 from pentrace.errors import LedgerError, LedgerFormatError
 from pentrace.infrastructure.ledger.backend.formats import file_format
+from pentrace.infrastructure.ledger.backend.row_form import read_plain
+from pentrace.infrastructure.ledger.backend.schema import event_id_of, ids_match
 from pentrace.infrastructure.ledger.rows import envelope_row
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 
@@ -139,17 +141,21 @@ def _keep_new(
     events = target.db.tables.events
     ids = [row["event_id"] for _, row in prepared]
     positions = [(row["stream_id"], row["sequence"]) for _, row in prepared]
+    event_id_column = event_id_of(events)
     with target.db.reading("check the ledger for imported ids") as conn:
+        held = conn.execute(
+            select(event_id_column, events.c.event_json).where(ids_match(events, ids))
+        ).all()
+        wanted = set(ids)
         by_id = {
-            str(event_id): bytes(stored)
-            for event_id, stored in conn.execute(
-                select(events.c.event_id, events.c.event_json).where(events.c.event_id.in_(ids))
-            )
+            str(row[0]): data
+            for row, data in zip(held, read_plain(target.db, held, 1, None), strict=True)
+            if str(row[0]) in wanted
         }
         by_position = {
             (str(stream), int(sequence)): str(event_id)
             for stream, sequence, event_id in conn.execute(
-                select(events.c.stream_id, events.c.sequence, events.c.event_id).where(
+                select(events.c.stream_id, events.c.sequence, event_id_column).where(
                     tuple_(events.c.stream_id, events.c.sequence).in_(positions)
                 )
             )

@@ -10,6 +10,7 @@ from sqlalchemy import func, select
 
 from pentrace.domain.session.key import SESSION_STREAMS_LIKE, SessionKey, parse_session_stream
 from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
+from pentrace.infrastructure.ledger.backend.schema import event_id_of, ids_match
 from pentrace.infrastructure.ledger.pages import newest_entries
 from pentrace.infrastructure.ledger.replay import (
     LedgerEntry,
@@ -55,9 +56,9 @@ class LedgerReads:
         events = self.db.tables.events
         with self.db.reading("look up a ledger event") as conn:
             found = conn.execute(
-                select(events.c.notification_id).where(events.c.event_id == event_id)
-            ).first()
-        return found is not None
+                select(event_id_of(events)).where(ids_match(events, [event_id]))
+            ).scalars()
+            return event_id in found
 
     def newest(self, limit: int = 100) -> list[LedgerEntry]:
         """The last ``limit`` retained events, oldest first."""

@@ -31,8 +31,9 @@ from sqlalchemy import Connection, Select, bindparam, insert, select, update
 
 from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
 from pentrace.infrastructure.ledger.backend.errors import LedgerIntegrityError
+from pentrace.infrastructure.ledger.backend.row_form import read_plain
 from pentrace.infrastructure.ledger.live.subscription import LedgerSubscription, waker_for
-from pentrace.infrastructure.ledger.rows import stored_event_row
+from pentrace.infrastructure.ledger.rows import stored_event_row, stored_row
 
 __all__ = ["LedgerRecorder"]
 
@@ -81,9 +82,11 @@ class LedgerRecorder(ProcessRecorder):
         return ids
 
     def _insert_rows(self, conn: Connection, rows: list[dict[str, Any]]) -> list[int]:
-        """Insert rows inside a write transaction; returns their notification ids in order
-        (the backend's fastest insert, which also announces the commit)."""
-        return self._insert(conn, rows)
+        """Insert plain rows inside a write transaction, in the ledger's stored form (ADR
+        0058); returns their notification ids in order (the backend's fastest insert, which
+        also announces the commit)."""
+        codec = self.db.codec
+        return self._insert(conn, [stored_row(row, codec) for row in rows])
 
     # -- reading -----------------------------------------------------------------
     def select_events(
@@ -109,9 +112,11 @@ class LedgerRecorder(ProcessRecorder):
         if limit is not None:
             query = query.limit(limit)
         with self.db.reading("select ledger events") as conn:
-            return [
-                StoredEvent(row[0], row[1], row[2], bytes(row[3])) for row in conn.execute(query)
-            ]
+            rows = conn.execute(query.add_columns(events.c.notification_id)).all()
+        plain = read_plain(self.db, rows, 3, 4)
+        return [
+            StoredEvent(row[0], row[1], row[2], data) for row, data in zip(rows, plain, strict=True)
+        ]
 
     def select_notifications(
         self,
@@ -160,15 +165,16 @@ class LedgerRecorder(ProcessRecorder):
                         key=_first,
                     )
                 )
+        plain = read_plain(self.db, rows, 4, 0)
         return [
             Notification(
                 id=row[0],
                 originator_id=row[1],
                 originator_version=row[2],
                 topic=row[3],
-                state=row[4] if type(row[4]) is bytes else bytes(row[4]),
+                state=data,
             )
-            for row in rows
+            for row, data in zip(rows, plain, strict=True)
         ]
 
     def _notification_rows(

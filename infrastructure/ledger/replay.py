@@ -29,6 +29,8 @@ from sqlalchemy import (
 
 from pentrace.domain.json_codec import JsonDecoder
 from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
+from pentrace.infrastructure.ledger.backend.row_form import read_plain
+from pentrace.infrastructure.ledger.backend.schema import event_id_of
 from pentrace.infrastructure.ledger.cursors import gap_reason, locate_cursor
 
 __all__ = [
@@ -160,10 +162,8 @@ def scoped_page(
         rows = parts[0]
     else:
         rows = list(heapq.merge(*parts, key=_position, reverse=newest_first))[:cap]
-    return [
-        LedgerEntry(row[0], row[1] if type(row[1]) is bytes else bytes(row[1]), row[2])
-        for row in rows
-    ]
+    plain = read_plain(db, rows, 1, 2)
+    return [LedgerEntry(row[0], data, row[2]) for row, data in zip(rows, plain, strict=True)]
 
 
 def _position(row: tuple[str, bytes, int]) -> int:
@@ -226,11 +226,12 @@ def _page_statement(
     newest_first: bool,
 ) -> Select[tuple[str, bytes, int]]:
     events = db.tables.events
-    query = select(events.c.event_id, events.c.event_json, events.c.notification_id)
-    if lead is not None and branch == "own":
-        query = query.where(events.c[lead] == bindparam(lead))
-    elif lead is not None and branch == "unscoped":
-        query = query.where(events.c[lead].is_(None))
+    query = select(event_id_of(events), events.c.event_json, events.c.notification_id)
+    led = None if lead is None else db.session_column() if lead == "session_id" else events.c[lead]
+    if led is not None and branch == "own":
+        query = query.where(led == bindparam(lead))
+    elif led is not None and branch == "unscoped":
+        query = query.where(led.is_(None))
     # ``coalesce(col, v) = v`` is Penguin's ``col = v OR col IS NULL``.
     if has_agent:
         query = query.where(

@@ -26,6 +26,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, case, delete, func, select
 
 from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
+from pentrace.infrastructure.ledger.backend.schema import event_id_of
 
 __all__ = [
     "RetentionPolicy",
@@ -116,7 +117,7 @@ def _prune(db: LedgerDatabase, conn: Connection, condition: ColumnElement[bool])
             events.c.stream_id,
             func.max(events.c.sequence),
             func.max(events.c.notification_id),
-            func.max(events.c.event_id),
+            func.max(event_id_of(events)),
             func.count(),
         )
         .where(condition)

@@ -6,6 +6,11 @@ type, mapping payload, a consistent privacy block) and then *re-redacted*: when 
 redaction policy would still change anything, the ledger refuses the event
 with a :class:`~pentrace.errors.RedactionError` naming the paths, never the
 values.  Unlike Penguin, nothing is dropped silently.
+
+Rows are built plain (the whole id, the envelope's JSON); :func:`stored_row`
+and ``encoded_values(..., codec)`` turn them into the ledger's stored form
+(:mod:`.backend.codec`, ADR 0058) after the redaction check, so nothing
+unchecked is ever compressed.
 """
 
 from __future__ import annotations
@@ -19,9 +24,16 @@ from eventsourcing.persistence import StoredEvent
 
 from pentrace.domain.json_codec import JsonEncoder, escape_surrogates
 from pentrace.domain.redaction import is_redacted, is_redacted_encoded, redact
+from pentrace.domain.runtime.header import event_category
 from pentrace.domain.runtime.session_events import EncodedEvent
 from pentrace.domain.runtime.validation import envelope_problems
 from pentrace.errors import LedgerError, RedactionError
+from pentrace.infrastructure.ledger.backend.codec import (
+    RowCodec,
+    derived_event_id,
+    derived_session,
+    stored_event_id,
+)
 
 __all__ = [
     "ROW_COLUMNS",
@@ -31,7 +43,10 @@ __all__ = [
     "encoded_values",
     "envelope_row",
     "event_row",
+    "plain_values",
     "stored_event_row",
+    "stored_row",
+    "type_category",
 ]
 
 SCHEMA_VERSION: Final = "penguin.runtime_event.v1"
@@ -45,6 +60,7 @@ _SCOPE_COLUMNS: Final = (
     "directory",
 )
 _encode: Final = JsonEncoder().encode
+_type_categories: dict[str, str] = {}
 # The ledger table's columns but ``notification_id``, in table order (``encoded_values``).
 ROW_COLUMNS: Final = (
     "event_id",
@@ -88,13 +104,82 @@ def encoded_row(encoded: EncodedEvent, inserted_at: int) -> dict[str, Any]:
     return dict(zip(ROW_COLUMNS, encoded_values(encoded, inserted_at), strict=True))
 
 
-def encoded_values(encoded: EncodedEvent, inserted_at: int) -> tuple[Any, ...]:
+def encoded_values(
+    encoded: EncodedEvent, inserted_at: int, codec: RowCodec | None = None
+) -> tuple[Any, ...]:
     """The columns of :func:`encoded_row`, as a tuple in :data:`ROW_COLUMNS` order.
 
     A screened envelope (its bytes cleared by the redaction screen, so fully
     redacted) is well formed by construction: its columns are read straight
     from the struct.  Any other goes through every check of :func:`envelope_row`.
+    With ``codec`` the id and envelope are in the ledger's stored form.
     """
+    values = _encoded_values(encoded, inserted_at)
+    return values if codec is None else _stored_values(values, codec)
+
+
+def stored_row(row: dict[str, Any], codec: RowCodec) -> dict[str, Any]:
+    """A plain row (:func:`envelope_row`) as the ledger stores it (a new dict)."""
+    values = _stored_values(tuple(row[column] for column in ROW_COLUMNS), codec)
+    return dict(zip(ROW_COLUMNS, values, strict=True))
+
+
+def plain_values(values: tuple[Any, ...], codec: RowCodec) -> dict[str, Any]:
+    """The plain row (:func:`envelope_row`'s) of a row in stored form: the inverse of
+    ``encoded_values(..., codec)``."""
+    row = dict(zip(ROW_COLUMNS, values, strict=True))
+    row["event_json"] = codec.plain_json(row["event_json"])
+    if not codec.derived_ids:
+        return row
+    if row["event_id"] is None:
+        row["event_id"] = derived_event_id(row["stream_id"], row["sequence"])
+    if row["category"] is None:
+        row["category"] = type_category(row["event_type"])
+    if row["privacy_classification"] is None:
+        row["privacy_classification"] = "public"
+    session = row["session_id"]
+    row["session_id"] = derived_session(row["stream_id"]) if session is None else session or None
+    if row["session_id"] is not None:
+        conversation = row["conversation_id"]
+        row["conversation_id"] = row["session_id"] if conversation is None else conversation or None
+    return row
+
+
+def type_category(event_type: str) -> str:
+    """The category a row of ``event_type`` has when its ``category`` column is NULL."""
+    found = _type_categories.get(event_type)
+    if found is None:
+        if len(_type_categories) > 4096:
+            _type_categories.clear()
+        found = _type_categories[event_type] = event_category(event_type, {})
+    return found
+
+
+def _stored_values(values: tuple[Any, ...], codec: RowCodec) -> tuple[Any, ...]:
+    """Row form 2 (ADR 0058) leaves out what the row spells otherwise: a derived id, the
+    type's own category, a conversation id equal to the session id, a session id its
+    stream ends with ('' marks none where NULL would read as a value) and the default
+    privacy classification, ``public``."""
+    (event_id, stream, sequence, event_type, category, event_time, inserted_at,
+     session, conversation, *rest, classification, redacted, plain) = values  # fmt: skip
+    if codec.derived_ids:
+        if classification == "public":
+            classification = None
+        event_id = stored_event_id(event_id, stream, sequence)
+        if category == type_category(event_type):
+            category = None
+        if session is not None:
+            conversation = None if conversation == session else conversation or ""
+        if session == derived_session(stream):
+            session = None
+        elif session is None and stream.startswith("session:"):
+            session = ""  # none, where NULL would read as the stream's
+    return (event_id, stream, sequence, event_type, category, event_time, inserted_at,
+            session, conversation, *rest, classification, redacted,
+            codec.stored_json(plain))  # fmt: skip
+
+
+def _encoded_values(encoded: EncodedEvent, inserted_at: int) -> tuple[Any, ...]:
     event = encoded.event
     if not encoded.screened:
         row = envelope_row(event.to_builtins(), inserted_at, encoded.json)

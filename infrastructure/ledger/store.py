@@ -22,8 +22,12 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, func, select
 
+from pentrace.infrastructure.ledger.backend.codec import RowCodec
 from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
 from pentrace.infrastructure.ledger.backend.errors import LedgerIntegrityError
+from pentrace.infrastructure.ledger.backend.row_form import read_plain
+from pentrace.infrastructure.ledger.backend.schema import event_id_of, ids_match
+from pentrace.infrastructure.ledger.dictionary import TRAIN_AFTER, stored_rows_codec
 from pentrace.infrastructure.ledger.reads import LedgerReads
 from pentrace.infrastructure.ledger.recorder import LedgerRecorder
 from pentrace.infrastructure.ledger.retention import (
@@ -31,7 +35,7 @@ from pentrace.infrastructure.ledger.retention import (
     RetentionReport,
     apply_retention,
 )
-from pentrace.infrastructure.ledger.rows import event_row
+from pentrace.infrastructure.ledger.rows import event_row, plain_values
 from pentrace.infrastructure.ledger.settings import LedgerSettings
 
 __all__ = ["RuntimeEventLedger"]
@@ -60,6 +64,7 @@ class RuntimeEventLedger(LedgerRecorder, LedgerReads):
         self._monotonic = monotonic
         self._last_cleanup: float | None = None
         self._retention_held = 0
+        self._plain_written = 0
 
     @classmethod
     def open(
@@ -131,8 +136,25 @@ class RuntimeEventLedger(LedgerRecorder, LedgerReads):
                 before_commit(conn)
         if fresh:
             self.waker.wake()
+            self._train_if_due(len(fresh))
         self.cleanup_if_due()
         return len(fresh)
+
+    def _train_if_due(self, written: int) -> None:
+        """Count plain rows written; at :data:`.dictionary.TRAIN_AFTER` try training the
+        ledger's first dictionary from its rows (ADR 0058)."""
+        if self.db.codec.current is not None:
+            return
+        self._plain_written += written
+        if self._plain_written >= TRAIN_AFTER:
+            self._plain_written = 0
+            stored_rows_codec(self)
+
+    def append_stored(self, rows: list[tuple[Any, ...]], codec: RowCodec) -> int:
+        """:meth:`append_rows` for rows ``encoded_values(..., codec)`` built (the sync's
+        batches that met a held key): made plain again, so that held copies are told by
+        their ids and envelopes."""
+        return self.append_rows([plain_values(row, codec) for row in rows])
 
     def extend_rows(self, rows: list[dict[str, Any]]) -> int:
         """Store rows made by :func:`.rows.envelope_row` (each with its own ``inserted_at``),
@@ -159,13 +181,15 @@ class RuntimeEventLedger(LedgerRecorder, LedgerReads):
         events = self.db.tables.events
         ids = list(unique)
         for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
             held = conn.execute(
-                select(events.c.event_id, events.c.event_json).where(
-                    events.c.event_id.in_(ids[start : start + _CHUNK])
-                )
-            )
-            for event_id, stored in held:
-                if bytes(stored) != unique[event_id]["event_json"]:
+                select(event_id_of(events), events.c.event_json).where(ids_match(events, chunk))
+            ).all()
+            plain_list = read_plain(self.db, held, 1, None)
+            for (event_id, _), plain in zip(held, plain_list, strict=True):
+                if event_id not in unique:
+                    continue  # its position's row, under a foreign id
+                if plain != unique[event_id]["event_json"]:
                     raise _conflict(event_id, "already in the ledger")
                 del unique[event_id]
         return list(unique.values())
@@ -247,6 +271,7 @@ class RuntimeEventLedger(LedgerRecorder, LedgerReads):
                     batch = []
             stored += self._insert_fresh(conn, batch)
         self.waker.wake()
+        self._train_if_due(stored)
         self.cleanup_if_due()
         return stored
 

@@ -73,9 +73,11 @@ def held_positions(ledger_path: Path, session: str = SESSION) -> list[int]:
         return []
     with closing(sqlite3.connect(ledger_path)) as conn:
         try:
+            # The session's stream ends with its id (its column may be left out: ADR 0058).
             rows = conn.execute(
-                "SELECT sequence FROM runtime_events WHERE session_id = ? ORDER BY notification_id",
-                (session,),
+                "SELECT sequence FROM runtime_events WHERE substr(stream_id, -?) = ? "
+                "ORDER BY notification_id",
+                (len(session) + 1, f"/{session}"),
             ).fetchall()
         except sqlite3.OperationalError as error:
             if "no such table" in str(error):

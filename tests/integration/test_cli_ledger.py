@@ -17,7 +17,7 @@ from pentrace import testing as pt
 from pentrace.infrastructure.ledger import default_ledger_path
 from pentrace.infrastructure.storage.layout import DataRoot
 from tests.integration.ledger_backends import LedgerBackend
-from tests.support import clean_env, cli_ok, one_turn_session, run_pentrace
+from tests.support import clean_env, cli_ok, ledger_file_rows, one_turn_session, run_pentrace
 
 SID = "session-2026-07-18-11-10-22-3f8a1c2d"
 OTHER = "session-2026-07-19-08-00-00-0badcafe"
@@ -35,12 +35,7 @@ def run_json(root: Path, *args: str) -> Any:
 
 
 def ledger_rows(root: Path) -> list[tuple[int, str, bytes]]:
-    with sqlite3.connect(default_ledger_path(root)) as conn:
-        rows = conn.execute(
-            "SELECT notification_id, event_id, event_json FROM runtime_events "
-            "ORDER BY notification_id"
-        ).fetchall()
-    return [(int(r[0]), str(r[1]), bytes(r[2])) for r in rows]
+    return ledger_file_rows(default_ledger_path(root))
 
 
 def synced(root: Path, *sessions: str) -> None:

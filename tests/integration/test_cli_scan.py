@@ -7,7 +7,6 @@ installs from the root's ``redaction.toml`` is its own.
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ import pytest
 
 from pentrace import testing as pt
 from pentrace.infrastructure.ledger import default_ledger_path
-from tests.support import run_pentrace
+from tests.support import ledger_file_rows, run_pentrace
 
 SID = "session-2026-07-18-11-10-22-3f8a1c2d"
 CLEAN = "session-2026-07-19-08-00-00-0badcafe"
@@ -133,9 +132,7 @@ def test_fix_without_derived_is_a_usage_error(tmp_path: Path) -> None:
 
 
 def _ledger_bytes(root: Path) -> bytes:
-    with sqlite3.connect(default_ledger_path(root)) as conn:
-        rows = conn.execute("SELECT event_json FROM runtime_events").fetchall()
-    return b"\n".join(bytes(row[0]) for row in rows)
+    return b"\n".join(data for _, _, data in ledger_file_rows(default_ledger_path(root)))
 
 
 def test_redaction_rules_given_on_the_command_line_apply_and_a_missing_file_is_an_error(

@@ -45,7 +45,7 @@ def positions(ledger: RuntimeEventLedger) -> list[int]:
     with ledger.db.reading("test read") as conn:
         rows = conn.execute(
             select(events.c.sequence)
-            .where(events.c.session_id == SESSION)
+            .where(ledger.db.session_column() == SESSION)
             .order_by(events.c.notification_id)
         ).all()
     return [row[0] for row in rows]

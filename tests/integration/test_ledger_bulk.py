@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from pentrace.errors import LedgerConflictError
-from pentrace.infrastructure.ledger import RuntimeEventLedger
+from pentrace.infrastructure.ledger import LedgerDatabase, RuntimeEventLedger
 from pentrace.infrastructure.ledger.bulk import SessionBuild, build_session, insert_values
 from pentrace.infrastructure.ledger.indexer import index_records, sync
+from pentrace.infrastructure.ledger.rows import ROW_COLUMNS, plain_values
 from pentrace.infrastructure.storage.layout import iter_sessions
 from pentrace.testing.files import write_shards
 from tests.integration.test_ledger_indexer import AGENT, PROJECT, open_ledger, trace_lines
@@ -24,13 +25,24 @@ def corpus(root: Path) -> None:
 
 
 def stored(path: Path) -> list[tuple[object, ...]]:
-    """Every row but the two the clock and the write order set, in each stream's order."""
-    with sqlite3.connect(path) as conn:
-        return conn.execute(
-            "SELECT event_id, stream_id, sequence, event_type, category, event_time, session_id, "
-            "agent_id, project_id, directory, privacy_classification, redacted, event_json "
-            "FROM runtime_events ORDER BY stream_id, notification_id"
-        ).fetchall()
+    """Every row as readers see it but the two columns the clock and the write order set,
+    in each stream's order."""
+    db = LedgerDatabase.for_path(path, read_only=True)
+    events = db.tables.events
+    try:
+        with db.reading("read the rows") as conn:
+            rows = conn.execute(
+                select(*(events.c[name] for name in ROW_COLUMNS)).order_by(
+                    events.c.stream_id, events.c.notification_id
+                )
+            ).all()
+        plain = [plain_values(tuple(row), db.codec) for row in rows]
+    finally:
+        db.close()
+    kept = ("event_id", "stream_id", "sequence", "event_type", "category", "event_time",
+            "session_id", "agent_id", "project_id", "directory", "privacy_classification",
+            "redacted", "event_json")  # fmt: skip
+    return [tuple(row[name] for name in kept) for row in plain]
 
 
 def test_workers_store_the_rows_one_process_stores_in_each_sessions_order(

@@ -80,7 +80,7 @@ def test_a_ledger_made_by_an_earlier_version_is_upgraded_in_place(tmp_path: Path
     old.append(make_event("s1", 1))
     old.close()
     with sqlite3.connect(path) as conn:
-        conn.execute("DROP INDEX runtime_events_session_idx")
+        conn.execute("DROP INDEX runtime_events_session_position_idx")
         conn.execute("DROP INDEX runtime_events_type_position_idx")
         conn.execute("CREATE INDEX runtime_events_type_idx ON runtime_events (event_type)")
         conn.execute("ALTER TABLE runtime_events ADD COLUMN payload_json TEXT")
@@ -94,14 +94,17 @@ def test_a_ledger_made_by_an_earlier_version_is_upgraded_in_place(tmp_path: Path
     assert ledger.append(make_event("s1", 2)) is True
     with sqlite3.connect(path) as conn:
         indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+        statement = _page_statement(
+            ledger.db, "session_id", "own", True, False, False, False, False, True, False
+        ).compile(dialect=ledger.db.engine.dialect, compile_kwargs={"literal_binds": False})
+        values = {**statement.params, "session_id": "s1", "after": 0, "limit": 10}
         plan = conn.execute(
-            "EXPLAIN QUERY PLAN SELECT event_id FROM runtime_events "
-            "WHERE session_id = 's1' AND notification_id > 0 ORDER BY notification_id LIMIT 10"
+            f"EXPLAIN QUERY PLAN {statement}", [values[n] for n in statement.positiontup or []]
         ).fetchall()
         copies = conn.execute("SELECT payload_json FROM runtime_events ORDER BY 1").fetchall()
-    assert {"runtime_events_session_idx", "runtime_events_type_position_idx"} <= indexes
+    assert {"runtime_events_session_position_idx", "runtime_events_type_position_idx"} <= indexes
     assert not {"runtime_events_scope_idx", "runtime_events_type_idx"} & indexes
-    assert "runtime_events_session_idx" in str(plan)
+    assert "runtime_events_session_position_idx" in str(plan)
     assert "TEMP B-TREE" not in str(plan)
     assert copies == [(None,), ("{}",)]  # new rows leave the old copy columns empty
     page = ledger.replay_after(None, session_id="s1")
@@ -114,7 +117,11 @@ def test_a_ledger_made_by_an_earlier_version_is_upgraded_in_place(tmp_path: Path
 
 @pytest.mark.parametrize(
     ("lead", "index"),
-    [("agent_id", "runtime_events_agent_idx"), ("directory", "runtime_events_directory_idx")],
+    [
+        ("session_id", "runtime_events_session_position_idx"),
+        ("agent_id", "runtime_events_agent_idx"),
+        ("directory", "runtime_events_directory_idx"),
+    ],
 )
 def test_a_page_filtered_by_agent_or_directory_alone_is_an_index_range_scan(
     tmp_path: Path, lead: str, index: str

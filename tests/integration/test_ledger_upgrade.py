@@ -26,7 +26,13 @@ from pentrace.infrastructure.ledger import (
     RuntimeEventLedger,
 )
 from pentrace.infrastructure.ledger.backend import upgrade
-from pentrace.infrastructure.ledger.backend.upgrade import EVENT_IDS_VERSION
+from pentrace.infrastructure.ledger.backend.schema import (
+    ROW_FORM,
+    ROW_FORM_KEY,
+    event_id_of,
+    ids_match,
+)
+from pentrace.infrastructure.ledger.backend.upgrade import EVENT_IDS_KEY, EVENT_IDS_VERSION
 from pentrace.infrastructure.ledger.indexer import build_events, session_directory, sync
 from pentrace.infrastructure.storage.layout import DataRoot, iter_sessions
 from pentrace.infrastructure.trace.reader import read_session
@@ -87,7 +93,7 @@ def write_earlier_ledger(db: LedgerDatabase, root: DataRoot) -> None:
     ledger.extend([_legacy(event) for event in c])
     tables = db.tables
     with db.writing("make the fixture an earlier ledger") as conn:
-        conn.execute(delete(tables.events).where(tables.events.c.event_id.in_(
+        conn.execute(delete(tables.events).where(ids_match(tables.events,
             [f"evt:session:{LONE}:{n:08d}" for n in (1, 2)]
         )))  # fmt: skip
         conn.execute(
@@ -111,7 +117,7 @@ def test_an_earlier_ledger_is_upgraded_on_open_and_sync_completes_it(
     ledger = RuntimeEventLedger(db, LedgerSettings().with_limits_off())
     with db.reading("read the upgraded ledger") as conn:
         stored = conn.execute(
-            select(db.tables.events.c.event_id, db.tables.events.c.event_json)
+            select(event_id_of(db.tables.events), db.tables.events.c.event_json)
         ).all()
         scheme = conn.execute(select(db.tables.meta.c.value)).scalars().all()
         marks = conn.execute(select(db.tables.watermarks.c.stream_id)).scalars().all()
@@ -169,4 +175,5 @@ def test_cursors_of_the_earlier_form_still_resume_when_they_name_one_session(
 def test_a_new_ledger_records_the_scheme_and_is_never_upgraded_again(open_db: Any) -> None:
     db = open_db()
     with db.reading("read the scheme") as conn:
-        assert conn.execute(select(db.tables.meta.c.value)).scalars().all() == [EVENT_IDS_VERSION]
+        meta = conn.execute(select(db.tables.meta.c.key, db.tables.meta.c.value)).all()
+    assert dict(meta) == {EVENT_IDS_KEY: EVENT_IDS_VERSION, ROW_FORM_KEY: ROW_FORM}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from pathlib import Path
 from typing import cast
 
@@ -15,7 +14,7 @@ from pentrace.infrastructure.ledger import default_ledger_path
 from tests.integration.cli_sessions_corpus import SID_A, SID_B, SID_C, build_corpus
 from tests.integration.sse_harness import Server, SseClient
 from tests.integration.test_tool_output_recording import make_app, open_call
-from tests.support import cli_raising, run_pentrace
+from tests.support import cli_raising, ledger_file_sessions, run_pentrace
 
 ESCAPE = "\\ud800"
 
@@ -70,9 +69,7 @@ def test_search_indexes_and_finds_the_text_around_a_surrogate(root: Path) -> Non
 
 
 def ledger_rows(root: Path) -> list[tuple[str, bytes]]:
-    with sqlite3.connect(default_ledger_path(root)) as conn:
-        rows = conn.execute("SELECT session_id, event_json FROM runtime_events").fetchall()
-    return [(str(r[0]), bytes(r[1])) for r in rows]
+    return [(str(sid), data) for sid, data in ledger_file_sessions(default_ledger_path(root))]
 
 
 def test_ledger_sync_and_rebuild_index_every_session(root: Path) -> None:

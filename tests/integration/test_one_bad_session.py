@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,7 @@ from typer.testing import Result
 
 from pentrace.infrastructure.ledger import default_ledger_path
 from tests.integration.cli_sessions_corpus import SID_A, SID_B, SID_C, build_corpus
-from tests.support import cli_raising
+from tests.support import cli_raising, ledger_file_sessions
 
 pytestmark = pytest.mark.usefixtures("own_stores")
 
@@ -21,9 +20,10 @@ def run(root: Path, *args: str) -> Result:
 
 
 def rows_by_session(root: Path) -> dict[str, int]:
-    with sqlite3.connect(default_ledger_path(root)) as conn:
-        rows = conn.execute("SELECT session_id, count(*) FROM runtime_events GROUP BY 1").fetchall()
-    return {str(sid): int(count) for sid, count in rows}
+    counts: dict[str, int] = {}
+    for sid, _ in ledger_file_sessions(default_ledger_path(root)):
+        counts[str(sid)] = counts.get(str(sid), 0) + 1
+    return counts
 
 
 def break_trace(shard: Path) -> None:

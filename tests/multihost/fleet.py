@@ -165,7 +165,9 @@ def ledger_order(network: Network) -> dict[str, list[int]]:
         events = ledger.db.tables.events
         with ledger.db.reading("multihost check") as conn:
             rows = conn.execute(
-                select(events.c.session_id, events.c.sequence).order_by(events.c.notification_id)
+                select(ledger.db.session_column(), events.c.sequence).order_by(
+                    events.c.notification_id
+                )
             ).all()
     finally:
         ledger.close()

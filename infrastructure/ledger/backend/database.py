@@ -27,10 +27,22 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
-from sqlalchemy import Connection, Engine, Select, bindparam, exc, func, select, text
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Engine,
+    Select,
+    bindparam,
+    exc,
+    func,
+    inspect,
+    select,
+    text,
+)
 from sqlalchemy.sql.compiler import Compiled
 
 from pentrace.errors import LedgerError, LedgerLockedError
+from pentrace.infrastructure.ledger.backend.codec import RowCodec
 from pentrace.infrastructure.ledger.backend.connections import database_url
 from pentrace.infrastructure.ledger.backend.deadline import DEADLINES
 from pentrace.infrastructure.ledger.backend.dialect import (
@@ -40,7 +52,8 @@ from pentrace.infrastructure.ledger.backend.dialect import (
 )
 from pentrace.infrastructure.ledger.backend.errors import converted
 from pentrace.infrastructure.ledger.backend.formats import FileFormat, penguin_format_error
-from pentrace.infrastructure.ledger.backend.schema import LedgerTables, ledger_tables
+from pentrace.infrastructure.ledger.backend.row_form import mark_new_form, read_codec
+from pentrace.infrastructure.ledger.backend.schema import LedgerTables, ledger_tables, session_of
 from pentrace.infrastructure.ledger.backend.sqlite import file_identity, lock_wait
 from pentrace.infrastructure.ledger.backend.upgrade import upgrade_event_ids, upgrade_indexes
 from pentrace.infrastructure.ledger.settings import ENV_URL, DatabaseTimeouts, safe_url
@@ -98,6 +111,8 @@ class LedgerDatabase:
         self.identity: tuple[int, int] | None = None
         self._reopen_lock = threading.Lock()
         self._compiled: dict[Hashable, Compiled] = {}
+        #: How rows are stored (dictionaries, derived ids: ADR 0058), read when opened.
+        self.codec = RowCodec()
         self.engine: Engine = self._open()
 
     @classmethod
@@ -114,7 +129,21 @@ class LedgerDatabase:
             self.format = "pentrace"
         if self.path is not None:
             self.dialect.opened(self)
+        with converted("read the ledger's row form", self.where):
+            self.codec = read_codec(engine, self.tables)
+        self._compiled.clear()  # a replaced file (W13) may be of another row form
         return engine
+
+    def session_column(self) -> ColumnElement[Any]:
+        """The rows' session id as queries must spell it to use its index (ADR 0058)."""
+        events = self.tables.events
+        return session_of(events) if self.codec.derived_ids else events.c.session_id
+
+    def reload_codec(self) -> RowCodec:
+        """Read the dictionaries again (another writer may have stored one since)."""
+        with converted("read the ledger's row form", self.where):
+            self.codec = read_codec(self.engine, self.tables)
+        return self.codec
 
     def _create_schema(self, engine: Engine) -> None:
         # Two processes creating a new SQLite file at once (a first start, or W13's
@@ -127,7 +156,12 @@ class LedgerDatabase:
                     converted("create the ledger schema", self.where),
                     self.dialect.schema_lock(engine, self.tables.events.name),
                 ):
+                    with engine.connect() as conn:
+                        fresh = not inspect(conn).has_table(self.tables.events.name)
                     self.tables.metadata.create_all(engine)
+                    if fresh:  # today's row form: derived ids, compressed envelopes
+                        with engine.begin() as conn:
+                            mark_new_form(conn, self)
                     upgrade_indexes(engine, self.tables)
                     # Session-id-only event ids of an earlier ledger (ADR 0023, .upgrade).
                     writer = engine.execution_options(**self.dialect.write_options)

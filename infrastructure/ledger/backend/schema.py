@@ -13,11 +13,20 @@ left empty.
 
 ``runtime_event_meta`` holds the ledger's own versions, today the event id
 scheme (``event_ids``, ADR 0023): a ledger written with session-id-only ids
-is upgraded when it is opened (:mod:`.upgrade`).
+is upgraded when it is opened (:mod:`.upgrade`), and the row form
+(``row_form``, ADR 0058).
+
+Row form 2 (ledgers created by this version) stores ``event_json`` as a zstd
+frame made with a dictionary of ``runtime_event_dictionaries`` and leaves
+``event_id`` NULL when the row's stream and sequence spell it
+(:mod:`.codec`); :func:`event_id_of` is the id either way.  Earlier ledgers
+keep every id (their column is NOT NULL) and compress the rows written once
+they have a dictionary.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from sqlalchemy import (
@@ -31,9 +40,33 @@ from sqlalchemy import (
     String,
     Table,
     UniqueConstraint,
+    and_,
+    case,
+    func,
+    literal,
+    literal_column,
+    null,
+    or_,
 )
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.functions import FunctionElement
 
-__all__ = ["LedgerTables", "ledger_tables"]
+from pentrace.infrastructure.ledger.backend.codec import parse_derived
+
+__all__ = [
+    "ROW_FORM",
+    "ROW_FORM_KEY",
+    "LedgerTables",
+    "event_id_of",
+    "ids_match",
+    "ledger_tables",
+    "session_of",
+]
+
+ROW_FORM_KEY = "row_form"
+#: 1 (no row): every event id stored, plain envelopes; 2: see the module docstring.
+ROW_FORM = "2"
 
 # SQLite wants exactly INTEGER for an alias of rowid; PostgreSQL gets BIGINT.
 _Id = BigInteger().with_variant(Integer(), "sqlite")
@@ -49,6 +82,7 @@ class LedgerTables:
     tracking: Table
     meta: Table
     ingest_cursors: Table
+    dictionaries: Table
 
 
 def ledger_tables(prefix: str = "") -> LedgerTables:
@@ -59,24 +93,27 @@ def ledger_tables(prefix: str = "") -> LedgerTables:
         name,
         metadata,
         Column("notification_id", _Id, primary_key=True, autoincrement=True),
-        Column("event_id", String, nullable=False),
+        # NULL: the id derived from stream_id and sequence (event_id_of).
+        Column("event_id", String),
         Column("stream_id", String, nullable=False),
         Column("sequence", BigInteger, nullable=False),
         Column("event_type", String, nullable=False),
-        Column("category", String, nullable=False),
+        # NULL: the event type's own category (rows.type_category).
+        Column("category", String),
         Column("event_time", BigInteger, nullable=False),
         Column("inserted_at", BigInteger, nullable=False),
         Column("session_id", String),
+        # NULL: the session_id ('' when the envelope has none but a session id).
         Column("conversation_id", String),
         Column("agent_id", String),
         Column("task_id", String),
         Column("run_id", String),
         Column("project_id", String),
         Column("directory", String),
-        Column("privacy_classification", String, nullable=False),
+        # NULL: public, the default (no reader filters by it).
+        Column("privacy_classification", String),
         Column("redacted", Boolean, nullable=False),
         Column("event_json", LargeBinary, nullable=False),
-        UniqueConstraint("event_id", name=f"{name}_event_id_key"),
         UniqueConstraint("stream_id", "sequence", name=f"{name}_stream_sequence_key"),
         # AUTOINCREMENT: a notification id is never reused after retention deletes rows.
         sqlite_autoincrement=True,
@@ -88,10 +125,22 @@ def ledger_tables(prefix: str = "") -> LedgerTables:
     # directory without a session.  Task, run, project and conversation have no
     # replay filter, so no index.
     # (event_type, notification_id): a projection's topics are range scans in order.
+    # Only the ids stored (foreign ones) are indexed; derived ids are found through
+    # the (stream_id, sequence) key.  No reader filters by category: no index.
+    Index(
+        f"{name}_event_id_idx",
+        events.c.event_id,
+        unique=True,
+        sqlite_where=events.c.event_id.isnot(None),
+        postgresql_where=events.c.event_id.isnot(None),
+    )
     Index(f"{name}_type_position_idx", events.c.event_type, events.c.notification_id)
-    Index(f"{name}_category_idx", events.c.category)
     Index(f"{name}_inserted_idx", events.c.inserted_at)
-    Index(f"{name}_session_idx", events.c.session_id, events.c.notification_id)
+    # Row form 2 leaves a session stream's own session id out of the row: the index is on
+    # session_of(), which reads it from the stream (earlier ledgers keep _session_idx).
+    Index(
+        f"{name}_session_position_idx", _Parenthesized(session_of(events)), events.c.notification_id
+    )
     Index(f"{name}_agent_idx", events.c.agent_id, events.c.notification_id)
     Index(f"{name}_directory_idx", events.c.directory, events.c.notification_id)
     watermarks = Table(
@@ -135,4 +184,92 @@ def ledger_tables(prefix: str = "") -> LedgerTables:
         Column("base", BigInteger, nullable=False),
         Column("position", BigInteger, nullable=False),
     )
-    return LedgerTables(metadata, events, watermarks, tracking, meta, ingest_cursors)
+    # The zstd dictionaries of the stored envelopes (ADR 0058); the id is the frames'
+    # dictionary id.  Rows are only ever added, so a reader may cache them.
+    dictionaries = Table(
+        f"{prefix}runtime_event_dictionaries",
+        metadata,
+        Column("dictionary_id", Integer, primary_key=True, autoincrement=False),
+        Column("content", LargeBinary, nullable=False),
+        Column("created_at", BigInteger, nullable=False),
+        Column("samples", Integer, nullable=False),
+    )
+    return LedgerTables(metadata, events, watermarks, tracking, meta, ingest_cursors, dictionaries)
+
+
+def _text_function(
+    doc: str, default: Callable[[str], str], postgres: Callable[[str], str] | None = None
+) -> type[FunctionElement[str]]:
+    """A SQL text function of one argument, spelled ``default(arg)`` (and on PostgreSQL
+    ``postgres(arg)``), for the derived values of row form 2."""
+    function = type("_TextFunction", (FunctionElement,), {
+        "__doc__": doc, "inherit_cache": True, "type": String(),
+    })  # fmt: skip
+
+    def spell(spelling: Callable[[str], str]) -> Callable[..., str]:
+        return lambda element, compiler, **kw: spelling(compiler.process(element.clauses, **kw))
+
+    compiles(function)(spell(default))
+    if postgres is not None:
+        compiles(function, "postgresql")(spell(postgres))
+    return function
+
+
+# Derived ids have sequences below 10**8 (codec.derived_event_id): lpad never cuts.
+_Sequence8 = _text_function(
+    "A sequence as %08d text.",
+    lambda value: f"printf('%08d', {value})",
+    lambda value: f"lpad(CAST({value} AS TEXT), 8, '0')",
+)
+# PostgreSQL wants an expression in an index in parentheses.
+_Parenthesized = _text_function("An expression in parentheses.", lambda value: f"({value})")
+# rtrim() by every character but '/' leaves the text up to its last '/'.
+_LastSegment = _text_function(
+    "What follows the last / of a text (all of it without one).",
+    lambda value: f"substr({value}, length(rtrim({value}, replace({value}, '/', ''))) + 1)",
+    lambda value: f"regexp_replace({value}, '^.*/', '')",
+)
+
+
+def session_of(events: Table) -> ColumnElement[str]:
+    """A row of form 2's session id: ``session_id`` ('' for none), or when NULL the last
+    segment of its session stream (``codec.derived_session``).  All literals are inline,
+    so that the expression in a query is the indexed one."""
+    c = events.c
+    return case(
+        (c.session_id.isnot(None), func.nullif(c.session_id, literal_column("''"))),
+        (
+            func.substr(c.stream_id, literal_column("1"), literal_column("8"))
+            == literal_column("'session:'"),
+            _LastSegment(c.stream_id),
+        ),
+        else_=null(),
+    )
+
+
+def event_id_of(events: Table) -> ColumnElement[str]:
+    """A row's event id: ``event_id``, or when NULL ``evt:<stream_id>:<%08d sequence>``."""
+    c = events.c
+    derived = literal("evt:", String) + c.stream_id + literal(":", String) + _Sequence8(c.sequence)
+    return func.coalesce(c.event_id, derived, type_=String)
+
+
+def ids_match(events: Table, event_ids: Collection[str]) -> ColumnElement[bool]:
+    """Rows that may hold one of ``event_ids``: stored under it, or at the (stream,
+    sequence) it derives from.  Both are index probes; compare :func:`event_id_of`
+    of the rows found with the ids (a stored foreign id can differ from its position's)."""
+    c = events.c
+    by_stream: dict[str, list[int]] = {}
+    for event_id in event_ids:
+        if (parsed := parse_derived(event_id)) is not None:
+            by_stream.setdefault(parsed[0], []).append(parsed[1])
+    # One term per stream: (stream_id = ? AND sequence IN (...)) probes both key columns,
+    # where a (stream_id, sequence) IN list made SQLite scan the stream.
+    positions = [
+        and_(c.stream_id == stream, c.sequence.in_(sequences))
+        for stream, sequences in by_stream.items()
+    ]
+    stored = c.event_id.in_(list(event_ids))
+    if not positions:
+        return stored
+    return or_(stored, and_(c.event_id.is_(None), or_(*positions)))

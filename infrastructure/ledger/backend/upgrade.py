@@ -30,7 +30,8 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 import msgspec
-from sqlalchemy import Connection, Engine, bindparam, delete, inspect, select, text, update
+from sqlalchemy import Connection, Engine, bindparam, delete, select, text, update
+from sqlalchemy.schema import CreateIndex
 
 from pentrace.domain.json_codec import JsonEncoder
 from pentrace.domain.session.key import (
@@ -40,7 +41,8 @@ from pentrace.domain.session.key import (
     legacy_stream_id,
     parse_session_stream,
 )
-from pentrace.infrastructure.ledger.backend.schema import LedgerTables
+from pentrace.infrastructure.ledger.backend.row_form import row_form
+from pentrace.infrastructure.ledger.backend.schema import ROW_FORM, LedgerTables
 
 __all__ = [
     "EVENT_IDS_KEY",
@@ -72,22 +74,47 @@ def upgrade_indexes(engine: Engine, tables: LedgerTables) -> None:
 
     The old ``scope_idx`` (session, agent, directory) goes: the planner
     preferred it and then sorted a whole session for every replay page;
-    ``type_idx`` gave way to (event_type, notification_id).
+    ``type_idx`` gave way to (event_type, notification_id); no reader filters
+    by category, so ``category_idx`` goes too (ADR 0058).
     """
     events = tables.events
     with engine.connect() as conn:
-        present = {index["name"] for index in inspect(conn).get_indexes(events.name)}
-    missing = [index for index in events.indexes if index.name not in present]
+        present = index_names(conn, events.name)
+        # An earlier ledger's ids are all stored, under its own unique constraint.
+        ids_held = row_form(conn, tables) != ROW_FORM
+    # Form 2's own indexes: the stored ids, the session ids its streams spell.
+    own = {f"{events.name}_event_id_idx", f"{events.name}_session_position_idx"}
+    missing = [
+        index
+        for index in events.indexes
+        if index.name not in present and not (ids_held and index.name in own)
+    ]
     obsolete = [
-        name for name in (f"{events.name}_scope_idx", f"{events.name}_type_idx") if name in present
+        name
+        for name in (
+            f"{events.name}_scope_idx",
+            f"{events.name}_type_idx",
+            f"{events.name}_category_idx",
+        )
+        if name in present
     ]
     if not missing and not obsolete:
         return
     with engine.begin() as conn:
         for index in missing:
-            index.create(conn, checkfirst=True)
+            conn.execute(CreateIndex(index, if_not_exists=True))
         for name in obsolete:
             conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
+
+
+def index_names(conn: Connection, table: str) -> set[str]:
+    """The names of a table's indexes, those on expressions included (which SQLAlchemy's
+    inspector skips on SQLite)."""
+    if conn.dialect.name == "sqlite":
+        query = "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = :table"
+    else:
+        query = "SELECT indexname FROM pg_indexes WHERE tablename = :table"
+    return {str(name) for name in conn.execute(text(query), {"table": table}).scalars()}
 
 
 def current_version(conn: Connection, tables: LedgerTables) -> str | None:
