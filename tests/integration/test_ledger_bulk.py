@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import sqlite3
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from pentrace.errors import LedgerConflictError
+from pentrace.errors import LedgerConflictError, LedgerError
 from pentrace.infrastructure.ledger import RuntimeEventLedger
+from pentrace.infrastructure.ledger import bulk
 from pentrace.infrastructure.ledger.bulk import SessionBuild, build_session, insert_values
 from pentrace.infrastructure.ledger.indexer import index_records, sync
-from pentrace.infrastructure.storage.layout import iter_sessions
+from pentrace.infrastructure.storage.layout import SessionRef, iter_sessions
 from pentrace.testing.files import write_shards
 from tests.integration.test_ledger_indexer import AGENT, PROJECT, open_ledger, trace_lines
 
@@ -97,3 +103,72 @@ def test_a_held_id_with_other_content_is_refused_not_overwritten(tmp_path: Path)
     with pytest.raises(LedgerConflictError, match="different content under an id"):
         insert_values(ledger, build.rows)
     assert ledger.count() == 1
+
+
+def builders_logged(
+    monkeypatch: pytest.MonkeyPatch, log: Path, in_worker: Callable[[], None]
+) -> int:
+    """Make every build note its process id in ``log``; a forked worker first runs ``in_worker``.
+
+    Returns this process's id.  The forked workers inherit the patched module.
+    """
+    writer = os.getpid()
+    original = bulk.build_session
+
+    def logged(ref: SessionRef, *args: Any) -> SessionBuild:
+        if os.getpid() != writer:
+            in_worker()
+        with log.open("a") as handle:
+            handle.write(f"{os.getpid()}\n")
+        return original(ref, *args)
+
+    monkeypatch.setattr(bulk, "build_session", logged)
+    return writer
+
+
+def test_the_writer_builds_sessions_itself_while_the_worker_is_busy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    corpus(tmp_path)
+    reference = open_ledger(tmp_path / "one.db")
+    sync(reference, tmp_path)
+    log = tmp_path / "builders.txt"
+    writer = builders_logged(monkeypatch, log, lambda: time.sleep(0.5))
+    ledger = open_ledger(tmp_path / "two.db")
+    assert sync(ledger, tmp_path, workers=2).indexed == 87
+    builders = log.read_text().split()
+    assert len(builders) == len(SESSIONS)
+    assert str(writer) in builders  # it built while the worker slept
+    assert len(set(builders)) == 2  # and the worker built the others
+    assert stored(tmp_path / "one.db") == stored(tmp_path / "two.db")
+    assert multiprocessing.active_children() == []
+
+
+def test_an_error_in_a_worker_stops_the_sync_here_and_leaves_no_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    corpus(tmp_path)
+
+    def fail() -> None:
+        raise ValueError("a bug in the worker")
+
+    builders_logged(monkeypatch, tmp_path / "builders.txt", fail)
+    with pytest.raises(ValueError, match="a bug in the worker"):
+        sync(open_ledger(tmp_path / "events.db"), tmp_path, workers=3)
+    assert multiprocessing.active_children() == []
+
+
+def test_a_killed_worker_stops_the_sync_with_a_hint_and_the_next_sync_completes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    corpus(tmp_path)
+    with monkeypatch.context() as patched:
+        patched.setattr(bulk, "_AHEAD", 1)  # the first session goes to the worker, and waits
+        builders_logged(patched, tmp_path / "builders.txt", lambda: os.kill(os.getpid(), 9))
+        with pytest.raises(LedgerError, match=r"sync worker process \(pid \d+\) stopped") as error:
+            sync(open_ledger(tmp_path / "events.db"), tmp_path, workers=2)
+    assert error.value.hint is not None and "ledger sync" in error.value.hint
+    assert multiprocessing.active_children() == []
+    report = sync(open_ledger(tmp_path / "events.db"), tmp_path, workers=2)
+    assert report.indexed + report.already_held == 87
+    assert len(stored(tmp_path / "events.db")) == 87
