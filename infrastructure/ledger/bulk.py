@@ -32,7 +32,7 @@ import queue
 import signal
 import threading
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Final
@@ -141,27 +141,25 @@ def build_session(
 def insert_values(ledger: RuntimeEventLedger, rows: list[tuple[Any, ...]]) -> int:
     """Store rows of :func:`build_session` in one transaction; returns how many were new.
 
-    On SQLite the batch is one ``executemany`` of a prepared INSERT, with no
-    per-row work but the driver's; a unique key another writer filled first
-    (the live path, a second sync) sends the batch to the ledger's exact path,
-    which skips identical copies and refuses different content.  Other
-    backends take that exact path at once.  (The backend seam may take this
-    function over: it is the one dialect-specific bulk insert.)
+    The batch goes in through the backend's bulk insert (SQLite: one
+    ``executemany`` of a prepared INSERT; PostgreSQL: one ``unnest`` of an
+    array per column), with no per-row work but the driver's.  A unique key
+    another writer filled first (the live path, a second sync) rolls the batch
+    back and sends it to the ledger's exact path, which skips identical copies
+    and refuses different content.
     """
     if not rows:
         return 0
-    sql = ledger.db.dialect.bulk_insert(ledger.db.tables.events.name, ROW_COLUMNS)
-    if sql is not None:
-        try:
-            with ledger.db.writing("append to the ledger") as conn:
-                conn.exec_driver_sql(sql, rows)
-        except LedgerIntegrityError:
-            pass  # rolled back: the exact path below sorts the held ids out
-        else:
-            ledger.waker.wake()
-            ledger.cleanup_if_due()
-            return len(rows)
-    return ledger.append_rows([dict(zip(ROW_COLUMNS, row, strict=True)) for row in rows])
+    insert = ledger.db.dialect.bulk_insert(ledger.db.tables.events, ROW_COLUMNS)
+    try:
+        with ledger.db.writing("append to the ledger") as conn:
+            insert(conn, rows)
+    except LedgerIntegrityError:
+        # Rolled back: the exact path sorts the held ids out.
+        return ledger.append_rows([dict(zip(ROW_COLUMNS, row, strict=True)) for row in rows])
+    ledger.waker.wake()
+    ledger.cleanup_if_due()
+    return len(rows)
 
 
 def auto_workers(refs: list[SessionRef]) -> int:
@@ -201,7 +199,8 @@ def sync_sessions(
     sessions = indexed = held_total = 0
     failures: list[SessionFailure] = []
     pending: list[tuple[Any, ...]] = []  # rows of consecutive sessions, one transaction
-    with contextlib.closing(_builds(tasks, workers)) as builds:  # no worker outlives an error
+    builds = _builds(tasks, workers)
+    with contextlib.closing(builds):  # no worker outlives an error
         for task, build in builds:
             sessions += 1
             pending += build.rows
@@ -224,7 +223,7 @@ def _build(task: SessionTask) -> SessionBuild:
 
 def _builds(
     tasks: Iterable[SessionTask], workers: int
-) -> Iterator[tuple[SessionTask, SessionBuild]]:
+) -> Generator[tuple[SessionTask, SessionBuild], None, None]:
     """Each session's build, in ``tasks`` order, from ``workers`` building processes.
 
     With ``workers`` above 1, ``workers - 1`` forked processes build sessions
@@ -248,14 +247,14 @@ def _builds(
         while True:
             for worker in pool:
                 while worker.pending < _AHEAD:
-                    task = next(remaining, None)
-                    if task is None:
+                    sent = next(remaining, None)
+                    if sent is None:
                         break
-                    worker.submit(task)
-                    slots.append((task, worker))
+                    worker.submit(sent)
+                    slots.append((sent, worker))
             if not slots:
                 return
-            task, slot = slots[0]
+            due, slot = slots[0]
             if isinstance(slot, _Worker) and not slot.ready() and built_here < _AHEAD:
                 spare = next(remaining, None)
                 if spare is not None:
@@ -264,10 +263,10 @@ def _builds(
                     continue
             slots.popleft()
             if isinstance(slot, _Worker):
-                yield task, slot.result()
+                yield due, slot.result()
             else:
                 built_here -= 1
-                yield task, slot
+                yield due, slot
     except BaseException:
         for worker in pool:
             worker.kill()

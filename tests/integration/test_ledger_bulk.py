@@ -11,14 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from pentrace.errors import LedgerConflictError, LedgerError
 from pentrace.infrastructure.ledger import RuntimeEventLedger
 from pentrace.infrastructure.ledger import bulk
 from pentrace.infrastructure.ledger.bulk import SessionBuild, build_session, insert_values
 from pentrace.infrastructure.ledger.indexer import index_records, sync
+from pentrace.infrastructure.ledger.rows import ROW_COLUMNS
 from pentrace.infrastructure.storage.layout import SessionRef, iter_sessions
 from pentrace.testing.files import write_shards
+from tests.integration.ledger_backends import LedgerBackend
 from tests.integration.test_ledger_indexer import AGENT, PROJECT, open_ledger, trace_lines
 
 SESSIONS = [f"session-2026-11-29-10-00-00-0000000{n}" for n in range(6)]
@@ -75,18 +78,22 @@ def test_a_session_that_cannot_be_read_is_reported_and_the_others_are_indexed(
     assert held == set(SESSIONS) - {broken.session_id}
 
 
-def built_session(root: Path) -> tuple[RuntimeEventLedger, list[bytes], SessionBuild]:
+def built_session(
+    root: Path, backend: LedgerBackend
+) -> tuple[RuntimeEventLedger, list[bytes], SessionBuild]:
     """One session on disk, an empty ledger, and the session's rows built (not yet written)."""
     session_id = SESSIONS[0]
     lines = trace_lines(session_id, 2)
     write_shards(root, PROJECT, AGENT, session_id, [lines])
-    ledger = open_ledger(root / "events.db")
+    ledger = RuntimeEventLedger(backend.database(), backend.settings())
     (ref,) = iter_sessions(root, PROJECT, AGENT)
     return ledger, lines, build_session(ref, frozenset(), 0, ledger.now_ms())
 
 
-def test_rows_the_live_path_stored_first_are_skipped_byte_identical(tmp_path: Path) -> None:
-    ledger, lines, build = built_session(tmp_path)
+def test_rows_the_live_path_stored_first_are_skipped_byte_identical(
+    tmp_path: Path, ledger_backend: LedgerBackend
+) -> None:
+    ledger, lines, build = built_session(tmp_path, ledger_backend)
     # The live path stores positions 2 and 3 after the build read the ledger.
     index_records(
         ledger, SESSIONS[0], [(2, lines[1]), (3, lines[2])], project=PROJECT, agent=AGENT,
@@ -96,8 +103,10 @@ def test_rows_the_live_path_stored_first_are_skipped_byte_identical(tmp_path: Pa
     assert ledger.count() == len(lines)
 
 
-def test_a_held_id_with_other_content_is_refused_not_overwritten(tmp_path: Path) -> None:
-    ledger, lines, build = built_session(tmp_path)
+def test_a_held_id_with_other_content_is_refused_not_overwritten(
+    tmp_path: Path, ledger_backend: LedgerBackend
+) -> None:
+    ledger, lines, build = built_session(tmp_path, ledger_backend)
     # Held without the session's directory: the same id, other bytes.
     index_records(ledger, SESSIONS[0], [(2, lines[1])], project=PROJECT, agent=AGENT)
     with pytest.raises(LedgerConflictError, match="different content under an id"):
@@ -172,3 +181,30 @@ def test_a_killed_worker_stops_the_sync_with_a_hint_and_the_next_sync_completes(
     report = sync(open_ledger(tmp_path / "events.db"), tmp_path, workers=2)
     assert report.indexed + report.already_held == 87
     assert len(stored(tmp_path / "events.db")) == 87
+
+
+def test_each_backend_stores_the_rows_one_process_stores_on_sqlite(
+    tmp_path: Path, ledger_backend: LedgerBackend
+) -> None:
+    corpus(tmp_path)
+    reference = open_ledger(tmp_path / "one.db")
+    sync(reference, tmp_path)
+    ledger = RuntimeEventLedger(ledger_backend.database(), ledger_backend.settings())
+    assert sync(ledger, tmp_path, workers=2).indexed == 87
+    tables = ledger.db.tables
+    columns = [tables.events.c[name] for name in ROW_COLUMNS if name != "inserted_at"]
+    with ledger.db.reading("read the rows back") as conn:
+        rows = conn.execute(select(*columns).order_by(tables.events.c.notification_id)).all()
+    expected = sorted(stored(tmp_path / "one.db"), key=lambda row: (row[1], row[2]))
+    by_key = sorted(
+        (
+            (row.event_id, row.stream_id, row.sequence, row.event_type, row.category,
+             row.event_time, row.session_id, row.agent_id, row.project_id, row.directory,
+             row.privacy_classification, bool(row.redacted), bytes(row.event_json))
+            for row in rows
+        ),
+        key=lambda row: (row[1], row[2]),
+    )  # fmt: skip
+    assert by_key == [(*row[:11], bool(row[11]), bytes(row[12])) for row in expected]
+    # Each session's rows are in its order, and the sessions follow one another.
+    assert [row.sequence for row in rows if row.session_id == SESSIONS[3]] == list(range(1, 17))
