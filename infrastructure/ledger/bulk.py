@@ -307,7 +307,7 @@ class _Worker:
     def result(self) -> SessionBuild:
         """The oldest build asked for; an error the worker hit is raised here."""
         try:
-            ok, value = pickle.loads(self._results.recv_bytes())
+            ok, value = pickle.loads(self._results.recv_bytes())  # noqa: S301  # our own fork
         except EOFError:
             raise LedgerError(
                 f"a sync worker process (pid {self._process.pid}) stopped before it was done",
@@ -354,11 +354,11 @@ def _serve(tasks: Connection, results: Connection) -> None:
             break
         try:
             reply: tuple[bool, object] = (True, _build(task))
-        except Exception as error:  # raised again in the writer
+        except Exception as error:  # noqa: BLE001  # raised again in the writer
             reply = (False, error)
         try:
             blob = pickle.dumps(reply, pickle.HIGHEST_PROTOCOL)
-        except Exception as error:  # an error that cannot be pickled: its text then
+        except Exception as error:  # noqa: BLE001  # one that cannot be pickled: its text
             blob = pickle.dumps((False, RuntimeError(f"{type(error).__name__}: {error}")))
         outgoing.put(blob)
     outgoing.put(None)

@@ -14,8 +14,7 @@ import pytest
 from sqlalchemy import select
 
 from pentrace.errors import LedgerConflictError, LedgerError
-from pentrace.infrastructure.ledger import RuntimeEventLedger
-from pentrace.infrastructure.ledger import bulk
+from pentrace.infrastructure.ledger import RuntimeEventLedger, bulk
 from pentrace.infrastructure.ledger.bulk import SessionBuild, build_session, insert_values
 from pentrace.infrastructure.ledger.indexer import index_records, sync
 from pentrace.infrastructure.ledger.rows import ROW_COLUMNS
@@ -176,7 +175,8 @@ def test_a_killed_worker_stops_the_sync_with_a_hint_and_the_next_sync_completes(
         builders_logged(patched, tmp_path / "builders.txt", lambda: os.kill(os.getpid(), 9))
         with pytest.raises(LedgerError, match=r"sync worker process \(pid \d+\) stopped") as error:
             sync(open_ledger(tmp_path / "events.db"), tmp_path, workers=2)
-    assert error.value.hint is not None and "ledger sync" in error.value.hint
+    assert error.value.hint is not None
+    assert "ledger sync" in error.value.hint
     assert multiprocessing.active_children() == []
     report = sync(open_ledger(tmp_path / "events.db"), tmp_path, workers=2)
     assert report.indexed + report.already_held == 87

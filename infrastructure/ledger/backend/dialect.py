@@ -30,7 +30,14 @@ from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 if TYPE_CHECKING:
     from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
 
-__all__ = ["DIALECTS", "BulkInserter", "LedgerDialect", "RowInserter", "database_file", "dialect_for"]
+__all__ = [
+    "DIALECTS",
+    "BulkInserter",
+    "LedgerDialect",
+    "RowInserter",
+    "database_file",
+    "dialect_for",
+]
 
 #: Inserts ledger rows inside a write transaction; returns their notification ids in order.
 RowInserter = Callable[[Connection, list[dict[str, Any]]], list[int]]

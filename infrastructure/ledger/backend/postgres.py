@@ -140,9 +140,8 @@ class PostgresDialect:
         )
 
         def insert(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
-            conn.exec_driver_sql(
-                statement, {f"c{i}": list(column) for i, column in enumerate(zip(*rows))}
-            )
+            by_column = zip(*rows, strict=True)
+            conn.exec_driver_sql(statement, {f"c{i}": list(c) for i, c in enumerate(by_column)})
 
         return insert
 
