@@ -205,6 +205,6 @@ def test_each_backend_stores_the_rows_one_process_stores_on_sqlite(
         ),
         key=lambda row: (row[1], row[2]),
     )  # fmt: skip
-    assert by_key == [(*row[:11], bool(row[11]), bytes(row[12])) for row in expected]
+    assert by_key == [(*row[:11], bool(row[11]), bytes(row[12])) for row in expected]  # type: ignore[call-overload]
     # Each session's rows are in its order, and the sessions follow one another.
     assert [row.sequence for row in rows if row.session_id == SESSIONS[3]] == list(range(1, 17))
