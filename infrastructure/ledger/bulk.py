@@ -32,7 +32,7 @@ import queue
 import signal
 import threading
 from collections import deque
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Final
@@ -215,6 +215,10 @@ def sync_sessions(
     return SyncReport(sessions, indexed, held_total, tuple(failures), skipped)
 
 
+#: Builds one task's session; a worker gets it when it is forked (nothing is pickled).
+Builder = Callable[[SessionTask], SessionBuild]
+
+
 def _build(task: SessionTask) -> SessionBuild:
     if not task.build:
         return SessionBuild([], task.already_held + task.skipped, None)
@@ -222,7 +226,7 @@ def _build(task: SessionTask) -> SessionBuild:
 
 
 def _builds(
-    tasks: Iterable[SessionTask], workers: int
+    tasks: Iterable[SessionTask], workers: int, build: Builder = _build
 ) -> Generator[tuple[SessionTask, SessionBuild], None, None]:
     """Each session's build, in ``tasks`` order, from ``workers`` building processes.
 
@@ -236,9 +240,9 @@ def _builds(
     """
     if workers <= 1:
         for task in tasks:
-            yield task, _build(task)
+            yield task, build(task)
         return
-    pool = [_Worker() for _ in range(workers - 1)]
+    pool = [_Worker(build) for _ in range(workers - 1)]
     try:
         # Each slot holds the worker building a session or the build done here, in order.
         slots: deque[tuple[SessionTask, _Worker | SessionBuild]] = deque()
@@ -258,7 +262,7 @@ def _builds(
             if isinstance(slot, _Worker) and not slot.ready() and built_here < _AHEAD:
                 spare = next(remaining, None)
                 if spare is not None:
-                    slots.append((spare, _build(spare)))
+                    slots.append((spare, build(spare)))
                     built_here += 1
                     continue
             slots.popleft()
@@ -277,18 +281,18 @@ def _builds(
 
 
 class _Worker:
-    """A forked process that builds the sessions it is sent and sends back each build.
+    """A forked process that builds the sessions it is sent with ``build`` and sends each back.
 
     fork: the worker inherits the redaction policy this process installed
     (``--redaction-rules`` included) and starts without importing anything.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, build: Builder) -> None:
         context = multiprocessing.get_context("fork")
         task_reader, self._tasks = context.Pipe(duplex=False)
         self._results, result_writer = context.Pipe(duplex=False)
         self._process = context.Process(
-            target=_serve, args=(task_reader, result_writer), daemon=True
+            target=_serve, args=(build, task_reader, result_writer), daemon=True
         )
         self._process.start()
         task_reader.close()
@@ -332,7 +336,7 @@ class _Worker:
         self._process.join()
 
 
-def _serve(tasks: Connection, results: Connection) -> None:
+def _serve(build: Builder, tasks: Connection, results: Connection) -> None:
     """A worker's loop: build each task it is sent, until told to stop.
 
     A thread sends the builds, so the next one is built while this process
@@ -353,7 +357,7 @@ def _serve(tasks: Connection, results: Connection) -> None:
         if task is None:
             break
         try:
-            reply: tuple[bool, object] = (True, _build(task))
+            reply: tuple[bool, object] = (True, build(task))
         except Exception as error:  # noqa: BLE001  # raised again in the writer
             reply = (False, error)
         try:
