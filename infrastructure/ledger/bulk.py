@@ -187,11 +187,15 @@ def sync_sessions(
 
     When the ledger's count limit would delete new rows right after the
     sync inserts them, they are left out (:mod:`.retention_skip`).
-    ``workers`` 0 picks the number with :func:`auto_workers`.
+    ``workers`` 0 starts :func:`auto_workers` worker processes (one per core
+    for a large corpus), and this process builds too when it has nothing to
+    write.
     """
     refs = list(refs)
     if workers == 0:
+        # One worker per core, and this process building while it has nothing to write.
         workers = auto_workers(refs)
+        workers += 1 if workers > 1 else 0
     plan = plan_skips(ledger, refs)
     if plan is not None and plan.marks:
         record_skips(ledger, plan)
