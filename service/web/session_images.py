@@ -11,12 +11,14 @@ answer says so), checks its bytes (PNG, JPEG, GIF or WebP by magic number,
 whole, at most ``image_max_bytes``) and sends them as that type.  ``?raw=1``
 takes it from the record as written and, like the raw record, needs the token
 (403 without it).  A file named by path is served only from inside that
-session's scratchpad, and never through a symlink.
+session's scratchpad, and never through a symlink.  Answers are revalidated, not
+kept for a time (ADR 0064): ``no-cache`` (``private, no-cache`` when the token was
+needed, which ``?raw=1`` always is) with a strong ETag over the session key,
+position, index, variant (raw or redacted) and bytes, and 304 on a match.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path, PurePosixPath
 from typing import Final
@@ -41,6 +43,8 @@ from pentrace.infrastructure.storage.inputs import open_regular
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
+from pentrace.service.edge.auth import authenticated
+from pentrace.service.edge.conditional import not_modified, strong_etag
 from pentrace.service.edge.errors import BadRequest, Forbidden
 from pentrace.service.web.layout import esc
 from pentrace.service.web.transfer import raw_asked
@@ -49,7 +53,9 @@ __all__ = ["image_html", "image_route", "path_number", "scratchpad_file"]
 
 _EXTENSIONS: Final = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif",
                       "image/webp": "webp"}  # fmt: skip
-_CACHE: Final = "private, max-age=86400"
+# Kept by the browser but asked again each time (ADR 0064); private when the token was needed.
+_REVALIDATE: Final = "no-cache"
+_REVALIDATE_PRIVATE: Final = "private, no-cache"
 _RAW_HINT: Final = "the raw record shows what the trace holds"
 
 
@@ -177,15 +183,15 @@ async def image_route(request: Request) -> Response:
     )
     reference = params.session_path(request)
     data, media_type, key = await context.run(_load, context, reference, position, index, raw)
-    digest = hashlib.sha256(f"{key}\n{position}\n{index}\n".encode() + data).hexdigest()[:32]
-    etag = f'"{digest}"'
+    variant = "raw" if raw else "redacted"
+    etag = strong_etag((key, str(position), str(index), variant), data)
     name = f"record-{position}-image-{index}.{_EXTENSIONS[media_type]}"
     headers = {
         "Content-Disposition": f'inline; filename="{name}"',
-        "Cache-Control": "no-store" if raw else _CACHE,
+        "Cache-Control": _REVALIDATE_PRIVATE if authenticated(request.scope) else _REVALIDATE,
         "ETag": etag,
         "X-Pentrace-Redacted": str(not raw).lower(),
     }
-    if not raw and etag in request.headers.get("if-none-match", ""):
+    if not_modified(request, etag):
         return Response(status_code=304, headers=headers)
     return Response(data, media_type=media_type, headers=headers)

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Final
 
-from pentrace.domain.omnimessage.images import record_images
 from pentrace.domain.redaction import redact
 from pentrace.projections.audit_problem import Problem
-from pentrace.projections.replay_view import ReplayItem, pair_calls
+from pentrace.projections.replay_items import RenderItem, as_text, build_render_items, draw
+from pentrace.projections.replay_view import ReplayItem
 from pentrace.service.web.layout import PREFIX, esc, number
 from pentrace.service.web.markdown import render_markdown
 from pentrace.service.web.output import archive_link
@@ -33,10 +33,6 @@ _ROUND: Final = {
     "open": "open: never ended (a crash, or still running)",
     "pending": "pending input",
 }
-
-
-def _s(value: Any) -> str:
-    return value if isinstance(value, str) else "" if value is None else str(value)
 
 
 def _switch_banner(text: str) -> tuple[str, str]:
@@ -63,98 +59,95 @@ class _Window:
     def __init__(
         self, items: Sequence[ReplayItem], base: str, problems: list[Problem], image_cap: int
     ) -> None:
-        self.items = items
+        self.items = build_render_items(
+            items, [redact(item.record.payload()).value for item in items]
+        )
         self.base = base
         self.image_cap = image_cap
-        self.payloads = [redact(item.record.payload()).value for item in items]
-        self.pairs = pair_calls(items)
         self.findings: dict[int, list[Problem]] = {}
         for problem in problems:
             if problem.position is not None:
                 self.findings.setdefault(problem.position, []).append(problem)
-        self.used: set[int] = set()
 
-    def images(self, position: int, ptype: Any, payload: dict[str, Any]) -> str:
-        """The images of the record at ``position`` (its redacted ``payload``)."""
+    def images(self, entry: RenderItem) -> str:
+        """The images of ``entry`` (from its redacted payload), each from the image route."""
         return "".join(
-            image_html(image, f"{self.base}/images/{position}/{image.index}", self.image_cap)
-            for image in record_images(ptype, payload)
+            image_html(image, f"{self.base}/images/{entry.position}/{image.index}", self.image_cap)
+            for image in entry.images
         )
 
-    def message(self, index: int, item: ReplayItem, payload: dict[str, Any]) -> str:
-        who = esc(_s(item.record.role) or "?")
-        ptype = item.record.ptype
-        if ptype == "text":
-            banner, rest = _switch_banner(_s(payload.get("text")))
-            text = render_markdown(rest)
-            return f'{banner}<div class="msg {who}"><b>{who}</b>{text}</div>'
-        if ptype in ("thinking", "inline_thinking"):
-            body = _s(payload.get("thinking", payload.get("data")))
-            return (
-                f'<details class="thinking"><summary>{who} thinking ({len(body)} chars)</summary>'
-                f"<pre>{esc(body)}</pre></details>"
-            )
-        if ptype == "tool_call":
-            return self.tool_call(payload)
-        if ptype == "tool_call_output":
-            return (
-                f'<div class="tool"><b>output for {esc(_s(payload.get("tool_call_id")))}</b> '
-                "(its call is not in this window)"
-                f"{_output(_s(payload.get('output')), self.base)}"
-                f"{self.images(item.position, ptype, payload)}</div>"
-            )
-        images = self.images(item.position, ptype, payload)
-        if images:
-            return f'<div class="msg {who}"><b>{who}</b>{images}</div>'
-        if ptype == "inline_data":
-            mime = _s(payload.get("mime_type")) or "data"
-            return f'<p class="meta">{who}: [inline {esc(mime)}, not shown]</p>'
-        return f'<p class="meta">{who}: [{esc(ptype or "message")}]</p>'
+    @staticmethod
+    def who(entry: RenderItem) -> str:
+        return esc(as_text(entry.record.role) or "?")
 
-    def tool_call(self, payload: dict[str, Any]) -> str:
-        call = _s(payload.get("tool_call_id"))
+    def text(self, entry: RenderItem) -> str:
+        who = self.who(entry)
+        banner, rest = _switch_banner(entry.text("text"))
+        return f'{banner}<div class="msg {who}"><b>{who}</b>{render_markdown(rest)}</div>'
+
+    def thinking(self, entry: RenderItem) -> str:
+        body = entry.thinking
+        return (
+            f'<details class="thinking"><summary>{self.who(entry)} thinking ({len(body)} chars)'
+            f"</summary><pre>{esc(body)}</pre></details>"
+        )
+
+    def tool_output(self, entry: RenderItem) -> str:
+        return (
+            f'<div class="tool"><b>output for {esc(entry.text("tool_call_id"))}</b> '
+            "(its call is not in this window)"
+            f"{_output(entry.text('output'), self.base)}{self.images(entry)}</div>"
+        )
+
+    def image(self, entry: RenderItem) -> str:
+        who = self.who(entry)
+        return f'<div class="msg {who}"><b>{who}</b>{self.images(entry)}</div>'
+
+    def inline_data(self, entry: RenderItem) -> str:
+        mime = entry.text("mime_type") or "data"
+        return f'<p class="meta">{self.who(entry)}: [inline {esc(mime)}, not shown]</p>'
+
+    def message(self, entry: RenderItem) -> str:
+        ptype = entry.record.ptype
+        return f'<p class="meta">{self.who(entry)}: [{esc(ptype or "message")}]</p>'
+
+    def tool_call(self, entry: RenderItem) -> str:
         parts = [
-            f'<div class="tool"><b>tool call {esc(_s(payload.get("name")))}</b> '
-            f"<code>{esc(call)}</code><pre>{esc(_s(payload.get('arguments')))}</pre>"
+            f'<div class="tool"><b>tool call {esc(entry.text("name"))}</b> '
+            f"<code>{esc(entry.text('tool_call_id'))}</code>"
+            f"<pre>{esc(entry.text('arguments'))}</pre>"
         ]
-        for approval in self.pairs.approvals.get(call, []):
-            self.used.add(approval)
-            decision = _s(self.payloads[approval].get("decision"))
+        for approval in entry.approvals:
+            decision = approval.text("decision")
             parts.append(f'<p class="approval {esc(decision)}">approval: {esc(decision)}</p>')
-        output = self.pairs.outputs.get(call)
+        output = entry.output
         if output is None:
             parts.append('<p class="meta">output: none recorded in this window</p>')
         else:
-            self.used.add(output)
-            out = self.payloads[output]
-            stop = _s(out.get("stop_reason"))
+            stop = output.text("stop_reason")
             label = f" [{esc(stop)}]" if stop and stop != "completed" else ""
             parts.append(
                 f'<p class="out{" failed" if label else ""}">output{label}</p>'
-                + _output(_s(out.get("output")), self.base)
-                + self.images(self.items[output].position, "tool_call_output", out)
+                + _output(output.text("output"), self.base)
+                + self.images(output)
             )
         return "".join(parts) + "</div>"
 
-    def event(self, item: ReplayItem, payload: dict[str, Any]) -> str | None:
-        ptype = item.record.ptype
-        if ptype == "request_begin":
-            return None
-        if ptype == "request_end":
-            status = _s(payload.get("status"))
-            if status == "completed":
-                return None
-            attempt = payload.get("attempt")
-            tried = f" (attempt {esc(attempt)})" if attempt is not None else ""
-            error = _s(payload.get("error_message")) or "no error message"
-            return f'<p class="failed">request {esc(status)}{tried}: {esc(error)}</p>'
+    def request_failed(self, entry: RenderItem) -> str:
+        attempt = entry.payload.get("attempt")
+        tried = f" (attempt {esc(attempt)})" if attempt is not None else ""
+        error = entry.text("error_message") or "no error message"
+        return f'<p class="failed">request {esc(entry.text("status"))}{tried}: {esc(error)}</p>'
+
+    def event(self, entry: RenderItem) -> str:
+        ptype, payload = entry.record.ptype, entry.payload
         if ptype == "mcp_connect_end":
             results = payload.get("results")
             rows = [
-                f"<li>{esc(_s(r.get('server')))} ({esc(_s(r.get('transport')))}): "
-                f"{esc(_s(r.get('status')))}"
+                f"<li>{esc(as_text(r.get('server')))} ({esc(as_text(r.get('transport')))}): "
+                f"{esc(as_text(r.get('status')))}"
                 + (f", {esc(r.get('tools'))} tool(s)" if r.get("tools") is not None else "")
-                + (f" - {esc(_s(r.get('error')))}" if r.get("error") else "")
+                + (f" - {esc(as_text(r.get('error')))}" if r.get("error") else "")
                 + "</li>"
                 for r in (results if isinstance(results, list) else [])
                 if isinstance(r, dict)
@@ -162,20 +155,20 @@ class _Window:
             return f'<div class="mcp"><b>MCP connect</b><ul>{"".join(rows)}</ul></div>'
         if ptype == "compaction_begin":
             return (
-                f'<p class="compaction">compaction begins ({esc(_s(payload.get("mode")))}, '
-                f"{esc(_s(payload.get('reason')))})</p>"
+                f'<p class="compaction">compaction begins ({esc(entry.text("mode"))}, '
+                f"{esc(entry.text('reason'))})</p>"
             )
         if ptype == "compaction_end":
-            summary = _s(payload.get("summary"))
+            summary = entry.text("summary")
             shown = f"<details><summary>summary</summary>{render_markdown(summary)}</details>"
             return (
-                f'<div class="compaction">compaction ends: {esc(_s(payload.get("status")))}'
+                f'<div class="compaction">compaction ends: {esc(entry.text("status"))}'
                 f"{shown if summary else ''}</div>"
             )
         if ptype == "abort":
-            return f'<p class="failed">abort: {esc(_s(payload.get("reason")) or "no reason")}</p>'
+            return f'<p class="failed">abort: {esc(entry.text("reason") or "no reason")}</p>'
         if ptype == "subagent":
-            child = _s(payload.get("session_id"))
+            child = entry.text("session_id")
             link = f'<a href="{PREFIX}/s/{esc(child)}">{esc(child)}</a>'
             return f'<p class="subagent">subagent: {link}</p>'
         if ptype == "token_usage":
@@ -186,40 +179,37 @@ class _Window:
                 f'<p class="meta">tokens: this request {number(last)}, session {number(total)}</p>'
             )
         if ptype == "approval_decision":
-            return f'<p class="approval">approval: {esc(_s(payload.get("decision")))}</p>'
+            return f'<p class="approval">approval: {esc(entry.text("decision"))}</p>'
         if ptype == "goal_finished":
-            return f'<p class="meta">goal finished: {esc(_s(payload.get("outcome")))}</p>'
-        return f'<p class="meta">[{esc(_s(ptype) or "event")}]</p>'
+            return f'<p class="meta">goal finished: {esc(entry.text("outcome"))}</p>'
+        return f'<p class="meta">[{esc(as_text(ptype) or "event")}]</p>'
 
-    def body(self, index: int, item: ReplayItem) -> str | None:
-        payload = self.payloads[index]
-        payload = payload if isinstance(payload, dict) else {}
-        kind = item.record.kind
-        if kind == "model_msg":
-            return self.message(index, item, payload)
-        if kind == "session_meta":
-            forked = payload.get("forked_from")
-            fork = ""
-            if isinstance(forked, dict):
-                source = _s(forked.get("session_id"))
-                fork = (
-                    f'<p class="banner">forked from <a href="{PREFIX}/s/{esc(source)}">'
-                    f"{esc(source)}</a> after turn {esc(forked.get('turn'))}</p>"
-                )
-            if item.position == 1:
-                return fork + (
-                    f'<p class="meta">session {esc(_s(payload.get("session_id")))}, model '
-                    f"{esc(_s(payload.get('provider')))}/{esc(_s(payload.get('model_id')))}</p>"
-                )
-            return f'<p class="shard">shard {item.shard:03d} begins: a new context</p>'
-        if kind == "event_msg":
-            return self.event(item, payload)
-        return f'<p class="meta">[record of type {esc(_s(kind) or "unknown")}]</p>'
+    def session(self, entry: RenderItem) -> str:
+        forked = entry.payload.get("forked_from")
+        fork = ""
+        if isinstance(forked, dict):
+            source = as_text(forked.get("session_id"))
+            fork = (
+                f'<p class="banner">forked from <a href="{PREFIX}/s/{esc(source)}">'
+                f"{esc(source)}</a> after turn {esc(forked.get('turn'))}</p>"
+            )
+        return fork + (
+            f'<p class="meta">session {esc(entry.text("session_id"))}, model '
+            f"{esc(entry.text('provider'))}/{esc(entry.text('model_id'))}</p>"
+        )
+
+    def shard(self, entry: RenderItem) -> str:
+        return f'<p class="shard">shard {entry.item.shard:03d} begins: a new context</p>'
+
+    def record(self, entry: RenderItem) -> str:
+        kind = as_text(entry.record.kind) or "unknown"
+        return f'<p class="meta">[record of type {esc(kind)}]</p>'
 
     def render(self) -> list[str]:
         out: list[str] = []
         current: int | None = None
-        for index, item in enumerate(self.items):
+        for entry in self.items:
+            item = entry.item
             if item.round is not None and item.round != current:
                 label = "compaction request" if item.in_compaction else f"turn {item.turn}"
                 status = f" ({esc(item.status)})" if item.status else ""
@@ -228,9 +218,9 @@ class _Window:
                     f"{_ROUND.get(item.state, item.state)}{status}</h3>"
                 )
             current = item.round
-            if index in self.used:
+            if entry.folded:
                 continue
-            shown = self.body(index, item)
+            shown = draw(entry, self)
             findings = "".join(
                 f'<p class="finding {esc(p.severity)}">audit {esc(p.severity)}: {esc(p.code)}: '
                 f"{esc(p.message)}</p>"

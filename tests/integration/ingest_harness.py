@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from contextlib import closing
 from datetime import date
 from pathlib import Path
+from typing import Any, Final
 
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.storage.layout import DataRoot
@@ -37,6 +40,11 @@ SESSION = "session-2026-11-29-10-00-00-0a1b2c3d"
 DAY = date(2026, 11, 29)
 WRITER = Path(__file__).with_name("foreign_writer.py")
 GUARD = 60.0
+# A follower's start (imports, the ledger schema, the first pass) is about a second of CPU;
+# with the CPU taken by other processes it took 30 s here (SCHED_IDLE beside three busy
+# loops), half of GUARD.  Waits on a start, and on an exit, get this much (pytest's per-test
+# timeout is 300 s), and end at once when the process is gone.
+START_GUARD: Final = 240.0
 
 
 def shard(root: Path, session: str = SESSION, index: int = 1, day: date = DAY) -> Path:
@@ -86,7 +94,10 @@ def wait_until(condition: Callable[[], bool], what: str, guard: float = GUARD) -
 
 
 class FollowerProcess:
-    """``pentrace ingest --follow ...`` as a real process, JSON logs on stderr, a health file."""
+    """``pentrace ingest --follow ...`` as a real process, JSON logs on stderr, a health file.
+
+    A thread reads stderr as it comes, so the follower never blocks on a full pipe and a
+    test can wait for the events it logs (:meth:`wait_for_event`) instead of guessing."""
 
     def __init__(
         self, root: Path, ledger: Path, *args: str, env: dict[str, str] | None = None
@@ -106,26 +117,74 @@ class FollowerProcess:
             stderr=subprocess.PIPE,
             text=True,
         )
+        self._lines: list[str] = []
+        self._closed = False
+        self._arrived = threading.Condition()
+        self._reader = threading.Thread(target=self._read, name="follower-stderr", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        with self.process.stderr as stream:
+            for text in stream:
+                with self._arrived:
+                    self._lines.append(text)
+                    self._arrived.notify_all()
+        with self._arrived:
+            self._closed = True
+            self._arrived.notify_all()
+
+    def stderr(self) -> str:
+        """What the follower has written to stderr so far."""
+        with self._arrived:
+            return "".join(self._lines)
+
+    def _logged(self, event: str) -> dict[str, Any] | None:
+        for text in self._lines:
+            if text.startswith("{") and (found := json.loads(text)).get("event") == event:
+                return dict(found)
+        return None
+
+    def wait_for_event(self, event: str, guard: float = START_GUARD) -> dict[str, Any]:
+        """The first log line of ``event`` (``started``, ``fallback``, ...), once it is written;
+        an error with the log if the follower exits first or ``guard`` runs out."""
+        deadline = time.monotonic() + guard
+        with self._arrived:
+            while (found := self._logged(event)) is None:
+                left = deadline - time.monotonic()
+                if self._closed or left <= 0:
+                    why = "exited" if self._closed else f"ran {guard:.0f} s"
+                    raise AssertionError(
+                        f"the follower {why} without logging {event!r}:\n{''.join(self._lines)}"
+                    )
+                self._arrived.wait(left)
+        return found
+
+    def wait_until(self, condition: Callable[[], bool], what: str, guard: float = GUARD) -> None:
+        """:func:`wait_until`, failing at once (with the log) if the follower exits."""
+        wait_until(lambda: condition() or self.process.poll() is not None, what, guard)
+        if not condition():
+            raise AssertionError(f"the follower exited before {what}:\n{self.stderr()}")
 
     def ready(self) -> None:
         """Wait until the first pass is done (the signal handlers are in place by then)."""
-        wait_until(
-            lambda: self.health.exists() or self.process.poll() is not None, "the health file"
-        )
-        assert self.process.poll() is None, self.process.communicate()[1]
+        self.wait_until(self.health.exists, "the health file", START_GUARD)
+
+    def _ended(self) -> int:
+        code = self.process.wait(START_GUARD)
+        self._reader.join(START_GUARD)
+        return code
 
     def stop(self) -> tuple[int, str]:
         """SIGTERM once ready; the exit code and stderr."""
         self.ready()
         self.process.send_signal(signal.SIGTERM)
-        _, err = self.process.communicate(timeout=60)
-        return self.process.returncode, err
+        return self._ended(), self.stderr()
 
     def kill(self) -> int:
         """SIGKILL; the exit code."""
         self.process.send_signal(signal.SIGKILL)
-        self.process.communicate(timeout=60)
-        return self.process.returncode
+        return self._ended()
 
     def close(self) -> None:
         """Kill it unless it has exited (for ``finally`` blocks)."""

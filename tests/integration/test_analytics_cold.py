@@ -35,10 +35,8 @@ from pentrace.infrastructure.analytics.runner import (
     open_ledger,
     open_projection,
 )
-from tests.integration import test_analytics_runner
 from tests.support import clean_env, run_pentrace, sync_ledger
 
-env = test_analytics_runner.env  # the backend fixture: SQLite, and PostgreSQL when configured
 BUILTINS: tuple[type[AnalyticsProjection], ...] = (TokenUse, ToolCalls, SessionActivity)
 
 

@@ -19,11 +19,8 @@ from pentrace.infrastructure.trace.durability import Durability
 from tests.integration.fragile_projection import Fragile
 from tests.integration.sse_harness import Server
 from tests.integration.test_analytics_failures import poisoned_row, record
-from tests.integration.test_analytics_runner import env
 from tests.integration.test_session_application import Clock
 from tests.support import sync_ledger
-
-__all__ = ["env"]
 
 NAME = "tests.integration.fragile_projection:Fragile"
 PG_URL = os.environ.get("PENTRACE_TEST_DATABASE_URL")

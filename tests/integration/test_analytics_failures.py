@@ -20,11 +20,8 @@ from pentrace.infrastructure.analytics.runner import catch_up, open_ledger, open
 from pentrace.infrastructure.eventstore.application import SessionApplication
 from pentrace.infrastructure.trace.durability import Durability
 from tests.integration.fragile_projection import POISON, Fragile, FragileSql, Refused
-from tests.integration.test_analytics_runner import env
 from tests.integration.test_session_application import Clock
 from tests.support import sync_ledger
-
-__all__ = ["env"]  # the SQLite / PostgreSQL fixture, shared with the runner's tests
 
 OUTPUTS = (["a", "bb"], ["ccc", f"dd {POISON} dd", "e"], ["ffff"])
 

@@ -3,12 +3,10 @@ events only.  SQLite always; PostgreSQL (ledger and read model) when configured.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import ClassVar
 
-import psycopg
 import pytest
 
 from pentrace import testing as pt
@@ -24,9 +22,7 @@ from pentrace.infrastructure.analytics.checking import dump
 from pentrace.infrastructure.analytics.rebuild import rebuild
 from pentrace.infrastructure.analytics.runner import AnalyticsRunner, catch_up, open_ledger
 from pentrace.infrastructure.ledger.indexer import sync
-from tests.support import NO_POSTGRES, POSTGRES_URL, sync_ledger
-
-PG_URL = POSTGRES_URL
+from tests.support import sync_ledger
 
 
 class Arguments(AnalyticsProjection):
@@ -63,36 +59,6 @@ def _synced(root: Path, env: dict[str, str], numbers: Iterable[int]) -> None:
     for number in numbers:
         _session(root, number)
     sync_ledger(root, env)
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
-    if request.param == "sqlite":
-        yield {"PENTRACE_ANALYTICS_URL": f"sqlite:///{tmp_path / 'analytics.db'}"}
-        return
-    if not PG_URL:
-        pytest.skip(NO_POSTGRES)
-    schema = f"analytics_{uuid.uuid4().hex[:10]}"
-    plain = PG_URL.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(plain, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield {
-            "PENTRACE_LEDGER_URL": PG_URL,
-            "PENTRACE_LEDGER_TABLE_PREFIX": f"{schema}_",
-            "PENTRACE_ANALYTICS_URL": f"{PG_URL}?options=-csearch_path%3D{schema}",
-        }
-    finally:
-        with psycopg.connect(plain, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
-            for table in (
-                "runtime_events",
-                "runtime_event_watermarks",
-                "runtime_event_tracking",
-                "runtime_event_meta",
-                "ingest_cursors",
-            ):
-                conn.execute(f"DROP TABLE IF EXISTS {schema}_{table} CASCADE")
 
 
 def _totals(root: Path, env: dict[str, str]) -> int:

@@ -16,10 +16,7 @@ from pentrace.infrastructure.analytics.builtin.sessions import SessionActivity
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase, scheme_of
 from pentrace.infrastructure.analytics.runner import AnalyticsRunner
 from pentrace.infrastructure.storage.layout import DataRoot
-from tests.integration.test_analytics_runner import env
 from tests.support import cli_json, sync_ledger
-
-__all__ = ["env"]
 
 # What version 1 of the built-ins lacked: the per-minute tables and two columns ...
 _VERSION_1 = (

@@ -124,15 +124,18 @@ def test_without_notifications_the_follower_falls_back_to_polling(
         root, ledger, "--interval", "0.05", env={"PYTHONPATH": str(shim.parent)}
     )
     try:
-        follower.ready()
+        # The follower says when it gives up on notifications: from then on it polls, and
+        # only polling can find what is appended after that line.
+        fallback = follower.wait_for_event("fallback")
         append(shard(root), line(1) + line(2))
-        wait_until(lambda: len(held_positions(ledger)) == 2, "both records")
+        follower.wait_until(lambda: len(held_positions(ledger)) == 2, "both records")
     finally:
         code, err = follower.stop()
     assert code == 0, err
-    fallback = [e for e in log_events(err) if e.get("event") == "fallback"]
-    assert fallback
-    assert "no notify backend" in str(fallback[0]["error"])
+    assert "no notify backend" in str(fallback["error"])
+    stopped = [e for e in log_events(err) if e.get("event") == "stopped"]
+    assert stopped[0]["mode"] == "poll"
+    assert held_positions(ledger) == [1, 2]
 
 
 def test_a_one_shot_run_indexes_what_is_there_and_prints_a_summary(

@@ -84,7 +84,7 @@ def test_an_image_is_served_as_its_type_with_safe_headers_and_a_cache_key(
         r'inline; filename="record-\d+-image-\d+\.(png|jpg|gif|webp)"',
         answer.headers["content-disposition"],
     )
-    assert answer.headers["cache-control"] == "private, max-age=86400"
+    assert answer.headers["cache-control"] == "no-cache"  # kept, but asked again (ADR 0064)
     assert answer.headers["x-pentrace-redacted"] == "true"
     if name in ("png", "file"):
         assert answer.content == corpus.png
@@ -197,7 +197,7 @@ def test_raw_images_and_raw_records_answer_403_without_the_token_and_serve_with_
     assert SECRET in raw_record.text  # the verbatim record, to the token holder only
     assert raw_image.status_code == 200
     assert raw_image.content == corpus.png
-    assert raw_image.headers["cache-control"] == "no-store"
+    assert raw_image.headers["cache-control"] == "private, no-cache"
     assert raw_image.headers["x-pentrace-redacted"] == "false"
     # As recorded, that data is not a whole PNG either: still refused, by its bytes.
     assert raw_changed.status_code == 422

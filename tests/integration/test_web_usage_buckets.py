@@ -19,11 +19,8 @@ import httpx
 import pytest
 
 from tests.integration.sse_harness import Server
-from tests.integration.test_analytics_runner import env
 from tests.integration.usage_corpus import REVIEWER, REVIEWER_MODEL, build_recent_corpus
 from tests.support import cli_json, sync_ledger
-
-__all__ = ["env"]
 
 _ROW = re.compile(
     r'<tr data-bucket="([^"]+)" data-requests="(\d+)" data-completed="(\d+)" '

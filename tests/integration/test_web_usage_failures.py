@@ -12,11 +12,8 @@ import pytest
 from pentrace.infrastructure.eventstore.application import SessionApplication
 from pentrace.infrastructure.trace.durability import Durability
 from tests.integration.sse_harness import Server
-from tests.integration.test_analytics_runner import env
 from tests.integration.test_session_application import Clock
 from tests.support import sync_ledger
-
-__all__ = ["env"]
 
 PG_URL = os.environ.get("PENTRACE_TEST_DATABASE_URL")
 pytestmark = [

@@ -1,0 +1,192 @@
+"""Render items: a replay's records, classified once for the readers that draw them.
+
+``pentrace replay`` (text) and the Session page (HTML) show the same things in
+the same order: a message is text, thinking, a tool call (with its approvals
+and its output drawn inside it), a tool output whose call is not shown, an
+image, inline data or some other message; a ``session_meta`` record opens the
+session or a shard; an event is an event.  :func:`build_render_items` decides
+that once per record, from the payload the reader shows (the web page passes
+redacted payloads), pairs each call with its answers (:func:`pair_calls`) and
+marks the records a call drew already as ``folded``.  A reader is a
+:class:`Formatter`, a method per kind, and :func:`draw` picks the method; the
+readers only format.
+
+Pure: no I/O, and the same items and payloads always give the same result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from pentrace.domain.omnimessage.images import ImageRef, record_images
+from pentrace.domain.records import TraceRecord
+from pentrace.projections.replay_view import ReplayItem, pair_calls
+
+__all__ = [
+    "Formatter",
+    "ItemKind",
+    "MessageFormatter",
+    "RenderItem",
+    "as_text",
+    "build_render_items",
+    "draw",
+]
+
+ItemKind = Literal[
+    "text",  # a text message
+    "thinking",  # thinking or inline thinking, shown collapsed
+    "tool_call",  # a call, with ``approvals`` and ``output``
+    "tool_output",  # an output whose call is not among the items
+    "image",  # a message holding ``images`` (image_url, inline image data)
+    "inline_data",  # inline data that is not an image
+    "message",  # a model message of another type
+    "session",  # the first record: the session's meta
+    "shard",  # a later shard's meta: a new context
+    "round_edge",  # a request_begin, or a request_end that completed: nothing to draw
+    "request_failed",  # a request_end of another status (an error, a retry)
+    "event",  # another event_msg; readers name its payload type
+    "record",  # an envelope of another type
+]
+
+_THINKING = ("thinking", "inline_thinking")
+
+
+def as_text(value: Any) -> str:
+    """A payload value as text: a string as it is, nothing as ``""``, anything else written out."""
+    return value if isinstance(value, str) else "" if value is None else str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class RenderItem:
+    """One replay item as the readers draw it (module docstring).
+
+    ``payload`` is the one the reader shows (a dict, empty when the record has
+    none).  ``images`` is set for ``image`` and ``tool_output`` items.  A
+    ``tool_call`` holds the items of its ``approvals`` and its first
+    ``output``; those items are ``folded`` when the call came before them, and
+    the readers skip them where they stand."""
+
+    item: ReplayItem
+    kind: ItemKind
+    payload: dict[str, Any]
+    images: tuple[ImageRef, ...] = ()
+    approvals: tuple[RenderItem, ...] = ()
+    output: RenderItem | None = None
+    folded: bool = False
+
+    @property
+    def record(self) -> TraceRecord:
+        """The trace record."""
+        return self.item.record
+
+    @property
+    def position(self) -> int:
+        """The record's position in the session."""
+        return self.item.position
+
+    def text(self, name: str) -> str:
+        """The payload field ``name`` as text (:func:`as_text`)."""
+        return as_text(self.payload.get(name))
+
+    @property
+    def thinking(self) -> str:
+        """A thinking item's text (``thinking``, else ``data``)."""
+        return as_text(self.payload.get("thinking", self.payload.get("data")))
+
+
+def _kind(item: ReplayItem, payload: dict[str, Any]) -> tuple[ItemKind, tuple[ImageRef, ...]]:
+    record = item.record
+    if record.kind == "session_meta":
+        return ("session" if item.position == 1 else "shard"), ()
+    if record.kind == "event_msg":
+        if record.ptype == "request_end":
+            completed = as_text(payload.get("status")) == "completed"
+            return ("round_edge" if completed else "request_failed"), ()
+        return ("round_edge" if record.ptype == "request_begin" else "event"), ()
+    if record.kind != "model_msg":
+        return "record", ()
+    ptype = record.ptype
+    if ptype == "text":
+        return "text", ()
+    if ptype in _THINKING:
+        return "thinking", ()
+    if ptype == "tool_call":
+        return "tool_call", ()
+    images = tuple(record_images(ptype, payload))
+    if ptype == "tool_call_output":
+        return "tool_output", images
+    if images:
+        return "image", images
+    return ("inline_data" if ptype == "inline_data" else "message"), ()
+
+
+def build_render_items(
+    items: Sequence[ReplayItem], payloads: Sequence[Any] | None = None
+) -> list[RenderItem]:
+    """The render items of ``items``, one each, in order; ``payloads`` (one per item) are
+    what the reader shows, by default each record's own payload."""
+    shown = [
+        payload if isinstance(payload, dict) else {}
+        for payload in (payloads if payloads is not None else [i.record.payload() for i in items])
+    ]
+    kinds = [_kind(item, payload) for item, payload in zip(items, shown, strict=True)]
+    pairs = pair_calls(items)
+    answers: dict[int, tuple[list[int], int | None]] = {}
+    folded: set[int] = set()
+    for index, (kind, _) in enumerate(kinds):
+        if kind == "tool_call":
+            call = as_text(shown[index].get("tool_call_id"))
+            approvals, output = pairs.approvals.get(call, []), pairs.outputs.get(call)
+            answers[index] = (approvals, output)
+            # What a call draws is skipped where it stands only after the call.
+            folded.update(a for a in (*approvals, output) if a is not None and a > index)
+    plain = [
+        RenderItem(item, kind, payload, images, folded=index in folded)
+        for index, (item, payload, (kind, images)) in enumerate(
+            zip(items, shown, kinds, strict=True)
+        )
+    ]
+    for index, (approvals, output) in answers.items():
+        drawn = plain[index]
+        plain[index] = RenderItem(
+            drawn.item,
+            drawn.kind,
+            drawn.payload,
+            approvals=tuple(plain[a] for a in approvals),
+            output=None if output is None else plain[output],
+        )
+    return plain
+
+
+class MessageFormatter(Protocol):
+    """A reader's drawing of each kind of model message; ``None``: nothing shown."""
+
+    def text(self, entry: RenderItem) -> str | None: ...
+    def thinking(self, entry: RenderItem) -> str | None: ...
+    def tool_call(self, entry: RenderItem) -> str | None: ...
+    def tool_output(self, entry: RenderItem) -> str | None: ...
+    def image(self, entry: RenderItem) -> str | None: ...
+    def inline_data(self, entry: RenderItem) -> str | None: ...
+    def message(self, entry: RenderItem) -> str | None: ...
+
+
+class Formatter(MessageFormatter, Protocol):
+    """A reader's drawing of every kind of item (:data:`ItemKind`, the method names), the
+    records around the messages too; nothing is asked for a ``round_edge``."""
+
+    def session(self, entry: RenderItem) -> str | None: ...
+    def shard(self, entry: RenderItem) -> str | None: ...
+    def request_failed(self, entry: RenderItem) -> str | None: ...
+    def event(self, entry: RenderItem) -> str | None: ...
+    def record(self, entry: RenderItem) -> str | None: ...
+
+
+def draw(entry: RenderItem, formatter: Formatter) -> str | None:
+    """What ``formatter`` draws for ``entry``: the method named by its kind; nothing for a
+    ``round_edge`` (the round's header says it)."""
+    if entry.kind == "round_edge":
+        return None
+    method: Callable[[RenderItem], str | None] = getattr(formatter, entry.kind)
+    return method(entry)
