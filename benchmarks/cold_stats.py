@@ -18,6 +18,17 @@ indexes).  Each round runs, as real subprocesses:
 With ``--ledger-path``, one more round times the way there was before: ``ledger
 sync`` into a fresh copy, then ``stats tokens`` over the ledger.
 
+With ``--before PYTHON`` (an interpreter whose ``pentrace`` is another tree,
+for example main's ``.venv/bin/python``) each round also runs that tree's
+``stats tokens`` on a fresh copy, right after this tree's: before and after in
+the same run.
+
+Our modules are compiled to bytecode first (``compileall``, into a
+``PYTHONPYCACHEPREFIX`` folder of the benchmark's, for each interpreter), as a
+wheel install does when it installs: an editable install under
+``PYTHONDONTWRITEBYTECODE=1`` would otherwise compile about 160 modules in
+every process (about 0.4 CPU s).  ``--no-compile`` measures it that way.
+
 The answers must be equal.  Wall and CPU seconds (user + system of the
 child and of the worker processes it waits for) are reported per round, with
 the ratio to DuckDB's; the load average is printed before and after, because
@@ -98,6 +109,24 @@ def _clean_env() -> dict[str, str]:
     return kept
 
 
+_PACKAGES = "pentrace pentrace.cli pentrace.domain pentrace.infrastructure pentrace.projections"
+_PACKAGE_PATHS = (
+    "import importlib\n"
+    f"for name in {_PACKAGES.split()!r}:\n"
+    "    print(*importlib.import_module(name).__path__, sep='\\n')"
+)
+
+
+def _compiled_env(python: str, env: dict[str, str], prefix: Path) -> dict[str, str]:
+    """``env`` with a bytecode cache of ``python``'s pentrace, compiled now (see the docstring)."""
+    compiled = {**env, "PYTHONPYCACHEPREFIX": str(prefix)}
+    paths = subprocess.run(
+        [python, "-c", _PACKAGE_PATHS], capture_output=True, env=compiled, check=True, text=True
+    ).stdout.split()
+    subprocess.run([python, "-m", "compileall", "-q", *paths], env=compiled, check=True)
+    return compiled
+
+
 def _fresh_copy(folder: Path, traces: Path) -> Path:
     fresh = folder / "fresh"
     shutil.rmtree(fresh, ignore_errors=True)
@@ -126,8 +155,11 @@ def run(
     reuse: bool,
     rounds: int,
     ledger_path: bool = False,
+    before: str | None = None,
+    compile_first: bool = True,
 ) -> list[tuple[str, float, float]]:
-    """Rows of ``(step, wall s, CPU s)``, each round's DuckDB then pentrace (then the old way)."""
+    """Rows of ``(step, wall s, CPU s)``, each round's DuckDB then pentrace (then ``before``'s
+    pentrace), then the old way."""
     folder = keep if keep is not None else Path(tempfile.mkdtemp(prefix="pentrace-cold-bench-"))
     traces = folder / "traces"
     rows: list[tuple[str, float, float]] = []
@@ -137,17 +169,26 @@ def run(
             written, size = write_corpus(traces, sessions, records)
             print(f"corpus: {sessions} sessions, {written} records, {size / 1e6:.0f} MB")
         env = _clean_env()
+        trees = [("pentrace stats tokens, cold", sys.executable, env)]
+        if before is not None:
+            trees.append(("before: pentrace stats tokens, cold", before, env))
+        if compile_first:
+            trees = [
+                (label, python, _compiled_env(python, tree_env, folder / f"bytecode-{number}"))
+                for number, (label, python, tree_env) in enumerate(trees)
+            ]
         for number in range(1, rounds + 1):
             wall, cpu, baseline = _timed(
                 [sys.executable, "-m", "benchmarks.cold_stats", "--duckdb", str(traces)], env
             )
             rows.append((f"round {number}: DuckDB over the raw JSONL", wall, cpu))
-            fresh = _fresh_copy(folder, traces)
-            command = ["--data-root", str(fresh), "stats", "tokens", "--by", "day", "--json"]
-            wall, cpu, answer = _timed([sys.executable, "-m", "pentrace", *command], env)
-            if answer["rows"] != baseline:
-                raise SystemExit(f"the answers differ:\n{answer['rows']}\n{baseline}")
-            rows.append((f"round {number}: pentrace stats tokens, cold", wall, cpu))
+            for label, python, tree_env in trees:
+                fresh = _fresh_copy(folder, traces)
+                command = ["--data-root", str(fresh), "stats", "tokens", "--by", "day", "--json"]
+                wall, cpu, answer = _timed([python, "-m", "pentrace", *command], tree_env)
+                if answer["rows"] != baseline:
+                    raise SystemExit(f"the answers differ:\n{answer['rows']}\n{baseline}")
+                rows.append((f"round {number}: {label}", wall, cpu))
         if ledger_path:
             rows += _ledger_path(folder, traces, env, baseline)
     finally:
@@ -166,6 +207,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = corpus_parser(__doc__, sessions=1000, records=500_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--ledger-path", action="store_true", help="also time sync + stats")
+    parser.add_argument("--before", metavar="PYTHON", help="also time another tree's pentrace")
+    parser.add_argument(
+        "--no-compile", action="store_true", help="leave our modules uncompiled (editable)"
+    )
     options = parse_corpus_args(parser, args)
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     rows = run(
@@ -175,6 +220,8 @@ def main(argv: list[str] | None = None) -> None:
         options.reuse,
         options.rounds,
         options.ledger_path,
+        options.before,
+        not options.no_compile,
     )
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("| step | wall s | CPU s |")
@@ -182,10 +229,14 @@ def main(argv: list[str] | None = None) -> None:
     for label, wall, cpu in rows:
         print(f"| {label} | {wall:.2f} | {cpu:.2f} |")
     rounds = [row for row in rows if row[0].startswith("round")]
-    duck, ours = rounds[0::2], rounds[1::2]
-    wall_ratio = statistics.median(o[1] / d[1] for o, d in zip(ours, duck, strict=True))
-    cpu_ratio = statistics.median(o[2] / d[2] for o, d in zip(ours, duck, strict=True))
-    print(f"median ratio to DuckDB: wall {wall_ratio:.1f}x, CPU {cpu_ratio:.1f}x (target: 5x)")
+    duck = [row for row in rounds if "DuckDB" in row[0]]
+    for name, mine in (("this tree", "pentrace"), ("before", "before")):
+        ours = [row for row in rounds if row[0].split(": ", 1)[1].startswith(mine)]
+        if not ours:
+            continue
+        wall = statistics.median(o[1] / d[1] for o, d in zip(ours, duck, strict=True))
+        cpu = statistics.median(o[2] / d[2] for o, d in zip(ours, duck, strict=True))
+        print(f"{name}: median ratio to DuckDB: wall {wall:.1f}x, CPU {cpu:.1f}x (target: 5x)")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ payload has no ``part`` to judge by.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -33,10 +34,12 @@ __all__ = [
     "MODEL_MESSAGE_TYPES",
     "event_from_record",
     "event_type_for",
+    "kinds_for",
     "partial_category",
     "record_actor",
     "record_correlation",
     "record_scope",
+    "stamp_ms",
     "time_ms_of",
 ]
 
@@ -101,7 +104,43 @@ def event_type_for(record: TraceRecord, position: int) -> str:
 def time_ms_of(record: TraceRecord, fallback_ms: int = 0) -> int:
     """Milliseconds since the epoch of the envelope ``timestamp`` (naive means UTC)."""
     value = record.value()
-    stamp = value.get("timestamp") if isinstance(value, dict) else None
+    return stamp_ms(value.get("timestamp") if isinstance(value, dict) else None, fallback_ms)
+
+
+_RUN_ENDS: Final = frozenset({*_REQUEST_END.values(), "run.error"})
+_COMPACTION_ENDS: Final = frozenset({"session.compacted", "session.compaction.error"})
+
+
+def kinds_for(types: Collection[str]) -> dict[str, frozenset[str] | None] | None:
+    """Which records may map to one of ``types`` (:func:`event_type_for`): per record kind
+    (envelope ``type``), the payload types that may (None: any); a kind left out maps to none
+    of them.  None when any record may (``trace.record``).  A cheap test before the mapping.
+    """
+    wanted = frozenset(types)
+    if "trace.record" in wanted:
+        return None
+    kinds: dict[str, frozenset[str] | None] = {}
+    if not wanted.isdisjoint(("session.created", "session.updated")):
+        kinds["session_meta"] = None
+    if "message.updated" in wanted:
+        kinds["model_msg"] = None
+    elif models := frozenset(p for p, kind in MODEL_MESSAGE_TYPES.items() if kind in wanted):
+        kinds["model_msg"] = models
+    events = {p for p, kind in EVENT_TYPES.items() if kind in wanted}
+    if not wanted.isdisjoint(_RUN_ENDS):
+        events.add("request_end")
+    if not wanted.isdisjoint(_COMPACTION_ENDS):
+        events.add("compaction_end")
+    if "trace.event" in wanted:
+        kinds["event_msg"] = None
+    elif events:
+        kinds["event_msg"] = frozenset(events)
+    return kinds
+
+
+def stamp_ms(stamp: object, fallback_ms: int = 0) -> int:
+    """Milliseconds since the epoch of a record's ``timestamp`` value (naive means UTC), or
+    ``fallback_ms`` when it is not an ISO 8601 string."""
     if not isinstance(stamp, str):
         return fallback_ms
     try:

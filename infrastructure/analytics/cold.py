@@ -14,6 +14,11 @@ one transaction that also writes:
   :mod:`~pentrace.infrastructure.analytics.marks`): the runner skips the
   ledger events at or below it, so each record counts once.
 
+A projection that declares a bulk fold (:mod:`~pentrace.infrastructure.analytics.bulkfold`,
+ADR 0062) is folded in memory by the workers instead and its rows written
+once; when the fold raises, or the database refuses its rows, the handlers
+build it as above.
+
 A cold build runs only for a read model that has never committed (no
 tracking row) while the ledger has never held an event (nothing stored,
 nothing pruned): then every ledger event yet to come is either at or below
@@ -29,16 +34,19 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import multiprocessing
+import os
 import signal
 from collections import deque
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 from pentrace.errors import AnalyticsError
 from pentrace.infrastructure.analytics.api import AnalyticsProjection
+from pentrace.infrastructure.analytics.bulkfold import BulkFold, bulk_fold_of, fold_in_bulk
 from pentrace.infrastructure.analytics.database import TRACKING_TABLE
 from pentrace.infrastructure.analytics.marks import write_marks
 from pentrace.infrastructure.analytics.readmodel import ReadModel
@@ -54,15 +62,18 @@ __all__ = ["ColdReport", "cold_build"]
 # Sessions per worker task: enough to make a hand-over cheap, few enough to keep both busy.
 _CHUNK: Final = 8
 _PR_SET_PDEATHSIG: Final = 1
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class ColdReport:
-    """What a cold build read: sessions folded, events fed, sessions it had to cut short."""
+    """What a cold build read: sessions folded, events fed, sessions it had to cut short, and
+    whether the projection's bulk fold built it (ADR 0062) rather than its handlers."""
 
     sessions: int
     events: int
     failures: tuple[SessionFailure, ...] = ()
+    bulk: bool = False
 
 
 class _Tracked(Exception):
@@ -83,31 +94,72 @@ def _ledger_never_held(data_root: Path, env: Mapping[str, str] | None) -> bool:
         ledger.close()
 
 
-def _die_with_parent() -> None:
-    """A worker of a killed build stops too (Linux), instead of folding for nobody."""
+def _die_with_parent(parent: int) -> None:
+    """A worker of a killed build stops too (Linux), instead of folding for nobody; also
+    when the build was killed between the fork and this call."""
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
-def _folds(refs: list[SessionRef], types: Collection[str], workers: int) -> Iterator[SessionFold]:
-    """Each session's fold, in ``refs`` order; in ``workers`` forked processes when above 1."""
+def _tasks(
+    refs: list[SessionRef], task: Callable[[list[SessionRef]], T], workers: int
+) -> Iterator[T]:
+    """``task`` of each chunk of ``refs``, in order; in ``workers`` forked processes above 1."""
+    chunks = [refs[start : start + _CHUNK] for start in range(0, len(refs), _CHUNK)]
     if workers <= 1:
-        for ref in refs:
-            yield fold_session(ref, types)
+        yield from map(task, chunks)
         return
     # fork: the workers inherit the redaction policy this process installed.
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(
-        max_workers=workers, mp_context=context, initializer=_die_with_parent
+        max_workers=workers,
+        mp_context=context,
+        initializer=_die_with_parent,
+        initargs=(os.getpid(),),
     ) as pool:
-        pending: deque[Future[list[SessionFold]]] = deque()
-        for start in range(0, len(refs), _CHUNK):
-            pending.append(pool.submit(fold_sessions, refs[start : start + _CHUNK], types))
+        pending: deque[Future[T]] = deque()
+        for chunk in chunks:
+            pending.append(pool.submit(task, chunk))
             if len(pending) > 2 * workers:
-                yield from pending.popleft().result()
+                yield pending.popleft().result()
         while pending:
-            yield from pending.popleft().result()
+            yield pending.popleft().result()
+
+
+def _folds(refs: list[SessionRef], types: Collection[str], workers: int) -> Iterator[SessionFold]:
+    """Each session's fold (its envelopes), in ``refs`` order."""
+    if workers <= 1:
+        for ref in refs:
+            yield fold_session(ref, types)
+        return
+    for folds in _tasks(refs, partial(fold_sessions, types=types), workers):
+        yield from folds
+
+
+def _bulk(
+    fold_class: type[BulkFold], refs: list[SessionRef], types: Collection[str], workers: int
+) -> tuple[BulkFold, int, dict[str, int], list[SessionFailure]] | None:
+    """The merged bulk fold of every session, the records it folded, the trace marks and the
+    sessions cut short; None when the fold failed on a record (the handlers then decide)."""
+    merged = fold_class()
+    fed = 0
+    marks: dict[str, int] = {}
+    failures: list[SessionFailure] = []
+    try:
+        for task in _tasks(refs, partial(fold_in_bulk, fold_class, types=types), workers):
+            for ref, events, folded, failure in task.sessions:
+                fed += events
+                if folded:
+                    marks[ref.key.stream_id] = folded
+                if failure is not None:
+                    failures.append(failure)
+            merged.merge(task.partial)
+    except Exception:  # noqa: BLE001 - the per-event path isolates a handler's failure (ADR 0032)
+        return None
+    return merged, fed, marks, failures
 
 
 def cold_build(
@@ -131,22 +183,30 @@ def cold_build(
         refs = list(iter_sessions(data_root))
         wanted = frozenset(projection.topics)
         count = auto_workers(refs) if workers == 0 else workers
+        bulk = bulk_fold_of(projection_class)
 
         def build(strict: bool) -> tuple[ColdReport, int]:
             if _tracked(view):
                 raise _Tracked
-            reset_read_model(projection, tracked=False)
+            tx = reset_read_model(projection, tracked=False)
             marks: dict[str, int] = {}
             failures: list[SessionFailure] = []
             fed = 0
-            for fold in _folds(refs, wanted, count):
-                fed = feed(projection, map(decode_event, fold.envelopes), strict, fed)
-                if fold.folded:
-                    marks[fold.ref.key.stream_id] = fold.folded
-                if fold.failure is not None:
-                    failures.append(fold.failure)
+            merged = _bulk(bulk, refs, wanted, count) if bulk is not None and not strict else None
+            if merged is not None:
+                fold_all, fed, marks, failures = merged
+                fold_all.write(tx)
+            else:
+                # Also the strict pass of a bulk fold whose merged write the database refused:
+                # which event's values it refused, the per-event path tells.
+                for fold in _folds(refs, wanted, count):
+                    fed = feed(projection, map(decode_event, fold.envelopes), strict, fed)
+                    if fold.folded:
+                        marks[fold.ref.key.stream_id] = fold.folded
+                    if fold.failure is not None:
+                        failures.append(fold.failure)
             write_marks(view.open_connection(), view.name, marks)
-            return ColdReport(len(marks), fed, tuple(failures)), fed
+            return ColdReport(len(marks), fed, tuple(failures), merged is not None), fed
 
         try:
             return replace_read_model(projection, build, 0)

@@ -18,7 +18,8 @@ needs no savepoint: it writes only the batch's pending rows, as before.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import Connection, NestedTransaction, exc, text
@@ -188,12 +189,32 @@ class Transaction:
         self._touch_database()
         self._write_pending()
 
+    def insert(self, table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
+        """Insert ``rows`` (values in ``columns`` order, None for NULL) with one
+        ``executemany``, after the merged writes: for rows no other write in the transaction
+        has touched (a bulk fold filling fresh tables, ADR 0062).  A refused write raises
+        :class:`BatchWriteError`, as a refused merged batch does."""
+        self.flush()
+        if not rows:
+            return
+        marks = ", ".join([self._model.db.dialect.placeholder] * len(columns))
+        sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
+        conn = self._model.open_connection()
+        with self._refused():
+            conn.exec_driver_sql(sql, [tuple(map(_bindable, row)) for row in rows])
+
     def _write_pending(self) -> None:
         pending, self._pending = self._pending, {}
         if not pending:
             return
-        try:
+        with self._refused():
             self._write(pending)
+
+    @contextmanager
+    def _refused(self) -> Iterator[None]:
+        """A write the database (or the driver binding it) refuses, as BatchWriteError."""
+        try:
+            yield
         except Exception as error:
             gone = isinstance(error, exc.DBAPIError) and error.connection_invalidated
             if self._savepoint is not None or gone:

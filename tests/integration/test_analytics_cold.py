@@ -15,7 +15,6 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 
@@ -23,6 +22,7 @@ from pentrace import testing as pt
 from pentrace.infrastructure.analytics import AnalyticsEvent, Transaction
 from pentrace.infrastructure.analytics.api import AnalyticsProjection
 from pentrace.infrastructure.analytics.builtin.sessions import SessionActivity
+from pentrace.infrastructure.analytics.builtin.token_fold import TokenFold
 from pentrace.infrastructure.analytics.builtin.tokens import TokenUse
 from pentrace.infrastructure.analytics.builtin.tools import ToolCalls
 from pentrace.infrastructure.analytics.checking import dump
@@ -231,22 +231,44 @@ def test_stats_killed_during_a_cold_build_commits_nothing_and_the_next_run_is_ex
     assert _tracking_rows(root / "analytics" / "analytics.db") == [("tokens", 0)]
 
 
+_gate: list[Callable[[], None]] = []  # the test's "start a runner", taken once
+
+
+def _open_gate() -> None:
+    if _gate:
+        _gate.pop()()
+
+
 class _GatedTokens(TokenUse):
-    """The token projection under another name; its first usage event starts a runner in a
-    thread while the cold build holds the write transaction (``runner`` is set by the test)."""
+    """The token projection under another name, built by its handlers (no bulk fold of its
+    own); its first usage event starts a runner in a thread while the cold build holds the
+    write transaction."""
 
     name = "gated_tokens"
-    start_runner: ClassVar[Callable[[], None] | None] = None
 
     def on_usage(self, event: AnalyticsEvent, tx: Transaction) -> None:
-        start, _GatedTokens.start_runner = _GatedTokens.start_runner, None
-        if start is not None:
-            start()
+        _open_gate()
         super().on_usage(event, tx)
 
 
+class _GatedFold(TokenFold):
+    """The token bulk fold; it starts the runner as it writes the merged rows."""
+
+    def write(self, tx: Transaction) -> None:
+        _open_gate()
+        super().write(tx)
+
+
+class _GatedBulkTokens(TokenUse):
+    """The token projection under another name, built by its bulk fold (ADR 0062)."""
+
+    name = "gated_bulk_tokens"
+    bulk_fold = _GatedFold
+
+
+@pytest.mark.parametrize("projection", [_GatedTokens, _GatedBulkTokens])
 def test_a_runner_that_starts_during_a_cold_build_waits_and_then_skips_what_it_folded(
-    tmp_path: Path,
+    tmp_path: Path, projection: type[TokenUse]
 ) -> None:
     env = {"PENTRACE_ANALYTICS_URL": f"sqlite:///{tmp_path / 'analytics.db'}"}
     for number in range(3):
@@ -256,20 +278,22 @@ def test_a_runner_that_starts_during_a_cold_build_waits_and_then_skips_what_it_f
 
     def open_runner() -> None:
         try:  # blocks on SQLite's write lock until the cold build has committed
-            runners.append(AnalyticsRunner(_GatedTokens, data_root=tmp_path, env=env))
+            runners.append(AnalyticsRunner(projection, data_root=tmp_path, env=env))
         except BaseException as error:  # noqa: BLE001 - reported by the test below
             errors.append(error)
 
     thread = threading.Thread(target=open_runner)
-    _GatedTokens.start_runner = thread.start
-    report = cold_build(_GatedTokens, data_root=tmp_path, env=env)
+    _gate[:] = [thread.start]
+    report = cold_build(projection, data_root=tmp_path, env=env)
     thread.join(timeout=30)
     assert errors == []
+    assert _gate == []  # the build started the runner
     assert report is not None
+    assert report.bulk == (projection is _GatedBulkTokens)
     [runner] = runners
     with runner:
         assert runner.projection.folded  # it read the marks the cold build committed
-        cold = dump(_GatedTokens, tmp_path, env)
+        cold = dump(projection, tmp_path, env)
         sync_ledger(tmp_path, env)
         runner.wait(_ledger_head(tmp_path, env), timeout=30)
-    assert dump(_GatedTokens, tmp_path, env) == cold
+    assert dump(projection, tmp_path, env) == cold

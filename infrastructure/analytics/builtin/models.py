@@ -14,11 +14,17 @@ from pentrace.infrastructure.analytics.api import AnalyticsProjection, handles
 from pentrace.infrastructure.analytics.readmodel import Transaction
 from pentrace.projections.analytics.events import AnalyticsEvent
 
-__all__ = ["SessionModels"]
+__all__ = ["SessionModels", "model_entry"]
 
 
 def _text(value: object) -> str:
     return value if isinstance(value, str) else "unknown"
+
+
+def model_entry(provider: object, model_id: object) -> tuple[str, str]:
+    """A ``session_meta``'s ``(provider, model)`` as the read models keep it (``unknown`` for
+    anything but a string)."""
+    return _text(provider), _text(model_id)
 
 
 class SessionModels(AnalyticsProjection):
@@ -36,7 +42,7 @@ class SessionModels(AnalyticsProjection):
     @handles("session.created", "session.updated")
     def on_meta(self, event: AnalyticsEvent, tx: Transaction) -> None:
         """Remember the session's provider and model."""
-        entry = (_text(event.payload.get("provider")), _text(event.payload.get("model_id")))
+        entry = model_entry(event.payload.get("provider"), event.payload.get("model_id"))
         self._models[event.session] = entry
         tx.put(self.models_table, {"session_id": event.session}, provider=entry[0], model=entry[1])
 

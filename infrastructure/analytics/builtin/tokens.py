@@ -10,6 +10,9 @@ Cost is not stored: ``pentrace stats cost`` prices these counts with the
 price table when it reads them, so editing ``prices.toml`` never needs a
 rebuild.  A request's model is the session's model when its ``token_usage``
 arrives (a later ``session_meta`` with another ``model_id`` is a switch).
+
+A cold build (ADR 0050) fills the same rows with :class:`TokenFold` (ADR 0062),
+which reads the trace records without the per-event envelopes.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import ClassVar
 
 from pentrace.infrastructure.analytics.api import handles
 from pentrace.infrastructure.analytics.builtin.models import SessionModels
+from pentrace.infrastructure.analytics.builtin.token_fold import TokenFold
 from pentrace.infrastructure.analytics.readmodel import Transaction
 from pentrace.projections.analytics.events import AnalyticsEvent
 from pentrace.projections.analytics.rules import token_delta
@@ -47,6 +51,8 @@ class TokenUse(SessionModels):
         "PRIMARY KEY (minute, project, agent, provider, model))",
     )
     models_table = "tok_sessions"
+    #: A cold build's rows straight from the trace records (ADR 0062).
+    bulk_fold: ClassVar[type[TokenFold]] = TokenFold
 
     def _daily_key(self, event: AnalyticsEvent, tx: Transaction) -> dict[str, str]:
         provider, model = self.model_of(event.session, tx)
