@@ -40,7 +40,9 @@ def sync(
         int,
         typer.Option(
             min=0,
-            help="Processes building rows while this one writes; 0 picks by corpus size and cores.",
+            help="Processes building rows, this one included (it builds when it has nothing "
+            "to write); 1 builds here alone, 0 starts one worker per core for a large "
+            "corpus.",
         ),
     ] = 0,
     as_json: JsonOption = False,

@@ -6,10 +6,12 @@ shards, map each record the ledger lacks through
 columns), and written in transactions of :data:`BATCH` rows by
 :func:`insert_values`, the rows of consecutive sessions together (a session
 of a few hundred records would otherwise be a commit of its own).  With
-``workers`` above 1, worker processes build sessions while this process
-writes, so the building (most of the cost) and SQLite's inserts use both
-cores; the rows, ids and bytes are the same either way, and so is their
-order within each session.  What the ledger's count limit would delete at
+``workers`` above 1, ``workers - 1`` worker processes build sessions ahead
+and this process writes them, building the next one itself whenever the one
+due next is not ready (ADR 0060): the building (most of the cost) and
+SQLite's inserts use both cores, with no third process competing for them.
+The rows, ids and bytes are the same either way, and so is their order
+within each session.  What the ledger's count limit would delete at
 once is not built or inserted (:mod:`.retention_skip`, ADR 0047).
 
 A session that fails while being built (its trace unreadable, a record the
@@ -21,18 +23,25 @@ locked or gone, a bug) stops the run.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import gc
 import multiprocessing
 import os
+import pickle
+import queue
+import signal
+import threading
 from collections import deque
-from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from typing import Any, Final
 
 from pentrace.domain.runtime import SessionEvents
 from pentrace.errors import (
     LedgerConflictError,
+    LedgerError,
     PentraceError,
     RedactionError,
     TraceError,
@@ -71,6 +80,9 @@ BATCH: Final = 1000
 SESSION_ERRORS: Final = (LedgerConflictError, RedactionError, TraceError, OSError)
 _PARALLEL_BYTES: Final = 8 * 1024 * 1024
 _MOST_WORKERS: Final = 4
+# Sessions each worker process may have built or be building ahead of the writer.
+_AHEAD: Final = 3
+_PR_SET_PDEATHSIG: Final = 1
 
 
 @dataclass(frozen=True)
@@ -136,27 +148,25 @@ def build_session(
 def insert_values(ledger: RuntimeEventLedger, rows: list[tuple[Any, ...]]) -> int:
     """Store rows of :func:`build_session` in one transaction; returns how many were new.
 
-    On SQLite the batch is one ``executemany`` of a prepared INSERT, with no
-    per-row work but the driver's; a unique key another writer filled first
-    (the live path, a second sync) sends the batch to the ledger's exact path,
-    which skips identical copies and refuses different content.  Other
-    backends take that exact path at once.  (The backend seam may take this
-    function over: it is the one dialect-specific bulk insert.)
+    The batch goes in through the backend's bulk insert (SQLite: one
+    ``executemany`` of a prepared INSERT; PostgreSQL: one ``unnest`` of an
+    array per column), with no per-row work but the driver's.  A unique key
+    another writer filled first (the live path, a second sync) rolls the batch
+    back and sends it to the ledger's exact path, which skips identical copies
+    and refuses different content.
     """
     if not rows:
         return 0
-    sql = ledger.db.dialect.bulk_insert(ledger.db.tables.events.name, ROW_COLUMNS)
-    if sql is not None:
-        try:
-            with ledger.db.writing("append to the ledger") as conn:
-                conn.exec_driver_sql(sql, rows)
-        except LedgerIntegrityError:
-            pass  # rolled back: the exact path below sorts the held ids out
-        else:
-            ledger.waker.wake()
-            ledger.cleanup_if_due()
-            return len(rows)
-    return ledger.append_stored(rows, ledger.db.codec)
+    insert = ledger.db.dialect.bulk_insert(ledger.db.tables.events, ROW_COLUMNS)
+    try:
+        with ledger.db.writing("append to the ledger") as conn:
+            insert(conn, rows)
+    except LedgerIntegrityError:
+        # Rolled back: the exact path sorts the held ids out.
+        return ledger.append_stored(rows, ledger.db.codec)
+    ledger.waker.wake()
+    ledger.cleanup_if_due()
+    return len(rows)
 
 
 def auto_workers(refs: list[SessionRef]) -> int:
@@ -184,11 +194,15 @@ def sync_sessions(
 
     When the ledger's count limit would delete new rows right after the
     sync inserts them, they are left out (:mod:`.retention_skip`).
-    ``workers`` 0 picks the number with :func:`auto_workers`.
+    ``workers`` 0 starts :func:`auto_workers` worker processes (one per core
+    for a large corpus), and this process builds too when it has nothing to
+    write.
     """
     refs = list(refs)
     if workers == 0:
+        # One worker per core, and this process building while it has nothing to write.
         workers = auto_workers(refs)
+        workers += 1 if workers > 1 else 0
     plan = plan_skips(ledger, refs)
     if plan is not None and plan.marks:
         record_skips(ledger, plan)
@@ -197,48 +211,183 @@ def sync_sessions(
     sessions = indexed = held_total = 0
     failures: list[SessionFailure] = []
     pending: list[tuple[Any, ...]] = []  # rows of consecutive sessions, one transaction
-    for task, build in _builds(tasks, workers, codec):
-        sessions += 1
-        pending += build.rows
-        while len(pending) >= BATCH:
-            indexed += insert_values(ledger, pending[:BATCH])
-            del pending[:BATCH]
-        held_total += build.already_held - task.skipped
-        if build.failure is not None:
-            failures.append(build.failure)
+    builds = _builds(tasks, workers, functools.partial(_build, codec=codec))
+    with contextlib.closing(builds):  # no worker outlives an error
+        for task, build in builds:
+            sessions += 1
+            pending += build.rows
+            while len(pending) >= BATCH:
+                indexed += insert_values(ledger, pending[:BATCH])
+                del pending[:BATCH]
+            held_total += build.already_held - task.skipped
+            if build.failure is not None:
+                failures.append(build.failure)
     indexed += insert_values(ledger, pending)
     skipped = plan.skipped if plan is not None else 0
     return SyncReport(sessions, indexed, held_total, tuple(failures), skipped)
 
 
-def _build(task: SessionTask, codec: RowCodec) -> SessionBuild:
+#: Builds one task's session; a worker gets it when it is forked (nothing is pickled).
+Builder = Callable[[SessionTask], SessionBuild]
+
+
+def _build(task: SessionTask, codec: RowCodec | None = None) -> SessionBuild:
     if not task.build:
         return SessionBuild([], task.already_held + task.skipped, None)
     return build_session(task.ref, task.held, task.pruned_through, task.inserted_at, codec)
 
 
 def _builds(
-    tasks: Iterable[SessionTask], workers: int, codec: RowCodec
-) -> Iterator[tuple[SessionTask, SessionBuild]]:
-    """Each session's build, in ``tasks`` order; in worker processes when ``workers`` > 1."""
+    tasks: Iterable[SessionTask], workers: int, build: Builder = _build
+) -> Generator[tuple[SessionTask, SessionBuild], None, None]:
+    """Each session's build, in ``tasks`` order, from ``workers`` building processes.
+
+    With ``workers`` above 1, ``workers - 1`` forked processes build sessions
+    ahead, at most :data:`_AHEAD` each, and this process builds the next one
+    itself whenever the session due next is not ready: it writes when there is
+    something to write and builds when there is not, so neither core waits
+    while the other works (ADR 0060).  This process has no other thread: the
+    results are read here, when they are due, so nothing takes the GIL from
+    the inserts.
+    """
     if workers <= 1:
         for task in tasks:
-            yield task, _build(task, codec)
+            yield task, build(task)
         return
-    # fork: the workers inherit the redaction policy this process installed
-    # (``--redaction-rules`` included) and start without importing anything.
-    # ``gc.freeze`` keeps the cycle collector off what they inherit: it would
-    # only copy those pages (each object's header is written) for nothing.
-    context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(
-        max_workers=workers, mp_context=context, initializer=gc.freeze
-    ) as pool:
-        pending: deque[tuple[SessionTask, Future[SessionBuild]]] = deque()
-        for task in tasks:
-            pending.append((task, pool.submit(_build, task, codec)))
-            if len(pending) > workers:
-                done, future = pending.popleft()
-                yield done, future.result()
-        while pending:
-            done, future = pending.popleft()
-            yield done, future.result()
+    pool = [_Worker(build) for _ in range(workers - 1)]
+    try:
+        # Each slot holds the worker building a session or the build done here, in order.
+        slots: deque[tuple[SessionTask, _Worker | SessionBuild]] = deque()
+        remaining = iter(tasks)
+        built_here = 0
+        while True:
+            for worker in pool:
+                while worker.pending < _AHEAD:
+                    sent = next(remaining, None)
+                    if sent is None:
+                        break
+                    worker.submit(sent)
+                    slots.append((sent, worker))
+            if not slots:
+                return
+            due, slot = slots[0]
+            if isinstance(slot, _Worker) and not slot.ready() and built_here < _AHEAD:
+                spare = next(remaining, None)
+                if spare is not None:
+                    slots.append((spare, build(spare)))
+                    built_here += 1
+                    continue
+            slots.popleft()
+            if isinstance(slot, _Worker):
+                yield due, slot.result()
+            else:
+                built_here -= 1
+                yield due, slot
+    except BaseException:
+        for worker in pool:
+            worker.kill()
+        raise
+    finally:
+        for worker in pool:
+            worker.close()
+
+
+class _Worker:
+    """A forked process that builds the sessions it is sent with ``build`` and sends each back.
+
+    fork: the worker inherits the redaction policy this process installed
+    (``--redaction-rules`` included) and starts without importing anything.
+    """
+
+    def __init__(self, build: Builder) -> None:
+        context = multiprocessing.get_context("fork")
+        task_reader, self._tasks = context.Pipe(duplex=False)
+        self._results, result_writer = context.Pipe(duplex=False)
+        self._process = context.Process(
+            target=_serve, args=(build, task_reader, result_writer), daemon=True
+        )
+        self._process.start()
+        task_reader.close()
+        result_writer.close()
+        self.pending = 0
+
+    def submit(self, task: SessionTask) -> None:
+        """Queue ``task``: builds come back in the order they were submitted."""
+        self._tasks.send(task)
+        self.pending += 1
+
+    def ready(self) -> bool:
+        """Whether the oldest build asked for has (begun to) come back."""
+        return self._results.poll()
+
+    def result(self) -> SessionBuild:
+        """The oldest build asked for; an error the worker hit is raised here."""
+        try:
+            ok, value = pickle.loads(self._results.recv_bytes())  # noqa: S301  # our own fork
+        except EOFError:
+            raise LedgerError(
+                f"a sync worker process (pid {self._process.pid}) stopped before it was done",
+                hint="run `pentrace ledger sync` again; it resumes where this one stopped",
+            ) from None
+        self.pending -= 1
+        if not ok:
+            raise value
+        assert isinstance(value, SessionBuild)
+        return value
+
+    def kill(self) -> None:
+        """Stop the process at once (the run failed)."""
+        self._process.kill()
+
+    def close(self) -> None:
+        """Tell the process to stop, then wait for it."""
+        with contextlib.suppress(OSError):
+            self._tasks.send(None)
+        self._tasks.close()
+        self._results.close()
+        self._process.join()
+
+
+def _serve(build: Builder, tasks: Connection, results: Connection) -> None:
+    """A worker's loop: build each task it is sent, until told to stop.
+
+    A thread sends the builds, so the next one is built while this process
+    waits for the writer to read the last.  ``gc.freeze`` keeps the cycle
+    collector off what the worker inherits: it would only copy those pages
+    (each object's header is written) for nothing.
+    """
+    _die_with_parent()
+    gc.freeze()
+    outgoing: queue.Queue[bytes | None] = queue.Queue(maxsize=_AHEAD)
+    sender = threading.Thread(target=_send_all, args=(outgoing, results), daemon=True)
+    sender.start()
+    while True:
+        try:
+            task = tasks.recv()
+        except EOFError:
+            break
+        if task is None:
+            break
+        try:
+            reply: tuple[bool, object] = (True, build(task))
+        except Exception as error:  # noqa: BLE001  # raised again in the writer
+            reply = (False, error)
+        try:
+            blob = pickle.dumps(reply, pickle.HIGHEST_PROTOCOL)
+        except Exception as error:  # noqa: BLE001  # one that cannot be pickled: its text
+            blob = pickle.dumps((False, RuntimeError(f"{type(error).__name__}: {error}")))
+        outgoing.put(blob)
+    outgoing.put(None)
+    sender.join()
+
+
+def _send_all(outgoing: queue.Queue[bytes | None], results: Connection) -> None:
+    while (blob := outgoing.get()) is not None:
+        results.send_bytes(blob)
+
+
+def _die_with_parent() -> None:
+    """A worker of a killed sync stops too (Linux), instead of building for nobody."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)

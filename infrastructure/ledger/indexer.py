@@ -117,8 +117,8 @@ def sync(
     pruned from that stream, is not indexed again.  A session that fails
     (its trace unreadable, a held id whose trace changed) is reported in
     ``failures``, keeps what was indexed before the failure, and the others
-    go on.  ``workers`` above 1 builds the rows in that many worker
-    processes while this one writes, 0 picks by the corpus and the cores
+    go on.  ``workers`` above 1 builds the rows in that many processes,
+    this one (the writer) included, 0 picks by the corpus and the cores
     (:mod:`.bulk`).
     """
     refs = iter_sessions(data_root, project, agent)

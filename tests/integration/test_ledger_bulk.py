@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Final
 
 import pytest
 from sqlalchemy import select
 
-from pentrace.errors import LedgerConflictError
-from pentrace.infrastructure.ledger import LedgerDatabase, RuntimeEventLedger
+from pentrace.errors import LedgerConflictError, LedgerError
+from pentrace.infrastructure.ledger import LedgerDatabase, RuntimeEventLedger, bulk
 from pentrace.infrastructure.ledger.bulk import SessionBuild, build_session, insert_values
 from pentrace.infrastructure.ledger.indexer import index_records, sync
 from pentrace.infrastructure.ledger.rows import ROW_COLUMNS, plain_values
-from pentrace.infrastructure.storage.layout import iter_sessions
+from pentrace.infrastructure.storage.layout import SessionRef, iter_sessions
 from pentrace.testing.files import write_shards
+from tests.integration.ledger_backends import LedgerBackend
 from tests.integration.test_ledger_indexer import AGENT, PROJECT, open_ledger, trace_lines
 
 SESSIONS = [f"session-2026-11-29-10-00-00-0000000{n}" for n in range(6)]
@@ -24,25 +30,34 @@ def corpus(root: Path) -> None:
         write_shards(root, PROJECT, AGENT, session_id, [trace_lines(session_id, number + 2)])
 
 
+_KEPT: Final = ("event_id", "stream_id", "sequence", "event_type", "category", "event_time",
+                 "session_id", "agent_id", "project_id", "directory", "privacy_classification",
+                 "redacted", "event_json")  # fmt: skip
+
+
 def stored(path: Path) -> list[tuple[object, ...]]:
     """Every row as readers see it but the two columns the clock and the write order set,
     in each stream's order."""
     db = LedgerDatabase.for_path(path, read_only=True)
-    events = db.tables.events
     try:
-        with db.reading("read the rows") as conn:
-            rows = conn.execute(
-                select(*(events.c[name] for name in ROW_COLUMNS)).order_by(
-                    events.c.stream_id, events.c.notification_id
-                )
-            ).all()
-        plain = [plain_values(tuple(row), db.codec) for row in rows]
+        return stored_in(db)
     finally:
         db.close()
-    kept = ("event_id", "stream_id", "sequence", "event_type", "category", "event_time",
-            "session_id", "agent_id", "project_id", "directory", "privacy_classification",
-            "redacted", "event_json")  # fmt: skip
-    return [tuple(row[name] for name in kept) for row in plain]
+
+
+def stored_in(db: LedgerDatabase, order: str = "stream") -> list[tuple[object, ...]]:
+    """:func:`stored` of an open ledger, in each stream's order or (``order="write"``) in
+    the ledger's own."""
+    events = db.tables.events
+    keys = (
+        (events.c.stream_id, events.c.notification_id)
+        if order == "stream"
+        else (events.c.notification_id,)
+    )
+    with db.reading("read the rows") as conn:
+        rows = conn.execute(select(*(events.c[name] for name in ROW_COLUMNS)).order_by(*keys)).all()
+    plain = [plain_values(tuple(row), db.codec) for row in rows]
+    return [tuple(row[name] for name in _KEPT) for row in plain]
 
 
 def test_workers_store_the_rows_one_process_stores_in_each_sessions_order(
@@ -81,18 +96,22 @@ def test_a_session_that_cannot_be_read_is_reported_and_the_others_are_indexed(
     assert held == set(SESSIONS) - {broken.session_id}
 
 
-def built_session(root: Path) -> tuple[RuntimeEventLedger, list[bytes], SessionBuild]:
+def built_session(
+    root: Path, backend: LedgerBackend
+) -> tuple[RuntimeEventLedger, list[bytes], SessionBuild]:
     """One session on disk, an empty ledger, and the session's rows built (not yet written)."""
     session_id = SESSIONS[0]
     lines = trace_lines(session_id, 2)
     write_shards(root, PROJECT, AGENT, session_id, [lines])
-    ledger = open_ledger(root / "events.db")
+    ledger = RuntimeEventLedger(backend.database(), backend.settings())
     (ref,) = iter_sessions(root, PROJECT, AGENT)
     return ledger, lines, build_session(ref, frozenset(), 0, ledger.now_ms())
 
 
-def test_rows_the_live_path_stored_first_are_skipped_byte_identical(tmp_path: Path) -> None:
-    ledger, lines, build = built_session(tmp_path)
+def test_rows_the_live_path_stored_first_are_skipped_byte_identical(
+    tmp_path: Path, ledger_backend: LedgerBackend
+) -> None:
+    ledger, lines, build = built_session(tmp_path, ledger_backend)
     # The live path stores positions 2 and 3 after the build read the ledger.
     index_records(
         ledger, SESSIONS[0], [(2, lines[1]), (3, lines[2])], project=PROJECT, agent=AGENT,
@@ -102,10 +121,97 @@ def test_rows_the_live_path_stored_first_are_skipped_byte_identical(tmp_path: Pa
     assert ledger.count() == len(lines)
 
 
-def test_a_held_id_with_other_content_is_refused_not_overwritten(tmp_path: Path) -> None:
-    ledger, lines, build = built_session(tmp_path)
+def test_a_held_id_with_other_content_is_refused_not_overwritten(
+    tmp_path: Path, ledger_backend: LedgerBackend
+) -> None:
+    ledger, lines, build = built_session(tmp_path, ledger_backend)
     # Held without the session's directory: the same id, other bytes.
     index_records(ledger, SESSIONS[0], [(2, lines[1])], project=PROJECT, agent=AGENT)
     with pytest.raises(LedgerConflictError, match="different content under an id"):
         insert_values(ledger, build.rows)
     assert ledger.count() == 1
+
+
+def builders_logged(
+    monkeypatch: pytest.MonkeyPatch, log: Path, in_worker: Callable[[], None]
+) -> int:
+    """Make every build note its process id in ``log``; a forked worker first runs ``in_worker``.
+
+    Returns this process's id.  The forked workers inherit the patched module.
+    """
+    writer = os.getpid()
+    original = bulk.build_session
+
+    def logged(ref: SessionRef, *args: Any) -> SessionBuild:
+        if os.getpid() != writer:
+            in_worker()
+        with log.open("a") as handle:
+            handle.write(f"{os.getpid()}\n")
+        return original(ref, *args)
+
+    monkeypatch.setattr(bulk, "build_session", logged)
+    return writer
+
+
+def test_the_writer_builds_sessions_itself_while_the_worker_is_busy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    corpus(tmp_path)
+    reference = open_ledger(tmp_path / "one.db")
+    sync(reference, tmp_path)
+    log = tmp_path / "builders.txt"
+    writer = builders_logged(monkeypatch, log, lambda: time.sleep(0.5))
+    ledger = open_ledger(tmp_path / "two.db")
+    assert sync(ledger, tmp_path, workers=2).indexed == 87
+    builders = log.read_text().split()
+    assert len(builders) == len(SESSIONS)
+    assert str(writer) in builders  # it built while the worker slept
+    assert len(set(builders)) == 2  # and the worker built the others
+    assert stored(tmp_path / "one.db") == stored(tmp_path / "two.db")
+    assert multiprocessing.active_children() == []
+
+
+def test_an_error_in_a_worker_stops_the_sync_here_and_leaves_no_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    corpus(tmp_path)
+
+    def fail() -> None:
+        raise ValueError("a bug in the worker")
+
+    builders_logged(monkeypatch, tmp_path / "builders.txt", fail)
+    with pytest.raises(ValueError, match="a bug in the worker"):
+        sync(open_ledger(tmp_path / "events.db"), tmp_path, workers=3)
+    assert multiprocessing.active_children() == []
+
+
+def test_a_killed_worker_stops_the_sync_with_a_hint_and_the_next_sync_completes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    corpus(tmp_path)
+    with monkeypatch.context() as patched:
+        patched.setattr(bulk, "_AHEAD", 1)  # the first session goes to the worker, and waits
+        builders_logged(patched, tmp_path / "builders.txt", lambda: os.kill(os.getpid(), 9))
+        with pytest.raises(LedgerError, match=r"sync worker process \(pid \d+\) stopped") as error:
+            sync(open_ledger(tmp_path / "events.db"), tmp_path, workers=2)
+    assert error.value.hint is not None
+    assert "ledger sync" in error.value.hint
+    assert multiprocessing.active_children() == []
+    report = sync(open_ledger(tmp_path / "events.db"), tmp_path, workers=2)
+    assert report.indexed + report.already_held == 87
+    assert len(stored(tmp_path / "events.db")) == 87
+
+
+def test_each_backend_stores_the_rows_one_process_stores_on_sqlite(
+    tmp_path: Path, ledger_backend: LedgerBackend
+) -> None:
+    corpus(tmp_path)
+    reference = open_ledger(tmp_path / "one.db")
+    sync(reference, tmp_path)
+    ledger = RuntimeEventLedger(ledger_backend.database(), ledger_backend.settings())
+    assert sync(ledger, tmp_path, workers=2).indexed == 87
+    rows = stored_in(ledger.db, order="write")
+    normalised = [(*row[:11], bool(row[11]), bytes(row[12])) for row in rows]  # type: ignore[call-overload]
+    assert sorted(normalised, key=lambda row: (row[1], row[2])) == stored(tmp_path / "one.db")
+    # Each session's rows are in its order, and the sessions follow one another.
+    assert [row[2] for row in rows if row[6] == SESSIONS[3]] == list(range(1, 17))

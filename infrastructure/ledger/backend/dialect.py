@@ -30,10 +30,19 @@ from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 if TYPE_CHECKING:
     from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
 
-__all__ = ["DIALECTS", "LedgerDialect", "RowInserter", "database_file", "dialect_for"]
+__all__ = [
+    "DIALECTS",
+    "BulkInserter",
+    "LedgerDialect",
+    "RowInserter",
+    "database_file",
+    "dialect_for",
+]
 
 #: Inserts ledger rows inside a write transaction; returns their notification ids in order.
 RowInserter = Callable[[Connection, list[dict[str, Any]]], list[int]]
+#: Inserts positional rows (a bulk sync's batch) inside a write transaction.
+BulkInserter = Callable[[Connection, Sequence[tuple[Any, ...]]], None]
 
 
 class LedgerDialect(Protocol):
@@ -91,9 +100,10 @@ class LedgerDialect(Protocol):
         """The fastest insert of envelope rows; announces the commit on ``channel``."""
         ...
 
-    def bulk_insert(self, table: str, columns: Sequence[str]) -> str | None:
-        """A plain ``INSERT`` of positional rows for one driver ``executemany``, where
-        that is the backend's cheapest bulk write (None: bulk rows take the row inserter)."""
+    def bulk_insert(self, table: Table, columns: Sequence[str]) -> BulkInserter:
+        """The backend's cheapest insert of positional rows (``columns`` in order) inside
+        the caller's write transaction, announcing the commit as the row inserter does; a
+        unique key already held raises (the caller then takes the exact path)."""
         ...
 
     def skip_ids(self, conn: Connection, table: str, count: int) -> int:

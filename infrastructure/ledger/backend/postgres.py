@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import Connection, Engine, Table, inspect, text
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import URL, make_url
 
@@ -28,7 +29,7 @@ from pentrace.infrastructure.ledger.backend.connections import (
     schema_lock,
     statement_deadline,
 )
-from pentrace.infrastructure.ledger.backend.dialect import RowInserter
+from pentrace.infrastructure.ledger.backend.dialect import BulkInserter, RowInserter
 from pentrace.infrastructure.ledger.backend.errors import converted
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 
@@ -122,9 +123,27 @@ class PostgresDialect:
 
         return insert
 
-    def bulk_insert(self, table: str, columns: Sequence[str]) -> str | None:
-        """See :meth:`.dialect.LedgerDialect.bulk_insert`."""
-        return None  # unnest in the row inserter is faster than executemany here
+    def bulk_insert(self, table: Table, columns: Sequence[str]) -> BulkInserter:
+        """See :meth:`.dialect.LedgerDialect.bulk_insert`: the row inserter's ``unnest`` of
+        one binary array per column, built straight from the tuples, and ``pg_notify`` on
+        the row inserter's channel in the same statement (no ids read back)."""
+        dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
+        quote = dialect.identifier_preparer.quote
+        arrays = ", ".join(
+            f"%(c{i})b::{table.c[name].type.compile(dialect=dialect)}[]"
+            for i, name in enumerate(columns)
+        )
+        statement = (
+            f"WITH stored AS (INSERT INTO {quote(table.name)} "
+            f"({', '.join(quote(name) for name in columns)}) SELECT * FROM unnest({arrays})) "
+            f"SELECT pg_notify('{table.name}_appended', '')"
+        )
+
+        def insert(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
+            by_column = zip(*rows, strict=True)
+            conn.exec_driver_sql(statement, {f"c{i}": list(c) for i, c in enumerate(by_column)})
+
+        return insert
 
     def skip_ids(self, conn: Connection, table: str, count: int) -> int:
         """See :meth:`.dialect.LedgerDialect.skip_ids`: the serial sequence moves on (the

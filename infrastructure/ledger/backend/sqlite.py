@@ -28,7 +28,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.pool import QueuePool
 
 from pentrace.errors import NotFoundError
-from pentrace.infrastructure.ledger.backend.dialect import RowInserter
+from pentrace.infrastructure.ledger.backend.dialect import BulkInserter, RowInserter
 from pentrace.infrastructure.ledger.backend.errors import converted
 from pentrace.infrastructure.ledger.backend.formats import (
     connect_read_only,
@@ -203,11 +203,18 @@ class SQLiteDialect:
     ) -> None:
         """Nothing to listen to: polling sees other processes' commits."""
 
-    def bulk_insert(self, table: str, columns: Sequence[str]) -> str | None:
-        """See :meth:`.dialect.LedgerDialect.bulk_insert`."""
-        return (
-            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+    def bulk_insert(self, table: Table, columns: Sequence[str]) -> BulkInserter:
+        """See :meth:`.dialect.LedgerDialect.bulk_insert`: one ``executemany`` of a prepared
+        INSERT, with no per-row work but the driver's (polling stands for a notification)."""
+        statement = (
+            f"INSERT INTO {table.name} ({', '.join(columns)}) "
+            f"VALUES ({', '.join('?' * len(columns))})"
         )
+
+        def insert(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
+            conn.exec_driver_sql(statement, rows)
+
+        return insert
 
     def skip_ids(self, conn: Connection, table: str, count: int) -> int:
         """See :meth:`.dialect.LedgerDialect.skip_ids`: AUTOINCREMENT's counter moves on."""
