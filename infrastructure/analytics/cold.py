@@ -31,11 +31,8 @@ caller catches up from the ledger instead.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import multiprocessing
 import os
-import signal
 from collections import deque
 from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -53,7 +50,7 @@ from pentrace.infrastructure.analytics.readmodel import ReadModel
 from pentrace.infrastructure.analytics.rebuild import feed, replace_read_model, reset_read_model
 from pentrace.infrastructure.analytics.runner import open_ledger, open_projection, pruned_through
 from pentrace.infrastructure.analytics.trace_events import SessionFold, fold_session, fold_sessions
-from pentrace.infrastructure.ledger.bulk import SessionFailure, auto_workers
+from pentrace.infrastructure.ledger.bulk import SessionFailure, auto_workers, die_with_parent
 from pentrace.infrastructure.storage.layout import SessionRef, iter_sessions
 from pentrace.projections.analytics.events import decode_event
 
@@ -61,7 +58,6 @@ __all__ = ["ColdReport", "cold_build"]
 
 # Sessions per worker task: enough to make a hand-over cheap, few enough to keep both busy.
 _CHUNK: Final = 8
-_PR_SET_PDEATHSIG: Final = 1
 T = TypeVar("T")
 
 
@@ -94,16 +90,6 @@ def _ledger_never_held(data_root: Path, env: Mapping[str, str] | None) -> bool:
         ledger.close()
 
 
-def _die_with_parent(parent: int) -> None:
-    """A worker of a killed build stops too (Linux), instead of folding for nobody; also
-    when the build was killed between the fork and this call."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:
-        os._exit(1)
-
-
 def _tasks(
     refs: list[SessionRef], task: Callable[[list[SessionRef]], T], workers: int
 ) -> Iterator[T]:
@@ -117,7 +103,7 @@ def _tasks(
     with ProcessPoolExecutor(
         max_workers=workers,
         mp_context=context,
-        initializer=_die_with_parent,
+        initializer=die_with_parent,
         initargs=(os.getpid(),),
     ) as pool:
         pending: deque[Future[T]] = deque()

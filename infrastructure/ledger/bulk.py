@@ -68,6 +68,7 @@ __all__ = [
     "SyncReport",
     "auto_workers",
     "build_session",
+    "die_with_parent",
     "insert_values",
     "sync_sessions",
 ]
@@ -304,7 +305,7 @@ class _Worker:
         task_reader, self._tasks = context.Pipe(duplex=False)
         self._results, result_writer = context.Pipe(duplex=False)
         self._process = context.Process(
-            target=_serve, args=(build, task_reader, result_writer), daemon=True
+            target=_serve, args=(build, task_reader, result_writer, os.getpid()), daemon=True
         )
         self._process.start()
         task_reader.close()
@@ -348,7 +349,7 @@ class _Worker:
         self._process.join()
 
 
-def _serve(build: Builder, tasks: Connection, results: Connection) -> None:
+def _serve(build: Builder, tasks: Connection, results: Connection, parent: int) -> None:
     """A worker's loop: build each task it is sent, until told to stop.
 
     A thread sends the builds, so the next one is built while this process
@@ -356,7 +357,7 @@ def _serve(build: Builder, tasks: Connection, results: Connection) -> None:
     collector off what the worker inherits: it would only copy those pages
     (each object's header is written) for nothing.
     """
-    _die_with_parent()
+    die_with_parent(parent)
     gc.freeze()
     outgoing: queue.Queue[bytes | None] = queue.Queue(maxsize=_AHEAD)
     sender = threading.Thread(target=_send_all, args=(outgoing, results), daemon=True)
@@ -386,8 +387,12 @@ def _send_all(outgoing: queue.Queue[bytes | None], results: Connection) -> None:
         results.send_bytes(blob)
 
 
-def _die_with_parent() -> None:
-    """A worker of a killed sync stops too (Linux), instead of building for nobody."""
+def die_with_parent(parent: int) -> None:
+    """Run first in a forked worker: it stops when its parent (pid ``parent``) dies (Linux),
+    instead of working for nobody; also when the parent died between the fork and this call.
+    ``ledger sync``'s workers and the cold analytics build's share it."""
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
