@@ -115,13 +115,22 @@ def assert_reads(ledger: RuntimeEventLedger, want: dict[str, bytes]) -> None:
     assert ledger_stats(ledger).by_category == dict(sorted(categories.items()))
 
 
+def synced_corpus(
+    backend: LedgerBackend, root: Path
+) -> tuple[LedgerDatabase, RuntimeEventLedger, int]:
+    """The corpus written under ``root`` and synced into a fresh ledger with no limits: its
+    database, the ledger and the events indexed."""
+    corpus(root)
+    db = backend.database()
+    ledger = RuntimeEventLedger(db, LedgerSettings().with_limits_off())
+    return db, ledger, sync(ledger, root).indexed
+
+
 def test_a_synced_ledger_stores_frames_and_leaves_out_derived_values(
     backend: LedgerBackend, tmp_path: Path
 ) -> None:
-    corpus(tmp_path)
-    db = backend.database()
-    ledger = RuntimeEventLedger(db, LedgerSettings().with_limits_off())
-    assert sync(ledger, tmp_path).indexed == 14 * 22
+    db, ledger, indexed = synced_corpus(backend, tmp_path)
+    assert indexed == 14 * 22
     want = expected(tmp_path)
     rows = raw_columns(db)
     assert all(bytes(row[4]).startswith(MAGIC) for row in rows)
@@ -255,10 +264,7 @@ def test_two_writers_that_train_at_once_both_use_the_dictionary_stored_first(
 def test_a_damaged_frame_or_a_missing_dictionary_is_a_clear_error(
     backend: LedgerBackend, tmp_path: Path
 ) -> None:
-    corpus(tmp_path)
-    db = backend.database()
-    ledger = RuntimeEventLedger(db, LedgerSettings().with_limits_off())
-    sync(ledger, tmp_path)
+    db, ledger, _ = synced_corpus(backend, tmp_path)
     events, target = db.tables.events, raw_columns(db)[7]
     with db.writing("damage a row") as conn:
         damaged = MAGIC + bytes(target[4])[4:-3] + b"\x00\x00\x00"
