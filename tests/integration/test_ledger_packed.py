@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from sqlalchemy import select
 
-from pentrace.infrastructure.ledger import RuntimeEventLedger
+from pentrace.infrastructure.ledger import RuntimeEventLedger, bulk
 from pentrace.infrastructure.ledger.backend.packed import pack, unpack
 from pentrace.infrastructure.ledger.backend.sqlite import SQLITE
 from pentrace.infrastructure.ledger.bulk import build_session, insert_packed, insert_values
@@ -108,3 +111,35 @@ def test_a_sync_through_packed_rows_stores_what_executemany_stores(tmp_path: Pat
     assert stored(tmp_path / "packed.db") == stored(tmp_path / "plain.db")
     ids = [row[:4] for row in written(packed)]
     assert ids == [(n, *row[1:4]) for n, row in enumerate(written(plain), start=1)]
+
+
+def test_a_live_writer_during_a_packed_sync_gets_ids_apart_and_every_order_holds(
+    tmp_path: Path,
+) -> None:
+    corpus(tmp_path)
+    ledger = open_ledger(tmp_path / "events.db")
+    live = open_ledger(tmp_path / "events.db")  # the live path's own connections
+    lines = trace_lines("session-live", 6)
+    write_shards(tmp_path / "live", PROJECT, AGENT, "session-live", [lines])
+    done = threading.Event()
+
+    def write_live() -> None:
+        for position, line in enumerate(lines, start=1):
+            index_records(live, "session-live", [(position, line)], project=PROJECT, agent=AGENT)
+            time.sleep(0.001)
+        done.set()
+
+    writer = threading.Thread(target=write_live)
+    writer.start()
+    with mock.patch.object(bulk, "BATCH", 8):  # many transactions for the live one to meet
+        assert sync(ledger, tmp_path).indexed == 87
+    writer.join()
+    assert done.is_set()
+    rows = written(ledger)
+    assert len(rows) == 87 + len(lines)
+    by_stream: dict[str, list[tuple[int, int]]] = {}
+    for row in rows:
+        by_stream.setdefault(row[2], []).append((row[0], row[3]))
+    for pairs in by_stream.values():  # each stream's ids rise with its sequences
+        assert [sequence for _, sequence in sorted(pairs)] == sorted(s for _, s in pairs)
+    assert stored(tmp_path / "events.db")  # and every row reads back
