@@ -54,6 +54,18 @@ class Candidates:
         self, position: int, record: TraceRecord, directory: str | None
     ) -> RuntimeEvent | None:
         """``event_from_record(..., redacting=False)`` of the record, or None for an odd shape."""
+        found = self.with_header(position, record, directory)
+        return None if found is None else found[0]
+
+    def with_header(
+        self, position: int, record: TraceRecord, directory: str | None
+    ) -> tuple[RuntimeEvent, Header] | None:
+        """:meth:`candidate` and the session's shared :class:`Header` it was built from.
+
+        The envelope's type, category, stream id and scope are the header's
+        (the scope a copy); one header object serves every record of its
+        combination, so a caller may key what it derives from them by it.
+        """
         value = record.value()
         payload = value.get("payload") if type(value) is dict else None
         if type(payload) is not dict or not BODY_READS.isdisjoint(payload):
@@ -62,7 +74,7 @@ class Candidates:
         header = self._header(event_type, record, payload, directory)
         tool_call_id = record.tool_call_id
         anchor = tool_call_id if isinstance(tool_call_id, str) and tool_call_id else position
-        return RuntimeEvent(
+        event = RuntimeEvent(
             f"{self._id_prefix}{position:08d}",
             SCHEMA_VERSION,
             header.type,
@@ -84,6 +96,7 @@ class Candidates:
                 }
             },
         )
+        return event, header
 
     def _header(
         self, event_type: str, record: TraceRecord, payload: dict[str, Any], directory: str | None
