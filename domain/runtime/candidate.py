@@ -6,7 +6,8 @@ redacted (``event_from_record(..., redacting=False)``).  Most records of a
 session differ only in their position, time, payload, correlation and the
 opencode projection: their payload holds none of the keys the header reads
 (``BODY_READS``), so the header (type to subject, stream id, scope, actor)
-depends on the event type, the actor and the session alone.
+depends on the event type, the actor and the session alone (a ``status``
+that is not an object, as ``request_end``'s, is one the header does not read).
 :class:`Candidates` keeps one header per such combination for the session
 and fills in the rest per record; a record of any other shape (no payload
 object, a payload the header reads) takes ``event_from_record`` itself.
@@ -16,6 +17,7 @@ corpus hold them to the same bytes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 from pentrace.domain.records import TraceRecord
@@ -38,6 +40,9 @@ _PUBLIC: Final = "public"
 _MAX_HEADERS: Final = 256
 # The provider part of the header key of a record that is not a session_meta.
 _NOT_META: Final = object()
+# The header reads a payload's ``status`` only when it is an object (a nested scope):
+# ``request_end``'s string status leaves it as if the key were absent.
+_READS_BUT_STATUS: Final = BODY_READS - {"status"}
 
 
 class Candidates:
@@ -68,8 +73,10 @@ class Candidates:
         """
         value = record.value()
         payload = value.get("payload") if type(value) is dict else None
-        if type(payload) is not dict or not BODY_READS.isdisjoint(payload):
+        if type(payload) is not dict or not _READS_BUT_STATUS.isdisjoint(payload):
             return None
+        if isinstance(payload.get("status"), Mapping):
+            return None  # the scope reads a nested status object
         event_type = event_type_for(record, position)
         header = self._header(event_type, record, payload, directory)
         tool_call_id = record.tool_call_id
