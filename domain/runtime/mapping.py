@@ -13,9 +13,8 @@ payload has no ``part`` to judge by.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from pentrace.domain.records import TraceRecord
@@ -144,10 +143,6 @@ def stamp_ms(stamp: object, fallback_ms: int = 0) -> int:
     ``fallback_ms`` when it is not an ISO 8601 string."""
     if not isinstance(stamp, str):
         return fallback_ms
-    if len(stamp) == 24:
-        found = _usual_stamp_ms(stamp)
-        if found is not None:
-            return found
     try:
         moment = datetime.fromisoformat(stamp)
     except ValueError:
@@ -155,37 +150,6 @@ def stamp_ms(stamp: object, fallback_ms: int = 0) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return int(moment.timestamp() * 1000)
-
-
-# Microseconds since the epoch of a minute (``YYYY-MM-DDTHH:MM``), for _usual_stamp_ms.
-_minutes: dict[str, int] = {}
-_MAX_MINUTES: Final = 4096
-_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
-_USUAL_STAMP: Final = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:[0-5]\d\.\d{3}Z", re.ASCII)
-_MICROSECOND: Final = timedelta(microseconds=1)
-
-
-def _usual_stamp_ms(stamp: str) -> int | None:
-    """:func:`stamp_ms` of the form the writers use, ``YYYY-MM-DDTHH:MM:SS.fffZ``, from its
-    minute's value remembered; None when the stamp is not exactly that (the caller parses).
-
-    The same float steps as ``datetime.timestamp``: the microseconds since the epoch over
-    10**6 (one correctly rounded division), times 1000, truncated.
-    """
-    if _USUAL_STAMP.fullmatch(stamp) is None:
-        return None
-    minute = stamp[:16]
-    base = _minutes.get(minute)
-    if base is None:
-        try:
-            moment = datetime.fromisoformat(f"{minute}:00+00:00")
-        except ValueError:
-            return None
-        if len(_minutes) >= _MAX_MINUTES:
-            _minutes.clear()
-        base = _minutes[minute] = (moment - _EPOCH) // _MICROSECOND
-    micros = base + int(stamp[17:19]) * 1_000_000 + int(stamp[20:23]) * 1000
-    return int(micros / 1_000_000 * 1000)
 
 
 def _payload(record: TraceRecord) -> dict[str, Any]:

@@ -18,7 +18,6 @@ import itertools
 import json
 import tempfile
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,6 @@ from hypothesis import strategies as st
 from pentrace.domain.json_codec import JsonEncoder
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.runtime import SessionEvents
-from pentrace.domain.runtime.mapping import stamp_ms
 from pentrace.domain.session.key import SessionKey
 from pentrace.errors import LedgerError
 from pentrace.infrastructure.ledger.backend.codec import RowCodec, train_dictionary
@@ -204,34 +202,3 @@ def test_a_session_built_from_its_files_has_the_exact_paths_rows(
         for codec in CODECS:
             built, exact = _session_rows(root, codec)
             assert built == exact
-
-
-def _parsed_ms(stamp: str) -> int:
-    """``stamp_ms`` the long way: ``datetime.fromisoformat`` and ``timestamp``, as it was."""
-    try:
-        moment = datetime.fromisoformat(stamp)
-    except ValueError:
-        return -1
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
-
-
-_stamps = st.builds(
-    "{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}.{:03d}Z".format,
-    st.integers(1, 9999),
-    st.integers(0, 13),
-    st.integers(0, 32),
-    st.integers(0, 24),
-    st.integers(0, 60),
-    st.integers(0, 61),
-    st.integers(0, 999),
-)
-
-
-@settings(max_examples=2000, deadline=None)
-@given(_stamps | st.text(st.sampled_from("0123456789-T:.Z +٣"), min_size=20, max_size=26))
-def test_a_timestamp_gives_the_milliseconds_datetime_gives(stamp: str) -> None:
-    # The writers' usual form is read from its minute's remembered value: the
-    # same milliseconds, float steps included, and the same refusals.
-    assert stamp_ms(stamp, -1) == _parsed_ms(stamp)
