@@ -124,7 +124,7 @@ def relevant_head(ledger: RuntimeEventLedger, topics: tuple[str, ...], upto: int
     events = ledger.db.tables.events
     query = select(func.max(events.c.notification_id)).where(events.c.notification_id <= upto)
     if topics:
-        query = query.where(key_in(events.c.event_type, topics))
+        query = query.where(key_in(events.c.event_type, topics, hashed=ledger.db.hashed_keys))
     with ledger.db.reading("read the newest relevant ledger event") as conn:
         value = conn.execute(query).scalar_one_or_none()
     return int(value or 0)

@@ -46,7 +46,7 @@ def locate_cursor(db: LedgerDatabase, conn: Connection, event_id: str, scope: Sc
     if legacy is None:
         return None
     query = select(events.c.notification_id).where(
-        key_equals(db.session_column(), legacy[0]),
+        key_equals(db.session_column(), legacy[0], hashed=db.hashed_keys),
         events.c.sequence == legacy[1],
         events.c.stream_id.like(SESSION_STREAMS_LIKE),
     )

@@ -211,7 +211,9 @@ class LedgerRecorder(ProcessRecorder):
         columns = (events.c.stream_id, events.c.sequence, events.c.event_type, events.c.event_json)
         query = select(position, *columns) if full else select(position)
         if topic:
-            query = query.where(key_equals(events.c.event_type, bindparam("topic")))
+            query = query.where(
+                key_equals(events.c.event_type, bindparam("topic"), hashed=self.db.hashed_keys)
+            )
         return self.db.window(query, after=bool(after), through=bool(stop), limit=bool(limit))
 
     def head(self) -> int:

@@ -229,9 +229,9 @@ def _page_statement(
     query = select(event_id_of(events), events.c.event_json, events.c.notification_id)
     led = None if lead is None else db.session_column() if lead == "session_id" else events.c[lead]
     if led is not None and branch == "own":
-        query = query.where(key_equals(led, bindparam(lead)))
+        query = query.where(key_equals(led, bindparam(lead), hashed=db.hashed_keys))
     elif led is not None and branch == "unscoped":
-        query = query.where(key_is_null(led))
+        query = query.where(key_is_null(led, hashed=db.hashed_keys))
     # ``coalesce(col, v) = v`` is Penguin's ``col = v OR col IS NULL``.
     if has_agent:
         query = query.where(

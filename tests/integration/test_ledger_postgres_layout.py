@@ -153,6 +153,13 @@ def test_a_new_ledger_has_the_layout_of_adr_0068(ledger_backend: LedgerBackend) 
     assert storage == "e"  # EXTERNAL: never compressed by PostgreSQL
     assert order[:5] == ["notification_id", "sequence", "event_time", "inserted_at", "redacted"]
     assert order[-1] == "event_json"
+    with db.reading("read the statistics objects") as conn:
+        statistics = conn.execute(
+            text("SELECT stxname FROM pg_statistic_ext WHERE stxrelid = CAST(:t AS regclass)"),
+            {"t": table},
+        ).scalars()
+        names = sorted(str(name).removeprefix(table + "_") for name in statistics)
+    assert names == ["agent_stats", "directory_stats", "session_stats", "type_stats"]
 
 
 def test_an_earlier_ledger_keeps_its_layout_when_opened(
@@ -163,6 +170,7 @@ def test_an_earlier_ledger_keeps_its_layout_when_opened(
     indexes = _index_definitions(ledger.db)
     hashed = "hashtextextended(" in indexes["type_position_idx"]
     assert hashed is (layout == "new")
+    assert ledger.db.hashed_keys is (layout == "new")
     assert ("USING brin" in indexes["inserted_idx"]) is (layout == "new")
 
 

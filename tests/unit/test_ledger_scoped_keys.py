@@ -28,29 +28,42 @@ def _where(condition: Any, dialect: Any) -> str:
     return _sql(condition, dialect).split("WHERE ", 1)[1]
 
 
+def test_an_earlier_layout_reads_the_plain_comparisons() -> None:
+    dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
+    agent = _where(key_equals(EVENTS.c.agent_id, bindparam("agent"), hashed=False), dialect)
+    assert agent == "runtime_events.agent_id = %(agent)s"
+    null = _where(key_is_null(EVENTS.c.directory, hashed=False), dialect)
+    assert null == "runtime_events.directory IS NULL"
+    topics = _where(key_in(EVENTS.c.event_type, ["a"], hashed=False), dialect)
+    assert topics == "runtime_events.event_type IN (__[POSTCOMPILE_event_type_1])"
+
+
 def test_sqlite_reads_the_plain_comparisons() -> None:
     dialect = sqlite.dialect()
-    assert _where(key_equals(EVENTS.c.agent_id, bindparam("agent")), dialect) == (
+    assert _where(key_equals(EVENTS.c.agent_id, bindparam("agent"), hashed=True), dialect) == (
         "runtime_events.agent_id = ?"
     )
-    assert _where(key_is_null(EVENTS.c.directory), dialect) == "runtime_events.directory IS NULL"
-    assert _where(key_in(EVENTS.c.event_type, ["a", "b"]), dialect) == (
+    assert (
+        _where(key_is_null(EVENTS.c.directory, hashed=True), dialect)
+        == "runtime_events.directory IS NULL"
+    )
+    assert _where(key_in(EVENTS.c.event_type, ["a", "b"], hashed=True), dialect) == (
         "runtime_events.event_type IN (?, ?)"
     )
 
 
 def test_postgres_compares_the_hash_and_the_text() -> None:
     dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
-    agent = _where(key_equals(EVENTS.c.agent_id, bindparam("agent")), dialect)
+    agent = _where(key_equals(EVENTS.c.agent_id, bindparam("agent"), hashed=True), dialect)
     assert agent == (
         "(hashtextextended(runtime_events.agent_id, 0) = hashtextextended(%(agent)s, 0) "
         "AND runtime_events.agent_id = %(agent)s)"
     )
-    assert _where(key_is_null(EVENTS.c.directory), dialect) == (
+    assert _where(key_is_null(EVENTS.c.directory, hashed=True), dialect) == (
         "(hashtextextended(runtime_events.directory, 0) IS NULL "
         "AND runtime_events.directory IS NULL)"
     )
-    topics = _where(key_in(EVENTS.c.event_type, ["a", "b"]), dialect)
+    topics = _where(key_in(EVENTS.c.event_type, ["a", "b"], hashed=True), dialect)
     assert topics == (
         "(hashtextextended(runtime_events.event_type, 0) IN "
         "(hashtextextended(%(param_1)s, 0), hashtextextended(%(param_2)s, 0)) "
@@ -59,7 +72,9 @@ def test_postgres_compares_the_hash_and_the_text() -> None:
 
 
 def test_a_plain_value_is_bound_not_inlined() -> None:
-    compiled = select(EVENTS.c.notification_id).where(key_equals(EVENTS.c.agent_id, "x'; --"))
+    compiled = select(EVENTS.c.notification_id).where(
+        key_equals(EVENTS.c.agent_id, "x'; --", hashed=True)
+    )
     params = compiled.compile(dialect=postgresql.dialect()).params  # type: ignore[no-untyped-call]
     assert list(params.values()) == ["x'; --"]
 
@@ -76,4 +91,4 @@ def test_the_postgres_indexes_hold_the_expression_the_queries_spell() -> None:
 
 def test_key_in_wants_a_value() -> None:
     with pytest.raises(ValueError, match="at least one value"):
-        key_in(EVENTS.c.event_type, [])
+        key_in(EVENTS.c.event_type, [], hashed=True)

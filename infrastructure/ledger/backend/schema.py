@@ -34,6 +34,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Connection,
     Index,
     Integer,
     LargeBinary,
@@ -49,9 +50,13 @@ from sqlalchemy import (
     null,
     or_,
 )
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import Dialect
 from sqlalchemy.event import listen
 from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.schema import DDL, CreateTable
+from sqlalchemy.schema import DDL, CreateTable, SchemaItem
+from sqlalchemy.sql.compiler import DDLCompiler
+from sqlalchemy.sql.ddl import BaseDDLElement
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.types import NullType
@@ -241,18 +246,54 @@ def _postgres_storage(events: Table) -> None:
     so their pages are filled (fillfactor 100) rather than left 10% free for entries
     that never come.  The envelope is a zstd frame already: PostgreSQL's pglz would
     only try and fail, so the column is ``EXTERNAL`` (never compressed), and a row
-    is moved out of line only past 8160 bytes (``toast_tuple_target``).
+    is moved out of line only past 8160 bytes (``toast_tuple_target``).  A query
+    compares a scoped key's hash and its text (:func:`key_equals`): statistics of
+    their dependency (PostgreSQL 14 and later) keep the planner from counting the
+    one condition twice, which made it expect a few rows and sort the whole scope.
     """
     events.info[_ORDER_KEY] = _POSTGRES_ORDER
-    quoted = f'"{events.name}"'
+    name = events.name
     for statement in (
-        f'ALTER INDEX "{events.name}_pkey" SET (fillfactor = 100)',
-        f'ALTER INDEX "{events.name}_stream_sequence_key" SET (fillfactor = 100)',
-        f"ALTER TABLE {quoted} SET (toast_tuple_target = 8160)",
-        f"ALTER TABLE {quoted} ALTER COLUMN event_json SET STORAGE EXTERNAL",
+        f'ALTER INDEX "{name}_pkey" SET (fillfactor = 100)',
+        f'ALTER INDEX "{name}_stream_sequence_key" SET (fillfactor = 100)',
+        f'ALTER TABLE "{name}" SET (toast_tuple_target = 8160)',
+        f'ALTER TABLE "{name}" ALTER COLUMN event_json SET STORAGE EXTERNAL',
     ):
         ddl = DDL(statement).execute_if(dialect="postgresql")  # type: ignore[no-untyped-call]
         listen(events, "after_create", ddl)
+    keys = (
+        ("type", events.c.event_type),
+        ("session", session_of(events)),
+        ("agent", events.c.agent_id),
+        ("directory", events.c.directory),
+    )
+    dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
+    options = {"include_table": False, "literal_binds": True}
+    for label, key in keys:
+        spelled = str(key.compile(dialect=dialect, compile_kwargs=options))
+        statement = (
+            f'CREATE STATISTICS "{name}_{label}_stats" (dependencies) '
+            f'ON ({_hashed(spelled)}), ({spelled}) FROM "{name}"'
+        )
+        ddl = DDL(statement).execute_if(  # type: ignore[no-untyped-call]
+            dialect="postgresql", callable_=_expression_statistics
+        )
+        listen(events, "after_create", ddl)
+
+
+def _expression_statistics(
+    ddl: BaseDDLElement,
+    target: SchemaItem | str,
+    bind: Connection | None,
+    tables: list[Table] | None = None,
+    state: Any | None = None,
+    *,
+    dialect: Dialect,
+    compiler: DDLCompiler | None = None,
+    checkfirst: bool = False,
+) -> bool:
+    """Statistics on expressions came with PostgreSQL 14."""
+    return (dialect.server_version_info or (0,)) >= (14,)
 
 
 def _function(
@@ -336,22 +377,29 @@ _KeyIn = _function(
 )
 
 
-def key_equals(key: ColumnElement[Any], value: object) -> ColumnElement[bool]:
+def key_equals(key: ColumnElement[Any], value: object, *, hashed: bool) -> ColumnElement[bool]:
     """``key = value`` spelled so that a scoped index (type, session, agent, directory)
-    serves it on either backend; ``value`` is a bind parameter or a plain value."""
+    serves it: ``hashed`` when the ledger's indexes are keyed by the hash
+    (``LedgerDatabase.hashed_keys``); ``value`` is a bind parameter or a plain value."""
+    if not hashed:
+        return key == value
     bound = value if isinstance(value, ColumnElement) else literal(value, String)
     return _KeyEquals(key, bound)
 
 
-def key_is_null(key: ColumnElement[Any]) -> ColumnElement[bool]:
-    """``key IS NULL`` spelled so that a scoped index serves it."""
-    return _KeyIsNull(key)
+def key_is_null(key: ColumnElement[Any], *, hashed: bool) -> ColumnElement[bool]:
+    """``key IS NULL`` spelled so that a scoped index serves it (see :func:`key_equals`)."""
+    return _KeyIsNull(key) if hashed else key.is_(None)
 
 
-def key_in(key: ColumnElement[Any], values: Collection[str]) -> ColumnElement[bool]:
+def key_in(
+    key: ColumnElement[Any], values: Collection[str], *, hashed: bool
+) -> ColumnElement[bool]:
     """``key IN values`` (at least one) spelled so that a scoped index serves it."""
     if not values:
         raise ValueError("key_in() needs at least one value")
+    if not hashed:
+        return key.in_(list(values))
     return _KeyIn(key, *(literal(value, String) for value in values))
 
 
