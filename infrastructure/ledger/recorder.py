@@ -211,13 +211,9 @@ class LedgerRecorder(ProcessRecorder):
         columns = (events.c.stream_id, events.c.sequence, events.c.event_type, events.c.event_json)
         query = select(position, *columns) if full else select(position)
         if topic:
-            # Positions alone (not full) come from the type index alone: its hash decides
-            # them, and the full rows read next up to the page's last one check the text.
-            exact = bool(full)
-            topic_is = key_equals(
-                events.c.event_type, bindparam("topic"), hashed=self.db.hashed_keys, exact=exact
+            query = query.where(
+                key_equals(events.c.event_type, bindparam("topic"), hashed=self.db.hashed_keys)
             )
-            query = query.where(topic_is)
         return self.db.window(query, after=bool(after), through=bool(stop), limit=bool(limit))
 
     def head(self) -> int:

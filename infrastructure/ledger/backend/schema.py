@@ -359,12 +359,6 @@ _KeyEquals = _function(
     lambda args: f"{args[0]} = {args[1]}",
     lambda args: f"({_hashed(args[0])} = {_hashed(args[1])} AND {args[0]} = {args[1]})",
 )
-_KeyHashEquals = _function(
-    "A scoped key's hash equal to a value's.",
-    _CONDITION,
-    lambda args: f"{args[0]} = {args[1]}",
-    lambda args: f"{_hashed(args[0])} = {_hashed(args[1])}",
-)
 # hashtextextended() is strict: its NULL is the text's.
 _KeyIsNull = _function(
     "A scoped key that is NULL.",
@@ -383,21 +377,14 @@ _KeyIn = _function(
 )
 
 
-def key_equals(
-    key: ColumnElement[Any], value: object, *, hashed: bool, exact: bool = True
-) -> ColumnElement[bool]:
+def key_equals(key: ColumnElement[Any], value: object, *, hashed: bool) -> ColumnElement[bool]:
     """``key = value`` spelled so that a scoped index (type, session, agent, directory)
     serves it: ``hashed`` when the ledger's indexes are keyed by the hash
-    (``LedgerDatabase.hashed_keys``); ``value`` is a bind parameter or a plain value.
-
-    ``exact=False`` compares only the hash on a hashed ledger, which its index answers
-    alone (an index-only scan): rows whose text merely shares the hash may come too,
-    so use it only where a later exact read decides (the topic positions of
-    ``LedgerRecorder.select_notifications``)."""
+    (``LedgerDatabase.hashed_keys``); ``value`` is a bind parameter or a plain value."""
     if not hashed:
         return key == value
     bound = value if isinstance(value, ColumnElement) else literal(value, String)
-    return _KeyEquals(key, bound) if exact else _KeyHashEquals(key, bound)
+    return _KeyEquals(key, bound)
 
 
 def key_is_null(key: ColumnElement[Any], *, hashed: bool) -> ColumnElement[bool]:
