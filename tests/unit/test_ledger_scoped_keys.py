@@ -56,18 +56,18 @@ def test_postgres_compares_the_hash_and_the_text() -> None:
     dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
     agent = _where(key_equals(EVENTS.c.agent_id, bindparam("agent"), hashed=True), dialect)
     assert agent == (
-        "(hashtextextended(runtime_events.agent_id, 0) = hashtextextended(%(agent)s, 0) "
-        "AND runtime_events.agent_id = %(agent)s)"
+        "(runtime_events.agent_id = %(agent)s "
+        "AND hashtextextended(runtime_events.agent_id, 0) = hashtextextended(%(agent)s, 0))"
     )
     assert _where(key_is_null(EVENTS.c.directory, hashed=True), dialect) == (
-        "(hashtextextended(runtime_events.directory, 0) IS NULL "
-        "AND runtime_events.directory IS NULL)"
+        "(runtime_events.directory IS NULL "
+        "AND hashtextextended(runtime_events.directory, 0) IS NULL)"
     )
     topics = _where(key_in(EVENTS.c.event_type, ["a", "b"], hashed=True), dialect)
     assert topics == (
-        "(hashtextextended(runtime_events.event_type, 0) IN "
-        "(hashtextextended(%(param_1)s, 0), hashtextextended(%(param_2)s, 0)) "
-        "AND runtime_events.event_type IN (%(param_1)s, %(param_2)s))"
+        "(runtime_events.event_type IN (%(param_1)s, %(param_2)s) "
+        "AND hashtextextended(runtime_events.event_type, 0) IN "
+        "(hashtextextended(%(param_1)s, 0), hashtextextended(%(param_2)s, 0)))"
     )
 
 

@@ -350,29 +350,30 @@ def _hashed(value: str) -> str:
 # The conditions' type: not Boolean, which SQLAlchemy would compare with 1 on SQLite
 # (``(a = ?) = 1``, which no index serves).
 _CONDITION: Final = NullType()
-# Hash and text both: the hash finds the index range, the text is the answer (a hash
-# collision costs a row read, never a wrong row).  Earlier PostgreSQL ledgers keep their
-# text-keyed indexes, which the text comparison uses.
+# Text and hash both: the hash finds the index range, the text is the answer (a hash
+# collision costs a row read, never a wrong row).  The text comes first: a row a scan
+# filters is rejected by it without hashing (PostgreSQL keeps the order of equal costs).
+# Earlier PostgreSQL ledgers are queried with the text alone (LedgerDatabase.hashed_keys).
 _KeyEquals = _function(
     "A scoped key equal to a value.",
     _CONDITION,
     lambda args: f"{args[0]} = {args[1]}",
-    lambda args: f"({_hashed(args[0])} = {_hashed(args[1])} AND {args[0]} = {args[1]})",
+    lambda args: f"({args[0]} = {args[1]} AND {_hashed(args[0])} = {_hashed(args[1])})",
 )
 # hashtextextended() is strict: its NULL is the text's.
 _KeyIsNull = _function(
     "A scoped key that is NULL.",
     _CONDITION,
     lambda args: f"{args[0]} IS NULL",
-    lambda args: f"({_hashed(args[0])} IS NULL AND {args[0]} IS NULL)",
+    lambda args: f"({args[0]} IS NULL AND {_hashed(args[0])} IS NULL)",
 )
 _KeyIn = _function(
     "A scoped key equal to one of the values.",
     _CONDITION,
     lambda args: f"{args[0]} IN ({', '.join(args[1:])})",
     lambda args: (
-        f"({_hashed(args[0])} IN ({', '.join(_hashed(a) for a in args[1:])}) "
-        f"AND {args[0]} IN ({', '.join(args[1:])}))"
+        f"({args[0]} IN ({', '.join(args[1:])}) "
+        f"AND {_hashed(args[0])} IN ({', '.join(_hashed(a) for a in args[1:])}))"
     ),
 )
 
