@@ -408,7 +408,7 @@ def _last_segment_sqlite(value: str) -> str:
     """SQLite has no last-occurrence search: a text with exactly two '/' (every session
     stream ``session:<project>/<agent>/<id>``) is cut after its second by two instr(); any
     other by rtrim() of every character but '/', which leaves it up to its last '/' but
-    costs a scan of the text per character trimmed (four times the work of the first
+    costs a scan of the text per character trimmed (3-4 times the work of the first
     way, on every insert and in every index build: ADR 0066)."""
     first = f"instr({value}, '/')"
     second = f"{first} + instr(substr({value}, {first} + 1), '/')"
