@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -143,3 +149,44 @@ def test_a_live_writer_during_a_packed_sync_gets_ids_apart_and_every_order_holds
     for pairs in by_stream.values():  # each stream's ids rise with its sequences
         assert [sequence for _, sequence in sorted(pairs)] == sorted(s for _, s in pairs)
     assert stored(tmp_path / "events.db")  # and every row reads back
+
+
+def test_a_sync_killed_mid_way_then_run_again_holds_every_row_once(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    for number in range(40):
+        session_id = f"session-2026-11-29-10-00-00-{number:08d}"
+        write_shards(root, PROJECT, AGENT, session_id, [trace_lines(session_id, 40)])
+    path = tmp_path / "events.db"
+    env = {**os.environ, "PENGUIN_RUNTIME_EVENT_LEDGER_PATH": str(path),
+           "PENGUIN_RUNTIME_EVENT_LEDGER_MAX_EVENTS": "off"}  # fmt: skip
+    command = [sys.executable, "-m", "pentrace", "--data-root", str(root), "ledger", "sync"]
+    process = subprocess.Popen([*command, "--workers", "1"], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and process.poll() is None:
+            if path.exists() and _rows(path) >= 200:  # some batches committed, not all
+                break
+            time.sleep(0.005)
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.wait()
+    assert process.returncode == -signal.SIGKILL, "the sync ended before it was killed"
+    ledger = open_ledger(path)
+    report = sync(ledger, root, workers=2)
+    assert report.already_held >= 200
+    assert report.indexed + report.already_held == 40 * 121
+    rows = written(ledger)
+    assert len(rows) == 40 * 121
+    assert len({(row[2], row[3]) for row in rows}) == len(rows)  # no position twice
+    for stream in {row[2] for row in rows}:  # each stream in its order, ids apart
+        sequences = [row[3] for row in rows if row[2] == stream]
+        assert sequences == list(range(1, 122))
+    ledger.close()
+
+
+def _rows(path: Path) -> int:
+    with contextlib.closing(sqlite3.connect(path, timeout=5)) as conn:
+        try:
+            return int(conn.execute("SELECT count(*) FROM runtime_events").fetchone()[0])
+        except sqlite3.OperationalError:  # the schema is not there yet
+            return 0
