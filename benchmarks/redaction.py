@@ -59,7 +59,10 @@ _EXACT = frozenset(
     | {"private_key", "refresh_token", "secret", "secret_key", "token"}
 )
 _encode = msgspec.json.Encoder().encode
-_CACHES = frozenset({"_fixed", "_memo", "_plain_key_sets", "_headers", "_clean_stems", "_verdicts"})
+_CACHES = frozenset(
+    {"_fixed", "_memo", "_plain_key_sets", "_headers", "_clean_stems", "_verdicts"}
+    | {"_key_verdicts"}
+)
 _PROVIDERS = Path(__file__).parent.parent / "tests" / "fixtures" / "redaction_providers.json"
 
 

@@ -55,6 +55,9 @@ ENGINES: Final = ("hs", "re", "off")
 _chosen = [os.environ.get("PENTRACE_REDACTION_SCREEN", "") or ("hs" if HYPERSCAN else "off")]
 _ALWAYS_WALK: Final = (b"\\u", b"\\/", b"\xe2\x84\xaa", b"\xc4\xb0")
 _NESTING: Final = MAX_DEPTH // 2
+# Matches where a record holds ``_NESTING`` brackets (``{`` or ``[``, in strings too):
+# what ``data.count(b"{") + data.count(b"[") >= _NESTING`` says, in Hyperscan's pass.
+_NESTED: Final = rb"(?:[^{\[]*[{\[]){%d}" % _NESTING
 # Strings judged alone at most (longer ones: the record is walked), and
 # cached when at most ``_CACHED`` bytes long (ids and names repeat, text not).
 _LONGEST: Final = 65_536
@@ -64,7 +67,9 @@ _string_decoder: Final = msgspec.json.Decoder(str)
 # escape, so it reads the same decoded.
 _NAME: Final = re.compile(rb"-{0,2}[A-Za-z_][A-Za-z0-9_.-]*")
 _MAX_VERDICTS: Final = 16384
+# The verdicts of :func:`_benign` on short strings, as a value and as a mapping key.
 _verdicts: dict[bytes, bool] = {}
+_key_verdicts: dict[bytes, bool] = {}
 
 
 # Secret words no secret name holds alone: every key rule that reads
@@ -106,22 +111,27 @@ def _benign(content: bytes, is_key: bool) -> bool:
     length; the list and name/value rules read a value as a name only when
     it is name-shaped and short (``walk._names_a_secret``).  Other values
     need no key verdict: unique ids such as ``evt:session:<id>:<n>`` cost a
-    cached text verdict per id stem and nothing more.
+    cached text verdict per id stem and nothing more.  The verdict is a
+    function of the bytes and the role alone (and the policy, whose change
+    empties the caches): short strings keep theirs, one cache per role.
     """
-    clean = _verdicts.get(content)
-    text: str | None = None
+    verdicts = _key_verdicts if is_key else _verdicts
+    clean = verdicts.get(content)
     if clean is None:
-        text = _decoded(content)
-        clean = _text_is_clean(text)
+        clean = _judged(content, is_key)
         if len(content) <= _CACHED:
-            if len(_verdicts) >= _MAX_VERDICTS:
-                _verdicts.clear()
-            _verdicts[content] = clean
-    if not clean:
+            if len(verdicts) >= _MAX_VERDICTS:
+                verdicts.clear()
+            verdicts[content] = clean
+    return clean
+
+
+def _judged(content: bytes, is_key: bool) -> bool:
+    text = _decoded(content)
+    if not _text_is_clean(text):
         return False
     if is_key or (len(content) <= MAX_NAME_LENGTH and _NAME.fullmatch(content)):
-        name = _decoded(content) if text is None else text
-        return not is_secret_key(name) and not (is_key and name in SCALAR_SECRET_KEYS)
+        return not is_secret_key(text) and not (is_key and text in SCALAR_SECRET_KEYS)
     return True
 
 
@@ -193,6 +203,9 @@ class _Matcher:
             # Glued words report where they end: the string around that is theirs.
             flags += [_hs.HS_FLAG_CASELESS] * len(_GLUED_WORDS)
             flags += [_hs.HS_FLAG_SOM_LEFTMOST] * len(regexes)
+            # Deep nesting, in the same pass: at least ``_NESTING`` of ``{`` and ``[`` in all.
+            patterns.append(_NESTED)
+            flags.append(_hs.HS_FLAG_SINGLEMATCH)
             self._first_glued = len(exact) + len(caseless)
             self._first_regex = self._first_glued + len(_GLUED_WORDS)
             self._database.compile(
@@ -208,10 +221,12 @@ class _Matcher:
             self._regexes = [re.compile(regex) for regex in regexes]
 
     def clean(self, data: bytes) -> bool:
-        if self.off or data.count(b"{") + data.count(b"[") >= _NESTING:
+        if self.off:
             return False
         if self.engine == "hs":
-            return self._clean_hs(data)
+            return self._clean_hs(data)  # it counts the brackets too (``_NESTED``)
+        if data.count(b"{") + data.count(b"[") >= _NESTING:
+            return False
         last = [-1, -1]
         for literals, haystack in ((self._exact, data), (self._caseless, data.lower())):
             for literal in literals:
@@ -255,6 +270,7 @@ _matchers: dict[str, _Matcher] = {}
 def _reset() -> None:
     _matchers.clear()
     _verdicts.clear()
+    _key_verdicts.clear()
 
 
 on_install(_reset)

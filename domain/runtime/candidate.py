@@ -6,7 +6,8 @@ redacted (``event_from_record(..., redacting=False)``).  Most records of a
 session differ only in their position, time, payload, correlation and the
 opencode projection: their payload holds none of the keys the header reads
 (``BODY_READS``), so the header (type to subject, stream id, scope, actor)
-depends on the event type, the actor and the session alone.
+depends on the event type, the actor and the session alone (a ``status``
+that is not an object, as ``request_end``'s, is one the header does not read).
 :class:`Candidates` keeps one header per such combination for the session
 and fills in the rest per record; a record of any other shape (no payload
 object, a payload the header reads) takes ``event_from_record`` itself.
@@ -16,6 +17,7 @@ corpus hold them to the same bytes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 from pentrace.domain.records import TraceRecord
@@ -38,6 +40,9 @@ _PUBLIC: Final = "public"
 _MAX_HEADERS: Final = 256
 # The provider part of the header key of a record that is not a session_meta.
 _NOT_META: Final = object()
+# The header reads a payload's ``status`` only when it is an object (a nested scope):
+# ``request_end``'s string status leaves it as if the key were absent.
+_READS_BUT_STATUS: Final = BODY_READS - {"status"}
 
 
 class Candidates:
@@ -54,15 +59,29 @@ class Candidates:
         self, position: int, record: TraceRecord, directory: str | None
     ) -> RuntimeEvent | None:
         """``event_from_record(..., redacting=False)`` of the record, or None for an odd shape."""
+        found = self.with_header(position, record, directory)
+        return None if found is None else found[0]
+
+    def with_header(
+        self, position: int, record: TraceRecord, directory: str | None
+    ) -> tuple[RuntimeEvent, Header] | None:
+        """:meth:`candidate` and the session's shared :class:`Header` it was built from.
+
+        The envelope's type, category, stream id and scope are the header's
+        (the scope a copy); one header object serves every record of its
+        combination, so a caller may key what it derives from them by it.
+        """
         value = record.value()
         payload = value.get("payload") if type(value) is dict else None
-        if type(payload) is not dict or not BODY_READS.isdisjoint(payload):
+        if type(payload) is not dict or not _READS_BUT_STATUS.isdisjoint(payload):
             return None
+        if isinstance(payload.get("status"), Mapping):
+            return None  # the scope reads a nested status object
         event_type = event_type_for(record, position)
         header = self._header(event_type, record, payload, directory)
         tool_call_id = record.tool_call_id
         anchor = tool_call_id if isinstance(tool_call_id, str) and tool_call_id else position
-        return RuntimeEvent(
+        event = RuntimeEvent(
             f"{self._id_prefix}{position:08d}",
             SCHEMA_VERSION,
             header.type,
@@ -84,6 +103,7 @@ class Candidates:
                 }
             },
         )
+        return event, header
 
     def _header(
         self, event_type: str, record: TraceRecord, payload: dict[str, Any], directory: str | None

@@ -28,7 +28,7 @@ from pentrace.domain.json_codec import JsonEncoder
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.redaction.screen import may_change
 from pentrace.domain.runtime.candidate import Candidates
-from pentrace.domain.runtime.envelope import RuntimeEvent
+from pentrace.domain.runtime.envelope import Header, RuntimeEvent
 from pentrace.domain.runtime.mapping import event_from_record
 from pentrace.domain.session.key import SessionKey
 
@@ -39,11 +39,18 @@ _encode_builtins: Final = JsonEncoder().encode
 
 
 class EncodedEvent(NamedTuple):
-    """An envelope and its JSON bytes; ``screened`` when the screen cleared those bytes."""
+    """An envelope and its JSON bytes; ``screened`` when the screen cleared those bytes.
+
+    ``header``, when set, is the shared :class:`Header` a screened candidate
+    took its type, category, stream id and scope from (its privacy is
+    ``public``, nothing redacted): the ledger derives those columns once per
+    header object instead of once per event.
+    """
 
     event: RuntimeEvent
     json: bytes
     screened: bool
+    header: Header | None = None
 
 
 def encode_event(event: RuntimeEvent) -> bytes:
@@ -109,12 +116,15 @@ class SessionEvents:
     def encoded(self, position: int, record: TraceRecord) -> EncodedEvent:
         """The redacted RuntimeEvent of the record at ``position`` and its JSON bytes."""
         self._see(position, record)
-        candidate = self._candidates.candidate(position, record, self.directory)
-        if candidate is None:
+        found = self._candidates.with_header(position, record, self.directory)
+        header: Header | None = None
+        if found is None:
             candidate = self.event(position, record, redacting=False)
+        else:
+            candidate, header = found
         data = encode_event(candidate)
         if not may_change(data):
-            return EncodedEvent(candidate, data, True)
+            return EncodedEvent(candidate, data, True, header)
         event = self.event(position, record)
         return EncodedEvent(event, encode_event(event), False)
 

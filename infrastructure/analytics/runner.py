@@ -33,6 +33,7 @@ from pentrace.infrastructure.analytics.marks import read_marks
 from pentrace.infrastructure.analytics.readmodel import ReadModel
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.application import LedgerApplication
+from pentrace.infrastructure.ledger.backend.schema import key_in
 from pentrace.infrastructure.ledger.opener import open_ledger as ledger_opener
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 
@@ -123,7 +124,7 @@ def relevant_head(ledger: RuntimeEventLedger, topics: tuple[str, ...], upto: int
     events = ledger.db.tables.events
     query = select(func.max(events.c.notification_id)).where(events.c.notification_id <= upto)
     if topics:
-        query = query.where(events.c.event_type.in_(topics))
+        query = query.where(key_in(events.c.event_type, topics, hashed=ledger.db.hashed_keys))
     with ledger.db.reading("read the newest relevant ledger event") as conn:
         value = conn.execute(query).scalar_one_or_none()
     return int(value or 0)

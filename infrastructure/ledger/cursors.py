@@ -19,7 +19,7 @@ from pentrace.domain.session.key import (
     any_owner_streams_like,
     legacy_event_parts,
 )
-from pentrace.infrastructure.ledger.backend.schema import event_id_of, ids_match
+from pentrace.infrastructure.ledger.backend.schema import event_id_of, ids_match, key_equals
 
 if TYPE_CHECKING:
     from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
@@ -46,7 +46,7 @@ def locate_cursor(db: LedgerDatabase, conn: Connection, event_id: str, scope: Sc
     if legacy is None:
         return None
     query = select(events.c.notification_id).where(
-        db.session_column() == legacy[0],
+        key_equals(db.session_column(), legacy[0], hashed=db.hashed_keys),
         events.c.sequence == legacy[1],
         events.c.stream_id.like(SESSION_STREAMS_LIKE),
     )

@@ -31,7 +31,7 @@ from pentrace.domain.session.key import (
     parse_session_stream,
 )
 from pentrace.infrastructure.ledger.backend.row_form import read_plain
-from pentrace.infrastructure.ledger.backend.schema import event_id_of
+from pentrace.infrastructure.ledger.backend.schema import event_id_of, key_equals
 from pentrace.infrastructure.ledger.replay import LedgerEntry, Scope, locate_cursor, scoped_page
 
 if TYPE_CHECKING:
@@ -88,23 +88,23 @@ def session_owners(ledger: _Ledger, session_id: str) -> list[SessionKey]:
     """
     events = ledger.db.tables.events
     c = events.c
-    session = ledger.db.session_column()
+    of_session = key_equals(ledger.db.session_column(), session_id, hashed=ledger.db.hashed_keys)
     with ledger.db.reading("find the owners of a session id") as conn:
         first = conn.execute(
-            select(c.stream_id).where(session == session_id).order_by(c.notification_id).limit(1)
+            select(c.stream_id).where(of_session).order_by(c.notification_id).limit(1)
         ).scalar_one_or_none()
         if first is None:
             return []
         key = parse_session_stream(str(first))
         if key is not None:
             count = select(func.count()).select_from(events)
-            rows = conn.execute(count.where(session == session_id)).scalar_one()
+            rows = conn.execute(count.where(of_session)).scalar_one()
             own = conn.execute(count.where(c.stream_id == first)).scalar_one()
             if rows == own:
                 return [key]
         found = conn.execute(
             select(c.project_id, c.agent_id)
-            .where(session == session_id)
+            .where(of_session)
             .where(c.stream_id.like(SESSION_STREAMS_LIKE))
             .distinct()
             .limit(50)
@@ -182,7 +182,9 @@ def _entries(
     if isinstance(session, SessionKey):
         query = query.where(events.c.stream_id == session.stream_id)
     elif session is not None:  # a bare id: the session_id column (a Penguin-format ledger)
-        query = query.where(ledger.db.session_column() == session)
+        query = query.where(
+            key_equals(ledger.db.session_column(), session, hashed=ledger.db.hashed_keys)
+        )
     operation = "read the newest ledger events" if newest else "read the ledger"
     with ledger.db.reading(operation) as conn:
         rows = conn.execute(query).all()

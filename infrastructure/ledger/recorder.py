@@ -32,6 +32,7 @@ from sqlalchemy import Connection, Select, bindparam, insert, select, update
 from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
 from pentrace.infrastructure.ledger.backend.errors import LedgerIntegrityError
 from pentrace.infrastructure.ledger.backend.row_form import read_plain
+from pentrace.infrastructure.ledger.backend.schema import key_equals
 from pentrace.infrastructure.ledger.live.subscription import LedgerSubscription, waker_for
 from pentrace.infrastructure.ledger.rows import stored_event_row, stored_row
 
@@ -210,7 +211,9 @@ class LedgerRecorder(ProcessRecorder):
         columns = (events.c.stream_id, events.c.sequence, events.c.event_type, events.c.event_json)
         query = select(position, *columns) if full else select(position)
         if topic:
-            query = query.where(events.c.event_type == bindparam("topic"))
+            query = query.where(
+                key_equals(events.c.event_type, bindparam("topic"), hashed=self.db.hashed_keys)
+            )
         return self.db.window(query, after=bool(after), through=bool(stop), limit=bool(limit))
 
     def head(self) -> int:

@@ -30,7 +30,7 @@ from sqlalchemy import (
 from pentrace.domain.json_codec import JsonDecoder
 from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
 from pentrace.infrastructure.ledger.backend.row_form import read_plain
-from pentrace.infrastructure.ledger.backend.schema import event_id_of
+from pentrace.infrastructure.ledger.backend.schema import event_id_of, key_equals, key_is_null
 from pentrace.infrastructure.ledger.cursors import gap_reason, locate_cursor
 
 __all__ = [
@@ -229,9 +229,9 @@ def _page_statement(
     query = select(event_id_of(events), events.c.event_json, events.c.notification_id)
     led = None if lead is None else db.session_column() if lead == "session_id" else events.c[lead]
     if led is not None and branch == "own":
-        query = query.where(led == bindparam(lead))
+        query = query.where(key_equals(led, bindparam(lead), hashed=db.hashed_keys))
     elif led is not None and branch == "unscoped":
-        query = query.where(led.is_(None))
+        query = query.where(key_is_null(led, hashed=db.hashed_keys))
     # ``coalesce(col, v) = v`` is Penguin's ``col = v OR col IS NULL``.
     if has_agent:
         query = query.where(

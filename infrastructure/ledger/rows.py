@@ -16,7 +16,7 @@ unchecked is ever compressed.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 from uuid import UUID
 
 import msgspec
@@ -24,7 +24,7 @@ from eventsourcing.persistence import StoredEvent
 
 from pentrace.domain.json_codec import JsonEncoder, escape_surrogates
 from pentrace.domain.redaction import is_redacted, is_redacted_encoded, redact
-from pentrace.domain.runtime.header import event_category
+from pentrace.domain.runtime.header import Header, event_category
 from pentrace.domain.runtime.session_events import EncodedEvent
 from pentrace.domain.runtime.validation import envelope_problems
 from pentrace.errors import LedgerError, RedactionError
@@ -114,8 +114,29 @@ def encoded_values(
     from the struct.  Any other goes through every check of :func:`envelope_row`.
     With ``codec`` the id and envelope are in the ledger's stored form.
     """
-    values = _encoded_values(encoded, inserted_at)
-    return values if codec is None else _stored_values(values, codec)
+    header = encoded.header
+    if header is None or not encoded.screened:
+        values = _encoded_values(encoded, inserted_at)
+        return values if codec is None else _stored_values(values, codec)
+    # A candidate the screen cleared: the columns its header gives, derived once per header.
+    event = encoded.event
+    head = _heads.get(id(header))
+    if head is None or head.header is not header:
+        head = _header_columns(header)
+    stream = head.stream
+    sequence = _positive(event.sequence)
+    event_id: str | None = event.id
+    category: str | None = head.category
+    rest = head.rest
+    data = encoded.json
+    if codec is not None:
+        if codec.derived_ids:
+            event_id = stored_event_id(event.id, stream, sequence)
+            category = head.stored_category
+            rest = head.stored_rest
+        data = codec.stored_json(data)
+    return (event_id, stream, sequence, head.event_type, category, _positive(event.time),
+            inserted_at, *rest, data)  # fmt: skip
 
 
 def stored_row(row: dict[str, Any], codec: RowCodec) -> dict[str, Any]:
@@ -161,22 +182,65 @@ def _stored_values(values: tuple[Any, ...], codec: RowCodec) -> tuple[Any, ...]:
     stream ends with ('' marks none where NULL would read as a value) and the default
     privacy classification, ``public``."""
     (event_id, stream, sequence, event_type, category, event_time, inserted_at,
-     session, conversation, *rest, classification, redacted, plain) = values  # fmt: skip
+     *rest, plain) = values  # fmt: skip
     if codec.derived_ids:
-        if classification == "public":
-            classification = None
         event_id = stored_event_id(event_id, stream, sequence)
-        if category == type_category(event_type):
-            category = None
-        if session is not None:
-            conversation = None if conversation == session else conversation or ""
-        if session == derived_session(stream):
-            session = None
-        elif session is None and stream.startswith("session:"):
-            session = ""  # none, where NULL would read as the stream's
+        category, rest = _form_2(stream, event_type, category, rest)
     return (event_id, stream, sequence, event_type, category, event_time, inserted_at,
-            session, conversation, *rest, classification, redacted,
-            codec.stored_json(plain))  # fmt: skip
+            *rest, codec.stored_json(plain))  # fmt: skip
+
+
+def _form_2(
+    stream: str, event_type: str, category: str | None, rest: list[Any]
+) -> tuple[str | None, list[Any]]:
+    """The category and the columns from ``session_id`` to ``redacted`` in row form 2."""
+    session, conversation, *scope, classification, redacted = rest
+    if classification == "public":
+        classification = None
+    if category == type_category(event_type):
+        category = None
+    if session is not None:
+        conversation = None if conversation == session else conversation or ""
+    if session == derived_session(stream):
+        session = None
+    elif session is None and stream.startswith("session:"):
+        session = ""  # none, where NULL would read as the stream's
+    return category, [session, conversation, *scope, classification, redacted]
+
+
+class _Head(NamedTuple):
+    """The columns every screened candidate of one shared header has (its own but the id,
+    sequence, time and envelope): plain, and the category and what follows it in form 2."""
+
+    header: Header
+    stream: str
+    event_type: str
+    category: str
+    rest: tuple[Any, ...]
+    stored_category: str | None
+    stored_rest: tuple[Any, ...]
+
+
+# By the header's identity; each entry keeps its header alive, so no id is reused meanwhile.
+_heads: dict[int, _Head] = {}
+_MAX_HEADS: Final = 4096
+
+
+def _header_columns(header: Header) -> _Head:
+    """The :class:`_Head` of ``header``, remembered."""
+    scope = header.scope
+    stream = _text(header.stream_id) or "global"
+    event_type = escape_surrogates(header.type)
+    category = _text(header.category) or "session_lifecycle"
+    # A candidate's privacy block is always public, nothing redacted.
+    rest = [*(_text(scope.get(column)) for column in _SCOPE_COLUMNS), "public", False]
+    stored_category, stored_rest = _form_2(stream, event_type, category, rest)
+    head = _Head(header, stream, event_type, category, tuple(rest), stored_category,
+                 tuple(stored_rest))  # fmt: skip
+    if len(_heads) >= _MAX_HEADS:
+        _heads.clear()
+    _heads[id(header)] = head
+    return head
 
 
 def _encoded_values(encoded: EncodedEvent, inserted_at: int) -> tuple[Any, ...]:

@@ -32,6 +32,7 @@ _LEDGER_TABLES: Final = (
     "runtime_event_watermarks",
     "runtime_event_tracking",
     "runtime_event_meta",
+    "runtime_event_dictionaries",
     "ingest_cursors",
 )
 

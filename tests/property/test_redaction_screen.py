@@ -111,3 +111,24 @@ def test_every_secret_name_holds_a_word_the_screen_looks_for(name: str) -> None:
         data = msgspec.json.encode({name: "plain value"})
         for engine in ENGINES:
             assert screen_module.may_change(data, engine_name=engine)
+
+
+_BRACKETED = st.lists(
+    # About one bracket a piece: the counts straddle _NESTING (100).
+    st.sampled_from([b"{", b"[", b"[{", b'{"', b"a", b"}\n", b"]\xff", b" {[ "]),
+    min_size=60,
+    max_size=140,
+)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@settings(max_examples=300, deadline=None)
+@given(pieces=_BRACKETED)
+def test_a_record_with_many_brackets_is_never_cleared(engine: str, pieces: list[bytes]) -> None:
+    # Either engine sends a record holding _NESTING brackets ({ or [, counted
+    # anywhere, in strings too) to the walk; these bytes hold nothing else to walk for.
+    data = b"".join(pieces)
+    brackets = data.count(b"{") + data.count(b"[")
+    assert screen_module.may_change(data, engine_name=engine) == (
+        brackets >= screen_module._NESTING
+    )

@@ -55,7 +55,11 @@ from pentrace.infrastructure.ledger.backend.formats import FileFormat, penguin_f
 from pentrace.infrastructure.ledger.backend.row_form import mark_new_form, read_codec
 from pentrace.infrastructure.ledger.backend.schema import LedgerTables, ledger_tables, session_of
 from pentrace.infrastructure.ledger.backend.sqlite import file_identity, lock_wait
-from pentrace.infrastructure.ledger.backend.upgrade import upgrade_event_ids, upgrade_indexes
+from pentrace.infrastructure.ledger.backend.upgrade import (
+    hashed_keys,
+    upgrade_event_ids,
+    upgrade_indexes,
+)
 from pentrace.infrastructure.ledger.settings import ENV_URL, DatabaseTimeouts, safe_url
 
 __all__ = ["LedgerDatabase", "LedgerOptions"]
@@ -113,6 +117,9 @@ class LedgerDatabase:
         self._compiled: dict[Hashable, Compiled] = {}
         #: How rows are stored (dictionaries, derived ids: ADR 0058), read when opened.
         self.codec = RowCodec()
+        #: Whether the scoped indexes are keyed by a hash of the text (a PostgreSQL events
+        #: table created with ADR 0068's layout); queries spell their keys to match.
+        self.hashed_keys = False
         self.engine: Engine = self._open()
 
     @classmethod
@@ -131,6 +138,7 @@ class LedgerDatabase:
             self.dialect.opened(self)
         with converted("read the ledger's row form", self.where):
             self.codec = read_codec(engine, self.tables)
+            self.hashed_keys = hashed_keys(engine, self.tables)
         self._compiled.clear()  # a replaced file (W13) may be of another row form
         return engine
 

@@ -28,11 +28,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import Any, Final
 
 from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Connection,
     Index,
     Integer,
     LargeBinary,
@@ -48,9 +50,16 @@ from sqlalchemy import (
     null,
     or_,
 )
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import Dialect
+from sqlalchemy.event import listen
 from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.schema import DDL, CreateTable, SchemaItem
+from sqlalchemy.sql.compiler import DDLCompiler
+from sqlalchemy.sql.ddl import BaseDDLElement
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.functions import FunctionElement
+from sqlalchemy.types import NullType
 
 from pentrace.infrastructure.ledger.backend.codec import parse_derived
 
@@ -60,6 +69,9 @@ __all__ = [
     "LedgerTables",
     "event_id_of",
     "ids_match",
+    "key_equals",
+    "key_in",
+    "key_is_null",
     "ledger_tables",
     "session_of",
 ]
@@ -67,6 +79,9 @@ __all__ = [
 ROW_FORM_KEY = "row_form"
 #: 1 (no row): every event id stored, plain envelopes; 2: see the module docstring.
 ROW_FORM = "2"
+
+# PostgreSQL's B-tree pages of the events table are filled (ADR 0068, _postgres_storage).
+_FILLED: Final = {"fillfactor": 100}
 
 # SQLite wants exactly INTEGER for an alias of rowid; PostgreSQL gets BIGINT.
 _Id = BigInteger().with_variant(Integer(), "sqlite")
@@ -134,15 +149,22 @@ def ledger_tables(prefix: str = "") -> LedgerTables:
         sqlite_where=events.c.event_id.isnot(None),
         postgresql_where=events.c.event_id.isnot(None),
     )
-    Index(f"{name}_type_position_idx", events.c.event_type, events.c.notification_id)
-    Index(f"{name}_inserted_idx", events.c.inserted_at)
+    # On PostgreSQL the text of these four keys is a 64-bit hash in the index (ADR 0068):
+    # (bigint, bigint) entries split where the rows go in and fill their pages, where
+    # text-led ones split in halves that stay half empty; queries match them through
+    # key_equals() / key_is_null() / key_in(), which also compare the text itself.
+    position = events.c.notification_id
+    Index(f"{name}_type_position_idx", _Key(events.c.event_type), position, postgresql_with=_FILLED)
+    # inserted_at grows with the heap's order: a BRIN range index on PostgreSQL serves
+    # retention's inserted_at < cutoff at a few pages for the whole table.
+    Index(f"{name}_inserted_idx", events.c.inserted_at, postgresql_using="brin")
     # Row form 2 leaves a session stream's own session id out of the row: the index is on
     # session_of(), which reads it from the stream (earlier ledgers keep _session_idx).
-    Index(
-        f"{name}_session_position_idx", _Parenthesized(session_of(events)), events.c.notification_id
-    )
-    Index(f"{name}_agent_idx", events.c.agent_id, events.c.notification_id)
-    Index(f"{name}_directory_idx", events.c.directory, events.c.notification_id)
+    session = _SessionKey(session_of(events))
+    Index(f"{name}_session_position_idx", session, position, postgresql_with=_FILLED)
+    Index(f"{name}_agent_idx", _Key(events.c.agent_id), position, postgresql_with=_FILLED)
+    Index(f"{name}_directory_idx", _Key(events.c.directory), position, postgresql_with=_FILLED)
+    _postgres_storage(events)
     watermarks = Table(
         f"{prefix}runtime_event_watermarks",
         metadata,
@@ -197,22 +219,113 @@ def ledger_tables(prefix: str = "") -> LedgerTables:
     return LedgerTables(metadata, events, watermarks, tracking, meta, ingest_cursors, dictionaries)
 
 
-def _text_function(
-    doc: str, default: Callable[[str], str], postgres: Callable[[str], str] | None = None
-) -> type[FunctionElement[str]]:
-    """A SQL text function of one argument, spelled ``default(arg)`` (and on PostgreSQL
-    ``postgres(arg)``), for the derived values of row form 2."""
-    function = type("_TextFunction", (FunctionElement,), {
-        "__doc__": doc, "inherit_cache": True, "type": String(),
+# A new PostgreSQL events table (ADR 0068): the eight-byte columns first, then the flag,
+# then the texts and the envelope, so that no bigint waits for alignment after a text
+# (about 7 bytes a row); ledgers created earlier keep their order (every statement
+# names its columns).
+_POSTGRES_ORDER: Final = (
+    "notification_id", "sequence", "event_time", "inserted_at", "redacted", "event_id",
+    "stream_id", "event_type", "category", "session_id", "conversation_id", "agent_id",
+    "task_id", "run_id", "project_id", "directory", "privacy_classification", "event_json",
+)  # fmt: skip
+_ORDER_KEY: Final = "pentrace_postgres_order"
+
+
+@compiles(CreateTable, "postgresql")
+def _create_table(element: CreateTable, compiler: Any, **kw: Any) -> str:
+    order = element.element.info.get(_ORDER_KEY)
+    if order is not None:
+        element.columns.sort(key=lambda column: order.index(column.element.name))
+    return str(compiler.visit_create_table(element, **kw))
+
+
+def _postgres_storage(events: Table) -> None:
+    """What a new PostgreSQL events table is created with besides its DDL (ADR 0068).
+
+    Every index entry is added at the end of its key's range (notification ids grow),
+    so their pages are filled (fillfactor 100) rather than left 10% free for entries
+    that never come.  The envelope is a zstd frame already: PostgreSQL's pglz would
+    only try and fail, so the column is ``EXTERNAL`` (never compressed), and a row
+    is moved out of line only past 8160 bytes (``toast_tuple_target``).  A query
+    compares a scoped key's hash and its text (:func:`key_equals`): statistics of
+    their dependency (PostgreSQL 14 and later) keep the planner from counting the
+    one condition twice, which made it expect a few rows and sort the whole scope.
+    """
+    events.info[_ORDER_KEY] = _POSTGRES_ORDER
+    name = events.name
+    for statement in (
+        f'ALTER INDEX "{name}_pkey" SET (fillfactor = 100)',
+        f'ALTER INDEX "{name}_stream_sequence_key" SET (fillfactor = 100)',
+        f'ALTER TABLE "{name}" SET (toast_tuple_target = 8160)',
+        f'ALTER TABLE "{name}" ALTER COLUMN event_json SET STORAGE EXTERNAL',
+    ):
+        ddl = DDL(statement).execute_if(dialect="postgresql")  # type: ignore[no-untyped-call]
+        listen(events, "after_create", ddl)
+    keys = (
+        ("type", events.c.event_type),
+        ("session", session_of(events)),
+        ("agent", events.c.agent_id),
+        ("directory", events.c.directory),
+    )
+    dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
+    options = {"include_table": False, "literal_binds": True}
+    for label, key in keys:
+        spelled = str(key.compile(dialect=dialect, compile_kwargs=options))
+        statement = (
+            f'CREATE STATISTICS "{name}_{label}_stats" (dependencies) '
+            f'ON ({_hashed(spelled)}), ({spelled}) FROM "{name}"'
+        )
+        ddl = DDL(statement).execute_if(  # type: ignore[no-untyped-call]
+            dialect="postgresql", callable_=_expression_statistics
+        )
+        listen(events, "after_create", ddl)
+
+
+def _expression_statistics(
+    ddl: BaseDDLElement,
+    target: SchemaItem | str,
+    bind: Connection | None,
+    tables: list[Table] | None = None,
+    state: Any | None = None,
+    *,
+    dialect: Dialect,
+    compiler: DDLCompiler | None = None,
+    checkfirst: bool = False,
+) -> bool:
+    """Statistics on expressions came with PostgreSQL 14."""
+    return (dialect.server_version_info or (0,)) >= (14,)
+
+
+def _function(
+    doc: str,
+    type_: Any,
+    default: Callable[[list[str]], str],
+    postgres: Callable[[list[str]], str] | None = None,
+) -> type[FunctionElement[Any]]:
+    """A SQL function of its arguments, spelled ``default(args)`` (and on PostgreSQL
+    ``postgres(args)``), for the derived values of row form 2 and the scoped keys."""
+    function = type("_Function", (FunctionElement,), {
+        "__doc__": doc, "inherit_cache": True, "type": type_,
     })  # fmt: skip
 
-    def spell(spelling: Callable[[str], str]) -> Callable[..., str]:
-        return lambda element, compiler, **kw: spelling(compiler.process(element.clauses, **kw))
+    def spell(spelling: Callable[[list[str]], str]) -> Callable[..., str]:
+        def compile_(element: Any, compiler: Any, **kw: Any) -> str:
+            return spelling([compiler.process(clause, **kw) for clause in element.clauses])
+
+        return compile_
 
     compiles(function)(spell(default))
     if postgres is not None:
         compiles(function, "postgresql")(spell(postgres))
     return function
+
+
+def _text_function(
+    doc: str, default: Callable[[str], str], postgres: Callable[[str], str] | None = None
+) -> type[FunctionElement[str]]:
+    """A SQL text function of one argument (see :func:`_function`)."""
+    on_postgres = None if postgres is None else (lambda args: postgres(args[0]))
+    return _function(doc, String(), lambda args: default(args[0]), on_postgres)
 
 
 # Derived ids have sequences below 10**8 (codec.derived_event_id): lpad never cuts.
@@ -221,8 +334,76 @@ _Sequence8 = _text_function(
     lambda value: f"printf('%08d', {value})",
     lambda value: f"lpad(CAST({value} AS TEXT), 8, '0')",
 )
-# PostgreSQL wants an expression in an index in parentheses.
-_Parenthesized = _text_function("An expression in parentheses.", lambda value: f"({value})")
+# A scoped index's key: the text itself, or on PostgreSQL its 64-bit hash (seed 0, as
+# _hashed() spells it in queries: the planner matches the same expression).
+_Key = _text_function("A scoped index's key.", lambda value: value, lambda value: _hashed(value))
+# The same for an expression (in parentheses in an index, as SQLite wants it).
+_SessionKey = _text_function(
+    "A scoped index's key of an expression.", lambda value: f"({value})", lambda v: _hashed(v)
+)
+
+
+def _hashed(value: str) -> str:
+    return f"hashtextextended({value}, 0)"
+
+
+# The conditions' type: not Boolean, which SQLAlchemy would compare with 1 on SQLite
+# (``(a = ?) = 1``, which no index serves).
+_CONDITION: Final = NullType()
+# Text and hash both: the hash finds the index range, the text is the answer (a hash
+# collision costs a row read, never a wrong row).  The text comes first: a row a scan
+# filters is rejected by it without hashing (PostgreSQL keeps the order of equal costs).
+# Earlier PostgreSQL ledgers are queried with the text alone (LedgerDatabase.hashed_keys).
+_KeyEquals = _function(
+    "A scoped key equal to a value.",
+    _CONDITION,
+    lambda args: f"{args[0]} = {args[1]}",
+    lambda args: f"({args[0]} = {args[1]} AND {_hashed(args[0])} = {_hashed(args[1])})",
+)
+# hashtextextended() is strict: its NULL is the text's.
+_KeyIsNull = _function(
+    "A scoped key that is NULL.",
+    _CONDITION,
+    lambda args: f"{args[0]} IS NULL",
+    lambda args: f"({args[0]} IS NULL AND {_hashed(args[0])} IS NULL)",
+)
+_KeyIn = _function(
+    "A scoped key equal to one of the values.",
+    _CONDITION,
+    lambda args: f"{args[0]} IN ({', '.join(args[1:])})",
+    lambda args: (
+        f"({args[0]} IN ({', '.join(args[1:])}) "
+        f"AND {_hashed(args[0])} IN ({', '.join(_hashed(a) for a in args[1:])}))"
+    ),
+)
+
+
+def key_equals(key: ColumnElement[Any], value: object, *, hashed: bool) -> ColumnElement[bool]:
+    """``key = value`` spelled so that a scoped index (type, session, agent, directory)
+    serves it: ``hashed`` when the ledger's indexes are keyed by the hash
+    (``LedgerDatabase.hashed_keys``); ``value`` is a bind parameter or a plain value."""
+    if not hashed:
+        return key == value
+    bound = value if isinstance(value, ColumnElement) else literal(value, String)
+    return _KeyEquals(key, bound)
+
+
+def key_is_null(key: ColumnElement[Any], *, hashed: bool) -> ColumnElement[bool]:
+    """``key IS NULL`` spelled so that a scoped index serves it (see :func:`key_equals`)."""
+    return _KeyIsNull(key) if hashed else key.is_(None)
+
+
+def key_in(
+    key: ColumnElement[Any], values: Collection[str], *, hashed: bool
+) -> ColumnElement[bool]:
+    """``key IN values`` (at least one) spelled so that a scoped index serves it."""
+    if not values:
+        raise ValueError("key_in() needs at least one value")
+    if not hashed:
+        return key.in_(list(values))
+    return _KeyIn(key, *(literal(value, String) for value in values))
+
+
 # rtrim() by every character but '/' leaves the text up to its last '/'.
 _LastSegment = _text_function(
     "What follows the last / of a text (all of it without one).",

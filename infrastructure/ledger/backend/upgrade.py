@@ -48,6 +48,7 @@ __all__ = [
     "EVENT_IDS_KEY",
     "EVENT_IDS_VERSION",
     "UpgradeReport",
+    "hashed_keys",
     "upgrade_event_ids",
     "upgrade_indexes",
 ]
@@ -115,6 +116,19 @@ def index_names(conn: Connection, table: str) -> set[str]:
     else:
         query = "SELECT indexname FROM pg_indexes WHERE tablename = :table"
     return {str(name) for name in conn.execute(text(query), {"table": table}).scalars()}
+
+
+def hashed_keys(engine: Engine, tables: LedgerTables) -> bool:
+    """Whether the events table's scoped indexes are keyed by a hash of the text (a
+    PostgreSQL table created with ADR 0068's layout; earlier ones keep text keys)."""
+    if engine.dialect.name != "postgresql":
+        return False
+    with engine.connect() as conn:
+        definition = conn.execute(
+            text("SELECT indexdef FROM pg_indexes WHERE indexname = :name"),
+            {"name": f"{tables.events.name}_type_position_idx"},
+        ).scalar_one_or_none()
+    return definition is not None and "hashtextextended(" in str(definition)
 
 
 def current_version(conn: Connection, tables: LedgerTables) -> str | None:

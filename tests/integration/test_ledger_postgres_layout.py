@@ -1,0 +1,267 @@
+"""The PostgreSQL events table of ADR 0068, and the layout earlier versions created.
+
+A new ledger keys its scoped indexes (type, session, agent, directory) by a
+64-bit hash of the text, indexes ``inserted_at`` with BRIN, fills its B-tree
+pages, stores the envelope uncompressed by PostgreSQL and puts the bigints
+first.  A ledger created before keeps its layout: the same queries must give
+the same answers on both, and each scoped read must be served by its index on
+both (checked with ``EXPLAIN`` for a value the ledger does not hold, sequential
+and bitmap scans switched off, so that a query that cannot use the index shows
+the primary key with a filter).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import Select, text
+
+from pentrace.domain.runtime import build_event
+from pentrace.domain.session.key import SessionKey
+from pentrace.infrastructure.analytics.runner import relevant_head
+from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
+from pentrace.infrastructure.ledger.pages import newest_entries
+from pentrace.infrastructure.ledger.recorder import LedgerRecorder
+from pentrace.infrastructure.ledger.replay import _page_statement
+from pentrace.infrastructure.ledger.retention import RetentionPolicy, apply_retention
+from tests.integration.ledger_backends import LedgerBackend
+
+pytestmark = pytest.mark.postgres
+
+# The events table as the version before ADR 0068 created it on PostgreSQL.
+_EARLIER_DDL = """
+CREATE TABLE {t} (
+    notification_id BIGSERIAL NOT NULL, event_id VARCHAR, stream_id VARCHAR NOT NULL,
+    sequence BIGINT NOT NULL, event_type VARCHAR NOT NULL, category VARCHAR,
+    event_time BIGINT NOT NULL, inserted_at BIGINT NOT NULL, session_id VARCHAR,
+    conversation_id VARCHAR, agent_id VARCHAR, task_id VARCHAR, run_id VARCHAR,
+    project_id VARCHAR, directory VARCHAR, privacy_classification VARCHAR,
+    redacted BOOLEAN NOT NULL, event_json BYTEA NOT NULL, PRIMARY KEY (notification_id),
+    CONSTRAINT {t}_stream_sequence_key UNIQUE (stream_id, sequence));
+CREATE UNIQUE INDEX {t}_event_id_idx ON {t} (event_id) WHERE event_id IS NOT NULL;
+CREATE INDEX {t}_type_position_idx ON {t} (event_type, notification_id);
+CREATE INDEX {t}_inserted_idx ON {t} (inserted_at);
+CREATE INDEX {t}_session_position_idx ON {t} ((CASE
+    WHEN (session_id IS NOT NULL) THEN nullif(session_id, '')
+    WHEN (substr(stream_id, 1, 8) = 'session:') THEN regexp_replace(stream_id, '^.*/', '')
+    ELSE NULL END), notification_id);
+CREATE INDEX {t}_agent_idx ON {t} (agent_id, notification_id);
+CREATE INDEX {t}_directory_idx ON {t} (directory, notification_id);
+"""
+_KEYS = [SessionKey("p1", f"agent-{n % 2}", f"session-{n}") for n in range(4)]
+_TYPES = ("message.updated", "tool.called", "tool.result")
+_DAY_MS = 86_400_000
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _event(key: SessionKey, sequence: int) -> dict[str, Any]:
+    return build_event(
+        event_type=_TYPES[sequence % 3],
+        payload={"text": f"{key.session_id} {sequence}"},
+        time_ms=1_700_000_000_000,
+        sequence=sequence,
+        stream_id=key.stream_id,
+        scope={
+            "session_id": key.session_id,
+            "agent_id": key.agent,
+            "project_id": key.project,
+            "directory": f"/srv/{key.agent}",
+        },
+    ).to_builtins()
+
+
+@pytest.fixture(params=["new", "earlier"])
+def layout(request: pytest.FixtureRequest, ledger_backend: LedgerBackend) -> str:
+    if ledger_backend.name != "postgres":
+        pytest.skip("a PostgreSQL layout")
+    if request.param == "earlier":
+        first = ledger_backend.database()
+        table = first.tables.events.name
+        with first.writing("replace the events table by the earlier one") as conn:
+            conn.execute(text(f"DROP TABLE {table}"))
+            conn.execute(text(_EARLIER_DDL.format(t=table)))
+        first.close()
+    return str(request.param)
+
+
+def _open(backend: LedgerBackend, clock: _Clock) -> RuntimeEventLedger:
+    return RuntimeEventLedger(backend.database(), LedgerSettings().with_limits_off(), clock=clock)
+
+
+def _index_definitions(db: LedgerDatabase) -> dict[str, str]:
+    table = db.tables.events.name
+    with db.reading("read the index definitions") as conn:
+        rows = conn.execute(
+            text("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = :t"), {"t": table}
+        ).all()
+    return {str(name).removeprefix(table + "_"): str(definition) for name, definition in rows}
+
+
+def _plan(db: LedgerDatabase, statement: Select[Any], values: dict[str, Any]) -> str:
+    compiled = statement.compile(dialect=db.engine.dialect)
+    with db.writing("analyze the events table") as conn:
+        conn.execute(text(f"ANALYZE {db.tables.events.name}"))
+    with db.reading("explain a ledger query") as conn:
+        conn.execute(text("SET LOCAL enable_seqscan = off"))
+        conn.execute(text("SET LOCAL enable_bitmapscan = off"))
+        rows = conn.exec_driver_sql(f"EXPLAIN {compiled}", {**compiled.params, **values}).all()
+    return "\n".join(str(row[0]) for row in rows)
+
+
+def test_a_new_ledger_has_the_layout_of_adr_0068(ledger_backend: LedgerBackend) -> None:
+    if ledger_backend.name != "postgres":
+        pytest.skip("a PostgreSQL layout")
+    db = _open(ledger_backend, _Clock()).db
+    indexes = _index_definitions(db)
+    for name in ("type_position_idx", "session_position_idx", "agent_idx", "directory_idx"):
+        assert "hashtextextended(" in indexes[name], indexes[name]
+        assert "fillfactor='100'" in indexes[name], indexes[name]
+    assert "USING brin (inserted_at)" in indexes["inserted_idx"]
+    table = db.tables.events.name
+    with db.reading("read the table's options") as conn:
+        options = conn.execute(
+            text(
+                "SELECT c.reloptions, i.reloptions FROM pg_class c, pg_class i "
+                "WHERE c.relname = :t AND i.relname = :t || '_pkey'"
+            ),
+            {"t": table},
+        ).one()
+        storage = conn.execute(
+            text(
+                "SELECT attstorage FROM pg_attribute "
+                "WHERE attrelid = CAST(:t AS regclass) AND attname = 'event_json'"
+            ),
+            {"t": table},
+        ).scalar_one()
+        columns = conn.execute(
+            text(
+                "SELECT attname FROM pg_attribute WHERE attrelid = CAST(:t AS regclass) "
+                "AND attnum > 0 ORDER BY attnum"
+            ),
+            {"t": table},
+        ).scalars()
+        order = list(columns)
+    assert options == (["toast_tuple_target=8160"], ["fillfactor=100"])
+    assert storage == "e"  # EXTERNAL: never compressed by PostgreSQL
+    assert order[:5] == ["notification_id", "sequence", "event_time", "inserted_at", "redacted"]
+    assert order[-1] == "event_json"
+    with db.reading("read the statistics objects") as conn:
+        statistics = conn.execute(
+            text("SELECT stxname FROM pg_statistic_ext WHERE stxrelid = CAST(:t AS regclass)"),
+            {"t": table},
+        ).scalars()
+        names = sorted(str(name).removeprefix(table + "_") for name in statistics)
+    assert names == ["agent_stats", "directory_stats", "session_stats", "type_stats"]
+
+
+def test_an_earlier_ledger_keeps_its_layout_when_opened(
+    ledger_backend: LedgerBackend, layout: str
+) -> None:
+    ledger = _open(ledger_backend, _Clock())
+    ledger.extend([_event(_KEYS[0], 1)])
+    indexes = _index_definitions(ledger.db)
+    hashed = "hashtextextended(" in indexes["type_position_idx"]
+    assert hashed is (layout == "new")
+    assert ledger.db.hashed_keys is (layout == "new")
+    assert ("USING brin" in indexes["inserted_idx"]) is (layout == "new")
+
+
+def _answers(ledger: RuntimeEventLedger) -> dict[str, Any]:
+    """Every scoped read of the ledger, as event ids (or notification ids)."""
+    recorder = LedgerRecorder(ledger.db)
+
+    def page(**scope: str) -> list[str]:
+        return [entry.event_id for entry in ledger.replay_after(None, 1000, **scope).events]
+
+    def topics(*names: str) -> list[int]:
+        return [n.id for n in recorder.select_notifications(1, 1000, topics=names)]
+
+    return {
+        "all": page(),
+        "session": page(session_id="session-2"),
+        "agent": page(agent_id="agent-1"),
+        "directory": page(directory="/srv/agent-0"),
+        "session and agent": page(session_id="session-1", agent_id="agent-1"),
+        "one topic": topics("tool.called"),
+        "two topics": topics("tool.called", "tool.result"),
+        "relevant head": relevant_head(ledger, ("tool.result",), 10_000),
+        "tail of a session": [e.event_id for e in newest_entries(ledger, 2, session="session-3")],
+    }
+
+
+def test_every_scoped_read_answers_from_the_rows_on_either_layout(
+    ledger_backend: LedgerBackend, layout: str
+) -> None:
+    clock = _Clock()
+    ledger = _open(ledger_backend, clock)
+    written = []
+    for key in _KEYS:
+        written += [(key, _event(key, n)) for n in range(1, 7)]
+        ledger.extend([event for _, event in written[-6:]])
+    clock.now += 10 * 86_400  # the first rows are ten days old now
+    written += [(key, _event(key, 7)) for key in _KEYS]
+    ledger.extend([event for _, event in written[-4:]])
+    before = _answers(ledger)
+    # What the rows say, independently of any index.
+    assert before["all"] == [event["id"] for _, event in written]
+
+    def where(test: Any) -> list[str]:
+        return [event["id"] for key, event in written if test(key, event)]
+
+    assert before["session"] == where(lambda key, _: key.session_id == "session-2")
+    assert before["agent"] == where(lambda key, _: key.agent == "agent-1")
+    assert len(before["agent"]) == 14
+    assert before["directory"] == where(lambda key, _: key.agent == "agent-0")
+    assert before["session and agent"] == where(lambda key, _: key.session_id == "session-1")
+    # Types by sequence: tool.called at 1, 4, 7; tool.result at 2, 5 (notification 23 last).
+    assert len(before["one topic"]) == 12
+    assert len(before["two topics"]) == 20
+    assert before["relevant head"] == 23
+    assert (
+        before["tail of a session"]
+        == [event["id"] for key, event in written if key.session_id == "session-3"][-2:]
+    )
+    # Retention by age (inserted_at): the ten-day-old rows go, the newest stay.
+    report = apply_retention(ledger.db, RetentionPolicy(None, 5.0, None), int(clock.now * 1000))
+    assert report.by_age == 24
+    assert _answers(ledger)["all"] == [event["id"] for _, event in written[-4:]]
+
+
+@pytest.mark.parametrize(
+    ("lead", "branch", "values", "index"),
+    [
+        ("session_id", "own", {"session_id": "session-9"}, "session_position_idx"),
+        ("session_id", "unscoped", {}, "session_position_idx"),
+        ("agent_id", "own", {"agent_id": "agent-9"}, "agent_idx"),
+        ("directory", "own", {"directory": "/srv/agent-9"}, "directory_idx"),
+    ],
+)
+def test_each_scoped_page_is_read_through_its_index_on_both_layouts(
+    ledger_backend: LedgerBackend, layout: str, lead: str, branch: str, values: dict[str, Any],
+    index: str,
+) -> None:  # fmt: skip
+    ledger = _open(ledger_backend, _Clock())
+    ledger.extend([_event(key, n) for key in _KEYS for n in range(1, 51)])
+    db = ledger.db
+    statement = _page_statement(db, lead, branch, True, True, False, False, False, True, False)
+    plan = _plan(db, statement, {"after": 0, "through": 100, "limit": 10, **values})
+    assert f"{db.tables.events.name}_{index}" in plan, plan
+
+
+def test_a_topic_read_is_read_through_the_type_index_on_both_layouts(
+    ledger_backend: LedgerBackend, layout: str
+) -> None:
+    ledger = _open(ledger_backend, _Clock())
+    ledger.extend([_event(key, n) for key in _KEYS for n in range(1, 51)])
+    db = ledger.db
+    statement = LedgerRecorder(db)._notifications_statement(True, True, True, True, False)
+    plan = _plan(db, statement, {"after": 0, "through": 100, "topic": "run.error", "limit": 5})
+    assert f"{db.tables.events.name}_type_position_idx" in plan, plan
