@@ -23,11 +23,17 @@ for example main's ``.venv/bin/python``) each round also runs that tree's
 ``stats tokens`` on a fresh copy, right after this tree's: before and after in
 the same run.
 
-Our modules are compiled to bytecode first (``compileall``, into a
-``PYTHONPYCACHEPREFIX`` folder of the benchmark's, for each interpreter), as a
-wheel install does when it installs: an editable install under
-``PYTHONDONTWRITEBYTECODE=1`` would otherwise compile about 160 modules in
-every process (about 0.4 CPU s).  ``--no-compile`` measures it that way.
+Every module the command imports is compiled to bytecode first, into a
+``PYTHONPYCACHEPREFIX`` folder of the benchmark's for each interpreter, as a
+wheel install compiles ours when it installs (and the standard library and the
+other packages come compiled): our packages with ``compileall``, then one
+untimed run of the command on a fresh copy with bytecode writing on, which
+stores the rest.  Under a prefix the interpreter looks for *all* bytecode
+there, the standard library's and SQLAlchemy's too, so compiling only our
+packages left those to be compiled again in every process (about 1.5 CPU s of
+start-up).  An editable install under ``PYTHONDONTWRITEBYTECODE=1`` would
+otherwise compile about 160 of our modules in every process (about 0.4 CPU s).
+``--no-compile`` measures it that way.
 
 The answers must be equal.  Wall and CPU seconds (user + system of the
 child and of the worker processes it waits for) are reported per round, with
@@ -117,13 +123,19 @@ _PACKAGE_PATHS = (
 )
 
 
-def _compiled_env(python: str, env: dict[str, str], prefix: Path) -> dict[str, str]:
-    """``env`` with a bytecode cache of ``python``'s pentrace, compiled now (see the docstring)."""
+def _compiled_env(
+    python: str, env: dict[str, str], prefix: Path, warm_up: list[str]
+) -> dict[str, str]:
+    """``env`` with a bytecode cache for ``python``, filled now (see the docstring): our
+    packages compiled, then the command ``warm_up`` run once, untimed, writing the bytecode
+    of everything else it imports."""
     compiled = {**env, "PYTHONPYCACHEPREFIX": str(prefix)}
     paths = subprocess.run(
         [python, "-c", _PACKAGE_PATHS], capture_output=True, env=compiled, check=True, text=True
     ).stdout.split()
     subprocess.run([python, "-m", "compileall", "-q", *paths], env=compiled, check=True)
+    writing = {k: v for k, v in compiled.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run([python, *warm_up], env=writing, check=True, capture_output=True)
     return compiled
 
 
@@ -173,10 +185,13 @@ def run(
         if before is not None:
             trees.append(("before: pentrace stats tokens, cold", before, env))
         if compile_first:
-            trees = [
-                (label, python, _compiled_env(python, tree_env, folder / f"bytecode-{number}"))
-                for number, (label, python, tree_env) in enumerate(trees)
-            ]
+            compiled = []
+            for number, (label, python, tree_env) in enumerate(trees):
+                warm_up = ["-m", "pentrace", "--data-root", str(_fresh_copy(folder, traces))]
+                warm_up += ["stats", "tokens", "--by", "day", "--json"]
+                prefix = folder / f"bytecode-{number}"
+                compiled.append((label, python, _compiled_env(python, tree_env, prefix, warm_up)))
+            trees = compiled
         for number in range(1, rounds + 1):
             wall, cpu, baseline = _timed(
                 [sys.executable, "-m", "benchmarks.cold_stats", "--duckdb", str(traces)], env

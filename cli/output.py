@@ -13,10 +13,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from rich.console import Console
-from rich.progress import Progress
-from rich.table import Table
-
 from pentrace.domain.json_codec import JsonEncoder, json_format
 
 T = TypeVar("T")
@@ -105,6 +101,10 @@ def emit_table(
     """
     cells = [[_cell(v) for v in row] for row in rows]
     if stdout_is_tty():
+        # rich loads only for a terminal: piped and --json output do without it.
+        from rich.console import Console
+        from rich.table import Table
+
         console = Console()
         shown = fit_columns(columns, cells, console.width, droppable)
         table = Table(title=title, show_lines=False)
@@ -130,6 +130,9 @@ def progress(items: Iterable[T], *, total: int | None, label: str) -> Iterator[T
     if not sys.stderr.isatty():
         yield from items
         return
+    from rich.console import Console
+    from rich.progress import Progress
+
     with Progress(console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(label, total=total)
         for item in items:
@@ -143,6 +146,9 @@ def byte_progress(total: int, label: str) -> Iterator[Callable[[int], None]]:
     if not sys.stderr.isatty():
         yield _ignore
         return
+    from rich.console import Console
+    from rich.progress import Progress
+
     with Progress(console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(label, total=total)
         yield lambda done: bar.advance(task, done)

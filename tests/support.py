@@ -181,6 +181,15 @@ BOUNDED_PROPERTY: Final = hypothesis.settings(
 )
 
 
+def loaded_by(code: str, *modules: str) -> list[str]:
+    """Which of ``modules`` a fresh interpreter has imported after running ``code``."""
+    probe = f"{code}\nimport sys\nprint(*(m for m in {modules!r} if m in sys.modules))"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    return done.stdout.splitlines()[-1].split() if done.stdout.strip() else []
+
+
 def bound_shrinking(config: pytest.Config) -> None:
     """Cap Hypothesis's shrinking at :data:`SHRINK_SHARE` of the configured per-test timeout
     (``--timeout`` or the ``timeout`` ini value; no timeout leaves Hypothesis's own cap)."""

@@ -23,10 +23,13 @@ A cold build runs only for a read model that has never committed (no
 tracking row) while the ledger has never held an event (nothing stored,
 nothing pruned): then every ledger event yet to come is either at or below
 its session's mark (folded here) or above it (not folded), and the runner
-delivers all of them.  A crash (SIGKILL included) leaves nothing committed:
-the next ``stats`` builds again.  When a runner commits first (its tracking
-row wins the race), the cold build is rolled back and reports None; the
-caller catches up from the ledger instead.
+delivers all of them.  For a bulk fold the ledger is read once its workers
+have their first sessions, so that they fold while it opens; when it has
+held events, what they folded is dropped and nothing is written.  A crash
+(SIGKILL included) leaves nothing committed: the next ``stats`` builds
+again.  When a runner commits first (its tracking row wins the race), the
+cold build is rolled back and reports None; the caller catches up from the
+ledger instead.
 """
 
 from __future__ import annotations
@@ -72,8 +75,8 @@ class ColdReport:
     bulk: bool = False
 
 
-class _Tracked(Exception):
-    """The read model has a tracking row: it is not cold (any more)."""
+class _NotCold(Exception):
+    """The read model has a tracking row, or the ledger has held events: it is not cold."""
 
 
 def _tracked(view: ReadModel) -> bool:
@@ -91,11 +94,20 @@ def _ledger_never_held(data_root: Path, env: Mapping[str, str] | None) -> bool:
 
 
 def _tasks(
-    refs: list[SessionRef], task: Callable[[list[SessionRef]], T], workers: int
+    refs: list[SessionRef],
+    task: Callable[[list[SessionRef]], T],
+    workers: int,
+    first: Callable[[], None] | None = None,
 ) -> Iterator[T]:
-    """``task`` of each chunk of ``refs``, in order; in ``workers`` forked processes above 1."""
+    """``task`` of each chunk of ``refs``, in order; in ``workers`` forked processes above 1.
+
+    ``first`` (if any) runs in this process before the first result is taken:
+    once the workers have their first chunks, so that they fold meanwhile.
+    """
     chunks = [refs[start : start + _CHUNK] for start in range(0, len(refs), _CHUNK)]
     if workers <= 1:
+        if first is not None:
+            first()
         yield from map(task, chunks)
         return
     # fork: the workers inherit the redaction policy this process installed.
@@ -109,8 +121,13 @@ def _tasks(
         pending: deque[Future[T]] = deque()
         for chunk in chunks:
             pending.append(pool.submit(task, chunk))
+            if first is not None and len(pending) == workers:
+                first()
+                first = None
             if len(pending) > 2 * workers:
                 yield pending.popleft().result()
+        if first is not None:
+            first()
         while pending:
             yield pending.popleft().result()
 
@@ -126,16 +143,22 @@ def _folds(refs: list[SessionRef], types: Collection[str], workers: int) -> Iter
 
 
 def _bulk(
-    fold_class: type[BulkFold], refs: list[SessionRef], types: Collection[str], workers: int
+    fold_class: type[BulkFold],
+    refs: list[SessionRef],
+    types: Collection[str],
+    workers: int,
+    first: Callable[[], None],
 ) -> tuple[BulkFold, int, dict[str, int], list[SessionFailure]] | None:
     """The merged bulk fold of every session, the records it folded, the trace marks and the
-    sessions cut short; None when the fold failed on a record (the handlers then decide)."""
+    sessions cut short; None when the fold failed on a record (the handlers then decide).
+    ``first`` runs once the workers have their first sessions (what it raises, this raises)."""
     merged = fold_class()
     fed = 0
     marks: dict[str, int] = {}
     failures: list[SessionFailure] = []
+    task_of = partial(fold_in_bulk, fold_class, types=types)
     try:
-        for task in _tasks(refs, partial(fold_in_bulk, fold_class, types=types), workers):
+        for task in _tasks(refs, task_of, workers, first):
             for ref, events, folded, failure in task.sessions:
                 fed += events
                 if folded:
@@ -143,6 +166,8 @@ def _bulk(
                 if failure is not None:
                     failures.append(failure)
             merged.merge(task.partial)
+    except _NotCold:
+        raise
     except Exception:  # noqa: BLE001 - the per-event path isolates a handler's failure (ADR 0032)
         return None
     return merged, fed, marks, failures
@@ -164,21 +189,36 @@ def cold_build(
     projection = open_projection(projection_class, data_root, env)
     view = projection.view
     try:
-        if view.max_tracking_id(view.name) is not None or not _ledger_never_held(data_root, env):
+        if view.max_tracking_id(view.name) is not None:
             return None
         refs = list(iter_sessions(data_root))
         wanted = frozenset(projection.topics)
         count = auto_workers(refs) if workers == 0 else workers
         bulk = bulk_fold_of(projection_class)
+        # A bulk fold's workers start on the traces while this process reads the ledger's state
+        # (opening a ledger takes a while): what they fold is dropped if the ledger held events.
+        checked = bulk is None
+        if checked and not _ledger_never_held(data_root, env):
+            return None
+
+        def check_ledger() -> None:
+            nonlocal checked
+            if not checked:
+                if not _ledger_never_held(data_root, env):
+                    raise _NotCold
+                checked = True
 
         def build(strict: bool) -> tuple[ColdReport, int]:
             if _tracked(view):
-                raise _Tracked
+                raise _NotCold
             tx = reset_read_model(projection, tracked=False)
             marks: dict[str, int] = {}
             failures: list[SessionFailure] = []
             fed = 0
-            merged = _bulk(bulk, refs, wanted, count) if bulk is not None and not strict else None
+            merged = None
+            if bulk is not None and not strict:
+                merged = _bulk(bulk, refs, wanted, count, check_ledger)
+            check_ledger()  # before anything commits (the strict pass, the handlers' path)
             if merged is not None:
                 fold_all, fed, marks, failures = merged
                 fold_all.write(tx)
@@ -196,7 +236,7 @@ def cold_build(
 
         try:
             return replace_read_model(projection, build, 0)
-        except _Tracked:
+        except _NotCold:
             return None
         except AnalyticsError:
             if view.max_tracking_id(view.name) is not None:

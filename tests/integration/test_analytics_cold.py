@@ -155,6 +155,26 @@ def test_a_read_model_that_has_a_position_or_a_ledger_that_held_events_is_not_co
     assert dump(ToolCalls, tmp_path, env)["tool_daily"]
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_bulk_fold_over_a_ledger_that_held_events_is_dropped_and_the_ledger_path_stands(
+    tmp_path: Path, env: dict[str, str], workers: int
+) -> None:
+    # The bulk fold's workers start on the traces before the ledger is read (ADR 0062): what
+    # they folded must not reach the read model when the ledger has held events.
+    for number in range(20):
+        _session(tmp_path, number, turns=3)
+    sync_ledger(tmp_path, env)
+    assert cold_build(TokenUse, data_root=tmp_path, env=env, workers=workers) is None
+    view = open_projection(TokenUse, tmp_path, env).view
+    try:
+        assert view.max_tracking_id(view.name) is None  # nothing committed: no position,
+        assert read_marks(view.db, TokenUse.name) == {}  # no trace marks
+    finally:
+        view.db.close()
+    ledger_only = _ledger_only(tmp_path, env)
+    assert _caught_up(tmp_path, env)["tokens"] == _caught_up(tmp_path, ledger_only)["tokens"]
+
+
 def _ledger_only_stats(tmp_path: Path, root: Path) -> dict[str, object]:
     """``stats tokens --by day`` of the ledger path: sync, then read models fed from the ledger."""
     other = tmp_path / "other"
