@@ -19,6 +19,9 @@ inserted with stdlib ``sqlite3`` ``executemany`` into a fresh file with the
 same schema and indexes, in transactions of 1000 rows, WAL and
 ``synchronous=NORMAL`` as the ledger uses.  No Python runs per row beyond the
 tuples already built, so it is what SQLite alone costs for these rows here.
+A second floor inserts the same rows with the sync's own statement shape
+(ADR 0066): packed by their NULL columns beforehand (not timed), then the
+dialect's multi-row INSERTs with the ids given, the same transactions.
 """
 
 from __future__ import annotations
@@ -37,7 +40,9 @@ from typing import Any
 from sqlalchemy import create_engine
 
 from benchmarks.cli_corpus import corpus_parser, parse_corpus_args, write_corpus
+from pentrace.infrastructure.ledger.backend.packed import pack
 from pentrace.infrastructure.ledger.backend.schema import ledger_tables
+from pentrace.infrastructure.ledger.backend.sqlite import SQLITE
 from pentrace.infrastructure.storage.layout import iter_sessions
 
 _BATCH = 1000
@@ -99,12 +104,19 @@ def stored_rows(ledger: Path) -> tuple[list[str], list[tuple[Any, ...]]]:
     return columns, rows
 
 
-def raw_floor(folder: Path, columns: list[str], rows: list[tuple[Any, ...]]) -> tuple[float, float]:
-    """Insert ``rows`` with plain sqlite3 into the ledger's schema; returns (wall s, CPU s)."""
-    path = folder / "floor.db"
+def _floor_file(path: Path) -> None:
+    """A fresh file with the ledger's schema and indexes."""
+    for stale in path.parent.glob(f"{path.name}*"):
+        stale.unlink()
     engine = create_engine(f"sqlite:///{path}")
     ledger_tables().metadata.create_all(engine)
     engine.dispose()
+
+
+def raw_floor(folder: Path, columns: list[str], rows: list[tuple[Any, ...]]) -> tuple[float, float]:
+    """Insert ``rows`` with plain sqlite3 into the ledger's schema; returns (wall s, CPU s)."""
+    path = folder / "floor.db"
+    _floor_file(path)
     sql = (
         f"INSERT INTO runtime_events ({', '.join(columns)}) "
         f"VALUES ({', '.join('?' * len(columns))})"
@@ -122,6 +134,38 @@ def raw_floor(folder: Path, columns: list[str], rows: list[tuple[Any, ...]]) -> 
     cpu = time.process_time() - cpu
     conn.close()
     return wall, cpu
+
+
+def packed_floor(
+    folder: Path, columns: list[str], rows: list[tuple[Any, ...]]
+) -> tuple[float, float]:
+    """:func:`raw_floor` with the sync's statement shape: the rows packed first (untimed),
+    then the dialect's packed insert on a plain sqlite3 connection, no SQLAlchemy."""
+    path = folder / "floor.db"
+    _floor_file(path)
+    runs = [pack(rows[start : start + _BATCH]) for start in range(0, len(rows), _BATCH)]
+    insert = SQLITE.packed_insert(ledger_tables().events, columns)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    cpu = time.process_time()
+    started = time.perf_counter()
+    for run in runs:
+        conn.execute("BEGIN IMMEDIATE")
+        insert(_Bare(conn), [run])  # type: ignore[arg-type]
+        conn.execute("COMMIT")
+    wall = time.perf_counter() - started
+    cpu = time.process_time() - cpu
+    conn.close()
+    return wall, cpu
+
+
+class _Bare:
+    """What the packed insert reads of a SQLAlchemy connection: the driver connection."""
+
+    def __init__(self, driver: sqlite3.Connection) -> None:
+        self.connection = self
+        self.driver_connection = driver
 
 
 def run(
@@ -158,6 +202,8 @@ def run(
         raise SystemExit(f"expected {written} ledger rows, found {len(rows)}")
     wall, cpu = raw_floor(folder, columns, rows)
     results.append(("raw sqlite3 floor (same rows, schema, indexes)", wall, cpu, len(rows)))
+    wall, cpu = packed_floor(folder, columns, rows)
+    results.append(("raw sqlite3 floor, the sync's packed statements", wall, cpu, len(rows)))
     ledger_bytes = sum(p.stat().st_size for p in folder.glob("ledger.db*"))
     print(
         f"ledger: {ledger_bytes / 1e6:.1f} MB ({ledger_bytes / size:.2f}x traces)", file=sys.stderr
@@ -186,12 +232,16 @@ def main(argv: list[str] | None = None) -> None:
     extra = ("--workers", args.workers) if args.workers is not None else ()
     results = run(args.sessions, args.records, args.keep, args.reuse, extra, args.max_events)
     floor_wall = next(wall for label, wall, _, _ in results if label.startswith("raw"))
-    print("| step | wall s | CPU s | events/s wall | events/s CPU | floor / step (wall) |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    packed_wall = next(wall for label, wall, _, _ in results if "packed" in label)
+    print(
+        "| step | wall s | CPU s | events/s wall | events/s CPU | floor / step (wall) "
+        "| packed floor / step (wall) |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for label, wall, cpu, events in results:
         print(
             f"| {label} | {wall:.2f} | {cpu:.2f} | {events / wall:,.0f} | "
-            f"{events / cpu:,.0f} | {floor_wall / wall:.2f} |"
+            f"{events / cpu:,.0f} | {floor_wall / wall:.2f} | {packed_wall / wall:.2f} |"
         )
 
 

@@ -47,7 +47,9 @@ from pentrace.errors import (
     TraceError,
 )
 from pentrace.infrastructure.ledger.backend.codec import RowCodec
+from pentrace.infrastructure.ledger.backend.dialect import PackedInsert, PackedInserter
 from pentrace.infrastructure.ledger.backend.errors import LedgerIntegrityError
+from pentrace.infrastructure.ledger.backend.packed import PackedRows, pack, unpack
 from pentrace.infrastructure.ledger.dictionary import sync_codec
 from pentrace.infrastructure.ledger.retention_skip import (
     SessionTask,
@@ -69,6 +71,7 @@ __all__ = [
     "auto_workers",
     "build_session",
     "die_with_parent",
+    "insert_packed",
     "insert_values",
     "sync_sessions",
 ]
@@ -116,11 +119,19 @@ class SyncReport:
 
 @dataclass(frozen=True)
 class SessionBuild:
-    """A session's new rows (tuples in ``ROW_COLUMNS`` order), and what it skipped or hit."""
+    """A session's new rows (tuples in ``ROW_COLUMNS`` order), and what it skipped or hit;
+    for a backend that takes packed rows, ``packed`` holds them instead (runs of at most
+    :data:`BATCH`, in order) and ``rows`` is empty."""
 
     rows: list[tuple[Any, ...]]
     already_held: int
     failure: SessionFailure | None
+    packed: tuple[PackedRows, ...] = ()
+
+    @property
+    def count(self) -> int:
+        """How many new rows the build holds, packed or not."""
+        return len(self.rows) + sum(run.count for run in self.packed)
 
 
 def build_session(
@@ -170,6 +181,27 @@ def insert_values(ledger: RuntimeEventLedger, rows: list[tuple[Any, ...]]) -> in
     return len(rows)
 
 
+def insert_packed(
+    ledger: RuntimeEventLedger, insert: PackedInserter, runs: list[PackedRows]
+) -> int:
+    """:func:`insert_values` for runs of packed rows, written by ``insert`` (the dialect's
+    :meth:`~.dialect.PackedInsert.packed_insert`); a held key sends them, unpacked, to the
+    ledger's exact path."""
+    if not runs:
+        return 0
+    try:
+        with ledger.db.writing("append to the ledger") as conn:
+            insert(conn, runs)
+    except LedgerIntegrityError:
+        width = len(ROW_COLUMNS)
+        return ledger.append_stored(
+            [r for run in runs for r in unpack(run, width)], ledger.db.codec
+        )
+    ledger.waker.wake()
+    ledger.cleanup_if_due()
+    return sum(run.count for run in runs)
+
+
 def auto_workers(refs: list[SessionRef]) -> int:
     """Worker processes worth starting for ``refs``: one per core for a large corpus, else none.
 
@@ -209,10 +241,19 @@ def sync_sessions(
         record_skips(ledger, plan)
     tasks = plan.tasks if plan is not None else session_tasks(ledger, refs)
     codec = sync_codec(ledger, refs)  # the rows' stored form (ADR 0058)
+    dialect = ledger.db.dialect
+    packed = (
+        dialect.packed_insert(ledger.db.tables.events, ROW_COLUMNS)
+        if isinstance(dialect, PackedInsert)
+        else None
+    )
     sessions = indexed = held_total = 0
     failures: list[SessionFailure] = []
     pending: list[tuple[Any, ...]] = []  # rows of consecutive sessions, one transaction
-    builds = _builds(tasks, workers, functools.partial(_build, codec=codec))
+    runs: list[PackedRows] = []  # or their packed runs, and how many rows those hold
+    in_runs = 0
+    build_one = functools.partial(_build, codec=codec, packing=packed is not None)
+    builds = _builds(tasks, workers, build_one)
     with contextlib.closing(builds):  # no worker outlives an error
         for task, build in builds:
             sessions += 1
@@ -220,10 +261,20 @@ def sync_sessions(
             while len(pending) >= BATCH:
                 indexed += insert_values(ledger, pending[:BATCH])
                 del pending[:BATCH]
+            if build.packed:
+                assert packed is not None
+                runs += build.packed
+                in_runs += build.count
+                if in_runs >= BATCH:
+                    indexed += insert_packed(ledger, packed, runs)
+                    runs, in_runs = [], 0
             held_total += build.already_held - task.skipped
             if build.failure is not None:
                 failures.append(build.failure)
     indexed += insert_values(ledger, pending)
+    if runs:
+        assert packed is not None
+        indexed += insert_packed(ledger, packed, runs)
     skipped = plan.skipped if plan is not None else 0
     return SyncReport(sessions, indexed, held_total, tuple(failures), skipped)
 
@@ -232,10 +283,17 @@ def sync_sessions(
 Builder = Callable[[SessionTask], SessionBuild]
 
 
-def _build(task: SessionTask, codec: RowCodec | None = None) -> SessionBuild:
+def _build(
+    task: SessionTask, codec: RowCodec | None = None, *, packing: bool = False
+) -> SessionBuild:
     if not task.build:
         return SessionBuild([], task.already_held + task.skipped, None)
-    return build_session(task.ref, task.held, task.pruned_through, task.inserted_at, codec)
+    built = build_session(task.ref, task.held, task.pruned_through, task.inserted_at, codec)
+    if not packing or not built.rows:
+        return built
+    rows = built.rows
+    runs = tuple(pack(rows[start : start + BATCH]) for start in range(0, len(rows), BATCH))
+    return SessionBuild([], built.already_held, built.failure, runs)
 
 
 def _builds(

@@ -8,9 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import literal_column, select
 
 from pentrace.errors import ConfigError, LedgerError, LedgerLockedError
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
+from pentrace.infrastructure.ledger.backend.codec import derived_session
+from pentrace.infrastructure.ledger.backend.schema import _LastSegment
 from pentrace.infrastructure.ledger.replay import _page_statement
 from pentrace.infrastructure.ledger.retention import ledger_size
 from tests.integration.test_ledger_contract import make_event
@@ -72,6 +75,18 @@ def test_an_in_memory_sqlite_url_is_refused_as_a_config_error() -> None:
         LedgerDatabase("sqlite://")
 
 
+def session_page_plan(ledger: RuntimeEventLedger, conn: sqlite3.Connection) -> str:
+    """SQLite's plan for a replay page of session ``s1``."""
+    statement = _page_statement(
+        ledger.db, "session_id", "own", True, False, False, False, False, True, False
+    ).compile(dialect=ledger.db.engine.dialect, compile_kwargs={"literal_binds": False})
+    values = {**statement.params, "session_id": "s1", "after": 0, "limit": 10}
+    plan = conn.execute(
+        f"EXPLAIN QUERY PLAN {statement}", [values[n] for n in statement.positiontup or []]
+    ).fetchall()
+    return str(plan)
+
+
 def test_a_ledger_made_by_an_earlier_version_is_upgraded_in_place(tmp_path: Path) -> None:
     # Earlier versions stored Penguin's payload_json / projection_json copies and
     # indexed (session, agent, directory); rebuild that shape by hand.
@@ -94,18 +109,12 @@ def test_a_ledger_made_by_an_earlier_version_is_upgraded_in_place(tmp_path: Path
     assert ledger.append(make_event("s1", 2)) is True
     with sqlite3.connect(path) as conn:
         indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
-        statement = _page_statement(
-            ledger.db, "session_id", "own", True, False, False, False, False, True, False
-        ).compile(dialect=ledger.db.engine.dialect, compile_kwargs={"literal_binds": False})
-        values = {**statement.params, "session_id": "s1", "after": 0, "limit": 10}
-        plan = conn.execute(
-            f"EXPLAIN QUERY PLAN {statement}", [values[n] for n in statement.positiontup or []]
-        ).fetchall()
+        plan = session_page_plan(ledger, conn)
         copies = conn.execute("SELECT payload_json FROM runtime_events ORDER BY 1").fetchall()
     assert {"runtime_events_session_position_idx", "runtime_events_type_position_idx"} <= indexes
     assert not {"runtime_events_scope_idx", "runtime_events_type_idx"} & indexes
-    assert "runtime_events_session_position_idx" in str(plan)
-    assert "TEMP B-TREE" not in str(plan)
+    assert "runtime_events_session_position_idx" in plan
+    assert "TEMP B-TREE" not in plan
     assert copies == [(None,), ("{}",)]  # new rows leave the old copy columns empty
     page = ledger.replay_after(None, session_id="s1")
     assert [entry.event_id for entry in page.events] == [
@@ -225,3 +234,48 @@ def test_the_busy_timeout_is_the_lock_timeout_of_the_environment(
             assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 250
     finally:
         db.close()
+
+
+_EARLIER_SESSION_INDEX = (
+    "CREATE INDEX runtime_events_session_position_idx ON runtime_events ((CASE WHEN "
+    "(session_id IS NOT NULL) THEN nullif(session_id, '') WHEN (substr(stream_id, 1, 8) = "
+    "'session:') THEN substr(stream_id, length(rtrim(stream_id, replace(stream_id, '/', ''))) "
+    "+ 1) ELSE NULL END), notification_id)"
+)
+
+
+def test_a_session_index_of_the_earlier_expression_is_made_again_and_pages_use_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "events.db"
+    old = RuntimeEventLedger(LedgerDatabase.for_path(path), LedgerSettings().with_limits_off())
+    old.append(make_event("s1", 1))
+    old.close()
+    with sqlite3.connect(path) as conn:  # the index as the earlier version made it
+        conn.execute("DROP INDEX runtime_events_session_position_idx")
+        conn.execute(_EARLIER_SESSION_INDEX)
+    ledger = RuntimeEventLedger(LedgerDatabase.for_path(path), LedgerSettings().with_limits_off())
+    with sqlite3.connect(path) as conn:
+        (made,) = conn.execute(
+            "SELECT sql FROM sqlite_master WHERE name = 'runtime_events_session_position_idx'"
+        ).fetchone()
+        plan = session_page_plan(ledger, conn)
+    assert "rtrim" in made  # the fallback for streams without exactly two '/'
+    assert made != _EARLIER_SESSION_INDEX
+    assert "runtime_events_session_position_idx" in plan
+    assert "TEMP B-TREE" not in plan
+    ledger.close()
+
+
+@pytest.mark.parametrize(
+    "stream",
+    ["session:p/a/s-1", "session:p/a/b/s-2", "session:s-3", "session:p/", "session:é/ü/ñ"],
+)
+def test_the_session_of_a_session_stream_is_its_last_segment_in_sql_as_in_python(
+    tmp_path: Path, stream: str
+) -> None:
+    db = LedgerDatabase.for_path(tmp_path / "events.db")
+    with db.reading("evaluate") as conn:
+        found = conn.execute(select(_LastSegment(literal_column(f"'{stream}'")))).scalar_one()
+    db.close()
+    assert found == derived_session(stream)

@@ -19,12 +19,13 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from sqlalchemy import Connection, Engine, Table
 from sqlalchemy.engine import URL
 
 from pentrace.errors import ConfigError
+from pentrace.infrastructure.ledger.backend.packed import PackedRows
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 
 if TYPE_CHECKING:
@@ -34,6 +35,8 @@ __all__ = [
     "DIALECTS",
     "BulkInserter",
     "LedgerDialect",
+    "PackedInsert",
+    "PackedInserter",
     "RowInserter",
     "database_file",
     "dialect_for",
@@ -43,6 +46,8 @@ __all__ = [
 RowInserter = Callable[[Connection, list[dict[str, Any]]], list[int]]
 #: Inserts positional rows (a bulk sync's batch) inside a write transaction.
 BulkInserter = Callable[[Connection, Sequence[tuple[Any, ...]]], None]
+#: Inserts runs of packed rows (:mod:`.packed`), in order, inside a write transaction.
+PackedInserter = Callable[[Connection, Sequence[PackedRows]], None]
 
 
 class LedgerDialect(Protocol):
@@ -131,6 +136,17 @@ class LedgerDialect(Protocol):
 
     def after_size_prune(self, db: LedgerDatabase) -> None:
         """Give back the space a size prune freed, when the backend needs asking."""
+        ...
+
+
+@runtime_checkable
+class PackedInsert(Protocol):
+    """A dialect that also inserts packed rows (SQLite, ADR 0066): a bulk sync then packs
+    its rows in the workers and writes them through :meth:`packed_insert`."""
+
+    def packed_insert(self, table: Table, columns: Sequence[str]) -> PackedInserter:
+        """Insert runs of :func:`.packed.pack` (rows of ``columns``) in order, giving them
+        the next notification ids in that order; a unique key already held raises."""
         ...
 
 

@@ -15,6 +15,7 @@ next poll, and an empty poll costs about 0.1 ms, so 20 ms polling is cheap.
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -22,13 +23,17 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
-from sqlalchemy import Connection, Engine, Table, create_engine, event
+from sqlalchemy import Connection, Engine, Table, create_engine, event, exc
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import QueuePool
 
 from pentrace.errors import NotFoundError
-from pentrace.infrastructure.ledger.backend.dialect import BulkInserter, RowInserter
+from pentrace.infrastructure.ledger.backend.dialect import (
+    BulkInserter,
+    PackedInserter,
+    RowInserter,
+)
 from pentrace.infrastructure.ledger.backend.errors import converted
 from pentrace.infrastructure.ledger.backend.formats import (
     connect_read_only,
@@ -36,6 +41,7 @@ from pentrace.infrastructure.ledger.backend.formats import (
     foreign_format_error,
     refuse_foreign_writes,
 )
+from pentrace.infrastructure.ledger.backend.packed import PackedGroup, PackedRows
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 from pentrace.infrastructure.storage.modes import prepare_sqlite_file, repair_modes, sqlite_files
 
@@ -46,6 +52,12 @@ __all__ = ["BEGIN_OPTION", "NO_LIMIT_MS", "SQLITE", "file_identity", "lock_wait"
 
 # SQLite has no "wait for ever"; a day stands for it when the lock wait is off.
 NO_LIMIT_MS: Final = 86_400_000
+# Rows of one multi-row INSERT of packed rows; a group's remainder goes in halving
+# statements (32, 16, ... 1 rows), so each group shape needs at most seven statements.
+_PACKED_ROWS: Final = 64
+# The driver's prepared statements kept per connection (its default is 128): the packed
+# inserts take up to seven per group shape.
+_CACHED_STATEMENTS: Final = 512
 #: The execution option naming the statement that begins a transaction.
 BEGIN_OPTION: Final = "pentrace_begin"
 
@@ -128,7 +140,13 @@ class SQLiteDialect:
         refuse_foreign_writes(db.path, db.tables.events.name, db.busy_timeout_ms / 1000)
         with converted("create the ledger's folder", db.where):
             prepare_sqlite_file(db.path)
-        return sqlite_engine(db.url, db.timeouts, auto_vacuum=True, pool_size=8)
+        return sqlite_engine(
+            db.url,
+            db.timeouts,
+            auto_vacuum=True,
+            pool_size=8,
+            connect_args={"cached_statements": _CACHED_STATEMENTS},
+        )
 
     def open_read_only(self, db: LedgerDatabase) -> Engine:
         """The file opened ``mode=ro``; a Penguin-format file through TEMP views."""
@@ -216,6 +234,61 @@ class SQLiteDialect:
 
         return insert
 
+    def packed_insert(self, table: Table, columns: Sequence[str]) -> PackedInserter:
+        """Insert runs of :func:`.packed.pack` (rows of ``columns``) in order, inside the
+        caller's write transaction, with multi-row statements that bind only what each
+        group holds (ADR 0066).
+
+        The ids are given here: the first free one (after the highest row and
+        AUTOINCREMENT's counter, which ``skip_ids`` may have moved on) plus the row's
+        place among all the runs; SQLite's counter then follows the highest.  BEGIN IMMEDIATE
+        holds the only write lock, so no other writer can take one of them meanwhile.
+        """
+        name = table.name
+        statements: dict[tuple[tuple[int, ...], int], str] = {}
+
+        def statement(present: tuple[int, ...], rows: int) -> str:
+            found = statements.get((present, rows))
+            if found is None:
+                step = len(present) + 1
+                names = ", ".join(["notification_id", *(columns[i] for i in present)])
+                values = ", ".join(
+                    "(?1 + " + ", ".join(f"?{first + j}" for j in range(step)) + ")"
+                    for first in range(2, 2 + rows * step, step)
+                )
+                found = f"INSERT INTO {name} ({names}) VALUES {values}"
+                statements[(present, rows)] = found
+            return found
+
+        def insert_group(cursor: sqlite3.Cursor, base: int, group: PackedGroup) -> None:
+            step = len(group.present) + 1
+            values, count, done = group.values, group.rows, 0
+            while done < count:
+                rows = min(_PACKED_ROWS, count - done)
+                rows = 1 << (rows.bit_length() - 1)  # 64, or the largest power of 2 left
+                sql = statement(group.present, rows)
+                params = [base, *values[done * step : (done + rows) * step]]
+                try:
+                    cursor.execute(sql, params)
+                except sqlite3.Error as error:  # as SQLAlchemy would wrap it: see converted()
+                    raise exc.DBAPIError.instance(sql, None, error, sqlite3.Error) from error
+                done += rows
+
+        def insert(conn: Connection, runs: Sequence[PackedRows]) -> None:
+            driver = conn.connection.driver_connection
+            assert isinstance(driver, sqlite3.Connection)
+            cursor = driver.cursor()
+            try:
+                base = _last_id(cursor, name) + 1  # the first row's id
+                for run in runs:
+                    for group in run.groups:
+                        insert_group(cursor, base, group)
+                    base += run.count
+            finally:
+                cursor.close()
+
+        return insert
+
     def skip_ids(self, conn: Connection, table: str, count: int) -> int:
         """See :meth:`.dialect.LedgerDialect.skip_ids`: AUTOINCREMENT's counter moves on."""
         seq = conn.exec_driver_sql(
@@ -260,6 +333,16 @@ class SQLiteDialect:
         """``PRAGMA incremental_vacuum``: the freed pages go back to the file system."""
         with db.raw_sqlite("vacuum the ledger") as raw:
             raw.execute("PRAGMA incremental_vacuum").fetchall()
+
+
+def _last_id(cursor: sqlite3.Cursor, table: str) -> int:
+    """The id before the one AUTOINCREMENT would hand out next (in a write transaction)."""
+    cursor.execute(
+        f"SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = ?), 0), "
+        f"COALESCE((SELECT MAX(rowid) FROM {table}), 0))",
+        (table,),
+    )
+    return int(cursor.fetchone()[0])
 
 
 SQLITE: Final = SQLiteDialect()

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 import msgspec
-from sqlalchemy import Connection, Engine, bindparam, delete, select, text, update
+from sqlalchemy import Column, Connection, Engine, bindparam, delete, select, text, update
 from sqlalchemy.schema import CreateIndex
 
 from pentrace.domain.json_codec import JsonEncoder
@@ -83,6 +83,8 @@ def upgrade_indexes(engine: Engine, tables: LedgerTables) -> None:
         present = index_names(conn, events.name)
         # An earlier ledger's ids are all stored, under its own unique constraint.
         ids_held = row_form(conn, tables) != ROW_FORM
+        stale = stale_expression_indexes(conn, tables)
+    present -= stale
     # Form 2's own indexes: the stored ids, the session ids its streams spell.
     own = {f"{events.name}_event_id_idx", f"{events.name}_session_position_idx"}
     missing = [
@@ -102,6 +104,8 @@ def upgrade_indexes(engine: Engine, tables: LedgerTables) -> None:
     if not missing and not obsolete:
         return
     with engine.begin() as conn:
+        for name in stale:  # made with an earlier spelling of its expression
+            conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
         for index in missing:
             conn.execute(CreateIndex(index, if_not_exists=True))
         for name in obsolete:
@@ -116,6 +120,30 @@ def index_names(conn: Connection, table: str) -> set[str]:
     else:
         query = "SELECT indexname FROM pg_indexes WHERE tablename = :table"
     return {str(name) for name in conn.execute(text(query), {"table": table}).scalars()}
+
+
+def stale_expression_indexes(conn: Connection, tables: LedgerTables) -> set[str]:
+    """The SQLite indexes on an expression whose stored statement is not today's: an
+    earlier version spelled the expression otherwise (ADR 0066), so that queries, which
+    spell today's, would not use them."""
+    if conn.dialect.name != "sqlite":
+        return set()
+    events = tables.events
+    stored: dict[str, str] = {
+        str(name): str(sql or "")
+        for name, sql in conn.execute(
+            text("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = :t"),
+            {"t": events.name},
+        ).all()
+    }
+    stale: set[str] = set()
+    for index in events.indexes:
+        if index.name not in stored or all(isinstance(e, Column) for e in index.expressions):
+            continue
+        today = str(CreateIndex(index).compile(dialect=conn.dialect))
+        if " ".join(stored[index.name].split()) != " ".join(today.split()):
+            stale.add(str(index.name))
+    return stale
 
 
 def hashed_keys(engine: Engine, tables: LedgerTables) -> bool:
