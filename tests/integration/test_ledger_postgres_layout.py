@@ -12,6 +12,8 @@ the primary key with a filter).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,7 +27,7 @@ from pentrace.infrastructure.ledger.pages import newest_entries
 from pentrace.infrastructure.ledger.recorder import LedgerRecorder
 from pentrace.infrastructure.ledger.replay import _page_statement
 from pentrace.infrastructure.ledger.retention import RetentionPolicy, apply_retention
-from tests.integration.ledger_backends import LedgerBackend
+from tests.integration.ledger_backends import BACKENDS, LedgerBackend, reach
 
 pytestmark = pytest.mark.postgres
 
@@ -78,10 +80,19 @@ def _event(key: SessionKey, sequence: int) -> dict[str, Any]:
     ).to_builtins()
 
 
+@pytest.fixture
+def ledger_backend(tmp_path: Path) -> Iterator[LedgerBackend]:
+    """The PostgreSQL backend alone: these layouts are PostgreSQL's (SQLite's DDL is unchanged)."""
+    (postgres,) = (backend for backend in BACKENDS if backend.name == "postgres")
+    handle = reach(postgres, tmp_path)
+    if handle is None:
+        pytest.skip(postgres.missing)
+    yield handle
+    handle.close()
+
+
 @pytest.fixture(params=["new", "earlier"])
 def layout(request: pytest.FixtureRequest, ledger_backend: LedgerBackend) -> str:
-    if ledger_backend.name != "postgres":
-        pytest.skip("a PostgreSQL layout")
     if request.param == "earlier":
         first = ledger_backend.database()
         table = first.tables.events.name
@@ -117,8 +128,6 @@ def _plan(db: LedgerDatabase, statement: Select[Any], values: dict[str, Any]) ->
 
 
 def test_a_new_ledger_has_the_layout_of_adr_0068(ledger_backend: LedgerBackend) -> None:
-    if ledger_backend.name != "postgres":
-        pytest.skip("a PostgreSQL layout")
     db = _open(ledger_backend, _Clock()).db
     indexes = _index_definitions(db)
     for name in ("type_position_idx", "session_position_idx", "agent_idx", "directory_idx"):
