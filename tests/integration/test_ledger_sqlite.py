@@ -267,6 +267,32 @@ def test_a_session_index_of_the_earlier_expression_is_made_again_and_pages_use_i
     ledger.close()
 
 
+def test_reopening_a_ledger_of_today_makes_no_index_again(tmp_path: Path) -> None:
+    """Each index's stored statement matches today's spelling, so an open rebuilds none
+    (a mismatch would rebuild the session index on every writable open)."""
+    path = tmp_path / "events.db"
+
+    def index_pages() -> dict[str, int]:
+        with sqlite3.connect(path) as conn:
+            rows = conn.execute(
+                "SELECT name, rootpage FROM sqlite_master WHERE type = 'index'"
+            ).fetchall()
+        return {str(name): int(page) for name, page in rows}
+
+    first = RuntimeEventLedger(LedgerDatabase.for_path(path), LedgerSettings().with_limits_off())
+    first.append(make_event("s1", 1))
+    first.close()
+    before = index_pages()
+    assert "runtime_events_session_position_idx" in before
+    for n in range(2):
+        again = RuntimeEventLedger(
+            LedgerDatabase.for_path(path), LedgerSettings().with_limits_off()
+        )
+        again.append(make_event("s1", 2 + n))
+        again.close()
+    assert index_pages() == before
+
+
 @pytest.mark.parametrize(
     "stream",
     ["session:p/a/s-1", "session:p/a/b/s-2", "session:s-3", "session:p/", "session:é/ü/ñ"],
