@@ -19,6 +19,11 @@ from pentrace.infrastructure.ledger.retention import ledger_size
 from tests.integration.test_ledger_contract import make_event
 
 
+def _ledger_at(path: Path) -> RuntimeEventLedger:
+    """A ledger file at ``path`` with the retention limits off."""
+    return RuntimeEventLedger(LedgerDatabase.for_path(path), LedgerSettings().with_limits_off())
+
+
 def test_the_file_uses_wal_and_incremental_auto_vacuum(tmp_path: Path) -> None:
     path = tmp_path / "runtime_events" / "runtime_events.db"
     RuntimeEventLedger.open(settings=LedgerSettings(path=path)).close()
@@ -50,7 +55,7 @@ def test_a_write_blocked_by_another_process_lock_is_a_ledger_locked_error(
 
 def test_size_is_measured_after_a_wal_checkpoint(tmp_path: Path) -> None:
     path = tmp_path / "events.db"
-    ledger = RuntimeEventLedger(LedgerDatabase.for_path(path), LedgerSettings().with_limits_off())
+    ledger = _ledger_at(path)
     ledger.extend([make_event("s1", n, {"text": "y" * 4000}) for n in range(1, 50)])
     size = ledger_size(ledger.db)
     assert size is not None
@@ -91,7 +96,7 @@ def test_a_ledger_made_by_an_earlier_version_is_upgraded_in_place(tmp_path: Path
     # Earlier versions stored Penguin's payload_json / projection_json copies and
     # indexed (session, agent, directory); rebuild that shape by hand.
     path = tmp_path / "events.db"
-    old = RuntimeEventLedger(LedgerDatabase.for_path(path), LedgerSettings().with_limits_off())
+    old = _ledger_at(path)
     old.append(make_event("s1", 1))
     old.close()
     with sqlite3.connect(path) as conn:
@@ -105,7 +110,7 @@ def test_a_ledger_made_by_an_earlier_version_is_upgraded_in_place(tmp_path: Path
             "CREATE INDEX runtime_events_scope_idx "
             "ON runtime_events (session_id, agent_id, directory)"
         )
-    ledger = RuntimeEventLedger(LedgerDatabase.for_path(path), LedgerSettings().with_limits_off())
+    ledger = _ledger_at(path)
     assert ledger.append(make_event("s1", 2)) is True
     with sqlite3.connect(path) as conn:
         indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
@@ -139,7 +144,7 @@ def test_a_page_filtered_by_agent_or_directory_alone_is_an_index_range_scan(
     # rows and the unscoped rows are two range scans in global order, not a walk of
     # the whole ledger from the cursor.
     path = tmp_path / "events.db"
-    ledger = RuntimeEventLedger(LedgerDatabase.for_path(path), LedgerSettings().with_limits_off())
+    ledger = _ledger_at(path)
     ledger.append(make_event("s1", 1))
     params = {lead: "x", "after": 0, "through": 10, "limit": 10}
     with sqlite3.connect(path) as conn:
@@ -165,7 +170,7 @@ def test_a_driver_error_in_a_replay_page_is_a_ledger_error_not_a_driver_exceptio
     # Pages run on the driver cursor (LedgerDatabase.fetch); its errors must still
     # come out as pentrace's ledger errors, naming the operation and the file.
     path = tmp_path / "events.db"
-    ledger = RuntimeEventLedger(LedgerDatabase.for_path(path), LedgerSettings().with_limits_off())
+    ledger = _ledger_at(path)
     ledger.append(make_event("s1", 1))
     with sqlite3.connect(path) as conn:
         conn.execute("ALTER TABLE runtime_events RENAME COLUMN event_json TO moved_json")
@@ -183,7 +188,7 @@ def test_a_commit_through_one_ledger_object_wakes_the_subscriptions_of_another(
     # say).  The follower's poll is set to an hour: only the shared wake-up can
     # deliver the row before the join below gives up.
     path = tmp_path / "events.db"
-    writer = RuntimeEventLedger(LedgerDatabase.for_path(path), LedgerSettings().with_limits_off())
+    writer = _ledger_at(path)
     follower = RuntimeEventLedger(
         LedgerDatabase.for_path(tmp_path / "." / "events.db"), LedgerSettings().with_limits_off()
     )
@@ -248,13 +253,13 @@ def test_a_session_index_of_the_earlier_expression_is_made_again_and_pages_use_i
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "events.db"
-    old = RuntimeEventLedger(LedgerDatabase.for_path(path), LedgerSettings().with_limits_off())
+    old = _ledger_at(path)
     old.append(make_event("s1", 1))
     old.close()
     with sqlite3.connect(path) as conn:  # the index as the earlier version made it
         conn.execute("DROP INDEX runtime_events_session_position_idx")
         conn.execute(_EARLIER_SESSION_INDEX)
-    ledger = RuntimeEventLedger(LedgerDatabase.for_path(path), LedgerSettings().with_limits_off())
+    ledger = _ledger_at(path)
     with sqlite3.connect(path) as conn:
         (made,) = conn.execute(
             "SELECT sql FROM sqlite_master WHERE name = 'runtime_events_session_position_idx'"
@@ -279,15 +284,13 @@ def test_reopening_a_ledger_of_today_makes_no_index_again(tmp_path: Path) -> Non
             ).fetchall()
         return {str(name): int(page) for name, page in rows}
 
-    first = RuntimeEventLedger(LedgerDatabase.for_path(path), LedgerSettings().with_limits_off())
+    first = _ledger_at(path)
     first.append(make_event("s1", 1))
     first.close()
     before = index_pages()
     assert "runtime_events_session_position_idx" in before
     for n in range(2):
-        again = RuntimeEventLedger(
-            LedgerDatabase.for_path(path), LedgerSettings().with_limits_off()
-        )
+        again = _ledger_at(path)
         again.append(make_event("s1", 2 + n))
         again.close()
     assert index_pages() == before
