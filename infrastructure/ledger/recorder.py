@@ -121,16 +121,19 @@ class LedgerRecorder(ProcessRecorder):
                 other, sequence, digest = str(held[0]), int(held[1]), str(held[2])
                 offered = sorted({s for s, q in positions if q == sequence and s != other})
                 stream = conn.execute(
-                    text("SELECT s FROM unnest(CAST(:streams AS text[])) AS s WHERE md5(s) = :d"),
+                    text(
+                        "SELECT s FROM unnest(CAST(:streams AS text[])) AS s "
+                        "WHERE left(md5(s), 16) = left(:d, 16)"
+                    ),
                     {"streams": offered, "d": digest},
                 ).scalar()
             raise LedgerIntegrityError(
-                f"stream {stream!r} has the md5 digest of stream {other!r} "
-                f"({digest}), which holds position {sequence} in "
-                f"{self.db.where}: the ledger's (stream, sequence) key is on that digest "
-                "(ADR 0071), so the two streams cannot both be stored",
-                hint="two different ids of one md5 digest are made on purpose, never by chance: "
-                "give one of the sessions another id, or index them into a SQLite ledger",
+                f"stream {stream!r} has the digest of stream {other!r} (the first 64 bits of "
+                f"md5, {digest[:16]}), which holds position {sequence} in {self.db.where}: "
+                "the ledger's (stream, sequence) key is on that digest (ADR 0071), so the "
+                "two streams cannot both be stored",
+                hint="two ids of one digest are made on purpose, not met by chance: give one "
+                "of the sessions another id, or index them into a SQLite ledger",
             ) from error
 
     # -- reading -----------------------------------------------------------------

@@ -15,13 +15,15 @@ query that cannot use the index shows the primary key with a filter).
 from __future__ import annotations
 
 import hashlib
+import logging
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from eventsourcing.persistence import StoredEvent
-from sqlalchemy import Select, bindparam, func, select, text
+from sqlalchemy import Select, bindparam, create_engine, func, make_url, select, text
 
 from pentrace.domain.json_codec import escape_surrogates
 from pentrace.domain.runtime import build_event
@@ -30,16 +32,22 @@ from pentrace.errors import LedgerConflictError
 from pentrace.infrastructure.analytics.runner import relevant_head
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.backend.schema import (
+    digest_available,
     ids_match,
     positions_match,
     stream_equals,
     stream_in,
 )
+from pentrace.infrastructure.ledger.bulk import insert_values
+from pentrace.infrastructure.ledger.indexer import index_records, sync
 from pentrace.infrastructure.ledger.pages import newest_entries
 from pentrace.infrastructure.ledger.recorder import LedgerRecorder
 from pentrace.infrastructure.ledger.replay import _page_statement
 from pentrace.infrastructure.ledger.retention import RetentionPolicy, apply_retention
+from pentrace.testing.files import write_shards
 from tests.integration.ledger_backends import BACKENDS, LedgerBackend, reach
+from tests.integration.test_ledger_bulk import SESSIONS, built_session
+from tests.integration.test_ledger_indexer import AGENT, PROJECT, trace_lines
 
 pytestmark = pytest.mark.postgres
 
@@ -172,7 +180,8 @@ def test_a_new_ledger_has_the_layout_of_adr_0068_and_0071(ledger_backend: Ledger
     indexes = _index_definitions(db)
     # ADR 0071: the stream key is a unique index on the 16-byte digest, no text constraint.
     assert indexes["stream_sequence_key"].startswith("CREATE UNIQUE INDEX"), indexes
-    assert "(((md5((stream_id)::text))::uuid), sequence)" in indexes["stream_sequence_key"]
+    digest = "((('x'::text || \"left\"(md5((stream_id)::text), 16)))::bit(64))::bigint"
+    assert f"(({digest}), sequence)" in indexes["stream_sequence_key"], indexes
     assert "fillfactor='100'" in indexes["stream_sequence_key"]
     assert _constraints(db) == ["pkey"]
     assert db.digest_streams is True
@@ -214,7 +223,13 @@ def test_a_new_ledger_has_the_layout_of_adr_0068_and_0071(ledger_backend: Ledger
             {"t": table},
         ).scalars()
         names = sorted(str(name).removeprefix(table + "_") for name in statistics)
-    assert names == ["agent_stats", "directory_stats", "session_stats", "stream_stats", "type_stats"]
+    assert names == [
+        "agent_stats",
+        "directory_stats",
+        "session_stats",
+        "stream_stats",
+        "type_stats",
+    ]
 
 
 def test_an_earlier_ledger_keeps_its_layout_when_opened(
@@ -352,7 +367,10 @@ def _stream_reads(db: LedgerDatabase) -> dict[str, tuple[Select[Any], bool]]:
             ),
             True,
         ),
-        "two streams": (select(c.notification_id).where(stream_in(events, absent, digest=digest)), True),
+        "two streams": (
+            select(c.notification_id).where(stream_in(events, absent, digest=digest)),
+            True,
+        ),
     }
 
 
@@ -384,16 +402,21 @@ def test_every_stream_read_is_served_by_the_stream_key_on_each_layout(
     # decides, as a filter), the text itself on earlier ones.
     for n in probes:
         condition = lines[n + 1]
-        assert "Index Cond" in condition and "stream_id" in condition, plan
-        assert ("(md5((stream_id)::text))::uuid = " in condition) is (layout == "new"), plan
+        assert "Index Cond" in condition, plan
+        assert "stream_id" in condition, plan
+        assert ('left"(md5((stream_id)::text), 16)' in condition) is (layout == "new"), plan
 
 
-# Two different texts of one md5 digest (Marc Stevens' TextColl, as published): a stream
-# key on md5 cannot hold both at one sequence, and must say so.
+# Two different texts of one md5 digest (made with Marc Stevens' TextColl, as published):
+# a stream key on md5 cannot hold both at one sequence, and must say so.
 _COLLIDING = (
     "TEXTCOLLBYfGiJUETHQ4hAcKSMd5zYpgqf1YRDhkmxHkhPWptrkoyz28wnI9V0aHeAuaKnak",
     "TEXTCOLLBYfGiJUETHQ4hEcKSMd5zYpgqf1YRDhkmxHkhPWptrkoyz28wnI9V0aHeAuaKnak",
 )
+
+
+def _md5(text: str) -> str:
+    return hashlib.md5(text.encode(), usedforsecurity=False).hexdigest()
 
 
 def _foreign(stream: str, sequence: int) -> dict[str, Any]:
@@ -412,7 +435,7 @@ def test_two_streams_of_one_md5_are_refused_naming_both_and_nothing_is_lost(
 ) -> None:
     first, second = _COLLIDING
     assert first != second
-    assert hashlib.md5(first.encode()).digest() == hashlib.md5(second.encode()).digest()
+    assert _md5(first) == _md5(second)
     ledger = _open(ledger_backend, _Clock())
     assert ledger.extend([_foreign(first, 1), _foreign(first, 2)]) == 2
     if layout != "new":  # the text key holds both
@@ -430,9 +453,10 @@ def test_two_streams_of_one_md5_are_refused_naming_both_and_nothing_is_lost(
         with pytest.raises(LedgerConflictError) as caught:
             write()
         message = str(caught.value)
-        assert repr(first) in message and repr(second) in message, message
-        assert hashlib.md5(first.encode()).hexdigest() in message
-        assert caught.value.hint and "another id" in caught.value.hint
+        assert repr(first) in message, message
+        assert repr(second) in message, message
+        assert _md5(first)[:16] in message
+        assert "another id" in (caught.value.hint or "")
     # Nothing of the refused batches was stored, nothing held was changed.
     assert ledger.held_sequences(first) == ({1, 2}, 0)
     assert ledger.held_sequences(second) == ({3}, 0)
@@ -448,7 +472,7 @@ def test_two_streams_of_one_md5_are_refused_naming_both_and_nothing_is_lost(
 _HOSTILE = {
     "backslashes": r"session:p1/agent-0/a\\x00\'b\\",
     "bytea escapes": r"global\001\\x41\x",
-    "quotes": "session:p1/agent-0/it's \"quoted\"; --",
+    "quotes": 'session:p1/agent-0/it\'s "quoted"; --',
     "lone surrogate": "session:p1/agent-0/x\ud800y",
     "surrogate escape text": r"session:p1/agent-0/x\\ud800y",
     "non-ASCII": "session:p1/agent-0/s\u00e9ance-\u6f22\u5b57-\U0001f600",
@@ -476,3 +500,72 @@ def test_hostile_stream_ids_are_stored_found_and_kept_apart(
     assert ledger.forget_stream(held) == 2
     assert ledger.held_sequences(held) == (set(), 0)
     assert ledger.contains(neighbour["id"])
+
+
+def test_a_server_without_md5_gets_the_text_stream_key_and_works(
+    ledger_backend: LedgerBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server in FIPS mode refuses md5().  Simulated on the real server: a schema ahead of
+    pg_catalog in the search path whose md5(text) raises as such a server's does, so that
+    the ledger's own probe (the same unqualified call as the index's) is refused."""
+    schema = f"nomd5_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(ledger_backend.url)
+    with admin.begin() as conn:
+        conn.execute(text(f"CREATE SCHEMA {schema}"))
+        conn.execute(
+            text(
+                f"CREATE FUNCTION {schema}.md5(text) RETURNS text LANGUAGE plpgsql AS "
+                "$$ BEGIN RAISE EXCEPTION 'could not compute MD5 hash: unsupported'; END $$"
+            )
+        )
+    url = make_url(ledger_backend.url).update_query_dict(
+        {"options": f"-csearch_path={schema},pg_catalog,public"}
+    )
+    try:
+        with caplog.at_level(logging.WARNING):
+            db = LedgerDatabase(url.render_as_string(hide_password=False), table_prefix="fips_")
+        try:
+            assert db.digest_streams is False
+            assert "could not compute MD5 hash" in caplog.text
+            assert "stream_sequence_key" in _constraints(db)
+            indexes = _index_definitions(db)
+            assert "(stream_id, sequence)" in indexes["stream_sequence_key"]
+            assert "hashtextextended(" in indexes["type_position_idx"]  # the rest is today's
+            ledger = RuntimeEventLedger(db, LedgerSettings().with_limits_off(), clock=_Clock())
+            first, second = _COLLIDING  # the text key tells them apart
+            assert ledger.extend([_foreign(first, 1), _foreign(second, 1)]) == 2
+            assert ledger.extend([_foreign(first, 1)]) == 0
+            assert ledger.held_sequences(second) == ({1}, 0)
+            with db.engine.connect() as conn:
+                assert digest_available(conn) is False
+        finally:
+            db.drop_all()
+            db.close()
+        with admin.connect() as conn:  # the same server, md5() not shadowed
+            assert digest_available(conn) is True
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
+        admin.dispose()
+
+
+def test_a_sync_meets_rows_the_live_path_held_and_a_second_sync_adds_nothing(
+    tmp_path: Path, ledger_backend: LedgerBackend, layout: str
+) -> None:
+    """The bulk insert finds held keys by the stream key's unique violation, on each layout."""
+    ledger, lines, build = built_session(tmp_path, ledger_backend)
+    # The live path stores positions 2 and 3 after the build read the ledger.
+    index_records(
+        ledger, SESSIONS[0], [(2, lines[1]), (3, lines[2])], project=PROJECT, agent=AGENT,
+        directory="/srv/app",
+    )  # fmt: skip
+    assert insert_values(ledger, build.rows) == len(lines) - 2
+    for name in SESSIONS[1:3]:
+        write_shards(tmp_path, PROJECT, AGENT, name, [trace_lines(name, 3)])
+    first = sync(ledger, tmp_path)
+    assert (first.indexed, first.already_held) == (20, len(lines))
+    again = sync(ledger, tmp_path)
+    assert (again.indexed, again.already_held) == (0, len(lines) + 20)
+    assert ledger.count() == len(lines) + 20
+    key = SessionKey(PROJECT, AGENT, SESSIONS[0])
+    assert ledger.held_sequences(key.stream_id) == (set(range(1, len(lines) + 1)), 0)

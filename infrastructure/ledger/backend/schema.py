@@ -335,17 +335,17 @@ _DIGEST_KEY: Final = "pentrace_digest_stream_key"
 
 def _choose_stream_key(target: Table, connection: Connection, **_kw: Any) -> None:
     """Before a new events table is created: whether its ``(stream_id, sequence)`` key is
-    a unique index on ``md5(stream_id)::uuid`` (16 bytes where the text key holds the
-    56-byte stream id, ADR 0071).  PostgreSQL only, and only where ``md5()`` answers: a
-    server in FIPS mode refuses it, and the table then gets the text key of earlier
-    versions (queried as those are)."""
+    a unique index on the first 64 bits of ``md5(stream_id)`` (8 bytes where the text
+    key holds the 56-byte stream id, ADR 0071).  PostgreSQL only, and only where
+    ``md5()`` answers: a server in FIPS mode refuses it, and the table then gets the
+    text key of earlier versions (queried as those are)."""
     target.info[_DIGEST_KEY] = connection.dialect.name == "postgresql" and digest_available(
         connection
     )
 
 
 def digest_available(connection: Connection) -> bool:
-    """Whether the server computes ``md5(text)::uuid`` (not in FIPS mode, for one), tried
+    """Whether the server computes the digest of ``md5(text)`` (not in FIPS mode, for one), tried
     in a savepoint so that a refusal leaves the transaction usable."""
     try:
         with connection.begin_nested():
@@ -368,7 +368,8 @@ def _text_stream_key(ddl: BaseDDLElement, target: SchemaItem | str, bind: Any, *
 
 
 def _digest_stream_key(ddl: BaseDDLElement, target: SchemaItem | str, bind: Any, **kw: Any) -> bool:
-    """The unique index on ``(md5(stream_id)::uuid, sequence)`` (see :func:`_choose_stream_key`)."""
+    """The unique index on ``(digest of md5(stream_id), sequence)`` (see
+    :func:`_choose_stream_key`)."""
     return isinstance(target, Table) and bool(target.info.get(_DIGEST_KEY, False))
 
 
@@ -486,14 +487,20 @@ def key_in(
 
 
 def _digest(value: str) -> str:
-    return f"CAST(md5({value}) AS UUID)"
+    return f"CAST(CAST('x' || left(md5({value}), 16) AS BIT(64)) AS BIGINT)"
 
 
-# md5() and the uuid cast are immutable (an index may hold them); stream_id::bytea would
-# parse backslashes, convert_to() and textsend() are only stable.
-_Digest = _function("md5 of a text, as a uuid.", _CONDITION, lambda args: _digest(args[0]))
+# The first 64 bits of md5(text), as a bigint (ADR 0071): md5(), left() and the casts of
+# its hex digits are immutable, so an index may hold them; the cast parses md5's 16 hex
+# digits only, never the stream's text (stream_id::bytea would parse its backslashes;
+# convert_to() and textsend() are only stable).  Eight bytes, not md5's sixteen: a
+# (bigint, bigint) entry is one that PostgreSQL's B-tree splits where it goes in.
+_Digest = _function(
+    "The first 64 bits of md5 of a text, as a bigint.", _CONDITION, lambda a: _digest(a[0])
+)
 # The stream key of ADR 0071: the digest finds the index entry, the text decides (two
-# streams of one digest cost a row read, never a wrong row; writing both is refused).
+# streams of one digest cost a row read, never a wrong row; the second one's rows are
+# refused, naming both: LedgerRecorder.digest_collisions_named).
 _StreamEquals = _function(
     "A stream id equal to a value.",
     _CONDITION,
@@ -596,9 +603,7 @@ def positions_match(
     )
 
 
-def digest_collisions(
-    events: Table, positions: Iterable[tuple[str, int]]
-) -> ColumnElement[bool]:
+def digest_collisions(events: Table, positions: Iterable[tuple[str, int]]) -> ColumnElement[bool]:
     """Rows of *another* stream, of the same md5 digest, at one of the ``(stream_id,
     sequence)`` positions: what a digest stream key (ADR 0071) refuses them for."""
     by_stream: dict[str, list[int]] = {}
