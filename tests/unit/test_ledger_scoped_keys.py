@@ -122,7 +122,8 @@ def test_the_stream_key_is_spelled_by_the_digest_on_a_new_postgres_ledger() -> N
 def test_positions_match_probes_each_stream_once_and_nothing_for_none() -> None:
     dialect = sqlite.dialect()
     where = _where(positions_match(EVENTS, [("a", 1), ("b", 2), ("a", 3)], digest=False), dialect)
-    term = "runtime_events.stream_id = ? AND runtime_events.sequence IN (__[POSTCOMPILE_sequence_{}])"
+    term = "runtime_events.stream_id = ? AND runtime_events.sequence IN ({})"
+    term = term.format("__[POSTCOMPILE_sequence_{}]")
     assert where == f"{term.format(1)} OR {term.format(2)}"
     assert _where(positions_match(EVENTS, [], digest=True), dialect) == "0 = 1"
 
