@@ -60,7 +60,7 @@ from sqlalchemy.event import listen
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.schema import DDL, CreateTable, SchemaItem
 from sqlalchemy.sql.compiler import DDLCompiler
-from sqlalchemy.sql.ddl import BaseDDLElement
+from sqlalchemy.sql.ddl import BaseDDLElement, DDLIfCallable
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.types import NullType
@@ -141,9 +141,9 @@ def ledger_tables(prefix: str = "") -> LedgerTables:
         Column("redacted", Boolean, nullable=False),
         Column("event_json", LargeBinary, nullable=False),
         # On a new PostgreSQL table the key is a unique index on md5(stream_id) instead
-        # (ADR 0071, _digest_stream_key); SQLite and earlier PostgreSQL tables keep this one.
+        # (ADR 0071, _stream_key); SQLite and earlier PostgreSQL tables keep this one.
         UniqueConstraint("stream_id", "sequence", name=f"{name}_stream_sequence_key").ddl_if(
-            callable_=_text_stream_key
+            callable_=_stream_key(digest=False)
         ),
         # AUTOINCREMENT: a notification id is never reused after retention deletes rows.
         sqlite_autoincrement=True,
@@ -273,12 +273,12 @@ def _postgres_storage(events: Table) -> None:
     for statement, condition in (
         (
             f'CREATE UNIQUE INDEX "{name}_stream_sequence_key" ON "{name}" (({digest}), sequence)',
-            _digest_stream_key,
+            _stream_key(digest=True),
         ),
         (
             f'CREATE STATISTICS "{name}_stream_stats" (dependencies) '
             f'ON ({digest}), stream_id FROM "{name}"',
-            _digest_statistics,
+            _stream_key(digest=True, statistics=True),
         ),
     ):
         ddl = DDL(statement).execute_if(  # type: ignore[no-untyped-call]
@@ -313,19 +313,34 @@ def _postgres_storage(events: Table) -> None:
         listen(events, "after_create", ddl)
 
 
-def _expression_statistics(
-    ddl: BaseDDLElement,
-    target: SchemaItem | str,
-    bind: Connection | None,
-    tables: list[Table] | None = None,
-    state: Any | None = None,
-    *,
-    dialect: Dialect,
-    compiler: DDLCompiler | None = None,
-    checkfirst: bool = False,
-) -> bool:
+def _ddl_condition(test: Callable[[SchemaItem | str, Dialect], bool]) -> DDLIfCallable:
+    """A condition of conditional DDL (``execute_if``, ``ddl_if``) that asks ``test`` of the
+    DDL's target and the dialect."""
+
+    def condition(
+        ddl: BaseDDLElement,
+        target: SchemaItem | str,
+        bind: Connection | None,
+        tables: list[Table] | None = None,
+        state: Any | None = None,
+        *,
+        dialect: Dialect,
+        compiler: DDLCompiler | None = None,
+        checkfirst: bool = False,
+    ) -> bool:
+        return test(target, dialect)
+
+    return condition
+
+
+def _has_expression_statistics(dialect: Dialect) -> bool:
     """Statistics on expressions came with PostgreSQL 14."""
     return (dialect.server_version_info or (0,)) >= (14,)
+
+
+_expression_statistics = _ddl_condition(
+    lambda _target, dialect: _has_expression_statistics(dialect)
+)
 
 
 # Whether a new PostgreSQL events table gets the digest stream key (ADR 0071): decided
@@ -360,22 +375,20 @@ def digest_available(connection: Connection) -> bool:
     return True
 
 
-def _text_stream_key(ddl: BaseDDLElement, target: SchemaItem | str, bind: Any, **kw: Any) -> bool:
-    """The text ``UNIQUE (stream_id, sequence)`` constraint: every table but a PostgreSQL
-    one created with the digest key."""
-    table = target.table if isinstance(target, UniqueConstraint) else None
-    return table is None or not table.info.get(_DIGEST_KEY, False)
+def _stream_key(*, digest: bool, statistics: bool = False) -> DDLIfCallable:
+    """The condition of a stream key's DDL: ``digest`` the unique index on the digest
+    (and with ``statistics`` its dependency statistics, PostgreSQL 14 and later), made
+    for a PostgreSQL table :func:`_choose_stream_key` gave the digest key; else the text
+    ``UNIQUE (stream_id, sequence)`` constraint, made for every other table."""
 
+    def test(target: SchemaItem | str, dialect: Dialect) -> bool:
+        table = target.table if isinstance(target, UniqueConstraint) else target
+        keyed = isinstance(table, Table) and bool(table.info.get(_DIGEST_KEY, False))
+        if not digest:
+            return not keyed
+        return keyed and (not statistics or _has_expression_statistics(dialect))
 
-def _digest_stream_key(ddl: BaseDDLElement, target: SchemaItem | str, bind: Any, **kw: Any) -> bool:
-    """The unique index on ``(digest of md5(stream_id), sequence)`` (see
-    :func:`_choose_stream_key`)."""
-    return isinstance(target, Table) and bool(target.info.get(_DIGEST_KEY, False))
-
-
-def _digest_statistics(ddl: BaseDDLElement, target: SchemaItem | str, bind: Any, **kw: Any) -> bool:
-    """Statistics of the digest's dependency on the text (PostgreSQL 14 and later)."""
-    return _digest_stream_key(ddl, target, bind) and _expression_statistics(ddl, target, bind, **kw)
+    return _ddl_condition(test)
 
 
 def _function(
