@@ -29,6 +29,7 @@ from pentrace.infrastructure.analytics.runner import open_ledger, open_projectio
 from pentrace.infrastructure.ledger import RuntimeEventLedger
 from pentrace.infrastructure.ledger.application import LedgerEvent
 from pentrace.infrastructure.ledger.backend.row_form import read_plain
+from pentrace.infrastructure.ledger.backend.schema import stream_equals
 
 __all__ = ["RetryReport", "ledger_rows", "retry"]
 
@@ -54,7 +55,7 @@ def ledger_rows(
         for failure in failures:
             row = conn.execute(
                 select(events.c.notification_id, events.c.event_json).where(
-                    events.c.stream_id == failure.stream_id,
+                    stream_equals(events, failure.stream_id, digest=ledger.db.digest_streams),
                     events.c.sequence == failure.sequence,
                 )
             ).first()

@@ -20,6 +20,7 @@ from pentrace.domain.session.key import SessionKey
 from pentrace.errors import NotFoundError, PentraceError, TraceError
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.admin import open_ledger
+from pentrace.infrastructure.ledger.backend.schema import stream_equals
 from pentrace.infrastructure.ledger.settings import default_ledger_path
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 from pentrace.infrastructure.storage.temp import agent_temps, is_stale, session_temps
@@ -118,7 +119,7 @@ def _ledger_rows(
             conn,
             ("audit rows",),
             lambda: select(events.c.sequence, events.c.event_type, events.c.event_time).where(
-                events.c.stream_id == bindparam("stream")
+                stream_equals(events, bindparam("stream"), digest=db.digest_streams)
             ),
             {"stream": stream},
         )

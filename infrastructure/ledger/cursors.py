@@ -38,7 +38,9 @@ def locate_cursor(db: LedgerDatabase, conn: Connection, event_id: str, scope: Sc
     """
     events = db.tables.events
     for position, held_id in conn.execute(
-        select(events.c.notification_id, event_id_of(events)).where(ids_match(events, [event_id]))
+        select(events.c.notification_id, event_id_of(events)).where(
+            ids_match(events, [event_id], digest=db.digest_streams)
+        )
     ):
         if held_id == event_id:
             return int(position)

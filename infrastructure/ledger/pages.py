@@ -31,7 +31,7 @@ from pentrace.domain.session.key import (
     parse_session_stream,
 )
 from pentrace.infrastructure.ledger.backend.row_form import read_plain
-from pentrace.infrastructure.ledger.backend.schema import event_id_of, key_equals
+from pentrace.infrastructure.ledger.backend.schema import event_id_of, key_equals, stream_equals
 from pentrace.infrastructure.ledger.replay import LedgerEntry, Scope, locate_cursor, scoped_page
 
 if TYPE_CHECKING:
@@ -99,7 +99,9 @@ def session_owners(ledger: _Ledger, session_id: str) -> list[SessionKey]:
         if key is not None:
             count = select(func.count()).select_from(events)
             rows = conn.execute(count.where(of_session)).scalar_one()
-            own = conn.execute(count.where(c.stream_id == first)).scalar_one()
+            own = conn.execute(
+                count.where(stream_equals(events, first, digest=ledger.db.digest_streams))
+            ).scalar_one()
             if rows == own:
                 return [key]
         found = conn.execute(
@@ -180,7 +182,9 @@ def _entries(
         query = query.where(position > after)
     query = query.order_by(position.desc() if newest else position).limit(limit)
     if isinstance(session, SessionKey):
-        query = query.where(events.c.stream_id == session.stream_id)
+        query = query.where(
+            stream_equals(events, session.stream_id, digest=ledger.db.digest_streams)
+        )
     elif session is not None:  # a bare id: the session_id column (a Penguin-format ledger)
         query = query.where(
             key_equals(ledger.db.session_column(), session, hashed=ledger.db.hashed_keys)

@@ -25,13 +25,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from sqlalchemy import select, tuple_
+from sqlalchemy import select
 
 from pentrace.domain.redaction import is_redacted, redact
 from pentrace.errors import LedgerError, LedgerFormatError
 from pentrace.infrastructure.ledger.backend.formats import file_format
 from pentrace.infrastructure.ledger.backend.row_form import read_plain
-from pentrace.infrastructure.ledger.backend.schema import event_id_of, ids_match
+from pentrace.infrastructure.ledger.backend.schema import (
+    event_id_of,
+    ids_match,
+    positions_match,
+)
 from pentrace.infrastructure.ledger.rows import envelope_row
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 
@@ -142,9 +146,12 @@ def _keep_new(
     ids = [row["event_id"] for _, row in prepared]
     positions = [(row["stream_id"], row["sequence"]) for _, row in prepared]
     event_id_column = event_id_of(events)
+    digest = target.db.digest_streams
     with target.db.reading("check the ledger for imported ids") as conn:
         held = conn.execute(
-            select(event_id_column, events.c.event_json).where(ids_match(events, ids))
+            select(event_id_column, events.c.event_json).where(
+                ids_match(events, ids, digest=digest)
+            )
         ).all()
         wanted = set(ids)
         by_id = {
@@ -156,7 +163,7 @@ def _keep_new(
             (str(stream), int(sequence)): str(event_id)
             for stream, sequence, event_id in conn.execute(
                 select(events.c.stream_id, events.c.sequence, event_id_column).where(
-                    tuple_(events.c.stream_id, events.c.sequence).in_(positions)
+                    positions_match(events, positions, digest=digest)
                 )
             )
         }

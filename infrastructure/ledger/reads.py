@@ -10,7 +10,7 @@ from sqlalchemy import func, literal, select
 
 from pentrace.domain.session.key import SESSION_STREAMS_LIKE, SessionKey, parse_session_stream
 from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
-from pentrace.infrastructure.ledger.backend.schema import event_id_of, ids_match
+from pentrace.infrastructure.ledger.backend.schema import event_id_of, ids_match, stream_equals
 from pentrace.infrastructure.ledger.pages import newest_entries
 from pentrace.infrastructure.ledger.replay import (
     LedgerEntry,
@@ -56,7 +56,9 @@ class LedgerReads:
         events = self.db.tables.events
         with self.db.reading("look up a ledger event") as conn:
             found = conn.execute(
-                select(event_id_of(events)).where(ids_match(events, [event_id]))
+                select(event_id_of(events)).where(
+                    ids_match(events, [event_id], digest=self.db.digest_streams)
+                )
             ).scalars()
             return event_id in found
 
@@ -85,7 +87,9 @@ class LedgerReads:
         events, marks = self.db.tables.events, self.db.tables.watermarks
         with self.db.reading("read a stream's ledger positions") as conn:
             held = conn.execute(
-                select(events.c.sequence).where(events.c.stream_id == stream_id)
+                select(events.c.sequence).where(
+                    stream_equals(events, stream_id, digest=self.db.digest_streams)
+                )
             ).scalars()
             sequences = {int(value) for value in held}
             pruned = conn.execute(

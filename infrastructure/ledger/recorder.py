@@ -16,7 +16,8 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
@@ -27,12 +28,16 @@ from eventsourcing.persistence import (
     Subscription,
     Tracking,
 )
-from sqlalchemy import Connection, Select, bindparam, insert, select, update
+from sqlalchemy import Connection, Select, bindparam, func, insert, select, text, update
 
 from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
 from pentrace.infrastructure.ledger.backend.errors import LedgerIntegrityError
 from pentrace.infrastructure.ledger.backend.row_form import read_plain
-from pentrace.infrastructure.ledger.backend.schema import key_equals
+from pentrace.infrastructure.ledger.backend.schema import (
+    digest_collisions,
+    key_equals,
+    stream_equals,
+)
 from pentrace.infrastructure.ledger.live.subscription import LedgerSubscription, waker_for
 from pentrace.infrastructure.ledger.rows import stored_event_row, stored_row
 
@@ -75,7 +80,10 @@ class LedgerRecorder(ProcessRecorder):
         now = self.now_ms()
         rows = [stored_event_row(stored, now) for stored in stored_events]
         tracking = kwargs.get("tracking")
-        with self.db.writing("insert events into the ledger") as conn:
+        with (
+            self.digest_collisions_named(rows),
+            self.db.writing("insert events into the ledger") as conn,
+        ):
             ids = self._insert_rows(conn, rows)
             if isinstance(tracking, Tracking):
                 self._insert_tracking(conn, tracking)
@@ -88,6 +96,45 @@ class LedgerRecorder(ProcessRecorder):
         also announces the commit)."""
         codec = self.db.codec
         return self._insert(conn, [stored_row(row, codec) for row in rows])
+
+    @contextmanager
+    def digest_collisions_named(self, rows: Sequence[Mapping[str, Any]]) -> Iterator[None]:
+        """Around a write transaction of ``rows``: when the stream key refused one for a row
+        of another stream with the same md5 digest (ADR 0071), say so, naming both
+        streams, instead of the bare unique violation.  Looked up only after a violation
+        (the transaction is rolled back by then), so a write that succeeds pays nothing."""
+        try:
+            yield
+        except LedgerIntegrityError as error:
+            if not self.db.digest_streams or not rows:
+                raise
+            positions = [(str(row["stream_id"]), int(row["sequence"])) for row in rows]
+            events = self.db.tables.events
+            with self.db.reading("look for streams of one md5 digest") as conn:
+                held = conn.execute(
+                    select(events.c.stream_id, events.c.sequence, func.md5(events.c.stream_id))
+                    .where(digest_collisions(events, positions))
+                    .limit(1)
+                ).first()
+                if held is None:
+                    raise
+                other, sequence, digest = str(held[0]), int(held[1]), str(held[2])
+                offered = sorted({s for s, q in positions if q == sequence and s != other})
+                stream = conn.execute(
+                    text(
+                        "SELECT s FROM unnest(CAST(:streams AS text[])) AS s "
+                        "WHERE left(md5(s), 16) = left(:d, 16)"
+                    ),
+                    {"streams": offered, "d": digest},
+                ).scalar()
+            raise LedgerIntegrityError(
+                f"stream {stream!r} has the digest of stream {other!r} (the first 64 bits of "
+                f"md5, {digest[:16]}), which holds position {sequence} in {self.db.where}: "
+                "the ledger's (stream, sequence) key is on that digest (ADR 0071), so the "
+                "two streams cannot both be stored",
+                hint="two ids of one digest are made on purpose, not met by chance: give one "
+                "of the sessions another id, or index them into a SQLite ledger",
+            ) from error
 
     # -- reading -----------------------------------------------------------------
     def select_events(
@@ -104,7 +151,7 @@ class LedgerRecorder(ProcessRecorder):
         stream = originator_id.hex if isinstance(originator_id, UUID) else originator_id
         query = select(
             events.c.stream_id, events.c.sequence, events.c.event_type, events.c.event_json
-        ).where(events.c.stream_id == stream)
+        ).where(stream_equals(events, stream, digest=self.db.digest_streams))
         if gt is not None:
             query = query.where(events.c.sequence > gt)
         if lte is not None:

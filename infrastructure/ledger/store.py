@@ -26,7 +26,12 @@ from pentrace.infrastructure.ledger.backend.codec import RowCodec
 from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
 from pentrace.infrastructure.ledger.backend.errors import LedgerIntegrityError
 from pentrace.infrastructure.ledger.backend.row_form import read_plain
-from pentrace.infrastructure.ledger.backend.schema import event_id_of, ids_match
+from pentrace.infrastructure.ledger.backend.schema import (
+    event_id_of,
+    ids_match,
+    stream_equals,
+    stream_in,
+)
 from pentrace.infrastructure.ledger.dictionary import TRAIN_AFTER, stored_rows_codec
 from pentrace.infrastructure.ledger.reads import LedgerReads
 from pentrace.infrastructure.ledger.recorder import LedgerRecorder
@@ -127,7 +132,10 @@ class RuntimeEventLedger(LedgerRecorder, LedgerReads):
         writes them in another), retention included."""
         if not rows and before_commit is None:
             return 0
-        with self.db.writing("append to the ledger") as conn:
+        with (
+            self.digest_collisions_named(rows),
+            self.db.writing("append to the ledger") as conn,
+        ):
             fresh = self._without_duplicates(conn, rows) if rows else []
             if fresh:
                 self._number_unsequenced(conn, fresh)
@@ -161,7 +169,10 @@ class RuntimeEventLedger(LedgerRecorder, LedgerReads):
         in one transaction; identical copies are skipped, and the count of new ones returned."""
         if not rows:
             return 0
-        with self.db.writing("import into the ledger") as conn:
+        with (
+            self.digest_collisions_named(rows),
+            self.db.writing("import into the ledger") as conn,
+        ):
             fresh = self._without_duplicates(conn, rows)
             if fresh:
                 self._insert_rows(conn, fresh)
@@ -183,7 +194,9 @@ class RuntimeEventLedger(LedgerRecorder, LedgerReads):
         for start in range(0, len(ids), _CHUNK):
             chunk = ids[start : start + _CHUNK]
             held = conn.execute(
-                select(event_id_of(events), events.c.event_json).where(ids_match(events, chunk))
+                select(event_id_of(events), events.c.event_json).where(
+                    ids_match(events, chunk, digest=self.db.digest_streams)
+                )
             ).all()
             plain_list = read_plain(self.db, held, 1, None)
             for (event_id, _), plain in zip(held, plain_list, strict=True):
@@ -210,7 +223,9 @@ class RuntimeEventLedger(LedgerRecorder, LedgerReads):
             stream = row["stream_id"]
             if stream not in following:
                 held = conn.execute(
-                    select(func.max(events.c.sequence)).where(events.c.stream_id == stream)
+                    select(func.max(events.c.sequence)).where(
+                        stream_equals(events, stream, digest=self.db.digest_streams)
+                    )
                 ).scalar_one_or_none()
                 pruned = conn.execute(
                     select(marks.c.max_sequence).where(marks.c.stream_id == stream)
@@ -225,7 +240,11 @@ class RuntimeEventLedger(LedgerRecorder, LedgerReads):
         the rows deleted.  Its ids become unknown: a later cursor on one is a gap."""
         events, marks = self.db.tables.events, self.db.tables.watermarks
         with self.db.writing("remove a stream from the ledger") as conn:
-            deleted = conn.execute(delete(events).where(events.c.stream_id == stream_id))
+            deleted = conn.execute(
+                delete(events).where(
+                    stream_equals(events, stream_id, digest=self.db.digest_streams)
+                )
+            )
             conn.execute(delete(marks).where(marks.c.stream_id == stream_id))
         return int(deleted.rowcount or 0)
 
@@ -258,14 +277,23 @@ class RuntimeEventLedger(LedgerRecorder, LedgerReads):
         tables = self.db.tables
         now = self.now_ms()
         stored = 0
-        with self.db.writing("replace a stream in the ledger") as conn:
-            conn.execute(delete(tables.events).where(tables.events.c.stream_id == stream_id))
+        built: list[dict[str, Any]] = []  # what a digest collision is looked up for
+        with (
+            self.digest_collisions_named(built),
+            self.db.writing("replace a stream in the ledger") as conn,
+        ):
+            conn.execute(
+                delete(tables.events).where(
+                    stream_equals(tables.events, stream_id, digest=self.db.digest_streams)
+                )
+            )
             conn.execute(
                 delete(tables.watermarks).where(tables.watermarks.c.stream_id == stream_id)
             )
             batch: list[dict[str, Any]] = []
             for event in events:
                 batch.append(event_row(event, now))
+                built.append(batch[-1])
                 if len(batch) >= _CHUNK:
                     stored += self._insert_fresh(conn, batch)
                     batch = []
@@ -292,7 +320,9 @@ class RuntimeEventLedger(LedgerRecorder, LedgerReads):
             gone = sorted((held | marked) - keep)
             for start in range(0, len(gone), _CHUNK):
                 chunk = gone[start : start + _CHUNK]
-                result = conn.execute(delete(events).where(events.c.stream_id.in_(chunk)))
+                result = conn.execute(
+                    delete(events).where(stream_in(events, chunk, digest=self.db.digest_streams))
+                )
                 deleted += int(result.rowcount or 0)
                 conn.execute(delete(marks).where(marks.c.stream_id.in_(chunk)))
         return deleted

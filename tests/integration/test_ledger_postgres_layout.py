@@ -1,33 +1,53 @@
-"""The PostgreSQL events table of ADR 0068, and the layout earlier versions created.
+"""The PostgreSQL events table of ADRs 0068 and 0071, and the layouts earlier versions created.
 
 A new ledger keys its scoped indexes (type, session, agent, directory) by a
-64-bit hash of the text, indexes ``inserted_at`` with BRIN, fills its B-tree
-pages, stores the envelope uncompressed by PostgreSQL and puts the bigints
-first.  A ledger created before keeps its layout: the same queries must give
-the same answers on both, and each scoped read must be served by its index on
-both (checked with ``EXPLAIN`` for a value the ledger does not hold, sequential
-and bitmap scans switched off, so that a query that cannot use the index shows
-the primary key with a filter).
+64-bit hash of the text and its ``(stream_id, sequence)`` key by
+``md5(stream_id)::uuid`` (ADR 0071), indexes ``inserted_at`` with BRIN, fills
+its B-tree pages, stores the envelope uncompressed by PostgreSQL and puts the
+bigints first.  A ledger created before keeps its layout (``0068``: hashed
+scoped keys and the text stream key; ``earlier``: text keys throughout): the
+same queries must give the same answers on each, and each scoped or stream
+read must be served by its index on each (checked with ``EXPLAIN`` for a value
+the ledger does not hold, sequential and bitmap scans switched off, so that a
+query that cannot use the index shows the primary key with a filter).
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Select, text
+from eventsourcing.persistence import StoredEvent
+from sqlalchemy import Select, bindparam, create_engine, func, make_url, select, text
 
+from pentrace.domain.json_codec import escape_surrogates
 from pentrace.domain.runtime import build_event
 from pentrace.domain.session.key import SessionKey
+from pentrace.errors import LedgerConflictError, LedgerError
 from pentrace.infrastructure.analytics.runner import relevant_head
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
+from pentrace.infrastructure.ledger.backend.schema import (
+    digest_available,
+    ids_match,
+    positions_match,
+    stream_equals,
+    stream_in,
+)
+from pentrace.infrastructure.ledger.bulk import insert_values
+from pentrace.infrastructure.ledger.indexer import index_records, sync
 from pentrace.infrastructure.ledger.pages import newest_entries
 from pentrace.infrastructure.ledger.recorder import LedgerRecorder
 from pentrace.infrastructure.ledger.replay import _page_statement
 from pentrace.infrastructure.ledger.retention import RetentionPolicy, apply_retention
+from pentrace.testing.files import write_shards
 from tests.integration.ledger_backends import BACKENDS, LedgerBackend, reach
+from tests.integration.test_ledger_bulk import SESSIONS, built_session
+from tests.integration.test_ledger_indexer import AGENT, PROJECT, trace_lines
 
 pytestmark = pytest.mark.postgres
 
@@ -91,14 +111,27 @@ def ledger_backend(tmp_path: Path) -> Iterator[LedgerBackend]:
     handle.close()
 
 
-@pytest.fixture(params=["new", "earlier"])
+# ADR 0068's table: today's but for the stream key, the text constraint (and no statistics
+# of the digest).
+_ADR_0068_STREAM_KEY = """
+DROP STATISTICS {t}_stream_stats;
+DROP INDEX {t}_stream_sequence_key;
+ALTER TABLE {t} ADD CONSTRAINT {t}_stream_sequence_key UNIQUE (stream_id, sequence)
+    WITH (fillfactor = 100);
+"""
+
+
+@pytest.fixture(params=["new", "0068", "earlier"])
 def layout(request: pytest.FixtureRequest, ledger_backend: LedgerBackend) -> str:
-    if request.param == "earlier":
+    if request.param != "new":
         first = ledger_backend.database()
         table = first.tables.events.name
-        with first.writing("replace the events table by the earlier one") as conn:
-            conn.execute(text(f"DROP TABLE {table}"))
-            conn.execute(text(_EARLIER_DDL.format(t=table)))
+        with first.writing("replace the events table by an earlier one") as conn:
+            if request.param == "earlier":
+                conn.execute(text(f"DROP TABLE {table}"))
+                conn.execute(text(_EARLIER_DDL.format(t=table)))
+            else:
+                conn.execute(text(_ADR_0068_STREAM_KEY.format(t=table)))
         first.close()
     return str(request.param)
 
@@ -116,20 +149,42 @@ def _index_definitions(db: LedgerDatabase) -> dict[str, str]:
     return {str(name).removeprefix(table + "_"): str(definition) for name, definition in rows}
 
 
-def _plan(db: LedgerDatabase, statement: Select[Any], values: dict[str, Any]) -> str:
-    compiled = statement.compile(dialect=db.engine.dialect)
+def _plan(
+    db: LedgerDatabase, statement: Select[Any], values: dict[str, Any], *, bitmaps: bool = False
+) -> str:
+    compiled = statement.compile(
+        dialect=db.engine.dialect, compile_kwargs={"render_postcompile": True}
+    )
     with db.writing("analyze the events table") as conn:
         conn.execute(text(f"ANALYZE {db.tables.events.name}"))
     with db.reading("explain a ledger query") as conn:
         conn.execute(text("SET LOCAL enable_seqscan = off"))
-        conn.execute(text("SET LOCAL enable_bitmapscan = off"))
+        if not bitmaps:
+            conn.execute(text("SET LOCAL enable_bitmapscan = off"))
         rows = conn.exec_driver_sql(f"EXPLAIN {compiled}", {**compiled.params, **values}).all()
     return "\n".join(str(row[0]) for row in rows)
 
 
-def test_a_new_ledger_has_the_layout_of_adr_0068(ledger_backend: LedgerBackend) -> None:
+def _constraints(db: LedgerDatabase) -> list[str]:
+    table = db.tables.events.name
+    with db.reading("read the table's constraints") as conn:
+        names = conn.execute(
+            text("SELECT conname FROM pg_constraint WHERE conrelid = CAST(:t AS regclass)"),
+            {"t": table},
+        ).scalars()
+        return sorted(str(name).removeprefix(table + "_") for name in names)
+
+
+def test_a_new_ledger_has_the_layout_of_adr_0068_and_0071(ledger_backend: LedgerBackend) -> None:
     db = _open(ledger_backend, _Clock()).db
     indexes = _index_definitions(db)
+    # ADR 0071: the stream key is a unique index on the 16-byte digest, no text constraint.
+    assert indexes["stream_sequence_key"].startswith("CREATE UNIQUE INDEX"), indexes
+    digest = "((('x'::text || \"left\"(md5((stream_id)::text), 16)))::bit(64))::bigint"
+    assert f"(({digest}), sequence)" in indexes["stream_sequence_key"], indexes
+    assert "fillfactor='100'" in indexes["stream_sequence_key"]
+    assert _constraints(db) == ["pkey"]
+    assert db.digest_streams is True
     for name in ("type_position_idx", "session_position_idx", "agent_idx", "directory_idx"):
         assert "hashtextextended(" in indexes[name], indexes[name]
         assert "fillfactor='100'" in indexes[name], indexes[name]
@@ -168,7 +223,13 @@ def test_a_new_ledger_has_the_layout_of_adr_0068(ledger_backend: LedgerBackend) 
             {"t": table},
         ).scalars()
         names = sorted(str(name).removeprefix(table + "_") for name in statistics)
-    assert names == ["agent_stats", "directory_stats", "session_stats", "type_stats"]
+    assert names == [
+        "agent_stats",
+        "directory_stats",
+        "session_stats",
+        "stream_stats",
+        "type_stats",
+    ]
 
 
 def test_an_earlier_ledger_keeps_its_layout_when_opened(
@@ -178,9 +239,16 @@ def test_an_earlier_ledger_keeps_its_layout_when_opened(
     ledger.extend([_event(_KEYS[0], 1)])
     indexes = _index_definitions(ledger.db)
     hashed = "hashtextextended(" in indexes["type_position_idx"]
-    assert hashed is (layout == "new")
-    assert ledger.db.hashed_keys is (layout == "new")
-    assert ("USING brin" in indexes["inserted_idx"]) is (layout == "new")
+    assert hashed is (layout != "earlier")
+    assert ledger.db.hashed_keys is (layout != "earlier")
+    assert ("USING brin" in indexes["inserted_idx"]) is (layout != "earlier")
+    assert ("md5(" in indexes["stream_sequence_key"]) is (layout == "new")
+    assert ledger.db.digest_streams is (layout == "new")
+    assert ("stream_sequence_key" in _constraints(ledger.db)) is (layout != "new")
+    # Opened again (as every later command does): nothing was created or changed.
+    again = _open(ledger_backend, _Clock())
+    assert _index_definitions(again.db) == indexes
+    assert again.db.digest_streams is (layout == "new")
 
 
 def _answers(ledger: RuntimeEventLedger) -> dict[str, Any]:
@@ -274,3 +342,235 @@ def test_a_topic_read_is_read_through_the_type_index_on_both_layouts(
     statement = LedgerRecorder(db)._notifications_statement(True, True, True, True, False)
     plan = _plan(db, statement, {"after": 0, "through": 100, "topic": "run.error", "limit": 5})
     assert f"{db.tables.events.name}_type_position_idx" in plan, plan
+
+
+def _stream_reads(db: LedgerDatabase) -> dict[str, tuple[Select[Any], bool]]:
+    """Each way the ledger's code selects by stream (helpers of ``backend/schema.py``), and
+    whether the plan may combine indexes (an OR of two keys needs a bitmap scan)."""
+    events = db.tables.events
+    c, digest = events.c, db.digest_streams
+    stream = stream_equals(events, bindparam("stream"), digest=digest)
+    absent = [SessionKey("p1", "agent-9", f"absent-{n}").stream_id for n in range(2)]
+    return {
+        "a stream in order": (select(c.sequence).where(stream).order_by(c.sequence), False),
+        "its newest position": (select(func.max(c.sequence)).where(stream), False),
+        "one position": (select(c.notification_id).where(stream, c.sequence == 3), False),
+        "positions of two streams": (
+            select(c.notification_id).where(
+                positions_match(events, [(absent[0], 1), (absent[1], 2)], digest=digest)
+            ),
+            True,
+        ),
+        "ids": (
+            select(c.notification_id).where(
+                ids_match(events, [f"evt:{absent[0]}:00000001"], digest=digest)
+            ),
+            True,
+        ),
+        "two streams": (
+            select(c.notification_id).where(stream_in(events, absent, digest=digest)),
+            True,
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        "a stream in order",
+        "its newest position",
+        "one position",
+        "positions of two streams",
+        "ids",
+        "two streams",
+    ],
+)
+def test_every_stream_read_is_served_by_the_stream_key_on_each_layout(
+    ledger_backend: LedgerBackend, layout: str, read: str
+) -> None:
+    ledger = _open(ledger_backend, _Clock())
+    ledger.extend([_event(key, n) for key in _KEYS for n in range(1, 51)])
+    db = ledger.db
+    statement, bitmaps = _stream_reads(db)[read]
+    stream = SessionKey("p1", "agent-9", "absent-0").stream_id
+    plan = _plan(db, statement, {"stream": stream}, bitmaps=bitmaps)
+    assert "Seq Scan" not in plan, plan
+    lines = plan.splitlines()
+    probes = [n for n, line in enumerate(lines) if "_stream_sequence_key" in line]
+    assert probes, plan
+    # The key's leading column finds the entries: the digest on a new ledger (the text
+    # decides, as a filter), the text itself on earlier ones.
+    for n in probes:
+        condition = lines[n + 1]
+        assert "Index Cond" in condition, plan
+        assert "stream_id" in condition, plan
+        assert ('left"(md5((stream_id)::text), 16)' in condition) is (layout == "new"), plan
+
+
+# Two different texts of one md5 digest (made with Marc Stevens' TextColl, as published):
+# a stream key on md5 cannot hold both at one sequence, and must say so.
+_COLLIDING = (
+    "TEXTCOLLBYfGiJUETHQ4hAcKSMd5zYpgqf1YRDhkmxHkhPWptrkoyz28wnI9V0aHeAuaKnak",
+    "TEXTCOLLBYfGiJUETHQ4hEcKSMd5zYpgqf1YRDhkmxHkhPWptrkoyz28wnI9V0aHeAuaKnak",
+)
+
+
+def _md5(text: str) -> str:
+    return hashlib.md5(text.encode(), usedforsecurity=False).hexdigest()
+
+
+def _foreign(stream: str, sequence: int) -> dict[str, Any]:
+    return build_event(
+        event_type="tool.called",
+        payload={"text": f"{stream[:20]} {sequence}"},
+        time_ms=1_700_000_000_000,
+        sequence=sequence,
+        stream_id=stream,
+        scope={},
+    ).to_builtins()
+
+
+def test_two_streams_of_one_md5_are_refused_naming_both_and_nothing_is_lost(
+    ledger_backend: LedgerBackend, layout: str
+) -> None:
+    first, second = _COLLIDING
+    assert first != second
+    assert _md5(first) == _md5(second)
+    ledger = _open(ledger_backend, _Clock())
+    assert ledger.extend([_foreign(first, 1), _foreign(first, 2)]) == 2
+    if layout != "new":  # the text key holds both
+        assert ledger.extend([_foreign(second, 1)]) == 1
+        assert ledger.held_sequences(second) == ({1}, 0)
+        return
+    # Position 3 is free on both: stored; position 1 is the other stream's.
+    assert ledger.extend([_foreign(second, 3)]) == 1
+    for write in (
+        lambda: ledger.extend([_foreign(second, 4), _foreign(second, 1)]),
+        lambda: LedgerRecorder(ledger.db).insert_events(
+            [StoredEvent(second, 2, "tool.called", b"{}")]
+        ),
+    ):
+        with pytest.raises(LedgerConflictError) as caught:
+            write()
+        message = str(caught.value)
+        assert repr(first) in message, message
+        assert repr(second) in message, message
+        assert _md5(first)[:16] in message
+        assert "another id" in (caught.value.hint or "")
+    # Nothing of the refused batches was stored, nothing held was changed.
+    assert ledger.held_sequences(first) == ({1, 2}, 0)
+    assert ledger.held_sequences(second) == ({3}, 0)
+    assert [e.event_id for e in ledger.replay_after(None, 10).events] == [
+        _foreign(first, 1)["id"], _foreign(first, 2)["id"], _foreign(second, 3)["id"]
+    ]  # fmt: skip
+    # A plain held position is still the plain conflict (no collision named).
+    with pytest.raises(LedgerConflictError) as caught:
+        LedgerRecorder(ledger.db).insert_events([StoredEvent(first, 1, "tool.called", b"{}")])
+    assert "md5" not in str(caught.value)
+
+
+_HOSTILE = {
+    "backslashes": r"session:p1/agent-0/a\\x00\'b\\",
+    "bytea escapes": r"global\001\\x41\x",
+    "quotes": 'session:p1/agent-0/it\'s "quoted"; --',
+    "lone surrogate": "session:p1/agent-0/x\ud800y",
+    "surrogate escape text": r"session:p1/agent-0/x\\ud800y",
+    "non-ASCII": "session:p1/agent-0/s\u00e9ance-\u6f22\u5b57-\U0001f600",
+    # 40 KB that do not compress (an index entry's text is compressed first).
+    "very long": "foreign:\u00e9" + "".join(_md5(str(n)) for n in range(1250)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_HOSTILE))
+def test_hostile_stream_ids_are_stored_found_and_kept_apart(
+    ledger_backend: LedgerBackend, layout: str, name: str
+) -> None:
+    stream = _HOSTILE[name]
+    ledger = _open(ledger_backend, _Clock())
+    events = [_foreign(stream, n) for n in (1, 2)]
+    if name == "very long" and layout != "new":
+        # A text key holds at most a third of a page; the digest key any stream id.
+        with pytest.raises(LedgerError, match="index row"):
+            ledger.extend(events)
+        assert ledger.count() == 0
+        return
+    neighbour = _foreign(stream + "x", 1)
+    assert ledger.extend([*events, neighbour]) == 3
+    assert ledger.extend(events) == 0  # a second pass: held, identical
+    held = escape_surrogates(stream)  # what the row holds (ADR 0015)
+    assert ledger.held_sequences(held) == ({1, 2}, 0)
+    assert all(ledger.contains(event["id"]) for event in events)
+    recorder = LedgerRecorder(ledger.db)
+    assert [e.originator_version for e in recorder.select_events(held)] == [1, 2]
+    assert ledger.forget_stream(held) == 2
+    assert ledger.held_sequences(held) == (set(), 0)
+    assert ledger.contains(neighbour["id"])
+
+
+def test_a_server_without_md5_gets_the_text_stream_key_and_works(
+    ledger_backend: LedgerBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server in FIPS mode refuses md5().  Simulated on the real server: a schema ahead of
+    pg_catalog in the search path whose md5(text) raises as such a server's does, so that
+    the ledger's own probe (the same unqualified call as the index's) is refused."""
+    schema = f"nomd5_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(ledger_backend.url)
+    with admin.begin() as conn:
+        conn.execute(text(f"CREATE SCHEMA {schema}"))
+        conn.execute(
+            text(
+                f"CREATE FUNCTION {schema}.md5(text) RETURNS text LANGUAGE plpgsql AS "
+                "$$ BEGIN RAISE EXCEPTION 'could not compute MD5 hash: unsupported'; END $$"
+            )
+        )
+    url = make_url(ledger_backend.url).update_query_dict(
+        {"options": f"-csearch_path={schema},pg_catalog,public"}
+    )
+    try:
+        with caplog.at_level(logging.WARNING):
+            db = LedgerDatabase(url.render_as_string(hide_password=False), table_prefix="fips_")
+        try:
+            assert db.digest_streams is False
+            assert "could not compute MD5 hash" in caplog.text
+            assert "stream_sequence_key" in _constraints(db)
+            indexes = _index_definitions(db)
+            assert "(stream_id, sequence)" in indexes["stream_sequence_key"]
+            assert "hashtextextended(" in indexes["type_position_idx"]  # the rest is today's
+            ledger = RuntimeEventLedger(db, LedgerSettings().with_limits_off(), clock=_Clock())
+            first, second = _COLLIDING  # the text key tells them apart
+            assert ledger.extend([_foreign(first, 1), _foreign(second, 1)]) == 2
+            assert ledger.extend([_foreign(first, 1)]) == 0
+            assert ledger.held_sequences(second) == ({1}, 0)
+            with db.engine.connect() as conn:
+                assert digest_available(conn) is False
+        finally:
+            db.drop_all()
+            db.close()
+        with admin.connect() as conn:  # the same server, md5() not shadowed
+            assert digest_available(conn) is True
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
+        admin.dispose()
+
+
+def test_a_sync_meets_rows_the_live_path_held_and_a_second_sync_adds_nothing(
+    tmp_path: Path, ledger_backend: LedgerBackend, layout: str
+) -> None:
+    """The bulk insert finds held keys by the stream key's unique violation, on each layout."""
+    ledger, lines, build = built_session(tmp_path, ledger_backend)
+    # The live path stores positions 2 and 3 after the build read the ledger.
+    index_records(
+        ledger, SESSIONS[0], [(2, lines[1]), (3, lines[2])], project=PROJECT, agent=AGENT,
+        directory="/srv/app",
+    )  # fmt: skip
+    assert insert_values(ledger, build.rows) == len(lines) - 2
+    for name in SESSIONS[1:3]:
+        write_shards(tmp_path, PROJECT, AGENT, name, [trace_lines(name, 3)])
+    first = sync(ledger, tmp_path)
+    assert (first.indexed, first.already_held) == (20, len(lines))
+    again = sync(ledger, tmp_path)
+    assert (again.indexed, again.already_held) == (0, len(lines) + 20)
+    assert ledger.count() == len(lines) + 20
+    key = SessionKey(PROJECT, AGENT, SESSIONS[0])
+    assert ledger.held_sequences(key.stream_id) == (set(range(1, len(lines) + 1)), 0)

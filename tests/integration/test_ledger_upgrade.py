@@ -94,7 +94,7 @@ def write_earlier_ledger(db: LedgerDatabase, root: DataRoot) -> None:
     tables = db.tables
     with db.writing("make the fixture an earlier ledger") as conn:
         conn.execute(delete(tables.events).where(ids_match(tables.events,
-            [f"evt:session:{LONE}:{n:08d}" for n in (1, 2)]
+            [f"evt:session:{LONE}:{n:08d}" for n in (1, 2)], digest=db.digest_streams
         )))  # fmt: skip
         conn.execute(
             tables.watermarks.insert().values(

@@ -56,6 +56,7 @@ from pentrace.infrastructure.ledger.backend.row_form import mark_new_form, read_
 from pentrace.infrastructure.ledger.backend.schema import LedgerTables, ledger_tables, session_of
 from pentrace.infrastructure.ledger.backend.sqlite import file_identity, lock_wait
 from pentrace.infrastructure.ledger.backend.upgrade import (
+    digest_streams,
     hashed_keys,
     upgrade_event_ids,
     upgrade_indexes,
@@ -120,6 +121,9 @@ class LedgerDatabase:
         #: Whether the scoped indexes are keyed by a hash of the text (a PostgreSQL events
         #: table created with ADR 0068's layout); queries spell their keys to match.
         self.hashed_keys = False
+        #: Whether the (stream_id, sequence) key is on md5(stream_id) (a PostgreSQL events
+        #: table created with ADR 0071's layout): stream_equals() and ids_match() take it.
+        self.digest_streams = False
         self.engine: Engine = self._open()
 
     @classmethod
@@ -139,6 +143,7 @@ class LedgerDatabase:
         with converted("read the ledger's row form", self.where):
             self.codec = read_codec(engine, self.tables)
             self.hashed_keys = hashed_keys(engine, self.tables)
+            self.digest_streams = digest_streams(engine, self.tables)
         self._compiled.clear()  # a replaced file (W13) may be of another row form
         return engine
 

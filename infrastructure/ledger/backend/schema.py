@@ -26,7 +26,8 @@ they have a dictionary.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+import logging
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -44,11 +45,14 @@ from sqlalchemy import (
     UniqueConstraint,
     and_,
     case,
+    exc,
+    false,
     func,
     literal,
     literal_column,
     null,
     or_,
+    select,
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Dialect
@@ -56,7 +60,7 @@ from sqlalchemy.event import listen
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.schema import DDL, CreateTable, SchemaItem
 from sqlalchemy.sql.compiler import DDLCompiler
-from sqlalchemy.sql.ddl import BaseDDLElement
+from sqlalchemy.sql.ddl import BaseDDLElement, DDLIfCallable
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.types import NullType
@@ -67,13 +71,18 @@ __all__ = [
     "ROW_FORM",
     "ROW_FORM_KEY",
     "LedgerTables",
+    "digest_available",
+    "digest_collisions",
     "event_id_of",
     "ids_match",
     "key_equals",
     "key_in",
     "key_is_null",
     "ledger_tables",
+    "positions_match",
     "session_of",
+    "stream_equals",
+    "stream_in",
 ]
 
 ROW_FORM_KEY = "row_form"
@@ -82,6 +91,8 @@ ROW_FORM = "2"
 
 # PostgreSQL's B-tree pages of the events table are filled (ADR 0068, _postgres_storage).
 _FILLED: Final = {"fillfactor": 100}
+
+_log = logging.getLogger(__name__)
 
 # SQLite wants exactly INTEGER for an alias of rowid; PostgreSQL gets BIGINT.
 _Id = BigInteger().with_variant(Integer(), "sqlite")
@@ -129,7 +140,11 @@ def ledger_tables(prefix: str = "") -> LedgerTables:
         Column("privacy_classification", String),
         Column("redacted", Boolean, nullable=False),
         Column("event_json", LargeBinary, nullable=False),
-        UniqueConstraint("stream_id", "sequence", name=f"{name}_stream_sequence_key"),
+        # On a new PostgreSQL table the key is a unique index on md5(stream_id) instead
+        # (ADR 0071, _stream_key); SQLite and earlier PostgreSQL tables keep this one.
+        UniqueConstraint("stream_id", "sequence", name=f"{name}_stream_sequence_key").ddl_if(
+            callable_=_stream_key(digest=False)
+        ),
         # AUTOINCREMENT: a notification id is never reused after retention deletes rows.
         sqlite_autoincrement=True,
     )
@@ -253,6 +268,23 @@ def _postgres_storage(events: Table) -> None:
     """
     events.info[_ORDER_KEY] = _POSTGRES_ORDER
     name = events.name
+    listen(events, "before_create", _choose_stream_key)
+    digest = _digest("stream_id")
+    for statement, condition in (
+        (
+            f'CREATE UNIQUE INDEX "{name}_stream_sequence_key" ON "{name}" (({digest}), sequence)',
+            _stream_key(digest=True),
+        ),
+        (
+            f'CREATE STATISTICS "{name}_stream_stats" (dependencies) '
+            f'ON ({digest}), stream_id FROM "{name}"',
+            _stream_key(digest=True, statistics=True),
+        ),
+    ):
+        ddl = DDL(statement).execute_if(  # type: ignore[no-untyped-call]
+            dialect="postgresql", callable_=condition
+        )
+        listen(events, "after_create", ddl)
     for statement in (
         f'ALTER INDEX "{name}_pkey" SET (fillfactor = 100)',
         f'ALTER INDEX "{name}_stream_sequence_key" SET (fillfactor = 100)',
@@ -281,19 +313,82 @@ def _postgres_storage(events: Table) -> None:
         listen(events, "after_create", ddl)
 
 
-def _expression_statistics(
-    ddl: BaseDDLElement,
-    target: SchemaItem | str,
-    bind: Connection | None,
-    tables: list[Table] | None = None,
-    state: Any | None = None,
-    *,
-    dialect: Dialect,
-    compiler: DDLCompiler | None = None,
-    checkfirst: bool = False,
-) -> bool:
+def _ddl_condition(test: Callable[[SchemaItem | str, Dialect], bool]) -> DDLIfCallable:
+    """A condition of conditional DDL (``execute_if``, ``ddl_if``) that asks ``test`` of the
+    DDL's target and the dialect."""
+
+    def condition(
+        ddl: BaseDDLElement,
+        target: SchemaItem | str,
+        bind: Connection | None,
+        tables: list[Table] | None = None,
+        state: Any | None = None,
+        *,
+        dialect: Dialect,
+        compiler: DDLCompiler | None = None,
+        checkfirst: bool = False,
+    ) -> bool:
+        return test(target, dialect)
+
+    return condition
+
+
+def _has_expression_statistics(dialect: Dialect) -> bool:
     """Statistics on expressions came with PostgreSQL 14."""
     return (dialect.server_version_info or (0,)) >= (14,)
+
+
+_expression_statistics = _ddl_condition(
+    lambda _target, dialect: _has_expression_statistics(dialect)
+)
+
+
+# Whether a new PostgreSQL events table gets the digest stream key (ADR 0071): decided
+# by _choose_stream_key when the table is created, read by the DDL conditions below.
+_DIGEST_KEY: Final = "pentrace_digest_stream_key"
+
+
+def _choose_stream_key(target: Table, connection: Connection, **_kw: Any) -> None:
+    """Before a new events table is created: whether its ``(stream_id, sequence)`` key is
+    a unique index on the first 64 bits of ``md5(stream_id)`` (8 bytes where the text
+    key holds the 56-byte stream id, ADR 0071).  PostgreSQL only, and only where
+    ``md5()`` answers: a server in FIPS mode refuses it, and the table then gets the
+    text key of earlier versions (queried as those are)."""
+    target.info[_DIGEST_KEY] = connection.dialect.name == "postgresql" and digest_available(
+        connection
+    )
+
+
+def digest_available(connection: Connection) -> bool:
+    """Whether the server computes the digest of ``md5(text)`` (not in FIPS mode, for one), tried
+    in a savepoint so that a refusal leaves the transaction usable."""
+    try:
+        with connection.begin_nested():
+            connection.execute(select(_Digest(literal("pentrace", String))))
+    except exc.DBAPIError as error:
+        _log.warning(
+            "md5() is not available on this PostgreSQL server (%s): the new events table "
+            "keeps the text (stream_id, sequence) key (ADR 0071)",
+            str(error.orig).splitlines()[0] if error.orig is not None else type(error).__name__,
+        )
+        return False
+    return True
+
+
+def _stream_key(*, digest: bool, statistics: bool = False) -> DDLIfCallable:
+    """The condition of a stream key's DDL: ``digest`` the unique index on the digest
+    (and with ``statistics`` its dependency statistics, PostgreSQL 14 and later), made
+    for a PostgreSQL table :func:`_choose_stream_key` gave the digest key; else the text
+    ``UNIQUE (stream_id, sequence)`` constraint, made for every other table."""
+
+    def test(target: SchemaItem | str, dialect: Dialect) -> bool:
+        table = target.table if isinstance(target, UniqueConstraint) else target
+        keyed = isinstance(table, Table) and bool(table.info.get(_DIGEST_KEY, False))
+        if not digest:
+            return not keyed
+        return keyed and (not statistics or _has_expression_statistics(dialect))
+
+    return _ddl_condition(test)
 
 
 def _function(
@@ -404,6 +499,59 @@ def key_in(
     return _KeyIn(key, *(literal(value, String) for value in values))
 
 
+def _digest(value: str) -> str:
+    return f"CAST(CAST('x' || left(md5({value}), 16) AS BIT(64)) AS BIGINT)"
+
+
+# The first 64 bits of md5(text), as a bigint (ADR 0071): md5(), left() and the casts of
+# its hex digits are immutable, so an index may hold them; the cast parses md5's 16 hex
+# digits only, never the stream's text (stream_id::bytea would parse its backslashes;
+# convert_to() and textsend() are only stable).  Eight bytes, not md5's sixteen: a
+# (bigint, bigint) entry is one that PostgreSQL's B-tree splits where it goes in.
+_Digest = _function(
+    "The first 64 bits of md5 of a text, as a bigint.", _CONDITION, lambda a: _digest(a[0])
+)
+# The stream key of ADR 0071: the digest finds the index entry, the text decides (two
+# streams of one digest cost a row read, never a wrong row; the second one's rows are
+# refused, naming both: LedgerRecorder.digest_collisions_named).
+_StreamEquals = _function(
+    "A stream id equal to a value.",
+    _CONDITION,
+    lambda args: f"{args[0]} = {args[1]}",
+    lambda args: f"({args[0]} = {args[1]} AND {_digest(args[0])} = {_digest(args[1])})",
+)
+_StreamIn = _function(
+    "A stream id equal to one of the values.",
+    _CONDITION,
+    lambda args: f"{args[0]} IN ({', '.join(args[1:])})",
+    lambda args: (
+        f"({args[0]} IN ({', '.join(args[1:])}) "
+        f"AND {_digest(args[0])} IN ({', '.join(_digest(a) for a in args[1:])}))"
+    ),
+)
+
+
+def stream_equals(events: Table, value: object, *, digest: bool) -> ColumnElement[bool]:
+    """``stream_id = value`` spelled so that the ``(stream_id, sequence)`` key serves it:
+    ``digest`` when the key is on ``md5(stream_id)`` (``LedgerDatabase.digest_streams``,
+    ADR 0071); ``value`` is a bind parameter or a plain value."""
+    column = events.c.stream_id
+    if not digest:
+        return column == value
+    bound = value if isinstance(value, ColumnElement) else literal(value, String)
+    return _StreamEquals(column, bound)
+
+
+def stream_in(events: Table, values: Collection[str], *, digest: bool) -> ColumnElement[bool]:
+    """``stream_id IN values`` (at least one) spelled so that the stream key serves it."""
+    if not values:
+        raise ValueError("stream_in() needs at least one value")
+    column = events.c.stream_id
+    if not digest:
+        return column.in_(list(values))
+    return _StreamIn(column, *(literal(value, String) for value in values))
+
+
 def _last_segment_sqlite(value: str) -> str:
     """SQLite has no last-occurrence search: a text with exactly two '/' (every session
     stream ``session:<project>/<agent>/<id>``) is cut after its second by two instr(); any
@@ -449,22 +597,53 @@ def event_id_of(events: Table) -> ColumnElement[str]:
     return func.coalesce(c.event_id, derived, type_=String)
 
 
-def ids_match(events: Table, event_ids: Collection[str]) -> ColumnElement[bool]:
-    """Rows that may hold one of ``event_ids``: stored under it, or at the (stream,
-    sequence) it derives from.  Both are index probes; compare :func:`event_id_of`
-    of the rows found with the ids (a stored foreign id can differ from its position's)."""
-    c = events.c
+def positions_match(
+    events: Table, positions: Iterable[tuple[str, int]], *, digest: bool
+) -> ColumnElement[bool]:
+    """Rows at one of the ``(stream_id, sequence)`` positions, as probes of the stream key
+    (``digest``: see :func:`stream_equals`).  One term per stream, ``stream = ? AND
+    sequence IN (...)``: a ``(stream_id, sequence) IN`` list made SQLite scan the stream."""
     by_stream: dict[str, list[int]] = {}
-    for event_id in event_ids:
-        if (parsed := parse_derived(event_id)) is not None:
-            by_stream.setdefault(parsed[0], []).append(parsed[1])
-    # One term per stream: (stream_id = ? AND sequence IN (...)) probes both key columns,
-    # where a (stream_id, sequence) IN list made SQLite scan the stream.
-    positions = [
-        and_(c.stream_id == stream, c.sequence.in_(sequences))
-        for stream, sequences in by_stream.items()
-    ]
+    for stream, sequence in positions:
+        by_stream.setdefault(stream, []).append(sequence)
+    if not by_stream:
+        return false()
+    return or_(
+        *(
+            and_(stream_equals(events, stream, digest=digest), events.c.sequence.in_(sequences))
+            for stream, sequences in by_stream.items()
+        )
+    )
+
+
+def digest_collisions(events: Table, positions: Iterable[tuple[str, int]]) -> ColumnElement[bool]:
+    """Rows of *another* stream, of the same md5 digest, at one of the ``(stream_id,
+    sequence)`` positions: what a digest stream key (ADR 0071) refuses them for."""
+    by_stream: dict[str, list[int]] = {}
+    for stream, sequence in positions:
+        by_stream.setdefault(stream, []).append(sequence)
+    c = events.c
+    return or_(
+        false(),
+        *(
+            and_(
+                _Digest(c.stream_id) == _Digest(literal(stream, String)),
+                c.stream_id != stream,
+                c.sequence.in_(sequences),
+            )
+            for stream, sequences in by_stream.items()
+        ),
+    )
+
+
+def ids_match(events: Table, event_ids: Collection[str], *, digest: bool) -> ColumnElement[bool]:
+    """Rows that may hold one of ``event_ids``: stored under it, or at the (stream,
+    sequence) it derives from.  Both are index probes (``digest``: see
+    :func:`stream_equals`); compare :func:`event_id_of` of the rows found with the ids
+    (a stored foreign id can differ from its position's)."""
+    c = events.c
+    derived = [parsed for event_id in event_ids if (parsed := parse_derived(event_id))]
     stored = c.event_id.in_(list(event_ids))
-    if not positions:
+    if not derived:
         return stored
-    return or_(stored, and_(c.event_id.is_(None), or_(*positions)))
+    return or_(stored, and_(c.event_id.is_(None), positions_match(events, derived, digest=digest)))

@@ -48,6 +48,7 @@ __all__ = [
     "EVENT_IDS_KEY",
     "EVENT_IDS_VERSION",
     "UpgradeReport",
+    "digest_streams",
     "hashed_keys",
     "restore_indexes",
     "upgrade_event_ids",
@@ -178,14 +179,27 @@ def stale_expression_indexes(conn: Connection, tables: LedgerTables) -> set[str]
 def hashed_keys(engine: Engine, tables: LedgerTables) -> bool:
     """Whether the events table's scoped indexes are keyed by a hash of the text (a
     PostgreSQL table created with ADR 0068's layout; earlier ones keep text keys)."""
+    definition = _index_definition(engine, f"{tables.events.name}_type_position_idx")
+    return definition is not None and "hashtextextended(" in definition
+
+
+def digest_streams(engine: Engine, tables: LedgerTables) -> bool:
+    """Whether the events table's ``(stream_id, sequence)`` key is on ``md5(stream_id)``
+    (a PostgreSQL table created with ADR 0071's layout; earlier ones, and a new one on a
+    server without md5(), keep the text constraint)."""
+    definition = _index_definition(engine, f"{tables.events.name}_stream_sequence_key")
+    return definition is not None and "md5(" in definition
+
+
+def _index_definition(engine: Engine, name: str) -> str | None:
+    """A PostgreSQL index's definition (None: no such index, or not PostgreSQL)."""
     if engine.dialect.name != "postgresql":
-        return False
+        return None
     with engine.connect() as conn:
         definition = conn.execute(
-            text("SELECT indexdef FROM pg_indexes WHERE indexname = :name"),
-            {"name": f"{tables.events.name}_type_position_idx"},
+            text("SELECT indexdef FROM pg_indexes WHERE indexname = :name"), {"name": name}
         ).scalar_one_or_none()
-    return definition is not None and "hashtextextended(" in str(definition)
+    return None if definition is None else str(definition)
 
 
 def current_version(conn: Connection, tables: LedgerTables) -> str | None:
