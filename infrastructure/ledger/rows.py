@@ -119,23 +119,22 @@ def encoded_values(
         values = _encoded_values(encoded, inserted_at)
         return values if codec is None else _stored_values(values, codec)
     # A candidate the screen cleared: the columns its header gives, derived once per header.
-    event = encoded.event
     head = _heads.get(id(header))
     if head is None or head.header is not header:
         head = _header_columns(header)
     stream = head.stream
-    sequence = _positive(event.sequence)
-    event_id: str | None = event.id
+    sequence = _positive(encoded.sequence)
+    event_id: str | None = encoded.event_id
     category: str | None = head.category
     rest = head.rest
     data = encoded.json
     if codec is not None:
         if codec.derived_ids:
-            event_id = stored_event_id(event.id, stream, sequence)
+            event_id = stored_event_id(encoded.event_id, stream, sequence)
             category = head.stored_category
             rest = head.stored_rest
         data = codec.stored_json(data)
-    return (event_id, stream, sequence, head.event_type, category, _positive(event.time),
+    return (event_id, stream, sequence, head.event_type, category, _positive(encoded.time),
             inserted_at, *rest, data)  # fmt: skip
 
 
