@@ -39,6 +39,8 @@ __all__ = [
     "ROW_COLUMNS",
     "SCHEMA_VERSION",
     "as_envelope",
+    "checked_values",
+    "compressed_rows",
     "encoded_row",
     "encoded_values",
     "envelope_row",
@@ -114,10 +116,34 @@ def encoded_values(
     from the struct.  Any other goes through every check of :func:`envelope_row`.
     With ``codec`` the id and envelope are in the ledger's stored form.
     """
+    return _values(encoded, inserted_at, codec, True)
+
+
+def checked_values(
+    encoded: EncodedEvent, inserted_at: int, codec: RowCodec | None = None
+) -> tuple[Any, ...]:
+    """:func:`encoded_values` with the envelope (the last column) left plain: every check
+    is made, the other columns are in ``codec``'s stored form.  :func:`compressed_rows`
+    then compresses a session's envelopes together (``ledger sync``)."""
+    return _values(encoded, inserted_at, codec, False)
+
+
+def compressed_rows(rows: list[tuple[Any, ...]], codec: RowCodec | None) -> list[tuple[Any, ...]]:
+    """Rows of :func:`checked_values` with their envelopes in ``codec``'s stored form: the
+    rows of :func:`encoded_values`, the frames made in one call (:meth:`RowCodec.stored_many`)."""
+    if codec is None or codec.current is None or not rows:
+        return rows
+    frames = codec.stored_many([row[-1] for row in rows])
+    return [(*row[:-1], frame) for row, frame in zip(rows, frames, strict=True)]
+
+
+def _values(
+    encoded: EncodedEvent, inserted_at: int, codec: RowCodec | None, compress: bool
+) -> tuple[Any, ...]:
     header = encoded.header
     if header is None or not encoded.screened:
         values = _encoded_values(encoded, inserted_at)
-        return values if codec is None else _stored_values(values, codec)
+        return values if codec is None else _stored_values(values, codec, compress)
     # A candidate the screen cleared: the columns its header gives, derived once per header.
     head = _heads.get(id(header))
     if head is None or head.header is not header:
@@ -133,7 +159,8 @@ def encoded_values(
             event_id = stored_event_id(encoded.event_id, stream, sequence)
             category = head.stored_category
             rest = head.stored_rest
-        data = codec.stored_json(data)
+        if compress:
+            data = codec.stored_json(data)
     return (event_id, stream, sequence, head.event_type, category, _positive(encoded.time),
             inserted_at, *rest, data)  # fmt: skip
 
@@ -175,7 +202,9 @@ def type_category(event_type: str) -> str:
     return found
 
 
-def _stored_values(values: tuple[Any, ...], codec: RowCodec) -> tuple[Any, ...]:
+def _stored_values(
+    values: tuple[Any, ...], codec: RowCodec, compress: bool = True
+) -> tuple[Any, ...]:
     """Row form 2 (ADR 0058) leaves out what the row spells otherwise: a derived id, the
     type's own category, a conversation id equal to the session id, a session id its
     stream ends with ('' marks none where NULL would read as a value) and the default
@@ -186,7 +215,7 @@ def _stored_values(values: tuple[Any, ...], codec: RowCodec) -> tuple[Any, ...]:
         event_id = stored_event_id(event_id, stream, sequence)
         category, rest = _form_2(stream, event_type, category, rest)
     return (event_id, stream, sequence, event_type, category, event_time, inserted_at,
-            *rest, codec.stored_json(plain))  # fmt: skip
+            *rest, codec.stored_json(plain) if compress else plain)  # fmt: skip
 
 
 def _form_2(
