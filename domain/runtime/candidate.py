@@ -60,12 +60,14 @@ _PRIVACY: Final = _encode(Privacy(_PUBLIC, False, []))
 
 
 class EncodedCandidate(NamedTuple):
-    """A candidate's JSON bytes, the shared header it was built from, its id and time."""
+    """A candidate's JSON bytes, the shared header it was built from, its id, time and
+    sequence (its position)."""
 
     json: bytes
     header: Header
     event_id: str
     time: int
+    sequence: int
 
 
 def _inner(text: str) -> bytes:
@@ -174,7 +176,7 @@ class Candidates:
             data = template % (position, time, position, correlation, _encode(payload), anchor)
         except UnicodeEncodeError:
             return None  # a lone surrogate: the struct's path escapes it
-        return EncodedCandidate(data, header, f"{self._id_prefix}{position:08d}", time)
+        return EncodedCandidate(data, header, f"{self._id_prefix}{position:08d}", time, position)
 
     def _template(self, header: Header, event_type: str) -> tuple[Header, bytes | None]:
         """The envelope of ``header`` as a byte template with six slots: the position

@@ -67,7 +67,6 @@ class EncodedEvent:
     def of_candidate(
         cls,
         found: EncodedCandidate,
-        position: int,
         source: tuple[Candidates, TraceRecord, str | None],
     ) -> EncodedEvent:
         """A screened candidate of :meth:`Candidates.encoded`; its struct is built from
@@ -75,9 +74,8 @@ class EncodedEvent:
         encoded = cls.__new__(cls)
         encoded._event = None
         encoded._lazy = source
-        encoded.json, encoded.header, encoded.event_id, encoded.time = found
+        encoded.json, encoded.header, encoded.event_id, encoded.time, encoded.sequence = found
         encoded.screened = True
-        encoded.sequence = position
         return encoded
 
     @property
@@ -159,13 +157,22 @@ class SessionEvents:
 
     def encoded(self, position: int, record: TraceRecord) -> EncodedEvent:
         """The redacted RuntimeEvent of the record at ``position`` and its JSON bytes."""
+        found = self.screened(position, record)
+        if type(found) is EncodedCandidate:
+            return EncodedEvent.of_candidate(found, (self._candidates, record, self.directory))
+        assert isinstance(found, EncodedEvent)
+        return found
+
+    def screened(self, position: int, record: TraceRecord) -> EncodedCandidate | EncodedEvent:
+        """:meth:`encoded`, but a candidate the screen cleared as it is (no struct, no
+        wrapper): what ``ledger sync`` takes its row from."""
         self._see(position, record)
         candidates = self._candidates
         directory = self.directory
         fast = candidates.encoded(position, record, directory)
         if fast is not None:
             if not may_change(fast.json):
-                return EncodedEvent.of_candidate(fast, position, (candidates, record, directory))
+                return fast
             event = self.event(position, record)
             return EncodedEvent(event, encode_event(event), False)
         found = candidates.with_header(position, record, directory)

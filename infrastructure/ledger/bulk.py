@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Final
 
-from pentrace.domain.runtime import SessionEvents
+from pentrace.domain.runtime import EncodedEvent, SessionEvents
+from pentrace.domain.runtime.candidate import EncodedCandidate
 from pentrace.errors import (
     LedgerConflictError,
     LedgerError,
@@ -57,7 +58,12 @@ from pentrace.infrastructure.ledger.retention_skip import (
     record_skips,
     session_tasks,
 )
-from pentrace.infrastructure.ledger.rows import ROW_COLUMNS, checked_values, compressed_rows
+from pentrace.infrastructure.ledger.rows import (
+    ROW_COLUMNS,
+    candidate_values,
+    checked_values,
+    compressed_rows,
+)
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 from pentrace.infrastructure.storage.layout import SessionRef
 from pentrace.infrastructure.trace.reader import read_session
@@ -157,7 +163,12 @@ def build_session(
                 skipped += 1
                 mapper.skip(position, record)
                 continue
-            rows.append(checked_values(mapper.encoded(position, record), inserted_at, codec))
+            found = mapper.screened(position, record)
+            if type(found) is EncodedCandidate:
+                rows.append(candidate_values(found, inserted_at, codec))
+            else:
+                assert isinstance(found, EncodedEvent)
+                rows.append(checked_values(found, inserted_at, codec))
     except SESSION_ERRORS as error:
         failure = SessionFailure.of(ref, error)
     return SessionBuild(compressed_rows(rows, codec), skipped, failure)

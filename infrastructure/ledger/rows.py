@@ -25,6 +25,7 @@ from eventsourcing.persistence import StoredEvent
 from pentrace.domain.json_codec import JsonEncoder, escape_surrogates
 from pentrace.domain.redaction import is_redacted, is_redacted_encoded, redact
 from pentrace.domain.runtime.header import Header, event_category
+from pentrace.domain.runtime.candidate import EncodedCandidate
 from pentrace.domain.runtime.session_events import EncodedEvent
 from pentrace.domain.runtime.validation import envelope_problems
 from pentrace.errors import LedgerError, RedactionError
@@ -39,6 +40,7 @@ __all__ = [
     "ROW_COLUMNS",
     "SCHEMA_VERSION",
     "as_envelope",
+    "candidate_values",
     "checked_values",
     "compressed_rows",
     "encoded_row",
@@ -144,6 +146,24 @@ def _values(
     if header is None or not encoded.screened:
         values = _encoded_values(encoded, inserted_at)
         return values if codec is None else _stored_values(values, codec, compress)
+    return _screened_values(encoded, header, inserted_at, codec, compress)
+
+
+def candidate_values(
+    found: EncodedCandidate, inserted_at: int, codec: RowCodec | None = None
+) -> tuple[Any, ...]:
+    """:func:`checked_values` of a candidate the screen cleared
+    (:meth:`SessionEvents.screened <pentrace.domain.runtime.SessionEvents.screened>`)."""
+    return _screened_values(found, found.header, inserted_at, codec, False)
+
+
+def _screened_values(
+    encoded: EncodedEvent | EncodedCandidate,
+    header: Header,
+    inserted_at: int,
+    codec: RowCodec | None,
+    compress: bool,
+) -> tuple[Any, ...]:
     # A candidate the screen cleared: the columns its header gives, derived once per header.
     head = _heads.get(id(header))
     if head is None or head.header is not header:
