@@ -92,6 +92,8 @@ class Candidates:
         # Per header object: the envelope's byte template (None: a value msgspec cannot
         # encode, such as a lone surrogate; those records take the struct).
         self._templates: dict[int, tuple[Header, bytes | None]] = {}
+        # The header and template of an event or model message, by what they read of it.
+        self._shaped: dict[tuple[Any, ...], tuple[Header, bytes | None]] = {}
 
     def candidate(
         self, position: int, record: TraceRecord, directory: str | None
@@ -154,12 +156,29 @@ class Candidates:
             return None
         if isinstance(payload.get("status"), Mapping):
             return None  # the scope reads a nested status object
-        event_type = event_type_for(record, position)
-        header = self._header(event_type, record, payload, directory)
-        known = self._templates.get(id(header))
-        if known is None or known[0] is not header:
-            known = self._template(header, event_type)
-        template = known[1]
+        kind, ptype, role, status = record.kind, record.ptype, record.role, record.status
+        quick: tuple[Any, ...] | None = None
+        shaped = None
+        if (kind == "event_msg" or kind == "model_msg") and type(ptype) is str:  # noqa: PLR1714
+            if (role is None or type(role) is str) and (status is None or type(status) is str):
+                # All the header and the event type read of such a record (record_actor:
+                # a user message's sender; event_type_for: the status), as exact strings.
+                sender = payload.get("sender") if kind == "model_msg" and role == "user" else None
+                quick = (kind, ptype, role, status, sender if type(sender) is str else None,
+                         directory)  # fmt: skip
+                shaped = self._shaped.get(quick)
+        if shaped is None:
+            event_type = event_type_for(record, position)
+            header = self._header(event_type, record, payload, directory)
+            known = self._templates.get(id(header))
+            if known is None or known[0] is not header:
+                known = self._template(header, event_type)
+            shaped = (known[0], known[1])
+            if quick is not None:
+                if len(self._shaped) >= _MAX_HEADERS:
+                    self._shaped.clear()
+                self._shaped[quick] = shaped
+        header, template = shaped
         if template is None:
             return None
         time = stamp_ms(value.get("timestamp"))
