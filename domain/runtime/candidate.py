@@ -154,7 +154,8 @@ class Candidates:
         payload = value.get("payload") if type(value) is dict else None
         if type(payload) is not dict or not _READS_BUT_STATUS.isdisjoint(payload):
             return None
-        if isinstance(payload.get("status"), Mapping):
+        given = payload.get("status")
+        if given is not None and type(given) is not str and isinstance(given, Mapping):
             return None  # the scope reads a nested status object
         kind, ptype, role, status = record.kind, record.ptype, record.role, record.status
         quick: tuple[Any, ...] | None = None
