@@ -55,6 +55,8 @@ _NOT_META: Final = object()
 # ``request_end``'s string status leaves it as if the key were absent.
 _READS_BUT_STATUS: Final = BODY_READS - {"status"}
 _encode: Final = msgspec.json.Encoder().encode
+# Record kinds whose header the payload type, role, status and sender decide.
+_QUICK_KINDS: Final = ("event_msg", "model_msg")
 # The privacy block of every candidate: nothing redacted.
 _PRIVACY: Final = _encode(Privacy(_PUBLIC, False, []))
 
@@ -160,14 +162,18 @@ class Candidates:
         kind, ptype, role, status = record.kind, record.ptype, record.role, record.status
         quick: tuple[Any, ...] | None = None
         shaped = None
-        if (kind == "event_msg" or kind == "model_msg") and type(ptype) is str:  # noqa: PLR1714
-            if (role is None or type(role) is str) and (status is None or type(status) is str):
-                # All the header and the event type read of such a record (record_actor:
-                # a user message's sender; event_type_for: the status), as exact strings.
-                sender = payload.get("sender") if kind == "model_msg" and role == "user" else None
-                quick = (kind, ptype, role, status, sender if type(sender) is str else None,
-                         directory)  # fmt: skip
-                shaped = self._shaped.get(quick)
+        if (
+            kind in _QUICK_KINDS
+            and type(ptype) is str
+            and (role is None or type(role) is str)
+            and (status is None or type(status) is str)
+        ):
+            # All the header and the event type read of such a record (record_actor:
+            # a user message's sender; event_type_for: the status), as exact strings.
+            sender = payload.get("sender") if kind == "model_msg" and role == "user" else None
+            quick = (kind, ptype, role, status, sender if type(sender) is str else None,
+                     directory)  # fmt: skip
+            shaped = self._shaped.get(quick)
         if shaped is None:
             event_type = event_type_for(record, position)
             header = self._header(event_type, record, payload, directory)

@@ -238,10 +238,11 @@ def test_rows_checked_plain_then_compressed_together_are_the_rows_one_by_one(
         expected, checked = [], []
         for position, (record, context) in enumerate(batch, start=1):
             key = (context["project"], context["agent"], context["session_id"])
-            mine = _outcome(lambda: encoded_values(one[key].encoded(position, record), _NOW, codec))
-            plain = _outcome(
-                lambda: checked_values(together[key].encoded(position, record), _NOW, codec)
+            mine = _outcome(
+                functools.partial(encoded_values, one[key].encoded(position, record), _NOW, codec)
             )
+            plain = _outcome(functools.partial(
+                checked_values, together[key].encoded(position, record), _NOW, codec))  # fmt: skip
             assert isinstance(mine, str) == isinstance(plain, str)  # the same refusals
             if not isinstance(mine, str):
                 assert isinstance(plain, tuple)

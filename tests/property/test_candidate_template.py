@@ -71,7 +71,9 @@ def test_the_template_gives_the_structs_bytes(
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.sampled_from(["text", "tool_call_output", "token_usage", "request_end", "approval_decision"]),
+    st.sampled_from(
+        ["text", "tool_call_output", "token_usage", "request_end", "approval_decision"]
+    ),
     _texts,
     _texts,
     st.one_of(st.none(), _texts),

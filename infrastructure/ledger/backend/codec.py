@@ -129,8 +129,9 @@ class RowCodec:
         decompressible alone), made in one call: a session's envelopes at once."""
         if self.current is None or not plains:
             return list(plains)
-        frames = self._compressor().multi_compress_to_buffer(plains)
-        return [frame.tobytes() for frame in frames]
+        chunks: list[bytes | bytearray | memoryview] = list(plains)
+        frames = self._compressor().multi_compress_to_buffer(chunks)
+        return [frames[index].tobytes() for index in range(len(frames))]
 
     def _compressor(self) -> zstandard.ZstdCompressor:
         compressor: zstandard.ZstdCompressor | None = getattr(self._local, "compressor", None)
