@@ -10,7 +10,9 @@ values.  Unlike Penguin, nothing is dropped silently.
 Rows are built plain (the whole id, the envelope's JSON); :func:`stored_row`
 and ``encoded_values(..., codec)`` turn them into the ledger's stored form
 (:mod:`.backend.codec`, ADR 0058) after the redaction check, so nothing
-unchecked is ever compressed.
+unchecked is ever compressed.  ``ledger sync`` checks a session's rows with
+their envelopes plain (:func:`checked_values`, :func:`candidate_values`) and
+then compresses them in one call (:func:`compressed_rows`, ADR 0072).
 """
 
 from __future__ import annotations
