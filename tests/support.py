@@ -10,14 +10,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import hypothesis
 import pytest
@@ -30,6 +32,7 @@ from pentrace.infrastructure.eventstore.application import SessionApplication, S
 from pentrace.infrastructure.ledger import LedgerDatabase
 
 REPO: Final = Path(__file__).resolve().parents[1]
+T = TypeVar("T")
 # The session id ``pentrace.testing`` uses by default, and the ``sample_root`` session.
 SAMPLE_ID: Final = "session-2026-07-18-11-10-22-3f8a1c2d"
 
@@ -308,3 +311,36 @@ def ledger_file_sessions(path: Path) -> list[tuple[str | None, bytes]]:
         return [(sid, db.codec.plain_json(json)) for sid, json in rows]
     finally:
         db.close()
+
+
+def sqlite_rows(path: Path, table: str = "runtime_events") -> int:
+    """How many rows a SQLite ledger file holds now (0 before its schema is made)."""
+    with contextlib.closing(sqlite3.connect(path, timeout=5)) as conn:
+        try:
+            return int(conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0])
+        except sqlite3.OperationalError:  # the schema is not there yet
+            return 0
+
+
+def kill_sync_after(
+    root: Path, path: Path, rows: int, seen: Callable[[Path], T] | None = None
+) -> T | None:
+    """Run ``pentrace ledger sync --workers 1`` into the SQLite ledger ``path`` and kill it
+    with SIGKILL once it has committed ``rows`` rows; returns ``seen(path)`` taken then."""
+    env = {**os.environ, "PENGUIN_RUNTIME_EVENT_LEDGER_PATH": str(path),
+           "PENGUIN_RUNTIME_EVENT_LEDGER_MAX_EVENTS": "off"}  # fmt: skip
+    command = [sys.executable, "-m", "pentrace", "--data-root", str(root), "ledger", "sync"]
+    process = subprocess.Popen([*command, "--workers", "1"], env=env)
+    found: T | None = None
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and process.poll() is None:
+            if path.exists() and sqlite_rows(path) >= rows:  # some batches committed
+                found = seen(path) if seen is not None else None
+                break
+            time.sleep(0.005)
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.wait()
+    assert process.returncode == -signal.SIGKILL, "the sync ended before it was killed"
+    return found

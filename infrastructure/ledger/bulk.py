@@ -48,6 +48,7 @@ from pentrace.errors import (
     TraceError,
 )
 from pentrace.infrastructure.ledger.backend.codec import RowCodec
+from pentrace.infrastructure.ledger.backend.deferred import indexes_after_rows
 from pentrace.infrastructure.ledger.backend.dialect import PackedInsert, PackedInserter
 from pentrace.infrastructure.ledger.backend.errors import LedgerIntegrityError
 from pentrace.infrastructure.ledger.backend.packed import PackedRows, pack, unpack
@@ -271,8 +272,9 @@ def sync_sessions(
     in_runs = 0
     build_one = functools.partial(_build, codec=codec, packing=packed is not None)
     builds = _builds(tasks, workers, build_one)
-    with contextlib.closing(builds):  # no worker outlives an error
-        for task, build in builds:
+    # Into an empty table, the scoped indexes are made after the rows (ADR 0073).
+    with indexes_after_rows(ledger.db, worth_it=bool(refs)), contextlib.closing(builds):
+        for task, build in builds:  # closing(): no worker outlives an error
             sessions += 1
             pending += build.rows
             while len(pending) >= BATCH:
@@ -288,10 +290,10 @@ def sync_sessions(
             held_total += build.already_held - task.skipped
             if build.failure is not None:
                 failures.append(build.failure)
-    indexed += insert_values(ledger, pending)
-    if runs:
-        assert packed is not None
-        indexed += insert_packed(ledger, packed, runs)
+        indexed += insert_values(ledger, pending)
+        if runs:
+            assert packed is not None
+            indexed += insert_packed(ledger, packed, runs)
     skipped = plan.skipped if plan is not None else 0
     return SyncReport(sessions, indexed, held_total, tuple(failures), skipped)
 

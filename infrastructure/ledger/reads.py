@@ -6,7 +6,7 @@ pages and replays is in :mod:`.replay` and :mod:`.pages`.
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
+from sqlalchemy import func, literal, select
 
 from pentrace.domain.session.key import SESSION_STREAMS_LIKE, SessionKey, parse_session_stream
 from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
@@ -69,6 +69,15 @@ class LedgerReads:
         with self.db.reading("count ledger events") as conn:
             return int(
                 conn.execute(select(func.count()).select_from(self.db.tables.events)).scalar_one()
+            )
+
+    def holds_nothing(self) -> bool:
+        """Whether the ledger has no row and no retention watermark (a new ledger)."""
+        events, marks = self.db.tables.events, self.db.tables.watermarks
+        with self.db.reading("look for rows in the ledger") as conn:
+            return all(
+                conn.execute(select(literal(1)).select_from(table).limit(1)).first() is None
+                for table in (events, marks)
             )
 
     def held_sequences(self, stream_id: str) -> tuple[set[int], int]:

@@ -72,7 +72,16 @@ class SkipPlan:
 
 
 def session_tasks(ledger: RuntimeEventLedger, refs: Iterable[SessionRef]) -> Iterable[SessionTask]:
-    """Each session's task as the ledger stands now (read one session at a time)."""
+    """Each session's task as the ledger stands now (read one session at a time).
+
+    A new ledger holds no position of any session: nothing is read per session (a row
+    another writer adds meanwhile is a held key at the insert, which the exact path
+    sorts out).
+    """
+    if ledger.holds_nothing():
+        for ref in refs:
+            yield SessionTask(ref, frozenset(), 0, ledger.now_ms())
+        return
     for ref in refs:
         held, pruned_through = ledger.held_sequences(ref.key.stream_id)
         yield SessionTask(ref, frozenset(held), pruned_through, ledger.now_ms())

@@ -2,12 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -26,6 +20,7 @@ from pentrace.infrastructure.storage.layout import iter_sessions
 from pentrace.testing.files import write_shards
 from tests.integration.test_ledger_bulk import SESSIONS, corpus, stored
 from tests.integration.test_ledger_indexer import AGENT, PROJECT, open_ledger, trace_lines
+from tests.support import kill_sync_after
 
 _TASK = ROW_COLUMNS.index("task_id")
 _RUN = ROW_COLUMNS.index("run_id")
@@ -157,20 +152,7 @@ def test_a_sync_killed_mid_way_then_run_again_holds_every_row_once(tmp_path: Pat
         session_id = f"session-2026-11-29-10-00-00-{number:08d}"
         write_shards(root, PROJECT, AGENT, session_id, [trace_lines(session_id, 40)])
     path = tmp_path / "events.db"
-    env = {**os.environ, "PENGUIN_RUNTIME_EVENT_LEDGER_PATH": str(path),
-           "PENGUIN_RUNTIME_EVENT_LEDGER_MAX_EVENTS": "off"}  # fmt: skip
-    command = [sys.executable, "-m", "pentrace", "--data-root", str(root), "ledger", "sync"]
-    process = subprocess.Popen([*command, "--workers", "1"], env=env)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and process.poll() is None:
-            if path.exists() and _rows(path) >= 200:  # some batches committed, not all
-                break
-            time.sleep(0.005)
-        process.send_signal(signal.SIGKILL)
-    finally:
-        process.wait()
-    assert process.returncode == -signal.SIGKILL, "the sync ended before it was killed"
+    kill_sync_after(root, path, 200)  # some batches committed, not all
     ledger = open_ledger(path)
     report = sync(ledger, root, workers=2)
     assert report.already_held >= 200
@@ -182,11 +164,3 @@ def test_a_sync_killed_mid_way_then_run_again_holds_every_row_once(tmp_path: Pat
         sequences = [row[3] for row in rows if row[2] == stream]
         assert sequences == list(range(1, 122))
     ledger.close()
-
-
-def _rows(path: Path) -> int:
-    with contextlib.closing(sqlite3.connect(path, timeout=5)) as conn:
-        try:
-            return int(conn.execute("SELECT count(*) FROM runtime_events").fetchone()[0])
-        except sqlite3.OperationalError:  # the schema is not there yet
-            return 0

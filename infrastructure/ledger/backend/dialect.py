@@ -71,6 +71,9 @@ class LedgerDialect(Protocol):
     greatest: str
     #: Execution options that make a transaction take the write lock at its start.
     write_options: Mapping[str, str]
+    #: Whether a bulk load into an empty events table makes its scoped indexes after the
+    #: rows instead of with each insert (:mod:`.deferred`, ADR 0073).
+    defers_indexes: bool
 
     def statement_deadline(self, timeouts: DatabaseTimeouts) -> float | None:
         """Seconds after which the client gives up on one statement (None: no deadline)."""

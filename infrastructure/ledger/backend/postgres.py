@@ -51,6 +51,7 @@ class PostgresDialect:
     least = "LEAST"
     greatest = "GREATEST"
     write_options: Mapping[str, str] = MappingProxyType({})
+    defers_indexes = False  # not measured there: every index is kept live
 
     def statement_deadline(self, timeouts: DatabaseTimeouts) -> float | None:
         """The server's ``statement_timeout`` plus a grace (see :mod:`.deadline`)."""

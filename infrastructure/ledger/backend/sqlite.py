@@ -125,6 +125,7 @@ class SQLiteDialect:
     least = "MIN"
     greatest = "MAX"
     write_options: Mapping[str, str] = MappingProxyType({BEGIN_OPTION: "BEGIN IMMEDIATE"})
+    defers_indexes = True
 
     def statement_deadline(self, timeouts: DatabaseTimeouts) -> float | None:
         """None: a local file does not stop answering."""

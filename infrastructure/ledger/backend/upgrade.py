@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import msgspec
-from sqlalchemy import Column, Connection, Engine, bindparam, delete, select, text, update
+from sqlalchemy import Column, Connection, Engine, Index, bindparam, delete, select, text, update
 from sqlalchemy.schema import CreateIndex
 
 from pentrace.domain.json_codec import JsonEncoder
@@ -49,6 +49,7 @@ __all__ = [
     "EVENT_IDS_VERSION",
     "UpgradeReport",
     "hashed_keys",
+    "restore_indexes",
     "upgrade_event_ids",
     "upgrade_indexes",
 ]
@@ -76,14 +77,41 @@ def upgrade_indexes(engine: Engine, tables: LedgerTables) -> None:
     The old ``scope_idx`` (session, agent, directory) goes: the planner
     preferred it and then sorted a whole session for every replay page;
     ``type_idx`` gave way to (event_type, notification_id); no reader filters
-    by category, so ``category_idx`` goes too (ADR 0058).
+    by category, so ``category_idx`` goes too (ADR 0058).  The scoped indexes
+    a bulk load was to make after its rows (:mod:`.deferred`) are made here when
+    it was stopped before it could.
     """
-    events = tables.events
     with engine.connect() as conn:
-        present = index_names(conn, events.name)
-        # An earlier ledger's ids are all stored, under its own unique constraint.
-        ids_held = row_form(conn, tables) != ROW_FORM
-        stale = stale_expression_indexes(conn, tables)
+        plan = _index_plan(conn, tables)
+    if plan.changes:
+        with engine.begin() as conn:
+            _apply(conn, plan)
+
+
+def restore_indexes(conn: Connection, tables: LedgerTables) -> int:
+    """Create the events table's missing indexes in ``conn``'s write transaction (a bulk
+    load made them last, :mod:`.deferred`); returns how many it made."""
+    plan = _index_plan(conn, tables)
+    _apply(conn, plan)
+    return len(plan.missing)
+
+
+class _IndexPlan(NamedTuple):
+    stale: set[str]
+    missing: list[Index]
+    obsolete: list[str]
+
+    @property
+    def changes(self) -> bool:
+        return bool(self.missing or self.obsolete)
+
+
+def _index_plan(conn: Connection, tables: LedgerTables) -> _IndexPlan:
+    events = tables.events
+    present = index_names(conn, events.name)
+    # An earlier ledger's ids are all stored, under its own unique constraint.
+    ids_held = row_form(conn, tables) != ROW_FORM
+    stale = stale_expression_indexes(conn, tables)
     present -= stale
     # Form 2's own indexes: the stored ids, the session ids its streams spell.
     own = {f"{events.name}_event_id_idx", f"{events.name}_session_position_idx"}
@@ -101,15 +129,16 @@ def upgrade_indexes(engine: Engine, tables: LedgerTables) -> None:
         )
         if name in present
     ]
-    if not missing and not obsolete:
-        return
-    with engine.begin() as conn:
-        for name in stale:  # made with an earlier spelling of its expression
-            conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
-        for index in missing:
-            conn.execute(CreateIndex(index, if_not_exists=True))
-        for name in obsolete:
-            conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
+    return _IndexPlan(stale, missing, obsolete)
+
+
+def _apply(conn: Connection, plan: _IndexPlan) -> None:
+    for name in plan.stale:  # made with an earlier spelling of its expression
+        conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
+    for index in plan.missing:
+        conn.execute(CreateIndex(index, if_not_exists=True))
+    for name in plan.obsolete:
+        conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
 
 
 def index_names(conn: Connection, table: str) -> set[str]:
