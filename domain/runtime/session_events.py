@@ -20,14 +20,14 @@ checks it in full.  Property tests hold both ways to the same bytes.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Final, NamedTuple
+from typing import Final
 
 import msgspec
 
 from pentrace.domain.json_codec import JsonEncoder
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.redaction.screen import may_change
-from pentrace.domain.runtime.candidate import Candidates
+from pentrace.domain.runtime.candidate import Candidates, EncodedCandidate
 from pentrace.domain.runtime.envelope import Header, RuntimeEvent
 from pentrace.domain.runtime.mapping import event_from_record
 from pentrace.domain.session.key import SessionKey
@@ -38,19 +38,61 @@ _encode_struct: Final = msgspec.json.Encoder().encode
 _encode_builtins: Final = JsonEncoder().encode
 
 
-class EncodedEvent(NamedTuple):
+class EncodedEvent:
     """An envelope and its JSON bytes; ``screened`` when the screen cleared those bytes.
 
     ``header``, when set, is the shared :class:`Header` a screened candidate
     took its type, category, stream id and scope from (its privacy is
     ``public``, nothing redacted): the ledger derives those columns once per
-    header object instead of once per event.
+    header object instead of once per event.  ``event_id``, ``time`` and
+    ``sequence`` are the envelope's.  A screened candidate encoded from its
+    header's byte template builds its struct (:attr:`event`) only when asked.
     """
 
-    event: RuntimeEvent
-    json: bytes
-    screened: bool
-    header: Header | None = None
+    __slots__ = ("_event", "_lazy", "event_id", "header", "json", "screened", "sequence", "time")
+
+    def __init__(
+        self, event: RuntimeEvent, json: bytes, screened: bool, header: Header | None = None
+    ) -> None:
+        self._event: RuntimeEvent | None = event
+        self._lazy: tuple[Candidates, TraceRecord, str | None] | None = None
+        self.json = json
+        self.screened = screened
+        self.header = header
+        self.event_id: str = event.id
+        self.time: int = event.time
+        self.sequence: int = event.sequence
+
+    @classmethod
+    def of_candidate(
+        cls,
+        found: EncodedCandidate,
+        source: tuple[Candidates, TraceRecord, str | None],
+    ) -> EncodedEvent:
+        """A screened candidate of :meth:`Candidates.encoded`; its struct is built from
+        ``source`` (the candidates, the record, the directory) on first use."""
+        encoded = cls.__new__(cls)
+        encoded._event = None
+        encoded._lazy = source
+        encoded.json, encoded.header, encoded.event_id, encoded.time, encoded.sequence = found
+        encoded.screened = True
+        return encoded
+
+    @property
+    def event(self) -> RuntimeEvent:
+        """The envelope as a :class:`RuntimeEvent` struct."""
+        event = self._event
+        if event is None:
+            assert self._lazy is not None
+            candidates, record, directory = self._lazy
+            built = candidates.with_header(self.sequence, record, directory)
+            assert built is not None
+            event = self._event = built[0]
+            self._lazy = None
+        return event
+
+    def __repr__(self) -> str:
+        return f"EncodedEvent({self.event_id!r}, screened={self.screened})"
 
 
 def encode_event(event: RuntimeEvent) -> bytes:
@@ -115,8 +157,25 @@ class SessionEvents:
 
     def encoded(self, position: int, record: TraceRecord) -> EncodedEvent:
         """The redacted RuntimeEvent of the record at ``position`` and its JSON bytes."""
+        found = self.screened(position, record)
+        if type(found) is EncodedCandidate:
+            return EncodedEvent.of_candidate(found, (self._candidates, record, self.directory))
+        assert isinstance(found, EncodedEvent)
+        return found
+
+    def screened(self, position: int, record: TraceRecord) -> EncodedCandidate | EncodedEvent:
+        """:meth:`encoded`, but a candidate the screen cleared as it is (no struct, no
+        wrapper): what ``ledger sync`` takes its row from."""
         self._see(position, record)
-        found = self._candidates.with_header(position, record, self.directory)
+        candidates = self._candidates
+        directory = self.directory
+        fast = candidates.encoded(position, record, directory)
+        if fast is not None:
+            if not may_change(fast.json):
+                return fast
+            event = self.event(position, record)
+            return EncodedEvent(event, encode_event(event), False)
+        found = candidates.with_header(position, record, directory)
         header: Header | None = None
         if found is None:
             candidate = self.event(position, record, redacting=False)

@@ -10,7 +10,9 @@ values.  Unlike Penguin, nothing is dropped silently.
 Rows are built plain (the whole id, the envelope's JSON); :func:`stored_row`
 and ``encoded_values(..., codec)`` turn them into the ledger's stored form
 (:mod:`.backend.codec`, ADR 0058) after the redaction check, so nothing
-unchecked is ever compressed.
+unchecked is ever compressed.  ``ledger sync`` checks a session's rows with
+their envelopes plain (:func:`checked_values`, :func:`candidate_values`) and
+then compresses them in one call (:func:`compressed_rows`, ADR 0072).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from eventsourcing.persistence import StoredEvent
 
 from pentrace.domain.json_codec import JsonEncoder, escape_surrogates
 from pentrace.domain.redaction import is_redacted, is_redacted_encoded, redact
+from pentrace.domain.runtime.candidate import EncodedCandidate
 from pentrace.domain.runtime.header import Header, event_category
 from pentrace.domain.runtime.session_events import EncodedEvent
 from pentrace.domain.runtime.validation import envelope_problems
@@ -39,6 +42,9 @@ __all__ = [
     "ROW_COLUMNS",
     "SCHEMA_VERSION",
     "as_envelope",
+    "candidate_values",
+    "checked_values",
+    "compressed_rows",
     "encoded_row",
     "encoded_values",
     "envelope_row",
@@ -114,28 +120,70 @@ def encoded_values(
     from the struct.  Any other goes through every check of :func:`envelope_row`.
     With ``codec`` the id and envelope are in the ledger's stored form.
     """
+    return _values(encoded, inserted_at, codec, True)
+
+
+def checked_values(
+    encoded: EncodedEvent, inserted_at: int, codec: RowCodec | None = None
+) -> tuple[Any, ...]:
+    """:func:`encoded_values` with the envelope (the last column) left plain: every check
+    is made, the other columns are in ``codec``'s stored form.  :func:`compressed_rows`
+    then compresses a session's envelopes together (``ledger sync``)."""
+    return _values(encoded, inserted_at, codec, False)
+
+
+def compressed_rows(rows: list[tuple[Any, ...]], codec: RowCodec | None) -> list[tuple[Any, ...]]:
+    """Rows of :func:`checked_values` with their envelopes in ``codec``'s stored form: the
+    rows of :func:`encoded_values`, the frames made in one call (:meth:`RowCodec.stored_many`)."""
+    if codec is None or codec.current is None or not rows:
+        return rows
+    frames = codec.stored_many([row[-1] for row in rows])
+    return [(*row[:-1], frame) for row, frame in zip(rows, frames, strict=True)]
+
+
+def _values(
+    encoded: EncodedEvent, inserted_at: int, codec: RowCodec | None, compress: bool
+) -> tuple[Any, ...]:
     header = encoded.header
     if header is None or not encoded.screened:
         values = _encoded_values(encoded, inserted_at)
-        return values if codec is None else _stored_values(values, codec)
+        return values if codec is None else _stored_values(values, codec, compress)
+    return _screened_values(encoded, header, inserted_at, codec, compress)
+
+
+def candidate_values(
+    found: EncodedCandidate, inserted_at: int, codec: RowCodec | None = None
+) -> tuple[Any, ...]:
+    """:func:`checked_values` of a candidate the screen cleared
+    (:meth:`SessionEvents.screened <pentrace.domain.runtime.SessionEvents.screened>`)."""
+    return _screened_values(found, found.header, inserted_at, codec, False)
+
+
+def _screened_values(
+    encoded: EncodedEvent | EncodedCandidate,
+    header: Header,
+    inserted_at: int,
+    codec: RowCodec | None,
+    compress: bool,
+) -> tuple[Any, ...]:
     # A candidate the screen cleared: the columns its header gives, derived once per header.
-    event = encoded.event
     head = _heads.get(id(header))
     if head is None or head.header is not header:
         head = _header_columns(header)
     stream = head.stream
-    sequence = _positive(event.sequence)
-    event_id: str | None = event.id
+    sequence = _positive(encoded.sequence)
+    event_id: str | None = encoded.event_id
     category: str | None = head.category
     rest = head.rest
     data = encoded.json
     if codec is not None:
         if codec.derived_ids:
-            event_id = stored_event_id(event.id, stream, sequence)
+            event_id = stored_event_id(encoded.event_id, stream, sequence)
             category = head.stored_category
             rest = head.stored_rest
-        data = codec.stored_json(data)
-    return (event_id, stream, sequence, head.event_type, category, _positive(event.time),
+        if compress:
+            data = codec.stored_json(data)
+    return (event_id, stream, sequence, head.event_type, category, _positive(encoded.time),
             inserted_at, *rest, data)  # fmt: skip
 
 
@@ -176,7 +224,9 @@ def type_category(event_type: str) -> str:
     return found
 
 
-def _stored_values(values: tuple[Any, ...], codec: RowCodec) -> tuple[Any, ...]:
+def _stored_values(
+    values: tuple[Any, ...], codec: RowCodec, compress: bool = True
+) -> tuple[Any, ...]:
     """Row form 2 (ADR 0058) leaves out what the row spells otherwise: a derived id, the
     type's own category, a conversation id equal to the session id, a session id its
     stream ends with ('' marks none where NULL would read as a value) and the default
@@ -187,7 +237,7 @@ def _stored_values(values: tuple[Any, ...], codec: RowCodec) -> tuple[Any, ...]:
         event_id = stored_event_id(event_id, stream, sequence)
         category, rest = _form_2(stream, event_type, category, rest)
     return (event_id, stream, sequence, event_type, category, event_time, inserted_at,
-            *rest, codec.stored_json(plain))  # fmt: skip
+            *rest, codec.stored_json(plain) if compress else plain)  # fmt: skip
 
 
 def _form_2(

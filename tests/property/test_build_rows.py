@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,7 +33,13 @@ from pentrace.domain.session.key import SessionKey
 from pentrace.errors import LedgerError
 from pentrace.infrastructure.ledger.backend.codec import RowCodec, train_dictionary
 from pentrace.infrastructure.ledger.bulk import build_session
-from pentrace.infrastructure.ledger.rows import ROW_COLUMNS, encoded_values, envelope_row
+from pentrace.infrastructure.ledger.rows import (
+    ROW_COLUMNS,
+    checked_values,
+    compressed_rows,
+    encoded_values,
+    envelope_row,
+)
 from pentrace.infrastructure.ledger.rows import stored_row as stored
 from pentrace.infrastructure.storage.layout import iter_sessions
 from pentrace.infrastructure.trace.reader import read_session
@@ -202,3 +209,52 @@ def test_a_session_built_from_its_files_has_the_exact_paths_rows(
         for codec in CODECS:
             built, exact = _session_rows(root, codec)
             assert built == exact
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.binary(min_size=1, max_size=3000) | st.sampled_from([b"{}", b"x" * 5000]),
+                max_size=40))  # fmt: skip
+def test_a_sessions_frames_made_at_once_are_the_frames_made_one_by_one(
+    plains: list[bytes],
+) -> None:
+    # ``ledger sync`` compresses a session's envelopes in one call: each frame must be the
+    # one ``stored_json`` makes (so the same row bytes), names the dictionary and reads alone.
+    codec = CODECS[2]
+    assert codec is not None
+    frames = codec.stored_many(plains)
+    assert frames == [codec.stored_json(plain) for plain in plains]
+    for plain, frame in zip(plains, frames, strict=True):
+        assert zstandard.get_frame_parameters(frame).dict_id == 7
+        assert codec.plain_json(frame) == plain
+    assert RowCodec().stored_many(plains) == plains  # no dictionary: stored plain
+
+
+@homeless_batches(8)
+def test_rows_checked_plain_then_compressed_together_are_the_rows_one_by_one(
+    batch: list[tuple[TraceRecord, dict[str, Any]]],
+) -> None:
+    for codec in CODECS:
+        one, together = _mappers(batch), _mappers(batch)
+        expected, checked = [], []
+        for position, (record, context) in enumerate(batch, start=1):
+            key = (context["project"], context["agent"], context["session_id"])
+            mine = _outcome(
+                functools.partial(encoded_values, one[key].encoded(position, record), _NOW, codec)
+            )
+            plain = _outcome(functools.partial(
+                checked_values, together[key].encoded(position, record), _NOW, codec))  # fmt: skip
+            assert isinstance(mine, str) == isinstance(plain, str)  # the same refusals
+            if not isinstance(mine, str):
+                assert isinstance(plain, tuple)
+                expected.append(mine)
+                checked.append(plain)
+        assert compressed_rows(checked, codec) == expected
+
+
+def _mappers(batch: list[tuple[TraceRecord, dict[str, Any]]]) -> dict[Any, SessionEvents]:
+    return {
+        (c["project"], c["agent"], c["session_id"]): SessionEvents(
+            SessionKey(c["project"], c["agent"], c["session_id"]), c["directory"]
+        )
+        for _, c in batch
+    }
