@@ -108,15 +108,20 @@ def built_session(
     return ledger, lines, build_session(ref, frozenset(), 0, ledger.now_ms())
 
 
-def test_rows_the_live_path_stored_first_are_skipped_byte_identical(
-    tmp_path: Path, ledger_backend: LedgerBackend
-) -> None:
-    ledger, lines, build = built_session(tmp_path, ledger_backend)
-    # The live path stores positions 2 and 3 after the build read the ledger.
+def live_path_holds_2_and_3(ledger: RuntimeEventLedger, lines: list[bytes]) -> None:
+    """The live path stores positions 2 and 3 of the first session after a build read the
+    ledger (so the build holds rows of keys the ledger now has)."""
     index_records(
         ledger, SESSIONS[0], [(2, lines[1]), (3, lines[2])], project=PROJECT, agent=AGENT,
         directory="/srv/app",
     )  # fmt: skip
+
+
+def test_rows_the_live_path_stored_first_are_skipped_byte_identical(
+    tmp_path: Path, ledger_backend: LedgerBackend
+) -> None:
+    ledger, lines, build = built_session(tmp_path, ledger_backend)
+    live_path_holds_2_and_3(ledger, lines)
     assert insert_values(ledger, build.rows) == len(lines) - 2
     assert ledger.count() == len(lines)
 

@@ -39,14 +39,14 @@ from pentrace.infrastructure.ledger.backend.schema import (
     stream_in,
 )
 from pentrace.infrastructure.ledger.bulk import insert_values
-from pentrace.infrastructure.ledger.indexer import index_records, sync
+from pentrace.infrastructure.ledger.indexer import sync
 from pentrace.infrastructure.ledger.pages import newest_entries
 from pentrace.infrastructure.ledger.recorder import LedgerRecorder
 from pentrace.infrastructure.ledger.replay import _page_statement
 from pentrace.infrastructure.ledger.retention import RetentionPolicy, apply_retention
 from pentrace.testing.files import write_shards
 from tests.integration.ledger_backends import BACKENDS, LedgerBackend, reach
-from tests.integration.test_ledger_bulk import SESSIONS, built_session
+from tests.integration.test_ledger_bulk import SESSIONS, built_session, live_path_holds_2_and_3
 from tests.integration.test_ledger_indexer import AGENT, PROJECT, trace_lines
 
 pytestmark = pytest.mark.postgres
@@ -559,11 +559,7 @@ def test_a_sync_meets_rows_the_live_path_held_and_a_second_sync_adds_nothing(
 ) -> None:
     """The bulk insert finds held keys by the stream key's unique violation, on each layout."""
     ledger, lines, build = built_session(tmp_path, ledger_backend)
-    # The live path stores positions 2 and 3 after the build read the ledger.
-    index_records(
-        ledger, SESSIONS[0], [(2, lines[1]), (3, lines[2])], project=PROJECT, agent=AGENT,
-        directory="/srv/app",
-    )  # fmt: skip
+    live_path_holds_2_and_3(ledger, lines)
     assert insert_values(ledger, build.rows) == len(lines) - 2
     for name in SESSIONS[1:3]:
         write_shards(tmp_path, PROJECT, AGENT, name, [trace_lines(name, 3)])

@@ -104,20 +104,23 @@ def test_hostile_values_in_every_slot_give_the_structs_bytes(
     assert taken or surrogate or any("\ud800" <= c <= "\udfff" for c in "".join(origin or []))
 
 
-def test_a_plain_record_takes_the_template() -> None:
+@pytest.mark.parametrize(
+    ("payload", "templated"),
+    [
+        ({"type": "tool_call", "role": "assistant", "tool_call_id": "c%1"}, True),
+        # A lone surrogate: msgspec cannot encode it, so the record takes the struct.
+        ({"type": "text", "role": "assistant", "text": "bad \ud800"}, False),
+    ],
+)
+def test_a_plain_record_takes_the_template_and_a_lone_surrogate_the_struct(
+    payload: dict[str, Any], templated: bool
+) -> None:
     record = TraceRecord.from_value(
-        {"timestamp": "2026-07-18T03:10:22.531Z", "type": "model_msg",
-         "payload": {"type": "tool_call", "role": "assistant", "tool_call_id": "c%1"}}
-    )  # fmt: skip
+        {"timestamp": "2026-07-18T03:10:22.531Z", "type": "model_msg", "payload": payload}
+    )
     candidates = Candidates(SessionKey("acme", "coder", "s1"))
-    assert _assert_template_is_the_struct(candidates, 7, record, "/srv/app")
-
-
-def test_a_lone_surrogate_sends_the_record_to_the_struct() -> None:
-    record = TraceRecord.from_value(
-        {"timestamp": "2026-07-18T03:10:22.531Z", "type": "model_msg",
-         "payload": {"type": "text", "role": "assistant", "text": "bad \ud800"}}
-    )  # fmt: skip
-    candidates = Candidates(SessionKey("acme", "coder", "s1"))
-    assert candidates.encoded(2, record, None) is None
-    assert candidates.with_header(2, record, None) is not None
+    if templated:
+        assert _assert_template_is_the_struct(candidates, 7, record, "/srv/app")
+    else:
+        assert candidates.encoded(2, record, None) is None
+        assert candidates.with_header(2, record, None) is not None
