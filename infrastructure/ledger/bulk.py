@@ -26,7 +26,6 @@ import contextlib
 import ctypes
 import functools
 import gc
-import itertools
 import multiprocessing
 import os
 import pickle
@@ -94,11 +93,6 @@ _PARALLEL_BYTES: Final = 8 * 1024 * 1024
 _MOST_WORKERS: Final = 4
 # Sessions each worker process may have built or be building ahead of the writer.
 _AHEAD: Final = 3
-# With workers, the scoped indexes are made once all but the last sessions are in, while
-# the workers build those (ADR 0073): at most this share of the sessions, and of at most
-# this many trace bytes (the workers hold what they build of them until it is read).
-_TAIL_PERCENT: Final = 15
-_TAIL_BYTES: Final = 64 * 1024 * 1024
 _PR_SET_PDEATHSIG: Final = 1
 
 
@@ -277,22 +271,11 @@ def sync_sessions(
     runs: list[PackedRows] = []  # or their packed runs, and how many rows those hold
     in_runs = 0
     build_one = functools.partial(_build, codec=codec, packing=packed is not None)
-    depth = _Depth()
-    builds = _builds(tasks, workers, build_one, depth)
-    # Into an empty table, the scoped indexes are made after the rows (ADR 0073); with
-    # workers, while they build the last sessions, which they are sent all at once.
-    tail = _tail_start(refs) if workers > 1 else None
-    with (
-        indexes_after_rows(ledger.db, worth_it=bool(refs)) as deferred,
-        contextlib.closing(builds),
-    ):
+    builds = _builds(tasks, workers, build_one)
+    # Into an empty table, the scoped indexes are made after the rows (ADR 0073).
+    with indexes_after_rows(ledger.db, worth_it=bool(refs)), contextlib.closing(builds):
         for task, build in builds:  # closing(): no worker outlives an error
-            if depth.deep:  # the rest has been sent: make the indexes meanwhile
-                depth.deep = False
-                deferred.make()
             sessions += 1
-            if sessions == tail and deferred.waiting:
-                depth.deep = True  # the next step sends every remaining session
             pending += build.rows
             while len(pending) >= BATCH:
                 indexed += insert_values(ledger, pending[:BATCH])
@@ -332,31 +315,8 @@ def _build(
     return SessionBuild([], built.already_held, built.failure, runs)
 
 
-def _tail_start(refs: list[SessionRef]) -> int | None:
-    """After how many sessions the writer sends the rest at once and makes the scoped
-    indexes (see :data:`_TAIL_PERCENT`); None when no session is left for that."""
-    most = len(refs) * _TAIL_PERCENT // 100
-    size = taken = 0
-    for ref in reversed(refs):
-        for shard in ref.shards:
-            with contextlib.suppress(OSError):  # an unreadable one fails in its own build
-                size += shard.path.stat().st_size
-        if taken >= most or size > _TAIL_BYTES:
-            break
-        taken += 1
-    return len(refs) - taken if taken else None
-
-
-@dataclass
-class _Depth:
-    """How far ahead :func:`_builds` sends sessions: :data:`_AHEAD` per worker, or while
-    ``deep``, every remaining one (the writer is about to make the scoped indexes)."""
-
-    deep: bool = False
-
-
 def _builds(
-    tasks: Iterable[SessionTask], workers: int, build: Builder = _build, depth: _Depth | None = None
+    tasks: Iterable[SessionTask], workers: int, build: Builder = _build
 ) -> Generator[tuple[SessionTask, SessionBuild], None, None]:
     """Each session's build, in ``tasks`` order, from ``workers`` building processes.
 
@@ -366,9 +326,7 @@ def _builds(
     something to write and builds when there is not, so neither core waits
     while the other works (ADR 0060).  This process has no other thread: the
     results are read here, when they are due, so nothing takes the GIL from
-    the inserts.  Once ``depth.deep`` is set, the next step sends every
-    remaining session out at once, for the workers to build while this process
-    makes the scoped indexes (ADR 0073).
+    the inserts.
     """
     if workers <= 1:
         for task in tasks:
@@ -381,12 +339,6 @@ def _builds(
         remaining = iter(tasks)
         built_here = 0
         while True:
-            if depth is not None and depth.deep:
-                # Deal every remaining session out to the workers, in turn, to build while
-                # this process makes the indexes.
-                for dealt, to in zip(remaining, itertools.cycle(pool), strict=False):
-                    to.submit(dealt)
-                    slots.append((dealt, to))
             for worker in pool:
                 while worker.pending < _AHEAD:
                     sent = next(remaining, None)
@@ -484,8 +436,7 @@ def _serve(build: Builder, tasks: Connection, results: Connection, parent: int) 
     """
     die_with_parent(parent)
     gc.freeze()
-    # Unbounded: the writer bounds what is sent ahead (and sends the rest at once, ADR 0073).
-    outgoing: queue.Queue[bytes | None] = queue.Queue()
+    outgoing: queue.Queue[bytes | None] = queue.Queue(maxsize=_AHEAD)
     sender = threading.Thread(target=_send_all, args=(outgoing, results), daemon=True)
     sender.start()
     while True:

@@ -16,16 +16,12 @@ from pathlib import Path
 import pytest
 
 from pentrace.infrastructure.ledger import RuntimeEventLedger
-from pentrace.infrastructure.ledger.backend.deferred import (
-    DEFERRED,
-    DeferredIndexes,
-    indexes_after_rows,
-)
+from pentrace.infrastructure.ledger.backend.deferred import DEFERRED, indexes_after_rows
 from pentrace.infrastructure.ledger.backend.sqlite import SQLiteDialect
 from pentrace.infrastructure.ledger.indexer import sync
 from pentrace.infrastructure.ledger.settings import LedgerSettings
 from pentrace.testing.files import write_shards
-from tests.integration.test_ledger_bulk import corpus, stored
+from tests.integration.test_ledger_bulk import corpus
 from tests.integration.test_ledger_indexer import AGENT, PROJECT, open_ledger, trace_lines
 from tests.support import kill_sync_after
 
@@ -60,7 +56,7 @@ def test_the_scoped_indexes_are_absent_during_a_load_into_an_empty_ledger(
 ) -> None:
     ledger = open_ledger(tmp_path / "events.db")
     with indexes_after_rows(ledger.db, worth_it=True) as deferred:
-        assert deferred.waiting
+        assert deferred
         during = set(index_sql(tmp_path / "events.db"))
     assert not during & _SCOPED
     assert "runtime_events_event_id_idx" in during  # the key constraints stay live
@@ -75,7 +71,7 @@ def test_a_ledger_holding_rows_keeps_its_indexes_live(tmp_path: Path) -> None:
     sync(ledger, tmp_path / "root")
     before = index_sql(tmp_path / "events.db")
     with indexes_after_rows(ledger.db, worth_it=True) as deferred:
-        assert not deferred.waiting
+        assert not deferred
         assert index_sql(tmp_path / "events.db") == before
     ledger.close()
 
@@ -89,7 +85,7 @@ def test_nothing_is_dropped_where_it_is_not_worth_it_or_the_dialect_keeps_them(
     ledger = open_ledger(tmp_path / "events.db")
     before = index_sql(tmp_path / "events.db")
     with indexes_after_rows(ledger.db, worth_it=worth_it) as deferred:
-        assert not deferred.waiting
+        assert not deferred
         assert index_sql(tmp_path / "events.db") == before
     ledger.close()
 
@@ -145,35 +141,3 @@ def test_a_ledger_whose_rows_retention_deleted_is_not_new_to_a_sync(tmp_path: Pa
     assert again.already_held == first
     assert ledger.count() == 0
     ledger.close()
-
-
-@pytest.mark.parametrize("workers", [2, 3])
-def test_with_workers_the_indexes_are_made_while_the_last_sessions_are_built(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
-) -> None:
-    """The writer sends the last sessions out at once and makes the indexes meanwhile; the
-    ledger ends with the rows and indexes of a one-process sync."""
-    root = tmp_path / "root"
-    sessions = [f"session-2026-12-02-11-00-00-{number:08d}" for number in range(40)]
-    for session_id in sessions:
-        write_shards(root, PROJECT, AGENT, session_id, [trace_lines(session_id, 10)])
-    one = open_ledger(tmp_path / "one.db")
-    assert sync(one, root).indexed == 40 * 31
-    one.close()
-    ledger = open_ledger(tmp_path / "events.db")
-    held_then: list[int] = []
-    make = DeferredIndexes.make
-
-    def counted(self: DeferredIndexes) -> None:
-        if self.waiting:
-            held_then.append(ledger.count())
-        make(self)
-
-    monkeypatch.setattr(DeferredIndexes, "make", counted)
-    assert sync(ledger, root, workers=workers).indexed == 40 * 31
-    ledger.close()
-    # Made once, with the rows of the first 34 sessions in at most (6 are the tail's).
-    assert len(held_then) == 1
-    assert 0 < held_then[0] <= 34 * 31
-    assert index_sql(tmp_path / "events.db") == index_sql(tmp_path / "one.db")
-    assert stored(tmp_path / "events.db") == stored(tmp_path / "one.db")

@@ -31,45 +31,24 @@ from pentrace.infrastructure.ledger.backend.upgrade import index_names, restore_
 if TYPE_CHECKING:
     from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
 
-__all__ = ["DEFERRED", "DeferredIndexes", "indexes_after_rows"]
+__all__ = ["DEFERRED", "indexes_after_rows"]
 
 #: The indexes a bulk load makes after its rows (suffixes of the events table's name).
 DEFERRED: Final = ("type_position_idx", "session_position_idx", "agent_idx", "directory_idx")
 _log = logging.getLogger(__name__)
 
 
-class DeferredIndexes:
-    """What :func:`indexes_after_rows` yields: whether the indexes wait for the rows
-    (``waiting``), and :meth:`make` to make them before the block ends."""
-
-    def __init__(self, db: LedgerDatabase, waiting: bool) -> None:
-        self._db = db
-        self.waiting = waiting
-
-    def make(self) -> None:
-        """Make the indexes now (the rows inserted from here on maintain them); nothing
-        when they are not waiting."""
-        if self.waiting:
-            self.waiting = False
-            with self._db.writing("make the scoped indexes after a bulk load") as conn:
-                made = restore_indexes(conn, self._db.tables)
-            _log.info("ledger %s: %d scoped indexes made after the bulk load", self._db.where,
-                      made)  # fmt: skip
-
-
 @contextmanager
-def indexes_after_rows(db: LedgerDatabase, *, worth_it: bool) -> Iterator[DeferredIndexes]:
+def indexes_after_rows(db: LedgerDatabase, *, worth_it: bool) -> Iterator[bool]:
     """Drop the :data:`DEFERRED` indexes of an empty events table for the block, and make
-    them when it ends (or when it calls :meth:`DeferredIndexes.make`), whether it raised
-    or not.
+    them when it ends, whether it raised or not; yields whether they were dropped.
 
-    Nothing is dropped (``waiting`` False) unless ``worth_it`` (a load large
-    enough that the sort is cheaper than the inserts' upkeep), the dialect
-    :attr:`defers_indexes` and the table holds no row when the write transaction
-    that drops them starts.
+    Nothing happens (False) unless ``worth_it`` (a load large enough that the
+    sort is cheaper than the inserts' upkeep), the dialect :attr:`defers_indexes`
+    and the table holds no row when the write transaction that drops them starts.
     """
     if not worth_it or not db.dialect.defers_indexes or db.read_only:
-        yield DeferredIndexes(db, waiting=False)
+        yield False
         return
     events = db.tables.events
     with db.writing("drop the scoped indexes before a bulk load") as conn:
@@ -78,15 +57,23 @@ def indexes_after_rows(db: LedgerDatabase, *, worth_it: bool) -> Iterator[Deferr
         dropped = [name for name in (f"{events.name}_{s}" for s in DEFERRED) if name in present]
         for name in dropped:
             conn.execute(text(f'DROP INDEX IF EXISTS "{name}"'))
-    deferred = DeferredIndexes(db, waiting=bool(dropped))
+    if not dropped:
+        yield False
+        return
     try:
-        yield deferred
+        yield True
     except BaseException:
         # The load failed: make the indexes if the ledger still lets us, and raise its error.
         try:
-            deferred.make()
+            _restore(db)
         except Exception as error:  # noqa: BLE001  # the load's own error is the one to see
             _log.warning("ledger %s: the scoped indexes are made at its next open (%s)",
                          db.where, error)  # fmt: skip
         raise
-    deferred.make()
+    _restore(db)
+
+
+def _restore(db: LedgerDatabase) -> None:
+    with db.writing("make the scoped indexes after a bulk load") as conn:
+        made = restore_indexes(conn, db.tables)
+    _log.info("ledger %s: %d scoped indexes made after the bulk load", db.where, made)
