@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from sqlalchemy import func, literal, select
 
+from pentrace.domain.json_codec import escape_surrogates
 from pentrace.domain.session.key import SESSION_STREAMS_LIKE, SessionKey, parse_session_stream
 from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
 from pentrace.infrastructure.ledger.backend.schema import event_id_of, ids_match, stream_equals
@@ -84,6 +85,7 @@ class LedgerReads:
 
     def held_sequences(self, stream_id: str) -> tuple[set[int], int]:
         """Sequences of a stream the ledger holds, and the highest one retention pruned (0)."""
+        stream_id = escape_surrogates(stream_id)  # as the rows hold it (ADR 0015)
         events, marks = self.db.tables.events, self.db.tables.watermarks
         with self.db.reading("read a stream's ledger positions") as conn:
             held = conn.execute(

@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, func, select
 
+from pentrace.domain.json_codec import escape_surrogates
 from pentrace.infrastructure.ledger.backend.codec import RowCodec
 from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
 from pentrace.infrastructure.ledger.backend.errors import LedgerIntegrityError
@@ -238,6 +239,7 @@ class RuntimeEventLedger(LedgerRecorder, LedgerReads):
     def forget_stream(self, stream_id: str) -> int:
         """Delete a stream's rows and its retention watermark (a deleted session); returns
         the rows deleted.  Its ids become unknown: a later cursor on one is a gap."""
+        stream_id = escape_surrogates(stream_id)  # as the rows hold it (ADR 0015)
         events, marks = self.db.tables.events, self.db.tables.watermarks
         with self.db.writing("remove a stream from the ledger") as conn:
             deleted = conn.execute(
@@ -274,6 +276,7 @@ class RuntimeEventLedger(LedgerRecorder, LedgerReads):
         Until it commits, readers see the old rows; if building or storing any
         event fails, the old rows stay.  Returns how many rows were stored.
         """
+        stream_id = escape_surrogates(stream_id)  # as the rows hold it (ADR 0015)
         tables = self.db.tables
         now = self.now_ms()
         stored = 0

@@ -10,10 +10,12 @@ from typing import Any
 import pytest
 from sqlalchemy import literal_column, select
 
+from pentrace.domain.runtime import build_event
 from pentrace.errors import ConfigError, LedgerError, LedgerLockedError
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.backend.codec import derived_session
 from pentrace.infrastructure.ledger.backend.schema import _LastSegment
+from pentrace.infrastructure.ledger.recorder import LedgerRecorder
 from pentrace.infrastructure.ledger.replay import _page_statement
 from pentrace.infrastructure.ledger.retention import ledger_size
 from tests.integration.test_ledger_contract import make_event
@@ -308,3 +310,24 @@ def test_the_session_of_a_session_stream_is_its_last_segment_in_sql_as_in_python
         found = conn.execute(select(_LastSegment(literal_column(f"'{stream}'")))).scalar_one()
     db.close()
     assert found == derived_session(stream)
+
+
+def test_a_stream_id_with_a_lone_surrogate_is_found_as_given(tmp_path: Path) -> None:
+    """Rows hold text with lone surrogates escaped (ADR 0015); reads by stream escape the
+    id they are given the same way, instead of failing to bind it."""
+    stream = "session:p1/agent-0/x\ud800y"
+    ledger = _ledger_at(tmp_path / "events.db")
+    events = [
+        build_event(event_type="tool.called", payload={"n": n}, time_ms=1_700_000_000_000,
+                    sequence=n, stream_id=stream, scope={}).to_builtins()
+        for n in (1, 2)
+    ]  # fmt: skip
+    assert ledger.extend(events) == 2
+    assert ledger.held_sequences(stream) == ({1, 2}, 0)
+    assert [e.originator_version for e in LedgerRecorder(ledger.db).select_events(stream)] == [
+        1,
+        2,
+    ]
+    assert ledger.forget_stream(stream) == 2
+    assert ledger.count() == 0
+    ledger.close()

@@ -65,6 +65,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.types import NullType
 
+from pentrace.domain.json_codec import escape_surrogates
 from pentrace.infrastructure.ledger.backend.codec import parse_derived
 
 __all__ = [
@@ -536,6 +537,8 @@ def stream_equals(events: Table, value: object, *, digest: bool) -> ColumnElemen
     ``digest`` when the key is on ``md5(stream_id)`` (``LedgerDatabase.digest_streams``,
     ADR 0071); ``value`` is a bind parameter or a plain value."""
     column = events.c.stream_id
+    if isinstance(value, str):  # as the rows hold it: lone surrogates escaped (ADR 0015)
+        value = escape_surrogates(value)
     if not digest:
         return column == value
     bound = value if isinstance(value, ColumnElement) else literal(value, String)
@@ -547,9 +550,10 @@ def stream_in(events: Table, values: Collection[str], *, digest: bool) -> Column
     if not values:
         raise ValueError("stream_in() needs at least one value")
     column = events.c.stream_id
+    held = [escape_surrogates(value) for value in values]  # as the rows hold them
     if not digest:
-        return column.in_(list(values))
-    return _StreamIn(column, *(literal(value, String) for value in values))
+        return column.in_(held)
+    return _StreamIn(column, *(literal(value, String) for value in held))
 
 
 def _last_segment_sqlite(value: str) -> str:
