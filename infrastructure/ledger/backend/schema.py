@@ -446,31 +446,42 @@ def _hashed(value: str) -> str:
 # The conditions' type: not Boolean, which SQLAlchemy would compare with 1 on SQLite
 # (``(a = ?) = 1``, which no index serves).
 _CONDITION: Final = NullType()
+
+
+def _text_and_hash(
+    what: str, hashed: Callable[[str], str]
+) -> tuple[type[FunctionElement[Any]], type[FunctionElement[Any]]]:
+    """Conditions ``key = value`` and ``key IN (values)`` that compare the text and, where
+    the index holds it, ``hashed(text)`` too (the plain text alone on SQLite)."""
+    equals = _function(
+        f"{what} equal to a value.",
+        _CONDITION,
+        lambda args: f"{args[0]} = {args[1]}",
+        lambda args: f"({args[0]} = {args[1]} AND {hashed(args[0])} = {hashed(args[1])})",
+    )
+    within = _function(
+        f"{what} equal to one of the values.",
+        _CONDITION,
+        lambda args: f"{args[0]} IN ({', '.join(args[1:])})",
+        lambda args: (
+            f"({args[0]} IN ({', '.join(args[1:])}) "
+            f"AND {hashed(args[0])} IN ({', '.join(hashed(a) for a in args[1:])}))"
+        ),
+    )
+    return equals, within
+
+
 # Text and hash both: the hash finds the index range, the text is the answer (a hash
 # collision costs a row read, never a wrong row).  The text comes first: a row a scan
 # filters is rejected by it without hashing (PostgreSQL keeps the order of equal costs).
 # Earlier PostgreSQL ledgers are queried with the text alone (LedgerDatabase.hashed_keys).
-_KeyEquals = _function(
-    "A scoped key equal to a value.",
-    _CONDITION,
-    lambda args: f"{args[0]} = {args[1]}",
-    lambda args: f"({args[0]} = {args[1]} AND {_hashed(args[0])} = {_hashed(args[1])})",
-)
+_KeyEquals, _KeyIn = _text_and_hash("A scoped key", _hashed)
 # hashtextextended() is strict: its NULL is the text's.
 _KeyIsNull = _function(
     "A scoped key that is NULL.",
     _CONDITION,
     lambda args: f"{args[0]} IS NULL",
     lambda args: f"({args[0]} IS NULL AND {_hashed(args[0])} IS NULL)",
-)
-_KeyIn = _function(
-    "A scoped key equal to one of the values.",
-    _CONDITION,
-    lambda args: f"{args[0]} IN ({', '.join(args[1:])})",
-    lambda args: (
-        f"({args[0]} IN ({', '.join(args[1:])}) "
-        f"AND {_hashed(args[0])} IN ({', '.join(_hashed(a) for a in args[1:])}))"
-    ),
 )
 
 
@@ -515,21 +526,7 @@ _Digest = _function(
 # The stream key of ADR 0071: the digest finds the index entry, the text decides (two
 # streams of one digest cost a row read, never a wrong row; the second one's rows are
 # refused, naming both: LedgerRecorder.digest_collisions_named).
-_StreamEquals = _function(
-    "A stream id equal to a value.",
-    _CONDITION,
-    lambda args: f"{args[0]} = {args[1]}",
-    lambda args: f"({args[0]} = {args[1]} AND {_digest(args[0])} = {_digest(args[1])})",
-)
-_StreamIn = _function(
-    "A stream id equal to one of the values.",
-    _CONDITION,
-    lambda args: f"{args[0]} IN ({', '.join(args[1:])})",
-    lambda args: (
-        f"({args[0]} IN ({', '.join(args[1:])}) "
-        f"AND {_digest(args[0])} IN ({', '.join(_digest(a) for a in args[1:])}))"
-    ),
-)
+_StreamEquals, _StreamIn = _text_and_hash("A stream id", _digest)
 
 
 def stream_equals(events: Table, value: object, *, digest: bool) -> ColumnElement[bool]:
