@@ -22,6 +22,11 @@ tuples already built, so it is what SQLite alone costs for these rows here.
 A second floor inserts the same rows with the sync's own statement shape
 (ADR 0066): packed by their NULL columns beforehand (not timed), then the
 dialect's multi-row INSERTs with the ids given, the same transactions.
+
+With ``--before PYTHON`` (the interpreter of another tree's ``.venv``, for
+example the main #16 was filed against), that tree's ``pentrace ledger sync``
+runs too, into a fresh ledger of its own, right after this tree's first sync:
+the speed-up is then a ratio within one run, whatever the machine's speed.
 """
 
 from __future__ import annotations
@@ -54,9 +59,17 @@ def _children_cpu() -> float:
 
 
 def timed_sync(
-    root: Path, ledger: Path, extra: tuple[str, ...] = (), max_events: str = "off"
+    root: Path,
+    ledger: Path,
+    extra: tuple[str, ...] = (),
+    max_events: str = "off",
+    python: str | None = None,
 ) -> tuple[float, float, str]:
-    """Run ``pentrace ledger sync --json``; returns (wall s, CPU s, its JSON output)."""
+    """Run ``pentrace ledger sync --json``; returns (wall s, CPU s, its JSON output).
+
+    ``python``: another tree's interpreter (``TREE/.venv/bin/python``), run from
+    ``TREE`` so that its own ``pentrace`` is the one imported.
+    """
     env = {
         **os.environ,
         "PENGUIN_HOME": str(root),
@@ -66,11 +79,12 @@ def timed_sync(
         "PENGUIN_RUNTIME_EVENT_LEDGER_MAX_BYTES": "off",
     }
     env.pop("PENTRACE_LEDGER_URL", None)
+    cwd = Path(python).parent.parent.parent if python is not None else None
     cpu = _children_cpu()
     started = time.perf_counter()
     done = subprocess.run(
         [
-            sys.executable,
+            python or sys.executable,
             "-m",
             "pentrace",
             "--data-root",
@@ -82,6 +96,7 @@ def timed_sync(
         ],
         capture_output=True,
         env=env,
+        cwd=cwd,
         check=False,
     )
     wall = time.perf_counter() - started
@@ -175,6 +190,7 @@ def run(
     reuse: bool = False,
     extra: tuple[str, ...] = (),
     max_events: int = 100_000,
+    before: str | None = None,
 ) -> list[tuple[str, float, float, int]]:
     """Rows of ``(step, wall s, CPU s, events)``."""
     folder = keep if keep is not None else Path(tempfile.mkdtemp(prefix="pentrace-sync-bench-"))
@@ -188,13 +204,19 @@ def run(
     else:
         root.mkdir(parents=True, exist_ok=True)
         written, size = write_corpus(root, sessions, records)
-    for stale in (*folder.glob("ledger.db*"), *folder.glob("floor.db*"), *folder.glob("kept.db*")):
-        stale.unlink()
+    for name in ("ledger.db*", "floor.db*", "kept.db*", "before.db*"):
+        for stale in folder.glob(name):
+            stale.unlink()
     print(f"corpus: {sessions} sessions, {written} records, {size / 1e6:.1f} MB", file=sys.stderr)
     ledger = folder / "ledger.db"
     results: list[tuple[str, float, float, int]] = []
     wall, cpu, _ = timed_sync(root, ledger, extra)
     results.append(("ledger sync, fresh ledger", wall, cpu, written))
+    if before is not None:
+        wall, cpu, _ = timed_sync(root, folder / "before.db", extra, python=before)
+        results.append(("before: ledger sync, fresh ledger", wall, cpu, written))
+        kept = sum(p.stat().st_size for p in folder.glob("before.db*"))
+        print(f"before's ledger: {kept / 1e6:.1f} MB ({kept / size:.2f}x traces)", file=sys.stderr)
     wall, cpu, _ = timed_sync(root, ledger, extra)
     results.append(("ledger sync again (nothing new)", wall, cpu, written))
     columns, rows = stored_rows(ledger)
@@ -228,9 +250,14 @@ def main(argv: list[str] | None = None) -> None:
         default=100_000,
         help="the count limit of the last, retention-aware sync (0: no such run)",
     )
+    parser.add_argument(
+        "--before", metavar="PYTHON", help="also time another tree's sync (TREE/.venv/bin/python)"
+    )
     args = parse_corpus_args(parser, argv)
     extra = ("--workers", args.workers) if args.workers is not None else ()
-    results = run(args.sessions, args.records, args.keep, args.reuse, extra, args.max_events)
+    results = run(
+        args.sessions, args.records, args.keep, args.reuse, extra, args.max_events, args.before
+    )
     floor_wall = next(wall for label, wall, _, _ in results if label.startswith("raw"))
     packed_wall = next(wall for label, wall, _, _ in results if "packed" in label)
     print(
