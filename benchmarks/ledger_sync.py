@@ -79,7 +79,11 @@ def timed_sync(
         "PENGUIN_RUNTIME_EVENT_LEDGER_MAX_BYTES": "off",
     }
     env.pop("PENTRACE_LEDGER_URL", None)
-    cwd = Path(python).parent.parent.parent if python is not None else None
+    cwd = None
+    if python is not None:
+        # absolute(), not resolve(): a venv's python is a symlink to the base interpreter.
+        python = str(Path(python).absolute())
+        cwd = Path(python).parent.parent.parent
     cpu = _children_cpu()
     started = time.perf_counter()
     done = subprocess.run(
