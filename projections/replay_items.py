@@ -96,10 +96,15 @@ class RenderItem:
         return as_text(self.payload.get("thinking", self.payload.get("data")))
 
 
-def _kind(item: ReplayItem, payload: dict[str, Any]) -> tuple[ItemKind, tuple[ImageRef, ...]]:
+def _kind(
+    item: ReplayItem, payload: dict[str, Any], opens_shard: bool
+) -> tuple[ItemKind, tuple[ImageRef, ...]]:
     record = item.record
     if record.kind == "session_meta":
-        return ("session" if item.position == 1 else "shard"), ()
+        if item.position == 1:
+            return "session", ()
+        # Inside a shard a session_meta names a new model (an imported session, ADR 0094).
+        return ("shard" if opens_shard else "event"), ()
     if record.kind == "event_msg":
         if record.ptype == "request_end":
             completed = as_text(payload.get("status")) == "completed"
@@ -131,7 +136,10 @@ def build_render_items(
         payload if isinstance(payload, dict) else {}
         for payload in (payloads if payloads is not None else [i.record.payload() for i in items])
     ]
-    kinds = [_kind(item, payload) for item, payload in zip(items, shown, strict=True)]
+    kinds = [
+        _kind(item, payload, index == 0 or items[index - 1].shard != item.shard)
+        for index, (item, payload) in enumerate(zip(items, shown, strict=True))
+    ]
     pairs = pair_calls(items)
     answers: dict[int, tuple[list[int], int | None]] = {}
     folded: set[int] = set()

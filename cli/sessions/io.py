@@ -91,13 +91,14 @@ def export(
 
 def import_command(
     ctx: typer.Context,
-    file: Annotated[
-        Path,
+    files: Annotated[
+        list[Path] | None,
         typer.Argument(
-            help="A trace file (.jsonl), or a tar.gz that `export --archive` wrote.",
+            help="A trace file (.jsonl), or a tar.gz that `export --archive` wrote; with "
+            "--from, files or folders of that agent's store (default: where it keeps them).",
             show_default=False,
         ),
-    ],
+    ] = None,
     project: Annotated[
         str | None,
         typer.Option(
@@ -110,19 +111,43 @@ def import_command(
             "--agent", "-a", help="Import under this agent (an archive: default its own)."
         ),
     ] = None,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            help="Import another agent's sessions, read in place: claude-code, codex, "
+            "opencode or gemini (again: only what is new).",
+            show_default=False,
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Import a trace file or an archive as new sessions (strict checks; existing ids refused).
+    """Import a trace file or an archive as new sessions, or another agent's sessions.
 
-    A .jsonl file becomes shard 001 of a new session.  An archive from
-    `pentrace export --archive` brings back the session with all its shards and
-    its subagent children; nothing is written unless every file checks out.
+    A .jsonl file becomes shard 001 of a new session (strict checks; existing
+    ids refused).  An archive from `pentrace export --archive` brings back the
+    session with all its shards and its subagent children; nothing is written
+    unless every file checks out.  --from reads Claude Code, Codex, OpenCode or
+    Gemini CLI sessions where the agent keeps them (never writing there) and
+    imports what is new since the last import (docs/agents.md).
 
     Example: pentrace import session.jsonl --project default_project --agent default_agent
 
     Example: pentrace import session.tar.gz
+
+    Example: pentrace import --from claude-code
     """
     root = data_root(ctx, must_exist=False)
+    if source is not None:
+        _import_foreign(root, source, files, project, agent, as_json)
+        return
+    if not files or len(files) > 1:
+        found = "none" if not files else f"{len(files)}"
+        raise UsageError(
+            f"import takes one FILE (found {found}) unless --from names an agent",
+            hint="pentrace import session.jsonl --project default_project --agent default_agent",
+        )
+    file = files[0]
     if file.is_file() and is_archive(file):
         _import_archive(root, project, agent, file, as_json)
         return
@@ -154,6 +179,42 @@ def import_command(
     typer.echo(
         f"imported {result.session_id}: {result.records} records, {result.requests} requests, "
         f"{result.tool_calls} tool calls, {result.bytes} bytes{torn}\n  {result.path}"
+    )
+
+
+def _import_foreign(
+    root: DataRoot,
+    source: str,
+    files: list[Path] | None,
+    project: str | None,
+    agent: str | None,
+    as_json: bool,
+) -> None:
+    # Imported here: the session commands load eagerly (ADR 0008).
+    from pentrace.infrastructure.agents.importer import import_agent
+
+    if agent is not None:
+        raise UsageError(
+            f"--agent cannot be used with --from: {source} sessions are filed under the "
+            f"agent {source!r} (docs/agents.md)",
+            hint=f"pentrace import --from {source}",
+        )
+    report = import_agent(root, source, files or None, project=project)
+    projects = sorted({ref.split("/")[0] for ref in report.sessions})
+    indexed: int | None = 0
+    for name in projects:
+        count = _index_imported(root, name, report.agent)
+        indexed = None if count is None or indexed is None else indexed + count
+    for warning in report.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    if as_json:
+        emit_json({**report.document(), "ledger_indexed": indexed})
+        return
+    unmapped = sum(report.unmapped.values())
+    typer.echo(
+        f"imported from {report.agent}: {report.files} file(s) read, {report.items} item(s), "
+        f"{report.records} record(s) written, {len(report.sessions)} session(s) "
+        f"({len(report.new_sessions)} new), {unmapped} kept unmapped"
     )
 
 

@@ -158,6 +158,8 @@ class _Renderer:
 
     def event(self, entry: RenderItem) -> str:
         ptype, payload = entry.record.ptype, entry.payload
+        if entry.record.kind == "session_meta":
+            return f"model: {entry.text('provider')}/{entry.text('model_id')}"
         if ptype == "mcp_connect_begin":
             servers = payload.get("servers")
             listed = [as_text(n) for n in servers] if isinstance(servers, list) else []

@@ -141,6 +141,9 @@ class _Window:
 
     def event(self, entry: RenderItem) -> str:
         ptype, payload = entry.record.ptype, entry.payload
+        if entry.record.kind == "session_meta":
+            model = f"{entry.text('provider')}/{entry.text('model_id')}"
+            return f'<p class="meta">model: {esc(model)}</p>'
         if ptype == "mcp_connect_end":
             results = payload.get("results")
             rows = [

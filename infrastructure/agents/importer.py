@@ -1,0 +1,343 @@
+"""Importing other agents' stores into a data root: discovery, the pass, the trace sink.
+
+One pass (:func:`import_agent`) reads every source of one agent from its
+cursor and writes the records its mapper makes into the data root, batch by
+batch: the records are appended and fsynced, then the state (cursor, mapper
+state, usage keys, session marks) commits (ADR 0096).  A second pass adds
+only what is new; a line appended to a session already imported continues
+that session.
+
+After a crash the trace may hold a batch the state never committed.  The
+sink then compares the records the pass makes again with what the trace
+holds past the session's mark, skips those that are there (the same bytes),
+and writes the rest; records that differ stop that source with a warning
+(the trace is the truth, and is never rewritten).
+
+Discovery never writes or locks anything in the agents' stores: files are
+opened read-only, folders are walked without following a symlink into a
+folder already seen (a loop is reported once), unreadable files and folders
+are reported and skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any, Final
+
+from pentrace.errors import AgentSourceError, PentraceError, UsageError
+from pentrace.infrastructure.agents.core import (
+    AGENTS,
+    MALFORMED,
+    ImportReport,
+    Mapper,
+    Out,
+    file_identity,
+    line_items,
+    walk_files,
+)
+from pentrace.infrastructure.agents.state import Cursor, SessionMark, State, open_state
+from pentrace.infrastructure.storage.layout import DataRoot
+from pentrace.infrastructure.trace.writer import open_session_writer
+
+__all__ = ["ImportReport", "import_agent", "walk_files"]
+
+_BATCH_ITEMS: Final = 2000
+_BATCH_BYTES: Final = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class AgentReader:
+    """How pentrace finds and maps one agent's store."""
+
+    name: str
+    roots: Callable[[], list[Path]]
+    files: Callable[[Path, ImportReport], Iterator[Path]]
+    mapper: Callable[[Path, State, Any, bytes | None, str | None], Mapper]
+
+
+class _Links:
+    """A mapper's named values for one source, kept in the state store."""
+
+    def __init__(self, state: State, agent: str, source: str) -> None:
+        self._state, self._agent, self._source = state, agent, source
+
+    def get(self, name: str) -> str | None:
+        found: str | None = self._state.link(self._agent, self._source, name)
+        return found
+
+    def put(self, name: str, target: str) -> None:
+        self._state.set_link(self._agent, self._source, name, target)
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+class _Gone(Exception):
+    """A session this state wrote is no longer in the data root as it was left."""
+
+
+class Sink:
+    """Writes a batch's records into the data root, skipping what a crash left there already."""
+
+    def __init__(self, root: DataRoot, state: State, agent: str, report: ImportReport) -> None:
+        self.root, self.state, self.agent, self.report = root, state, agent, report
+        self._ahead: dict[tuple[str, str], Iterator[bytes]] = {}
+        self._marks: dict[tuple[str, str], SessionMark] = {}
+        self._gone: set[tuple[str, str]] = set()
+        self._projects: set[str] = set()
+
+    def write(self, outs: Sequence[Out]) -> dict[tuple[str, str], SessionMark]:
+        """Write ``outs``; return the new marks of the sessions written (commit them after)."""
+        groups: dict[tuple[str, str], list[Out]] = {}
+        for out in outs:
+            groups.setdefault((out.project, out.session), []).append(out)
+        marks: dict[tuple[str, str], SessionMark] = {}
+        for key, items in groups.items():
+            if key in self._gone:
+                continue
+            try:
+                marks[key] = self._session(key, items)
+            except _Gone as gone:
+                self._gone.add(key)
+                self.report.warn(f"gone:{key}", str(gone))
+        return marks
+
+    def _mark(self, key: tuple[str, str]) -> SessionMark | None:
+        held = self._marks.get(key)
+        if held is not None:
+            return held
+        return self.state.session_mark(key[0], self.agent, key[1])
+
+    def _session(self, key: tuple[str, str], outs: list[Out]) -> SessionMark:
+        project, sid = key
+        mark = self._mark(key)
+        ahead = self._ahead.get(key)
+        if ahead is None:
+            ahead = self._ahead[key] = self._records_past(project, sid, mark)
+        records = mark.records if mark is not None else 0
+        pending: list[Out] = []
+        for out in outs:
+            records += 1
+            if not pending:
+                held = next(ahead, None)
+                if held is not None:
+                    if held != out.record:
+                        raise AgentSourceError(
+                            f"the trace of {project}/{self.agent}/{sid} holds other records "
+                            f"than its source maps to at position {records}; the source is "
+                            "left alone",
+                            hint="the session was written by something else after its import; "
+                            "fork it with `pentrace fork` before writing to it",
+                        )
+                    continue
+            pending.append(out)
+        if pending:
+            new = self._append(project, sid, pending, records)
+        else:
+            latest = self.root.latest_shard(project, self.agent, sid)
+            shard, size = (latest.index, latest.path.stat().st_size) if latest else (0, 0)
+            new = SessionMark(records, shard, size)
+        self._marks[key] = new
+        self.report.sessions.add(f"{project}/{self.agent}/{sid}")
+        return new
+
+    def _records_past(self, project: str, sid: str, mark: SessionMark | None) -> Iterator[bytes]:
+        shards = self.root.find_shards(project, self.agent, sid)
+        where = f"{project}/{self.agent}/{sid}"
+        if not shards:
+            if mark is not None and mark.records > 0:
+                raise _Gone(
+                    f"{where} was deleted from the data root after it was imported; "
+                    "new records of its source are not written"
+                )
+            return iter(())
+        latest = shards[-1]
+        size = latest.path.stat().st_size
+        if mark is not None:
+            if (latest.index, size) == (mark.shard, mark.size):
+                return iter(())
+            if latest.index < mark.shard or (latest.index == mark.shard and size < mark.size):
+                raise _Gone(
+                    f"{where} was truncated in the data root after it was imported; "
+                    "new records of its source are not written"
+                )
+        start_shard, start_at = (mark.shard, mark.size) if mark is not None else (1, 0)
+
+        def records() -> Iterator[bytes]:
+            for shard in shards:
+                if shard.index < start_shard:
+                    continue
+                offset = start_at if shard.index == start_shard else 0
+                for item in line_items(shard.path, offset, 0):
+                    if item.value is not MALFORMED:  # a healed torn fragment takes no place
+                        yield item.raw
+
+        return records()
+
+    def _append(self, project: str, sid: str, outs: list[Out], records: int) -> SessionMark:
+        day = [date.fromisoformat(outs[0].day)]
+        if project not in self._projects:
+            self.root.ensure_project_config(project)
+            self._projects.add(project)
+        new = self.root.latest_shard(project, self.agent, sid) is None
+        writer = open_session_writer(
+            self.root, project, self.agent, sid, wait=10.0, today=lambda: day[0]
+        )
+        try:
+            run: list[bytes] = []
+            for out in outs:
+                if out.rotate:
+                    if run:
+                        writer.append_many(run, sync=False)
+                        run = []
+                    day[0] = date.fromisoformat(out.day)
+                    writer.rotate([out.record])
+                else:
+                    run.append(out.record)
+            if run:
+                writer.append_many(run, sync=False)
+            writer.sync()
+            mark = SessionMark(records, writer.index, writer.size)
+        finally:
+            writer.close()
+        self.report.records += len(outs)
+        if new:
+            self.report.new_sessions.add(f"{project}/{self.agent}/{sid}")
+        return mark
+
+
+def _read_file(
+    root: DataRoot,
+    state: State,
+    reader: AgentReader,
+    path: Path,
+    project: str | None,
+    report: ImportReport,
+) -> None:
+    """One pass over one JSONL source file: map what is new, batch by batch."""
+    agent = reader.name
+    key = str(path)
+    try:
+        dev, ino, size = file_identity(path)
+    except OSError as exc:
+        report.warn(f"stat:{key}", f"cannot read {key}: {exc.strerror or exc}; skipped")
+        return
+    saved = state.cursor(agent, key)
+    cursor, blob = saved if saved is not None else (Cursor(), None)
+    if saved is not None and ((cursor.dev, cursor.ino) != (dev, ino) or size < cursor.position):
+        report.warn(f"replaced:{key}", f"{key} was replaced or truncated since it was read; "
+                    "read again from its start (records already imported are kept)")  # fmt: skip
+        cursor, blob = Cursor(), None
+    if saved is not None and cursor == Cursor(dev, ino, size, cursor.line, cursor.marker):
+        return
+    mapper = reader.mapper(path, state, _Links(state, agent, key), blob, project)
+    mapper.report = report
+    sink = Sink(root, state, agent, report)
+    report.files += 1
+    position, line, items, weight = cursor.position, cursor.line, 0, 0
+    try:
+        for item in line_items(path, cursor.position, cursor.line):
+            mapper.feed(item)
+            position, line = item.end, int(item.at)
+            items += 1
+            weight += len(item.raw)
+            report.items += 1
+            if items >= _BATCH_ITEMS or weight >= _BATCH_BYTES:
+                _flush(state, sink, mapper, agent, key, Cursor(dev, ino, position, line))
+                items = weight = 0
+        _flush(state, sink, mapper, agent, key, Cursor(dev, ino, position, line))
+    except (PentraceError, OSError) as exc:
+        state.rollback()
+        text = exc.message if isinstance(exc, PentraceError) else (exc.strerror or str(exc))
+        report.warn(f"fail:{key}", f"{key}: {text}; this source stops here for now")
+
+
+def _flush(state: State, sink: Sink, mapper: Mapper, agent: str, key: str, cursor: Cursor) -> None:
+    marks = sink.write(mapper.take())
+    for (project, sid), mark in marks.items():
+        state.set_session_mark(project, agent, sid, mark)
+    state.save_cursor(agent, key, cursor, mapper.encoded_state())
+    state.commit()
+
+
+def _reader(agent: str) -> AgentReader:
+    if agent not in AGENTS:
+        raise UsageError(
+            f"unknown agent {agent!r}: expected one of {', '.join(AGENTS)}",
+            hint="pentrace import --from claude-code",
+        )
+    from pentrace.infrastructure.agents import claude
+
+    readers = {
+        "claude-code": AgentReader(
+            "claude-code",
+            claude.claude_roots,
+            lambda folder, report: claude.claude_files(folder, report),
+            lambda path, state, links, blob, project: claude.ClaudeMapper(
+                path, state, links, blob, project=project
+            ),
+        ),
+    }
+    found = readers.get(agent)
+    if found is None:
+        raise UsageError(
+            f"reading {agent} stores is not available in this version",
+            hint="pentrace import --from claude-code",
+        )
+    return found
+
+
+def source_files(reader: AgentReader, paths: Sequence[Path], report: ImportReport) -> list[Path]:
+    """The source files of ``paths`` (files as given, folders walked), in path order."""
+    files: list[Path] = []
+    for given in paths:
+        path = Path(given).expanduser().absolute()
+        if path.is_dir():
+            files.extend(reader.files(path, report))
+        elif _regular(path):
+            files.append(path)
+        elif path.exists():
+            report.warn(f"kind:{path}", f"{path} is not a regular file or folder; skipped")
+        else:
+            report.warn(f"missing:{path}", f"{path} does not exist; skipped")
+    return sorted(set(files), key=str)
+
+
+def import_agent(
+    root: DataRoot,
+    agent: str,
+    paths: Sequence[Path] | None = None,
+    *,
+    project: str | None = None,
+    state: State | None = None,
+) -> ImportReport:
+    """Import (or continue importing) ``agent``'s sessions into ``root``.
+
+    ``paths`` are files or folders of the agent's store; None reads its default
+    locations and environment variables.  ``project`` files every session under
+    that project instead of the one its workspace names (ADR 0094).  Safe to
+    run again at any time: only what is new is added.
+    """
+    reader = _reader(agent)
+    report = ImportReport(agent)
+    if paths is None:
+        paths = [folder for folder in reader.roots() if folder.exists()]
+    files = source_files(reader, paths, report)
+    owned = state is None
+    held = state if state is not None else open_state(root.path)
+    try:
+        for path in files:
+            _read_file(root, held, reader, path, project, report)
+    finally:
+        if owned:
+            held.close()
+    return report
