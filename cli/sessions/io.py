@@ -91,7 +91,7 @@ def export(
 
 def import_command(
     ctx: typer.Context,
-    files: Annotated[
+    file: Annotated[
         list[Path] | None,
         typer.Argument(
             help="A trace file (.jsonl), or a tar.gz that `export --archive` wrote; with "
@@ -138,27 +138,28 @@ def import_command(
     Example: pentrace import --from claude-code
     """
     root = data_root(ctx, must_exist=False)
+    files = file or []
     if source is not None:
         _import_foreign(root, source, files, project, agent, as_json)
         return
-    if not files or len(files) > 1:
+    if len(files) != 1:
         found = "none" if not files else f"{len(files)}"
         raise UsageError(
             f"import takes one FILE (found {found}) unless --from names an agent",
             hint="pentrace import session.jsonl --project default_project --agent default_agent",
         )
-    file = files[0]
-    if file.is_file() and is_archive(file):
-        _import_archive(root, project, agent, file, as_json)
+    [path] = files
+    if path.is_file() and is_archive(path):
+        _import_archive(root, project, agent, path, as_json)
         return
     if project is None or agent is None:
         raise UsageError(
-            f"importing {file} needs --project and --agent (only an archive names its own)",
-            hint=f"pentrace import {file} --project default_project --agent default_agent",
+            f"importing {path} needs --project and --agent (only an archive names its own)",
+            hint=f"pentrace import {path} --project default_project --agent default_agent",
         )
-    size = file.stat().st_size if file.is_file() else 0
+    size = path.stat().st_size if path.is_file() else 0
     with byte_progress(size, "importing") as advance:
-        result = import_session(root, project, agent, file, on_progress=advance)
+        result = import_session(root, project, agent, path, on_progress=advance)
     indexed = _index_imported(root, project, agent)
     if as_json:
         emit_json(

@@ -263,6 +263,9 @@ class ClaudeMapper(Mapper):
     def encoded_state(self) -> bytes:
         return msgspec.msgpack.encode(self.state)
 
+    def waiting(self) -> int:
+        return len(self.state.held) if self.state.main not in self.state.tracks else 0
+
     # -- tracks ------------------------------------------------------------------
 
     def _meta(self, sid: str, model: str, extra: dict[str, Any]) -> dict[str, Any]:
@@ -344,7 +347,10 @@ class ClaudeMapper(Mapper):
             return self._side(row, stamp)
         linked = self._linked(row.get("parentUuid"))
         if linked is None:
-            return self._current(stamp)
+            current = self._current(stamp)
+            if message and prompt and row.get("parentUuid", "") is None and current.tip:
+                return self._fork(row, stamp, current, "", 0)  # a rewind to the very start
+            return current
         track, anchor, position = linked
         if not (message and prompt) or not anchor or anchor == track.tip:
             if message:
@@ -362,7 +368,7 @@ class ClaudeMapper(Mapper):
             for key, value in source.meta.items()
             if key in ("source", "parent_session_id")
         }
-        extra["forked_from"] = {"session_id": source.sid, "uuid": anchor, "position": at}
+        extra["forked_from"] = {"session_id": source.sid, "uuid": anchor or None, "position": at}
         fork = self._track(sid, stamp, extra, source.model)
         fork.tip = anchor
         self.state.current = sid

@@ -85,15 +85,17 @@ MALFORMED: Final = _Malformed()
 
 
 class Item(NamedTuple):
-    """One source item: a line (``at`` its 1-based number, ``end`` the byte after its
-    newline) or a record (``at`` its id, ``end`` 0).  ``value`` is the parsed JSON or
-    :data:`MALFORMED`; ``size`` is the item's length when it was too long to keep."""
+    """One source item: a line (``at`` its 1-based number, ``end`` the offset just past its
+    bytes, before its newline; ``next`` where reading goes on) or a record (``at`` its id,
+    ``end`` 0).  ``value`` is the parsed JSON or :data:`MALFORMED`; ``size`` is the item's
+    length when it was too long to keep."""
 
     raw: bytes
     at: int | str
     end: int
     value: Any
     size: int = 0
+    next: int = 0
 
 
 class Out(NamedTuple):
@@ -129,10 +131,18 @@ def line_items(path: Path, start: int, line: int, *, limit: int = MAX_LINE) -> I
     take a number and are not yielded.
     """
     with open(path, "rb", buffering=0) as handle:
-        handle.seek(start)
         offset = start
         pending = bytearray()
         skipping = 0  # bytes of an oversized line skipped so far
+        if start > 0:
+            handle.seek(start - 1)
+            if handle.read(1) != b"\n":
+                # The cursor sits after an unterminated last line read as a whole object:
+                # the newline that follows ends that line, which is not read again.
+                skipping = limit + 1
+                line -= 1
+        handle.seek(start)
+        first_line = line + 1
         while chunk := handle.read(_READ_CHUNK):
             begin = 0
             while True:
@@ -147,24 +157,27 @@ def line_items(path: Path, start: int, line: int, *, limit: int = MAX_LINE) -> I
                     break
                 line += 1
                 piece = chunk[begin:newline]
-                end = offset + newline + 1
-                if skipping or len(pending) + len(piece) > limit:
+                end = offset + newline
+                if skipping > limit and line == first_line:
+                    skipping = 0  # the end of the line the cursor sits in
+                    pending.clear()
+                elif skipping or len(pending) + len(piece) > limit:
                     size = skipping + len(pending) + len(piece)
                     skipping = 0
                     pending.clear()
-                    yield Item(b"", line, end, MALFORMED, size)
+                    yield Item(b"", line, end, MALFORMED, size, end + 1)
                 else:
                     raw = bytes(pending + piece) if pending else piece
                     pending.clear()
                     if raw.strip(b" \t\r"):
-                        yield Item(raw, line, end, parse_json(raw))
+                        yield Item(raw, line, end, parse_json(raw), 0, end + 1)
                 begin = newline + 1
             offset += len(chunk)
         if pending and not skipping:
             raw = bytes(pending)
             value = parse_json(raw)
             if isinstance(value, dict):
-                yield Item(raw, line + 1, offset, value)
+                yield Item(raw, line + 1, offset, value, 0, offset)
 
 
 def walk_files(
@@ -580,6 +593,10 @@ class Mapper:
     def encoded_state(self) -> bytes:
         """The mapper's state, as the cursor stores it."""
         raise NotImplementedError
+
+    def waiting(self) -> int:
+        """Items read but held back (a session starts at its first timestamped line)."""
+        return 0
 
     def take(self) -> list[Out]:
         """The records built since the last call."""

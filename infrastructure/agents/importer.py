@@ -228,6 +228,9 @@ def _read_file(
     key = str(path)
     try:
         dev, ino, size = file_identity(path)
+        if not _regular(path):
+            report.warn(f"kind:{key}", f"{key} is not a regular file; skipped")
+            return
     except OSError as exc:
         report.warn(f"stat:{key}", f"cannot read {key}: {exc.strerror or exc}; skipped")
         return
@@ -247,7 +250,7 @@ def _read_file(
     try:
         for item in line_items(path, cursor.position, cursor.line):
             mapper.feed(item)
-            position, line = item.end, int(item.at)
+            position, line = item.next or item.end, int(item.at)
             items += 1
             weight += len(item.raw)
             report.items += 1
@@ -255,6 +258,9 @@ def _read_file(
                 _flush(state, sink, mapper, agent, key, Cursor(dev, ino, position, line))
                 items = weight = 0
         _flush(state, sink, mapper, agent, key, Cursor(dev, ino, position, line))
+        if waiting := mapper.waiting():
+            report.warn(f"wait:{key}", f"{key}: {waiting} line(s) wait for a timestamped line "
+                        "to start their session; they are imported with it")  # fmt: skip
     except (PentraceError, OSError) as exc:
         state.rollback()
         text = exc.message if isinstance(exc, PentraceError) else (exc.strerror or str(exc))

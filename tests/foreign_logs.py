@@ -1,0 +1,203 @@
+"""Small session stores of other agents, written by the tests (issue #28).
+
+:class:`ClaudeLog` writes Claude Code rows as Claude Code 1.x/2.x does: a
+``uuid``/``parentUuid`` chain, one row per streamed content block sharing the
+message's ``id``, ``requestId`` and (growing) usage, tool results in user rows.
+:func:`reference_folder` finds the real files of ``shared/reference/foreign-sessions``
+next to the project (or next to the worktrees folder), read in place.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+CLAUDE_USAGE_KEYS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
+
+
+def reference_folder(*parts: str) -> Path:
+    """``shared/reference/foreign-sessions/<parts>`` beside the project, or skip the test."""
+    for base in (PROJECT_ROOT.parent, *PROJECT_ROOT.parents[1:3]):
+        found = base / "shared" / "reference" / "foreign-sessions"
+        if found.is_dir():
+            return found.joinpath(*parts)
+    pytest.skip("../shared/reference/foreign-sessions is absent (the real agents' files)")
+
+
+def jsonl(rows: list[dict[str, Any]]) -> bytes:
+    """Rows as JSON Lines, compact, as the agents write them."""
+    return b"".join(json.dumps(row, separators=(",", ":")).encode() + b"\n" for row in rows)
+
+
+@dataclass
+class ClaudeLog:
+    """A Claude Code session file being written (see the module docstring)."""
+
+    session_id: str
+    cwd: str = "/home/u/work/app"
+    start: datetime = field(default_factory=lambda: datetime(2025, 9, 3, 10, 0, tzinfo=UTC))
+    version: str = "1.0.98"
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    tip: str | None = None
+    step: int = 0
+
+    def _stamp(self) -> str:
+        self.step += 1
+        moment = self.start + timedelta(seconds=self.step)
+        return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+    def _row(self, kind: str, parent: str | bool | None, **extra: Any) -> dict[str, Any]:
+        uuid = f"{self.session_id[:8]}-u{len(self.rows) + 1:04d}"
+        parent_uuid = self.tip if parent is True else (None if parent is False else parent)
+        row = {
+            "parentUuid": parent_uuid,
+            "isSidechain": False,
+            "userType": "external",
+            "cwd": self.cwd,
+            "sessionId": self.session_id,
+            "version": self.version,
+            "gitBranch": "",
+            "type": kind,
+            **extra,
+            "uuid": uuid,
+            "timestamp": self._stamp(),
+        }
+        self.rows.append(row)
+        return row
+
+    def prompt(self, text: str, *, parent: str | bool | None = True, **extra: Any) -> str:
+        """A user prompt; returns its uuid (the new tip)."""
+        row = self._row("user", parent, message={"role": "user", "content": text}, **extra)
+        self.tip = row["uuid"]
+        return str(row["uuid"])
+
+    def answer(
+        self,
+        blocks: list[dict[str, Any]],
+        *,
+        message_id: str,
+        request_id: str | None,
+        usage: tuple[int, int, int, int] = (3, 10, 100, 20),
+        model: str = "claude-sonnet-4-20250514",
+        stop_reason: str | None = None,
+        parent: str | bool | None = True,
+        **extra: Any,
+    ) -> str:
+        """One assistant row (one streamed block of ``message_id``); usage as
+        (input, output, cache read, cache write)."""
+        message = {
+            "id": message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": blocks,
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            "usage": dict(zip(CLAUDE_USAGE_KEYS, usage, strict=True)),
+        }
+        fields: dict[str, Any] = {"message": message}
+        if request_id is not None:
+            fields["requestId"] = request_id
+        row = self._row("assistant", parent, **fields, **extra)
+        self.tip = row["uuid"]
+        return str(row["uuid"])
+
+    def result(self, call_id: str, content: str, *, is_error: bool = False, **extra: Any) -> str:
+        """A user row answering ``call_id``."""
+        block: dict[str, Any] = {"tool_use_id": call_id, "type": "tool_result", "content": content}
+        if is_error:
+            block["is_error"] = True
+        row = self._row("user", True, message={"role": "user", "content": [block]}, **extra)
+        self.tip = row["uuid"]
+        return str(row["uuid"])
+
+    def system(self, subtype: str, **extra: Any) -> str:
+        row = self._row("system", True, subtype=subtype, **extra)
+        return str(row["uuid"])
+
+    def other(self, row: dict[str, Any]) -> None:
+        """A row of another type, as given."""
+        self.rows.append(row)
+
+    def data(self) -> bytes:
+        return jsonl(self.rows)
+
+    def write(self, folder: Path, name: str | None = None) -> Path:
+        """Write the file ``<folder>/<session id>.jsonl`` (or ``name``); return its path."""
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / (name or f"{self.session_id}.jsonl")
+        path.write_bytes(self.data())
+        return path
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"type": "text", "text": value}
+
+
+def tool_use(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "tool_use", "id": call_id, "name": name, "input": arguments}
+
+
+def thinking(value: str, signature: str = "sig-1") -> dict[str, Any]:
+    return {"type": "thinking", "thinking": value, "signature": signature}
+
+
+def claude_turn(log: ClaudeLog, index: int, *, calls: int = 1) -> None:
+    """One turn: a prompt, an answer streamed as a text row and ``calls`` tool rows (usage
+    growing row by row), the results, and a closing answer."""
+    log.prompt(f"task {index}")
+    message, request = f"msg_{log.session_id[:4]}_{index}a", f"req_{index}a"
+    log.answer([text(f"working on {index}")], message_id=message, request_id=request,
+               usage=(3, 5, 100, 20))  # fmt: skip
+    for call in range(calls):
+        log.answer(
+            [tool_use(f"toolu_{index}_{call}", "Bash", {"command": f"echo {call}"})],
+            message_id=message,
+            request_id=request,
+            usage=(3, 40 + call, 100, 20),
+        )
+    for call in range(calls):
+        log.result(f"toolu_{index}_{call}", f"{call}\n")
+    log.answer(
+        [text(f"done {index}")],
+        message_id=f"msg_{log.session_id[:4]}_{index}b",
+        request_id=f"req_{index}b",
+        usage=(2, 7, 150, 0),
+        stop_reason="end_turn",
+    )
+
+
+def trace_lines(root: Path) -> list[dict[str, Any]]:
+    """Every record of every trace under data root ``root``, parsed, in path order."""
+    out: list[dict[str, Any]] = []
+    for path in sorted(root.glob("*/agents/*/traces/*/*.jsonl")):
+        for line in path.read_bytes().splitlines():
+            if line.strip():
+                out.append(json.loads(line))
+    return out
+
+
+def kept_rows(root: Path) -> list[bytes]:
+    """The verbatim source rows the traces under ``root`` carry, as raw JSON bytes."""
+    rows: list[bytes] = []
+    for path in sorted(root.glob("*/agents/*/traces/*/*.jsonl")):
+        for line in path.read_bytes().splitlines():
+            marker = line.find(b',"foreign":')
+            if marker < 0:
+                continue
+            foreign = json.loads(line[marker + len(b',"foreign":') : -1])
+            if "row" in foreign:
+                start = line.index(b'"row":', marker) + len(b'"row":')
+                rows.append(line[start:-2])
+    return rows
