@@ -178,6 +178,16 @@ def claude_turn(log: ClaudeLog, index: int, *, calls: int = 1) -> None:
     )
 
 
+def source_lines(folder: Path) -> list[bytes]:
+    """The non-blank lines of every ``*.jsonl`` under ``folder``, in path order."""
+    return [
+        line
+        for path in sorted(folder.rglob("*.jsonl"))
+        for line in path.read_bytes().splitlines()
+        if line.strip()
+    ]
+
+
 def trace_lines(root: Path) -> list[dict[str, Any]]:
     """Every record of every trace under data root ``root``, parsed, in path order."""
     out: list[dict[str, Any]] = []
@@ -201,3 +211,102 @@ def kept_rows(root: Path) -> list[bytes]:
                 start = line.index(b'"row":', marker) + len(b'"row":')
                 rows.append(line[start:-2])
     return rows
+
+
+@dataclass
+class CodexLog:
+    """A Codex rollout being written: ``{timestamp, type, payload}`` lines; ``token_count``
+    carries cumulative totals (and repeats them, as real rollouts do)."""
+
+    session_id: str
+    cwd: str = "/home/u/work/app"
+    start: datetime = field(default_factory=lambda: datetime(2025, 10, 1, 9, 0, tzinfo=UTC))
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    totals: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])
+    step: int = 0
+
+    def line(self, kind: str, payload: dict[str, Any]) -> None:
+        self.step += 1
+        moment = self.start + timedelta(seconds=self.step)
+        stamp = moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        self.rows.append({"timestamp": stamp, "type": kind, "payload": payload})
+
+    def meta(self, **extra: Any) -> None:
+        self.line("session_meta", {"id": self.session_id, "timestamp": "2025-10-01T09:00:00Z",
+                                   "cwd": self.cwd, "originator": "codex_cli_rs",
+                                   "cli_version": "0.46.0", "source": "cli",
+                                   "model_provider": "openai", **extra})  # fmt: skip
+
+    def context(self, model: str) -> None:
+        self.line("turn_context", {"cwd": self.cwd, "approval_policy": "on-request",
+                                   "model": model, "effort": "medium"})  # fmt: skip
+
+    def user(self, text: str) -> None:
+        self.line("event_msg", {"type": "user_message", "message": text, "images": []})
+        content = [{"type": "input_text", "text": text}]
+        self.line("response_item", {"type": "message", "role": "user", "content": content})
+
+    def assistant(self, text: str) -> None:
+        content = [{"type": "output_text", "text": text}]
+        self.line("response_item", {"type": "message", "role": "assistant", "content": content})
+        self.line("event_msg", {"type": "agent_message", "message": text})
+
+    def reasoning(self, text: str) -> None:
+        summary = [{"type": "summary_text", "text": text}]
+        item = {"type": "reasoning", "summary": summary, "encrypted_content": "gAAAA=="}
+        self.line("response_item", item)
+
+    def call(self, call_id: str, command: str) -> None:
+        arguments = json.dumps({"command": ["bash", "-lc", command]})
+        item = {"type": "function_call", "name": "shell", "arguments": arguments}
+        self.line("response_item", {**item, "call_id": call_id})
+
+    def output(self, call_id: str, text: str) -> None:
+        output = json.dumps({"output": text, "metadata": {}})
+        item = {"type": "function_call_output", "call_id": call_id, "output": output}
+        self.line("response_item", item)
+
+    def tokens(self, fresh: int, cached: int, output: int, *, repeat: bool = True) -> None:
+        """One API call's usage: the cumulative totals grow by it (and the event repeats)."""
+        last = [fresh + cached, cached, output, output // 2, fresh + cached + output]
+        self.totals = [a + b for a, b in zip(self.totals, last, strict=True)]
+        names = ("input_tokens", "cached_input_tokens", "output_tokens",
+                 "reasoning_output_tokens", "total_tokens")  # fmt: skip
+        info = {"total_token_usage": dict(zip(names, self.totals, strict=True)),
+                "last_token_usage": dict(zip(names, last, strict=True)),
+                "model_context_window": 272000}  # fmt: skip
+        for _ in range(2 if repeat else 1):
+            self.line("event_msg", {"type": "token_count", "info": info})
+
+    def task_complete(self) -> None:
+        self.line("event_msg", {"type": "task_complete", "last_agent_message": None})
+
+    def data(self) -> bytes:
+        return jsonl(self.rows)
+
+    def path_in(self, home: Path, *, archived: bool = False) -> Path:
+        day = self.start.strftime("%Y/%m/%d")
+        stamp = self.start.strftime("%Y-%m-%dT%H-%M-%S")
+        folder = home / "archived_sessions" if archived else home / "sessions" / day
+        return folder / f"rollout-{stamp}-{self.session_id}.jsonl"
+
+    def write(self, home: Path, *, archived: bool = False) -> Path:
+        path = self.path_in(home, archived=archived)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(self.data())
+        return path
+
+
+def codex_turn(log: CodexLog, index: int, *, calls: int = 1) -> None:
+    """A prompt, reasoning, ``calls`` shell calls with their outputs, an answer."""
+    log.user(f"task {index}")
+    log.reasoning(f"thinking about {index}")
+    if calls:
+        for call in range(calls):
+            log.call(f"call_{index}_{call}", f"echo {call}")
+        log.tokens(100 * (index + 1), 1000, 20)
+        for call in range(calls):
+            log.output(f"call_{index}_{call}", f"{call}\n")
+    log.assistant(f"done {index}")
+    log.tokens(50, 1100, 30)
+    log.task_complete()

@@ -53,6 +53,7 @@ from pentrace.infrastructure.agents.core import (
     normal_stamp,
     parse_json,
     project_name,
+    store_home,
     text_of,
     walk_files,
 )
@@ -275,7 +276,7 @@ class ClaudeMapper(Mapper):
             "model_id": model or "unknown",
             "model_context_window": 0,
             "system_prompt": "",
-            "agent_state": str(Path(self.source).parent),
+            "agent_state": store_home(self.source, ("projects",)),
             "workspace": self.state.cwd,
         }
         meta.update(extra)
@@ -399,7 +400,7 @@ class ClaudeMapper(Mapper):
         self.begin_item(item)
         value = item.value
         if item.size or value is MALFORMED or not isinstance(value, dict):
-            self._odd(item, stamp)
+            self.odd(self._current(stamp), stamp, item)
             return
         if not self.state.cwd and isinstance(value.get("cwd"), str):
             self.state.cwd = value["cwd"]
@@ -436,26 +437,6 @@ class ClaudeMapper(Mapper):
                     f"{AGENT}: field {key!r} is kept in the source row but not mapped "
                     f"(first at {self.source}:{item.at})",
                 )
-
-    def _odd(self, item: Item, stamp: str) -> None:
-        track = self._current(stamp)
-        if item.size:
-            note = f"line of {item.size} bytes, over the limit; its length only is kept"
-            self.unmapped(track, stamp, "oversized", note)
-            if self.report is not None:
-                self.report.warn(
-                    f"{self.source}:{item.at}:size",
-                    f"{self.source}:{item.at}: a line of {item.size} bytes is longer than "
-                    "pentrace keeps; it is recorded by its length only",
-                )
-            return
-        self.unmapped(track, stamp, "malformed" if item.value is MALFORMED else "record")
-        if self.report is not None:
-            self.report.malformed += 1
-            self.report.warn(
-                f"{self.source}:{item.at}:bad",
-                f"{self.source}:{item.at}: not a JSON object; kept verbatim as an unmapped record",
-            )
 
     def _user(self, row: dict[str, Any], stamp: str) -> None:
         message = row.get("message")

@@ -351,10 +351,11 @@ class Mapper:
 
     # -- the item being mapped -------------------------------------------------
 
-    def begin_item(self, item: Item) -> None:
-        """Records built from now on come from ``item``."""
+    def begin_item(self, item: Item, *, kept: bool = False) -> None:
+        """Records built from now on come from ``item`` (``kept``: its row is in the
+        trace already, on an earlier record)."""
         self._item = item
-        self._row_kept = False
+        self._row_kept = kept
 
     def item_kept(self) -> bool:
         """True once a record carries the current item's row."""
@@ -527,7 +528,12 @@ class Mapper:
     def usage(self, track: Track, stamp: str, key: str, counts: Counts) -> None:
         """A usage row under ``key``: a ``token_usage`` record of what it adds, if anything."""
         delta = self.book.observe(f"{self.agent}:{key}", counts)
-        if delta is None or delta == ZERO:
+        if delta is not None:
+            self.spent(track, stamp, delta)
+
+    def spent(self, track: Track, stamp: str, delta: Counts) -> None:
+        """A ``token_usage`` record of ``delta`` (nothing when it is all zero)."""
+        if delta == ZERO:
             return
         totals = track.totals
         for index, value in enumerate(delta):
@@ -598,6 +604,21 @@ class Mapper:
         """Items read but held back (a session starts at its first timestamped line)."""
         return 0
 
+    def odd(self, track: Track, stamp: str, item: Item) -> None:
+        """Keep a line that is too long, not JSON, or not an object, and say so once."""
+        if item.size:
+            note = f"line of {item.size} bytes, over the limit; its length only is kept"
+            self.unmapped(track, stamp, "oversized", note)
+            said = f"a line of {item.size} bytes is longer than pentrace keeps; it is recorded "
+            said += "by its length only"
+        else:
+            self.unmapped(track, stamp, "malformed" if item.value is MALFORMED else "record")
+            said = "not a JSON object; kept verbatim as an unmapped record"
+            if self.report is not None:
+                self.report.malformed += 1
+        if self.report is not None:
+            self.report.warn(f"{self.source}:{item.at}:odd", f"{self.source}:{item.at}: {said}")
+
     def take(self) -> list[Out]:
         """The records built since the last call."""
         out, self.out = self.out, []
@@ -639,6 +660,17 @@ def count(value: Any) -> int:
     if value != value or value in (float("inf"), float("-inf")) or value < 0:
         return 0
     return min(int(value), 2**62)
+
+
+def store_home(path: Path | str, folders: tuple[str, ...]) -> str:
+    """The agent's own folder a source file sits in: the parent of the nearest folder named
+    one of ``folders`` (``~/.claude`` for ``projects``), else the file's folder.  It names a
+    foreign session's ``agent_state`` and stays the same when the agent moves the file."""
+    parts = Path(path).parts
+    for index in range(len(parts) - 2, 0, -1):
+        if parts[index] in folders:
+            return str(Path(*parts[:index]))
+    return str(Path(path).parent)
 
 
 def file_identity(path: Path) -> tuple[int, int, int]:

@@ -235,6 +235,9 @@ def _read_file(
         report.warn(f"stat:{key}", f"cannot read {key}: {exc.strerror or exc}; skipped")
         return
     saved = state.cursor(agent, key)
+    if saved is None and (moved := state.moved_source(agent, dev, ino, key)) is not None:
+        report.warn(f"moved:{key}", f"{key} is {moved} moved; read on from where that stopped")
+        saved = state.cursor(agent, key)
     cursor, blob = saved if saved is not None else (Cursor(), None)
     if saved is not None and ((cursor.dev, cursor.ino) != (dev, ino) or size < cursor.position):
         report.warn(f"replaced:{key}", f"{key} was replaced or truncated since it was read; "
@@ -281,7 +284,7 @@ def _reader(agent: str) -> AgentReader:
             f"unknown agent {agent!r}: expected one of {', '.join(AGENTS)}",
             hint="pentrace import --from claude-code",
         )
-    from pentrace.infrastructure.agents import claude
+    from pentrace.infrastructure.agents import claude, codex
 
     readers = {
         "claude-code": AgentReader(
@@ -290,6 +293,14 @@ def _reader(agent: str) -> AgentReader:
             lambda folder, report: claude.claude_files(folder, report),
             lambda path, state, links, blob, project: claude.ClaudeMapper(
                 path, state, links, blob, project=project
+            ),
+        ),
+        "codex": AgentReader(
+            "codex",
+            codex.codex_roots,
+            lambda folder, report: codex.codex_files(folder, report),
+            lambda path, state, links, blob, project: codex.CodexMapper(
+                path, state, blob, project=project
             ),
         ),
     }

@@ -51,6 +51,10 @@ _SCHEMA: Final = (
     "session TEXT NOT NULL, records INTEGER, shard INTEGER, size INTEGER, "
     "PRIMARY KEY (project, agent, session)) WITHOUT ROWID",
 )
+_MOVE: Final = (
+    "UPDATE sources SET source = ? WHERE agent = ? AND source = ?",
+    "UPDATE links SET source = ? WHERE agent = ? AND source = ?",
+)
 _HINT: Final = "the file is derived: delete it and run the import again to re-derive it"
 
 
@@ -143,6 +147,22 @@ class State:
             (agent, source, cursor.dev, cursor.ino, cursor.position, cursor.line,
              cursor.marker, state),
         )  # fmt: skip
+
+    def moved_source(self, agent: str, dev: int, ino: int, source: str) -> str | None:
+        """A source of ``agent`` read before as the same file (device, inode) under a path
+        that no longer exists: ``source`` is that file moved (Codex archives so).  Its
+        cursor, state and links now belong to ``source``; returns the old path."""
+        rows = self._conn.execute(
+            "SELECT source FROM sources WHERE agent = ? AND dev = ? AND ino = ? AND source != ?",
+            (agent, dev, ino, source),
+        ).fetchall()
+        for (old,) in rows:
+            if not Path(old).exists():
+                self._tx()
+                for statement in _MOVE:
+                    self._conn.execute(statement, (source, agent, old))
+                return str(old)
+        return None
 
     def forget_source(self, agent: str, source: str) -> None:
         """Drop a source's cursor and links (it is read again from its start)."""

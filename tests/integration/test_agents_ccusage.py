@@ -28,7 +28,15 @@ import pytest
 
 from pentrace.infrastructure.agents.importer import import_agent
 from pentrace.infrastructure.storage.layout import DataRoot
-from tests.foreign_logs import ClaudeLog, claude_turn, reference_folder, text, tool_use
+from tests.foreign_logs import (
+    ClaudeLog,
+    CodexLog,
+    claude_turn,
+    codex_turn,
+    reference_folder,
+    text,
+    tool_use,
+)
 from tests.support import cli_json
 
 pytestmark = pytest.mark.usefixtures("own_stores")
@@ -82,6 +90,15 @@ def _run(binary: Path, agent: str, report: str, env: dict[str, str], home: Path)
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
+
+
+def _reports(
+    binary: Path, agent: str, env: dict[str, str], home: Path
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """ccusage's daily and session rows for ``agent``."""
+    daily = _run(binary, agent, "daily", env, home)["daily"]
+    sessions = _run(binary, agent, "session", env, home)["sessions"]
+    return daily, sessions
 
 
 def _claude_kinds(row: dict[str, Any]) -> Kinds:
@@ -178,8 +195,7 @@ def test_claude_code_days_and_sessions_equal_ccusage(ccusage: Path, tmp_path: Pa
     import_agent(DataRoot(root), "claude-code", [store])
     env = {"CLAUDE_CONFIG_DIR": str(store)}
 
-    daily = _run(ccusage, "claude", "daily", env, tmp_path / "home")["daily"]
-    sessions = _run(ccusage, "claude", "session", env, tmp_path / "home")["sessions"]
+    daily, sessions = _reports(ccusage, "claude", env, tmp_path / "home")
 
     assert len(daily) == 3
     assert len(sessions) == 2
@@ -210,8 +226,7 @@ def test_claude_code_reference_files_equal_ccusage(ccusage: Path, tmp_path: Path
     import_agent(DataRoot(root), "claude-code", [store])
     env = {"CLAUDE_CONFIG_DIR": str(store)}
 
-    daily = _run(ccusage, "claude", "daily", env, tmp_path / "home")["daily"]
-    sessions = _run(ccusage, "claude", "session", env, tmp_path / "home")["sessions"]
+    daily, sessions = _reports(ccusage, "claude", env, tmp_path / "home")
 
     _compare(root, daily, sessions, _claude_kinds, _claude_session)
 
@@ -263,3 +278,67 @@ def test_a_message_streamed_across_midnight_counts_each_rows_increase_on_its_own
     ours = {r["key"]: _ours(r) for r in cli_json(root, "stats", "tokens", "--by", "day")["rows"]}
     assert (daily["date"], _claude_kinds(daily)) == ("2025-09-04", (2, 50, 10, 1))
     assert ours == {"2025-09-03": (2, 5, 10, 1), "2025-09-04": (0, 45, 0, 0)}
+
+
+def _codex_kinds(row: dict[str, Any]) -> Kinds:
+    return (
+        row["inputTokens"],
+        row["outputTokens"],
+        row["cacheReadTokens"],
+        row["cacheCreationTokens"],
+    )
+
+
+def _codex_session(source: str) -> str:
+    """ccusage's Codex session: the rollout's path under ``sessions/`` (or
+    ``archived_sessions/``), without its extension."""
+    parts = Path(source).with_suffix("").parts
+    for index in range(len(parts) - 1, -1, -1):
+        if parts[index] in ("sessions", "archived_sessions"):
+            return "/".join(parts[index + 1 :])
+    return Path(source).stem
+
+
+def test_codex_days_and_sessions_equal_ccusage(ccusage: Path, tmp_path: Path) -> None:
+    home = tmp_path / "codex"
+    first = CodexLog("0199aaaa-0000-7000-8000-000000000001")
+    first.meta()
+    first.context("gpt-5-codex")
+    for turn in range(3):
+        codex_turn(first, turn, calls=turn)
+    first.context("gpt-5.1-codex")
+    codex_turn(first, 3, calls=2)
+    first.write(home)
+    late = first.start.replace(hour=23, minute=59, second=40)
+    second = CodexLog("0199aaaa-0000-7000-8000-000000000002", cwd="/srv/other", start=late)
+    second.meta()
+    second.context("gpt-5")
+    for turn in range(4):
+        codex_turn(second, turn, calls=1)  # runs past midnight
+    second.write(home, archived=True)
+    root = tmp_path / "data"
+    import_agent(DataRoot(root), "codex", [home])
+    env = {"CODEX_HOME": str(home)}
+
+    daily, sessions = _reports(ccusage, "codex", env, tmp_path / "home")
+
+    assert len(daily) == 2
+    assert len(sessions) == 2
+    _compare(root, daily, sessions, _codex_kinds, _codex_session)
+
+
+def test_codex_reference_files_equal_ccusage(ccusage: Path, tmp_path: Path) -> None:
+    folder = reference_folder("codex")
+    home = tmp_path / "codex"
+    for path in sorted(folder.rglob("*.jsonl")):
+        target = home / "sessions" / "2026" / "01" / "01" / path.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+    root = tmp_path / "data"
+    import_agent(DataRoot(root), "codex", [home])
+    env = {"CODEX_HOME": str(home)}
+
+    daily, sessions = _reports(ccusage, "codex", env, tmp_path / "home")
+
+    assert len(sessions) == 4
+    _compare(root, daily, sessions, _codex_kinds, _codex_session)

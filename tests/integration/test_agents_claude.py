@@ -21,6 +21,7 @@ from tests.foreign_logs import (
     jsonl,
     kept_rows,
     reference_folder,
+    source_lines,
     text,
     thinking,
     tool_use,
@@ -385,12 +386,7 @@ def test_the_reference_files_import_with_every_line_kept(tmp_path: Path) -> None
 
     report = import_agent(DataRoot(root), "claude-code", [folder])
 
-    lines = [
-        line
-        for path in sorted(folder.rglob("*.jsonl"))
-        for line in path.read_bytes().splitlines()
-        if line.strip()
-    ]
+    lines = source_lines(folder)
     assert report.items == len(lines)
     assert sorted(kept_rows(root)) == sorted(lines)
     audit = cli(root, "audit")

@@ -9,7 +9,6 @@ sidechain, a fork) comes back exactly as one pass would have carried it.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from hypothesis import strategies as st
 
 from pentrace.infrastructure.agents.importer import import_agent
 from pentrace.infrastructure.storage.layout import DataRoot
-from tests.foreign_logs import ClaudeLog, claude_turn, text, tool_use
+from tests.foreign_logs import ClaudeLog, CodexLog, claude_turn, codex_turn, text, tool_use
 from tests.support import BOUNDED_PROPERTY
 
 pytestmark = pytest.mark.usefixtures("own_stores")
@@ -100,40 +99,88 @@ def test_importing_while_the_files_grow_gives_what_one_import_gives(
             )
             for index, steps in enumerate(logs)
         }
+        _grow_and_compare(base, "claude-code", store, contents, data)
+
+
+def _grow_and_compare(
+    base: Path, agent: str, store: Path, contents: dict[Path, bytes], data: st.DataObject
+) -> None:
+    """Import ``contents`` in one go, then again (into another root) while each file grows
+    through random cut points, and check both roots hold the same traces byte for byte."""
+    for path, content in contents.items():
+        path.write_bytes(content)
+    import_agent(DataRoot(base / "one"), agent, [store])
+    cuts = {
+        path: sorted(data.draw(st.lists(st.integers(0, len(content)), max_size=4), label=path.name))
+        for path, content in contents.items()
+    }
+    for path in contents:
+        path.write_bytes(b"")
+    for step in range(max(len(points) for points in cuts.values()) + 1):
         for path, content in contents.items():
-            path.write_bytes(content)
-        import_agent(DataRoot(base / "one"), "claude-code", [store])
+            points = cuts[path]
+            path.write_bytes(content[: points[step] if step < len(points) else len(content)])
+        import_agent(DataRoot(base / "chunks"), agent, [store])
 
-        cuts = {
-            path: sorted(
-                data.draw(st.lists(st.integers(0, len(content)), max_size=4), label=path.name)
-            )
-            for path, content in contents.items()
-        }
-        for path in contents:
-            path.write_bytes(b"")
-        steps = max(len(points) for points in cuts.values()) + 1
-        for step in range(steps):
-            for path, content in contents.items():
-                points = cuts[path]
-                end = points[step] if step < len(points) else len(content)
-                path.write_bytes(content[:end])
-            import_agent(DataRoot(base / "chunks"), "claude-code", [store])
+    one, chunked = _traces(base / "one"), _traces(base / "chunks")
+    assert one.keys() == chunked.keys()
+    for name in one:
+        assert chunked[name] == one[name], name
+    rows = [
+        line
+        for content in one.values()
+        for line in content.splitlines()
+        if b'"row":' in line or b'"bytes":' in line
+    ]
+    # Every source line kept exactly once (a file with no timestamped line waits for one).
+    lines = sum(
+        len([x for x in c.split(b"\n") if x.strip()])
+        for c in contents.values()
+        if b'"timestamp"' in c
+    )
+    assert len(rows) == lines
 
-        one, chunked = _traces(base / "one"), _traces(base / "chunks")
-        assert one.keys() == chunked.keys()
-        for name in one:
-            assert chunked[name] == one[name], name
-        rows = [
-            json.loads(line)
-            for content in one.values()
-            for line in content.splitlines()
-            if b'"row":' in line or b'"bytes":' in line
-        ]
-        # Every source line kept exactly once (a file with no timestamped line waits for one).
-        lines = sum(
-            len([x for x in c.split(b"\n") if x.strip()])
-            for c in contents.values()
-            if b'"timestamp"' in c
-        )
-        assert len(rows) == lines
+
+_CODEX_STEP = st.one_of(
+    st.tuples(st.just("turn"), st.integers(0, 3)),
+    st.tuples(st.just("model"), st.integers(0, 3)),
+    st.tuples(st.just("abort"), st.just(0)),
+    st.tuples(st.just("compact"), st.just(0)),
+    st.tuples(st.just("unknown"), st.just(0)),
+)
+
+
+def _codex_log(name: str, steps: list[tuple[str, int]]) -> bytes:
+    log = CodexLog(name)
+    log.meta()
+    for index, (kind, value) in enumerate(steps):
+        if kind == "turn":
+            codex_turn(log, index, calls=value)
+        elif kind == "model":
+            log.context(f"gpt-5.{value}")
+        elif kind == "abort":
+            log.user("stop")
+            log.call(f"c{index}", "sleep 9")
+            log.line("event_msg", {"type": "turn_aborted", "reason": "interrupted"})
+        elif kind == "compact":
+            log.line("compacted", {"message": f"summary {index}"})
+        else:
+            log.line("mystery", {"n": index})
+    return log.data()
+
+
+@settings(BOUNDED_PROPERTY, max_examples=20)
+@given(st.lists(st.lists(_CODEX_STEP, max_size=6), min_size=1, max_size=2), st.data())
+def test_a_codex_store_imported_while_it_grows_gives_what_one_import_gives(
+    logs: list[list[tuple[str, int]]], data: st.DataObject
+) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        base = Path(folder)
+        home = base / "codex"
+        contents: dict[Path, bytes] = {}
+        for index, steps in enumerate(logs):
+            name = f"0199aaaa-0000-7000-8000-00000000000{index}"
+            path = CodexLog(name).path_in(home)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            contents[path] = _codex_log(name, steps)
+        _grow_and_compare(base, "codex", home, contents, data)
