@@ -310,3 +310,122 @@ def codex_turn(log: CodexLog, index: int, *, calls: int = 1) -> None:
     log.assistant(f"done {index}")
     log.tokens(50, 1100, 30)
     log.task_complete()
+
+
+_OPENCODE_SCHEMA = (
+    "CREATE TABLE session (id TEXT PRIMARY KEY, project_id TEXT, parent_id TEXT, slug TEXT, "
+    "directory TEXT, title TEXT, version TEXT, time_created INTEGER, time_updated INTEGER)",
+    "CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT NOT NULL, "
+    "time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL, data TEXT NOT NULL)",
+    "CREATE TABLE part (id TEXT PRIMARY KEY, message_id TEXT NOT NULL, session_id TEXT NOT NULL, "
+    "time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL, data TEXT NOT NULL)",
+)
+
+
+@dataclass
+class OpenCodeDb:
+    """An OpenCode data folder's ``opencode.db`` being written (WAL, as OpenCode runs it)."""
+
+    folder: Path
+    clock: int = 1_759_300_000_000  # 2025-10-01T06:26:40Z
+    counter: int = 0
+
+    def __post_init__(self) -> None:
+        import sqlite3
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.conn = sqlite3.connect(self.folder / "opencode.db", isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        for statement in _OPENCODE_SCHEMA:
+            self.conn.execute(statement)
+
+    def _next(self, prefix: str) -> str:
+        self.counter += 1
+        self.clock += 1000
+        return f"{prefix}_{self.counter:06d}"
+
+    def session(
+        self, sid: str, directory: str = "/home/u/work/app", parent: str | None = None
+    ) -> None:
+        self.conn.execute(
+            "INSERT INTO session VALUES (?, 'prj', ?, 'slug', ?, 'title', '1.0.0', ?, ?)",
+            (sid, parent, directory, self.clock, self.clock),
+        )
+
+    def _message(self, sid: str, data: dict[str, Any]) -> str:
+        mid = self._next("msg")
+        data = {"id": mid, "sessionID": sid, **data, "time": {"created": self.clock,
+                **data.get("time", {})}}  # fmt: skip
+        self.conn.execute(
+            "INSERT INTO message VALUES (?, ?, ?, ?, ?)",
+            (mid, sid, self.clock, self.clock, json.dumps(data)),
+        )
+        return mid
+
+    def part(self, sid: str, mid: str, data: dict[str, Any]) -> str:
+        pid = self._next("prt")
+        body = {"id": pid, "sessionID": sid, "messageID": mid, **data}
+        self.conn.execute(
+            "INSERT INTO part VALUES (?, ?, ?, ?, ?, ?)",
+            (pid, mid, sid, self.clock, self.clock, json.dumps(body)),
+        )
+        return pid
+
+    def user(self, sid: str, text: str) -> str:
+        mid = self._message(sid, {"role": "user", "agent": "build"})
+        self.part(sid, mid, {"type": "text", "text": text})
+        return mid
+
+    def assistant(
+        self,
+        sid: str,
+        parts: list[dict[str, Any]],
+        *,
+        tokens: tuple[int, int, int, int] = (100, 20, 500, 50),
+        model: str = "claude-sonnet-4-5",
+        complete: bool = True,
+        error: dict[str, Any] | None = None,
+    ) -> str:
+        fresh, output, read, write = tokens
+        data: dict[str, Any] = {
+            "role": "assistant",
+            "modelID": model,
+            "providerID": "anthropic",
+            "mode": "build",
+            "path": {"cwd": "/home/u/work/app", "root": "/home/u/work/app"},
+            "cost": 0.01,
+            "tokens": {
+                "input": fresh,
+                "output": output,
+                "reasoning": 3,
+                "cache": {"read": read, "write": write},
+            },
+        }
+        if complete:
+            data["time"] = {"completed": self.clock + 500}
+            data["finish"] = "stop"
+        if error is not None:
+            data["error"] = error
+        mid = self._message(sid, data)
+        for part in parts:
+            self.part(sid, mid, part)
+        return mid
+
+    def complete(self, mid: str) -> None:
+        """Mark a message complete, as OpenCode does when its stream ends."""
+        (data,) = self.conn.execute("SELECT data FROM message WHERE id = ?", (mid,)).fetchone()
+        value = json.loads(data)
+        value["time"]["completed"] = value["time"]["created"] + 900
+        value["finish"] = "stop"
+        self.conn.execute("UPDATE message SET data = ? WHERE id = ?", (json.dumps(value), mid))
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def opencode_tool(call_id: str, tool: str, output: str, *, error: bool = False,
+                  metadata: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+    state: dict[str, Any] = {"status": "error" if error else "completed",
+                             "input": {"command": "ls"}, "metadata": metadata or {}}  # fmt: skip
+    state["error" if error else "output"] = output
+    return {"type": "tool", "callID": call_id, "tool": tool, "state": state}

@@ -371,12 +371,17 @@ class Mapper:
             foreign["end"] = item.end
         if not self._row_kept:
             self._row_kept = True
+            raw = item.raw
             if item.size:
                 foreign["size"] = item.size
             elif item.value is MALFORMED:
-                foreign["bytes"] = base64.b64encode(item.raw).decode("ascii")
+                foreign["bytes"] = base64.b64encode(raw).decode("ascii")
+            elif raw.find(b"\n") >= 0 or raw.find(b"\r") >= 0:
+                # JSON written over several lines (a file of OpenCode's tree, a Gemini chat):
+                # its text, verbatim, as a string (a trace record is one line).
+                foreign["text"] = raw.decode("utf-8")
             else:
-                foreign["row"] = msgspec.Raw(item.raw)
+                foreign["row"] = msgspec.Raw(raw)
         return foreign
 
     # -- records -----------------------------------------------------------------
@@ -651,6 +656,16 @@ def text_of(value: Any) -> str:
     if value is None:
         return ""
     return compact_json(value)
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_str(value: Any, default: str = "") -> str:
+    """``value`` when it is a non-empty string, else ``default``."""
+    return value if isinstance(value, str) and value else default
 
 
 def count(value: Any) -> int:

@@ -22,18 +22,20 @@ are reported and skipped.
 from __future__ import annotations
 
 import os
+import sqlite3
 import stat
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from pentrace.errors import AgentSourceError, PentraceError, UsageError
 from pentrace.infrastructure.agents.core import (
     AGENTS,
     MALFORMED,
     ImportReport,
+    Item,
     Mapper,
     Out,
     file_identity,
@@ -50,14 +52,35 @@ _BATCH_ITEMS: Final = 2000
 _BATCH_BYTES: Final = 8 * 1024 * 1024
 
 
+class Source(Protocol):
+    """One thing an agent's store holds that pentrace reads on from a cursor: a file, or
+    one session of a database."""
+
+    key: str  # the state's name for it
+    path: Path  # what records name as their source
+    detail: Any  # what the mapper needs to know of it beyond its items (or None)
+
+    def start(self, state: State, report: ImportReport) -> tuple[Cursor, bytes | None] | None:
+        """The cursor and mapper state to go on from, or None when there is nothing new."""
+        ...
+
+    def items(self, cursor: Cursor) -> Iterator[tuple[Item, Cursor]]:
+        """The items after ``cursor``, each with the cursor after it."""
+        ...
+
+    def close(self) -> None:
+        """Let go of what reading it opened (a database connection)."""
+        ...
+
+
 @dataclass(frozen=True)
 class AgentReader:
     """How pentrace finds and maps one agent's store."""
 
     name: str
     roots: Callable[[], list[Path]]
-    files: Callable[[Path, ImportReport], Iterator[Path]]
-    mapper: Callable[[Path, State, Any, bytes | None, str | None], Mapper]
+    sources: Callable[[Sequence[Path], ImportReport], list[Source]]
+    mapper: Callable[[Source, State, Any, bytes | None, str | None], Mapper]
 
 
 class _Links:
@@ -215,58 +238,94 @@ class Sink:
         return mark
 
 
-def _read_file(
+class FileSource:
+    """A JSONL file of an agent's store, read from a byte offset (Claude Code, Codex)."""
+
+    def __init__(self, agent: str, path: Path) -> None:
+        self.agent, self.path, self.key = agent, path, str(path)
+        self.detail: Any = None
+        self._identity = (0, 0)
+
+    def start(self, state: State, report: ImportReport) -> tuple[Cursor, bytes | None] | None:
+        """Where this pass starts (the saved cursor, or the start of a replaced file), or
+        None when there is nothing new."""
+        key = self.key
+        try:
+            dev, ino, size = file_identity(self.path)
+            if not _regular(self.path):
+                report.warn(f"kind:{key}", f"{key} is not a regular file; skipped")
+                return None
+        except OSError as exc:
+            report.warn(f"stat:{key}", f"cannot read {key}: {exc.strerror or exc}; skipped")
+            return None
+        self._identity = (dev, ino)
+        saved = state.cursor(self.agent, key)
+        if saved is None and (moved := state.moved_source(self.agent, dev, ino, key)):
+            report.warn(f"moved:{key}", f"{key} is {moved} moved; read on from where that stopped")
+            saved = state.cursor(self.agent, key)
+        if saved is None:
+            return Cursor(dev, ino), None
+        cursor, blob = saved
+        if (cursor.dev, cursor.ino) != (dev, ino) or size < cursor.position:
+            said = f"{key} was replaced or truncated since it was read; read again from its "
+            report.warn(f"replaced:{key}", said + "start (records already imported are kept)")
+            return Cursor(dev, ino), None
+        if cursor.position == size:
+            return None
+        return cursor, blob
+
+    def items(self, cursor: Cursor) -> Iterator[tuple[Item, Cursor]]:
+        """The new lines, each with the cursor just after it."""
+        dev, ino = self._identity
+        for item in line_items(self.path, cursor.position, cursor.line):
+            yield item, Cursor(dev, ino, item.next or item.end, int(item.at))
+
+    def close(self) -> None:
+        return None
+
+
+def _read_source(
     root: DataRoot,
     state: State,
     reader: AgentReader,
-    path: Path,
+    source: Source,
     project: str | None,
     report: ImportReport,
 ) -> None:
-    """One pass over one JSONL source file: map what is new, batch by batch."""
-    agent = reader.name
-    key = str(path)
+    """One pass over one source: map what is new, batch by batch (see the module docstring)."""
+    agent, key = reader.name, source.key
     try:
-        dev, ino, size = file_identity(path)
-        if not _regular(path):
-            report.warn(f"kind:{key}", f"{key} is not a regular file; skipped")
+        started = source.start(state, report)
+        if started is None:
             return
-    except OSError as exc:
-        report.warn(f"stat:{key}", f"cannot read {key}: {exc.strerror or exc}; skipped")
-        return
-    saved = state.cursor(agent, key)
-    if saved is None and (moved := state.moved_source(agent, dev, ino, key)) is not None:
-        report.warn(f"moved:{key}", f"{key} is {moved} moved; read on from where that stopped")
-        saved = state.cursor(agent, key)
-    cursor, blob = saved if saved is not None else (Cursor(), None)
-    if saved is not None and ((cursor.dev, cursor.ino) != (dev, ino) or size < cursor.position):
-        report.warn(f"replaced:{key}", f"{key} was replaced or truncated since it was read; "
-                    "read again from its start (records already imported are kept)")  # fmt: skip
-        cursor, blob = Cursor(), None
-    if saved is not None and cursor == Cursor(dev, ino, size, cursor.line, cursor.marker):
-        return
-    mapper = reader.mapper(path, state, _Links(state, agent, key), blob, project)
-    mapper.report = report
-    sink = Sink(root, state, agent, report)
-    report.files += 1
-    position, line, items, weight = cursor.position, cursor.line, 0, 0
-    try:
-        for item in line_items(path, cursor.position, cursor.line):
+        cursor, blob = started
+        mapper = reader.mapper(source, state, _Links(state, agent, key), blob, project)
+        mapper.report = report
+        sink = Sink(root, state, agent, report)
+        report.files += 1
+        items = weight = 0
+        for item, after in source.items(cursor):
             mapper.feed(item)
-            position, line = item.next or item.end, int(item.at)
+            cursor = after
             items += 1
             weight += len(item.raw)
             report.items += 1
             if items >= _BATCH_ITEMS or weight >= _BATCH_BYTES:
-                _flush(state, sink, mapper, agent, key, Cursor(dev, ino, position, line))
+                _flush(state, sink, mapper, agent, key, cursor)
                 items = weight = 0
-        _flush(state, sink, mapper, agent, key, Cursor(dev, ino, position, line))
+        _flush(state, sink, mapper, agent, key, cursor)
         if waiting := mapper.waiting():
-            report.warn(f"wait:{key}", f"{key}: {waiting} line(s) wait for a timestamped line "
-                        "to start their session; they are imported with it")  # fmt: skip
-    except (PentraceError, OSError) as exc:
+            report.warn(f"wait:{key}", f"{key}: {waiting} item(s) wait (a session starts at its "
+                        "first timestamped line; a message is read once complete)")  # fmt: skip
+    except (PentraceError, OSError, sqlite3.Error) as exc:
         state.rollback()
-        text = exc.message if isinstance(exc, PentraceError) else (exc.strerror or str(exc))
+        text = (
+            exc.message
+            if isinstance(exc, PentraceError)
+            else exc.strerror or str(exc)
+            if isinstance(exc, OSError)
+            else str(exc)
+        )
         report.warn(f"fail:{key}", f"{key}: {text}; this source stops here for now")
 
 
@@ -284,23 +343,39 @@ def _reader(agent: str) -> AgentReader:
             f"unknown agent {agent!r}: expected one of {', '.join(AGENTS)}",
             hint="pentrace import --from claude-code",
         )
-    from pentrace.infrastructure.agents import claude, codex
+    from pentrace.infrastructure.agents import claude, codex, opencode
+
+    def files(
+        name: str, find: Callable[[Path, ImportReport], Iterator[Path]]
+    ) -> Callable[[Sequence[Path], ImportReport], list[Source]]:
+        def sources(paths: Sequence[Path], report: ImportReport) -> list[Source]:
+            return [FileSource(name, path) for path in source_files(find, paths, report)]
+
+        return sources
 
     readers = {
         "claude-code": AgentReader(
             "claude-code",
             claude.claude_roots,
-            lambda folder, report: claude.claude_files(folder, report),
-            lambda path, state, links, blob, project: claude.ClaudeMapper(
-                path, state, links, blob, project=project
+            files("claude-code", claude.claude_files),
+            lambda source, state, links, blob, project: claude.ClaudeMapper(
+                source.path, state, links, blob, project=project
             ),
         ),
         "codex": AgentReader(
             "codex",
             codex.codex_roots,
-            lambda folder, report: codex.codex_files(folder, report),
-            lambda path, state, links, blob, project: codex.CodexMapper(
-                path, state, blob, project=project
+            files("codex", codex.codex_files),
+            lambda source, state, links, blob, project: codex.CodexMapper(
+                source.path, state, blob, project=project
+            ),
+        ),
+        "opencode": AgentReader(
+            "opencode",
+            opencode.opencode_roots,
+            opencode.opencode_sources,
+            lambda source, state, links, blob, project: opencode.OpenCodeMapper(
+                source, state, blob, project=project
             ),
         ),
     }
@@ -313,13 +388,17 @@ def _reader(agent: str) -> AgentReader:
     return found
 
 
-def source_files(reader: AgentReader, paths: Sequence[Path], report: ImportReport) -> list[Path]:
+def source_files(
+    find: Callable[[Path, ImportReport], Iterator[Path]],
+    paths: Sequence[Path],
+    report: ImportReport,
+) -> list[Path]:
     """The source files of ``paths`` (files as given, folders walked), in path order."""
     files: list[Path] = []
     for given in paths:
         path = Path(given).expanduser().absolute()
         if path.is_dir():
-            files.extend(reader.files(path, report))
+            files.extend(find(path, report))
         elif _regular(path):
             files.append(path)
         elif path.exists():
@@ -348,13 +427,15 @@ def import_agent(
     report = ImportReport(agent)
     if paths is None:
         paths = [folder for folder in reader.roots() if folder.exists()]
-    files = source_files(reader, paths, report)
+    sources = reader.sources(paths, report)
     owned = state is None
     held = state if state is not None else open_state(root.path)
     try:
-        for path in files:
-            _read_file(root, held, reader, path, project, report)
+        for source in sources:
+            _read_source(root, held, reader, source, project, report)
     finally:
+        for source in sources:
+            source.close()
         if owned:
             held.close()
     return report

@@ -31,8 +31,10 @@ from pentrace.infrastructure.storage.layout import DataRoot
 from tests.foreign_logs import (
     ClaudeLog,
     CodexLog,
+    OpenCodeDb,
     claude_turn,
     codex_turn,
+    opencode_tool,
     reference_folder,
     text,
     tool_use,
@@ -124,7 +126,7 @@ def _sources(root: Path) -> dict[str, str]:
     return found
 
 
-def _claude_session(source: str) -> str:
+def _claude_session(reference: str, source: str) -> str:
     path = Path(source)
     return path.parent.parent.name if path.parent.name == "subagents" else path.stem
 
@@ -134,7 +136,7 @@ def _compare(
     daily: list[dict[str, Any]],
     sessions: list[dict[str, Any]],
     kinds: Callable[[dict[str, Any]], Kinds],
-    session_of: Callable[[str], str],
+    session_of: Callable[[str, str], str],
 ) -> None:
     ours_daily = {
         r["key"]: _ours(r) for r in cli_json(root, "stats", "tokens", "--by", "day")["rows"]
@@ -144,7 +146,7 @@ def _compare(
     sources = _sources(root)
     ours: dict[str, list[int]] = {}
     for row in cli_json(root, "stats", "tokens", "--by", "session")["rows"]:
-        totals = ours.setdefault(session_of(sources[row["key"]]), [0, 0, 0, 0])
+        totals = ours.setdefault(session_of(row["key"], sources[row["key"]]), [0, 0, 0, 0])
         for index, value in enumerate(_ours(row)):
             totals[index] += value
     theirs = {r["sessionId"]: kinds(r) for r in sessions}
@@ -289,7 +291,7 @@ def _codex_kinds(row: dict[str, Any]) -> Kinds:
     )
 
 
-def _codex_session(source: str) -> str:
+def _codex_session(reference: str, source: str) -> str:
     """ccusage's Codex session: the rollout's path under ``sessions/`` (or
     ``archived_sessions/``), without its extension."""
     parts = Path(source).with_suffix("").parts
@@ -342,3 +344,33 @@ def test_codex_reference_files_equal_ccusage(ccusage: Path, tmp_path: Path) -> N
 
     assert len(sessions) == 4
     _compare(root, daily, sessions, _codex_kinds, _codex_session)
+
+
+def _opencode_kinds(row: dict[str, Any]) -> Kinds:
+    return _claude_kinds(row)
+
+
+def test_opencode_days_and_sessions_equal_ccusage(ccusage: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "opencode"
+    db = OpenCodeDb(folder)
+    for number in range(3):
+        sid = f"ses_{number:012d}"
+        db.session(sid, directory=f"/home/u/app{number}")
+        for turn in range(4):
+            db.user(sid, f"step {turn}")
+            db.assistant(sid, [opencode_tool(f"c{number}{turn}", "bash", "ok"),
+                               {"type": "text", "text": "done"}],
+                         tokens=(100 + turn, 20 * number, 900, 40 + turn))  # fmt: skip
+        db.clock += 86_400_000  # the next session a day later
+    db.close()
+    storage = reference_folder("opencode", "agentsessions", "storage_v2")
+    shutil.copytree(storage, folder / "storage")
+    root = tmp_path / "data"
+    import_agent(DataRoot(root), "opencode", [folder])
+    env = {"OPENCODE_DATA_DIR": str(folder)}
+
+    daily, sessions = _reports(ccusage, "opencode", env, tmp_path / "home")
+
+    assert len(daily) == 4
+    assert len(sessions) == 4
+    _compare(root, daily, sessions, _opencode_kinds, lambda reference, _: reference.split("/")[2])
