@@ -429,3 +429,77 @@ def opencode_tool(call_id: str, tool: str, output: str, *, error: bool = False,
                              "input": {"command": "ls"}, "metadata": metadata or {}}  # fmt: skip
     state["error" if error else "output"] = output
     return {"type": "tool", "callID": call_id, "tool": tool, "state": state}
+
+
+@dataclass
+class GeminiChat:
+    """A Gemini CLI chat: the JSON form (rewritten whole, pretty-printed) or the JSONL form."""
+
+    session_id: str
+    project_hash: str = "ab" * 32
+    start: datetime = field(default_factory=lambda: datetime(2025, 11, 5, 8, 0, tzinfo=UTC))
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    step: int = 0
+
+    def _stamp(self) -> str:
+        self.step += 1
+        moment = self.start + timedelta(seconds=self.step)
+        return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+    def user(self, text: str) -> None:
+        self.messages.append({"id": f"u{len(self.messages)}", "timestamp": self._stamp(),
+                              "type": "user", "content": text})  # fmt: skip
+
+    def reply(
+        self,
+        text: str,
+        *,
+        tokens: tuple[int, int, int, int] = (1000, 50, 400, 7),
+        calls: list[dict[str, Any]] | None = None,
+        model: str = "gemini-2.5-pro",
+    ) -> dict[str, Any]:
+        inputs, output, cached, thoughts = tokens
+        message: dict[str, Any] = {
+            "id": f"g{len(self.messages)}",
+            "timestamp": self._stamp(),
+            "type": "gemini",
+            "content": text,
+            "thoughts": [
+                {"subject": "Plan", "description": "think first", "timestamp": self._stamp()}
+            ],
+            "tokens": {
+                "input": inputs,
+                "output": output,
+                "cached": cached,
+                "thoughts": thoughts,
+                "tool": 0,
+                "total": inputs + output + thoughts,
+            },
+            "model": model,
+        }
+        if calls:
+            message["toolCalls"] = calls
+        self.messages.append(message)
+        return message
+
+    def header(self) -> dict[str, Any]:
+        return {"sessionId": self.session_id, "projectHash": self.project_hash,
+                "startTime": self.start.isoformat().replace("+00:00", "Z"),
+                "lastUpdated": self._stamp(), "kind": "main"}  # fmt: skip
+
+    def json_form(self) -> bytes:
+        return json.dumps({**self.header(), "messages": self.messages}, indent=2).encode()
+
+    def write(self, folder: Path) -> Path:
+        """Write (rewrite) the JSON form ``<folder>/chats/session-....json``."""
+        path = folder / "chats" / f"session-{self.session_id}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(self.json_form())
+        return path
+
+
+def gemini_call(call_id: str, output: str, status: str = "success") -> dict[str, Any]:
+    response = {"output": output} if status == "success" else {"error": output}
+    return {"id": call_id, "name": "run_shell_command", "args": {"command": "ls"},
+            "status": status, "result": [{"functionResponse": {
+                "id": call_id, "name": "run_shell_command", "response": response}}]}  # fmt: skip

@@ -343,7 +343,7 @@ def _reader(agent: str) -> AgentReader:
             f"unknown agent {agent!r}: expected one of {', '.join(AGENTS)}",
             hint="pentrace import --from claude-code",
         )
-    from pentrace.infrastructure.agents import claude, codex, opencode
+    from pentrace.infrastructure.agents import claude, codex, gemini, opencode
 
     def files(
         name: str, find: Callable[[Path, ImportReport], Iterator[Path]]
@@ -352,6 +352,13 @@ def _reader(agent: str) -> AgentReader:
             return [FileSource(name, path) for path in source_files(find, paths, report)]
 
         return sources
+
+    def chats(paths: Sequence[Path], report: ImportReport) -> list[Source]:
+        found = source_files(gemini.gemini_files, paths, report)
+        return [
+            FileSource("gemini", path) if path.suffix == ".jsonl" else gemini.GeminiJson(path)
+            for path in found
+        ]
 
     readers = {
         "claude-code": AgentReader(
@@ -375,6 +382,14 @@ def _reader(agent: str) -> AgentReader:
             opencode.opencode_roots,
             opencode.opencode_sources,
             lambda source, state, links, blob, project: opencode.OpenCodeMapper(
+                source, state, blob, project=project
+            ),
+        ),
+        "gemini": AgentReader(
+            "gemini",
+            gemini.gemini_roots,
+            chats,
+            lambda source, state, links, blob, project: gemini.GeminiMapper(
                 source, state, blob, project=project
             ),
         ),

@@ -31,9 +31,12 @@ from pentrace.infrastructure.storage.layout import DataRoot
 from tests.foreign_logs import (
     ClaudeLog,
     CodexLog,
+    GeminiChat,
     OpenCodeDb,
     claude_turn,
     codex_turn,
+    gemini_call,
+    jsonl,
     opencode_tool,
     reference_folder,
     text,
@@ -374,3 +377,53 @@ def test_opencode_days_and_sessions_equal_ccusage(ccusage: Path, tmp_path: Path)
     assert len(daily) == 4
     assert len(sessions) == 4
     _compare(root, daily, sessions, _opencode_kinds, lambda reference, _: reference.split("/")[2])
+
+
+def test_gemini_days_and_sessions_equal_ccusage(ccusage: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    chats = home / ".gemini" / "tmp"
+    for number in range(2):
+        chat = GeminiChat(f"6a6a6a6a-0000-4000-8000-00000000000{number}")
+        chat.start = chat.start.replace(day=5 + number)
+        for turn in range(3):
+            chat.user(f"step {turn}")
+            chat.reply("", calls=[gemini_call(f"c{number}{turn}", "ok")],
+                       tokens=(1000 + turn, 40, 300 * number, 0))  # fmt: skip
+        chat.write(chats / f"project{number}")
+    jsonl_chat = GeminiChat("6a6a6a6a-0000-4000-8000-0000000000ff")
+    jsonl_chat.user("hi")
+    jsonl_chat.reply("hello", tokens=(500, 9, 100, 0))
+    path = chats / "project9" / "chats" / "session.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(jsonl([jsonl_chat.header(), *jsonl_chat.messages]))
+    for file in sorted(reference_folder("gemini").rglob("*.json*")):
+        target = chats / "reference" / "chats" / file.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(file, target)
+    root = tmp_path / "data"
+    import_agent(DataRoot(root), "gemini", [chats])
+
+    daily, sessions = _reports(ccusage, "gemini", {}, home)
+
+    assert len(sessions) == 6
+    _compare(root, daily, sessions, _claude_kinds, lambda reference, _: reference.split("/")[2])
+
+
+def test_gemini_thoughts_count_as_output_where_ccusage_leaves_them_out(
+    ccusage: Path, tmp_path: Path
+) -> None:
+    """Gemini bills thinking tokens as output; ccusage 20.0.24 counts ``tokens.output``
+    alone, pentrace adds ``tokens.thoughts`` to it.  Every other kind is equal."""
+    home = tmp_path / "home"
+    chat = GeminiChat("6a6a6a6a-0000-4000-8000-0000000000aa")
+    chat.user("think hard")
+    chat.reply("done", tokens=(800, 30, 200, 70))
+    chat.write(home / ".gemini" / "tmp" / "p")
+    root = tmp_path / "data"
+    import_agent(DataRoot(root), "gemini", [home / ".gemini" / "tmp"])
+
+    [daily], _ = _reports(ccusage, "gemini", {}, home)
+
+    [ours] = cli_json(root, "stats", "tokens", "--by", "day")["rows"]
+    assert _claude_kinds(daily) == (600, 30, 200, 0)
+    assert _ours(ours) == (600, 30 + 70, 200, 0)

@@ -18,7 +18,17 @@ from hypothesis import strategies as st
 
 from pentrace.infrastructure.agents.importer import import_agent
 from pentrace.infrastructure.storage.layout import DataRoot
-from tests.foreign_logs import ClaudeLog, CodexLog, claude_turn, codex_turn, text, tool_use
+from tests.foreign_logs import (
+    ClaudeLog,
+    CodexLog,
+    GeminiChat,
+    claude_turn,
+    codex_turn,
+    gemini_call,
+    jsonl,
+    text,
+    tool_use,
+)
 from tests.support import BOUNDED_PROPERTY
 
 pytestmark = pytest.mark.usefixtures("own_stores")
@@ -184,3 +194,48 @@ def test_a_codex_store_imported_while_it_grows_gives_what_one_import_gives(
             path.parent.mkdir(parents=True, exist_ok=True)
             contents[path] = _codex_log(name, steps)
         _grow_and_compare(base, "codex", home, contents, data)
+
+
+def _gemini_chat(steps: list[int]) -> GeminiChat:
+    chat = GeminiChat("7b7b7b7b-0000-4000-8000-000000000001")
+    for index, calls in enumerate(steps):
+        chat.user(f"step {index}")
+        chat.reply(f"answer {index}", tokens=(100 + index, 10, 50, 3),
+                   calls=[gemini_call(f"c{index}{n}", "ok") for n in range(calls)])  # fmt: skip
+    return chat
+
+
+@settings(BOUNDED_PROPERTY, max_examples=15)
+@given(st.lists(st.integers(0, 2), min_size=1, max_size=6), st.data())
+def test_a_gemini_jsonl_chat_imported_while_it_grows_gives_what_one_import_gives(
+    steps: list[int], data: st.DataObject
+) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        base = Path(folder)
+        store = base / "gemini"
+        path = store / "p" / "chats" / "chat.jsonl"
+        path.parent.mkdir(parents=True)
+        chat = _gemini_chat(steps)
+        _grow_and_compare(base, "gemini", store, {path: jsonl([chat.header(), *chat.messages])},
+                          data)  # fmt: skip
+
+
+@settings(BOUNDED_PROPERTY, max_examples=15)
+@given(st.lists(st.integers(0, 2), min_size=1, max_size=6), st.data())
+def test_a_gemini_json_chat_imported_at_each_rewrite_gives_what_one_import_gives(
+    steps: list[int], data: st.DataObject
+) -> None:
+    """The JSON form is rewritten whole: import after random rewrites (first k messages)."""
+    with tempfile.TemporaryDirectory() as folder:
+        base = Path(folder)
+        store = base / "gemini" / "p"
+        chat = _gemini_chat(steps)
+        whole = list(chat.messages)
+        chat.write(store)
+        import_agent(DataRoot(base / "one"), "gemini", [base / "gemini"])
+        cuts = sorted(data.draw(st.lists(st.integers(0, len(whole)), max_size=4)))
+        for cut in [*cuts, len(whole)]:
+            chat.messages = whole[:cut]
+            chat.write(store)
+            import_agent(DataRoot(base / "grown"), "gemini", [base / "gemini"])
+        assert _traces(base / "one") == _traces(base / "grown")
