@@ -269,24 +269,11 @@ class ClaudeMapper(Mapper):
 
     # -- tracks ------------------------------------------------------------------
 
-    def _meta(self, sid: str, model: str, extra: dict[str, Any]) -> dict[str, Any]:
-        meta: dict[str, Any] = {
-            "session_id": sid,
-            "provider": self.provider,
-            "model_id": model or "unknown",
-            "model_context_window": 0,
-            "system_prompt": "",
-            "agent_state": store_home(self.source, ("projects",)),
-            "workspace": self.state.cwd,
-        }
-        meta.update(extra)
-        return meta
-
     def _track(self, sid: str, stamp: str, extra: dict[str, Any], model: str = "") -> Track:
-        track = Track(project=self.state.project, sid=sid, meta=self._meta(sid, model, extra))
-        track.model = model
+        home = store_home(self.source, ("projects",))
+        track = self.open_track(self.state.project, sid, stamp, agent_state=home,
+                                workspace=self.state.cwd, model=model, extra=extra)  # fmt: skip
         self.state.tracks[sid] = track
-        self.start(track, stamp)
         return track
 
     def _main(self, stamp: str) -> Track:

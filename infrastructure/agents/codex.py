@@ -54,6 +54,8 @@ from pentrace.infrastructure.agents.core import (
     Mapper,
     Track,
     UsageBook,
+    as_dict,
+    as_str,
     compact_json,
     count,
     normal_stamp,
@@ -163,31 +165,25 @@ class CodexMapper(Mapper):
         if not cwd and isinstance(payload, dict):
             cwd = _text(payload.get("cwd"))
         state.project = self.override or project_name(cwd)
-        provider = info.get("model_provider")
-        meta: dict[str, Any] = {
-            "session_id": sid,
-            "provider": provider if isinstance(provider, str) and provider else self.provider,
-            "model_id": "unknown",
-            "model_context_window": 0,
-            "system_prompt": _instructions(info),
-            "agent_state": store_home(self.source, ("sessions", "archived_sessions")),
-            "workspace": cwd,
-        }
-        parent = info.get("parent_thread_id")
-        source = info.get("source")
-        if (isinstance(parent, str) and parent) or (
-            isinstance(source, dict) and "subagent" in source
-        ):
-            meta["source"] = "subagent"
-            if isinstance(parent, str) and parent:
-                meta["parent_session_id"] = parent
-        forked = info.get("forked_from_id")
-        if isinstance(forked, str) and forked:
-            meta["forked_from"] = {"session_id": forked}
-        track = Track(project=state.project, sid=sid, meta=meta)
-        state.track = track
-        self.start(track, stamp)
-        return track
+        extra: dict[str, Any] = {}
+        parent = as_str(info.get("parent_thread_id"))
+        if parent or "subagent" in as_dict(info.get("source")):
+            extra["source"] = "subagent"
+            if parent:
+                extra["parent_session_id"] = parent
+        if forked := as_str(info.get("forked_from_id")):
+            extra["forked_from"] = {"session_id": forked}
+        state.track = self.open_track(
+            state.project,
+            sid,
+            stamp,
+            agent_state=store_home(self.source, ("sessions", "archived_sessions")),
+            workspace=cwd,
+            provider=as_str(info.get("model_provider")),
+            system_prompt=_instructions(info),
+            extra=extra,
+        )
+        return state.track
 
     def feed(self, item: Item) -> None:
         """Map one line of the rollout."""

@@ -400,6 +400,35 @@ class Mapper:
         track.written += 1
         track.last_stamp = stamp
 
+    def open_track(
+        self,
+        project: str,
+        sid: str,
+        stamp: str,
+        *,
+        agent_state: str,
+        workspace: str,
+        provider: str = "",
+        model: str = "",
+        system_prompt: str = "",
+        extra: dict[str, Any] | None = None,
+    ) -> Track:
+        """A new session: its ``session_meta`` (PenguinHarness's fields, then ``extra``),
+        written at ``stamp``."""
+        meta: dict[str, Any] = {
+            "session_id": sid,
+            "provider": provider or self.provider,
+            "model_id": model or "unknown",
+            "model_context_window": 0,
+            "system_prompt": system_prompt,
+            "agent_state": agent_state,
+            "workspace": workspace,
+            **(extra or {}),
+        }
+        track = Track(project=project, sid=sid, meta=meta, model=model)
+        self.start(track, stamp)
+        return track
+
     def start(self, track: Track, stamp: str) -> None:
         """Write ``track``'s ``session_meta`` (the first record of its trace)."""
         track.started = True

@@ -207,19 +207,9 @@ class GeminiMapper(Mapper):
     def _start(self, header: dict[str, Any], stamp: str) -> Track:
         path = Path(self.source)
         sid = as_str(header.get("sessionId"), path.stem)
-        meta: dict[str, Any] = {
-            "session_id": sid,
-            "provider": self.provider,
-            "model_id": "unknown",
-            "model_context_window": 0,
-            "system_prompt": "",
-            "agent_state": str(path.parent),
-            "workspace": "",
-        }
         project = self.override or _project(path, header.get("projectHash"))
-        track = Track(project=project, sid=sid, meta=meta)
+        track = self.open_track(project, sid, stamp, agent_state=str(path.parent), workspace="")
         self.state.track = track
-        self.start(track, stamp)
         return track
 
     def feed(self, item: Item) -> None:

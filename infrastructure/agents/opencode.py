@@ -343,23 +343,14 @@ class OpenCodeMapper(Mapper):
     def _start(self, info: dict[str, Any], stamp: str) -> Track:
         directory = info.get("directory")
         directory = directory if isinstance(directory, str) else ""
-        meta: dict[str, Any] = {
-            "session_id": self.sid,
-            "provider": self.provider,
-            "model_id": "unknown",
-            "model_context_window": 0,
-            "system_prompt": "",
-            "agent_state": self.source,
-            "workspace": directory,
-        }
+        extra: dict[str, Any] = {}
         parent = info.get("parentID", info.get("parent_id"))
         if isinstance(parent, str) and parent:
-            meta["source"] = "subagent"
-            meta["parent_session_id"] = parent
+            extra = {"source": "subagent", "parent_session_id": parent}
         project = self.override or project_name(directory)
-        track = Track(project=project, sid=self.sid, meta=meta)
+        track = self.open_track(project, self.sid, stamp, agent_state=self.source,
+                                workspace=directory, extra=extra)  # fmt: skip
         self.state.track = track
-        self.start(track, stamp)
         return track
 
     def feed(self, item: Item) -> None:
