@@ -6,7 +6,9 @@ each foreign session into the data root as an ordinary pentrace trace, every
 record carrying the source line it came from (ADR 0095), so every reader,
 store and surface works on it and pentrace's copy outlives the agent's.
 
-* :mod:`.core`: reading source lines, building records, the usage book, the
+* :mod:`.reading`: source items (lines read in bounded memory, JSON values),
+  discovery, and the small helpers that normalise what the agents write;
+* :mod:`.core`: building records with their source, the usage book, the
   report; the mapping base every agent shares;
 * :mod:`.state`: the durable cursors and mapping state (ADR 0096);
 * :mod:`.importer`: discovery, the import pass and the live follow pass;

@@ -42,13 +42,15 @@ from typing import Any, Final, Protocol
 import msgspec
 
 from pentrace.infrastructure.agents.core import (
-    MALFORMED,
     ImportReport,
-    Item,
     Mapper,
     Track,
     UsageBook,
     compact_json,
+)
+from pentrace.infrastructure.agents.reading import (
+    MALFORMED,
+    Item,
     count,
     normal_stamp,
     parse_json,

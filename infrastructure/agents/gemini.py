@@ -43,15 +43,17 @@ from typing import Any, Final
 import msgspec
 
 from pentrace.infrastructure.agents.core import (
-    MALFORMED,
     ImportReport,
-    Item,
     Mapper,
     Track,
     UsageBook,
+    compact_json,
+)
+from pentrace.infrastructure.agents.reading import (
+    MALFORMED,
+    Item,
     as_dict,
     as_str,
-    compact_json,
     count,
     file_identity,
     normal_stamp,

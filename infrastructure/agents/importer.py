@@ -33,11 +33,13 @@ from typing import Any, Final, Protocol
 from pentrace.errors import AgentSourceError, PentraceError, UsageError
 from pentrace.infrastructure.agents.core import (
     AGENTS,
-    MALFORMED,
     ImportReport,
-    Item,
     Mapper,
     Out,
+)
+from pentrace.infrastructure.agents.reading import (
+    MALFORMED,
+    Item,
     file_identity,
     line_items,
     walk_files,

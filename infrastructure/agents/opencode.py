@@ -48,15 +48,17 @@ from urllib.parse import quote
 import msgspec
 
 from pentrace.infrastructure.agents.core import (
-    MALFORMED,
     ImportReport,
-    Item,
     Mapper,
     Track,
     UsageBook,
+    compact_json,
+)
+from pentrace.infrastructure.agents.reading import (
+    MALFORMED,
+    Item,
     as_dict,
     as_str,
-    compact_json,
     count,
     normal_stamp,
     parse_json,

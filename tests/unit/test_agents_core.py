@@ -11,7 +11,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from pentrace.infrastructure.agents.core import (
+from pentrace.infrastructure.agents.core import ImportReport as Report
+from pentrace.infrastructure.agents.reading import (
     MALFORMED,
     line_items,
     normal_stamp,
@@ -19,7 +20,6 @@ from pentrace.infrastructure.agents.core import (
     project_name,
     walk_files,
 )
-from pentrace.infrastructure.agents.core import ImportReport as Report
 from pentrace.infrastructure.agents.state import open_state, state_path
 
 
