@@ -106,13 +106,33 @@ def _check_range(
         )
 
 
-def _meta_line(record_value: Any, new_id: str, origin: dict[str, Any]) -> bytes:
-    envelope = dict(record_value)
-    payload = dict(envelope.get("payload") or {})
+def _meta_line(ref: SessionRef, record: TraceRecord, new_id: str, origin: dict[str, Any]) -> bytes:
+    envelope = dict(record.value())
+    payload = envelope.get("payload")
+    if not isinstance(payload, dict):
+        raise TraceError(
+            f"cannot fork {ref.key.reference}: its session_meta (line {record.line}) has a payload "
+            f"that is {_json_kind(payload)}, not an object, so it cannot carry the new id",
+            hint="`pentrace audit SESSION` shows the record; fork a session with a valid meta",
+        )
+    payload = dict(payload)
     payload["session_id"] = new_id
     payload["forked_from"] = origin
     envelope["payload"] = payload
     return _encoder.encode(envelope)
+
+
+def _json_kind(value: Any) -> str:
+    """How JSON would name ``value``'s type, with an article."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
 
 
 def fork_session(
@@ -147,7 +167,7 @@ def fork_session(
     for item in kept:
         record = item.record
         line = (
-            _meta_line(record.value(), new_id, origin)
+            _meta_line(ref, record, new_id, origin)
             if record.kind == "session_meta"
             else record.raw
         )
