@@ -94,6 +94,10 @@ class TraceFormatError(TraceError):
         self.reason = reason
 
 
+class NotATraceError(TraceError):
+    """A file given as a trace holds lines, but not one trace record among them."""
+
+
 class TraceLockedError(TraceError):
     """Another writer holds the exclusive lock on a session's shard."""
 

@@ -51,6 +51,14 @@ __all__ = [
 ]
 
 
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    return "string" if isinstance(value, str) else "array"
+
+
 class SessionChecks(ProblemLog):
     """Fold a session's records (every shard, ``_001`` first) into problems.
 
@@ -100,6 +108,8 @@ class SessionChecks(ProblemLog):
                     where,
                 )
         kind, ptype = record.kind, record.ptype
+        if kind is None or not record.has_payload:
+            self._shape(record, where)
         if kind == "event_msg":
             self._event(ptype, record, where)
         elif kind == "model_msg" and ptype in ("tool_call", "tool_call_output"):
@@ -109,6 +119,41 @@ class SessionChecks(ProblemLog):
                     self._call(call_id, record, where)
                 else:
                     self._output(call_id, where)
+
+    def _shape(self, record: TraceRecord, where: tuple[str, int, int]) -> None:
+        """A record that is no JSON object, or an event or message with no payload object.
+
+        PenguinHarness's resume throws a TypeError on a ``null`` line and on an
+        ``event_msg`` or ``model_msg`` whose payload is missing or ``null``: the
+        original cannot resume such a file, so each is an error.  Any other
+        JSON value on a line of its own is ignored by both, but no writer
+        writes one: a warning.
+        """
+        value = record.value()
+        if value is None:
+            self.found(
+                "null_record",
+                "error",
+                "the line is JSON null, not a record object; PenguinHarness's resume fails "
+                "on it with a TypeError (pentrace ignores it)",
+                where,
+            )
+        elif not isinstance(value, dict):
+            self.found(
+                "non_object_record",
+                "warning",
+                f"the line is a JSON {_json_type(value)}, not a record object; resume ignores it",
+                where,
+            )
+        elif record.kind in ("event_msg", "model_msg") and value.get("payload") is None:
+            self.found(
+                "missing_payload",
+                "error",
+                f"{record.kind} without a payload object (payload is "
+                f"{'missing' if 'payload' not in value else 'null'}); PenguinHarness's resume "
+                "fails on it with a TypeError (pentrace reads it as an empty payload)",
+                where,
+            )
 
     def _event(self, ptype: Any, record: TraceRecord, where: tuple[str, int, int]) -> None:
         if ptype == "request_begin":

@@ -167,9 +167,7 @@ def fork_session(
     for item in kept:
         record = item.record
         line = (
-            _meta_line(ref, record, new_id, origin)
-            if record.kind == "session_meta"
-            else record.raw
+            _meta_line(ref, record, new_id, origin) if record.kind == "session_meta" else record.raw
         )
         shards.setdefault(item.shard, []).append(line + b"\n")
     paths = _publish(root, ref, new_id, now, list(shards.values()))

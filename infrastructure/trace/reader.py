@@ -49,6 +49,7 @@ __all__ = [
     "MAX_LINE_BYTES",
     "BadLine",
     "ParseReport",
+    "last_record",
     "read_records_from_bytes",
     "read_session",
     "read_shard",
@@ -61,6 +62,8 @@ _MAX_REASON: Final = 160
 MAX_LINE_BYTES: Final = 512 * 1024 * 1024
 # About one 256 KiB chunk of typical lines: the batch stays in cache between decode and fold.
 _BATCH_LINES: Final = 1024
+# The block size of a backwards read (last_record).
+_BACKWARD_BLOCK: Final = 64 * 1024
 
 
 def _too_long(path: Path | None, offset: int) -> TraceError:
@@ -224,6 +227,39 @@ def read_shard(
     path = Path(path)
     report = report if report is not None else ParseReport()
     return _parse(_file_chunks(path, chunk_size), path, strict, report)
+
+
+def last_record(path: Path, *, limit: int = 16 * 1024 * 1024) -> TraceRecord | None:
+    """The last record a full read of ``path`` would give, read from the end of the file.
+
+    Lines are taken from the end backwards (split on ``\n`` only), 64 KiB at a
+    time; lines that are blank or do not parse are passed over, as a read
+    passes over a torn tail or a malformed line.  Returns ``None`` when no
+    record ends within the last ``limit`` bytes, or the file cannot be read:
+    this is a hint for a cheaper fold, and a full read has the last word.
+    """
+    try:
+        with open_regular(Path(path), "trace file") as handle:
+            size = end = handle.seek(0, 2)
+            tail = b""  # the start of the file's remaining part: maybe a partial line
+            while end > 0 and size - end < limit:
+                start = max(0, end - _BACKWARD_BLOCK)
+                handle.seek(start)
+                tail = handle.read(end - start) + tail
+                end = start
+                lines = tail.split(b"\n")
+                # The first piece is whole only at the start of the file.
+                tail = lines.pop(0) if end > 0 else b""
+                for raw in reversed(lines):
+                    try:
+                        record = decode_line(raw)
+                    except MalformedLine:
+                        continue
+                    if record is not None:
+                        return record
+    except (OSError, NotRegularFileError):
+        return None
+    return None
 
 
 def read_records_from_bytes(

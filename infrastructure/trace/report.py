@@ -69,6 +69,21 @@ class ParseReport:
         extra = f" (and {more} more)" if more > 0 else ""
         return f"skipped {self.skipped_count} malformed line(s): {shown}{extra}{healed}"
 
+    def absorb(self, other: ParseReport) -> None:
+        """Add what another read saw to this report, as if this report had been given to it."""
+        for bad in other.skipped[: max(0, self.max_kept - len(self.skipped))]:
+            self.skipped.append(bad)
+        for bad in other.healed[: max(0, self.max_kept - len(self.healed))]:
+            self.healed.append(bad)
+        self.torn_tails.extend(other.torn_tails)
+        self.skipped_count += other.skipped_count
+        self.healed_count += other.healed_count
+        self.files += other.files
+        self.lines += other.lines
+        self.blank_lines += other.blank_lines
+        self.records += other.records
+        self.bytes_read += other.bytes_read
+
     def _heal(self, bad: BadLine) -> None:
         self.healed_count += 1
         if len(self.healed) < self.max_kept:

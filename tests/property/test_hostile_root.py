@@ -210,7 +210,9 @@ def build_root(base: Path, rng: random.Random) -> Root:
         # One pristine copy, then copies until every target of the fixture got a value.
         batches: list[list[Target]] = [[]]
         while pending:
-            batch, rest, used = [], [], set()
+            batch: list[Target] = []
+            rest: list[Target] = []
+            used: set[int] = set()
             for target in pending:
                 if target.line not in used and len(batch) < PLANTS_PER_COPY:
                     used.add(target.line)
