@@ -268,5 +268,6 @@ def test_a_writer_that_waited_for_the_lock_gets_a_pentrace_error_with_a_hint(
     assert isinstance(error, TraceConflictError)
     assert isinstance(error, IntegrityError)  # what eventsourcing's callers catch
     assert "expected the next record at position 3, found version 2" in error.message
-    assert error.hint is not None and "reload the session" in error.hint
+    assert error.hint is not None
+    assert "reload the session" in error.hint
     assert [len(lines) for lines in shard_lines(root, "s")] == [2]
