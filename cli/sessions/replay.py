@@ -25,9 +25,8 @@ from pentrace.infrastructure.sessions.fork import read_replay
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 from pentrace.infrastructure.trace.reader import ParseReport
 from pentrace.infrastructure.trace.resume import resume_trace_file
-from pentrace.projections.replay_view import ReplayItem
-from pentrace.projections.resume import ResumeResult
-from pentrace.projections.resume_report import encode_resume_report
+from pentrace.projections.replay import ReplayItem
+from pentrace.projections.resume import ResumeResult, encode_resume_report
 from pentrace.projections.synthetic import SyntheticRecord
 
 __all__ = ["register", "replay", "resume_check"]

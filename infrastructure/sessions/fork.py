@@ -37,7 +37,7 @@ from pentrace.infrastructure.storage.modes import make_private_dirs
 from pentrace.infrastructure.trace.locking import SessionLock
 from pentrace.infrastructure.trace.reader import ParseReport, read_shard
 from pentrace.infrastructure.trace.writer import session_lock_path
-from pentrace.projections.replay_view import ReplayItem, build_replay, fork_cut
+from pentrace.projections.replay import ReplayItem, build_replay, fork_cut
 
 __all__ = ["ForkResult", "fork_session", "read_replay", "record_at"]
 
@@ -148,7 +148,7 @@ def fork_session(
 
     With neither ``at_turn`` nor ``at_event`` the whole committed history is
     copied.  The cut never splits a round or a compaction
-    (:func:`~pentrace.projections.replay_view.fork_cut`).
+    (:func:`~pentrace.projections.replay.fork_cut`).
     """
     items = read_replay(ref)
     _check_range(ref, items, at_turn, at_event)

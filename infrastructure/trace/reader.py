@@ -2,7 +2,7 @@
 
 The rules (``docs/trace-format.md``, reference ``resume-semantics.md``):
 
-* the bytes are split on ``b"\\n"`` only - never ``splitlines`` - so ``\\r``,
+* the bytes are split on ``b"\n"`` only - never ``splitlines`` - so ``\r``,
   U+2028 and U+0085 stay inside a line;
 * each line goes through :func:`pentrace.domain.records.decode_line` (JS trim,
   strict JSON) - in bulk, a chunk's lines at a time, through
@@ -11,7 +11,8 @@ The rules (``docs/trace-format.md``, reference ``resume-semantics.md``):
 * a malformed line that is followed by another non-empty line is skipped and
   reported (strict mode raises :class:`~pentrace.errors.TraceFormatError`) -
   unless it is a *healed torn fragment*: the unterminated prefix of a JSON
-  object, directly followed by the next line (the ``\n`` a resuming writer
+  object, directly followed by the next line (the ``
+`` a resuming writer
   puts before its first record).  That is legal history, skipped in every
   mode and counted in ``healed``;
 * the *last* non-empty line, when it does not parse, is a torn tail left by a
@@ -21,6 +22,13 @@ The rules (``docs/trace-format.md``, reference ``resume-semantics.md``):
 A failing line is therefore held back until the next non-empty line arrives:
 one line of look-ahead.  Files are read in large chunks with the partial last
 line carried over, so memory is bounded by the chunk size plus the longest line.
+
+What a trace read saw besides its records: bad lines, torn tails, healed fragments, counts.
+
+The reader (:mod:`pentrace.infrastructure.trace.reader`) fills one
+:class:`ParseReport` per read, or one shared by the shards of a session; the
+CLI, the audit and imports print or inspect it.  Both names are importable
+from the reader as well.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from __future__ import annotations
 import itertools
 import operator
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
@@ -42,7 +51,6 @@ from pentrace.errors import (
 )
 from pentrace.infrastructure.storage.inputs import open_regular
 from pentrace.infrastructure.storage.layout import ShardRef
-from pentrace.infrastructure.trace.report import BadLine, ParseReport
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -54,6 +62,7 @@ __all__ = [
     "read_session",
     "read_shard",
 ]
+
 
 # Measured (benchmarks/trace_read.py): 256 KiB chunks stay in cache and beat 1-4 MiB by ~5-10%.
 DEFAULT_CHUNK_SIZE: Final = 256 * 1024
@@ -299,3 +308,84 @@ def read_session(
         read_shard(shard.path, strict=strict, report=shared, chunk_size=chunk_size)
         for shard in ordered
     )
+
+
+@dataclass(frozen=True, slots=True)
+class BadLine:
+    """A line that did not parse: where it is (``path`` is None for in-memory data) and why."""
+
+    path: Path | None
+    line: int
+    reason: str
+
+
+@dataclass(slots=True)
+class ParseReport:
+    """What a read saw besides records: bad lines, torn tails and counts.
+
+    Only the first ``max_kept`` skipped (or healed) lines are kept in
+    ``skipped`` (``healed``); ``skipped_count`` (``healed_count``) always counts
+    them all.  Healed torn fragments are legal and leave a read ``clean``.
+    One report may be shared by several reads (``read_session`` does this); the counts then add up.
+    """
+
+    max_kept: int = 1000
+    skipped: list[BadLine] = field(default_factory=list)
+    skipped_count: int = 0
+    torn_tails: list[BadLine] = field(default_factory=list)
+    healed: list[BadLine] = field(default_factory=list)
+    healed_count: int = 0
+    files: int = 0
+    lines: int = 0
+    blank_lines: int = 0
+    records: int = 0
+    bytes_read: int = 0
+
+    @property
+    def torn_tail(self) -> BadLine | None:
+        """The torn last line of the most recently read file, or of any file read before."""
+        return self.torn_tails[-1] if self.torn_tails else None
+
+    @property
+    def clean(self) -> bool:
+        """True when no line was skipped and no tail was torn."""
+        return self.skipped_count == 0 and not self.torn_tails
+
+    def note(self, limit: int = 20) -> str:
+        """A one-line summary naming up to ``limit`` skipped line numbers, like the reference
+        (healed torn fragments, which the reference counts as malformed, are named apart)."""
+        healed = ""
+        if self.healed_count:
+            lines = ", ".join(str(bad.line) for bad in self.healed[:limit])
+            healed = f"; {self.healed_count} healed torn fragment(s): {lines}"
+        if self.skipped_count == 0:
+            return "no malformed lines" + healed
+        shown = ", ".join(str(bad.line) for bad in self.skipped[:limit])
+        more = self.skipped_count - min(limit, len(self.skipped))
+        extra = f" (and {more} more)" if more > 0 else ""
+        return f"skipped {self.skipped_count} malformed line(s): {shown}{extra}{healed}"
+
+    def absorb(self, other: ParseReport) -> None:
+        """Add what another read saw to this report, as if this report had been given to it."""
+        for bad in other.skipped[: max(0, self.max_kept - len(self.skipped))]:
+            self.skipped.append(bad)
+        for bad in other.healed[: max(0, self.max_kept - len(self.healed))]:
+            self.healed.append(bad)
+        self.torn_tails.extend(other.torn_tails)
+        self.skipped_count += other.skipped_count
+        self.healed_count += other.healed_count
+        self.files += other.files
+        self.lines += other.lines
+        self.blank_lines += other.blank_lines
+        self.records += other.records
+        self.bytes_read += other.bytes_read
+
+    def _heal(self, bad: BadLine) -> None:
+        self.healed_count += 1
+        if len(self.healed) < self.max_kept:
+            self.healed.append(bad)
+
+    def _skip(self, bad: BadLine) -> None:
+        self.skipped_count += 1
+        if len(self.skipped) < self.max_kept:
+            self.skipped.append(bad)

@@ -11,7 +11,7 @@ import pytest
 from pentrace.cli.app import main
 from pentrace.infrastructure.trace.reader import ParseReport
 from pentrace.infrastructure.trace.resume import resume_trace_file
-from pentrace.projections.resume_report import encode_resume_report
+from pentrace.projections.resume import encode_resume_report
 from tests.integration.cli_sessions_corpus import SID_A, SID_B, SID_C, build_corpus
 from tests.support import cli, run_pentrace
 
