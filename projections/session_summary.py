@@ -13,8 +13,9 @@ Definitions (they are the CLI's ``--json`` contract, ``docs/cli-json.md``).
 Requests (by how they ended, ``other`` and ``open`` included), turns,
 tokens, duration and the model name are defined once, below (the numbers),
 and every surface reads them; ``tokens`` here keeps the ``session`` counts
-of the last ``token_usage`` that has them, as resume reads them (its carry-over).  On a shard without a
-closing compaction ``turns`` equals ``ResumeResult.session_turns``.  Beyond those:
+of the last ``token_usage`` that has them, as resume reads them (its
+carry-over).  On a shard without a closing compaction ``turns`` equals
+``ResumeResult.session_turns``.  Beyond those:
 
 * a **tool call fails** when the first output answering it states a
   ``stop_reason`` other than ``completed`` (outputs usually state none); it is

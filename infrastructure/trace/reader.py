@@ -2,7 +2,9 @@
 
 The rules (``docs/trace-format.md``, reference ``resume-semantics.md``):
 
-* the bytes are split on ``b"\n"`` only - never ``splitlines`` - so ``\r``,
+* the bytes are split on ``b"
+"`` only - never ``splitlines`` - so ``
+``,
   U+2028 and U+0085 stay inside a line;
 * each line goes through :func:`pentrace.domain.records.decode_line` (JS trim,
   strict JSON) - in bulk, a chunk's lines at a time, through
@@ -29,6 +31,8 @@ The reader (:mod:`pentrace.infrastructure.trace.reader`) fills one
 :class:`ParseReport` per read, or one shared by the shards of a session; the
 CLI, the audit and imports print or inspect it.  Both names are importable
 from the reader as well.
+
+Resume a trace file from disk: the trace reader feeding the pure resume fold.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from typing import Final
 from pentrace.domain.json_prefix import is_object_prefix
 from pentrace.domain.records import MalformedLine, TraceRecord, decode_line, decode_lines
 from pentrace.errors import (
+    NotATraceError,
     NotFoundError,
     NotRegularFileError,
     TraceError,
@@ -51,6 +56,12 @@ from pentrace.errors import (
 )
 from pentrace.infrastructure.storage.inputs import open_regular
 from pentrace.infrastructure.storage.layout import ShardRef
+from pentrace.projections.resume import (
+    ResumeResult,
+    closes_context,
+    resume_closed,
+    resume_trace,
+)
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -61,6 +72,7 @@ __all__ = [
     "read_records_from_bytes",
     "read_session",
     "read_shard",
+    "resume_trace_file",
 ]
 
 
@@ -389,3 +401,60 @@ class ParseReport:
         self.skipped_count += 1
         if len(self.skipped) < self.max_kept:
             self.skipped.append(bad)
+
+
+_ENVELOPES: Final = frozenset({"session_meta", "model_msg", "event_msg"})
+
+
+def resume_trace_file(
+    path: Path | str,
+    *,
+    strict: bool = False,
+    strict_pairing: bool = False,
+    report: ParseReport | None = None,
+) -> ResumeResult:
+    """Fold one shard (a session resumes from its highest-index shard) into a ResumeResult.
+
+    The file is read with PenguinHarness's rules: a torn last line is dropped,
+    malformed middle lines are skipped and noted in ``report`` (``strict``
+    raises :class:`~pentrace.errors.TraceFormatError` instead).  Missing or
+    unreadable files raise the reader's errors, naming the path; a file with
+    lines but not one trace record among them raises
+    :class:`~pentrace.errors.NotATraceError`.
+
+    Memory stays a small multiple of what the result holds: a file whose last
+    record closes the context (a long session compacted at its end) is folded
+    by :func:`~pentrace.projections.resume.resume_closed`, which keeps no
+    history; only when its closure turns out void is the file read again.
+    """
+    path = Path(path)
+    report = report if report is not None else ParseReport()
+    if closes_context(last_record(path)):
+        scratch = ParseReport(max_kept=report.max_kept)
+        closed = resume_closed(read_shard(path, strict=strict, report=scratch))
+        if closed is not None:
+            report.absorb(scratch)
+            return closed
+    before = report.records, report.lines - report.blank_lines
+    result = resume_trace(
+        read_shard(path, strict=strict, report=report), strict_pairing=strict_pairing
+    )
+    records, content = report.records - before[0], report.lines - report.blank_lines - before[1]
+    if content and _holds_no_envelope(result, records, path):
+        raise NotATraceError(
+            f"{path} is not a trace: none of its {content} non-blank line(s) is a "
+            "session_meta, model_msg or event_msg record",
+            hint="give the path of a session's .jsonl shard, or a session id "
+            "(`pentrace sessions list`)",
+        )
+    return result
+
+
+def _holds_no_envelope(result: ResumeResult, records: int, path: Path) -> bool:
+    """True when the read found no record of a trace's three kinds (re-read only then)."""
+    if result.meta is not None or result.render_messages or result.carry_over:
+        return False
+    if records == 0:
+        return True
+    # Rare: records, but none that resume kept; look at their kinds once more.
+    return not any(record.kind in _ENVELOPES for record in read_shard(path))

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from pentrace.cli.app import main
-from pentrace.infrastructure.trace.reader import ParseReport
-from pentrace.infrastructure.trace.resume import resume_trace_file
+from pentrace.infrastructure.trace.reader import ParseReport, resume_trace_file
 from pentrace.projections.resume import encode_resume_report
 from tests.integration.cli_sessions_corpus import SID_A, SID_B, SID_C, build_corpus
 from tests.support import cli, run_pentrace

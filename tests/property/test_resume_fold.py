@@ -16,8 +16,11 @@ from hypothesis import strategies as st
 from pentrace.domain.json_codec import json_bytes
 from pentrace.domain.records import TraceRecord
 from pentrace.errors import NotATraceError
-from pentrace.infrastructure.trace.reader import ParseReport, read_records_from_bytes
-from pentrace.infrastructure.trace.resume import resume_trace_file
+from pentrace.infrastructure.trace.reader import (
+    ParseReport,
+    read_records_from_bytes,
+    resume_trace_file,
+)
 from pentrace.projections import pairing, resume, summary, synthetic
 from pentrace.projections.resume import ResumeResult, resume_trace
 from pentrace.projections.synthetic import SyntheticRecord

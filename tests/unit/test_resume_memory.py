@@ -16,7 +16,7 @@ from typing import Final
 
 import pytest
 
-from pentrace.infrastructure.trace.resume import resume_trace_file
+from pentrace.infrastructure.trace.reader import resume_trace_file
 from pentrace.projections.resume import ResumeResult
 
 N: Final = 30_000

@@ -10,8 +10,11 @@ from pathlib import Path
 import pytest
 
 from pentrace.errors import NotFoundError, TraceError, TraceFormatError
-from pentrace.infrastructure.trace.reader import ParseReport, read_records_from_bytes
-from pentrace.infrastructure.trace.resume import resume_trace_file
+from pentrace.infrastructure.trace.reader import (
+    ParseReport,
+    read_records_from_bytes,
+    resume_trace_file,
+)
 from pentrace.projections.resume import encode_resume_report, resume_report, resume_trace
 
 META = (
