@@ -1,6 +1,6 @@
 """Fork: a new session from the committed history of another, up to a turn or an event.
 
-The fork copies the committed records (``projections.replay_view``: dropped
+The fork copies the committed records (``projections.replay``: dropped
 and open rounds and unsent input are left out) up to the cut, byte for byte,
 shard by shard, so a compaction's rotation stays where it was.  Only the
 ``session_meta`` records change: they take the new ``session_id`` and gain a
