@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -25,6 +25,10 @@ from pentrace.errors import UsageError
 from pentrace.infrastructure.ingest import Follower, IngestRunner
 from pentrace.infrastructure.ingest.logs import configure_logging
 from pentrace.infrastructure.ledger.admin import open_ledger
+from pentrace.infrastructure.storage.layout import DataRoot
+
+if TYPE_CHECKING:
+    from pentrace.infrastructure.agents.importer import AgentFeed
 
 __all__ = ["LogFormat", "ingest"]
 
@@ -70,12 +74,21 @@ def ingest(
             help="This follower's name in the ledger's cursor table [default: host:root]."
         ),
     ] = None,
+    agents: Annotated[
+        str | None,
+        typer.Option(
+            help="Also import and follow these agents' sessions where they keep them: "
+            "claude-code, codex, opencode, gemini (comma-separated) or all (docs/agents.md).",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Index every new complete trace record into the ledger, once or continuously.
 
     With --follow it runs as a service: SIGTERM or SIGINT finishes the batch,
-    commits its cursor and exits 0.  --poll implies --follow.
+    commits its cursor and exits 0.  --poll implies --follow.  --agents also
+    imports other agents' sessions (Claude Code, Codex, OpenCode, Gemini CLI)
+    as they are written, so they reach the ledger and SSE live.
 
     Example: pentrace ingest --follow --log-format json --health-file /run/pentrace/ingest.json
     """
@@ -85,7 +98,7 @@ def ingest(
             hint="drop --once to keep running",
         )
     configure_logging(log_format.value)
-    root = data_root(ctx)
+    root = data_root(ctx, must_exist=not agents)  # --agents imports: the root may be new
     ledger = open_ledger(root, wait_seconds=wait, must_exist=False, keep_everything=True)
     stop = threading.Event()
     try:
@@ -96,6 +109,7 @@ def ingest(
             interval=interval,
             health_file=health_file,
             health_interval=health_interval,
+            feed=_agent_feed(root, agents),
         )
         if follow or poll:
             with _stopping_on_signals(stop):
@@ -121,6 +135,15 @@ def ingest(
             f"{stats.already_held} already held, {stats.skipped_lines} line(s) skipped, "
             f"{stats.errors} error(s)"
         )
+
+
+def _agent_feed(root: DataRoot, agents: str | None) -> AgentFeed | None:
+    """``--agents``: the other agents' stores to import and follow (None: only the root)."""
+    if not agents:
+        return None
+    from pentrace.infrastructure.agents.importer import AgentFeed, parse_agents
+
+    return AgentFeed(root, parse_agents(agents))
 
 
 @contextmanager

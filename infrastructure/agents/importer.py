@@ -42,13 +42,12 @@ from pentrace.infrastructure.agents.reading import (
     Item,
     file_identity,
     line_items,
-    walk_files,
 )
 from pentrace.infrastructure.agents.state import Cursor, SessionMark, State, open_state
 from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.infrastructure.trace.writer import open_session_writer
 
-__all__ = ["ImportReport", "import_agent", "walk_files"]
+__all__ = ["AgentFeed", "ImportReport", "import_agent", "parse_agents"]
 
 _BATCH_ITEMS: Final = 2000
 _BATCH_BYTES: Final = 8 * 1024 * 1024
@@ -456,3 +455,85 @@ def import_agent(
         if owned:
             held.close()
     return report
+
+
+def parse_agents(text: str) -> list[str]:
+    """``claude-code,codex`` (or ``all``) as agent names; an unknown name is a UsageError."""
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    if names == ["all"]:
+        return list(AGENTS)
+    for name in names:
+        _reader(name)
+    return names
+
+
+class AgentFeed:
+    """Keeps other agents' stores imported while the ingest follower runs (issue #28).
+
+    :meth:`import_all` reads every store of ``agents`` where the agent keeps it
+    (the follower's first pass, its periodic rescan, and each poll);
+    :meth:`import_changed` reads only the sources that filesystem notifications
+    named. Both return the sessions they wrote, as ``(project, agent, session id)``,
+    so the follower indexes them at once. Each warning is returned once per
+    process (a message still being written is not said on every pass).
+    """
+
+    def __init__(self, root: DataRoot, agents: Sequence[str]) -> None:
+        self.root = root
+        self.readers = [_reader(agent) for agent in agents]
+        self._said: set[str] = set()
+
+    def watched(self) -> list[Path]:
+        """The agents' folders that exist now (to watch for changes)."""
+        found: list[Path] = []
+        for reader in self.readers:
+            found.extend(path.absolute() for path in reader.roots() if path.is_dir())
+        return sorted(set(found))
+
+    def _pass(self, reader: AgentReader, paths: Sequence[Path]) -> tuple[set[Key], list[str]]:
+        report = import_agent(self.root, reader.name, paths)
+        fresh = [warning for warning in report.warnings if warning not in self._said]
+        self._said.update(fresh)
+        written = {_key(reference) for reference in report.sessions}
+        return written, fresh
+
+    def import_all(self) -> tuple[set[Key], list[str]]:
+        """Import what is new in every store; the sessions written and new warnings."""
+        written: set[Key] = set()
+        warnings: list[str] = []
+        for reader in self.readers:
+            roots = [path for path in reader.roots() if path.exists()]
+            if roots:
+                sessions, said = self._pass(reader, roots)
+                written |= sessions
+                warnings += said
+        return written, warnings
+
+    def import_changed(self, changed: Sequence[str]) -> tuple[set[Key], list[str]]:
+        """Import the sources under the changed paths (OpenCode: its whole data folder)."""
+        written: set[Key] = set()
+        warnings: list[str] = []
+        for reader in self.readers:
+            roots = [path.absolute() for path in reader.roots()]
+            mine = [Path(raw) for raw in changed if any(_under(raw, root) for root in roots)]
+            if reader.name == "opencode":
+                paths = [root for root in roots if root.exists()] if mine else []
+            else:
+                paths = [path for path in mine if path.suffix in (".jsonl", ".json")]
+            if paths:
+                sessions, said = self._pass(reader, sorted(set(paths)))
+                written |= sessions
+                warnings += said
+        return written, warnings
+
+
+Key = tuple[str, str, str]
+
+
+def _key(reference: str) -> Key:
+    project, agent, session = reference.split("/", 2)
+    return project, agent, session
+
+
+def _under(raw: str, root: Path) -> bool:
+    return raw == str(root) or raw.startswith(f"{root}{os.sep}")
