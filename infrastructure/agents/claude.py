@@ -397,6 +397,7 @@ class ClaudeMapper(Mapper):
         kind = kind if isinstance(kind, str) else ""
         if not kind and isinstance(value.get("message"), dict):
             kind = "assistant" if value["message"].get("role") == "assistant" else kind
+        problems = self._chain_problems(value, item)
         if kind == "user":
             self._user(value, stamp)
         elif kind == "assistant":
@@ -414,7 +415,22 @@ class ClaudeMapper(Mapper):
                     f"{AGENT}: records of type {kind!r} are kept unmapped (first at "
                     f"{self.source}:{item.at})",
                 )
+        for code, note in problems:
+            self.problem(self._current(stamp), stamp, code, note)
         self._fields(value, item)
+
+    def _chain_problems(self, row: dict[str, Any], item: Item) -> list[tuple[str, str]]:
+        """What in this row breaks Claude Code's own resume, which walks the ``parentUuid``
+        chain: a parent no earlier row has, a ``uuid`` an earlier row already had."""
+        problems = []
+        where = f"{self.source}:{item.at}"
+        parent, uuid = row.get("parentUuid"), row.get("uuid")
+        if isinstance(parent, str) and parent and self.links.get(parent) is None:
+            problems.append(("broken_parent_link",
+                             f"{where}: parentUuid {parent!r} names no earlier row"))  # fmt: skip
+        if isinstance(uuid, str) and uuid and self.links.get(uuid) is not None:
+            problems.append(("duplicate_uuid", f"{where}: uuid {uuid!r} was used before"))
+        return problems
 
     def _fields(self, value: dict[str, Any], item: Item) -> None:
         if self.report is None or value.get("type") not in ("user", "assistant"):

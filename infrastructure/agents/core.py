@@ -466,6 +466,12 @@ class Mapper:
         if self.report is not None:
             self.report.warn(f"{self.source}:{item.at}:odd", f"{self.source}:{item.at}: {said}")
 
+    def problem(self, track: Track, stamp: str, code: str, note: str) -> None:
+        """Something in the source that breaks the agent's own resume, kept where ``pentrace
+        audit`` reports it (an unmapped record naming the problem)."""
+        payload = {"type": UNMAPPED, "agent": self.agent, "record_type": "problem"}
+        self.event(track, stamp, {**payload, "note": note, "problem": code})
+
     def take(self) -> list[Out]:
         """The records built since the last call."""
         out, self.out = self.out, []

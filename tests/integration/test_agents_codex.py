@@ -220,8 +220,9 @@ def test_the_reference_rollouts_import_with_every_line_kept(tmp_path: Path) -> N
     assert sorted(kept_rows(root)) == sorted(lines)
     audit = json.loads(cli(root, "audit", "--json").stdout)
     errors = [p for p in audit["problems"] if p["severity"] == "error"]
-    # The one error is the fixture's own: its call ids were all trimmed to one string, so
-    # an output names a call that comes later.  Audit finds what breaks Codex's resume.
-    assert [(p["code"], p["session_id"]) for p in errors] == [
-        ("output_before_call", "019fc8be-3658-7ca3-9e29-000000000000")
-    ]
+    # The errors are the fixture's own: its call ids were all trimmed to one string, so an
+    # output names a call that comes later and ids repeat.  Audit finds what breaks resume.
+    assert {(p["code"], p["session_id"]) for p in errors} == {
+        ("output_before_call", "019fc8be-3658-7ca3-9e29-000000000000"),
+        ("duplicate_tool_call", "019fc8be-3658-7ca3-9e29-000000000000"),
+    }
