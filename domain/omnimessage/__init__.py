@@ -20,6 +20,9 @@ from __future__ import annotations
 
 from msgspec import UNSET, Raw, UnsetType
 
+# The payload modules' own ``__all__`` lists are re-exported whole (extended below), so a
+# new payload Struct is named once, in its module; the star imports are that re-export.
+from pentrace.domain.omnimessage import events, payloads
 from pentrace.domain.omnimessage.build import (
     abort,
     as_fidelity,
@@ -48,97 +51,17 @@ from pentrace.domain.omnimessage.codec import (
     is_recordable,
     payload_type,
 )
-from pentrace.domain.omnimessage.events import (
-    EVENT_TYPES,
-    Abort,
-    ApprovalDecision,
-    CompactionBegin,
-    CompactionEnd,
-    EventPayload,
-    GoalFinished,
-    McpConnectBegin,
-    McpConnectEnd,
-    McpServerResult,
-    RequestBegin,
-    RequestEnd,
-    Subagent,
-    TokenUsage,
-    ToolDefinition,
-    ToolListReady,
-)
-from pentrace.domain.omnimessage.payloads import (
-    COMPLETE_MODEL_TYPES,
-    PARTIAL_TYPES,
-    STOP_REASONS,
-    CompleteModelPayload,
-    ImageUrl,
-    InlineData,
-    InlineThinking,
-    ModelPayload,
-    Number,
-    PartialPayload,
-    PartialText,
-    PartialThinking,
-    PartialToolCall,
-    PartialToolCallOutput,
-    Role,
-    SessionMeta,
-    StopReason,
-    StreamEventType,
-    Text,
-    Thinking,
-    TokenCounts,
-    ToolCall,
-    ToolCallOutput,
-)
+from pentrace.domain.omnimessage.events import *  # noqa: F403
+from pentrace.domain.omnimessage.payloads import *  # noqa: F403
 from pentrace.domain.omnimessage.schema import envelope_json_schema
 
 __all__ = [
-    "COMPLETE_MODEL_TYPES",
     "ENVELOPE_TYPES",
-    "EVENT_TYPES",
     "LEGACY_META_KEYS",
-    "PARTIAL_TYPES",
-    "STOP_REASONS",
     "UNSET",
-    "Abort",
-    "ApprovalDecision",
-    "CompactionBegin",
-    "CompactionEnd",
-    "CompleteModelPayload",
     "Envelope",
-    "EventPayload",
-    "GoalFinished",
-    "ImageUrl",
-    "InlineData",
-    "InlineThinking",
-    "McpConnectBegin",
-    "McpConnectEnd",
-    "McpServerResult",
-    "ModelPayload",
-    "Number",
-    "PartialPayload",
-    "PartialText",
-    "PartialThinking",
-    "PartialToolCall",
-    "PartialToolCallOutput",
     "Payload",
     "Raw",
-    "RequestBegin",
-    "RequestEnd",
-    "Role",
-    "SessionMeta",
-    "StopReason",
-    "StreamEventType",
-    "Subagent",
-    "Text",
-    "Thinking",
-    "TokenCounts",
-    "TokenUsage",
-    "ToolCall",
-    "ToolCallOutput",
-    "ToolDefinition",
-    "ToolListReady",
     "UnknownPayload",
     "UnsetType",
     "abort",
@@ -162,3 +85,5 @@ __all__ = [
     "tool_call_message",
     "tool_call_output_message",
 ]
+__all__ += events.__all__
+__all__ += payloads.__all__
