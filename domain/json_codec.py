@@ -182,10 +182,12 @@ class JsonDecoder(Generic[T]):
     """``msgspec.json.Decoder`` that also reads lone surrogate escapes.
 
     msgspec cannot hold a lone surrogate in a ``str`` and refuses the whole
-    document.  The slow path, taken only then, parses with
-    :func:`loads_strict` and converts the result to ``type`` with the same
-    validation.  Types with ``msgspec.Raw`` fields cannot take that path; use
-    it for builtins and plain Structs.
+    document: an escape of one in the bytes (``DecodeError``), or one in a
+    ``str`` handed in as the document (``UnicodeEncodeError``: a tool call's
+    ``arguments`` decoded from a line that spelt ``\\udc00``).  The slow path,
+    taken only then, parses with :func:`loads_strict` and converts the result
+    to ``type`` with the same validation.  Types with ``msgspec.Raw`` fields
+    cannot take that path; use it for builtins and plain Structs.
     """
 
     __slots__ = ("_decode", "_type")
@@ -200,7 +202,7 @@ class JsonDecoder(Generic[T]):
             return self._decode(data)
         except msgspec.ValidationError:
             raise
-        except (msgspec.DecodeError, RecursionError) as exc:
+        except (msgspec.DecodeError, RecursionError, UnicodeEncodeError) as exc:
             try:
                 value = loads_strict(data)
             except ValueError:

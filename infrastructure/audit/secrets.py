@@ -3,7 +3,7 @@
 :func:`scan_traces` reads every record of the given sessions once, screens its
 bytes and walks only the records the screen cannot clear.  The derived stores
 are scanned by :mod:`pentrace.infrastructure.audit.stores`.  A finding
-carries a masked preview (:mod:`pentrace.domain.redaction.findings`), never
+carries a masked preview (:mod:`pentrace.domain.redaction.core`), never
 the secret.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from pentrace.domain.redaction.findings import find_secrets
+from pentrace.domain.redaction.core import find_secrets
 from pentrace.domain.redaction.screen import may_change
 from pentrace.infrastructure.storage.layout import SessionRef
 from pentrace.infrastructure.trace.reader import read_shard

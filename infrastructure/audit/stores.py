@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from sqlalchemy import text as sql
 
-from pentrace.domain.redaction.findings import find_secrets, find_secrets_in_text
+from pentrace.domain.redaction.core import find_secrets, find_secrets_in_text
 from pentrace.infrastructure.audit.secrets import ScanFinding
 from pentrace.infrastructure.storage.layout import DataRoot
 
