@@ -46,6 +46,7 @@ from pentrace.domain.omnimessage.codec import (
     decode_envelope,
     encode_envelope,
     envelope_from_record,
+    envelope_json_schema,
     envelope_type_for,
     is_partial,
     is_recordable,
@@ -53,7 +54,6 @@ from pentrace.domain.omnimessage.codec import (
 )
 from pentrace.domain.omnimessage.events import *  # noqa: F403
 from pentrace.domain.omnimessage.payloads import *  # noqa: F403
-from pentrace.domain.omnimessage.schema import envelope_json_schema
 
 __all__ = [
     "ENVELOPE_TYPES",

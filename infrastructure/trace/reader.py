@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Final
 
-from pentrace.domain.json_prefix import is_object_prefix
+from pentrace.domain.json_codec import is_object_prefix
 from pentrace.domain.records import MalformedLine, TraceRecord, decode_line, decode_lines
 from pentrace.errors import (
     NotFoundError,
