@@ -202,9 +202,10 @@ def _named_span_at(
         value = _value_span(text, separator, at)
         if value is not None:
             spans.append((value[0], value[1], "secret"))
-    elif normalize_key(name) in _QUERY_ONLY_NAMES:
-        # ``key``, ``sig``: a secret in a URL query; elsewhere only a value that reads
-        # as a credential (``key=AIzaSy...`` cut short of the full Google shape).
+    elif separator == "=" and normalize_key(name) in _QUERY_ONLY_NAMES:
+        # ``key=``, ``sig=``: a secret in a URL query; elsewhere only a value that reads
+        # as a credential (``key=AIzaSy...`` cut short of the full Google shape).  Only
+        # after ``=``: ids (``key:...``) hold no ``=``, and the id shortcut relies on it.
         value = _value_span(text, separator, at)
         if value is not None and (in_query or _credential_like(text[value[0] : value[1]])):
             spans.append((value[0], value[1], "secret"))
