@@ -52,6 +52,7 @@ __all__ = [
     "SessionStarted",
     "ShardOpened",
     "SubagentSpawned",
+    "ForeignRecordKept",
     "TextRecorded",
     "ThinkingRecorded",
     "TokenUsageRecorded",
@@ -263,6 +264,10 @@ class McpConnectBegan(SessionEvent):
 
 class McpConnectEnded(SessionEvent):
     """``mcp_connect_end``: MCP connection results."""
+
+
+class ForeignRecordKept(SessionEvent):
+    """``foreign_record``: a line of another agent's store kept as it is (ADR 0095)."""
 
 
 class RecordAppended(SessionEvent):

@@ -31,6 +31,7 @@ from typing import Any, Final, NamedTuple, Protocol
 
 import msgspec
 
+from pentrace.domain import omnimessage as om
 from pentrace.domain.json_codec import JsonEncoder
 from pentrace.infrastructure.agents.reading import MALFORMED, Item
 
@@ -51,8 +52,9 @@ __all__ = [
 AGENTS: Final = ("claude-code", "codex", "opencode", "gemini")
 #: The envelope key that carries a record's source (ignored by PenguinHarness).
 FOREIGN_KEY: Final = "foreign"
-#: The ``event_msg`` payload type of a source item that maps to no OmniMessage record.
-UNMAPPED: Final = "foreign_record"
+#: The ``event_msg`` payload type of a source item that maps to no OmniMessage record
+#: (its row in ``pentrace.domain.kinds``).
+UNMAPPED: Final[str] = om.ForeignRecord.__struct_config__.tag
 #: Counts in the order input (fresh), output, cache read, cache write.
 Counts = tuple[int, int, int, int]
 ZERO: Final[Counts] = (0, 0, 0, 0)
