@@ -54,7 +54,7 @@ AGENTS: Final = ("claude-code", "codex", "opencode", "gemini")
 FOREIGN_KEY: Final = "foreign"
 #: The ``event_msg`` payload type of a source item that maps to no OmniMessage record
 #: (its row in ``pentrace.domain.kinds``).
-UNMAPPED: Final[str] = om.ForeignRecord.__struct_config__.tag
+UNMAPPED: Final = str(om.ForeignRecord.__struct_config__.tag)
 #: Counts in the order input (fresh), output, cache read, cache write.
 Counts = tuple[int, int, int, int]
 ZERO: Final[Counts] = (0, 0, 0, 0)
