@@ -16,9 +16,8 @@ from pentrace.cli.stats.shared import done
 from pentrace.errors import AnalyticsError
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
 from pentrace.infrastructure.analytics.failures import failure_warnings, read_failures
-from pentrace.infrastructure.analytics.rebuild import rebuild
+from pentrace.infrastructure.analytics.rebuild import rebuild, retry
 from pentrace.infrastructure.analytics.registry import BUILTINS, resolve
-from pentrace.infrastructure.analytics.retry import retry
 from pentrace.infrastructure.analytics.runner import (
     AnalyticsRunner,
     open_projection,

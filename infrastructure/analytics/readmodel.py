@@ -22,6 +22,7 @@ applied twice.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 
 from eventsourcing.persistence import Tracking, TrackingRecorder
 from sqlalchemy import Connection, text
@@ -29,6 +30,7 @@ from sqlalchemy import Connection, text
 from pentrace.errors import AnalyticsError
 from pentrace.infrastructure.analytics.database import (
     IDENTITY_TABLE,
+    MARKS_TABLE,
     TRACKING_TABLE,
     AnalyticsDatabase,
     converted,
@@ -41,7 +43,7 @@ from pentrace.infrastructure.analytics.failures import (
 )
 from pentrace.infrastructure.analytics.transaction import Transaction
 
-__all__ = ["ReadModel", "Transaction"]
+__all__ = ["ReadModel", "Transaction", "forget_marks", "read_marks", "write_marks"]
 
 
 class ReadModel(TrackingRecorder):
@@ -245,3 +247,32 @@ class ReadModel(TrackingRecorder):
                 text(f"DELETE FROM {TRACKING_TABLE} WHERE application_name = :n"),
                 {"n": self.name},
             )
+
+
+def read_marks(db: AnalyticsDatabase, name: str) -> dict[str, int]:
+    """The committed marks of projection ``name``: stream id -> highest folded position."""
+    with db.reading(f"read the trace marks of {name}") as conn:
+        rows = conn.execute(
+            text(f"SELECT stream_id, position FROM {MARKS_TABLE} WHERE application_name = :n"),
+            {"n": name},
+        ).all()
+    return {str(stream): int(position) for stream, position in rows}
+
+
+def write_marks(conn: Connection, name: str, marks: Mapping[str, int]) -> None:
+    """Replace the marks of ``name`` with ``marks``, in the caller's transaction."""
+    forget_marks(conn, name)
+    rows = [{"n": name, "s": stream, "p": position} for stream, position in marks.items()]
+    if rows:
+        conn.execute(
+            text(
+                f"INSERT INTO {MARKS_TABLE} (application_name, stream_id, position) "
+                "VALUES (:n, :s, :p)"
+            ),
+            rows,
+        )
+
+
+def forget_marks(conn: Connection, name: str) -> None:
+    """Drop the marks of ``name``, in the caller's transaction."""
+    conn.execute(text(f"DELETE FROM {MARKS_TABLE} WHERE application_name = :n"), {"n": name})

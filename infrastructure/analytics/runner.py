@@ -29,8 +29,7 @@ from pentrace.errors import AnalyticsError, ConfigError, ProjectionGapError
 from pentrace.infrastructure.analytics.api import AnalyticsProjection
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
 from pentrace.infrastructure.analytics.failures import max_failures
-from pentrace.infrastructure.analytics.marks import read_marks
-from pentrace.infrastructure.analytics.readmodel import ReadModel
+from pentrace.infrastructure.analytics.readmodel import ReadModel, read_marks
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.application import LedgerApplication
 from pentrace.infrastructure.ledger.backend.schema import key_in

@@ -20,15 +20,22 @@ from typing import Any, Final
 
 from pentrace.errors import UsageError
 from pentrace.infrastructure.analytics import queries
-from pentrace.infrastructure.analytics.activity_queries import OUTCOME_GROUPS, TOOL_GROUPS
+from pentrace.infrastructure.analytics.activity_queries import (
+    OUTCOME_GROUPS,
+    SESSION_GROUPS,
+    TOOL_GROUPS,
+)
 from pentrace.infrastructure.analytics.cold import cold_build
-from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
+from pentrace.infrastructure.analytics.database import (
+    GROUPS,
+    AnalyticsDatabase,
+    analytics_url,
+    column_of,
+)
 from pentrace.infrastructure.analytics.failures import failure_warnings
 from pentrace.infrastructure.analytics.prices import load_prices
-from pentrace.infrastructure.analytics.query_rows import GROUPS, column_of
 from pentrace.infrastructure.analytics.registry import BUILTINS
 from pentrace.infrastructure.analytics.runner import catch_up, open_ledger, open_projection
-from pentrace.infrastructure.analytics.session_queries import SESSION_GROUPS
 from pentrace.infrastructure.ledger.indexer import sync
 
 __all__ = [
