@@ -310,6 +310,7 @@ def tree(
         return {
             "session_id": session_id,
             "model": row.get("model"),
+            "provider": row.get("provider"),
             "model_switches": int(row.get("model_switches") or 0),
             "tokens": tokens_own,
             "subtree_tokens": tokens_own + sum(kid["subtree_tokens"] for kid in kids),

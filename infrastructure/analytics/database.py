@@ -12,12 +12,12 @@ The default file is ``<data root>/analytics/analytics.db``;
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Final
 
-from sqlalchemy import Connection, Engine, exc, text
+from sqlalchemy import Connection, Engine, exc, inspect, text
 
 from pentrace.errors import AnalyticsError, UsageError
 from pentrace.infrastructure.ledger.backend.connections import database_url
@@ -31,12 +31,14 @@ from pentrace.infrastructure.ledger.backend.errors import driver_reason
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts, safe_url
 from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.infrastructure.storage.modes import prepare_sqlite_file, repair_modes, sqlite_files
+from pentrace.infrastructure.storage.sqlite import owner
 
 __all__ = [
     "ENV_ANALYTICS_URL",
     "FINE",
     "GROUPS",
     "AnalyticsDatabase",
+    "analytics_owner",
     "analytics_url",
     "column_of",
     "converted",
@@ -76,6 +78,14 @@ def analytics_url(data_root: Path, environ: Mapping[str, str] | None = None) -> 
     if url:
         return url
     return f"sqlite:///{DataRoot(data_root).path / 'analytics' / 'analytics.db'}"
+
+
+def analytics_owner(data_root: Path) -> AbstractContextManager[None]:
+    """Be the one builder of the data root's read models (issue #32): a cold build, a
+    catch-up or a rebuild in another thread or process waits, then finds them current.
+    Re-entrant within a thread; the lock is ``<root>/.pentrace/analytics.lock``."""
+    path = DataRoot(data_root).path / ".pentrace" / "analytics"
+    return owner(path, "the analytics read models", error=AnalyticsError)
 
 
 @contextmanager
@@ -123,6 +133,19 @@ class AnalyticsDatabase:
         else:
             options = {}
         self.engine: Engine = self.dialect.engine(parsed, timeouts, **options)
+        if not self.has_tables((TRACKING_TABLE, IDENTITY_TABLE, FAILURES_TABLE, MARKS_TABLE)):
+            self._create_tables()
+        if self._path is not None:
+            repair_modes(sqlite_files(self._path), where=self.where)  # SQLite's side files
+
+    def has_tables(self, names: Iterable[str]) -> bool:
+        """Whether every table of ``names`` exists: read first, so that opening a database
+        whose tables are in place never waits for the write lock (issue #32)."""
+        with self.reading("list the analytics tables") as conn:
+            present = {name.lower() for name in inspect(conn).get_table_names()}
+        return all(name.lower() in present for name in names)
+
+    def _create_tables(self) -> None:
         with self.writing("create the tracking table") as conn:
             conn.exec_driver_sql(
                 f"CREATE TABLE IF NOT EXISTS {TRACKING_TABLE} ("
@@ -145,8 +168,6 @@ class AnalyticsDatabase:
                 "application_name VARCHAR(200) NOT NULL, stream_id TEXT NOT NULL, "
                 "position BIGINT NOT NULL, PRIMARY KEY (application_name, stream_id))"
             )
-        if self._path is not None:
-            repair_modes(sqlite_files(self._path), where=self.where)  # SQLite's side files
 
     @property
     def placeholder(self) -> str:

@@ -43,7 +43,18 @@ from pentrace.infrastructure.analytics.failures import (
 )
 from pentrace.infrastructure.analytics.transaction import Transaction
 
-__all__ = ["ReadModel", "Transaction", "forget_marks", "read_marks", "write_marks"]
+__all__ = [
+    "ReadModel",
+    "TrackingConflictError",
+    "Transaction",
+    "forget_marks",
+    "read_marks",
+    "write_marks",
+]
+
+
+class TrackingConflictError(AnalyticsError):
+    """Another runner committed the read model's tracking position first."""
 
 
 class ReadModel(TrackingRecorder):
@@ -162,7 +173,7 @@ class ReadModel(TrackingRecorder):
             {"n": name},
         ).scalar_one_or_none()
         if (current or 0) != (start or 0):
-            raise AnalyticsError(
+            raise TrackingConflictError(
                 f"read model {name!r}: expected tracking position {start or 0}, found {current} "
                 "(another runner advanced it)",
                 hint="run one runner per projection; `pentrace projections status` shows them",

@@ -38,7 +38,12 @@ from sqlalchemy import func, select
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.runtime import SessionEvents, event_type_for
 from pentrace.infrastructure.analytics.api import AnalyticsProjection
-from pentrace.infrastructure.analytics.database import FAILURES_TABLE, MARKS_TABLE, TRACKING_TABLE
+from pentrace.infrastructure.analytics.database import (
+    FAILURES_TABLE,
+    MARKS_TABLE,
+    TRACKING_TABLE,
+    analytics_owner,
+)
 from pentrace.infrastructure.analytics.failures import (
     EventFailure,
     forget_failure,
@@ -204,7 +209,15 @@ def rebuild(
     data_root: Path,
     env: Mapping[str, str] | None = None,
 ) -> RebuildReport:
-    """Recreate the projection's read model from the traces; equal to an incremental run."""
+    """Recreate the projection's read model from the traces; equal to an incremental run
+    (one build at a time per data root: ``analytics_owner``)."""
+    with analytics_owner(data_root):
+        return _rebuild(projection_class, data_root, env)
+
+
+def _rebuild(
+    projection_class: type[AnalyticsProjection], data_root: Path, env: Mapping[str, str] | None
+) -> RebuildReport:
     ledger = open_ledger(data_root, env)
     try:
         sync(ledger, data_root)

@@ -48,7 +48,7 @@ from typing import Final, NamedTuple, TypeVar
 from pentrace.errors import AnalyticsError
 from pentrace.infrastructure.analytics.api import AnalyticsProjection
 from pentrace.infrastructure.analytics.cold.bulkfold import BulkFold, bulk_fold_of, fold_in_bulk
-from pentrace.infrastructure.analytics.database import TRACKING_TABLE
+from pentrace.infrastructure.analytics.database import TRACKING_TABLE, analytics_owner
 from pentrace.infrastructure.analytics.readmodel import ReadModel, write_marks
 from pentrace.infrastructure.analytics.rebuild import (
     feed,
@@ -193,8 +193,19 @@ def cold_build(
 
     ``workers`` 0 picks one per core for a large corpus (as ``ledger sync``
     does); the library default builds in this process, which suits a process
-    with threads (the service) that should not fork.
+    with threads (the service) that should not fork.  Builds run one at a time per
+    data root (:func:`~pentrace.infrastructure.analytics.database.analytics_owner`).
     """
+    with analytics_owner(data_root):
+        return _cold_build(projection_class, data_root, env, workers)
+
+
+def _cold_build(
+    projection_class: type[AnalyticsProjection],
+    data_root: Path,
+    env: Mapping[str, str] | None,
+    workers: int,
+) -> ColdReport | None:
     projection = open_projection(projection_class, data_root, env)
     view = projection.view
     try:
