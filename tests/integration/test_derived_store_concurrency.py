@@ -10,7 +10,7 @@ import json
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,13 +19,13 @@ from pentrace.infrastructure.analytics.api import AnalyticsProjection
 from pentrace.infrastructure.analytics.builtin.sessions import SessionActivity
 from pentrace.infrastructure.analytics.builtin.tokens import TokenUse
 from pentrace.infrastructure.analytics.builtin.tools import ToolCalls
-from pentrace.infrastructure.analytics.cold import cold_build
+from pentrace.infrastructure.analytics.cold import ColdReport, cold_build
 from pentrace.infrastructure.analytics.examples import dump
 from pentrace.infrastructure.analytics.runner import catch_up
 from pentrace.infrastructure.catalog.listing import list_sessions
 from pentrace.infrastructure.operations.stats import StatsQuery, stats_document
 from pentrace.infrastructure.search.index import SearchIndex, SearchQuery
-from pentrace.infrastructure.storage.layout import DataRoot
+from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 from tests.support import clean_env, run_pentrace, sync_ledger
 
 BUILTINS: tuple[type[AnalyticsProjection], ...] = (TokenUse, ToolCalls, SessionActivity)
@@ -88,7 +88,11 @@ def test_concurrent_cold_builds_in_threads_build_each_read_model_once(
 ) -> None:
     _corpus(tmp_path)
     for each in BUILTINS:
-        reports = _at_once(lambda _i, each=each: cold_build(each, data_root=tmp_path, env=env))
+
+        def build(_index: int, each: type[AnalyticsProjection] = each) -> ColdReport | None:
+            return cold_build(each, data_root=tmp_path, env=env)
+
+        reports = _at_once(build)
         built = [report for report in reports if report is not None]
         assert len(built) == 1, each.name  # one owner built it; the others found it built
         assert built[0].sessions == 4
@@ -139,9 +143,9 @@ def test_concurrent_listings_in_threads_agree_and_fill_the_cache(tmp_path: Path)
     root = DataRoot(tmp_path)
     listed = _at_once(lambda _i: [row.session_id for row in list_sessions(root)])
     assert all(ids == listed[0] for ids in listed) and len(listed[0]) == 4
-    read: list[str] = []
+    read: list[SessionRef] = []
 
-    def spy(refs: list[Any]) -> list[Any]:
+    def spy(refs: Sequence[SessionRef]) -> Iterable[SessionRef]:
         read.extend(refs)
         return refs
 
@@ -153,7 +157,7 @@ _COLD_BUILD = """
 import json, sys
 from pathlib import Path
 from pentrace.infrastructure.analytics.builtin.tokens import TokenUse
-from pentrace.infrastructure.analytics.cold import cold_build
+from pentrace.infrastructure.analytics.cold import ColdReport, cold_build
 report = cold_build(TokenUse, data_root=Path(sys.argv[1]))
 print(json.dumps(None if report is None else report.sessions))
 """

@@ -66,7 +66,15 @@ from pentrace.infrastructure.ledger.bulk import (
 from pentrace.infrastructure.storage.layout import SessionRef, iter_sessions
 from pentrace.projections.analytics.events import decode_event
 
-__all__ = ["ColdReport", "SessionFold", "cold_build", "fold_session", "fold_sessions"]
+__all__ = [
+    "STREAM_BYTES",
+    "ColdReport",
+    "SessionFold",
+    "SessionStream",
+    "cold_build",
+    "fold_session",
+    "fold_sessions",
+]
 
 # Sessions per worker task: enough to make a hand-over cheap, few enough to keep both busy.
 _CHUNK: Final = 8
@@ -141,14 +149,19 @@ def _tasks(
             yield pending.popleft().result()
 
 
-def _folds(refs: list[SessionRef], types: Collection[str], workers: int) -> Iterator[SessionFold]:
-    """Each session's fold (its envelopes), in ``refs`` order."""
+def _folds(
+    refs: list[SessionRef], types: Collection[str], workers: int
+) -> Iterator[SessionFold | SessionStream]:
+    """Each session's fold (its envelopes), in ``refs`` order: streamed in this process, or
+    folded by a worker (a session too large to hold is streamed here instead)."""
     if workers <= 1:
         for ref in refs:
-            yield fold_session(ref, types)
+            yield SessionStream(ref, types)
         return
-    for folds in _tasks(refs, partial(fold_sessions, types=types), workers):
-        yield from folds
+    chunks = _tasks(refs, partial(fold_sessions, types=types), workers)
+    for folds in chunks:
+        for fold in folds:
+            yield fold if isinstance(fold, SessionFold) else SessionStream(fold, types)
 
 
 def _bulk(
@@ -298,8 +311,46 @@ def fold_session(ref: SessionRef, types: Collection[str]) -> SessionFold:
     return SessionFold(ref, envelopes, folded, None)
 
 
-def fold_sessions(refs: list[SessionRef], types: Collection[str]) -> list[SessionFold]:
-    """:func:`fold_session` of each session (one worker task holds a few)."""
+def fold_sessions(refs: list[SessionRef], types: Collection[str]) -> list[SessionFold | SessionRef]:
+    """:func:`fold_session` of each session (one worker task holds a few); a session whose
+    shards exceed :data:`STREAM_BYTES` comes back as its ref, for the parent to stream, so
+    that no process holds a large session's envelopes at once (issue #32)."""
     # A worker lives for one build and makes no cycles: collecting only slows it.
     gc.disable()
-    return [fold_session(ref, types) for ref in refs]
+    return [ref if _large(ref) else fold_session(ref, types) for ref in refs]
+
+
+# A session larger than this is streamed by the parent rather than folded whole by a worker.
+STREAM_BYTES: Final = 16 * 1024 * 1024
+
+
+def _large(ref: SessionRef) -> bool:
+    size = 0
+    for shard in ref.shards:
+        try:
+            size += os.stat(shard.path).st_size
+        except OSError:
+            continue  # unreadable or gone: the fold reports it
+    return size > STREAM_BYTES
+
+
+class SessionStream:
+    """One session's envelopes read as they are fed (memory bounded by one record, whatever the
+    session's length): ``folded`` and ``failure`` are :class:`SessionFold`'s once it is read."""
+
+    def __init__(self, ref: SessionRef, types: Collection[str]) -> None:
+        self.ref = ref
+        self.folded = 0
+        self.failure: SessionFailure | None = None
+        self._types = types
+
+    @property
+    def envelopes(self) -> Iterator[bytes]:
+        """The envelopes in trace order; a failure of the session's own ends them (kept)."""
+        try:
+            for position, data in trace_envelopes(self.ref, None, self._types):
+                if data is not None:
+                    yield data
+                self.folded = position
+        except SESSION_ERRORS as error:
+            self.failure = SessionFailure.of(self.ref, error)
