@@ -117,7 +117,8 @@ def test_concurrent_stats_in_threads_catch_up_once_and_agree(
         again = stats_document(tmp_path, StatsQuery(kinds[index % len(kinds)]), env=env)
         assert found == again
     positions = _at_once(lambda _i: catch_up(TokenUse, data_root=tmp_path, env=env))
-    assert len(set(positions)) == 1 and positions[0]
+    assert len(set(positions)) == 1
+    assert positions[0]
 
 
 def test_concurrent_search_refreshes_in_threads_index_each_record_once(tmp_path: Path) -> None:
@@ -142,7 +143,8 @@ def test_concurrent_listings_in_threads_agree_and_fill_the_cache(tmp_path: Path)
     _corpus(tmp_path)
     root = DataRoot(tmp_path)
     listed = _at_once(lambda _i: [row.session_id for row in list_sessions(root)])
-    assert all(ids == listed[0] for ids in listed) and len(listed[0]) == 4
+    assert all(ids == listed[0] for ids in listed)
+    assert len(listed[0]) == 4
     read: list[SessionRef] = []
 
     def spy(refs: Sequence[SessionRef]) -> Iterable[SessionRef]:
