@@ -45,7 +45,7 @@ from pentrace.infrastructure.analytics.database import AnalyticsDatabase
 from pentrace.infrastructure.analytics.prices import load_prices
 from pentrace.infrastructure.analytics.queries import TOKEN_COLUMNS
 from pentrace.infrastructure.operations.stats import KINDS, StatKind, StatsQuery, document, prepare
-from pentrace.projections.session_numbers import model_name
+from pentrace.projections.session_summary import model_name
 
 __all__ = ["PLOTS", "TABLES", "StatCall", "cell", "done", "stat_command", "stats_app"]
 

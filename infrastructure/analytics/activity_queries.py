@@ -16,7 +16,7 @@ from pentrace.infrastructure.analytics.database import (
     is_fine,
     rows_of,
 )
-from pentrace.projections.session_numbers import model_name
+from pentrace.projections.session_summary import model_name
 
 __all__ = [
     "OUTCOME_GROUPS",

@@ -27,7 +27,7 @@ from pentrace.infrastructure.analytics.database import (
     rows_of,
 )
 from pentrace.infrastructure.analytics.prices import PriceTable
-from pentrace.projections.session_numbers import model_name
+from pentrace.projections.session_summary import model_name
 
 __all__ = [
     "GROUPS",

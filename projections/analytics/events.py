@@ -15,8 +15,13 @@ from typing import Any, Final
 import msgspec
 
 from pentrace.domain.json_codec import JsonDecoder
-from pentrace.projections.session_numbers import TOKEN_FIELDS, TokenDelta, token_delta
-from pentrace.projections.session_summary import ERROR_STATUSES, REQUEST_STATUSES
+from pentrace.projections.session_summary import (
+    ERROR_STATUSES,
+    REQUEST_STATUSES,
+    TOKEN_FIELDS,
+    TokenDelta,
+    token_delta,
+)
 
 __all__ = [
     "TOKEN_FIELDS",

@@ -17,7 +17,7 @@ from pentrace.projections.analytics.events import (
     token_delta,
     tool_outcome,
 )
-from pentrace.projections.session_numbers import model_name
+from pentrace.projections.session_summary import model_name
 
 __all__ = ["Marker", "Span", "Timeline", "build_timeline"]
 
