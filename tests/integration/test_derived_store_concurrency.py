@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
+
 from pentrace import testing as pt
 from pentrace.infrastructure.analytics.api import AnalyticsProjection
 from pentrace.infrastructure.analytics.builtin.sessions import SessionActivity
@@ -26,6 +28,7 @@ from pentrace.infrastructure.catalog.listing import list_sessions
 from pentrace.infrastructure.operations.stats import StatsQuery, stats_document
 from pentrace.infrastructure.search.index import SearchIndex, SearchQuery
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
+from tests.integration.sse_harness import Server
 from tests.support import clean_env, run_pentrace, sync_ledger
 
 BUILTINS: tuple[type[AnalyticsProjection], ...] = (TokenUse, ToolCalls, SessionActivity)
@@ -200,3 +203,24 @@ def test_concurrent_processes_build_the_read_models_once(tmp_path: Path) -> None
         assert len({out for _, out, _ in runs}) == 1, args
     final = run_pentrace(tmp_path, "stats", "tokens", "--json", env=env)
     assert final.returncode == 0, final.stderr
+
+
+def test_two_services_on_one_root_answer_concurrent_first_requests_without_an_error(
+    tmp_path: Path,
+) -> None:
+    _corpus(tmp_path, sessions=6)
+    sync_ledger(tmp_path, {})  # the read models must catch up from the ledger on first use
+    servers = [Server(tmp_path).start(), Server(tmp_path).start()]
+    try:
+        paths = ("/web/usage?range=all", "/web/traces?q=foo", "/api/v1/stats/tokens?catch_up=1")
+
+        def get(index: int) -> int:
+            server = servers[index % 2]
+            path = paths[(index // 2) % len(paths)]
+            return httpx.get(server.url + path, timeout=300).status_code
+
+        statuses = _at_once(get, 24)
+    finally:
+        for server in servers:
+            server.stop()
+    assert statuses == [200] * 24
