@@ -1,5 +1,6 @@
 """Reading the requests and tools read models: request outcomes (success rate) and tool calls,
-in total or per group, by day or (from the per-minute tables) by hour and minute.
+in total or per group, by day or (from the per-minute tables) by hour and minute; and the
+sessions read model: per-group durations, turns and requests, and subagent trees.
 
 Part of :mod:`pentrace.infrastructure.analytics.queries`, which re-exports it.
 """

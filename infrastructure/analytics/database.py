@@ -1,4 +1,6 @@
-"""The analytics database: a SQLite file or a PostgreSQL URL, and its driver-error conversion.
+"""The analytics database: a SQLite file or a PostgreSQL URL, its driver-error conversion, its
+one builder at a time (:func:`analytics_owner`), and what the read-model queries share
+(groupings, time bounds, plain rows).
 
 Read models of every projection live here, next to one tracking table
 (``analytics_tracking``) that records how far each projection has read the

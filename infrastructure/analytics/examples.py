@@ -1,4 +1,5 @@
-"""The tutorial's projection (docs/projections.md): tool-call failures per tool per day.
+"""The tutorial's projection (docs/projections.md): tool-call failures per tool per day; and
+the helpers to test a projection (:func:`run_in_batches`, :func:`dump`).
 
 Run it with ``pentrace projections run \
 pentrace.infrastructure.analytics.examples:ToolFailuresPerDay``.

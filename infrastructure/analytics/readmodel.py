@@ -17,6 +17,11 @@ the read model ends up exactly as an uninterrupted run leaves it.
 Events a handler failed on (ADR 0032) are recorded in ``analytics_failures``
 in that same transaction: a failed event is neither retried for ever nor
 applied twice.
+
+The *trace marks* of a cold build (ADR 0050) live here too: per session, the
+highest trace position it folded straight from the traces, written in the
+build's transaction; the runner skips ledger events at or below them, so each
+record counts once (:func:`read_marks`, :func:`write_marks`).
 """
 
 from __future__ import annotations

@@ -22,6 +22,12 @@ handler fails on now are recorded (with their ledger notification ids) in
 the rebuild's transaction.  When the database refuses a batched write, the
 rebuild starts over with each event in its own savepoint, so the refused
 event is the one recorded.
+
+:func:`retry` (``pentrace projections retry``) applies the recorded failed
+events again, read back from the ledger, once the handler is fixed.
+:func:`session_events` / :func:`trace_envelopes` give a session's records as
+the redacted envelopes the ledger would hold for them (the path a rebuild, the
+cold build and ``pentrace report`` share).
 """
 
 from __future__ import annotations

@@ -5,6 +5,11 @@ Projections never see trace lines.  The ledger path (a ledger row's
 :func:`pentrace.domain.runtime.runtime_event_from_record` and encoded)
 both give the same envelope bytes, so both give the same
 :class:`AnalyticsEvent` - that is why a rebuild equals the incremental result.
+
+Below it, the pure rules the built-in projections apply (request buckets, tool
+outcomes, truncation, token deltas), taken from the session summary where it
+defines them, so that ``pentrace sessions show`` and ``pentrace stats`` never
+disagree.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""The built-in analytics projections; each module is meant to be read as an example."""
+"""The built-in analytics projections; each module is meant to be read as an example.
+
+This module holds what the ones that count per model share: each session's provider and
+model at the time of an event (:class:`SessionModels`).
+"""
 
 from typing import ClassVar
 
