@@ -24,7 +24,7 @@ import typer
 
 from pentrace.cli.sessions.args import SessionArgument, resolve
 from pentrace.domain.json_codec import escape_surrogates
-from pentrace.infrastructure.analytics.trace_events import session_events
+from pentrace.infrastructure.analytics.rebuild import session_events
 from pentrace.infrastructure.storage.atomic import publish_file
 from pentrace.projections.analytics.events import iso_of
 from pentrace.projections.analytics.timeline import Span, Timeline, build_timeline

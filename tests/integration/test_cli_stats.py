@@ -13,9 +13,10 @@ from typer.testing import CliRunner
 
 from pentrace.cli.app import app, main
 from pentrace.cli.demo import record_demo_session
+from pentrace.infrastructure.operations.stats import KINDS
 from pentrace.infrastructure.storage.layout import DataRoot, iter_sessions
 from pentrace.infrastructure.trace.reader import read_session
-from tests.support import cli_json
+from tests.support import cli_json, cli_ok
 
 START = datetime(2026, 11, 28, 22, 0, tzinfo=UTC)
 
@@ -249,3 +250,37 @@ def test_a_bad_grouping_is_refused_before_any_projection_catches_up(
         "tools": True,
         "sessions": True,
     }
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_every_stats_kind_draws_its_table_as_a_picture(
+    root: Path, tmp_path: Path, kind: str
+) -> None:
+    by = {"requests": ("--by", "model"), "tools": ("--by", "day")}.get(kind, ())
+    for args in ((), by):
+        picture = tmp_path / f"{kind}{len(args)}.svg"
+        stats(root, "stats", kind, *args, "--plot", str(picture))
+        head = picture.read_bytes()[:200]
+        assert b"<svg" in head or b"<?xml" in head
+
+
+def test_stats_and_projections_text_shows_no_python_values(root: Path) -> None:
+    runs = [["stats", kind] for kind in KINDS]
+    runs += [["stats", "requests", "--by", "model"], ["stats", "tools", "--by", "hour"]]
+    runs += [["projections", "status"], ["projections", "status", "--failures"]]
+    for args in runs:
+        text = cli_ok(root, *args).stdout
+        cells = {cell.strip() for line in text.splitlines() for cell in line.split("\t")}
+        assert not cells & {"None", "True", "False"}, args
+        assert "None" not in text, args
+    tools = cli_ok(root, "stats", "tools", "--by", "day").stdout.splitlines()
+    rates = [line.split("\t")[-1] for line in tools[1:] if not line.startswith("approval")]
+    assert rates
+    assert all(rate == "-" or rate.endswith("%") for rate in rates)  # one format
+
+
+def test_stats_tree_names_models_with_their_provider_as_every_command_does(root: Path) -> None:
+    models = {row["key"] for row in stats(root, "stats", "tokens", "--by", "model")["rows"]}
+    lines = cli_ok(root, "stats", "tree").stdout.splitlines()[1:]
+    assert lines
+    assert {line.split("\t")[1] for line in lines} <= models
