@@ -66,6 +66,7 @@ from pentrace.infrastructure.agents.reading import (
     text_of,
 )
 from pentrace.infrastructure.agents.state import Cursor, State
+from pentrace.infrastructure.storage.sqlite import is_busy
 
 __all__ = ["OpenCodeMapper", "opencode_roots", "opencode_sources"]
 
@@ -295,8 +296,9 @@ def opencode_sources(paths: Sequence[Path], report: ImportReport) -> list[Any]:
                 listed = store.sessions()
             except sqlite3.Error as exc:
                 listed = []
-                report.warn(f"busy:{store.path}", f"{store.path}: {exc} (a running OpenCode holds "
-                            "it); its sessions are read on the next pass")  # fmt: skip
+                why = "a running OpenCode holds it" if is_busy(exc) else "it cannot be read"
+                said = f"{store.path}: {exc} ({why}); its sessions are read on the next pass"
+                report.warn(f"busy:{store.path}", said)
             fresh = [(sid, row) for sid, row in listed if sid not in seen]
             if not fresh:
                 store.close()

@@ -33,7 +33,8 @@ import msgspec
 
 from pentrace.errors import AgentSourceError
 from pentrace.infrastructure.agents.core import ZERO, Counts
-from pentrace.infrastructure.storage.modes import make_private_dirs, prepare_sqlite_file
+from pentrace.infrastructure.storage.modes import make_private_dirs
+from pentrace.infrastructure.storage.sqlite import SideStore
 from pentrace.infrastructure.trace.locking import SessionLock
 
 __all__ = ["Cursor", "SessionMark", "State", "open_state", "state_path"]
@@ -240,28 +241,17 @@ class State:
         )
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    prepare_sqlite_file(path, own_folder=False, parents=True)
-    conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
-    try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, _VERSION):
-            raise sqlite3.DatabaseError(f"agents state version {version}, expected {_VERSION}")
-        for statement in _SCHEMA:
-            conn.execute(statement)
-        conn.execute(f"PRAGMA user_version={_VERSION}")
-    except BaseException:
-        conn.close()
-        raise
-    prepare_sqlite_file(path, own_folder=False, parents=False)  # repair the side files' modes
-    return conn
-
-
-def _remove(path: Path) -> None:
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
+def _store(path: Path) -> SideStore:
+    return SideStore(
+        path=path,
+        what="the agents import state",
+        schema=_SCHEMA,
+        error=AgentSourceError,
+        hint=_HINT,
+        user_version=_VERSION,
+        pragmas=("journal_mode=WAL", "synchronous=FULL"),
+        own_folder=False,
+    )
 
 
 def open_state(root: Path, *, wait: float | None = 30.0) -> State:
@@ -274,17 +264,8 @@ def open_state(root: Path, *, wait: float | None = 30.0) -> State:
     make_private_dirs(path.parent)
     lock = SessionLock(path.with_name("agents.lock"), label="the agents import state", wait=wait)
     try:
-        try:
-            conn = _connect(path)
-        except sqlite3.DatabaseError:
-            # Derived state (ADR 0096): a file that cannot be read is made again.
-            _remove(path)
-            try:
-                conn = _connect(path)
-            except sqlite3.Error as exc:
-                raise AgentSourceError(
-                    f"cannot open the agents import state {path}: {exc}", hint=_HINT
-                ) from exc
+        # Derived state (ADR 0096): the side-store opener makes a damaged file again.
+        conn = _store(path).open()
     except BaseException:
         lock.release()
         raise
