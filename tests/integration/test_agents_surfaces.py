@@ -24,7 +24,7 @@ from tests.foreign_logs import (
     opencode_tool,
 )
 from tests.integration.sse_harness import Server
-from tests.support import cli, cli_json, cli_ok
+from tests.support import clean_env, cli, cli_json, cli_ok, run_pentrace
 
 IDS = {
     "claude-code": "1c1c1c1c-0000-4000-8000-000000000001",
@@ -133,3 +133,34 @@ def test_the_web_page_and_the_api_show_each_session(server: Server, agent: str) 
 
     assert page.status_code == 200
     assert WORD in page.text
+
+
+def test_with_no_path_each_agent_is_read_where_its_environment_says(tmp_path: Path) -> None:
+    one, two = tmp_path / "claude-a", tmp_path / "claude-b"
+    for number, folder in enumerate((one, two)):
+        log = ClaudeLog(f"2c2c2c2c-0000-4000-8000-00000000000{number}")
+        claude_turn(log, 0)
+        log.write(folder / "projects" / "-home-u-app")
+    codex = CodexLog("0199dddd-0000-7000-8000-000000000001")
+    codex.meta()
+    codex_turn(codex, 0)
+    codex.write(tmp_path / "codex-home")
+    db = OpenCodeDb(tmp_path / "opencode-data")
+    db.session("ses_env")
+    db.user("ses_env", "hello")
+    db.close()
+    chat = GeminiChat("9f9f9f9f-0000-4000-8000-000000000001")
+    chat.user("hello")
+    chat.write(tmp_path / "home" / ".gemini" / "tmp" / "p")
+    env = clean_env(
+        HOME=str(tmp_path / "home"),
+        CLAUDE_CONFIG_DIR=f"{one}, {two}",  # a comma-separated list
+        CODEX_HOME=str(tmp_path / "codex-home"),
+        OPENCODE_DATA_DIR=str(tmp_path / "opencode-data"),
+    )
+    root = tmp_path / "data"
+
+    for agent, expected in (("claude-code", 2), ("codex", 1), ("opencode", 1), ("gemini", 1)):
+        done = run_pentrace(root, "import", "--from", agent, "--json", env=env)
+        assert done.returncode == 0, done.stderr
+        assert len(json.loads(done.stdout)["new_sessions"]) == expected, agent
