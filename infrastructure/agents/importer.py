@@ -51,6 +51,7 @@ __all__ = ["AgentFeed", "ImportReport", "import_agent", "parse_agents"]
 
 _BATCH_ITEMS: Final = 2000
 _BATCH_BYTES: Final = 8 * 1024 * 1024
+_RECENT_LINKS: Final = 4096
 
 
 class Source(Protocol):
@@ -85,17 +86,24 @@ class AgentReader:
 
 
 class _Links:
-    """A mapper's named values for one source, kept in the state store."""
+    """A mapper's named values for one source, kept in the state store; the ones written
+    last are also kept in memory (a row's parent is nearly always a row just before)."""
 
     def __init__(self, state: State, agent: str, source: str) -> None:
         self._state, self._agent, self._source = state, agent, source
+        self._recent: dict[str, str] = {}
 
     def get(self, name: str) -> str | None:
-        found: str | None = self._state.link(self._agent, self._source, name)
+        found = self._recent.get(name)
+        if found is None:
+            found = self._state.link(self._agent, self._source, name)
         return found
 
     def put(self, name: str, target: str) -> None:
         self._state.set_link(self._agent, self._source, name, target)
+        if len(self._recent) >= _RECENT_LINKS:
+            self._recent.clear()  # bounded: older names are read from the store again
+        self._recent[name] = target
 
 
 def _regular(path: Path) -> bool:

@@ -11,6 +11,7 @@ workspace's project (ADR 0094).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +46,7 @@ __all__ = [
 #: A source line longer than this is reported and kept as its length only.
 MAX_LINE: Final = 64 * 1024 * 1024
 _READ_CHUNK: Final = 1024 * 1024
+_CANONICAL: Final = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 _encoder: Final = JsonEncoder()
 _decoder: Final = msgspec.json.Decoder()
 
@@ -197,6 +199,8 @@ def normal_stamp(value: Any) -> str | None:
     """
     if isinstance(value, bool):
         return None
+    if isinstance(value, str) and _CANONICAL.fullmatch(value):
+        return value  # already what the trace writes (the common case): no parsing
     try:
         if isinstance(value, int | float):
             seconds = value / 1000 if abs(value) > 1e11 else value
