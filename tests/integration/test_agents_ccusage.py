@@ -427,3 +427,44 @@ def test_gemini_thoughts_count_as_output_where_ccusage_leaves_them_out(
     [ours] = cli_json(root, "stats", "tokens", "--by", "day")["rows"]
     assert _claude_kinds(daily) == (600, 30, 200, 0)
     assert _ours(ours) == (600, 30 + 70, 200, 0)
+
+
+def test_claude_code_rows_ccusage_refuses_are_counted(ccusage: Path, tmp_path: Path) -> None:
+    """ccusage's loader drops a usage row whose ``requestId`` is empty or whose ``version``
+    is not a version number; the tokens were still spent, and pentrace counts them."""
+    store = tmp_path / "claude"
+    log = ClaudeLog("eeeeeeee-0000-4000-8000-000000000005")
+    log.prompt("go")
+    log.answer([text("counted by both")], message_id="msg_ok", request_id="req_ok",
+               usage=(1, 2, 3, 4))  # fmt: skip
+    log.answer([text("empty request id")], message_id="msg_e", request_id="", usage=(10, 0, 0, 0))
+    log.answer([text("odd version")], message_id="msg_v", request_id="req_v",
+               usage=(100, 0, 0, 0), version="dev")  # fmt: skip
+    log.write(store / "projects" / "-p")
+    root = tmp_path / "data"
+    import_agent(DataRoot(root), "claude-code", [store])
+
+    [daily], _ = _reports(ccusage, "claude", {"CLAUDE_CONFIG_DIR": str(store)}, tmp_path / "h")
+
+    [ours] = cli_json(root, "stats", "tokens", "--by", "day")["rows"]
+    assert _claude_kinds(daily) == (1, 2, 3, 4)
+    assert _ours(ours) == (111, 2, 3, 4)
+
+
+def test_opencode_messages_without_a_model_are_counted(ccusage: Path, tmp_path: Path) -> None:
+    """ccusage skips an OpenCode message whose ``modelID`` is empty; its tokens count here."""
+    folder = tmp_path / "opencode"
+    db = OpenCodeDb(folder)
+    db.session("ses_nomodel")
+    db.user("ses_nomodel", "go")
+    db.assistant("ses_nomodel", [{"type": "text", "text": "a"}], tokens=(5, 6, 7, 8))
+    db.assistant("ses_nomodel", [{"type": "text", "text": "b"}], tokens=(50, 0, 0, 0), model="")
+    db.close()
+    root = tmp_path / "data"
+    import_agent(DataRoot(root), "opencode", [folder])
+
+    [daily], _ = _reports(ccusage, "opencode", {"OPENCODE_DATA_DIR": str(folder)}, tmp_path / "h")
+
+    [ours] = cli_json(root, "stats", "tokens", "--by", "day")["rows"]
+    assert _claude_kinds(daily) == (5, 6, 7, 8)
+    assert _ours(ours) == (55, 6, 7, 8)
