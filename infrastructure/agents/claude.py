@@ -143,6 +143,8 @@ class Links(Protocol):
 
     def get(self, name: str) -> str | None: ...
 
+    def elsewhere(self, source: str, name: str) -> str | None: ...
+
     def put(self, name: str, target: str) -> None: ...
 
 
@@ -425,7 +427,12 @@ class ClaudeMapper(Mapper):
         problems = []
         where = f"{self.source}:{item.at}"
         parent, uuid = row.get("parentUuid"), row.get("uuid")
-        if isinstance(parent, str) and parent and self.links.get(parent) is None:
+        if (
+            isinstance(parent, str)
+            and parent
+            and self.links.get(parent) is None
+            and not self._in_parent_file(row, parent)
+        ):
             problems.append(("broken_parent_link",
                              f"{where}: parentUuid {parent!r} names no earlier row"))  # fmt: skip
         if isinstance(uuid, str) and uuid and self.links.get(uuid) is not None:
@@ -442,6 +449,19 @@ class ClaudeMapper(Mapper):
                     f"{AGENT}: field {key!r} is kept in the source row but not mapped "
                     f"(first at {self.source}:{item.at})",
                 )
+
+    def _in_parent_file(self, row: dict[str, Any], parent: str) -> bool:
+        """A subagent file's row may chain to its parent session's rows (a sidechain that
+        replays them): those live in the parent's file (not yet read: given the benefit)."""
+        state = self.state
+        if not state.subagent_file:
+            return False
+        here = Path(self.source)
+        owner = state.parent or _text(row.get("sessionId"))
+        if not owner:
+            return False
+        folder = here.parent.parent.parent if here.parent.name == "subagents" else here.parent
+        return self.links.elsewhere(str(folder / f"{owner}.jsonl"), parent) is not None
 
     def _user(self, row: dict[str, Any], stamp: str) -> None:
         message = row.get("message")

@@ -99,6 +99,14 @@ class _Links:
             found = self._state.link(self._agent, self._source, name)
         return found
 
+    def elsewhere(self, source: str, name: str) -> str | None:
+        """A name another source of the same agent keeps (a subagent file's parent file):
+        its target, ``""`` when that source was never read, None when it lacks the name."""
+        if self._state.cursor(self._agent, source) is None:
+            return ""
+        found: str | None = self._state.link(self._agent, source, name)
+        return found
+
     def put(self, name: str, target: str) -> None:
         self._state.set_link(self._agent, self._source, name, target)
         if len(self._recent) >= _RECENT_LINKS:

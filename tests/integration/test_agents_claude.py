@@ -487,3 +487,31 @@ def test_a_secret_in_a_source_line_leaves_neither_redacted_exports_nor_the_ledge
     assert ledger.count(SID) >= 10  # the session's events are there ...
     assert secret not in ledger
     assert '"foreign"' not in ledger
+
+
+def test_a_sidechain_that_replays_its_parents_messages_adds_no_usage(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    parent = ClaudeLog(SID)
+    parent.prompt("go")
+    parent.answer([text("parent answer")], message_id="msg_p", request_id="req_p",
+                  usage=(10, 20, 30, 40), stop_reason="end_turn")  # fmt: skip
+    parent.write(store)
+    side = ClaudeLog("agent-side01")
+    side.other(dict(parent.rows[1], isSidechain=True))  # the parent's answer, replayed
+    side.tip = parent.rows[1]["uuid"]
+    side.answer([text("own answer")], message_id="msg_s", request_id="req_s",
+                usage=(1, 1, 1, 1), isSidechain=True)  # fmt: skip
+    side.write(store / SID / "subagents")
+    root = tmp_path / "data"
+
+    _import(root, store)
+
+    rows = {
+        r["key"].rsplit("/", 1)[1]: r
+        for r in cli_json(root, "stats", "tokens", "--by", "session")["rows"]
+    }
+    assert (rows[SID]["input"], rows[SID]["output"]) == (10, 20)
+    assert (rows["agent-side01"]["input"], rows["agent-side01"]["output"]) == (1, 1)
+    assert set(rows) == {SID, "agent-side01"}
+    problems = json.loads(cli(root, "audit", "--json").stdout)["problems"]
+    assert [p for p in problems if p["severity"] == "error"] == []  # its chain reaches the parent
