@@ -9,6 +9,8 @@ sidechain, a fork) comes back exactly as one pass would have carried it.
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import tempfile
 from pathlib import Path
 
@@ -22,10 +24,12 @@ from tests.foreign_logs import (
     ClaudeLog,
     CodexLog,
     GeminiChat,
+    OpenCodeDb,
     claude_turn,
     codex_turn,
     gemini_call,
     jsonl,
+    opencode_tool,
     text,
     tool_use,
 )
@@ -238,4 +242,40 @@ def test_a_gemini_json_chat_imported_at_each_rewrite_gives_what_one_import_gives
             chat.messages = whole[:cut]
             chat.write(store)
             import_agent(DataRoot(base / "grown"), "gemini", [base / "gemini"])
+        assert _traces(base / "one") == _traces(base / "grown")
+
+
+@settings(BOUNDED_PROPERTY, max_examples=15)
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2)), min_size=1, max_size=6),
+    st.data(),
+)
+def test_an_opencode_database_imported_while_it_grows_gives_what_one_import_gives(
+    turns: list[tuple[int, int]], data: st.DataObject
+) -> None:
+    """Messages added turn by turn (an answer written in two steps: created, then its parts
+    and completion), imported at random moments, against one import of the whole."""
+    with tempfile.TemporaryDirectory() as folder:
+        base = Path(folder)
+        db = OpenCodeDb(base / "opencode")
+        db.session("ses_grow")
+        points = set(data.draw(st.lists(st.integers(0, 2 * len(turns)), max_size=4)))
+        for index, (calls, session) in enumerate(turns):
+            sid = "ses_grow" if session else "ses_grow2"
+            if index == 0 or not session:
+                with contextlib.suppress(sqlite3.IntegrityError):
+                    db.session(sid)
+            db.user(sid, f"step {index}")
+            parts = [opencode_tool(f"c{index}{n}", "bash", "ok") for n in range(calls)]
+            mid = db.assistant(sid, [], complete=False)
+            if 2 * index in points:
+                import_agent(DataRoot(base / "grown"), "opencode", [base / "opencode"])
+            for part in [*parts, {"type": "text", "text": f"done {index}"}]:
+                db.part(sid, mid, part)
+            db.complete(mid)
+            if 2 * index + 1 in points:
+                import_agent(DataRoot(base / "grown"), "opencode", [base / "opencode"])
+        db.close()
+        import_agent(DataRoot(base / "grown"), "opencode", [base / "opencode"])
+        import_agent(DataRoot(base / "one"), "opencode", [base / "opencode"])
         assert _traces(base / "one") == _traces(base / "grown")
