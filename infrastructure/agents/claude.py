@@ -46,6 +46,7 @@ from pentrace.infrastructure.agents.core import (
     Mapper,
     Track,
     UsageBook,
+    can_hold,
     compact_json,
 )
 from pentrace.infrastructure.agents.reading import (
@@ -134,7 +135,6 @@ _KNOWN_FIELDS: Final = frozenset(
         "leafUuid",
     }
 )
-_MAX_HELD: Final = 1000
 _NOTE: Final = 500
 
 
@@ -374,7 +374,7 @@ class ClaudeMapper(Mapper):
         value = item.value
         stamp = normal_stamp(value.get("timestamp")) if isinstance(value, dict) else None
         if state.main not in state.tracks:
-            if stamp is None and len(state.held) < _MAX_HELD:
+            if stamp is None and can_hold(state.held, item):
                 state.held.append((item.raw, int(item.at), item.end))
                 return  # a session starts at its first timestamped line
             if isinstance(value, dict) and isinstance(value.get("cwd"), str):

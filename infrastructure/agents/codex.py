@@ -52,6 +52,7 @@ from pentrace.infrastructure.agents.core import (
     Mapper,
     Track,
     UsageBook,
+    can_hold,
     compact_json,
 )
 from pentrace.infrastructure.agents.reading import (
@@ -93,7 +94,6 @@ _RAW_KEYS: Final = (
     "reasoning_output_tokens",
     "total_tokens",
 )
-_MAX_HELD: Final = 1000
 
 
 class CodexState(msgspec.Struct, kw_only=True):
@@ -193,7 +193,7 @@ class CodexMapper(Mapper):
         value = item.value
         stamp = normal_stamp(value.get("timestamp")) if isinstance(value, dict) else None
         if state.track is None:
-            if stamp is None and len(state.held) < _MAX_HELD:
+            if stamp is None and can_hold(state.held, item):
                 state.held.append((item.raw, int(item.at), item.end))
                 return
             first = stamp or "1970-01-01T00:00:00.000Z"

@@ -45,6 +45,7 @@ __all__ = [
     "Out",
     "Track",
     "UsageBook",
+    "can_hold",
     "compact_json",
 ]
 
@@ -484,3 +485,16 @@ def compact_json(value: Any) -> str:
     """``value`` as compact JSON text (a tool call's arguments), key order kept."""
     text: str = _encoder.encode(value).decode("utf-8", "surrogatepass")
     return text
+
+
+#: Lines before a session's first timestamped one wait in the mapper's state, this many
+#: (and bytes) at the most: past that the session starts without a time (the epoch).
+MAX_HELD: Final = 1000
+MAX_HELD_BYTES: Final = 8 * 1024 * 1024
+
+
+def can_hold(held: list[tuple[bytes, int, int]], item: Item) -> bool:
+    """True while one more line may wait for its session's first timestamp."""
+    return len(held) < MAX_HELD and sum(len(raw) for raw, _, _ in held) + len(item.raw) <= (
+        MAX_HELD_BYTES
+    )
