@@ -19,8 +19,8 @@ from typing import Annotated, Any
 import typer
 
 from pentrace.cli.options import pick_fields, unshown
-from pentrace.cli.stats.plots import cost_plot, tokens_plot, tools_plot
 from pentrace.cli.stats.shared import StatCall, stat_command
+from pentrace.infrastructure.analytics.plots import cost_plot, tokens_plot, tools_plot
 from pentrace.infrastructure.analytics.prices import load_prices
 from pentrace.infrastructure.analytics.queries import TOKEN_COLUMNS
 from pentrace.infrastructure.operations.stats import StatsQuery, document

@@ -7,8 +7,8 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pentrace.infrastructure.analytics.charts import Chart, render_chart
 from pentrace.service.web.markdown import render_markdown
-from pentrace.service.web.svg import Chart, render_chart
 
 _TAG = re.compile(r"<(/?)([a-z0-9]+)([^>]*)>")
 _ALLOWED = {"p", "br", "pre", "code", "strong", "em", "a", "ul", "ol", "li", "h3", "h4", "h5"}
