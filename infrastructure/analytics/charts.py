@@ -316,12 +316,12 @@ def _columns(chart: Chart, frame: _Frame) -> dict[str, Any]:
         link = chart.links[index] if chart.links else ""
         columns.append({"link": link, "bars": bars})
     breaks = [_f(x_of[i] - slot / 2) for i in range(count) if chart.breaks and chart.breaks[i]]
-    titles = _axis_titles(chart, frame, frame.bottom + 34)
+    titles = _axis_titles(chart, frame, frame.bottom + 44)
     return {
         "grid": grid,
         "grid_x": [],
         "y_ticks": y_ticks,
-        "x_ticks": _x_ticks(chart, x_of, slot, frame.bottom + 16),
+        "x_ticks": _x_ticks(chart, x_of, slot, frame.bottom + 18),
         "columns": columns,
         "breaks": breaks,
         "line": None if chart.line is None else _line(chart, frame, x_of),
@@ -385,12 +385,12 @@ def _axis_titles(chart: Chart, frame: _Frame, x_y: float) -> list[_Text]:
     if chart.x_title:
         titles.append(_Text(_f(middle_x), _f(x_y), chart.x_title, "axis-title", "middle"))
     if chart.y_title:
-        titles.append(_Text(_f(-middle_y), "14", chart.y_title, "axis-title", "middle", -90))
+        titles.append(_Text(_f(-middle_y), "22", chart.y_title, "axis-title", "middle", -90))
     if chart.line is not None and (chart.line_title or chart.line[0]):
         titles.append(
             _Text(
                 _f(middle_y),
-                _f(-(frame.width - 10)),
+                _f(-(frame.width - 24)),
                 chart.line_title or chart.line[0],
                 "axis-title",
                 "middle",
@@ -412,11 +412,12 @@ def _layout(chart: Chart, standalone: bool) -> dict[str, Any]:
         frame = _Frame(900, bottom + 44, left, 24, head + 12, bottom)
         drawn = _rows(chart, frame, row_h) if count else _empty(frame)
     else:
+        # Room for the longest tick at the narrow screens' size, and the axis title beside it.
         ticks = [human(t) for t in _scale(max(_totals(chart), default=0))[1]]
-        left = max(44.0, 14 + max((len(t) for t in ticks), default=1) * _CHAR) + 20
-        right = 64.0 if chart.line is not None else 16.0
+        left = max(44.0, 14 + max((len(t) for t in ticks), default=1) * _NARROW_CHAR) + 24
+        right = 84.0 if chart.line is not None else 16.0
         width = 900.0 if standalone else 720.0
-        frame = _Frame(width, head + 250, left, right, head + 12, head + 200)
+        frame = _Frame(width, head + 256, left, right, head + 12, head + 200)
         drawn = _columns(chart, frame) if count else _empty(frame)
     legend = _legend(chart)
     height = frame.height

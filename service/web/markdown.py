@@ -34,7 +34,7 @@ _NUMBERED: Final = re.compile(r"\s*\d{1,9}[.)]\s+(.*)")
 def _inline(escaped: str) -> str:
     """Inline forms over already-escaped text; code spans are kept out of the other rules."""
     pieces = _CODE.split(escaped)
-    out = []
+    out: list[str] = []
     for index, piece in enumerate(pieces):
         if index % 2:
             out.append(Markup("<code>{}</code>").format(rendered(piece)))

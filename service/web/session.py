@@ -127,12 +127,12 @@ def _tokens(everything: Sequence[ReplayItem], base: str) -> dict[str, Any]:
         if record.ptype == "token_usage":
             delta = token_delta(record.payload())
             if delta is not None:
-                sums = columns.setdefault(current, [0, 0, 0, 0, 0])
+                column = columns.setdefault(current, [0, 0, 0, 0, 0])
                 starts.setdefault(current, item.position)
                 for k in range(5):
-                    sums[k] += delta[k]
+                    column[k] += delta[k]
     order = sorted(columns)
-    running, cumulative = 0, []
+    running, cumulative = 0, list[float | None]()
     for request in order:
         running += columns[request][4]
         cumulative.append(float(running))
@@ -151,12 +151,12 @@ def _tokens(everything: Sequence[ReplayItem], base: str) -> dict[str, Any]:
         line_title="cumulative tokens",
     )
     prices = load_prices()
-    sums = {kind: sum(columns[n][k] for n in order) for k, kind in enumerate(_KINDS)}
+    totals = {kind: sum(columns[n][k] for n in order) for k, kind in enumerate(_KINDS)}
     return {
         "chart": render_chart(chart),
         "total": running,
         "requests": sum(1 for n in order if columns[n][4]),
-        "cost": cost_of(prices, model, sums),
+        "cost": cost_of(prices, model, totals),
         "currency": prices.currency,
         "model": model,
     }
