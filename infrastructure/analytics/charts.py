@@ -205,9 +205,12 @@ def _css(chart: Chart, index: int) -> str:
 
 
 def _legend(chart: Chart) -> list[dict[str, str]]:
-    entries = [{"css": _css(chart, n), "name": name} for n, (name, _) in enumerate(chart.series)]
-    if chart.bar_class and entries:
-        entries = entries[:1]
+    # One colour for every bar (``bar_class``) needs no key.
+    entries = [
+        {"css": _css(chart, n), "name": name}
+        for n, (name, _) in enumerate(chart.series)
+        if not chart.bar_class
+    ]
     if chart.line is not None:
         entries.append({"css": "line", "name": chart.line[0]})
     if any(chart.breaks):
