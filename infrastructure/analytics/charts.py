@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -50,6 +51,9 @@ _PALETTE: Final = 10  # series colours s0..s9, then again
 _MAX_BAR: Final = 56
 _CHAR: Final = 7.0  # about how wide a character of 12 px text is, in user units
 _NARROW_CHAR: Final = 12.0  # ... and of the 20 px text narrow screens get (web.css)
+# Characters neither HTML nor XML may hold (C0 controls but tab and newlines, lone surrogates,
+# the two non-characters): a trace can carry them, a page or an SVG file must not.
+_UNWRITABLE: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def rendered(text: str) -> Markup:
@@ -60,10 +64,11 @@ def rendered(text: str) -> Markup:
 
 def _escape(value: object) -> Markup:
     """Every value a template writes: markup as it is, anything else HTML-escaped with quotes
-    (``html.escape``), nothing (None) as ''."""
+    (``html.escape``), nothing (None) as '', and a character no document may hold as U+FFFD."""
     if hasattr(value, "__html__"):
         return rendered(value.__html__())
-    return rendered(html.escape("" if value is None else str(value), quote=True))
+    text = "" if value is None else str(value)
+    return rendered(_UNWRITABLE.sub("\ufffd", html.escape(text, quote=True)))
 
 
 def template_environment(folder: Path) -> Environment:
