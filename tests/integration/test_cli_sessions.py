@@ -285,7 +285,11 @@ def test_a_missing_session_is_one_clean_line_and_debug_shows_a_traceback(
 
 
 def test_shell_completion_prints_a_bash_script(root: Path) -> None:
-    done = run_pentrace(root, "--show-completion", "bash")
+    # With shellingham installed, typer reads the shell from the process's ancestors and
+    # ignores the argument; under CI the nearest ancestor shell may be sh.  Typer's own
+    # switch makes it take the shell named on the command line, as a user's script would.
+    env = {**os.environ, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
+    done = run_pentrace(root, "--show-completion", "bash", env=env)
 
     assert done.returncode == 0, done.stderr
     assert "complete -o default -F" in done.stdout
