@@ -53,6 +53,7 @@ _LEGEND: Final = (
     ("circle", "approval-deny", "approval: deny"),
     ("circle", "marker", "subagent or goal"),
 )
+_COLUMNS: Final = ("#", "kind", "what", "status", "start", "seconds", "tokens")
 # A tool's outcome is kept as the counter it adds to; people read the state.
 _WORDS: Final = {"failures": "failed", "aborts": "aborted", "timeouts": "timed out"}
 # The report's own rules, after the viewer's stylesheet.
@@ -187,14 +188,18 @@ def _rows(timeline: Timeline) -> list[dict[str, Any]]:
         rows.append(
             {
                 "row": number,
-                "cells": (
-                    ("#", number + 1),
-                    ("kind", span.kind),
-                    ("what", span.label),
-                    ("status", _status(span)),
-                    ("start", iso_of(span.start_ms)),
-                    ("seconds", f"{seconds:.2f}"),
-                    ("tokens", span.tokens or ""),
+                "cells": zip(
+                    _COLUMNS,
+                    (
+                        number + 1,
+                        span.kind,
+                        span.label,
+                        _status(span),
+                        iso_of(span.start_ms),
+                        f"{seconds:.2f}",
+                        span.tokens or "",
+                    ),
+                    strict=True,
                 ),
             }
         )
@@ -229,6 +234,7 @@ def render_report(timeline: Timeline) -> str:
         ),
         timeline=_timeline(timeline),
         tokens=_tokens_chart(timeline),
+        columns=_COLUMNS,
         rows=_rows(timeline),
     )
 
