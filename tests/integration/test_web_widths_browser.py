@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from pentrace.cli.app import app
 from pentrace.cli.demo import record_demo_session
+from pentrace.infrastructure.eventstore.application import SessionApplication
 from pentrace.infrastructure.storage.layout import DataRoot
 from tests.integration.browser import NEEDS_BROWSER, assert_fits, chromium
 from tests.integration.sse_harness import Server
@@ -45,7 +46,17 @@ _CHARTS_FIT = """() => Array.from(document.querySelectorAll("figure.chart")).fla
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Server, str, Path]]:
     data = tmp_path_factory.mktemp("widths") / "data"
-    _root, main, _other = build_web_corpus(data)
+    root, main, _other = build_web_corpus(data)
+    # Long names must wrap in their cells, never push the export column off the page.
+    with SessionApplication(root, "p" * 60, "agent-" + "x" * 90) as application:
+        handle = application.start_session(
+            provider="a-provider-with-a-long-name",
+            model_id="m" * 80,
+            model_context_window=1000,
+            system_prompt="s",
+        )
+        handle.record_user_input("hi")
+        handle.save()
     result = CliRunner().invoke(app, ["--data-root", str(data), "ledger", "sync"])
     assert result.exit_code == 0, result.output
     report = data.parent / "report.html"
@@ -108,7 +119,10 @@ def test_no_page_is_wider_than_the_window_and_every_chart_fits(
     try:
         page.goto(plain.url + "/web/traces")
         assert_fits(page, "traces without the token")
-        assert page.locator("table.sessions .exports span.disabled").count() == 2 * 3
+        assert page.locator("table.sessions .exports span.disabled").count() == 2 * 4
+        exports = page.locator("table.sessions td.exports").first.bounding_box()
+        assert exports is not None
+        assert exports["x"] + exports["width"] <= width  # beside long names, still on screen
         assert page.locator("details.import button[type=submit]").is_disabled()
         screenshot(page, "traces-no-token", width)
         page.goto(report.as_uri())
