@@ -37,6 +37,8 @@ from typing import Any, Final
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
+from pentrace.domain.json_codec import escape_surrogates
+
 __all__ = [
     "Chart",
     "chart_svg",
@@ -51,9 +53,10 @@ _PALETTE: Final = 10  # series colours s0..s9, then again
 _MAX_BAR: Final = 56
 _CHAR: Final = 7.0  # about how wide a character of 12 px text is, in user units
 _NARROW_CHAR: Final = 12.0  # ... and of the 20 px text narrow screens get (web.css)
-# Characters neither HTML nor XML may hold (C0 controls but tab and newlines, lone surrogates,
-# the two non-characters): a trace can carry them, a page or an SVG file must not.
-_UNWRITABLE: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+# Characters neither HTML nor XML may hold (C0 controls but tab and newlines, the two
+# non-characters): a trace can carry them, a page or an SVG file must not.  A lone surrogate
+# is spelled as its JSON escape first, as everywhere (ADR 0015).
+_UNWRITABLE: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 def rendered(text: str) -> Markup:
@@ -64,10 +67,11 @@ def rendered(text: str) -> Markup:
 
 def _escape(value: object) -> Markup:
     """Every value a template writes: markup as it is, anything else HTML-escaped with quotes
-    (``html.escape``), nothing (None) as '', and a character no document may hold as U+FFFD."""
+    (``html.escape``), nothing (None) as '', a lone surrogate as its JSON escape, and a control
+    character no document may hold as U+FFFD."""
     if hasattr(value, "__html__"):
         return rendered(value.__html__())
-    text = "" if value is None else str(value)
+    text = escape_surrogates("" if value is None else str(value))
     return rendered(_UNWRITABLE.sub("\ufffd", html.escape(text, quote=True)))
 
 

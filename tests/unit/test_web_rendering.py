@@ -8,6 +8,7 @@ from xml.etree import ElementTree
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pentrace.domain.json_codec import escape_surrogates
 from pentrace.infrastructure.analytics.charts import _UNWRITABLE, Chart, chart_svg, render_chart
 from pentrace.service.web.markdown import render_markdown
 
@@ -122,7 +123,8 @@ def test_no_text_of_a_chart_becomes_markup_and_the_svg_file_is_well_formed(
     assert {element.tag.rpartition("}")[2] for element in document.iter()} <= drawn
     texts = ["".join(element.itertext()) for element in document.iter() if element.text]
     # The x-axis title is the title, whole: every character kept (XML reads \r as \n).
-    clean = _UNWRITABLE.sub("\ufffd", title).replace("\r\n", "\n").replace("\r", "\n")
+    clean = _UNWRITABLE.sub("\ufffd", escape_surrogates(title))
+    clean = clean.replace("\r\n", "\n").replace("\r", "\n")
     assert clean in texts or not clean
     figure = str(render_chart(chart))
     tags = {name for _closing, name, _attributes in _TAG.findall(figure)}
