@@ -180,17 +180,17 @@ def test_projections_status_and_rebuild(root: Path) -> None:
     assert stats(root, "stats", "tools") == before
 
 
-def test_without_matplotlib_a_plot_is_a_clean_error_and_the_table_is_plain_text(
+def test_without_the_plots_extra_a_png_plot_is_a_clean_error_and_the_table_is_plain_text(
     root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     result = CliRunner().invoke(app, ["--data-root", str(root), "stats", "tokens"])
     assert result.exit_code == 0
     assert result.stdout.splitlines()[0].split("\t")[:2] == ["model", "requests"]
-    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if the extra were not installed
+    monkeypatch.setitem(sys.modules, "cairosvg", None)  # as if the extra were not installed
     with pytest.raises(SystemExit):
         main(["--data-root", str(root), "stats", "tokens", "--plot", str(tmp_path / "t.png")])
     err = capsys.readouterr().err
-    assert "--plot needs matplotlib" in err
+    assert "t.png: a PNG needs cairosvg" in err
     assert "pentrace[plots]" in err
 
 
