@@ -1,0 +1,269 @@
+"""Spans to an OpenTelemetry receiver through the SDK, and the batch export (ADR 0097).
+
+The spans become SDK spans (``ReadableSpan``: ids, times and attributes as
+given) and leave through the SDK's OTLP/HTTP exporter, one synchronous call per
+batch, so the caller knows whether the receiver acknowledged them.  The
+exporter is configured the OpenTelemetry way: ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``
+(used as it is), else ``OTEL_EXPORTER_OTLP_ENDPOINT`` (``/v1/traces`` appended),
+``--endpoint`` over both; headers, timeout, compression and certificates are
+the SDK's own variables; the resource is ``OTEL_SERVICE_NAME`` and
+``OTEL_RESOURCE_ATTRIBUTES`` (``service.name`` is ``pentrace`` unless set).
+
+This module imports the SDK; only ``pentrace otel`` and the followers that
+export load it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+from urllib.parse import urlsplit
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+from pentrace import __version__
+from pentrace.errors import ConfigError, ExportError, PentraceError
+from pentrace.infrastructure.otel.lineage import Lineage, session_records
+from pentrace.infrastructure.otel.mapping import SessionFold
+from pentrace.infrastructure.otel.spans import Span, clean_text
+from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
+
+__all__ = [
+    "DEFAULT_ENDPOINT",
+    "ExportReport",
+    "SpanSender",
+    "export_sessions",
+    "open_sender",
+    "settled",
+    "traces_endpoint",
+]
+
+DEFAULT_ENDPOINT: Final = "http://localhost:4318"
+_TRACES_PATH: Final = "/v1/traces"
+_PROTOCOLS: Final = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+_SAMPLED: Final = TraceFlags(TraceFlags.SAMPLED)
+_KINDS: Final = {"internal": SpanKind.INTERNAL, "client": SpanKind.CLIENT}
+_UNSET: Final = Status(StatusCode.UNSET)
+BATCH_SPANS: Final = 512
+_ATTEMPTS: Final = 3
+
+
+def traces_endpoint(given: str | None, environ: Mapping[str, str] | None = None) -> str:
+    """The traces URL: ``given`` (``--endpoint``), else the OTLP variables, else localhost.
+
+    A base URL gets ``/v1/traces``; one that ends in it, or the traces variable,
+    is used as it is."""
+    env = os.environ if environ is None else environ
+    for name in _PROTOCOLS:
+        protocol = env.get(name, "").strip()
+        if protocol and protocol != "http/protobuf":
+            raise ConfigError(
+                f"{name}={protocol}: pentrace exports over OTLP/HTTP with protobuf only",
+                hint="set it to http/protobuf (or unset it) and point the endpoint at the "
+                "receiver's OTLP/HTTP port, usually 4318",
+            )
+    direct = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+    if given is None and direct:
+        url, source = direct, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+    else:
+        base = given if given is not None else env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+        source = "--endpoint" if given is not None else "OTEL_EXPORTER_OTLP_ENDPOINT"
+        base = base or DEFAULT_ENDPOINT
+        url = base if base.rstrip("/").endswith(_TRACES_PATH) else base.rstrip("/") + _TRACES_PATH
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(
+            f"{source}: expected an http:// or https:// URL, found {clean_text(url)!r}",
+            hint="for example --endpoint http://127.0.0.1:4318",
+        )
+    return url
+
+
+def resource_of() -> Resource:
+    """The resource every span carries: the OpenTelemetry variables', named ``pentrace``
+    unless ``OTEL_SERVICE_NAME`` (or ``service.name`` in the attributes) names it."""
+    resource = Resource.create()
+    if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({"service.name": "pentrace"}))
+    return resource
+
+
+class SpanSender:
+    """Spans to one receiver, synchronously: :meth:`send` says whether it acknowledged them.
+
+    ``exporter`` is any SDK ``SpanExporter``: the OTLP/HTTP one (:func:`open_sender`),
+    or the SDK's in-memory exporter in tests.  ``where`` names the receiver in
+    messages (redacted, since a URL may carry a password)."""
+
+    def __init__(
+        self, exporter: SpanExporter, where: str, resource: Resource | None = None
+    ) -> None:
+        self.exporter = exporter
+        self.where = clean_text(where)
+        self.resource = resource if resource is not None else resource_of()
+        self.scope = InstrumentationScope("pentrace", __version__)
+
+    def sdk_span(self, span: Span) -> ReadableSpan:
+        """The SDK span of ``span``: its own ids, times, attributes, events and links."""
+        context = SpanContext(span.trace_id, span.span_id, False, _SAMPLED)
+        parent = SpanContext(span.trace_id, span.parent_id, False, _SAMPLED)
+        return ReadableSpan(
+            name=span.name,
+            context=context,
+            parent=parent if span.parent_id else None,
+            resource=self.resource,
+            attributes=span.attributes,
+            events=[Event(name, attributes, at) for name, at, attributes in span.events],
+            links=[
+                Link(SpanContext(trace, linked, False, _SAMPLED), attributes)
+                for trace, linked, attributes in span.links
+            ],
+            kind=_KINDS[span.kind],
+            status=Status(StatusCode.ERROR, span.error) if span.failed else _UNSET,
+            start_time=span.start_ns,
+            end_time=span.end_ns,
+            instrumentation_scope=self.scope,
+        )
+
+    def send(self, spans: Sequence[Span]) -> bool:
+        """Export ``spans`` in one call; True when the receiver acknowledged them."""
+        if not spans:
+            return True
+        sdk_spans = [self.sdk_span(span) for span in spans]
+        return self.exporter.export(sdk_spans) is SpanExportResult.SUCCESS
+
+    def close(self) -> None:
+        """Shut the exporter down (its HTTP session)."""
+        self.exporter.shutdown()
+
+
+def open_sender(given: str | None, *, timeout: float | None = None) -> SpanSender:
+    """A sender to the configured receiver through the SDK's OTLP/HTTP exporter."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    url = traces_endpoint(given)
+    return SpanSender(OTLPSpanExporter(endpoint=url, timeout=timeout), url)
+
+
+def settled(ref: SessionRef, now_s: float, settle_s: float) -> bool:
+    """True when no shard of the session changed in the last ``settle_s`` seconds."""
+    if settle_s <= 0:
+        return True
+    newest = 0.0
+    for shard in ref.shards:
+        try:
+            newest = max(newest, os.stat(shard.path).st_mtime)
+        except FileNotFoundError:
+            continue
+    return now_s - newest >= settle_s
+
+
+@dataclass
+class ExportReport:
+    """What a batch export did; ``still_open`` counts spans of sessions still being written
+    that were left for a later export (or the live exporter)."""
+
+    endpoint: str
+    sessions: int = 0
+    spans: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)
+    still_open: int = 0
+    failed_sessions: list[str] = field(default_factory=list)
+
+
+def _roots_first(lineage: Lineage, refs: Iterable[SessionRef]) -> list[SessionRef]:
+    """Sessions that are nobody's subagent first, so a child finds its parent's fold."""
+    flagged = [(lineage.is_subagent(ref.shards), ref) for ref in refs]
+    return [ref for child, ref in flagged if not child] + [ref for child, ref in flagged if child]
+
+
+def _spans_of(
+    lineage: Lineage, ref: SessionRef, *, content: bool, settle: bool, report: ExportReport
+) -> Iterator[Span]:
+    key = ref.key
+    parent = lineage.parent_of(key) if lineage.is_subagent(ref.shards) else None
+    fold = SessionFold(key, parent=parent, content=content, switch=lineage.switch_resolver(key))
+    for position, record in session_records(ref.shards):
+        yield from fold.feed(position, record)
+    if settle:
+        yield from fold.settle()
+    elif fold.has_open():
+        report.still_open += 1
+    lineage.remember(key, ref.shards, fold)
+
+
+def export_sessions(
+    root: DataRoot,
+    refs: Iterable[SessionRef],
+    sender: SpanSender,
+    *,
+    content: bool = False,
+    settle_s: float = 300.0,
+    now_s: float | None = None,
+    window: tuple[int | None, int | None] = (None, None),
+    progress: Callable[[SessionRef], None] | None = None,
+) -> ExportReport:
+    """Export every span of ``refs`` to ``sender``, batch by batch.
+
+    A session whose shards changed in the last ``settle_s`` seconds keeps its
+    open spans for later; ``window`` (ns since the epoch, either end open) keeps
+    the traces whose root task began in it.  A session that cannot be read is
+    reported and skipped; a receiver that refuses a batch ends the export with
+    :class:`~pentrace.errors.ExportError` (what was acknowledged stays sent)."""
+    report = ExportReport(sender.where)
+    lineage = Lineage(root)
+    now = time.time() if now_s is None else now_s
+    since, until = window
+    batch: list[Span] = []
+    for ref in _roots_first(lineage, refs):
+        if progress is not None:
+            progress(ref)
+        try:
+            spans = _spans_of(
+                lineage, ref, content=content, settle=settled(ref, now, settle_s), report=report
+            )
+            for span in spans:
+                start = span.task_start_ns
+                if (since is None or start >= since) and (until is None or start <= until):
+                    batch.append(span)
+                    if len(batch) >= BATCH_SPANS:
+                        _deliver(sender, batch, report)
+        except ExportError:
+            raise
+        except PentraceError as error:
+            report.failed_sessions.append(f"{ref.key.reference}: {error.message}")
+            continue
+        report.sessions += 1
+    _deliver(sender, batch, report)
+    return report
+
+
+def _deliver(sender: SpanSender, batch: list[Span], report: ExportReport) -> None:
+    """Send ``batch`` (a few attempts: the SDK retries transient errors within each), count
+    it and empty it."""
+    if not batch:
+        return
+    for attempt in range(_ATTEMPTS):
+        if sender.send(batch):
+            break
+        if attempt + 1 < _ATTEMPTS:
+            time.sleep(2**attempt)
+    else:
+        raise ExportError(
+            f"the receiver at {sender.where} did not accept {len(batch)} span(s) after "
+            f"{_ATTEMPTS} attempts; {report.spans} span(s) were delivered before",
+            hint="check that it runs and reads OTLP/HTTP (often port 4318); --endpoint or "
+            "OTEL_EXPORTER_OTLP_ENDPOINT names it.  Exporting again sends the same ids",
+        )
+    report.spans += len(batch)
+    for span in batch:
+        kind = str(span.attributes.get("gen_ai.operation.name", "compaction"))
+        report.kinds[kind] = report.kinds.get(kind, 0) + 1
+    batch.clear()
