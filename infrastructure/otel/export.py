@@ -254,7 +254,7 @@ def _deliver(sender: SpanSender, batch: list[Span], report: ExportReport) -> Non
         if sender.send(batch):
             break
         if attempt + 1 < _ATTEMPTS:
-            time.sleep(2**attempt)
+            time.sleep(0.5 * 2**attempt)
     else:
         raise ExportError(
             f"the receiver at {sender.where} did not accept {len(batch)} span(s) after "

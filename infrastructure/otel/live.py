@@ -81,7 +81,10 @@ class CursorStore:
         self.receiver = receiver
         try:
             prepare_sqlite_file(path, own_folder=True)
-            self._db = sqlite3.connect(path, timeout=10.0, isolation_level=None)
+            # One thread at a time uses it: the exporter's (it may be built on another).
+            self._db = sqlite3.connect(
+                path, timeout=10.0, isolation_level=None, check_same_thread=False
+            )
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(_SCHEMA)
         except sqlite3.DatabaseError as error:
@@ -216,7 +219,11 @@ class LiveExporter:
             if time.monotonic() - last_full >= self.interval:
                 self.notify()
                 last_full = time.monotonic()
-            self.run_pass()
+            try:
+                self.run_pass()
+            except (PentraceError, OSError, sqlite3.Error) as error:
+                # The exporter is a service: a failing pass is logged and tried again later.
+                self._refused(0, error=str(error))
             self._wake.wait(self.interval)
             self._wake.clear()
         _report(logging.INFO, "otel export stopped", event="stopped", spans=self.stats.spans)
@@ -404,11 +411,18 @@ class LiveExporter:
             self.lineage.remember(followed.key, shards, followed.fold)
         return True
 
-    def _refused(self, count: int) -> None:
+    def _refused(self, count: int, *, error: str | None = None) -> None:
+        """Back off (exponentially, with jitter) after a refused batch or a failed pass."""
         self.stats.refused += 1
         wait = self._delay * random.uniform(0.8, 1.2)
         self._down_until = time.monotonic() + wait
         self._delay = min(self._delay * 2, _BACKOFF[1])
+        with self._lock:
+            self._everything = True
+        if error is not None:
+            _report(logging.ERROR, "export pass failed; retrying", event="failed",
+                    error=error, retry_in_s=round(wait, 2))  # fmt: skip
+            return
         _report(
             logging.WARNING,
             "the receiver did not accept the spans; retrying",

@@ -153,15 +153,23 @@ class SessionFold:
         arrive later, nothing is emitted again (the ids would repeat)."""
         out: list[Span] = []
         position, now = self.position, self._now
-        self._close_window(position, out)
-        if self._request is not None:
-            self._finish_request(self._request, position, out, now, still_open=True)
-        for tool in self._calls.values():
-            self._finish_tool(tool, position, out, now, still_open=True)
-        if self._compaction is not None:
-            self._finish_compaction(self._compaction, position, out, now, {}, still_open=True)
-        if self._task is not None:
-            self._finish_task(self._task, position, out, now)
+        # Settling comes after the last record: the floor (spans a receiver holds up to that
+        # record) does not cover it.  A replay that settles where a cursor says it did
+        # drops what this returns.
+        floor, self.floor = self.floor, -1
+        try:
+            self._close_window(position, out)
+            if self._request is not None:
+                self._finish_request(self._request, position, out, now, still_open=True)
+            for tool in self._calls.values():
+                self._finish_tool(tool, position, out, now, still_open=True)
+            if self._compaction is not None:
+                compaction = self._compaction
+                self._finish_compaction(compaction, position, out, now, {}, still_open=True)
+            if self._task is not None:
+                self._finish_task(self._task, position, out, now)
+        finally:
+            self.floor = floor
         return out
 
     # -- records -----------------------------------------------------------------------

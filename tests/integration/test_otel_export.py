@@ -1,0 +1,333 @@
+"""``pentrace otel export`` against a real OTLP/HTTP receiver on a loopback port.
+
+The receiver decodes what the SDK's exporter sends and keeps every copy, so the
+tests see what a receiver that keeps one span per id would hold, and whether a
+span ever came twice with different content.  The live exporter runs on a
+thread and, for the crash test, as a real process killed with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pentrace import testing as pt
+from pentrace.domain.session.key import SessionKey
+from pentrace.infrastructure.otel.export import export_sessions
+from pentrace.infrastructure.otel.live import CursorStore, LiveExporter, cursor_path
+from pentrace.infrastructure.otel.spans import clean_text
+from pentrace.infrastructure.storage.layout import DataRoot
+from tests.otel_support import (
+    CHILD_ID,
+    PARENT_ID,
+    ReceivedSpan,
+    Receiver,
+    memory_sender,
+    rich_root,
+    sdk_shape,
+)
+from tests.support import assert_clean_error, clean_env, cli_ok, run_pentrace
+
+pytestmark = pytest.mark.usefixtures("own_stores")
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    running = Receiver().start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    data = tmp_path / "data"
+    rich_root(data)
+    return data
+
+
+def expected(root: Path, *, content: bool = False) -> dict[str, tuple[Any, ...]]:
+    """What a batch export of the root sends, span by span (through the SDK, in memory)."""
+    sender, exporter = memory_sender()
+    data = DataRoot(root)
+    export_sessions(data, data.iter_sessions(), sender, content=content, settle_s=0)
+    return {f"{s.context.span_id:016x}": sdk_shape(s) for s in exporter.get_finished_spans()}
+
+
+def held_shapes(receiver: Receiver) -> dict[str, tuple[Any, ...]]:
+    return {span_id: sdk_shape(span) for span_id, span in receiver.held().items()}
+
+
+def assert_copies_agree(receiver: Receiver) -> None:
+    """Every copy of a span id the receiver got is the same span: keeping one loses nothing."""
+    first: dict[str, tuple[Any, ...]] = {}
+    for span in receiver.copies:
+        shape = sdk_shape(span)
+        assert first.setdefault(span.span_id, shape) == shape
+
+
+def test_export_sends_every_span_and_exporting_again_sends_the_same_ids(
+    root: Path, receiver: Receiver
+) -> None:
+    report = json.loads(
+        cli_ok(root, "otel", "export", "--endpoint", receiver.url, "--settle", "0", "--json").stdout
+    )
+    want = expected(root)
+    assert report["spans"] == len(want) == len(receiver.copies)
+    assert held_shapes(receiver) == want
+    assert report["failed_sessions"] == []
+    assert report["sessions"] == 6
+    cli_ok(root, "otel", "export", "--endpoint", receiver.url, "--settle", "0")
+    assert len(receiver.copies) == 2 * len(want)
+    assert held_shapes(receiver) == want
+    assert_copies_agree(receiver)
+    assert {span.resource for span in receiver.copies} == {receiver.copies[0].resource}
+    assert dict(receiver.copies[0].resource)["service.name"] == "pentrace"
+
+
+def test_a_subagent_session_is_a_child_of_the_call_that_started_it(
+    root: Path, receiver: Receiver
+) -> None:
+    cli_ok(root, "otel", "export", "--endpoint", receiver.url, "--settle", "0")
+    held = receiver.held()
+    child_tasks = [
+        s
+        for s in held.values()
+        if s.attributes.get("gen_ai.conversation.id") == f"generated/reviewer/{CHILD_ID}"
+        and s.name.startswith("invoke_agent")
+    ]
+    (task,) = child_tasks
+    spawner = held[task.parent_id]
+    assert spawner.name == "execute_tool run_subagent"
+    assert spawner.attributes["gen_ai.conversation.id"] == f"generated/assistant/{PARENT_ID}"
+    assert task.trace_id == spawner.trace_id
+    root_task = held[spawner.parent_id]
+    assert root_task.parent_id == ""
+    assert task.attributes["session.id"] == f"generated/assistant/{PARENT_ID}"
+    # Every parent of every span is held.
+    assert all(s.parent_id == "" or s.parent_id in held for s in held.values())
+
+
+def test_naming_a_subagent_alone_still_places_it_under_its_parent(
+    root: Path, receiver: Receiver
+) -> None:
+    cli_ok(root, "otel", "export", CHILD_ID, "--endpoint", receiver.url, "--settle", "0")
+    parents = {s.parent_id for s in receiver.held().values() if s.name.startswith("invoke")}
+    want = expected(root)
+    assert parents <= set(want)  # the parent's spawning span, though it was not sent now
+    assert len(parents) == 1
+
+
+def test_content_only_with_the_option_and_redacted(root: Path, receiver: Receiver) -> None:
+    secret = "ghp_" + "Zy9Xw8Vu7Ts6Rq5Po4Nm" + "3Lk2Ji1Hg0FeDcBa9876"
+    pt.write_trace(
+        root,
+        [pt.StartSession(), pt.UserInput(f"deploy with {secret}"), pt.BeginRequest(),
+         pt.ToolCall("c1", "exec_command", json.dumps({"cmd": f"login {secret}"})),
+         pt.ToolOutput("c1", f"logged in as {secret}"), pt.EndRequest("completed")],
+        project="secret", agent="a", session_id="session-2026-07-18-11-10-22-0000cccc",
+    )  # fmt: skip
+    cli_ok(root, "otel", "export", "-p", "secret", "--endpoint", receiver.url, "--settle", "0")
+    plain = list(receiver.copies)
+    assert not any(k.endswith(".messages") for s in plain for k in s.attributes)
+    receiver.copies.clear()
+    cli_ok(root, "otel", "export", "-p", "secret", "--content", "--endpoint", receiver.url,
+           "--settle", "0")  # fmt: skip
+    full = list(receiver.copies)
+    keys = {k for s in full for k in s.attributes}
+    assert {
+        "gen_ai.input.messages",
+        "gen_ai.tool.call.arguments",
+        "gen_ai.tool.call.result",
+    } <= keys
+    everything = repr([(s.name, s.attributes, s.status_message) for s in plain + full])
+    assert secret not in everything
+    assert "[redacted:github_token]" in everything
+
+
+def test_since_and_until_pick_traces_by_when_their_task_began(
+    root: Path, receiver: Receiver
+) -> None:
+    cli_ok(root, "otel", "export", "--endpoint", receiver.url, "--settle", "0",
+           "--since", "2026-07-18T03:10:22.540Z")  # fmt: skip
+    starts = {s.trace_id: s.start for s in receiver.held().values() if s.parent_id == ""}
+    assert starts
+    assert min(starts.values()) >= 1784344222540 * 10**6
+    receiver.copies.clear()
+    cli_ok(root, "otel", "export", "--endpoint", receiver.url, "--settle", "0",
+           "--until", "2000-01-01")  # fmt: skip
+    assert receiver.copies == []
+
+
+def test_a_receiver_that_refuses_ends_the_export_with_one_clear_error(
+    root: Path, receiver: Receiver
+) -> None:
+    receiver.refuse = True
+    env = clean_env(OTEL_EXPORTER_OTLP_TIMEOUT="1")
+    done = run_pentrace(
+        root, "otel", "export", "--endpoint", receiver.url, "--settle", "0", env=env
+    )
+    assert_clean_error(done, 1, f"the receiver at {receiver.url}/v1/traces did not accept")
+    assert receiver.copies == []
+
+
+def test_a_bad_endpoint_or_protocol_is_a_usage_error(root: Path) -> None:
+    done = run_pentrace(root, "otel", "export", "--endpoint", "ftp://user:hunter2@example/")
+    assert_clean_error(done, 2, "--endpoint: expected an http:// or https:// URL")
+    assert "hunter2" not in done.stderr
+    env = clean_env(OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="grpc")
+    done = run_pentrace(root, "otel", "export", env=env)
+    assert_clean_error(done, 2, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=grpc")
+
+
+def _write_slowly(root: Path, shards: list[list[bytes]], key: SessionKey, pause: float) -> None:
+    """Append a session's lines one at a time, as a harness writes them."""
+    data = DataRoot(root)
+    for index, lines in enumerate(shards, 1):
+        path = data.shard_path(*key, index, pt.files.DEFAULT_DAY)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("ab") as handle:
+            for line in lines:
+                handle.write(line + b"\n")
+                handle.flush()
+                time.sleep(pause)
+
+
+def _wait_until(check: Any, timeout: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return bool(check())
+
+
+def test_live_export_catches_up_after_the_receiver_refused_and_went_away(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
+    root = tmp_path / "data"
+    rich_root(root)
+    receiver = Receiver().start()
+    from pentrace.infrastructure.otel.export import open_sender
+
+    sender = open_sender(receiver.url)
+    store = CursorStore(cursor_path(root), sender.where)
+    exporter = LiveExporter(DataRoot(root), sender, store, settle_s=1.0, interval=0.05)
+    thread = exporter.start()
+    key = SessionKey("live", "assistant", "session-2026-07-18-11-10-22-0000dddd")
+    try:
+        writer = threading.Thread(
+            target=_write_slowly,
+            args=(root, pt.render_shards(_live_commands(), session_id=key.session_id), key, 0.02),
+        )
+        writer.start()
+        assert _wait_until(lambda: len(receiver.copies) > 3)
+        receiver.refuse = True
+        time.sleep(0.3)
+        receiver.stop()  # gone while the harness keeps writing
+        writer.join()
+        time.sleep(0.3)
+        receiver.refuse = False
+        receiver.start()
+        want = expected(root)
+        assert _wait_until(lambda: held_shapes(receiver) == want), "the live export fell short"
+    finally:
+        exporter.stop.set()
+        thread.join(timeout=30)
+        store.close()
+        sender.close()
+        receiver.stop()
+    assert exporter.stats.refused >= 1
+    assert_copies_agree(receiver)
+    # Nothing was sent twice: the cursor moved only after each acknowledgement.
+    assert len(receiver.copies) == len(want)
+
+
+def _live_commands() -> list[pt.Command]:
+    commands: list[pt.Command] = [pt.StartSession()]
+    for turn in range(6):
+        commands += [
+            pt.UserInput(f"step {turn}"),
+            pt.BeginRequest(),
+            pt.ToolCall(f"call_{turn}", "exec_command", '{"cmd":"true"}'),
+            pt.ToolOutput(f"call_{turn}", "ok"),
+            pt.EndRequest("completed" if turn % 3 else "failed"),
+            pt.TokenUsage(pt.TokenCounts(1, 2, 3, 10), pt.TokenCounts(1, 2, 3, 10)),
+        ]
+        if turn == 3:
+            commands += [
+                pt.CompactionBegin("context", "discard"),
+                pt.CompactionEnd("context", "discard", "completed"),
+            ]
+    return commands
+
+
+def _exporter_process(root: Path, url: str, log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "OTEL_EXPORTER_OTLP_TIMEOUT": "2"}
+    command = [sys.executable, "-m", "pentrace", "--data-root", str(root), "otel", "export",
+               "--follow", "--endpoint", url, "--settle", "1", "--interval", "0.05"]  # fmt: skip
+    with log.open("ab") as out:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def test_sigkill_at_any_moment_loses_nothing_and_a_copy_never_differs(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    rich_root(root)
+    receiver = Receiver().start()
+    key = SessionKey("live", "assistant", "session-2026-07-18-11-10-22-0000eeee")
+    log = tmp_path / "exporter.log"
+    writer = threading.Thread(
+        target=_write_slowly,
+        args=(root, pt.render_shards(_live_commands(), session_id=key.session_id), key, 0.03),
+    )
+    process = _exporter_process(root, receiver.url, log)
+    writer.start()
+    kills = 0
+    try:
+        while writer.is_alive() or kills < 3:
+            time.sleep(0.4 + 0.2 * kills)
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+            assert process.returncode == -signal.SIGKILL
+            kills += 1
+            process = _exporter_process(root, receiver.url, log)
+        writer.join()
+        want = expected(root)
+        assert _wait_until(lambda: held_shapes(receiver) == want, 90), log.read_text()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+        receiver.stop()
+    assert_copies_agree(receiver)
+    assert process.returncode == 0
+    # Cursors are per receiver: the file names this one.
+    assert clean_text(f"{receiver.url}/v1/traces") in {
+        row[0] for row in _cursor_rows(cursor_path(root))
+    }
+
+
+def _cursor_rows(path: Path) -> list[tuple[Any, ...]]:
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        return list(db.execute("SELECT receiver, project, agent, session_id FROM otel_cursors"))
+
+
+def test_received_spans_are_whole_otlp(root: Path, receiver: Receiver) -> None:
+    cli_ok(root, "otel", "export", "--endpoint", receiver.url, "--settle", "0")
+    for span in receiver.copies:
+        assert isinstance(span, ReceivedSpan)
+        assert len(span.trace_id) == 32
+        assert len(span.span_id) == 16
+        assert span.start <= span.end
+        assert span.attributes["gen_ai.conversation.id"].count("/") == 2
