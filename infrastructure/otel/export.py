@@ -19,6 +19,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from typing import Final
 from urllib.parse import urlsplit
 
@@ -28,7 +29,6 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from pentrace import __version__
 from pentrace.errors import ConfigError, ExportError, PentraceError
 from pentrace.infrastructure.otel.lineage import Lineage, session_records
 from pentrace.infrastructure.otel.mapping import SessionFold
@@ -53,6 +53,13 @@ _KINDS: Final = {"internal": SpanKind.INTERNAL, "client": SpanKind.CLIENT}
 _UNSET: Final = Status(StatusCode.UNSET)
 BATCH_SPANS: Final = 512
 _ATTEMPTS: Final = 3
+
+
+def _version() -> str:
+    try:
+        return version("pentrace")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
 
 
 def traces_endpoint(given: str | None, environ: Mapping[str, str] | None = None) -> str:
@@ -108,7 +115,7 @@ class SpanSender:
         self.exporter = exporter
         self.where = clean_text(where)
         self.resource = resource if resource is not None else resource_of()
-        self.scope = InstrumentationScope("pentrace", __version__)
+        self.scope = InstrumentationScope("pentrace", _version())
 
     def sdk_span(self, span: Span) -> ReadableSpan:
         """The SDK span of ``span``: its own ids, times, attributes, events and links."""

@@ -37,13 +37,18 @@ def _records(commands: list[pt.Command]) -> list[tuple[int, TraceRecord]]:
 
 
 def _usage(span: Span) -> dict[str, int]:
-    a = span.attributes
-    if "gen_ai.usage.input_tokens" not in a:
+    """The span's usage in ``pentrace stats tokens`` terms (input there is fresh input)."""
+    counts = {
+        name: value
+        for name, value in span.attributes.items()
+        if name.startswith("gen_ai.usage.") and isinstance(value, int)
+    }
+    if not counts:
         return {}
-    cache_read = int(a["gen_ai.usage.cache_read.input_tokens"])
-    cache_write = int(a["gen_ai.usage.cache_creation.input_tokens"])
-    output = int(a["gen_ai.usage.output_tokens"])
-    everything_in = int(a["gen_ai.usage.input_tokens"])
+    cache_read = counts["gen_ai.usage.cache_read.input_tokens"]
+    cache_write = counts["gen_ai.usage.cache_creation.input_tokens"]
+    output = counts["gen_ai.usage.output_tokens"]
+    everything_in = counts["gen_ai.usage.input_tokens"]
     return {
         "input": everything_in - cache_read - cache_write,
         "output": output,
