@@ -15,6 +15,7 @@ span id.  The all-zero id is invalid in OpenTelemetry; a digest that is zero
 
 from __future__ import annotations
 
+from functools import lru_cache
 from hashlib import blake2b
 from typing import Final, Literal
 
@@ -27,6 +28,7 @@ _TRACE: Final = b"pentrace.trace"
 _SPAN: Final = b"pentrace.span"
 
 
+@lru_cache(maxsize=4096)
 def _key_bytes(key: SessionKey) -> bytes:
     # Length-prefixed, so no two keys (names may hold any character but "/") share bytes.
     parts = (key.project, key.agent, key.session_id)

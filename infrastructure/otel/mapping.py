@@ -386,18 +386,18 @@ class SessionFold:
                     request.outputs.append(part)
         call_id = record.tool_call_id
         usable = isinstance(call_id, str) and call_id and call_id not in self._calls
-        name = payload.get("name")
+        name, shown_id = payload.get("name"), payload.get("tool_call_id")
         arguments = payload.get("arguments") if self.content else None
         self._calls[call_id if usable else position] = ToolState(
             position,
             self._now,
-            clean_text(call_id) if isinstance(call_id, str) else "",
+            shown_id if isinstance(shown_id, str) else "",
             name if isinstance(name, str) else "",
             task,
             self._parent_span(task),
             span_id(self.key, position, "tool"),
             request,
-            None if arguments is None else clean_text(arguments),
+            None if arguments is None else str(arguments),
         )
 
     def _output(self, position: int, record: TraceRecord, out: list[Span]) -> None:

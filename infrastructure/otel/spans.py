@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any, Final, Literal
 
 from pentrace.domain.records import TraceRecord
@@ -93,6 +93,8 @@ _USAGE: Final = (
 )
 _GENERATE: Final = frozenset({"gcp.gemini", "gcp.vertex_ai", "gcp.gen_ai"})
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_EPOCH_DAY: Final = _EPOCH.toordinal()
+_DAYS: dict[bytes, int] = {}  # a canonical stamp's day -> its midnight in epoch seconds
 _MAX_NS: Final = 2**63 - 1
 _STAMP: Final = b'{"timestamp":"'
 
@@ -170,6 +172,39 @@ def _ns(stamp: Any) -> int | None:
     return min(max(nanos, 0), _MAX_NS)  # OTLP times are unsigned 64-bit
 
 
+def _canonical_ns(stamp: bytes) -> int | None:
+    """:func:`_ns` of ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (JavaScript's ``toISOString``, what every
+    writer here writes) without building a datetime, else None; the property test ties the
+    two (tests/property/test_otel_fold.py)."""
+    if (
+        len(stamp) != 24
+        or stamp[4] != 0x2D
+        or stamp[7] != 0x2D
+        or stamp[10] != 0x54
+        or stamp[13] != 0x3A
+        or stamp[16] != 0x3A
+        or stamp[19] != 0x2E
+        or stamp[23] != 0x5A
+    ):
+        return None
+    clock = stamp[11:13] + stamp[14:16] + stamp[17:19] + stamp[20:23]
+    if not clock.isdigit():
+        return None
+    hours, minutes, seconds = int(stamp[11:13]), int(stamp[14:16]), int(stamp[17:19])
+    if hours > 23 or minutes > 59 or seconds > 59:
+        return None
+    day = _DAYS.get(stamp[:10])
+    if day is None:
+        try:
+            day = (date.fromisoformat(stamp[:10].decode("ascii")).toordinal() - _EPOCH_DAY) * 86400
+        except (ValueError, UnicodeDecodeError):
+            return None
+        if len(_DAYS) < 4096:
+            _DAYS[stamp[:10]] = day
+    millis = (day + hours * 3600 + minutes * 60 + seconds) * 1000 + int(stamp[20:23])
+    return min(max(millis * 1_000_000, 0), _MAX_NS)
+
+
 def record_time_ns(record: TraceRecord) -> int | None:
     """The record's ``timestamp`` in ns since the epoch, or None when it has no readable one.
 
@@ -179,7 +214,10 @@ def record_time_ns(record: TraceRecord) -> int | None:
     if raw.startswith(_STAMP):
         end = raw.find(b'"', len(_STAMP))
         if end > 0:
-            found = _ns(raw[len(_STAMP) : end].decode("ascii", "replace"))
+            stamp = raw[len(_STAMP) : end]
+            found = _canonical_ns(stamp)
+            if found is None:
+                found = _ns(stamp.decode("ascii", "replace"))
             if found is not None:
                 return found
     value = record.value()
@@ -370,9 +408,10 @@ def chat_span(
     still_open: bool,
 ) -> Span:
     """The ``chat {model}`` span of a request (``still_open``: it never ended)."""
-    provider = provider_name(clean_text(request.provider))
+    # Provider, model and tool names come from redacted payloads (:func:`clean_payload`).
+    provider = provider_name(request.provider)
     operation = "generate_content" if provider in _GENERATE else "chat"
-    model = clean_text(request.model)
+    model = request.model
     attributes: Attributes = {
         "gen_ai.operation.name": operation,
         "gen_ai.provider.name": provider,
@@ -447,7 +486,7 @@ def tool_span(
 ) -> Span:
     """The ``execute_tool {name}`` span of a call; a denied approval or an output that did
     not complete (``outcome``) is its error."""
-    name = clean_text(tool.name)
+    name = tool.name
     attributes: Attributes = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": name,
@@ -546,17 +585,17 @@ def task_span(
     not complete, is its error."""
     attributes: Attributes = {
         "gen_ai.operation.name": "invoke_agent",
-        "gen_ai.provider.name": provider_name(clean_text(task.provider)),
+        "gen_ai.provider.name": provider_name(task.provider),
         "gen_ai.agent.name": agent,
         **common,
     }
-    model = clean_text(task.model)
+    model = task.model
     if model:
         attributes["gen_ai.request.model"] = model
     attributes["pentrace.task.position"] = task.position
     attributes["pentrace.task.requests"] = task.requests
     if source is not None:
-        attributes["pentrace.session.source"] = clean_text(source)
+        attributes["pentrace.session.source"] = source
     if task.goal is not None:
         attributes["pentrace.goal.outcome"] = task.goal
     if any(task.unattributed):

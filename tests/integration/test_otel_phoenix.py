@@ -60,7 +60,12 @@ def _records(root: Path) -> list[TraceRecord]:
 
 def _marker(tmp: Path) -> Path:
     root = tmp / "marker"
-    marker = [pt.StartSession(), pt.UserInput("marker"), pt.BeginRequest(), pt.EndRequest()]
+    marker: list[pt.Command] = [
+        pt.StartSession(),
+        pt.UserInput("marker"),
+        pt.BeginRequest(),
+        pt.EndRequest(),
+    ]
     pt.write_trace(
         root, marker, project="marker", agent="m", session_id="session-2026-07-18-11-10-22-0000ffff"
     )
@@ -120,7 +125,7 @@ def test_content_reaches_phoenix_only_when_asked_and_redacted(
     phoenix: Phoenix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     secret = "xoxb-" + "1234567890-1234567890123-" + "AbCdEfGhIjKlMnOpQrStUvWx"
-    commands = [
+    commands: list[pt.Command] = [
         pt.StartSession(system_prompt=f"token {secret}"), pt.UserInput(f"use {secret}"),
         pt.BeginRequest(), pt.ToolCall("c1", "exec_command", json.dumps({"cmd": secret})),
         pt.ToolOutput("c1", secret), pt.AssistantText(f"done with {secret}"),
