@@ -11,7 +11,7 @@ import logging
 import sys
 import threading
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -28,8 +28,9 @@ from pentrace.cli.sessions.args import (
 from pentrace.errors import UsageError
 from pentrace.infrastructure.ingest.logs import JsonFormatter, TextFormatter
 from pentrace.infrastructure.sessions.refs import REFERENCE_HELP
+from pentrace.infrastructure.storage.layout import DataRoot
 
-__all__ = ["otel_app"]
+__all__ = ["configure_otel_logging", "otel_app"]
 
 otel_app = typer.Typer(
     name="otel",
@@ -142,12 +143,13 @@ def export(
             "--since/--until as well",
             hint="drop them, or export those once without --follow",
         )
+    if follow:
+        configure_otel_logging(log_format)
+        _follow(root, endpoint, content=content, settle=settle, interval=interval)
+        return
     window = (_ns(time_bound(since, "--since")), _ns(time_bound(until, "--until")))
     sender = open_sender(endpoint)
     try:
-        if follow:
-            _follow(root, sender, content=content, settle=settle, interval=interval, log=log_format)
-            return
         refs = select_sessions(root, sessions or [], project, agent)
         report = export_sessions(
             root, refs, sender, content=content, settle_s=settle, window=window
@@ -188,27 +190,30 @@ def _quiet_sdk(ctx: typer.Context) -> None:
     logging.getLogger("opentelemetry").setLevel(logging.DEBUG if debug else logging.CRITICAL)
 
 
-def _follow(
-    root: Any, sender: Any, *, content: bool, settle: float, interval: float, log: LogFormat
-) -> None:
-    from pentrace.infrastructure.otel.live import CursorStore, LiveExporter, cursor_path
-
+def configure_otel_logging(log_format: LogFormat) -> None:
+    """The live exporter's events (``pentrace.otel``) on stderr, as the follower's."""
     logger = logging.getLogger("pentrace.otel")
     logger.setLevel(logging.INFO)
     for handler in [h for h in logger.handlers if h.get_name() == _HANDLER]:
         logger.removeHandler(handler)
     handler = logging.StreamHandler(sys.stderr)
     handler.set_name(_HANDLER)
-    handler.setFormatter(JsonFormatter() if log is LogFormat.json else TextFormatter())
+    handler.setFormatter(JsonFormatter() if log_format is LogFormat.json else TextFormatter())
     logger.addHandler(handler)
     logger.propagate = False
-    store = CursorStore(cursor_path(root.path), sender.where)
+
+
+def _follow(
+    root: DataRoot, endpoint: str | None, *, content: bool, settle: float, interval: float
+) -> None:
+    from pentrace.infrastructure.otel.live import open_live_export
+
     stop = threading.Event()
-    exporter = LiveExporter(
-        root, sender, store, content=content, settle_s=settle, interval=interval, stop=stop
+    exporter = open_live_export(
+        root, endpoint=endpoint, content=content, settle_s=settle, interval=interval, stop=stop
     )
-    try:
-        with _stopping_on_signals(stop):
-            exporter.run()
-    finally:
-        store.close()
+    with _stopping_on_signals(stop):
+        exporter.start()
+        while not stop.wait(0.5):
+            pass
+    exporter.close()

@@ -33,6 +33,7 @@ from pentrace.errors import ConfigError, ExportError, PentraceError
 from pentrace.infrastructure.otel.lineage import Lineage, session_records
 from pentrace.infrastructure.otel.mapping import SessionFold
 from pentrace.infrastructure.otel.spans import Span, clean_text
+from pentrace.infrastructure.redaction_policy import activate_policy
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 
 __all__ = [
@@ -224,6 +225,7 @@ def export_sessions(
     the traces whose root task began in it.  A session that cannot be read is
     reported and skipped; a receiver that refuses a batch ends the export with
     :class:`~pentrace.errors.ExportError` (what was acknowledged stays sent)."""
+    activate_policy(root.path)  # the root's redaction rules, as every store derived from it
     report = ExportReport(sender.where)
     lineage = Lineage(root)
     now = time.time() if now_s is None else now_s

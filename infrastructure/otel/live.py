@@ -20,6 +20,7 @@ closed at its last record and sent, as a batch export of the same files does.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import sqlite3
 import threading
@@ -32,15 +33,24 @@ from typing import Any, Final
 from pentrace.domain.records import MalformedLine, TraceRecord, decode_line
 from pentrace.domain.session.key import SessionKey
 from pentrace.errors import ExportError, PentraceError
+from pentrace.infrastructure.ingest.runner import changed_sessions
 from pentrace.infrastructure.ingest.tail import file_identity, read_tail
-from pentrace.infrastructure.otel.export import SpanSender, settled
+from pentrace.infrastructure.otel.export import SpanSender, open_sender, settled
 from pentrace.infrastructure.otel.lineage import Lineage
 from pentrace.infrastructure.otel.mapping import SessionFold
 from pentrace.infrastructure.otel.spans import Span
+from pentrace.infrastructure.redaction_policy import activate_policy
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef, ShardRef
 from pentrace.infrastructure.storage.modes import prepare_sqlite_file, repair_modes, sqlite_files
 
-__all__ = ["Cursor", "CursorStore", "LiveExporter", "cursor_path"]
+__all__ = [
+    "CONTENT_ENV",
+    "Cursor",
+    "CursorStore",
+    "LiveExporter",
+    "cursor_path",
+    "open_live_export",
+]
 
 log = logging.getLogger("pentrace.otel")
 _SCHEMA: Final = (
@@ -51,6 +61,8 @@ _SCHEMA: Final = (
 )
 _BACKOFF: Final = (0.5, 30.0)  # first and longest wait after a refused batch, seconds
 _BATCH: Final = 512
+_DEBOUNCE_MS: Final = 20
+CONTENT_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
 
 def cursor_path(root: Path) -> Path:
@@ -197,6 +209,7 @@ class LiveExporter:
         self._everything = True
         self._delay = _BACKOFF[0]
         self._down_until = 0.0
+        self._threads: list[threading.Thread] = []
 
     # -- driving -----------------------------------------------------------------------
     def notify(self, keys: Iterable[SessionKey] | None = None) -> None:
@@ -229,10 +242,49 @@ class LiveExporter:
         _report(logging.INFO, "otel export stopped", event="stopped", spans=self.stats.spans)
 
     def start(self) -> threading.Thread:
-        """Run on a daemon thread of its own."""
-        thread = threading.Thread(target=self.run, name="pentrace-otel", daemon=True)
-        thread.start()
-        return thread
+        """Run on a daemon thread of its own, with filesystem notifications on another."""
+        self._threads = [
+            threading.Thread(target=self.run, name="pentrace-otel", daemon=True),
+            threading.Thread(target=self.watch, name="pentrace-otel-watch", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+        return self._threads[0]
+
+    def close(self) -> None:
+        """Stop (the batch in flight finishes), then close the cursors and the exporter."""
+        self.stop.set()
+        self._wake.set()
+        for thread in self._threads:
+            thread.join(timeout=60)
+        self.store.close()
+        self.sender.close()
+
+    def watch(self) -> None:
+        """Notify on every change to a shard (``watchfiles``, ADR 0027) until ``stop``; where
+        notifications are unavailable the passes every ``interval`` seconds find the changes."""
+        try:
+            import watchfiles  # imported here: only a running exporter needs it
+
+            changes_seen = watchfiles.watch(
+                self.root.path,
+                stop_event=self.stop,
+                debounce=_DEBOUNCE_MS,
+                step=1,
+                rust_timeout=500,
+                yield_on_timeout=True,
+                raise_interrupt=False,
+                ignore_permission_denied=True,
+            )
+            for changes in changes_seen:
+                keys, everything = changed_sessions(self.root.path, (p for _, p in changes))
+                if everything:
+                    self.notify()
+                elif keys:
+                    self.notify(SessionKey(*key) for key in keys)
+        except (OSError, RuntimeError, ImportError) as error:
+            _report(logging.WARNING, "no filesystem notifications; looking every interval",
+                    event="fallback", error=f"{type(error).__name__}: {error}")  # fmt: skip
 
     def run_pass(self) -> int:
         """One pass over the sessions asked for; the spans acknowledged in it."""
@@ -439,3 +491,29 @@ def _size(shards: Iterable[ShardRef]) -> int:
         identity = file_identity(shard.path)
         total += identity[2] if identity is not None else 0
     return total
+
+
+def open_live_export(
+    root: DataRoot,
+    *,
+    endpoint: str | None = None,
+    content: bool | None = None,
+    settle_s: float = 300.0,
+    interval: float = 1.0,
+    stop: threading.Event | None = None,
+) -> LiveExporter:
+    """A live exporter to the configured receiver (``OTEL_EXPORTER_OTLP_*``, ``endpoint``
+    over them), its cursors in the data root; not started.  ``content`` None reads the
+    GenAI instrumentations' ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``."""
+    if content is None:
+        content = os.environ.get(CONTENT_ENV, "").strip().lower() == "true"
+    activate_policy(root.path)  # the root's redaction rules, as every store derived from it
+    sender = open_sender(endpoint)
+    try:
+        store = CursorStore(cursor_path(root.path), sender.where)
+    except BaseException:
+        sender.close()
+        raise
+    return LiveExporter(
+        root, sender, store, content=content, settle_s=settle_s, interval=interval, stop=stop
+    )

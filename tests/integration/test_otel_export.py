@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -22,11 +24,24 @@ from typing import Any
 import pytest
 
 from pentrace import testing as pt
+from pentrace.domain.records import TraceRecord
 from pentrace.domain.session.key import SessionKey
 from pentrace.infrastructure.otel.export import export_sessions
+from pentrace.infrastructure.otel.lineage import session_records
 from pentrace.infrastructure.otel.live import CursorStore, LiveExporter, cursor_path
+from pentrace.infrastructure.otel.mapping import SessionFold
 from pentrace.infrastructure.otel.spans import clean_text
 from pentrace.infrastructure.storage.layout import DataRoot
+from tests.integration.ingest_harness import (
+    AGENT,
+    PROJECT,
+    SESSION,
+    FollowerProcess,
+    append,
+    held_positions,
+    shard,
+)
+from tests.integration.sse_harness import Server
 from tests.otel_support import (
     CHILD_ID,
     PARENT_ID,
@@ -331,3 +346,69 @@ def test_received_spans_are_whole_otlp(root: Path, receiver: Receiver) -> None:
         assert len(span.span_id) == 16
         assert span.start <= span.end
         assert span.attributes["gen_ai.conversation.id"].count("/") == 2
+
+
+def test_ingest_follows_into_the_ledger_and_the_receiver_and_a_refusing_one_holds_up_neither(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "data"
+    root.mkdir()
+    ledger = tmp_path / "ledger.db"
+    receiver = Receiver().start()
+    receiver.refuse = True
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_EXPORTER_OTLP_TIMEOUT": "1"}
+    follower = FollowerProcess(root, ledger, "--otel", env=env)
+    key = SessionKey(PROJECT, AGENT, SESSION)
+    lines = pt.render_shards(_live_commands(), session_id=SESSION)[0]
+    try:
+        follower.ready()
+        for line in lines:
+            append(shard(root), line + b"\n")
+        # The ledger takes every record while the receiver refuses every batch.
+        follower.wait_until(
+            lambda: held_positions(ledger) == list(range(1, len(lines) + 1)), "the ledger rows"
+        )
+        follower.wait_for_event("refused")
+        assert receiver.copies == []
+        receiver.refuse = False
+        fold = SessionFold(key)
+        finished = [s for n, r in enumerate(map(TraceRecord, lines), 1) for s in fold.feed(n, r)]
+        want = {f"{s.span_id:016x}" for s in finished}
+        follower.wait_until(lambda: set(receiver.held()) == want, "the finished spans")
+        code, log = follower.stop()
+    finally:
+        follower.close()
+        receiver.stop()
+    assert code == 0, log
+    assert_copies_agree(receiver)
+
+
+def test_the_python_example_in_docs_otel_md_runs(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    page = Path(__file__).resolve().parents[2] / "docs" / "otel.md"
+    (block,) = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    exec(compile(block, f"{page}:python", "exec"), {"__name__": "docs"})  # noqa: S102  # running our own docs is the test
+    printed = capsys.readouterr().out.strip()
+    assert printed == repr(["chat deepseek-v4-pro", "execute_tool exec_command",
+                            "invoke_agent default_agent"])  # fmt: skip
+    assert printed in block
+
+
+def test_serve_with_otel_sends_what_the_traces_finish(tmp_path: Path, root: Path) -> None:
+    receiver = Receiver().start()
+    server = Server(root, env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url}, args=["--otel"])
+    server.start()
+    try:
+        fold_ids: set[str] = set()
+        for ref in DataRoot(root).iter_sessions():
+            fold = SessionFold(ref.key)
+            for number, record in session_records(ref.shards):
+                fold_ids.update(f"{s.span_id:016x}" for s in fold.feed(number, record))
+        # Finished spans go at once; the sessions' last tasks wait for --settle (300 s).
+        assert _wait_until(lambda: fold_ids <= set(receiver.held())), server.output()
+    finally:
+        server.stop()
+        receiver.stop()
+    assert_copies_agree(receiver)
