@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
@@ -34,6 +35,7 @@ __all__ = ["Lineage", "session_records", "signature"]
 
 Signature = tuple[tuple[str, int], ...]
 _NOTHING: Final = sys.maxsize  # a fold floor that builds no span: only pointers and tasks
+_RESCAN_S: Final = 5.0  # the least time between two reads of one project's pointers
 
 
 def signature(shards: Iterable[ShardRef]) -> Signature:
@@ -68,7 +70,8 @@ class Lineage:
         self._pointers: dict[str, tuple[Signature, dict[str, list[tuple[SessionKey, int]]]]] = {}
         self._parents: dict[SessionKey, ParentLink] = {}
         # Pointers the folds met, by (project, child id): found without reading a project.
-        self._spawned: dict[tuple[str, str], set[tuple[SessionKey, int]]] = {}
+        self._spawned: dict[tuple[str, str], dict[tuple[SessionKey, int], ParentLink]] = {}
+        self._scanned: dict[str, float] = {}  # when each project's pointers were last read
         self._resolving: set[SessionKey] = set()
 
     def is_subagent(self, shards: tuple[ShardRef, ...]) -> bool:
@@ -87,8 +90,8 @@ class Lineage:
         """Keep what a fold over the whole session found (its pointers and tasks)."""
         spawns = {(spawn.child_id, spawn.position): spawn.link for spawn in fold.spawns}
         self._facts[key] = _Facts(signature(shards), spawns, tuple(fold.tasks))
-        for child, position in spawns:
-            self._spawned.setdefault((key.project, child), set()).add((key, position))
+        for (child, position), link in spawns.items():
+            self._spawned.setdefault((key.project, child), {})[(key, position)] = link
 
     def parent_of(self, key: SessionKey) -> ParentLink | None:
         """The span a subagent session hangs under, or None (not found, or a pointer cycle)."""
@@ -142,17 +145,20 @@ class Lineage:
         return self._facts[key]
 
     def _find_parent(self, key: SessionKey) -> ParentLink | None:
-        met = self._spawned.get((key.project, key.session_id))
-        for pointers in (met, self._pointers_to(key)) if met else (self._pointers_to(key),):
-            candidates = sorted(
-                (pointer for pointer in pointers if pointer[0] != key),
-                key=lambda c: (c[0].agent != key.agent, c[0].agent, c[0].session_id, c[1]),
-            )
-            for parent, position in candidates:
-                facts = self._facts_of(parent)
-                link = None if facts is None else facts.spawns.get((key.session_id, position))
-                if link is not None:
-                    return link
+        def order(pointer: tuple[SessionKey, int]) -> tuple[bool, str, str, int]:
+            parent, position = pointer  # the child's own agent first, then by name
+            return parent.agent != key.agent, parent.agent, parent.session_id, position
+
+        met = self._spawned.get((key.project, key.session_id), {})
+        known = sorted((pointer for pointer in met if pointer[0] != key), key=order)
+        if known:
+            return met[known[0]]
+        candidates = sorted((p for p in self._pointers_to(key) if p[0] != key), key=order)
+        for parent, position in candidates:
+            facts = self._facts_of(parent)
+            link = None if facts is None else facts.spawns.get((key.session_id, position))
+            if link is not None:
+                return link
         return None
 
     def _pointers_to(self, key: SessionKey) -> list[tuple[SessionKey, int]]:
@@ -160,6 +166,9 @@ class Lineage:
         held = self._pointers.get(key.project)
         if held is not None and key.session_id in held[1]:
             return held[1][key.session_id]
+        if time.monotonic() - self._scanned.get(key.project, -_RESCAN_S) < _RESCAN_S:
+            return []  # read a moment ago: a project being written is not read on every pass
+        self._scanned[key.project] = time.monotonic()
         try:
             refs = list(self.root.iter_sessions(key.project))
         except PentraceError:

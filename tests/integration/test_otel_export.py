@@ -18,6 +18,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -412,3 +413,55 @@ def test_serve_with_otel_sends_what_the_traces_finish(tmp_path: Path, root: Path
         server.stop()
         receiver.stop()
     assert_copies_agree(receiver)
+
+
+def test_a_model_switch_links_to_the_task_of_the_source_it_left(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    root = tmp_path / "data"
+    source_id, switched_id = (
+        "session-2026-07-18-11-10-22-00005555",
+        "session-2026-07-18-11-20-00-00006666",
+    )
+    turn: list[pt.Command] = [pt.BeginRequest(), pt.AssistantText("ok"), pt.EndRequest()]
+    pt.write_trace(root, [pt.StartSession(), pt.UserInput("first"), *turn,
+                          pt.UserInput("second"), *turn], session_id=source_id)  # fmt: skip
+    block = f"[model_switch_from]\nsession_id: {source_id}\ntrace: /x\n[/model_switch_from]\n\ngo"
+    later = datetime(2026, 7, 18, 4, 0, tzinfo=UTC)
+    shards = pt.render_shards([pt.StartSession(model_id="other"), pt.UserInput(block), *turn],
+                              session_id=switched_id, start=later)  # fmt: skip
+    pt.write_shards(root, "default_project", "default_agent", switched_id, shards)
+    cli_ok(root, "otel", "export", "--endpoint", receiver.url, "--settle", "0")
+    tasks = {s.attributes["gen_ai.conversation.id"].rsplit("/", 1)[1] + f"@{s.start}": s
+             for s in receiver.held().values() if s.name.startswith("invoke_agent")}  # fmt: skip
+    (switched,) = [s for name, s in tasks.items() if name.startswith(switched_id)]
+    sources = sorted(
+        (s for n, s in tasks.items() if n.startswith(source_id)), key=lambda s: s.start
+    )
+    assert len(sources) == 2
+    assert switched.links == ((sources[-1].trace_id, sources[-1].span_id),)  # the last task it left
+    assert switched.attributes["pentrace.model_switch.from"] == source_id
+
+
+def test_subagent_pointers_in_a_cycle_make_roots_not_a_hang(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    root = tmp_path / "data"
+    one, two = "session-2026-07-18-11-10-22-00007777", "session-2026-07-18-11-10-22-00008888"
+    for me, other in ((one, two), (two, one)):
+        commands: list[pt.Command] = [
+            pt.StartSession(),
+            pt.UserInput("x"),
+            pt.BeginRequest(),
+            pt.SubagentPointer(other),
+            pt.EndRequest(),
+        ]
+        shards = pt.render_shards(commands, session_id=me)
+        first = json.loads(shards[0][0])
+        first["payload"]["source"] = "subagent"
+        shards[0][0] = pt.render.envelope_line(first["timestamp"], "session_meta", first["payload"])
+        pt.write_shards(root, "default_project", "default_agent", me, shards)
+    cli_ok(root, "otel", "export", "--endpoint", receiver.url, "--settle", "0")
+    held = receiver.held()
+    assert len(held) == 4
+    assert all(s.parent_id == "" or s.parent_id in held for s in held.values())
