@@ -114,7 +114,7 @@ def export(
     ] = False,
     interval: Annotated[
         float, typer.Option(help="With --follow: seconds between looks at the traces.", min=0.05)
-    ] = 1.0,
+    ] = 2.0,
     log_format: Annotated[
         LogFormat, typer.Option(help="With --follow: log lines on stderr, text or json.")
     ] = LogFormat.text,

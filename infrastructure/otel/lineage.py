@@ -73,6 +73,7 @@ class Lineage:
         self._spawned: dict[tuple[str, str], dict[tuple[SessionKey, int], ParentLink]] = {}
         self._scanned: dict[str, float] = {}  # when each project's pointers were last read
         self._resolving: set[SessionKey] = set()
+        self._cycles: set[SessionKey] = set()
 
     def is_subagent(self, shards: tuple[ShardRef, ...]) -> bool:
         """True when the session's first record says ``source: subagent``."""
@@ -96,13 +97,19 @@ class Lineage:
     def parent_of(self, key: SessionKey) -> ParentLink | None:
         """The span a subagent session hangs under, or None (not found, or a pointer cycle)."""
         known = self._parents.get(key)
-        if known is not None or key in self._resolving:
+        if known is not None:
             return known
+        if key in self._resolving:
+            self._cycles.add(key)  # its parent chain comes back to it: it is the root
+            return None
         self._resolving.add(key)
         try:
             found = self._find_parent(key)
         finally:
             self._resolving.discard(key)
+        if key in self._cycles:
+            self._cycles.discard(key)
+            return None
         if found is not None:
             self._parents[key] = found
         return found

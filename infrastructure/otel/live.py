@@ -499,7 +499,7 @@ def open_live_export(
     endpoint: str | None = None,
     content: bool | None = None,
     settle_s: float = 300.0,
-    interval: float = 1.0,
+    interval: float = 2.0,
     stop: threading.Event | None = None,
 ) -> LiveExporter:
     """A live exporter to the configured receiver (``OTEL_EXPORTER_OTLP_*``, ``endpoint``
