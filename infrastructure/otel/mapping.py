@@ -49,7 +49,7 @@ from pentrace.infrastructure.otel.spans import (
     task_span,
     tool_span,
 )
-from pentrace.projections.session_numbers import token_delta
+from pentrace.projections.session_summary import token_delta
 
 __all__ = ["SessionFold"]
 

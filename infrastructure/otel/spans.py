@@ -28,7 +28,7 @@ from typing import Any, Final, Literal
 
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.redaction import redact_decoded, redact_text
-from pentrace.projections.session_numbers import parse_timestamp
+from pentrace.projections.session_summary import parse_timestamp
 
 __all__ = [
     "COMPLETED",

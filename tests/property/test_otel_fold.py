@@ -26,7 +26,7 @@ from pentrace.domain.records import TraceRecord
 from pentrace.domain.session.key import SessionKey
 from pentrace.infrastructure.otel.mapping import SessionFold
 from pentrace.infrastructure.otel.spans import Span, _canonical_ns, _ns
-from pentrace.projections.session_numbers import TOKEN_FIELDS, add_tokens, token_delta
+from pentrace.projections.session_summary import TOKEN_FIELDS, add_tokens, token_delta
 from tests.otel_support import fold_all, memory_sender
 from tests.support import BOUNDED_PROPERTY
 
