@@ -29,10 +29,11 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
+from pentrace.domain.json_codec import escape_surrogates
 from pentrace.errors import ConfigError, ExportError, PentraceError
 from pentrace.infrastructure.otel.lineage import Lineage, session_records
 from pentrace.infrastructure.otel.mapping import SessionFold
-from pentrace.infrastructure.otel.spans import Span, clean_text
+from pentrace.infrastructure.otel.spans import Attributes, Span, clean_text
 from pentrace.infrastructure.redaction_policy import activate_policy
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 
@@ -52,6 +53,7 @@ _PROTOCOLS: Final = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_P
 _SAMPLED: Final = TraceFlags(TraceFlags.SAMPLED)
 _KINDS: Final = {"internal": SpanKind.INTERNAL, "client": SpanKind.CLIENT}
 _UNSET: Final = Status(StatusCode.UNSET)
+_INT64: Final = (-(2**63), 2**63 - 1)
 BATCH_SPANS: Final = 512
 _ATTEMPTS: Final = 3
 
@@ -119,22 +121,30 @@ class SpanSender:
         self.scope = InstrumentationScope("pentrace", _version())
 
     def sdk_span(self, span: Span) -> ReadableSpan:
-        """The SDK span of ``span``: its own ids, times, attributes, events and links."""
+        """The SDK span of ``span``: its own ids, times, attributes, events and links.
+
+        Text is OTLP's UTF-8, so a lone surrogate a trace may spell goes as its JSON
+        escape (ADR 0015)."""
         context = SpanContext(span.trace_id, span.span_id, False, _SAMPLED)
         parent = SpanContext(span.trace_id, span.parent_id, False, _SAMPLED)
         return ReadableSpan(
-            name=span.name,
+            name=escape_surrogates(span.name),
             context=context,
             parent=parent if span.parent_id else None,
             resource=self.resource,
-            attributes=span.attributes,
-            events=[Event(name, attributes, at) for name, at, attributes in span.events],
+            attributes=_utf8(span.attributes),
+            events=[
+                Event(escape_surrogates(name), _utf8(attributes), at)
+                for name, at, attributes in span.events
+            ],
             links=[
-                Link(SpanContext(trace, linked, False, _SAMPLED), attributes)
+                Link(SpanContext(trace, linked, False, _SAMPLED), _utf8(attributes))
                 for trace, linked, attributes in span.links
             ],
             kind=_KINDS[span.kind],
-            status=Status(StatusCode.ERROR, span.error) if span.failed else _UNSET,
+            status=Status(StatusCode.ERROR, escape_surrogates(span.error))
+            if span.failed
+            else _UNSET,
             start_time=span.start_ns,
             end_time=span.end_ns,
             instrumentation_scope=self.scope,
@@ -150,6 +160,21 @@ class SpanSender:
     def close(self) -> None:
         """Shut the exporter down (its HTTP session)."""
         self.exporter.shutdown()
+
+
+def _utf8(attributes: Attributes) -> Attributes:
+    """Attributes OTLP can carry: text with a UTF-8 form (:func:`escape_surrogates`), and an
+    integer beyond 64 bits as its digits (a trace may hold ``2**70``)."""
+    clean: Attributes = {}
+    for name, value in attributes.items():
+        if isinstance(value, str):
+            value = escape_surrogates(value)
+        elif isinstance(value, tuple):
+            value = tuple(escape_surrogates(item) for item in value)
+        elif isinstance(value, int) and not _INT64[0] <= value <= _INT64[1]:
+            value = str(value)
+        clean[escape_surrogates(name)] = value
+    return clean
 
 
 def open_sender(given: str | None, *, timeout: float | None = None) -> SpanSender:

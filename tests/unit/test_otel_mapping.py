@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
 from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
 from opentelemetry.trace import SpanKind, StatusCode
@@ -373,3 +374,41 @@ def test_sdk_spans_keep_the_ids_times_statuses_and_links() -> None:
             (trace, linked) for trace, linked, _ in span.links
         ]
         assert got.resource.attributes["service.name"] == "pentrace"
+
+
+def test_hostile_values_anywhere_still_make_spans_that_encode() -> None:
+    odd = "a\ud800b\udfff"
+    start = meta()
+    start["payload"].update(provider=odd, model_id=odd, system_prompt=odd, source=odd)
+    tool_call = call(odd)
+    tool_call["payload"].update(name=odd, arguments=odd)
+    failure = end(odd)
+    failure["payload"].update(error_message=odd, attempt=2**70, retry_in_ms=-(2**70))
+    trace = [
+        start,
+        user(odd),
+        begin(),
+        say(odd),
+        tool_call,
+        event("approval_decision", decision=odd, tool_call_id=odd),
+        output(odd, odd) | {"payload": {"type": "tool_call_output", "role": "user",
+                                         "output": odd, "tool_call_id": odd,
+                                         "stop_reason": odd}},
+        failure,
+        usage(request={"output": 2**63 - 1, "total": 2**63 - 1, "cache_read": 2**63 - 1}),
+        event("abort", reason=odd),
+        compaction_begin(reason=odd, mode=odd, context=2**70, turns=-1),
+        event("compaction_end", reason=odd, mode=odd, status=odd, attempt=2**70),
+        event("goal_finished", outcome=odd),
+    ]  # fmt: skip
+    for content in (False, True):
+        spans = fold_all(numbered(trace), KEY, content=content)
+        assert {s.name.split()[0] for s in spans} == {
+            "invoke_agent", "chat", "execute_tool", "compaction"
+        }  # fmt: skip
+        sender, exporter = memory_sender()
+        sdk = [sender.sdk_span(span) for span in spans]
+        request = encode_spans(sdk).SerializeToString()
+        assert b"\\ud800" in request  # the lone surrogate as its JSON escape (ADR 0015)
+        assert sender.send(spans)
+        assert len(exporter.get_finished_spans()) == len(spans)
