@@ -169,7 +169,7 @@ class LiveStats:
     batches: int = 0
     refused: int = 0
     sessions: int = 0
-    waiting_for_parent: int = 0
+    waiting_for_parent: int = 0  # subagent sessions held back until their parent is known
 
 
 class LiveExporter:
@@ -210,6 +210,7 @@ class LiveExporter:
         self._delay = _BACKOFF[0]
         self._down_until = 0.0
         self._threads: list[threading.Thread] = []
+        self._waiting: set[SessionKey] = set()  # subagents whose parent's pointer is not in
 
     # -- driving -----------------------------------------------------------------------
     def notify(self, keys: Iterable[SessionKey] | None = None) -> None:
@@ -296,7 +297,9 @@ class LiveExporter:
         try:
             if everything:
                 refs = list(self.root.iter_sessions())
-                self._forget(set(self._cursors) - {ref.key for ref in refs})
+                present = {ref.key for ref in refs}
+                self._forget((set(self._cursors) | set(self._followed)) - present)
+                self._waiting &= present
             else:
                 for key in sorted(dirty):
                     shards = tuple(self._shards_of(key))
@@ -374,8 +377,11 @@ class LiveExporter:
         if self.lineage.is_subagent(ref.shards):
             parent = self.lineage.parent_of(key)
             if parent is None and not settled(ref, self.clock(), self.settle_s):
-                self.stats.waiting_for_parent += 1
+                self._waiting.add(key)
+                self.stats.waiting_for_parent = len(self._waiting)
                 return None  # its parent's pointer may not be written yet
+        self._waiting.discard(key)
+        self.stats.waiting_for_parent = len(self._waiting)
         fold = SessionFold(
             key,
             parent=parent,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,7 +28,7 @@ import pytest
 from pentrace import testing as pt
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.session.key import SessionKey
-from pentrace.infrastructure.otel.export import export_sessions
+from pentrace.infrastructure.otel.export import export_sessions, open_sender
 from pentrace.infrastructure.otel.lineage import session_records
 from pentrace.infrastructure.otel.live import CursorStore, LiveExporter, cursor_path
 from pentrace.infrastructure.otel.mapping import SessionFold
@@ -234,11 +235,14 @@ def test_live_export_catches_up_after_the_receiver_refused_and_went_away(
     root = tmp_path / "data"
     rich_root(root)
     receiver = Receiver().start()
-    from pentrace.infrastructure.otel.export import open_sender
-
     sender = open_sender(receiver.url)
     store = CursorStore(cursor_path(root), sender.where)
-    exporter = LiveExporter(DataRoot(root), sender, store, settle_s=1.0, interval=0.05)
+    # The exporter's clock stands still while the harness writes: nothing settles early,
+    # however slowly a loaded machine runs the writer.
+    now = [0.0]
+    exporter = LiveExporter(
+        DataRoot(root), sender, store, settle_s=1.0, interval=0.05, clock=lambda: now[0]
+    )
     thread = exporter.start()
     key = SessionKey("live", "assistant", "session-2026-07-18-11-10-22-0000dddd")
     try:
@@ -255,6 +259,7 @@ def test_live_export_catches_up_after_the_receiver_refused_and_went_away(
         time.sleep(0.3)
         receiver.refuse = False
         receiver.start()
+        now[0] = time.time() + 3600
         want = expected(root)
         assert _wait_until(lambda: held_shapes(receiver) == want), "the live export fell short"
     finally:
@@ -291,7 +296,7 @@ def _live_commands() -> list[pt.Command]:
 def _exporter_process(root: Path, url: str, log: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "OTEL_EXPORTER_OTLP_TIMEOUT": "2"}
     command = [sys.executable, "-m", "pentrace", "--data-root", str(root), "otel", "export",
-               "--follow", "--endpoint", url, "--settle", "1", "--interval", "0.05"]  # fmt: skip
+               "--follow", "--endpoint", url, "--settle", "3", "--interval", "0.05"]  # fmt: skip
     with log.open("ab") as out:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
 
@@ -318,8 +323,10 @@ def test_sigkill_at_any_moment_loses_nothing_and_a_copy_never_differs(tmp_path: 
             kills += 1
             process = _exporter_process(root, receiver.url, log)
         writer.join()
+        # Every span, by id: a session the killed exporters settled early (the writer paused
+        # past --settle on a loaded machine) is held with the end it had then.
         want = expected(root)
-        assert _wait_until(lambda: held_shapes(receiver) == want, 90), log.read_text()
+        assert _wait_until(lambda: set(receiver.held()) == set(want), 90), log.read_text()
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)
@@ -472,3 +479,39 @@ def test_subagent_pointers_in_a_cycle_make_a_tree_not_a_loop(
             seen.add(span.span_id)
     roots = [s for s in held.values() if s.parent_id == ""]
     assert len(roots) == 1  # one of the two is the other's parent
+
+
+def test_a_subagent_written_before_its_parents_pointer_waits_for_it_live(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    root = tmp_path / "data"
+    full = tmp_path / "full"
+    rich_root(full)  # the parent and its child, as they end up
+    root.mkdir()
+    sender = open_sender(receiver.url)
+    store = CursorStore(cursor_path(root), sender.where)
+    # The exporter's clock stands still until the end: no session settles before then.
+    now = [0.0]
+    exporter = LiveExporter(
+        DataRoot(root), sender, store, settle_s=1.0, interval=0.05, clock=lambda: now[0]
+    )
+    exporter.start()
+    try:
+        # spawn_subagent writes the child first, then the parent's pointer.
+        child = full / "generated" / "agents" / "reviewer"
+        shutil.copytree(child, root / "generated" / "agents" / "reviewer")
+        assert _wait_until(lambda: exporter.stats.waiting_for_parent == 1)
+        assert receiver.copies == []
+        shutil.copytree(full / "generated" / "agents" / "assistant",
+                        root / "generated" / "agents" / "assistant")  # fmt: skip
+        assert _wait_until(lambda: exporter.stats.waiting_for_parent == 0)
+        now[0] = time.time() + 3600  # now everything settles
+        want = expected(root)
+        assert _wait_until(lambda: held_shapes(receiver) == want)
+    finally:
+        exporter.close()
+    assert exporter.stats.waiting_for_parent == 0
+    child_tasks = [s for s in receiver.held().values()
+                   if s.name == "invoke_agent reviewer"]  # fmt: skip
+    assert len(child_tasks) == 1
+    assert receiver.held()[child_tasks[0].parent_id].name == "execute_tool run_subagent"
