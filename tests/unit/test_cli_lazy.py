@@ -16,7 +16,8 @@ HEAVY = (
     "eventsourcing",
     "starlette",
     "uvicorn",
-    "matplotlib",
+    "jinja2",
+    "cairosvg",
     "opentelemetry",
 )
 
