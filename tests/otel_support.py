@@ -23,6 +23,7 @@ import urllib.request
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import date
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Final
@@ -54,6 +55,8 @@ __all__ = [
     "memory_sender",
     "rich_root",
     "sdk_shape",
+    "turns",
+    "write_slowly",
 ]
 
 FIXTURES: Final = Path(__file__).parent / "fixtures" / "penguin_harness"
@@ -393,3 +396,41 @@ def sdk_shape(span: Any) -> tuple[Any, ...]:
         span.status.status_code.value,
         tuple((f"{ln.context.trace_id:032x}", f"{ln.context.span_id:016x}") for ln in span.links),
     )
+
+
+def turns(count: int, *, failing_every: int = 3, compaction_at: int = 3) -> list[pt.Command]:
+    """A session of ``count`` turns (a call and its output each, every ``failing_every``-th
+    request failing), a discard compaction after turn ``compaction_at``."""
+    commands: list[pt.Command] = [pt.StartSession()]
+    for turn in range(count):
+        commands += [
+            pt.UserInput(f"step {turn}"),
+            pt.BeginRequest(),
+            pt.ToolCall(f"call_{turn}", "exec_command", '{"cmd":"true"}'),
+            pt.ToolOutput(f"call_{turn}", "ok"),
+            pt.EndRequest("failed" if turn % failing_every == 0 else "completed"),
+            pt.TokenUsage(pt.TokenCounts(1, 2, 3, 10), pt.TokenCounts(1, 2, 3, 10)),
+        ]
+        if turn == compaction_at:
+            commands += [
+                pt.CompactionBegin("context", "discard"),
+                pt.CompactionEnd("context", "discard", "completed"),
+            ]
+    return commands
+
+
+def write_slowly(
+    root: Path, key: SessionKey, commands: list[pt.Command], pause: float, day: date | None = None
+) -> None:
+    """Append a session's lines one at a time, as a harness writes them."""
+    from pentrace.infrastructure.storage.layout import DataRoot
+
+    data = DataRoot(root)
+    for index, lines in enumerate(pt.render_shards(commands, session_id=key.session_id), 1):
+        path = data.shard_path(*key, index, day or pt.files.DEFAULT_DAY)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("ab") as handle:
+            for line in lines:
+                handle.write(line + b"\n")
+                handle.flush()
+                time.sleep(pause)

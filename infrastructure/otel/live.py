@@ -35,13 +35,12 @@ from pentrace.domain.session.key import SessionKey
 from pentrace.errors import ExportError, PentraceError
 from pentrace.infrastructure.ingest.runner import changed_sessions
 from pentrace.infrastructure.ingest.tail import file_identity, read_tail
-from pentrace.infrastructure.otel.export import SpanSender, open_sender, settled
-from pentrace.infrastructure.otel.lineage import Lineage
+from pentrace.infrastructure.otel.export import Lineage, SpanSender, open_sender, settled
 from pentrace.infrastructure.otel.mapping import SessionFold
 from pentrace.infrastructure.otel.spans import Span
 from pentrace.infrastructure.redaction_policy import activate_policy
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef, ShardRef
-from pentrace.infrastructure.storage.modes import prepare_sqlite_file, repair_modes, sqlite_files
+from pentrace.infrastructure.storage.sqlite import SideStore
 
 __all__ = [
     "CONTENT_ENV",
@@ -86,48 +85,48 @@ class Cursor:
 
 
 class CursorStore:
-    """The cursors of one receiver in a small SQLite file (0600, WAL)."""
+    """The cursors of one receiver in a small SQLite side store (0600, WAL).
+
+    A file that cannot be read is made again (``SideStore``): the live export then
+    sends every span again, with the same ids, which a receiver keeping one span per
+    id holds once."""
 
     def __init__(self, path: Path, receiver: str) -> None:
         self.path = path
         self.receiver = receiver
-        try:
-            prepare_sqlite_file(path, own_folder=True)
-            # One thread at a time uses it: the exporter's (it may be built on another).
-            self._db = sqlite3.connect(
-                path, timeout=10.0, isolation_level=None, check_same_thread=False
-            )
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(_SCHEMA)
-        except sqlite3.DatabaseError as error:
-            raise ExportError(
-                f"cannot open the OpenTelemetry export cursors {path}: {error}",
-                hint="delete the file: the live export then sends every span again, with the "
-                "same ids",
-            ) from None
-        repair_modes(sqlite_files(path), where=path)
+        self._store = SideStore(
+            path,
+            "the OpenTelemetry export cursors",
+            (_SCHEMA,),
+            ExportError,
+            "check the data root's .pentrace folder; deleting the file sends every span again",
+            user_version=1,
+            busy_seconds=10.0,
+        )
+        self._db = self._store.open()
 
     def load(self) -> dict[SessionKey, Cursor]:
         """Every session's cursor for this receiver."""
-        rows = self._db.execute(
+        rows = self._store.execute(
+            self._db,
             "SELECT project, agent, session_id, acked, settled, size FROM otel_cursors"
             " WHERE receiver = ?",
             (self.receiver,),
         ).fetchall()
-        return {
-            SessionKey(p, a, s): Cursor(acked, done, size) for p, a, s, acked, done, size in rows
-        }
+        return {SessionKey(p, a, s): Cursor(*numbers) for p, a, s, *numbers in rows}
 
     def save(self, key: SessionKey, cursor: Cursor) -> None:
         """Store one session's cursor (its own transaction, committed on return)."""
-        self._db.execute(
+        self._store.execute(
+            self._db,
             "INSERT OR REPLACE INTO otel_cursors VALUES (?, ?, ?, ?, ?, ?, ?)",
             (self.receiver, *key, cursor.acked, cursor.settled, cursor.size),
         )
 
     def forget(self, key: SessionKey) -> None:
         """Drop the cursor of a session that is gone."""
-        self._db.execute(
+        self._store.execute(
+            self._db,
             "DELETE FROM otel_cursors WHERE receiver = ? AND project = ? AND agent = ?"
             " AND session_id = ?",
             (self.receiver, *key),

@@ -16,15 +16,25 @@ out (a ``request_begin``, a new task, a compaction, a new shard); a task by the 
 task's first record; a tool call by its output (or the next request, which finds it
 cut off); a compaction by its end.  :meth:`SessionFold.settle` closes what is left
 open when a session has gone quiet.  Timestamps are the records', never the clock's.
+
+**Ids** come from positions, so that exporting again gives the same ids: a trace
+id is a BLAKE2b digest (16 bytes) of the session (project, agent, session id,
+ADR 0023) and the position of its task's first record; a span id (8 bytes) of
+the session, the position of the record that opens the span and the span's role
+(a task's ``invoke_agent`` and its first ``chat`` can both open at a
+``request_begin``).  A receiver that keeps one span per id then holds every span
+once, after a batch export, the live exporter, a restart or a SIGKILL.  The
+all-zero id is invalid in OpenTelemetry: a digest of zero becomes 1.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+from functools import lru_cache
+from hashlib import blake2b
+from typing import Any, Final, Literal
 
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.session.key import SessionKey
-from pentrace.infrastructure.otel.ids import span_id, trace_id
 from pentrace.infrastructure.otel.spans import (
     COMPLETED,
     Attributes,
@@ -51,7 +61,7 @@ from pentrace.infrastructure.otel.spans import (
 )
 from pentrace.projections.session_summary import token_delta
 
-__all__ = ["SessionFold"]
+__all__ = ["SessionFold", "SpanRole", "span_id", "trace_id"]
 
 _SWITCH: Final = "[model_switch_from]"
 
@@ -63,6 +73,42 @@ def _switch_source(text: str) -> str | None:
         if name.strip() == "session_id" and value.strip():
             return value.strip()
     return None
+
+
+SpanRole = Literal["task", "chat", "tool", "compaction"]
+_TRACE: Final = b"pentrace.trace"
+_SPAN: Final = b"pentrace.span"
+
+
+@lru_cache(maxsize=4096)
+def _key_bytes(key: SessionKey) -> bytes:
+    # Length-prefixed, so no two keys (names may hold any character but "/") share bytes.
+    parts = (key.project, key.agent, key.session_id)
+    return b"".join(b"%d:%s" % (len(encoded), encoded) for encoded in map(_utf8, parts))
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _digest(person: bytes, key: SessionKey, position: int, role: bytes, size: int) -> int:
+    value = int.from_bytes(
+        blake2b(
+            b"%s|%d|%s" % (_key_bytes(key), position, role), digest_size=size, person=person
+        ).digest(),
+        "big",
+    )
+    return value or 1
+
+
+def trace_id(key: SessionKey, position: int) -> int:
+    """The 128-bit trace id of the task of ``key`` that opens at ``position``."""
+    return _digest(_TRACE, key, position, b"task", 16)
+
+
+def span_id(key: SessionKey, position: int, role: SpanRole) -> int:
+    """The 64-bit id of the ``role`` span of ``key`` that opens at ``position``."""
+    return _digest(_SPAN, key, position, role.encode("ascii"), 8)
 
 
 class SessionFold:

@@ -28,8 +28,7 @@ import pytest
 from pentrace import testing as pt
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.session.key import SessionKey
-from pentrace.infrastructure.otel.export import export_sessions, open_sender
-from pentrace.infrastructure.otel.lineage import session_records
+from pentrace.infrastructure.otel.export import export_sessions, open_sender, session_records
 from pentrace.infrastructure.otel.live import CursorStore, LiveExporter, cursor_path
 from pentrace.infrastructure.otel.mapping import SessionFold
 from pentrace.infrastructure.otel.spans import clean_text
@@ -52,6 +51,8 @@ from tests.otel_support import (
     memory_sender,
     rich_root,
     sdk_shape,
+    turns,
+    write_slowly,
 )
 from tests.support import assert_clean_error, clean_env, cli_ok, run_pentrace
 
@@ -206,19 +207,6 @@ def test_a_bad_endpoint_or_protocol_is_a_usage_error(root: Path) -> None:
     assert_clean_error(done, 2, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=grpc")
 
 
-def _write_slowly(root: Path, shards: list[list[bytes]], key: SessionKey, pause: float) -> None:
-    """Append a session's lines one at a time, as a harness writes them."""
-    data = DataRoot(root)
-    for index, lines in enumerate(shards, 1):
-        path = data.shard_path(*key, index, pt.files.DEFAULT_DAY)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("ab") as handle:
-            for line in lines:
-                handle.write(line + b"\n")
-                handle.flush()
-                time.sleep(pause)
-
-
 def _wait_until(check: Any, timeout: float = 60.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -246,10 +234,7 @@ def test_live_export_catches_up_after_the_receiver_refused_and_went_away(
     thread = exporter.start()
     key = SessionKey("live", "assistant", "session-2026-07-18-11-10-22-0000dddd")
     try:
-        writer = threading.Thread(
-            target=_write_slowly,
-            args=(root, pt.render_shards(_live_commands(), session_id=key.session_id), key, 0.02),
-        )
+        writer = threading.Thread(target=write_slowly, args=(root, key, turns(6), 0.02))
         writer.start()
         assert _wait_until(lambda: len(receiver.copies) > 3)
         receiver.refuse = True
@@ -274,25 +259,6 @@ def test_live_export_catches_up_after_the_receiver_refused_and_went_away(
     assert len(receiver.copies) == len(want)
 
 
-def _live_commands() -> list[pt.Command]:
-    commands: list[pt.Command] = [pt.StartSession()]
-    for turn in range(6):
-        commands += [
-            pt.UserInput(f"step {turn}"),
-            pt.BeginRequest(),
-            pt.ToolCall(f"call_{turn}", "exec_command", '{"cmd":"true"}'),
-            pt.ToolOutput(f"call_{turn}", "ok"),
-            pt.EndRequest("completed" if turn % 3 else "failed"),
-            pt.TokenUsage(pt.TokenCounts(1, 2, 3, 10), pt.TokenCounts(1, 2, 3, 10)),
-        ]
-        if turn == 3:
-            commands += [
-                pt.CompactionBegin("context", "discard"),
-                pt.CompactionEnd("context", "discard", "completed"),
-            ]
-    return commands
-
-
 def _exporter_process(root: Path, url: str, log: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "OTEL_EXPORTER_OTLP_TIMEOUT": "2"}
     command = [sys.executable, "-m", "pentrace", "--data-root", str(root), "otel", "export",
@@ -307,10 +273,7 @@ def test_sigkill_at_any_moment_loses_nothing_and_a_copy_never_differs(tmp_path: 
     receiver = Receiver().start()
     key = SessionKey("live", "assistant", "session-2026-07-18-11-10-22-0000eeee")
     log = tmp_path / "exporter.log"
-    writer = threading.Thread(
-        target=_write_slowly,
-        args=(root, pt.render_shards(_live_commands(), session_id=key.session_id), key, 0.03),
-    )
+    writer = threading.Thread(target=write_slowly, args=(root, key, turns(6), 0.03))
     process = _exporter_process(root, receiver.url, log)
     writer.start()
     kills = 0
@@ -367,7 +330,7 @@ def test_ingest_follows_into_the_ledger_and_the_receiver_and_a_refusing_one_hold
     env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_EXPORTER_OTLP_TIMEOUT": "1"}
     follower = FollowerProcess(root, ledger, "--otel", env=env)
     key = SessionKey(PROJECT, AGENT, SESSION)
-    lines = pt.render_shards(_live_commands(), session_id=SESSION)[0]
+    lines = pt.render_shards(turns(6), session_id=SESSION)[0]
     try:
         follower.ready()
         for line in lines:

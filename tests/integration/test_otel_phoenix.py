@@ -29,7 +29,14 @@ from pentrace.domain.session.key import SessionKey
 from pentrace.infrastructure.otel.export import export_sessions
 from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.infrastructure.trace.reader import read_session
-from tests.otel_support import NEEDS_PHOENIX, Phoenix, memory_sender, rich_root
+from tests.otel_support import (
+    NEEDS_PHOENIX,
+    Phoenix,
+    memory_sender,
+    rich_root,
+    turns,
+    write_slowly,
+)
 from tests.support import cli_json, cli_ok
 
 pytestmark = [NEEDS_PHOENIX, pytest.mark.slow, pytest.mark.usefixtures("own_stores")]
@@ -150,36 +157,6 @@ def test_content_reaches_phoenix_only_when_asked_and_redacted(
     assert "[redacted:slack_token]" in everything
 
 
-def _write_slowly(root: Path, key: SessionKey, pause: float) -> None:
-    data = DataRoot(root)
-    commands = _long_session()
-    for index, lines in enumerate(pt.render_shards(commands, session_id=key.session_id), 1):
-        path = data.shard_path(*key, index, pt.files.DEFAULT_DAY)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("ab") as handle:
-            for line in lines:
-                handle.write(line + b"\n")
-                handle.flush()
-                time.sleep(pause)
-
-
-def _long_session() -> list[pt.Command]:
-    commands: list[pt.Command] = [pt.StartSession()]
-    for turn in range(12):
-        commands += [
-            pt.UserInput(f"step {turn}"),
-            pt.BeginRequest(),
-            pt.ToolCall(f"call_{turn}", "exec_command", '{"cmd":"true"}'),
-            pt.ToolOutput(f"call_{turn}", "ok"),
-            pt.EndRequest("completed" if turn % 4 else "timeout"),
-            pt.TokenUsage(pt.TokenCounts(1, 2, 3, 10), pt.TokenCounts(1, 2, 3, 10)),
-        ]
-        if turn == 6:
-            commands += [pt.CompactionBegin("turns", "discard"),
-                         pt.CompactionEnd("turns", "discard", "completed")]  # fmt: skip
-    return commands
-
-
 def _exporter(root: Path, url: str, log: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "OTEL_RESOURCE_ATTRIBUTES": "openinference.project.name=live",
            "OTEL_EXPORTER_OTLP_TIMEOUT": "2"}  # fmt: skip
@@ -196,7 +173,9 @@ def test_live_export_arrives_whole_after_phoenix_restarted_and_the_exporter_was_
     key = SessionKey("live", "assistant", "session-2026-07-18-11-10-22-00002222")
     log = tmp_path / "exporter.log"
     process = _exporter(root, phoenix.url, log)
-    writer = threading.Thread(target=_write_slowly, args=(root, key, 0.05))
+    writer = threading.Thread(
+        target=write_slowly, args=(root, key, turns(12, failing_every=4, compaction_at=6), 0.05)
+    )
     writer.start()
     try:
         time.sleep(1.0)

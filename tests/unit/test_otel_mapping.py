@@ -14,8 +14,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.session.key import SessionKey
-from pentrace.infrastructure.otel.ids import span_id, trace_id
-from pentrace.infrastructure.otel.mapping import SessionFold
+from pentrace.infrastructure.otel.mapping import SessionFold, span_id, trace_id
 from pentrace.infrastructure.otel.spans import ParentLink, Span, TaskRef
 from pentrace.infrastructure.trace.reader import read_shard
 from tests.otel_support import fold_all, memory_sender
