@@ -191,7 +191,10 @@ def _quiet_sdk(ctx: typer.Context) -> None:
 
 
 def configure_otel_logging(log_format: LogFormat) -> None:
-    """The live exporter's events (``pentrace.otel``) on stderr, as the follower's."""
+    """The live exporter's events (``pentrace.otel``) on stderr, as the follower's; they
+    say when the receiver refused, so the SDK's own retry lines stay quiet."""
+    if logging.getLogger("opentelemetry").level == logging.NOTSET:
+        logging.getLogger("opentelemetry").setLevel(logging.CRITICAL)
     logger = logging.getLogger("pentrace.otel")
     logger.setLevel(logging.INFO)
     for handler in [h for h in logger.handlers if h.get_name() == _HANDLER]:
