@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 from pentrace.domain.records import TraceRecord
@@ -93,8 +93,6 @@ _USAGE: Final = (
 )
 _GENERATE: Final = frozenset({"gcp.gemini", "gcp.vertex_ai", "gcp.gen_ai"})
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
-_EPOCH_DAY: Final = _EPOCH.toordinal()
-_DAYS: dict[bytes, int] = {}  # a canonical stamp's day -> its midnight in epoch seconds
 _MAX_NS: Final = 2**63 - 1
 _STAMP: Final = b'{"timestamp":"'
 
@@ -172,39 +170,6 @@ def _ns(stamp: Any) -> int | None:
     return min(max(nanos, 0), _MAX_NS)  # OTLP times are unsigned 64-bit
 
 
-def _canonical_ns(stamp: bytes) -> int | None:
-    """:func:`_ns` of ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (JavaScript's ``toISOString``, what every
-    writer here writes) without building a datetime, else None; the property test ties the
-    two (tests/property/test_otel_fold.py)."""
-    if (
-        len(stamp) != 24
-        or stamp[4] != 0x2D
-        or stamp[7] != 0x2D
-        or stamp[10] != 0x54
-        or stamp[13] != 0x3A
-        or stamp[16] != 0x3A
-        or stamp[19] != 0x2E
-        or stamp[23] != 0x5A
-    ):
-        return None
-    clock = stamp[11:13] + stamp[14:16] + stamp[17:19] + stamp[20:23]
-    if not clock.isdigit():
-        return None
-    hours, minutes, seconds = int(stamp[11:13]), int(stamp[14:16]), int(stamp[17:19])
-    if hours > 23 or minutes > 59 or seconds > 59:
-        return None
-    day = _DAYS.get(stamp[:10])
-    if day is None:
-        try:
-            day = (date.fromisoformat(stamp[:10].decode("ascii")).toordinal() - _EPOCH_DAY) * 86400
-        except (ValueError, UnicodeDecodeError):
-            return None
-        if len(_DAYS) < 4096:
-            _DAYS[stamp[:10]] = day
-    millis = (day + hours * 3600 + minutes * 60 + seconds) * 1000 + int(stamp[20:23])
-    return min(max(millis * 1_000_000, 0), _MAX_NS)
-
-
 def record_time_ns(record: TraceRecord) -> int | None:
     """The record's ``timestamp`` in ns since the epoch, or None when it has no readable one.
 
@@ -214,10 +179,7 @@ def record_time_ns(record: TraceRecord) -> int | None:
     if raw.startswith(_STAMP):
         end = raw.find(b'"', len(_STAMP))
         if end > 0:
-            stamp = raw[len(_STAMP) : end]
-            found = _canonical_ns(stamp)
-            if found is None:
-                found = _ns(stamp.decode("ascii", "replace"))
+            found = _ns(raw[len(_STAMP) : end].decode("ascii", "replace"))
             if found is not None:
                 return found
     value = record.value()
