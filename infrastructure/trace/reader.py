@@ -440,7 +440,8 @@ def resume_trace_file(
         read_shard(path, strict=strict, report=report), strict_pairing=strict_pairing
     )
     records, content = report.records - before[0], report.lines - report.blank_lines - before[1]
-    if content and _holds_no_envelope(result, records, path) and not _torn_first_write(path, content):
+    torn_first = _torn_first_write(path, content)
+    if content and not torn_first and _holds_no_envelope(result, records, path):
         raise NotATraceError(
             f"{path} is not a trace: none of its {content} non-blank line(s) is a "
             "session_meta, model_msg or event_msg record",
