@@ -20,7 +20,7 @@ from pentrace.cli.options import (
     JsonLinesOption,
     check_fields,
     emit_records,
-    time_bound,
+    time_window,
     unshown,
     unshown_argument,
 )
@@ -162,7 +162,7 @@ def search(
     as_jsonl: JsonLinesOption = False,
     fields: FieldsOption = None,
 ) -> None:
-    """Search user and assistant text, tool calls and tool outputs across sessions.
+    """Search the text, tool calls and tool outputs of every session.
 
     Prints session, turn, position, kind, time and a snippet with the match
     highlighted. The index lives in <data root>/.pentrace/search.db, holds
@@ -176,6 +176,7 @@ def search(
     order: Literal["rank", "recent"] = "rank" if sort == "rank" else "recent"
     if query is None and not rebuild:
         raise UsageError("expected a search QUERY (or --rebuild)", hint='pentrace search "error"')
+    start, end = time_window(since, until)
     root = data_root(ctx)
     only: tuple[str, ...] = ()
     if session is not None:
@@ -186,8 +187,8 @@ def search(
         text=query or "",
         project=project,
         agent=agent,
-        since=time_bound(since, "--since"),
-        until=time_bound(until, "--until"),
+        since=start,
+        until=end,
         kinds=tuple(kind or ()),
         thinking=thinking,
         limit=limit,

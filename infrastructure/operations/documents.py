@@ -17,12 +17,14 @@ a session (``pentrace replay --json``).
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from typing import Any, Final
 
 import msgspec
 
+from pentrace.infrastructure.analytics.prices import PriceTable
 from pentrace.infrastructure.catalog.listing import SessionRow, short_id
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 from pentrace.infrastructure.trace.reader import ParseReport
@@ -36,6 +38,7 @@ __all__ = [
     "SERVICE_ALIASES",
     "replay_document",
     "replay_item",
+    "session_cost",
     "session_detail",
     "session_document",
     "shard_files",
@@ -131,6 +134,25 @@ def session_document(row: SessionRow) -> dict[str, Any]:
         "has_errors": row.has_errors,
         "problem": row.problem,
     }
+
+
+def session_cost(row: SessionRow, prices: PriceTable) -> float | None:
+    """What a session cost under ``prices`` (its model's, else the table's default), from
+    its running token counts; None when the table prices neither.  The Traces page and
+    ``pentrace list``/``show`` price a session with this."""
+    price = prices.price_for(row.summary.model_id or "")
+    if price is None:
+        return None
+    tokens = row.summary.tokens if isinstance(row.summary.tokens, dict) else {}
+    names = ("input", "output", "cache_read", "cache_write")
+    return price.cost(*(_count(tokens.get(name)) for name in names))
+
+
+def _count(value: object) -> int:
+    """A token count as priced: a whole number >= 0; anything else a trace may hold is 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    return int(value) if math.isfinite(value) and value >= 0 else 0
 
 
 def shard_files(root: DataRoot, ref: SessionRef) -> list[dict[str, Any]]:

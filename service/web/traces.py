@@ -23,6 +23,7 @@ from pentrace.infrastructure.catalog.listing import (
     list_sessions,
     short_id,
 )
+from pentrace.infrastructure.operations.documents import session_cost
 from pentrace.infrastructure.search.index import SearchIndex
 from pentrace.infrastructure.search.query import MARK_END, MARK_START, SearchHit, SearchQuery
 from pentrace.service.context import ServiceContext
@@ -74,14 +75,8 @@ def _search(context: ServiceContext, query: SearchQuery) -> list[SearchHit]:
 
 
 def _cost(row: SessionRow, prices: PriceTable) -> str:
-    price = prices.price_for(row.summary.model_id or "")
-    tokens = row.summary.tokens if isinstance(row.summary.tokens, dict) else {}
-    if price is None:
-        return "-"
-    value = price.cost(
-        *(int(tokens.get(k) or 0) for k in ("input", "output", "cache_read", "cache_write"))
-    )
-    return f"{value:.4f}"
+    value = session_cost(row, prices)  # the one session cost every surface shows
+    return "-" if value is None else f"{value:.4f}"
 
 
 def _select(name: str, label: str, options: list[str], chosen: str | None) -> str:
