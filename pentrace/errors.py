@@ -52,7 +52,7 @@ class NoMatchError(NotFoundError):
     """What a command names (a session, a trace file, a shard) matches nothing: exit code 2.
 
     Like a bad value, and like an ambiguous reference (:class:`AmbiguousIdError`), it is
-    the caller's to fix; ``audit`` and ``scan`` keep exit code 1 for their findings (ADR 0093).
+    the caller's to fix; ``audit`` and ``scan`` keep exit code 1 for their findings (ADR 0092).
     """
 
     exit_code = 2

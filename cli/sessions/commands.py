@@ -202,7 +202,7 @@ def _title(rows: list[SessionRow], owners: set[tuple[str, str]], currency: str) 
 
 
 def _droppable(one_owner: bool) -> tuple[str, ...]:
-    rest = ("errors", "turns", "model", "status", "start", "cost")
+    rest = ("errors", "turns", "model", "status", "start", "cost", "tokens")
     return ("project/agent", *rest) if one_owner else (*rest, "project/agent")
 
 

@@ -1,7 +1,7 @@
 """The session documents: one JSON shape of a session for every surface (ADR 0036).
 
-:func:`session_document` is a session's entry in a listing (``pentrace sessions
-list --json``, ``GET /api/v1/sessions``); :func:`session_detail` adds the files,
+:func:`session_document` is a session's entry in a listing (``pentrace list
+--json``, ``GET /api/v1/sessions``); :func:`session_detail` adds the files,
 the summary and the numbers (``pentrace show --json``, ``GET /api/v1/sessions/{id}``).
 Both surfaces print the same object; the service then passes it through the
 redaction policy, as it does with everything that leaves it.

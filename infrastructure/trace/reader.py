@@ -197,7 +197,7 @@ def _file_chunks(path: Path, chunk_size: int) -> Iterator[bytes]:
                 yield chunk
     except FileNotFoundError:
         raise NotFoundError(
-            f"trace file {path} does not exist", hint="list sessions with `pentrace sessions list`"
+            f"trace file {path} does not exist", hint="list sessions with `pentrace list`"
         ) from None
     except NotRegularFileError as exc:
         raise TraceError(

@@ -154,7 +154,7 @@ def test_a_prefix_matching_nothing_is_not_found_with_a_hint(
 ) -> None:
     code, err = fails(capsys, root, "replay", "deadbeef")
 
-    assert code == 2  # as an ambiguous one, and as every command's (ADR 0093); it was 1
+    assert code == 2  # as an ambiguous one, and as every command's (ADR 0092); it was 1
     first, hint = err.splitlines()
     assert first.startswith("error: no session id or 8-hex token starts with 'deadbeef' under ")
     assert hint.startswith("hint: list sessions with `pentrace list`")
@@ -280,7 +280,7 @@ def test_a_missing_session_is_one_clean_line_and_debug_shows_a_traceback(
     code, err = fails(capsys, root, "show", "cafecafe")
     debug = run_pentrace(root, "--debug", "show", "cafecafe")
 
-    assert code == 2  # an unknown session is 2 everywhere (ADR 0093); it was 1
+    assert code == 2  # an unknown session is 2 everywhere (ADR 0092); it was 1
     assert err.count("\n") == 2
     assert err.startswith("error: no session id")
     assert "Traceback (most recent call last)" in debug.stderr
