@@ -284,7 +284,7 @@ def test_a_missing_session_is_one_clean_line_and_debug_shows_a_traceback(
     assert err.count("\n") == 2
     assert err.startswith("error: no session id")
     assert "Traceback (most recent call last)" in debug.stderr
-    assert "NotFoundError" in debug.stderr
+    assert "NoMatchError" in debug.stderr  # a NotFoundError that exits 2 (ADR 0092)
 
 
 def test_shell_completion_prints_a_bash_script(root: Path) -> None:
