@@ -119,7 +119,7 @@ def duration(seconds: float | None) -> str:
             high, rest = divmod(whole, big)
             low = rest // small
             return f"{high} {big_unit}" + (f" {low} {small_unit}" if low else "")
-    return f"{whole} s"  # unreachable for |seconds| >= 60; negative ages read as seconds
+    return f"{whole} s"  # a negative age (a clock set back) stays in seconds
 
 
 def utc_time(value: datetime | str | None, *, minutes: bool = False) -> str:
@@ -201,8 +201,10 @@ def _cell(value: Any, *, tty: bool) -> str:
         return utc_time(value)
     if isinstance(value, str):
         return value
-    if isinstance(value, Mapping | list | tuple | set | frozenset):
-        return listed(sorted(value) if isinstance(value, set | frozenset) else value)
+    if isinstance(value, set | frozenset):
+        return listed(sorted(map(text, value)))
+    if isinstance(value, Mapping | list | tuple):
+        return listed(value)
     return str(value)
 
 

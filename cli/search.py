@@ -30,6 +30,7 @@ from pentrace.cli.output import (
     fit_columns,
     progress,
     stdout_is_tty,
+    utc_time,
 )
 from pentrace.cli.sessions.args import AgentOption, JsonOption, ProjectOption, data_root, resolve
 from pentrace.errors import UsageError
@@ -62,7 +63,14 @@ def _print_hits(hits: list[SearchHit]) -> None:
     if stdout_is_tty():
         console = Console()
         cells = [
-            [short_id(h.session_id), str(h.turn), str(h.position), h.kind, h.time or "-", "x" * 30]
+            [
+                short_id(h.session_id),
+                str(h.turn),
+                str(h.position),
+                h.kind,
+                utc_time(h.time),
+                "x" * 30,
+            ]
             for h in hits
         ]  # the snippet folds: 30 columns of it are enough to decide what else fits
         shown = fit_columns(columns, cells, console.width, ("time", "position", "turn", "kind"))
@@ -77,7 +85,7 @@ def _print_hits(hits: list[SearchHit]) -> None:
                 str(hit.turn),
                 str(hit.position),
                 Text(hit.kind),
-                Text(hit.time or "-"),
+                Text(utc_time(hit.time)),
                 _highlighted(hit.snippet),
             ]
             table.add_row(*(row[i] for i in shown))
@@ -91,7 +99,7 @@ def _print_hits(hits: list[SearchHit]) -> None:
                 hit.turn,
                 hit.position,
                 hit.kind,
-                hit.time,
+                utc_time(hit.time),
                 _plain(hit.snippet),
             )
             for hit in hits

@@ -44,7 +44,8 @@ from pentrace.cli.sessions.args import (
     one_session,
     session_or_file,
 )
-from pentrace.infrastructure.analytics.prices import load_prices
+from pentrace.errors import PentraceError
+from pentrace.infrastructure.analytics.prices import PriceTable, load_prices
 from pentrace.infrastructure.catalog.listing import (
     SORT_KEYS,
     STATUS_CHOICES,
@@ -153,20 +154,10 @@ def list_command(
         sessions = (row_json(row) for row in rows)
         emit_records(sessions, fields, ROW_FIELDS, jsonl=as_jsonl, under="sessions")
         return
-    prices = load_prices()
+    prices = _prices()
     owners = {(row.project, row.agent) for row in rows}
     emit_table(
-        (
-            "session",
-            "project/agent",
-            "start",
-            "model",
-            "turns",
-            "tokens",
-            "cost",
-            "status",
-            "errors",
-        ),
+        _LIST_COLUMNS,
         [
             (
                 row.session_id,
@@ -193,6 +184,15 @@ _LIST_COLUMNS: Final = (
     *("session", "project/agent", "start", "model", "turns", "tokens", "cost", "status"),
     "errors",
 )
+
+
+def _prices() -> PriceTable:
+    """The price table costs are shown with; a broken one costs the column, not the command."""
+    try:
+        return load_prices()
+    except PentraceError as error:
+        typer.echo(f"warning: no costs shown: {error.message}", err=True)
+        return PriceTable()
 
 
 def _title(rows: list[SessionRow], owners: set[tuple[str, str]], currency: str) -> str:
@@ -249,7 +249,7 @@ def _origin(summary: SessionSummary) -> list[str]:
 
 
 def _show_text(ref: SessionRef, row: SessionRow, *, alone: bool) -> None:
-    summary, prices = row.summary, load_prices()
+    summary, prices = row.summary, _prices()
     numbers = numbers_of(summary)
     requests = _pairs(numbers.requests)
     tokens = _pairs(numbers.tokens)
