@@ -3,7 +3,7 @@
 :func:`scan_traces` reads every record of the given sessions once, screens its
 bytes and walks only the records the screen cannot clear.  The derived stores
 are scanned by :mod:`pentrace.infrastructure.audit.secrets`.  A finding
-carries a masked preview (:mod:`pentrace.domain.redaction.findings`), never
+carries a masked preview (:mod:`pentrace.domain.redaction.core`), never
 the secret.
 
 Derived stores held to the current policy: the ledger, the search index, read models.
@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from sqlalchemy import text as sql
 
-from pentrace.domain.redaction.findings import find_secrets, find_secrets_in_text
+from pentrace.domain.redaction.core import find_secrets, find_secrets_in_text
 from pentrace.domain.redaction.screen import may_change
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 from pentrace.infrastructure.trace.reader import read_shard

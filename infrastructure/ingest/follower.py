@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
 
-from pentrace.domain.json_prefix import is_object_prefix
+from pentrace.domain.json_codec import is_object_prefix
 from pentrace.domain.records import MalformedLine, TraceRecord, decode_line
 from pentrace.errors import LedgerConflictError, PentraceError, TraceError
 from pentrace.infrastructure.ingest.cursors import Cursor, CursorStore, SessionKey, change_reason

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from pentrace.domain.json_prefix import is_object_prefix
+from pentrace.domain.json_codec import is_object_prefix
 from pentrace.domain.records import MalformedLine, TraceRecord, decode_line, decode_lines
 from pentrace.errors import (
     NotATraceError,
