@@ -445,7 +445,7 @@ def resume_trace_file(
             f"{path} is not a trace: none of its {content} non-blank line(s) is a "
             "session_meta, model_msg or event_msg record",
             hint="give the path of a session's .jsonl shard, or a session id "
-            "(`pentrace sessions list`)",
+            "(`pentrace list`)",
         )
     return result
 
