@@ -444,8 +444,7 @@ def resume_trace_file(
         raise NotATraceError(
             f"{path} is not a trace: none of its {content} non-blank line(s) is a "
             "session_meta, model_msg or event_msg record",
-            hint="give the path of a session's .jsonl shard, or a session id "
-            "(`pentrace list`)",
+            hint="give the path of a session's .jsonl shard, or a session id (`pentrace list`)",
         )
     return result
 
