@@ -42,6 +42,7 @@ __all__ = [
     "session_detail",
     "session_document",
     "shard_files",
+    "token_cost",
     "with_aliases",
 ]
 
@@ -136,16 +137,21 @@ def session_document(row: SessionRow) -> dict[str, Any]:
     }
 
 
-def session_cost(row: SessionRow, prices: PriceTable) -> float | None:
-    """What a session cost under ``prices`` (its model's, else the table's default), from
-    its running token counts; None when the table prices neither.  The Traces page and
-    ``pentrace list``/``show`` price a session with this."""
-    price = prices.price_for(row.summary.model_id or "")
+def token_cost(prices: PriceTable, model: str, tokens: Mapping[str, Any]) -> float | None:
+    """What ``tokens`` (input, output, cache_read, cache_write) cost at ``model``'s price (its
+    own, else the table's default); None when the table prices neither.  Every surface works a
+    cost out here: ``pentrace list``/``show`` and the viewer's pages."""
+    price = prices.price_for(model)
     if price is None:
         return None
-    tokens = row.summary.tokens if isinstance(row.summary.tokens, dict) else {}
     names = ("input", "output", "cache_read", "cache_write")
     return price.cost(*(_count(tokens.get(name)) for name in names))
+
+
+def session_cost(row: SessionRow, prices: PriceTable) -> float | None:
+    """A session's cost (:func:`token_cost`) from its running token counts."""
+    tokens = row.summary.tokens if isinstance(row.summary.tokens, dict) else {}
+    return token_cost(prices, row.summary.model_id or "", tokens)
 
 
 def _count(value: object) -> int:

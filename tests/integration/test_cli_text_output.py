@@ -32,11 +32,7 @@ PYTHON_VALUES: Final = re.compile(
 NOT_RUN: Final = {"serve", "projections run"}
 # Still printing Python values when this was written, in an area another change owns:
 # "command (demo|odd)" -> the issue that fixes it.  Remove an entry when it passes.
-KNOWN: Final[dict[str, str]] = {
-    # `None/aborted (max context None)` for a compaction without mode or context: the
-    # stats output is being reworked for the same issue in cli/stats (another change).
-    "stats requests (demo)": "#31: stats requests prints None for a compaction's missing mode",
-}
+KNOWN: Final[dict[str, str]] = {}
 # What each command needs besides fill(): a terminal never takes a trace (export -o).
 EXTRA: Final = {
     "replay": ["--no-pager", "--include-uncommitted"],
