@@ -87,7 +87,8 @@ def ingest(
     """Index every new complete trace record into the ledger, once or continuously.
 
     With --follow it runs as a service: SIGTERM or SIGINT finishes the batch,
-    commits its cursor and exits 0.  --poll implies --follow.
+    commits its cursor and exits 0.  --poll implies --follow.  Which indexing command to
+    use when: `pentrace ledger -h`.
 
     Example: pentrace ingest --follow --log-format json --health-file /run/pentrace/ingest.json
     """

@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 
 from pentrace.cli.ingest import LogFormat, _stopping_on_signals
-from pentrace.cli.options import TIME_HELP, time_bound
+from pentrace.cli.options import TIME_HELP, time_window
 from pentrace.cli.output import emit_json
 from pentrace.cli.sessions.args import (
     AgentOption,
@@ -147,7 +147,8 @@ def export(
         configure_otel_logging(log_format)
         _follow(root, endpoint, content=content, settle=settle, interval=interval)
         return
-    window = (_ns(time_bound(since, "--since")), _ns(time_bound(until, "--until")))
+    start, end = time_window(since, until)
+    window = (_ns(start), _ns(end))
     sender = open_sender(endpoint)
     try:
         refs = select_sessions(root, sessions or [], project, agent)

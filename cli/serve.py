@@ -91,7 +91,9 @@ def serve(
     ingest: Annotated[
         bool,
         typer.Option(
-            "--ingest", help="Also follow the traces into the ledger (`pentrace ingest`)."
+            "--ingest",
+            help="Also follow the traces into the ledger, as `pentrace ingest --follow` does "
+            "(which indexing command when: `pentrace ledger -h`).",
         ),
     ] = False,
     otel: Annotated[
@@ -106,7 +108,7 @@ def serve(
         bool, typer.Option("--test-page", hidden=True, help="Serve /_test/sse.html (tests).")
     ] = False,
 ) -> None:
-    """Serve the SSE event stream and the read-only session API.
+    """Serve the web viewer, the session API and the SSE event stream.
 
     Endpoints: /api/v1/events/sse, /api/v1/sessions, /api/v1/sessions/{id},
     /api/v1/sessions/{id}/trace and /openapi.json (see docs/service.md). Traces are

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pentrace.domain.session.key import SessionKey, split_reference
-from pentrace.errors import NotFoundError, UsageError
+from pentrace.errors import NoMatchError, UsageError
 from pentrace.infrastructure.ledger import RuntimeEventLedger
 from pentrace.infrastructure.sessions.refs import ambiguous, match_sessions
 from pentrace.infrastructure.storage.layout import DataRoot
@@ -70,7 +70,7 @@ def _held_session(held: dict[SessionKey, int], name: str, where: str) -> Session
     if len(matches) > 1:
         raise ambiguous(name, matches)
     if not matches:
-        raise NotFoundError(
+        raise NoMatchError(
             f"the ledger at {where} holds no events of a session {name!r}: expected a "
             "session id, a unique prefix of one, or project/agent/session-id",
             hint="`pentrace audit` lists the ledger's sessions that have no trace",

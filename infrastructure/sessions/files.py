@@ -62,7 +62,7 @@ def delete_session(root: DataRoot, project: str, agent: str, session_id: str) ->
     if not shards and not scratchpad.exists():
         raise NotFoundError(
             f"session {sid} has no trace and no scratchpad under {project}/{agent}",
-            hint="list sessions with `pentrace sessions`",
+            hint="list sessions with `pentrace list`",
         )
     has_scratchpad = scratchpad.is_dir() and not scratchpad.is_symlink()
     if not has_scratchpad and (scratchpad.exists() or scratchpad.is_symlink()):

@@ -221,7 +221,7 @@ def _file_chunks(path: Path, chunk_size: int) -> Iterator[bytes]:
                 yield chunk
     except FileNotFoundError:
         raise NotFoundError(
-            f"trace file {path} does not exist", hint="list sessions with `pentrace sessions list`"
+            f"trace file {path} does not exist", hint="list sessions with `pentrace list`"
         ) from None
     except NotRegularFileError as exc:
         raise TraceError(
@@ -445,8 +445,7 @@ def resume_trace_file(
         raise NotATraceError(
             f"{path} is not a trace: none of its {content} non-blank line(s) is a "
             "session_meta, model_msg or event_msg record",
-            hint="give the path of a session's .jsonl shard, or a session id "
-            "(`pentrace sessions list`)",
+            hint="give the path of a session's .jsonl shard, or a session id (`pentrace list`)",
         )
     return result
 

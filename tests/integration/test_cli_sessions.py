@@ -59,11 +59,13 @@ def test_list_prints_a_plain_table_with_a_header_when_piped(root: Path) -> None:
 
     lines = result.stdout.splitlines()
     assert lines[0].split("\t") == [
-        "session", "project/agent", "start", "model", "turns", "tokens", "status", "errors",
+        "session", "project/agent", "start", "model", "turns", "tokens", "cost", "status",
+        "errors",
     ]  # fmt: skip
+    # Piped cells keep their machine form: no thousands separators, the cost bare.
     assert lines[1].split("\t") == [
         SID_A, "p1/a1", "2026-07-18T03:00:00.000Z", "deepseek/deepseek-v4-pro",
-        "2", "800", "completed", "no",
+        "2", "800", "0.0001", "completed", "no",
     ]  # fmt: skip
     assert len(lines) == 4
 
@@ -151,10 +153,10 @@ def test_a_prefix_matching_nothing_is_not_found_with_a_hint(
 ) -> None:
     code, err = fails(capsys, root, "replay", "deadbeef")
 
-    assert code == 1
+    assert code == 2  # as an ambiguous one, and as every command's (ADR 0092); it was 1
     first, hint = err.splitlines()
     assert first.startswith("error: no session id or 8-hex token starts with 'deadbeef' under ")
-    assert hint.startswith("hint: list sessions with `pentrace sessions list`")
+    assert hint.startswith("hint: list sessions with `pentrace list`")
 
 
 def test_show_json_reports_shards_counters_and_the_summary(root: Path) -> None:
@@ -244,7 +246,8 @@ def test_resume_check_text_names_history_turns_and_closure(root: Path) -> None:
 
     assert "turns         1" in text
     assert "closed        no" in text
-    assert "dangling      compaction {'reason': 'context', 'mode': 'summarize'}" in text
+    # Once a dict repr, {'reason': 'context', ...} (issue #31): no Python in text output.
+    assert "dangling      compaction (reason context, mode summarize)" in text
 
 
 def test_resume_check_of_a_directory_is_a_clean_error(
@@ -276,11 +279,11 @@ def test_a_missing_session_is_one_clean_line_and_debug_shows_a_traceback(
     code, err = fails(capsys, root, "show", "cafecafe")
     debug = run_pentrace(root, "--debug", "show", "cafecafe")
 
-    assert code == 1
+    assert code == 2  # an unknown session is 2 everywhere (ADR 0092); it was 1
     assert err.count("\n") == 2
     assert err.startswith("error: no session id")
     assert "Traceback (most recent call last)" in debug.stderr
-    assert "NotFoundError" in debug.stderr
+    assert "NoMatchError" in debug.stderr  # a NotFoundError that exits 2 (ADR 0092)
 
 
 def test_shell_completion_prints_a_bash_script(root: Path) -> None:

@@ -40,7 +40,7 @@ _TIMEOUT_HINT = (
 
 _SCHEMA_HINT = (
     "the database's tables are not the ledger's: point the ledger setting at a pentrace "
-    "ledger (`pentrace ledger stats` says what the file holds), or at a new file"
+    "ledger (`pentrace ledger status` says what the file holds), or at a new file"
 )
 
 
