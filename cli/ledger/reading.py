@@ -12,9 +12,7 @@ from pentrace.cli.output import emit_json, emit_table
 from pentrace.cli.sessions.args import JsonOption
 from pentrace.domain.session.key import SessionKey
 from pentrace.infrastructure.ledger import RuntimeEventLedger
-from pentrace.infrastructure.ledger.admin import ledger_session, ledger_stats
 from pentrace.infrastructure.ledger.live.follower import HeadFollower
-from pentrace.infrastructure.ledger.pages import entries_after, newest_entries
 
 __all__ = ["replay", "stats", "tail"]
 
@@ -48,8 +46,8 @@ def tail(
     """
     ledger = open_for_command(ctx, read_only=True)
     try:
-        key = None if session is None else ledger_session(ledger, session)
-        entries = newest_entries(ledger, lines, session=key)
+        key = None if session is None else ledger.session_named(session)
+        entries = ledger.newest_entries(lines, session=key)
         print_entries(entries, as_json, header=True)
         cursor = entries[-1].notification_id or 0 if entries else ledger.head()
         if follow:
@@ -70,7 +68,7 @@ def _follow(
     position = cursor  # how far the head has been looked at (rows of other sessions too)
     with HeadFollower(ledger, poll_interval=interval, listening_poll=interval) as heads:
         while (head := heads.wait_past(position)) is not None:
-            fresh = entries_after(ledger, cursor, session=key, limit=_PAGE)
+            fresh = ledger.entries_after(cursor, session=key, limit=_PAGE)
             if fresh:
                 print_entries(fresh, as_json, header=False)
                 cursor = fresh[-1].notification_id or cursor
@@ -106,7 +104,7 @@ def replay(
     """
     ledger = open_for_command(ctx, read_only=True)
     try:
-        key = None if session is None else ledger_session(ledger, session)
+        key = None if session is None else ledger.session_named(session)
         owned = key if isinstance(key, SessionKey) else None
         bare = key if isinstance(key, str) else None
         result = ledger.replay_after(
@@ -153,7 +151,7 @@ def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """
     ledger = open_for_command(ctx, read_only=True)
     try:
-        figures = ledger_stats(ledger)
+        figures = ledger.stats()
     finally:
         ledger.close()
     value = {

@@ -22,7 +22,7 @@ from sqlalchemy import text
 
 from pentrace.infrastructure.analytics.api import AnalyticsProjection
 from pentrace.infrastructure.analytics.runner import open_ledger, open_projection
-from pentrace.infrastructure.ledger.application import LedgerApplication, LedgerMapper
+from pentrace.infrastructure.ledger.opener import LedgerApplication, LedgerMapper
 
 __all__ = ["dump", "run_in_batches"]
 

@@ -33,8 +33,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final, TypeVar
 
-from sqlalchemy import func, select
-
 from pentrace.infrastructure.analytics.api import AnalyticsProjection
 from pentrace.infrastructure.analytics.database import FAILURES_TABLE, MARKS_TABLE, TRACKING_TABLE
 from pentrace.infrastructure.analytics.failures import EventFailure
@@ -43,7 +41,7 @@ from pentrace.infrastructure.analytics.runner import open_ledger, open_projectio
 from pentrace.infrastructure.analytics.trace_events import session_events
 from pentrace.infrastructure.analytics.transaction import BatchWriteError, Transaction
 from pentrace.infrastructure.ledger import RuntimeEventLedger
-from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.ledger.bulk import sync
 from pentrace.infrastructure.storage.layout import iter_sessions
 from pentrace.projections.analytics.events import AnalyticsEvent
 
@@ -60,21 +58,6 @@ class RebuildReport:
     sessions: int
     events: int
     position: int
-
-
-def _ledger_limits(ledger: RuntimeEventLedger, newest: int) -> dict[str, int]:
-    events, marks = ledger.db.tables.events, ledger.db.tables.watermarks
-    with ledger.db.reading("read the ledger's positions per session") as conn:
-        held = conn.execute(
-            select(events.c.stream_id, func.max(events.c.sequence))
-            .where(events.c.notification_id <= newest)
-            .group_by(events.c.stream_id)
-        ).all()
-        pruned = conn.execute(select(marks.c.stream_id, marks.c.max_sequence)).all()
-    limits = {str(stream): int(top) for stream, top in held}
-    for stream, top in pruned:
-        limits[str(stream)] = max(limits.get(str(stream), 0), int(top))
-    return limits
 
 
 def _notification_ids(
@@ -188,7 +171,7 @@ def rebuild(
     try:
         sync(ledger, data_root)
         newest = ledger.head()
-        limits = _ledger_limits(ledger, newest)
+        limits = ledger.stream_limits(newest)
     finally:
         ledger.close()
     projection = open_projection(projection_class, data_root, env)

@@ -16,8 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from sqlalchemy import select
-
 from pentrace.infrastructure.analytics.api import AnalyticsProjection
 from pentrace.infrastructure.analytics.failures import (
     EventFailure,
@@ -27,9 +25,7 @@ from pentrace.infrastructure.analytics.failures import (
 )
 from pentrace.infrastructure.analytics.runner import open_ledger, open_projection
 from pentrace.infrastructure.ledger import RuntimeEventLedger
-from pentrace.infrastructure.ledger.application import LedgerEvent
-from pentrace.infrastructure.ledger.backend.row_form import read_plain
-from pentrace.infrastructure.ledger.backend.schema import stream_equals
+from pentrace.infrastructure.ledger.opener import LedgerEvent
 
 __all__ = ["RetryReport", "ledger_rows", "retry"]
 
@@ -49,20 +45,8 @@ def ledger_rows(
     ledger: RuntimeEventLedger, failures: list[EventFailure]
 ) -> dict[Position, tuple[int, bytes]]:
     """Each failed event's notification id and envelope, by stream position (pruned: absent)."""
-    events = ledger.db.tables.events
-    found: dict[Position, tuple[int, bytes]] = {}
-    with ledger.db.reading("read the failed events back from the ledger") as conn:
-        for failure in failures:
-            row = conn.execute(
-                select(events.c.notification_id, events.c.event_json).where(
-                    stream_equals(events, failure.stream_id, digest=ledger.db.digest_streams),
-                    events.c.sequence == failure.sequence,
-                )
-            ).first()
-            if row is not None:
-                found[failure.stream_id, failure.sequence] = (int(row[0]), row[1])
-    plain = read_plain(ledger.db, list(found.values()), 1, 0)
-    return {key: (nid, data) for (key, (nid, _)), data in zip(found.items(), plain, strict=True)}
+    found = ledger.rows_at((failure.stream_id, failure.sequence) for failure in failures)
+    return {key: (entry.notification_id or 0, entry.event_json) for key, entry in found.items()}
 
 
 def retry(

@@ -29,7 +29,7 @@ from pentrace.infrastructure.analytics.query_rows import GROUPS, column_of
 from pentrace.infrastructure.analytics.registry import BUILTINS
 from pentrace.infrastructure.analytics.runner import catch_up, open_ledger, open_projection
 from pentrace.infrastructure.analytics.session_queries import SESSION_GROUPS
-from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.ledger.bulk import sync
 
 __all__ = [
     "DEFAULT_BY",

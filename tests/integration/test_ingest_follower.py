@@ -14,7 +14,7 @@ import pytest
 
 from pentrace.infrastructure.ingest import Follower
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
-from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.ledger.bulk import sync
 from pentrace.infrastructure.ledger.live.hook import LedgerHook
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 from pentrace.infrastructure.storage.layout import DataRoot

@@ -13,9 +13,12 @@ import pytest
 from sqlalchemy import select
 
 from pentrace.errors import LedgerConflictError, LedgerError
-from pentrace.infrastructure.ledger import LedgerDatabase, RuntimeEventLedger, bulk
-from pentrace.infrastructure.ledger.bulk import SessionBuild, build_session, insert_values
-from pentrace.infrastructure.ledger.indexer import index_records, sync
+from pentrace.infrastructure.ledger import LedgerDatabase, RuntimeEventLedger
+from pentrace.infrastructure.ledger.bulk import run as bulk
+from pentrace.infrastructure.ledger.bulk import sync
+from pentrace.infrastructure.ledger.bulk.build import SessionBuild, build_session
+from pentrace.infrastructure.ledger.bulk.run import insert_values
+from pentrace.infrastructure.ledger.indexer import index_records
 from pentrace.infrastructure.ledger.rows import ROW_COLUMNS, plain_values
 from pentrace.infrastructure.storage.layout import SessionRef, iter_sessions
 from pentrace.testing.files import write_shards

@@ -21,9 +21,8 @@ import pytest
 
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import build_events
-from pentrace.infrastructure.ledger.live.breaker import CircuitBreaker
 from pentrace.infrastructure.ledger.live.hook import LedgerHook
-from pentrace.infrastructure.ledger.live.writer import LiveBatch, LiveWriter
+from pentrace.infrastructure.ledger.live.writer import CircuitBreaker, LiveBatch, LiveWriter
 from pentrace.infrastructure.ledger.rows import as_envelope, envelope_row
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 from pentrace.testing.files import write_shards
