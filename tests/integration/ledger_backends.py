@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection
 
+from pentrace.domain.runtime import SessionEvents
 from pentrace.domain.session.key import SessionKey
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings
 from pentrace.infrastructure.ledger.backend.dialect import dialect_for
@@ -40,6 +41,7 @@ __all__ = [
     "ledger_backend",
     "ledger_stats",
     "locate",
+    "mapping_fails_at",
     "newest_entries",
     "reach",
 ]
@@ -163,3 +165,17 @@ def ledger_stats(ledger: LedgerReader) -> LedgerStats:
 def index_names(conn: Connection, table: str) -> set[str]:
     """The indexes of ``table``, as the connection's dialect lists them."""
     return dialect_for(conn.engine.url).index_names(conn, table)
+
+
+def mapping_fails_at(session: str | None, position: int) -> Callable[..., Any]:
+    """A ``SessionEvents.screened`` that meets, at one record (of ``session``, or of any
+    session), a value it cannot take: the kind of failure a lone surrogate inside a tool
+    call's arguments was (ADR 0079).  Patch it in with ``monkeypatch.setattr``."""
+    original = SessionEvents.screened
+
+    def screened(self: SessionEvents, at: int, record: Any) -> Any:
+        if session in (None, self.key.session_id) and at == position:
+            raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
+        return original(self, at, record)
+
+    return screened

@@ -139,15 +139,20 @@ class LedgerDatabase:
             engine = self.dialect.open_read_only(self)
         else:
             engine = self.dialect.open_writable(self)
-            self._create_schema(engine)
-            self.format = "pentrace"
-        if self.path is not None:
-            self.dialect.opened(self)
-            self.identity = file_identity(self.path)
-        with converted("read the ledger's row form", self.where):
-            self.codec = read_codec(engine, self.tables)
-            with engine.connect() as conn:
-                self.hashed_keys, self.digest_streams = self.dialect.layout(conn, self.tables)
+        try:
+            if not self.read_only:
+                self._create_schema(engine)
+                self.format = "pentrace"
+            if self.path is not None:
+                self.dialect.opened(self)
+                self.identity = file_identity(self.path)
+            with converted("read the ledger's row form", self.where):
+                self.codec = read_codec(engine, self.tables)
+                with engine.connect() as conn:
+                    self.hashed_keys, self.digest_streams = self.dialect.layout(conn, self.tables)
+        except BaseException:
+            engine.dispose()  # no pooled connection is left to the garbage collector
+            raise
         self._compiled.clear()  # a replaced file (W13) may be of another row form
         return engine
 

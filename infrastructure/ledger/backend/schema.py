@@ -93,9 +93,6 @@ __all__ = [
 #: gives the table another ``(stream_id, sequence)`` key than the text constraint.
 OTHER_STREAM_KEY: Final = "pentrace_other_stream_key"
 
-# SQLite wants exactly INTEGER for an alias of rowid; other databases get BIGINT.
-_Id = BigInteger().with_variant(Integer(), "sqlite")
-
 
 @dataclass(frozen=True)
 class LedgerTables:
@@ -165,7 +162,8 @@ def portable_tables(prefix: str = "") -> LedgerTables:
     events = Table(
         name,
         metadata,
-        Column("notification_id", _Id, primary_key=True, autoincrement=True),
+        # A dialect may want another integer type for its autoincrement key (adapt_tables).
+        Column("notification_id", BigInteger, primary_key=True, autoincrement=True),
         # NULL: the id derived from stream_id and sequence (event_id_of).
         Column("event_id", String),
         Column("stream_id", String, nullable=False),
@@ -191,8 +189,6 @@ def portable_tables(prefix: str = "") -> LedgerTables:
         UniqueConstraint("stream_id", "sequence", name=f"{name}_stream_sequence_key").ddl_if(
             callable_=ddl_condition(_text_key)
         ),
-        # AUTOINCREMENT: a notification id is never reused after retention deletes rows.
-        sqlite_autoincrement=True,
     )
     # Each index costs every insert; these serve replay filters, topics and retention.
     # (session, notification_id) serves a session's replay page as one range scan in

@@ -27,7 +27,18 @@ from contextlib import AbstractContextManager, nullcontext
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
-from sqlalchemy import Column, Connection, Engine, Table, create_engine, event, exc, text
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    Engine,
+    Integer,
+    Table,
+    create_engine,
+    event,
+    exc,
+    text,
+)
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import QueuePool
@@ -143,8 +154,13 @@ class SQLiteDialect:
     defers_indexes = True
 
     def adapt_tables(self, tables: LedgerTables) -> None:
-        """Only the stored ids are indexed (a partial index); a drop takes the view along."""
+        """The notification id is an alias of the rowid (exactly INTEGER) with AUTOINCREMENT,
+        so that an id is never reused after retention deletes rows; only the stored ids
+        are indexed (a partial index); a drop takes the view along."""
         events = tables.events
+        key = events.c.notification_id
+        key.type = BigInteger().with_variant(Integer(), _NAME)
+        events.dialect_kwargs["sqlite_autoincrement"] = True
         (stored,) = (i for i in events.indexes if i.name == f"{events.name}_event_id_idx")
         stored.dialect_kwargs["sqlite_where"] = events.c.event_id.isnot(None)
         drop = DDL(f'DROP VIEW IF EXISTS "{schema.view_name(tables)}"')  # type: ignore[no-untyped-call]
