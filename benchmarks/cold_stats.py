@@ -10,7 +10,7 @@ indexes).  Each round runs, as real subprocesses:
 * the baseline: DuckDB (a benchmark dependency, ``pip install -e .[bench]``)
   answering "tokens per day" straight from the trace files: requests begun,
   ``token_usage`` records and their counts per UTC day, as
-  :mod:`pentrace.projections.session_numbers` defines them;
+  :mod:`pentrace.projections.session_summary` defines them;
 * ``pentrace stats tokens --by day --json`` on a fresh copy of the data root
   (traces only: no ledger, no analytics database), which builds the read
   model from the traces (ADR 0050).

@@ -44,7 +44,7 @@ from benchmarks._corpus import generate_records
 from benchmarks._floor import best_cpu, per_line, raw_decoder
 from pentrace.infrastructure.eventstore.application import SessionApplication
 from pentrace.infrastructure.storage.layout import DataRoot
-from pentrace.infrastructure.trace.resume import resume_trace_file
+from pentrace.infrastructure.trace.reader import resume_trace_file
 
 NODE_SECONDS = {100_000: 2.6, 200_000: 8.8, 1_000_000: 329.0}
 PROJECT, AGENT = "bench", "agent"

@@ -23,6 +23,7 @@ from typing import Annotated, Final
 import typer
 
 from pentrace.cli.sessions.args import SessionArgument, resolve
+from pentrace.domain.json_codec import escape_surrogates
 from pentrace.infrastructure.analytics.trace_events import session_events
 from pentrace.infrastructure.storage.atomic import publish_file
 from pentrace.projections.analytics.events import iso_of
@@ -206,7 +207,8 @@ def report(
     _root, ref = resolve(ctx, session)
     events = session_events(ref)
     # The title names the owner too: the same id may exist under other agents (ADR 0023).
-    page = render_report(build_timeline(ref.key.reference, events)).encode("utf-8")
+    # A lone surrogate in a name or a text is shown as its JSON escape (ADR 0015).
+    page = escape_surrogates(render_report(build_timeline(ref.key.reference, events))).encode()
     # Atomic and 0600 like every export: the page shows what the session did.
     publish_file(output.absolute(), [page], overwrite=True)
     typer.echo(f"wrote {output}")

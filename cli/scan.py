@@ -45,13 +45,13 @@ def _trace_findings(refs: list[SessionRef]) -> Iterator[ScanFinding]:
 
 def _derived_findings(root: DataRoot) -> Iterator[ScanFinding]:
     # The stores pull in SQLAlchemy; a trace scan never needs it.
-    from pentrace.infrastructure.audit.stores import derived_findings
+    from pentrace.infrastructure.audit.secrets import derived_findings
 
     yield from derived_findings(root)
 
 
 def _fix(root: DataRoot, findings: list[ScanFinding]) -> list[str]:
-    from pentrace.infrastructure.audit.stores import fix_derived
+    from pentrace.infrastructure.audit.secrets import fix_derived
 
     return fix_derived(root, findings)
 

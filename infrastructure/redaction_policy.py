@@ -26,20 +26,32 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pentrace.domain.redaction.keys import normalize_key
-from pentrace.domain.redaction.policy import DEFAULT, CustomRule, Policy, install
+from pentrace.domain.redaction.policy import DEFAULT, ENGINES, CustomRule, Policy, install
 from pentrace.errors import ConfigError
 from pentrace.infrastructure.storage.inputs import read_config_text
 
-__all__ = ["POLICY_FILE", "RULES_ENV", "activate_policy", "load_policy", "policy_path"]
+__all__ = [
+    "POLICY_FILE",
+    "RULES_ENV",
+    "SCREEN_ENV",
+    "activate_policy",
+    "load_policy",
+    "policy_path",
+    "with_engine",
+]
 
 POLICY_FILE: Final = "redaction.toml"
 RULES_ENV: Final = "PENTRACE_REDACTION_RULES"
+# The redaction screen's engine (ADR 0021): chosen here, at the edge, and passed to the
+# domain inside the policy (the domain reads no environment).
+SCREEN_ENV: Final = "PENTRACE_REDACTION_SCREEN"
 _HINT: Final = "the format is in docs/redaction.md (Your own rules)"
 _loaded: dict[tuple[str, int, int], Policy] = {}
 # The file named explicitly (``--redaction-rules``), for the rest of the process.
@@ -180,5 +192,22 @@ def activate_policy(
         if stat is not None:
             key = (str(path), stat.st_mtime_ns, stat.st_size)
             policy = _loaded.get(key) or _loaded.setdefault(key, load_policy(path))
+    policy = with_engine(policy, environ)
     install(policy)
     return policy
+
+
+def with_engine(policy: Policy, environ: Mapping[str, str] | None = None) -> Policy:
+    """``policy`` with the screen engine ``$PENTRACE_REDACTION_SCREEN`` names (``hs``, ``re``
+    or ``off``); unset or empty: the policy as it is (Hyperscan where installed)."""
+    env = os.environ if environ is None else environ
+    name = env.get(SCREEN_ENV, "")
+    if not name:
+        return policy
+    for engine in ENGINES:
+        if name == engine:
+            return replace(policy, engine=engine)
+    raise ConfigError(
+        f"{SCREEN_ENV}={name[:40]!r}: expected one of {', '.join(ENGINES)}",
+        hint=f"unset {SCREEN_ENV} to screen with Hyperscan where it is installed",
+    )

@@ -94,6 +94,14 @@ class TraceFormatError(TraceError):
         self.reason = reason
 
 
+class NotATraceError(TraceError):
+    """A file given as a trace holds lines, but not one trace record among them."""
+
+
+class TraceConflictError(TraceError):
+    """A save's first position is not the session's next one: another writer got there first."""
+
+
 class TraceLockedError(TraceError):
     """Another writer holds the exclusive lock on a session's shard."""
 

@@ -16,7 +16,7 @@ from typing import Final
 
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.runtime import event_type_for, time_ms_of
-from pentrace.projections.audit_problem import Problem, ProblemLog
+from pentrace.projections.audit import Problem, ProblemLog
 
 __all__ = ["LedgerDrift", "expected_ledger_row", "record_time_ms"]
 

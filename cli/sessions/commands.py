@@ -47,7 +47,7 @@ from pentrace.infrastructure.operations.documents import (
 )
 from pentrace.infrastructure.sessions.files import delete_session
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
-from pentrace.projections.session_numbers import model_name, numbers_of
+from pentrace.projections.session_summary import model_name, numbers_of
 
 __all__ = ["register", "row_json", "sessions_app"]
 

@@ -2,7 +2,7 @@
 
 Pure formatting (no I/O): :func:`render_replay` returns the lines that
 ``pentrace replay`` prints or pages, a line or a few for each render item
-(:mod:`pentrace.projections.replay_items`, which the Session page draws too).
+(:mod:`pentrace.projections.replay`, which the Session page draws too).
 Dropped, open and pending records are shown only when the caller passes them,
 each line prefixed with a marker naming why it is not committed history.
 """
@@ -13,8 +13,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from pentrace.domain.omnimessage.images import ImageRef, summary
-from pentrace.projections.replay_items import RenderItem, as_text, build_render_items, draw
-from pentrace.projections.replay_view import ReplayItem
+from pentrace.projections.replay import RenderItem, ReplayItem, as_text, build_render_items, draw
 
 __all__ = ["MAX_OUTPUT_LINES", "render_replay"]
 

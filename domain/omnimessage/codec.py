@@ -7,6 +7,9 @@ which keeps unknown keys, key order, number spelling, escapes and fidelity
 exactly as the writer produced them.  Any change is made with
 ``msgspec.structs.replace``, which builds a new instance *without* the
 remembered bytes, so stale bytes can never be emitted.  See ADR 0003.
+
+The JSON Schema of a trace line (:func:`envelope_json_schema`) is built here too, from the
+payload Structs.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pentrace.domain.omnimessage.events import EVENT_TYPES, EventPayload
 from pentrace.domain.omnimessage.payloads import (
     COMPLETE_MODEL_TYPES,
     PARTIAL_TYPES,
+    CompleteModelPayload,
     ModelPayload,
     SessionMeta,
 )
@@ -36,6 +40,7 @@ __all__ = [
     "decode_envelope",
     "encode_envelope",
     "envelope_from_record",
+    "envelope_json_schema",
     "envelope_type_for",
     "is_partial",
     "is_recordable",
@@ -286,3 +291,44 @@ def encode_envelope(envelope: Envelope) -> bytes:
         return _fast_encode(value)
     except UnicodeEncodeError:
         return encode_escaped(value)  # lone surrogates become JSON escapes (ADR 0015)
+
+
+_OPAQUE_OBJECTS: Final = {
+    "fidelity": "opaque provider data, kept byte for byte",
+    "parameters": "the tool's JSON Schema, kept byte for byte",
+}
+
+
+def envelope_json_schema() -> dict[str, Any]:
+    """JSON Schema (2020-12) of a trace line: the envelope with every recordable payload."""
+    groups: dict[str, Any] = {
+        "session_meta": SessionMeta,
+        "model_msg": CompleteModelPayload,
+        "event_msg": EventPayload,
+    }
+    refs, defs = msgspec.json.schema_components(
+        list(groups.values()), ref_template="#/$defs/{name}"
+    )
+    variants = [
+        {"properties": {"type": {"const": kind}, "payload": ref}}
+        for kind, ref in zip(groups, refs, strict=True)
+    ]
+    for definition in defs.values():
+        properties = definition.get("properties", {})
+        for name in _OPAQUE_OBJECTS.keys() & properties.keys():
+            # msgspec describes Raw as "any JSON"; these hold JSON objects.
+            properties[name] = {"type": "object", "description": _OPAQUE_OBJECTS[name]}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "OmniMessage envelope (one trace line)",
+        "type": "object",
+        "properties": {
+            "timestamp": {"type": "string", "description": "ISO 8601 UTC, milliseconds, Z"},
+            "type": {"enum": list(ENVELOPE_TYPES)},
+            "payload": {"type": "object"},
+            "origin": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["timestamp", "type", "payload"],
+        "oneOf": variants,
+        "$defs": defs,
+    }

@@ -7,11 +7,32 @@ JSON kept as ``msgspec.Raw``, numbers as written, enumerations as ``str``.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, get_args
 
 from msgspec import UNSET, Raw, UnsetType
 
 from pentrace.domain.omnimessage.payloads import NestedPart, Number, TaggedPayload, TokenCounts
+
+# Re-exported whole by the package: a new payload is listed here and nowhere else.
+__all__ = [
+    "EVENT_TYPES",
+    "Abort",
+    "ApprovalDecision",
+    "CompactionBegin",
+    "CompactionEnd",
+    "EventPayload",
+    "GoalFinished",
+    "McpConnectBegin",
+    "McpConnectEnd",
+    "McpServerResult",
+    "RequestBegin",
+    "RequestEnd",
+    "Subagent",
+    "TokenUsage",
+    "ToolDefinition",
+    "ToolListReady",
+]
+
 
 # --- event_msg ----------------------------------------------------------------
 
@@ -138,17 +159,5 @@ EventPayload = (
     | McpConnectEnd
 )
 
-EVENT_TYPES: Final[tuple[type[TaggedPayload], ...]] = (
-    RequestBegin,
-    RequestEnd,
-    ApprovalDecision,
-    Abort,
-    TokenUsage,
-    CompactionBegin,
-    CompactionEnd,
-    GoalFinished,
-    Subagent,
-    ToolListReady,
-    McpConnectBegin,
-    McpConnectEnd,
-)
+# The union is the one list; the tuple (for isinstance and lookups) comes from it.
+EVENT_TYPES: Final[tuple[type[TaggedPayload], ...]] = get_args(EventPayload)

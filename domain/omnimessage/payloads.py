@@ -24,10 +24,37 @@ Choices that keep a decoded line faithful (see ADR 0003):
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
+
+# Re-exported whole by the package: a new payload is listed here and nowhere else.
+__all__ = [
+    "COMPLETE_MODEL_TYPES",
+    "PARTIAL_TYPES",
+    "STOP_REASONS",
+    "CompleteModelPayload",
+    "ImageUrl",
+    "InlineData",
+    "InlineThinking",
+    "ModelPayload",
+    "Number",
+    "PartialPayload",
+    "PartialText",
+    "PartialThinking",
+    "PartialToolCall",
+    "PartialToolCallOutput",
+    "Role",
+    "SessionMeta",
+    "StopReason",
+    "StreamEventType",
+    "Text",
+    "Thinking",
+    "TokenCounts",
+    "ToolCall",
+    "ToolCallOutput",
+]
 
 Number = int | float
 """A JSON number as written: ``int`` for integer literals, ``float`` otherwise."""
@@ -207,18 +234,6 @@ CompleteModelPayload = (
 )
 PartialPayload = PartialText | PartialThinking | PartialToolCall | PartialToolCallOutput
 ModelPayload = CompleteModelPayload | PartialPayload
-COMPLETE_MODEL_TYPES: Final[tuple[type[TaggedPayload], ...]] = (
-    Text,
-    Thinking,
-    InlineThinking,
-    ToolCall,
-    ToolCallOutput,
-    ImageUrl,
-    InlineData,
-)
-PARTIAL_TYPES: Final[tuple[type[TaggedPayload], ...]] = (
-    PartialText,
-    PartialThinking,
-    PartialToolCall,
-    PartialToolCallOutput,
-)
+# The unions are the one list; the tuples (for isinstance and lookups) come from them.
+COMPLETE_MODEL_TYPES: Final[tuple[type[TaggedPayload], ...]] = get_args(CompleteModelPayload)
+PARTIAL_TYPES: Final[tuple[type[TaggedPayload], ...]] = get_args(PartialPayload)

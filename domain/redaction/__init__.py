@@ -1,25 +1,32 @@
 """The one redaction policy for everything that leaves a trace.
 
-The public face of the package; the parts live in its modules:
+The public face of the package; its modules, one concept each:
 
-* :mod:`~pentrace.domain.redaction.core`: :func:`redact` (a fast loop over
-  plain dicts) and :func:`is_redacted`, the ledger's check;
-* :mod:`~pentrace.domain.redaction.walk`: the full walk (every rule, every
-  node), the reference the fast loop is held to;
+* :mod:`~pentrace.domain.redaction.policy`: the user's rules and the screen's
+  engine, installed once per process (chosen at the edge);
 * :mod:`~pentrace.domain.redaction.keys`: which mapping keys name a secret;
-* :mod:`~pentrace.domain.redaction.text`: secrets inside free text, with
-  :mod:`~pentrace.domain.redaction.named` for the values after a secret name;
-* :mod:`~pentrace.domain.redaction.shapes` and ``providers``: credential
-  formats, one rule each;
-* :mod:`~pentrace.domain.redaction.policy`: the user's own rules, installed
-  once per process for a data root;
+* :mod:`~pentrace.domain.redaction.shapes`: credential formats (generic and
+  providers'), one rule each, and the index of their gate literals;
+* :mod:`~pentrace.domain.redaction.text`: secrets inside free text, by shape
+  and by the secret name before a value;
+* :mod:`~pentrace.domain.redaction.walk`: the full walk (every rule, every
+  node), the reference;
 * :mod:`~pentrace.domain.redaction.screen`: one multi-pattern pass over a
-  record's bytes that says when no rule can apply.
+  record's bytes that says when no rule can apply (a fast path);
+* :mod:`~pentrace.domain.redaction.core`: :func:`redact` and :func:`is_redacted`
+  (the fast loop, the memo and the screened entry points, held to the walk by
+  property tests) and the findings ``pentrace scan`` reports.
 """
 
-from pentrace.domain.redaction.core import is_redacted, redact, redact_string, redact_text
+from pentrace.domain.redaction.core import (
+    is_redacted,
+    is_redacted_encoded,
+    redact,
+    redact_decoded,
+    redact_string,
+    redact_text,
+)
 from pentrace.domain.redaction.keys import is_secret_key, normalize_key
-from pentrace.domain.redaction.screened import is_redacted_encoded, redact_decoded
 from pentrace.domain.redaction.walk import (
     REDACTED,
     TOO_DEEP,

@@ -1,40 +1,59 @@
-"""The one redaction policy for everything that leaves a trace.
+"""The fast path of redaction, held to the full walk (:mod:`.walk`, the reference).
 
-Ledger rows, the SSE stream and redacted exports all pass through
-:func:`redact`.  It applies, in one depth-first walk:
+Everything that leaves a trace is redacted by :func:`redact`, which gives what
+:func:`~pentrace.domain.redaction.walk.redact_reference` (the full walk: every
+rule, every node) gives, faster:
 
-* **key rules** (:mod:`pentrace.domain.redaction.keys`): the whole value under a
-  secret key becomes ``"[redacted]"`` and the walk does not descend below it,
-  exactly as Penguin does, but with the names Penguin misses (W12);
-* **structure rules**: ``["--api-key", "sk-..."]`` argument lists, header pair
-  lists ``[["Authorization", "..."]]`` and ``{"name": "OPENAI_API_KEY",
-  "value": "..."}`` objects hide the value that follows the secret name;
-* **value rules** (:mod:`pentrace.domain.redaction.text`): secret shapes
-  inside any string are replaced in place by ``[redacted:<kind>]`` so the
-  surrounding text stays readable; a string that holds JSON (tool arguments)
-  is parsed and redacted as a structure, then re-encoded compactly.
+* a fast loop handles the dicts that need no neighbour or index (most payloads
+  and envelope fields) and hands every other subtree to the walk in place;
+* :func:`is_redacted` (the ledger's check) answers with one read-only pass;
+* :func:`redact_flat` memoises the verdicts on flat envelope fields (scope,
+  actor, correlation), which repeat in every event of a session;
+* :func:`redact_decoded` puts the compiled screen (:mod:`.screen`) in front,
+  for values whose JSON bytes are at hand: where no rule can apply anywhere in
+  the bytes, the value comes back unchanged without a walk.
+
+The rules themselves (docs/redaction.md):
+
+* **key rules** (:mod:`.keys`): the whole value under a secret key becomes
+  ``"[redacted]"`` and the walk does not descend below it, exactly as Penguin
+  does, but with the names Penguin misses (W12);
+* **structure rules** (:mod:`.walk`): ``["--api-key", "sk-..."]`` argument
+  lists, header pair lists ``[["Authorization", "..."]]`` and ``{"name":
+  "OPENAI_API_KEY", "value": "..."}`` objects hide the value that follows the
+  secret name;
+* **value rules** (:mod:`.text`): secret shapes inside any string are
+  replaced in place by ``[redacted:<kind>]`` so the surrounding text stays
+  readable; a string that holds JSON (tool arguments) is parsed and redacted
+  as a structure, then re-encoded compactly.
 
 Paths are Penguin's: dotted keys with ``[i]`` for list indices.  The walk is
 pure and deterministic; :func:`is_redacted` holds for every output.
 
-Speed: the full walk lives in :mod:`pentrace.domain.redaction.walk`.  Here a
-fast loop handles the dicts that need no neighbour or index (most payloads
-and envelope fields) and hands every other subtree to the walk in place;
-:func:`redact_reference` is the walk alone, and property tests hold the two
-to the same values, paths and classification.
+The property tests that tie this fast path to the reference, over generated
+input with hostile values (lone surrogates, deep and huge values, planted
+credentials in every position and encoding):
+``tests/property/test_redaction_fast_path.py`` (:func:`redact` and
+:func:`is_redacted` against the walk), ``tests/property/test_redaction_screen.py``
+(the screen in front, both engines) and ``tests/property/test_redaction_planted.py``
+(planted credentials: the screened path hides exactly what the walk hides,
+and none survives); ``tests/unit/test_redaction_memo.py`` holds the memo.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+import re
+from typing import Any, Final, NamedTuple
 
-from pentrace.domain.redaction.text import redact_secrets_in_text
+from pentrace.domain.redaction.screen import may_change
+from pentrace.domain.redaction.text import MARKER, redact_secrets_in_text
 from pentrace.domain.redaction.walk import (
     MAX_DEPTH,
     NEIGHBOUR_KEYS,
     PATH_LIST_KEYS,
     REDACTED,
     SCALAR_SECRET_KEYS,
+    TOO_DEEP,
     VALUE_KEYS,
     Redacted,
     Walker,
@@ -42,7 +61,19 @@ from pentrace.domain.redaction.walk import (
     redact_reference,
 )
 
-__all__ = ["is_redacted", "redact", "redact_string", "redact_text"]
+__all__ = [
+    "Finding",
+    "find_secrets",
+    "find_secrets_in_text",
+    "is_redacted",
+    "is_redacted_encoded",
+    "redact",
+    "redact_decoded",
+    "redact_flat",
+    "redact_string",
+    "redact_text",
+]
+
 
 _PLAIN: Final = frozenset({int, bool, float, type(None)})
 # Strings known to be redaction's fixed points: its outputs (idempotence)
@@ -271,3 +302,127 @@ def is_redacted(value: Any) -> bool:
     if type(value) is dict:
         return _unchanged(value, 0)
     return bool(redact_reference(value).value == value)
+
+
+_FLAT: Final = frozenset({str, int, bool, type(None)})
+_STR: Final = frozenset({str})
+# Bounded: a long-lived process sees ever new sessions; clearing all at once
+# costs one miss per live value, far less than tracking recency per hit.
+_MAX_ENTRIES: Final = 4096
+_memo: dict[object, tuple[dict[str, Any], list[str]]] = {}
+
+
+def redact_flat(value: Any, *, depth: int = 0) -> tuple[Any, list[str]]:
+    """``redact(value, depth=depth)`` as ``(value, paths)``; memoised for flat dicts.
+
+    The paths list may be shared between calls: read it, do not change it.
+    """
+    if type(value) is dict:
+        types = tuple(map(type, value.values()))
+        if _FLAT.issuperset(types) and _STR.issuperset(map(type, value)):
+            key = (depth, tuple(value.items()), types)
+            hit = _memo.get(key)
+            if hit is None:
+                result = redact(value, depth=depth)
+                if len(_memo) >= _MAX_ENTRIES:
+                    _memo.clear()
+                hit = _memo[key] = (dict(result.value), result.paths)
+            return dict(hit[0]), hit[1]
+    result = redact(value, depth=depth)
+    return result.value, result.paths
+
+
+def redact_decoded(
+    value: Any, data: bytes, *, depth: int = 0, engine: str | None = None
+) -> Redacted:
+    """``redact(value, depth=depth)`` for a value decoded from (a part of) the JSON ``data``.
+
+    The screen reads ``data`` once; where no rule can apply anywhere in it,
+    ``value`` itself comes back, unchanged and public, without a walk.
+    ``engine`` (``hs`` or ``re``) overrides the screen's engine, for tests.
+    """
+    if not may_change(data, engine_name=engine):
+        return Redacted(value, [], "public")
+    return redact(value, depth=depth)
+
+
+def is_redacted_encoded(value: Any, data: bytes) -> bool:
+    """:func:`is_redacted` for a value whose JSON encoding ``data`` is at hand: screened first."""
+    return not may_change(data) or is_redacted(value)
+
+
+_CONTEXT: Final = 24
+_KIND: Final = re.compile(r"\[redacted:([a-z0-9_]+)\]")
+
+
+class Finding(NamedTuple):
+    """One hidden part of a value: the rule, the path (Penguin style) and a masked preview."""
+
+    rule: str
+    path: str
+    preview: str
+
+
+def _preview(redacted: str, start: int, end: int) -> str:
+    left = max(0, start - _CONTEXT)
+    right = min(len(redacted), end + _CONTEXT)
+    text = redacted[left:right].replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
+    return ("…" if left else "") + text + ("…" if right < len(redacted) else "")
+
+
+def _text_findings(original: str, redacted: str, path: str, out: list[Finding]) -> None:
+    if redacted in (REDACTED, TOO_DEEP):
+        out.append(Finding("secret_key", path, f"{REDACTED} ({len(original)} chars)"))
+        return
+    markers = [m for m in MARKER.finditer(redacted) if m.group() not in original]
+    if not markers:
+        # A JSON string re-encoded with a whole value hidden inside it.
+        out.append(Finding("secret_key", path, _preview(redacted, 0, 0)))
+        return
+    for marker in markers:
+        kind = _KIND.fullmatch(marker.group())
+        rule = kind.group(1) if kind else "secret_key"
+        out.append(Finding(rule, path, _preview(redacted, marker.start(), marker.end())))
+
+
+def _diff(original: Any, redacted: Any, path: str, out: list[Finding]) -> None:
+    if original == redacted:
+        return
+    if isinstance(original, dict) and isinstance(redacted, dict):
+        for (key, item), (clean_key, clean_item) in zip(
+            original.items(), redacted.items(), strict=False
+        ):
+            where = f"{path}.{clean_key}" if path else str(clean_key)
+            if key != clean_key:
+                out.append(Finding("secret_in_key", where, f"{clean_key}: {REDACTED}"))
+                continue
+            _diff(item, clean_item, where, out)
+        return
+    if isinstance(original, list | tuple) and isinstance(redacted, list):
+        for index, (item, clean_item) in enumerate(zip(original, redacted, strict=False)):
+            _diff(item, clean_item, f"{path}[{index}]", out)
+        return
+    if isinstance(redacted, str):
+        text = original if isinstance(original, str) else str(original)
+        _text_findings(text, redacted, path, out)
+        return
+    out.append(Finding("secret_key", path, REDACTED))
+
+
+def find_secrets(value: Any, data: bytes | None = None) -> list[Finding]:
+    """Every part of ``value`` the current policy hides, in walk order.
+
+    ``data`` is the JSON ``value`` was decoded from, if at hand: the screen
+    reads it first, and a clean record costs no walk.
+    """
+    result = redact_decoded(value, data) if data is not None else redact_reference(value)
+    if not result.paths:
+        return []
+    out: list[Finding] = []
+    _diff(value, result.value, "", out)
+    return out
+
+
+def find_secrets_in_text(text: str) -> list[Finding]:
+    """:func:`find_secrets` for one string (search index bodies, read-model cells)."""
+    return find_secrets(text)

@@ -7,6 +7,12 @@ into a :class:`Policy`, and :func:`install` makes it the one every redaction
 in this process applies: ledger rows, SSE frames, the search index and
 redacted exports cannot disagree, because there is only one.
 
+The policy also names the *engine* the screen and the shape gates use
+(``hs``: Hyperscan, ``re``: the standard library, ``off``: walk every
+record; ADR 0021).  The domain reads no environment: the edge that builds the
+policy chooses it (``PENTRACE_REDACTION_SCREEN``, read in
+:mod:`pentrace.infrastructure.redaction_policy`) and passes it in here.
+
 Installing a different policy empties every memo of the redaction modules
 (they remember verdicts of the policy they were made under), through the
 hooks those modules register with :func:`on_install`.
@@ -17,9 +23,21 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Literal, get_args
 
-__all__ = ["DEFAULT", "CustomRule", "Policy", "current", "install", "on_install"]
+__all__ = [
+    "DEFAULT",
+    "ENGINES",
+    "CustomRule",
+    "Engine",
+    "Policy",
+    "current",
+    "install",
+    "on_install",
+]
+
+Engine = Literal["hs", "re", "off"]
+ENGINES: Final[tuple[Engine, ...]] = get_args(Engine)
 
 
 @dataclass(frozen=True)
@@ -50,6 +68,13 @@ class Policy:
     allowed_values: tuple[re.Pattern[str], ...] = ()
     # Where the policy came from, for messages (a file path), or None.
     source: str | None = field(default=None, compare=False)
+    # The screen's engine (see the module docstring); None: ``hs`` where Hyperscan is
+    # installed, else ``off`` (the standard-library screen costs more than it saves).
+    engine: Engine | None = None
+
+    def __post_init__(self) -> None:
+        if self.engine is not None and self.engine not in ENGINES:
+            raise ValueError(f"expected an engine in {', '.join(ENGINES)}, found {self.engine!r}")
 
     def allows(self, text: str) -> bool:
         """True when ``text`` is allow-listed as a whole."""

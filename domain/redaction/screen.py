@@ -5,7 +5,9 @@ name or flag rule a secret word (``screen_words``: the text rules' words but
 ``session``, which no secret name needs alone), a user rule its keywords.
 The screen looks for all of them at once over the bytes of the record as
 written (Hyperscan; without it, redaction walks every record: ADR 0021).  A
-record in which none occurs is left as it is.
+record in which none occurs is left as it is.  Which engine runs is the
+installed policy's (:class:`~pentrace.domain.redaction.policy.Policy`
+``engine``), chosen at the edge; nothing here reads the environment.
 
 A hit is not yet a secret: ``max_tokens`` and ``token_usage`` hold secret
 words.  For each hit the screen takes the JSON string around it (JSON has
@@ -18,23 +20,30 @@ record to the full walk.
 Never less recall: what the bytes do not show, the screen does not trust.
 ``\\u`` and ``\\/`` escapes, the two non-ASCII letters whose lowercase is
 ASCII (``K`` KELVIN SIGN, ``İ``), deep nesting and user rules without
-keywords all send the record to the walk.  Property tests hold screened and
-unscreened redaction to the same output.
+keywords all send the record to the walk.
+
+This is a fast path beside a reference: the full walk
+(:func:`~pentrace.domain.redaction.walk.redact_reference`).  Property tests
+over generated records hold screened and unscreened redaction to the same
+output: ``tests/property/test_redaction_screen.py`` (both engines, hostile
+strings) and ``tests/property/test_redaction_planted.py`` (credentials planted
+in every position and encoding).
 """
 
 from __future__ import annotations
 
-import os
 import re
+from dataclasses import replace
 from typing import Final
 
 import msgspec
 
 from pentrace.domain.redaction import shapes as _shapes
 from pentrace.domain.redaction import text as _text
-from pentrace.domain.redaction.gates import hs as _hs
 from pentrace.domain.redaction.keys import is_secret_key
-from pentrace.domain.redaction.policy import current, on_install
+from pentrace.domain.redaction.policy import ENGINES, Engine, current, install, on_install
+from pentrace.domain.redaction.shapes import HYPERSCAN, engine_of
+from pentrace.domain.redaction.shapes import hs as _hs
 from pentrace.domain.redaction.walk import MAX_DEPTH, MAX_NAME_LENGTH, SCALAR_SECRET_KEYS
 
 __all__ = [
@@ -47,12 +56,6 @@ __all__ = [
     "use_engine",
 ]
 
-HYPERSCAN: Final = _hs is not None
-# ``hs`` (Hyperscan), ``re`` (the standard library) or ``off`` (walk every record).
-ENGINES: Final = ("hs", "re", "off")
-# Without Hyperscan the default is the walk: the standard-library screen gives
-# the same output but costs more than the walk it would save (ADR 0021).
-_chosen = [os.environ.get("PENTRACE_REDACTION_SCREEN", "") or ("hs" if HYPERSCAN else "off")]
 _ALWAYS_WALK: Final = (b"\\u", b"\\/", b"\xe2\x84\xaa", b"\xc4\xb0")
 _NESTING: Final = MAX_DEPTH // 2
 # Matches where a record holds ``_NESTING`` brackets (``{`` or ``[``, in strings too):
@@ -265,10 +268,13 @@ class _Matcher:
 
 
 _matchers: dict[str, _Matcher] = {}
+# The matcher of the installed policy's engine (may_change runs once per record).
+_active: list[_Matcher | None] = [None]
 
 
 def _reset() -> None:
     _matchers.clear()
+    _active[0] = None
     _verdicts.clear()
     _key_verdicts.clear()
 
@@ -276,14 +282,22 @@ def _reset() -> None:
 on_install(_reset)
 
 
-def _current(engine_name: str | None = None) -> _Matcher:
-    wanted = engine_name or _chosen[0]
-    if wanted not in ENGINES or (wanted == "hs" and not HYPERSCAN):
-        wanted = "re" if wanted == "hs" else "off"
-    matcher = _matchers.get(wanted)
+def _matcher(name: Engine) -> _Matcher:
+    matcher = _matchers.get(name)
     if matcher is None:
-        matcher = _matchers[wanted] = _Matcher(wanted)
+        matcher = _matchers[name] = _Matcher(name)
     return matcher
+
+
+def _current(engine_name: str | None = None) -> _Matcher:
+    if engine_name is None:
+        active = _active[0]
+        if active is None:
+            active = _active[0] = _matcher(engine_of(current()))
+        return active
+    if engine_name == "hs":
+        return _matcher("hs" if HYPERSCAN else "re")
+    return _matcher("re" if engine_name == "re" else "off")
 
 
 def engine() -> str:
@@ -292,13 +306,16 @@ def engine() -> str:
 
 
 def use_engine(name: str) -> None:
-    """Screen with ``name`` from now on (``PENTRACE_REDACTION_SCREEN`` sets the default).
+    """Screen with ``name`` from now on: the current policy with that engine, installed.
 
     ``off`` walks every record: the reference the benchmarks compare against.
+    The edge picks the engine the same way (``PENTRACE_REDACTION_SCREEN``).
     """
-    if name not in ENGINES:
-        raise ValueError(f"expected one of {', '.join(ENGINES)}, found {name!r}")
-    _chosen[0] = name
+    for known in ENGINES:
+        if name == known:
+            install(replace(current(), engine=known))
+            return
+    raise ValueError(f"expected one of {', '.join(ENGINES)}, found {name!r}")
 
 
 def may_change(data: bytes, *, engine_name: str | None = None) -> bool:

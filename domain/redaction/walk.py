@@ -190,21 +190,34 @@ class Walker:
 
     def _sequence(self, value: list[Any] | tuple[Any, ...]) -> list[Any]:
         out: list[Any] = []
-        hide_next = False
+        # ["--api-key", "sk-..."] and ["Authorization", "Bearer ..."]: a secret name hides
+        # the element after it: a flag (``-``) anywhere in the list, a name in a pair.
+        # What follows a flag is its value unless it is another flag, whatever it looks
+        # like (``sk-argv-secret-789`` holds a secret word, and is still the value); what
+        # follows a pair's name is a value unless it names a secret too (a list of names).
+        hide_after: str | None = None
         pair = len(value) == 2
         for index, item in enumerate(value):
-            # A secret name after a secret name is a list of names, not a value.
-            if hide_next and _is_scalar(item) and not _names_a_secret(item):
+            if (
+                hide_after is not None
+                and _is_scalar(item)
+                and not (
+                    str(item).startswith("-") if hide_after == "flag" else _names_a_secret(item)
+                )
+            ):
                 out.append(REDACTED)
                 self.stack.append(index)
                 self._hidden()
                 self.stack.pop()
-                hide_next = False
+                hide_after = None
                 continue
             out.append(self._at(index, item))
-            # ["--api-key", "sk-..."] and ["Authorization", "Bearer ..."]: the name
-            # hides the element after it (a flag anywhere, a name in a pair).
-            hide_next = _names_a_secret(item) and (pair or str(item).startswith("-"))
+            hide_after = None
+            if _names_a_secret(item):
+                if str(item).startswith("-"):
+                    hide_after = "flag"
+                elif pair:
+                    hide_after = "pair"
         return out
 
     def _string(self, value: str) -> str:

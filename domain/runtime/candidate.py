@@ -11,8 +11,16 @@ that is not an object, as ``request_end``'s, is one the header does not read).
 :class:`Candidates` keeps one header per such combination for the session
 and fills in the rest per record; a record of any other shape (no payload
 object, a payload the header reads) takes ``event_from_record`` itself.
-Both give the same envelope: property tests and the bulk benchmark's
-corpus hold them to the same bytes.
+This is a fast path beside a reference: ``event_from_record`` of
+:mod:`.mapping` (the envelope built field by field, then encoded by
+``encode_event``).  Both give the same envelope, byte for byte, and these
+property tests over generated records hold them to it, hostile values
+included (lone surrogates, ``%`` and quotes in names, secrets, odd payload
+shapes): ``tests/property/test_candidate_template.py`` (the template's bytes
+are the struct's), ``tests/property/test_session_events.py`` (the screened
+candidate is the fully redacted envelope and ledger row) and
+``tests/property/test_domain_surrogates.py`` (surrogates everywhere); the bulk
+benchmark's corpus checks them too.
 
 :meth:`Candidates.encoded` gives the candidate's JSON bytes without the
 struct: per header, the envelope's encoding is kept as one byte template

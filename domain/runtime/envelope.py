@@ -18,6 +18,10 @@ correlation, projections) are :mod:`.header`'s.  It is pure: time,
 sequence, home and working directory are arguments.  Trace records become
 events through :mod:`pentrace.domain.runtime.session_events`; the public
 entry point for all of them is :mod:`pentrace.domain.runtime`.
+
+Whether an envelope is well formed (:func:`envelope_problems`, :func:`privacy_problem`) is
+checked here too, each problem naming its field: Penguin's ledger rules, a little stricter
+(``redacted_fields`` is always a list of strings, and a ``public`` block lists none).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from pentrace.domain.runtime.scope import slug_stream_id
 
 __all__ = [
     "CATEGORIES",
+    "CLASSIFICATIONS",
     "DEFAULT_SOURCE",
     "SCHEMA_VERSION",
     "Header",
@@ -50,10 +55,12 @@ __all__ = [
     "build_event",
     "envelope_correlation",
     "envelope_header",
+    "envelope_problems",
     "envelope_projections",
     "event_category",
     "event_id_for",
     "opencode_payload",
+    "privacy_problem",
 ]
 
 SCHEMA_VERSION: Final = "penguin.runtime_event.v1"
@@ -221,3 +228,68 @@ def opencode_payload(event: RuntimeEvent | Mapping[str, Any]) -> dict[str, Any]:
         "type": envelope.get("type"),
         "properties": properties,
     }
+
+
+CLASSIFICATIONS: Final = ("public", "sensitive")
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return repr(value[:40])
+    return type(value).__name__
+
+
+def privacy_problem(privacy: Mapping[str, Any]) -> str | None:
+    """What is wrong with a privacy block (``privacy.<field>: expected ..., found ...``)."""
+    classification = privacy.get("classification")
+    redacted = privacy.get("redacted", ...)
+    fields = privacy.get("redacted_fields", ...)
+    if classification not in CLASSIFICATIONS:
+        return (
+            "privacy.classification: expected 'public' or 'sensitive', "
+            f"found {_shown(classification)}"
+        )
+    if fields is ... or not isinstance(fields, list):
+        shown = "nothing" if fields is ... else _shown(fields)
+        return f"privacy.redacted_fields: expected a list, found {shown}"
+    if not all(isinstance(path, str) for path in fields):
+        return "privacy.redacted_fields: expected a list of strings, found a non-string item"
+    want = classification == "sensitive"
+    if redacted is ... or redacted is not want:
+        found = "nothing" if redacted is ... else _shown(redacted)
+        return (
+            f"privacy.redacted: expected {_shown(want)} for classification "
+            f"{classification!r}, found {found}"
+        )
+    if not want and fields:
+        return (
+            "privacy.redacted_fields: expected [] for classification 'public', "
+            f"found {len(fields)} path(s)"
+        )
+    return None
+
+
+def envelope_problems(envelope: Mapping[str, Any]) -> list[str]:
+    """Every shape problem of an envelope, each naming its field; empty when it is well formed."""
+    problems = []
+    version = envelope.get("schema_version")
+    if version != SCHEMA_VERSION:
+        problems.append(f"schema_version: expected {SCHEMA_VERSION!r}, found {_shown(version)}")
+    for key in ("id", "type"):
+        value = envelope.get(key)
+        if not isinstance(value, str) or not value:
+            problems.append(f"{key}: expected a non-empty string, found {_shown(value)}")
+    if not isinstance(envelope.get("payload"), Mapping):
+        problems.append(f"payload: expected an object, found {_shown(envelope.get('payload'))}")
+    privacy = envelope.get("privacy")
+    if not isinstance(privacy, Mapping):
+        problems.append(f"privacy: expected an object, found {_shown(privacy)}")
+    else:
+        problem = privacy_problem(privacy)
+        if problem is not None:
+            problems.append(problem)
+    return problems

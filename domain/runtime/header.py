@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
 from pentrace.domain.redaction import redact_text
-from pentrace.domain.redaction.memo import redact_flat
+from pentrace.domain.redaction.core import redact_flat
 from pentrace.domain.runtime.scope import (
     derive_stream_id,
     derive_subject,

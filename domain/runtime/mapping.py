@@ -17,6 +17,7 @@ from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from pentrace.domain.kinds import Envelope, by_envelope, runtime_type_for
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.redaction import Redacted, redact_decoded, redact_string
 from pentrace.domain.runtime.envelope import (
@@ -43,62 +44,25 @@ __all__ = [
     "time_ms_of",
 ]
 
+# Derived from the kinds table (what each payload type maps to when no status decides).
 MODEL_MESSAGE_TYPES: Final[dict[str, str]] = {
-    "text": "message.updated",
-    "image_url": "message.updated",
-    "inline_data": "message.updated",
-    "thinking": "message.reasoning.updated",
-    "inline_thinking": "message.reasoning.updated",
-    "tool_call": "tool.called",
-    "tool_call_output": "tool.result",
-    "partial_text": "message.part.updated",
-    "partial_thinking": "message.part.updated",
-    "partial_tool_call": "message.part.updated",
-    "partial_tool_call_output": "message.part.updated",
+    tag: kind.runtime_type for tag, kind in by_envelope("model_msg").items()
 }
 EVENT_TYPES: Final[dict[str, str]] = {
-    "request_begin": "run.started",
-    "approval_decision": "permission.replied",
-    "abort": "session.aborted",
-    "token_usage": "token.usage.updated",
-    "compaction_begin": "session.compaction.started",
-    "goal_finished": "task.finished",
-    "subagent": "session.subagent.started",
-    "tool_list_ready": "tool.list.updated",
-    "mcp_connect_begin": "tool.mcp.connecting",
-    "mcp_connect_end": "tool.mcp.connected",
+    tag: kind.runtime_type for tag, kind in by_envelope("event_msg").items() if not kind.statuses
 }
-_REQUEST_END: Final = {"completed": "run.completed", "aborted": "run.aborted"}
 # What the header of an envelope may read from its body (see ``_header``).
 _BODY_READS: Final = BODY_READS
 _MAX_HEADERS: Final = 4096
 _headers: dict[tuple[Any, ...], Header] = {}
-_PARTIAL_CATEGORIES: Final = {
-    "partial_text": "stream_chunk",
-    "partial_thinking": "stream_chunk",
-    "partial_tool_call": "tool_action_lifecycle",
-    "partial_tool_call_output": "tool_action_lifecycle",
+_CATEGORIES: Final[dict[str, str]] = {
+    tag: kind.category for tag, kind in by_envelope("model_msg").items() if kind.category
 }
 
 
 def event_type_for(record: TraceRecord, position: int) -> str:
     """The RuntimeEvent type of a record (the table in ``docs/runtime-events.md``)."""
-    kind, ptype = record.kind, record.ptype
-    if kind == "session_meta":
-        return "session.created" if position == 1 else "session.updated"
-    if kind == "model_msg":
-        known = MODEL_MESSAGE_TYPES.get(ptype) if isinstance(ptype, str) else None
-        return known or "message.updated"
-    if kind == "event_msg" and isinstance(ptype, str):
-        if ptype == "request_end":
-            status = record.status if isinstance(record.status, str) else ""
-            return _REQUEST_END.get(status, "run.error")
-        if ptype == "compaction_end":
-            return (
-                "session.compacted" if record.status == "completed" else "session.compaction.error"
-            )
-        return EVENT_TYPES.get(ptype, "trace.event")
-    return "trace.record"
+    return runtime_type_for(record, position)
 
 
 def time_ms_of(record: TraceRecord, fallback_ms: int = 0) -> int:
@@ -107,8 +71,11 @@ def time_ms_of(record: TraceRecord, fallback_ms: int = 0) -> int:
     return stamp_ms(value.get("timestamp") if isinstance(value, dict) else None, fallback_ms)
 
 
-_RUN_ENDS: Final = frozenset({*_REQUEST_END.values(), "run.error"})
-_COMPACTION_ENDS: Final = frozenset({"session.compacted", "session.compaction.error"})
+# What a payload type the kinds table does not know maps to, per envelope type.
+_CATCH_ALL: Final[tuple[tuple[Envelope, str], ...]] = (
+    ("model_msg", "message.updated"),
+    ("event_msg", "trace.event"),
+)
 
 
 def kinds_for(types: Collection[str]) -> dict[str, frozenset[str] | None] | None:
@@ -122,19 +89,14 @@ def kinds_for(types: Collection[str]) -> dict[str, frozenset[str] | None] | None
     kinds: dict[str, frozenset[str] | None] = {}
     if not wanted.isdisjoint(("session.created", "session.updated")):
         kinds["session_meta"] = None
-    if "message.updated" in wanted:
-        kinds["model_msg"] = None
-    elif models := frozenset(p for p, kind in MODEL_MESSAGE_TYPES.items() if kind in wanted):
-        kinds["model_msg"] = models
-    events = {p for p, kind in EVENT_TYPES.items() if kind in wanted}
-    if not wanted.isdisjoint(_RUN_ENDS):
-        events.add("request_end")
-    if not wanted.isdisjoint(_COMPACTION_ENDS):
-        events.add("compaction_end")
-    if "trace.event" in wanted:
-        kinds["event_msg"] = None
-    elif events:
-        kinds["event_msg"] = frozenset(events)
+    # An unknown payload type maps to the envelope's catch-all: then any payload may.
+    for envelope, catch_all in _CATCH_ALL:
+        if catch_all in wanted:
+            kinds[envelope] = None
+        elif tags := frozenset(
+            tag for tag, kind in by_envelope(envelope).items() if kind.runtime_types & wanted
+        ):
+            kinds[envelope] = tags
     return kinds
 
 
@@ -210,7 +172,7 @@ def record_scope(
 def partial_category(record: TraceRecord) -> str | None:
     """The category a never-persisted partial names, else None (the type's rule decides)."""
     if record.kind == "model_msg" and isinstance(record.ptype, str):
-        return _PARTIAL_CATEGORIES.get(record.ptype)
+        return _CATEGORIES.get(record.ptype)
     return None
 
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any, Final
 
-from pentrace.domain.percent import percent_encode
+from pentrace.domain.session.key import percent_encode
 
 __all__ = [
     "BODY_READS",

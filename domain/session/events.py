@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from eventsourcing.domain import CanInitAggregate, CanMutateAggregate
 from eventsourcing.utils import register_topic
@@ -29,7 +29,7 @@ from pentrace.domain.records import TraceRecord
 from pentrace.domain.session.lines import raw_payload
 
 if TYPE_CHECKING:
-    from pentrace.domain.session.state import SessionState as Session
+    from pentrace.domain.session.aggregate import Session
 
 __all__ = [
     "APPLYING",
@@ -109,8 +109,7 @@ class TraceOpened(SessionEvent, CanInitAggregate[str]):
 
     def apply(self, aggregate: Session) -> None:
         """Apply the line as the event class its header names would (without starting)."""
-        record = self.header()
-        cls = event_class_for(record, 2)
+        cls = event_class_for(self.header(), 2)
         if cls is not ShardOpened:
             cls.apply(self, aggregate)
 
@@ -270,37 +269,12 @@ class RecordAppended(SessionEvent):
     """Any other line (foreign or future kinds, origin-tagged messages): kept, not applied."""
 
 
-_MODEL_MESSAGES: Final[dict[Any, type[SessionEvent]]] = {
-    "text": TextRecorded,
-    "thinking": ThinkingRecorded,
-    "inline_thinking": InlineThinkingRecorded,
-    "tool_call": ToolCallRecorded,
-    "tool_call_output": ToolCallOutputRecorded,
-    "image_url": ImageUrlRecorded,
-    "inline_data": InlineDataRecorded,
-}
-_EVENTS: Final[dict[Any, type[SessionEvent]]] = {
-    "request_begin": RequestBegan,
-    "request_end": RequestEnded,
-    "approval_decision": ApprovalDecided,
-    "abort": Aborted,
-    "token_usage": TokenUsageRecorded,
-    "compaction_begin": CompactionBegan,
-    "compaction_end": CompactionEnded,
-    "goal_finished": GoalFinished,
-    "subagent": SubagentSpawned,
-    "tool_list_ready": ToolsListed,
-    "mcp_connect_begin": McpConnectBegan,
-    "mcp_connect_end": McpConnectEnded,
-}
-
-EVENT_CLASSES: Final[tuple[type[SessionEvent], ...]] = (
-    SessionStarted,
-    TraceOpened,
-    ShardOpened,
-    RecordAppended,
-    *_MODEL_MESSAGES.values(),
-    *_EVENTS.values(),
+# Every class above, in order: what the mapper may store a topic for.  Which
+# payload type stands for which class is a column of ``pentrace.domain.kinds``.
+EVENT_CLASSES: Final[tuple[type[SessionEvent], ...]] = tuple(
+    cls
+    for cls in list(globals().values())
+    if isinstance(cls, type) and issubclass(cls, SessionEvent) and cls is not SessionEvent
 )
 
 
@@ -317,24 +291,18 @@ APPLYING: Final[frozenset[type[SessionEvent]]] = frozenset(
 
 
 def event_class_for(record: TraceRecord, position: int) -> type[SessionEvent]:
-    """The event class a trace record at ``position`` (1-based) stands for."""
-    kind = record.kind
-    if kind == "session_meta":
-        return SessionStarted if position == 1 else ShardOpened
-    if position == 1:
-        return TraceOpened
-    if record.has_origin:
-        return RecordAppended
-    try:
-        if kind == "event_msg":
-            return _EVENTS.get(record.ptype, RecordAppended)
-        if kind == "model_msg":
-            return _MODEL_MESSAGES.get(record.ptype, RecordAppended)
-    except TypeError:  # an unhashable payload type (a list, an object) is foreign
-        return RecordAppended
-    return RecordAppended
+    """The event class a trace record at ``position`` (1-based) stands for.
+
+    The lookup is derived from the kinds table, which imports this module;
+    :func:`pentrace.domain.kinds.event_class_for` is the same function.
+    """
+    from pentrace.domain import kinds  # here: kinds imports this module
+
+    return kinds.event_class_for(record, position)
 
 
 def model_message_class(ptype: str | None) -> type[SessionEvent]:
     """The event class of a complete model message of payload type ``ptype``."""
-    return _MODEL_MESSAGES.get(ptype, RecordAppended)
+    from pentrace.domain import kinds  # here: kinds imports this module
+
+    return kinds.model_message_class(ptype)

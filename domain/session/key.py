@@ -15,13 +15,16 @@ that spells the derived forms:
 Common names (``demo``, ``agent_1``, ``session-2026-...``) encode to
 themselves, so the usual id reads as its reference:
 ``evt:session:demo/agent_1/session-2026-11-29-10-00-00-3f8a1c2d:00000007``.
+
+Names are percent-encoded by :func:`percent_encode`: every character outside a caller's
+safe set becomes the ``%XX`` escapes of its UTF-8 bytes (lone surrogates included, through
+``surrogatepass``), so two different names never encode alike and none encodes to nothing.
 """
 
 from __future__ import annotations
 
 from typing import Final, NamedTuple
 
-from pentrace.domain.percent import percent_encode
 from pentrace.errors import UsageError
 
 __all__ = [
@@ -34,6 +37,7 @@ __all__ = [
     "legacy_session_of",
     "legacy_stream_id",
     "parse_session_stream",
+    "percent_encode",
     "split_reference",
 ]
 
@@ -201,3 +205,15 @@ def key_of_reference(text: str) -> SessionKey:
             hint="for example demo/assistant/session-2026-11-29-10-00-00-3f8a1c2d",
         )
     return SessionKey(project, agent, session_id)
+
+
+def percent_encode(text: str, safe: frozenset[str]) -> str:
+    """``text`` with every character not in ``safe`` replaced by its ``%XX`` escapes."""
+    if all(char in safe for char in text):
+        return text
+    return "".join(
+        char
+        if char in safe
+        else "".join(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
+        for char in text
+    )

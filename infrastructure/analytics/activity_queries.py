@@ -13,7 +13,7 @@ from pentrace.infrastructure.analytics.query_rows import column_of as _column
 from pentrace.infrastructure.analytics.query_rows import days_clause as _days
 from pentrace.infrastructure.analytics.query_rows import is_fine
 from pentrace.infrastructure.analytics.query_rows import rows_of as _rows
-from pentrace.projections.session_numbers import model_name
+from pentrace.projections.session_summary import model_name
 
 __all__ = ["OUTCOME_GROUPS", "TOOL_COUNTS", "TOOL_GROUPS", "outcomes", "requests", "tools"]
 

@@ -19,7 +19,7 @@ from pentrace.infrastructure.analytics.query_rows import column_of as _column
 from pentrace.infrastructure.analytics.query_rows import days_clause as _days
 from pentrace.infrastructure.analytics.query_rows import rows_of as _rows
 from pentrace.infrastructure.analytics.session_queries import sessions, tree
-from pentrace.projections.session_numbers import model_name
+from pentrace.projections.session_summary import model_name
 
 __all__ = [
     "GROUPS",

@@ -11,7 +11,7 @@ from typing import Any, Final
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase
 from pentrace.infrastructure.analytics.query_rows import column_of as _column
 from pentrace.infrastructure.analytics.query_rows import rows_of as _rows
-from pentrace.projections.session_numbers import model_name
+from pentrace.projections.session_summary import model_name
 
 __all__ = ["SESSION_GROUPS", "sessions", "tree"]
 

@@ -41,7 +41,7 @@ from pentrace.infrastructure.storage.temp import remove_stale
 from pentrace.infrastructure.trace.durability import fsync_directory
 from pentrace.infrastructure.trace.locking import SessionLock
 from pentrace.infrastructure.trace.writer import session_lock_path
-from pentrace.projections.audit_checks import Problem
+from pentrace.projections.audit import Problem
 
 __all__ = [
     "Change",

@@ -1,6 +1,6 @@
 """``pentrace audit``: read sessions from disk and the ledger, and report every problem.
 
-The checks themselves are pure (:mod:`pentrace.projections.audit_checks`,
+The checks themselves are pure (:mod:`pentrace.projections.audit`,
 :mod:`pentrace.projections.ledger_drift`); this module feeds them: it reads
 every shard of a session with the tolerant trace reader (one report per shard,
 so each malformed line and torn tail names its file and line), numbers the
@@ -22,7 +22,7 @@ from pentrace.infrastructure.ledger.settings import default_ledger_path
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 from pentrace.infrastructure.storage.temp import agent_temps, is_stale, session_temps
 from pentrace.infrastructure.trace.reader import ParseReport, read_shard
-from pentrace.projections.audit_checks import (
+from pentrace.projections.audit import (
     Problem,
     SessionChecks,
     parse_problems,

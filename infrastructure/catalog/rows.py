@@ -17,8 +17,12 @@ import msgspec
 from pentrace.errors import PentraceError
 from pentrace.infrastructure.storage.layout import SessionRef
 from pentrace.infrastructure.trace.reader import ParseReport, read_session
-from pentrace.projections.session_numbers import model_name, parse_timestamp
-from pentrace.projections.session_summary import SessionSummary, summarize_session
+from pentrace.projections.session_summary import (
+    SessionSummary,
+    model_name,
+    parse_timestamp,
+    summarize_session,
+)
 from pentrace.values import parse_time
 
 __all__ = ["STATUS_CHOICES", "SessionFilter", "SessionRow", "parse_time_bound", "read_row"]

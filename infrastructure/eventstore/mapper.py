@@ -16,15 +16,10 @@ from eventsourcing.domain import CanInitAggregate
 from eventsourcing.persistence import Cipher, Compressor, Mapper, StoredEvent, Transcoder
 from eventsourcing.utils import get_topic, resolve_topic
 
+from pentrace.domain.kinds import event_class_for
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.session.aggregate import Session
-from pentrace.domain.session.events import (
-    EVENT_CLASSES,
-    HEADER,
-    SessionEvent,
-    ShardOpened,
-    event_class_for,
-)
+from pentrace.domain.session.events import EVENT_CLASSES, HEADER, SessionEvent, ShardOpened
 from pentrace.domain.session.lines import read_timestamp
 from pentrace.errors import ConfigError
 

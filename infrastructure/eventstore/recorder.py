@@ -27,6 +27,7 @@ from eventsourcing.persistence import (
     StoredEvent,
 )
 
+from pentrace.errors import TraceConflictError
 from pentrace.infrastructure.eventstore.mapper import SHARD_OPENED_TOPIC, stored_event_for
 from pentrace.infrastructure.storage.layout import DataRoot, ShardRef
 from pentrace.infrastructure.trace.checkpoints import load_checkpoint
@@ -34,7 +35,13 @@ from pentrace.infrastructure.trace.durability import Durability
 from pentrace.infrastructure.trace.reader import read_session
 from pentrace.infrastructure.trace.writer import ShardWriter, open_session_writer
 
-__all__ = ["TraceRecorder"]
+__all__ = ["TraceIntegrityError", "TraceRecorder"]
+
+
+class TraceIntegrityError(TraceConflictError, IntegrityError):
+    """A version clash on a trace: a pentrace error with a hint, and eventsourcing's
+    ``IntegrityError``, which its ``Application`` and ``Repository`` callers expect."""
+
 
 _NO_NOTIFICATIONS: Final = (
     "traces keep one sequence per session, not an application-wide notification log"
@@ -127,9 +134,10 @@ class TraceRecorder(ApplicationRecorder):
         first = events[0].originator_version
         for offset, stored in enumerate(events):
             if stored.originator_version != first + offset:
-                raise IntegrityError(
+                raise TraceIntegrityError(
                     f"session {session_id}: expected consecutive versions in one save, "
-                    f"found {stored.originator_version} after {first + offset - 1}"
+                    f"found {stored.originator_version} after {first + offset - 1}",
+                    hint="save the events of one aggregate in version order",
                 )
         rotations = [
             offset
@@ -143,10 +151,12 @@ class TraceRecorder(ApplicationRecorder):
     ) -> None:
         cursor = self._cursor(session_id)
         if first != cursor.count + 1:
-            raise IntegrityError(
+            raise TraceIntegrityError(
                 f"session {session_id}: expected the next record at position "
-                f"{cursor.count + 1}, found version {first} (another save got there first, "
-                "or the aggregate is stale: reload it with Repository.get)"
+                f"{cursor.count + 1}, found version {first}: another save got there first "
+                "(perhaps while this writer waited for the trace lock), or the aggregate is stale",
+                hint="reload the session (Repository.get, or open it again) and repeat the "
+                "command; the trace holds everything written so far",
             )
         if not rotations:
             cursor.writer.append_many(lines)

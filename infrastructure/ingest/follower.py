@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
-from pentrace.domain.json_prefix import is_object_prefix
+from pentrace.domain.json_codec import is_object_prefix
 from pentrace.domain.records import MalformedLine, TraceRecord, decode_line
 from pentrace.domain.runtime import SessionEvents, record_workspace
 from pentrace.domain.session.key import SessionKey as Owner

@@ -24,7 +24,7 @@ from pentrace.infrastructure.audit.run import (
 )
 from pentrace.infrastructure.ledger import RuntimeEventLedger
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
-from pentrace.projections.audit_checks import Problem
+from pentrace.projections.audit import Problem
 
 __all__ = ["AuditOutcome", "audit_document", "run_audit"]
 

@@ -26,8 +26,8 @@ import msgspec
 from pentrace.infrastructure.catalog.listing import SessionRow, short_id
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 from pentrace.infrastructure.trace.reader import ParseReport
-from pentrace.projections.replay_view import ReplayItem
-from pentrace.projections.session_numbers import numbers_of
+from pentrace.projections.replay import ReplayItem
+from pentrace.projections.session_summary import numbers_of
 
 __all__ = [
     "CLI_ALIASES",

@@ -29,7 +29,7 @@ from pentrace.infrastructure.operations.documents import session_detail, session
 from pentrace.infrastructure.operations.stats import StatsQuery, stats_document
 from pentrace.infrastructure.sessions.fork import read_replay
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
-from pentrace.projections.replay_view import ReplayItem
+from pentrace.projections.replay import ReplayItem
 
 __all__ = ["Root", "open_root"]
 

@@ -3,9 +3,13 @@
 The archive (:mod:`pentrace.infrastructure.sessions.archive`) is checked
 strictly before anything is written:
 
-* it is a gzip'd tar of regular files only, ``manifest.json`` plus exactly the
-  shards the manifest lists (no links, no absolute or ``..`` paths, no extra
-  or duplicate members);
+* it is a gzip'd tar of regular files only, ``manifest.json`` plus exactly
+  the shards the manifest lists (no links, sparse files, absolute or ``..``
+  paths, extra or duplicate members, at most :data:`_MAX_MEMBERS` headers);
+* every member is judged by its header before a byte is unpacked: listed, a
+  plain file, of its listed size; the listed sizes must fit the scratch
+  folder, each copy stops at its size and fails fast on content no trace has
+  (ADR 0089);
 * the manifest has the known ``format``; every shard's path is
   ``traces/<day>/<sessionId>_<NNN>.jsonl`` for its own session, day and index,
   the indexes of a session run 1..n, and size and sha256 match the bytes;
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shutil
 import tarfile
 import tempfile
 from contextlib import ExitStack
@@ -46,6 +51,7 @@ from pentrace.infrastructure.sessions.trace_import import (
 from pentrace.infrastructure.storage.atomic import publish_file
 from pentrace.infrastructure.storage.layout import DataRoot, validate_name
 from pentrace.infrastructure.trace.locking import SessionLock
+from pentrace.infrastructure.trace.reader import MAX_LINE_BYTES
 from pentrace.infrastructure.trace.writer import session_lock_path
 
 __all__ = ["ArchiveImportResult", "import_archive", "is_archive"]
@@ -54,6 +60,10 @@ _GZIP_MAGIC: Final = b"\x1f\x8b"
 _SHARD_PATH: Final = re.compile(r"traces/(\d{4}-\d{2}-\d{2})/([^/]+)_(\d{3})\.jsonl")
 _MANIFEST_LIMIT: Final = 16 * 1024 * 1024
 _CHUNK: Final = 1024 * 1024
+# Far more headers than any export writes (a session per subagent, a shard per compaction).
+_MAX_MEMBERS: Final = 10_000
+# Left free beside the unpacked shards (the import then copies them under the root).
+_ROOM_MARGIN: Final = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,22 +100,44 @@ def _bad(source: Path, what: str) -> TraceError:
     )
 
 
-def _manifest(source: Path, tar: tarfile.TarFile) -> dict[str, Any]:
-    try:
-        member = tar.getmember("manifest.json")
-    except KeyError:
-        raise _bad(source, "expected manifest.json, found none") from None
-    handle = tar.extractfile(member) if member.isfile() else None
+def _headers(source: Path, tar: tarfile.TarFile) -> dict[str, tarfile.TarInfo]:
+    """Every member's header, read before anything is unpacked; at most :data:`_MAX_MEMBERS`."""
+    headers: dict[str, tarfile.TarInfo] = {}
+    while (member := tar.next()) is not None:
+        if member.name in headers:
+            raise _bad(
+                source, f"expected only the listed files, found also duplicates of {member.name!r}"
+            )
+        if len(headers) >= _MAX_MEMBERS:
+            raise _bad(source, f"expected at most {_MAX_MEMBERS} members, found more")
+        headers[member.name] = member
+    return headers
+
+
+def _manifest(
+    source: Path, tar: tarfile.TarFile, headers: dict[str, tarfile.TarInfo]
+) -> dict[str, Any]:
+    member = headers.get("manifest.json")
+    if member is None:
+        raise _bad(source, "expected manifest.json, found none")
+    handle = tar.extractfile(member) if _plain_file(member) else None
     if handle is None or member.size > _MANIFEST_LIMIT:
         raise _bad(source, "expected manifest.json to be a small regular file")
     try:
-        value = msgspec.json.decode(handle.read())
+        value = msgspec.json.decode(handle.read(_MANIFEST_LIMIT + 1))
     except msgspec.DecodeError as exc:
         raise _bad(source, f"manifest.json is not JSON ({exc})") from None
+    except RecursionError:
+        raise _bad(source, "manifest.json is nested too deeply to be a manifest") from None
     if not isinstance(value, dict) or value.get("format") != ARCHIVE_FORMAT:
         found = value.get("format") if isinstance(value, dict) else None
         raise _bad(source, f"expected manifest format {ARCHIVE_FORMAT}, found {found!r}")
     return value
+
+
+def _plain_file(member: tarfile.TarInfo) -> bool:
+    """A regular file, not a link, device, folder or sparse file (which tar calls regular)."""
+    return member.type in (tarfile.REGTYPE, tarfile.AREGTYPE) and not member.issparse()
 
 
 def _named(source: Path, manifest: dict[str, Any], key: str) -> str:
@@ -160,29 +192,84 @@ def _shard(source: Path, sid: str, number: int, shard: Any) -> _Shard:
     return _Shard(sid, number, parsed, match.group(0), size, digest)
 
 
-def _extract(source: Path, tar: tarfile.TarFile, shards: list[_Shard], into: Path) -> list[Path]:
-    """Copy each listed member out, checking it is a regular file of the listed size and hash."""
-    expected = {s.member for s in shards} | {"manifest.json"}
-    names = [m.name for m in tar.getmembers()]
-    extra = sorted(set(names) - expected)
-    if extra or len(names) != len(set(names)):
-        raise _bad(source, f"expected only the listed files, found also {extra or 'duplicates'}")
+def _check_room(source: Path, shards: list[_Shard], into: Path) -> None:
+    """Refuse before copying when the listed sizes cannot fit the scratch folder."""
+    total = sum(shard.size for shard in shards)
+    free = shutil.disk_usage(into).free
+    if total + _ROOM_MARGIN > free:
+        raise _bad(
+            source,
+            f"its shards need {total} bytes unpacked, more than the {free} bytes free "
+            "for unpacking them",
+        )
+
+
+def _check_headers(source: Path, shards: list[_Shard], headers: dict[str, tarfile.TarInfo]) -> None:
+    """Names, kinds and sizes from the headers alone, before a byte is unpacked."""
+    extra = sorted(set(headers) - {s.member for s in shards} - {"manifest.json"})
+    if extra:
+        raise _bad(source, f"expected only the listed files, found also {extra[:20]}")
+    for shard in shards:
+        member = headers.get(shard.member)
+        if member is None:
+            raise _bad(source, f"expected every listed shard, found no {shard.member!r}")
+        if not _plain_file(member):
+            raise _bad(source, f"{shard.member} is not a regular file")
+        if member.size != shard.size:
+            raise _bad(
+                source,
+                f"{shard.member} does not match its size and sha256 in the manifest "
+                f"({member.size} bytes by its header, {shard.size} listed)",
+            )
+
+
+def _extract(
+    source: Path,
+    tar: tarfile.TarFile,
+    shards: list[_Shard],
+    headers: dict[str, tarfile.TarInfo],
+    into: Path,
+) -> list[Path]:
+    """Copy each listed member out (checked by :func:`_check_headers` first), then its hash."""
+    _check_headers(source, shards, headers)
+    _check_room(source, shards, into)
     files = []
     for number, shard in enumerate(shards):
-        member = tar.getmember(shard.member)
-        handle: IO[bytes] | None = tar.extractfile(member) if member.isfile() else None
+        handle: IO[bytes] | None = tar.extractfile(headers[shard.member])
         if handle is None:
             raise _bad(source, f"{shard.member} is not a regular file")
-        digest = hashlib.sha256()
         target = into / f"{number:05d}.jsonl"
-        with target.open("wb") as out:
-            while chunk := handle.read(_CHUNK):
-                digest.update(chunk)
-                out.write(chunk)
-        if member.size != shard.size or digest.hexdigest() != shard.sha256:
+        if _copy_checked(source, shard, handle, target) != shard.sha256:
             raise _bad(source, f"{shard.member} does not match its size and sha256 in the manifest")
         files.append(target)
     return files
+
+
+def _copy_checked(source: Path, shard: _Shard, handle: IO[bytes], target: Path) -> str:
+    """Copy one member (at most its listed size), failing fast on bytes no trace holds."""
+    digest = hashlib.sha256()
+    copied = line = 0
+    started = False
+    with target.open("wb") as out:
+        while chunk := handle.read(min(_CHUNK, shard.size - copied + 1)):
+            copied += len(chunk)
+            if copied > shard.size:
+                raise _bad(source, f"{shard.member} holds more than its {shard.size} bytes")
+            if not started and chunk.lstrip():
+                started = True
+                if not chunk.lstrip().startswith(b"{"):
+                    raise _bad(source, f"{shard.member} does not start with a JSON record")
+            newline = chunk.rfind(b"\n")
+            line = len(chunk) - newline - 1 if newline >= 0 else line + len(chunk)
+            if line > MAX_LINE_BYTES:
+                raise _bad(
+                    source,
+                    f"{shard.member} has a line longer than {MAX_LINE_BYTES} bytes; "
+                    "no record is that long",
+                )
+            digest.update(chunk)
+            out.write(chunk)
+    return digest.hexdigest()
 
 
 def _check_traces(source: Path, shards: list[_Shard], files: list[Path]) -> list[int | None]:
@@ -193,6 +280,10 @@ def _check_traces(source: Path, shards: list[_Shard], files: list[Path]) -> list
             scan = scan_trace(path)
         except TraceFormatError as exc:
             raise _bad(source, f"{shard.member}:{exc.line}: {exc.reason}") from None
+        except TraceError as exc:
+            # Name the member, never the scratch copy.
+            reason = exc.message.replace(f"trace file {path}", shard.member)
+            raise _bad(source, reason.replace(str(path), shard.member)) from None
         if scan.session_id != shard.session_id:
             raise _bad(
                 source,
@@ -214,9 +305,10 @@ def import_archive(
     with tempfile.TemporaryDirectory(prefix="pentrace-import-") as scratch:
         try:
             with tarfile.open(source, mode="r:gz") as tar:
-                manifest = _manifest(source, tar)
+                headers = _headers(source, tar)
+                manifest = _manifest(source, tar, headers)
                 shards = _shards(source, manifest)
-                files = _extract(source, tar, shards, Path(scratch))
+                files = _extract(source, tar, shards, headers, Path(scratch))
                 project = validate_name("project", project or _named(source, manifest, "project"))
                 agent = validate_name("agent", agent or _named(source, manifest, "agent"))
         except (tarfile.TarError, EOFError, OSError) as exc:

@@ -1,6 +1,6 @@
 """Fork: a new session from the committed history of another, up to a turn or an event.
 
-The fork copies the committed records (``projections.replay_view``: dropped
+The fork copies the committed records (``projections.replay``: dropped
 and open rounds and unsent input are left out) up to the cut, byte for byte,
 shard by shard, so a compaction's rotation stays where it was.  Only the
 ``session_meta`` records change: they take the new ``session_id`` and gain a
@@ -37,7 +37,7 @@ from pentrace.infrastructure.storage.modes import make_private_dirs
 from pentrace.infrastructure.trace.locking import SessionLock
 from pentrace.infrastructure.trace.reader import ParseReport, read_shard
 from pentrace.infrastructure.trace.writer import session_lock_path
-from pentrace.projections.replay_view import ReplayItem, build_replay, fork_cut
+from pentrace.projections.replay import ReplayItem, build_replay, fork_cut
 
 __all__ = ["ForkResult", "fork_session", "read_replay", "record_at"]
 
@@ -106,13 +106,33 @@ def _check_range(
         )
 
 
-def _meta_line(record_value: Any, new_id: str, origin: dict[str, Any]) -> bytes:
-    envelope = dict(record_value)
-    payload = dict(envelope.get("payload") or {})
+def _meta_line(ref: SessionRef, record: TraceRecord, new_id: str, origin: dict[str, Any]) -> bytes:
+    envelope = dict(record.value())
+    payload = envelope.get("payload")
+    if not isinstance(payload, dict):
+        raise TraceError(
+            f"cannot fork {ref.key.reference}: its session_meta (line {record.line}) has a payload "
+            f"that is {_json_kind(payload)}, not an object, so it cannot carry the new id",
+            hint="`pentrace audit SESSION` shows the record; fork a session with a valid meta",
+        )
+    payload = dict(payload)
     payload["session_id"] = new_id
     payload["forked_from"] = origin
     envelope["payload"] = payload
     return _encoder.encode(envelope)
+
+
+def _json_kind(value: Any) -> str:
+    """How JSON would name ``value``'s type, with an article."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
 
 
 def fork_session(
@@ -128,7 +148,7 @@ def fork_session(
 
     With neither ``at_turn`` nor ``at_event`` the whole committed history is
     copied.  The cut never splits a round or a compaction
-    (:func:`~pentrace.projections.replay_view.fork_cut`).
+    (:func:`~pentrace.projections.replay.fork_cut`).
     """
     items = read_replay(ref)
     _check_range(ref, items, at_turn, at_event)
@@ -147,9 +167,7 @@ def fork_session(
     for item in kept:
         record = item.record
         line = (
-            _meta_line(record.value(), new_id, origin)
-            if record.kind == "session_meta"
-            else record.raw
+            _meta_line(ref, record, new_id, origin) if record.kind == "session_meta" else record.raw
         )
         shards.setdefault(item.shard, []).append(line + b"\n")
     paths = _publish(root, ref, new_id, now, list(shards.values()))

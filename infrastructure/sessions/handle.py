@@ -1,13 +1,15 @@
 """A thin handle on one live session: call commands without passing the time, and save.
 
-The handle reads the application's clock for every command and saves the
-aggregate according to its :class:`SaveMode`:
+The handle offers every command of the Session aggregate (those marked with
+``@command``) under the same name and arguments, less ``now``: it reads the
+application's clock for every command and saves the aggregate according to
+its :class:`SaveMode`:
 
 - ``EVENT``: one save (one atomic trace write) per command;
-- ``REQUEST`` (default): one save when a request ends (``end_request``), when a
-  compaction ends, and on :meth:`SessionHandle.save` / :meth:`SessionHandle.close`;
-  records written between requests (user input, ``token_usage``) travel with
-  the next save;
+- ``REQUEST`` (default): one save after a command that closes a unit of work
+  (``@command(closes=True)``: ``end_request``, ``end_compaction``), and on
+  :meth:`SessionHandle.save` / :meth:`SessionHandle.close`; records written
+  between requests (user input, ``token_usage``) travel with the next save;
 - ``MANUAL``: only :meth:`SessionHandle.save` and :meth:`SessionHandle.close` save.
 
 If a save fails, the handle reloads the session from its trace, so its state
@@ -22,12 +24,13 @@ from __future__ import annotations
 
 import contextlib
 import enum
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from eventsourcing.application import AggregateNotFoundError
 
-from pentrace.domain.session.aggregate import Session
+from pentrace.domain.session.aggregate import COMMANDS, Session
 from pentrace.infrastructure.trace.tool_output import bound_tool_output, utf16_length
 
 if TYPE_CHECKING:
@@ -111,38 +114,28 @@ class SessionHandle:
         if self.mode is _EVENT or (boundary and self.mode is not _MANUAL):
             self.save()
 
-    # The commands: see Session for each one's arguments and refusals.  Each calls
-    # the aggregate itself (no generic dispatcher): recording is the hot path.
+    # Every Session command (``Session.COMMANDS``) is called through the handle the same
+    # way: the application's clock as ``now``, then the save rule.  Each is made once per
+    # handle and kept on it, so a later call is a plain attribute read.  Two commands do
+    # more than that and are written out below: tool calls and their (bounded) output.
 
-    def record_user_input(self, text: str, **options: Any) -> None:
-        """User input, written before ``request_begin`` (``images=``, ``sender=``)."""
-        self._session.record_user_input(text, now=self._app.clock(), **options)
-        self._written()
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        """The Session command ``name`` without its ``now`` argument, saved per ``mode``."""
+        closes = COMMANDS.get(name)
+        if closes is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-    def begin_request(self) -> None:
-        """``request_begin``."""
-        self._session.begin_request(now=self._app.clock())
-        self._written()
+        def call(*args: Any, **options: Any) -> None:
+            getattr(self._session, name)(*args, now=self._app.clock(), **options)
+            self._written(boundary=closes)
 
-    def end_request(self, status: str, **options: Any) -> None:
-        """``request_end``; saves in EVENT and REQUEST mode."""
-        self._session.end_request(status, now=self._app.clock(), **options)
-        self._written(boundary=True)
+        call.__name__ = call.__qualname__ = name
+        call.__doc__ = getattr(Session, name).__doc__
+        self.__dict__[name] = call
+        return call
 
-    def record_text(self, text: str, **options: Any) -> None:
-        """An assistant (or ``role=``) ``text`` message."""
-        self._session.record_text(text, now=self._app.clock(), **options)
-        self._written()
-
-    def record_thinking(self, thinking: str, **options: Any) -> None:
-        """A ``thinking`` message."""
-        self._session.record_thinking(thinking, now=self._app.clock(), **options)
-        self._written()
-
-    def record_inline_thinking(self, data: str, mime_type: str, **options: Any) -> None:
-        """An ``inline_thinking`` message."""
-        self._session.record_inline_thinking(data, mime_type, now=self._app.clock(), **options)
-        self._written()
+    def __dir__(self) -> list[str]:
+        return sorted({*super().__dir__(), *COMMANDS})
 
     def record_tool_call(
         self, name: str, arguments: str, tool_call_id: str, **options: Any
@@ -183,65 +176,3 @@ class SessionHandle:
         self._session.record_tool_output(tool_call_id, output, now=self._app.clock(), **options)
         self._written()
         self._tool_names.pop(tool_call_id, None)
-
-    def record_image_url(self, image_url: str, **options: Any) -> None:
-        """An ``image_url`` message."""
-        self._session.record_image_url(image_url, now=self._app.clock(), **options)
-        self._written()
-
-    def record_inline_data(self, data: str, mime_type: str, **options: Any) -> None:
-        """An ``inline_data`` message."""
-        self._session.record_inline_data(data, mime_type, now=self._app.clock(), **options)
-        self._written()
-
-    def record_model_message(self, payload: Any) -> None:
-        """Any complete OmniMessage model payload."""
-        self._session.record_model_message(payload, now=self._app.clock())
-        self._written()
-
-    def decide_approval(self, tool_call_id: str, decision: str) -> None:
-        """``approval_decision``."""
-        self._session.decide_approval(tool_call_id, decision, now=self._app.clock())
-        self._written()
-
-    def abort(self, reason: str | None = None) -> None:
-        """``abort``."""
-        self._session.abort(now=self._app.clock(), reason=reason)
-        self._written()
-
-    def record_token_usage(self, session: Any, request: Any) -> None:
-        """``token_usage`` (TokenCounts or mappings)."""
-        self._session.record_token_usage(session, request, now=self._app.clock())
-        self._written()
-
-    def begin_compaction(self, reason: str, mode: str, **options: Any) -> None:
-        """``compaction_begin`` (``context=``, ``turns=``)."""
-        self._session.begin_compaction(reason, mode, now=self._app.clock(), **options)
-        self._written()
-
-    def end_compaction(self, status: str, **options: Any) -> None:
-        """``compaction_end``; saves in EVENT and REQUEST mode."""
-        self._session.end_compaction(status, now=self._app.clock(), **options)
-        self._written(boundary=True)
-
-    def finish_goal(self, outcome: str, *, rounds: int, tokens_used: int) -> None:
-        """``goal_finished``."""
-        self._session.finish_goal(
-            outcome, now=self._app.clock(), rounds=rounds, tokens_used=tokens_used
-        )
-        self._written()
-
-    def begin_mcp_connect(self, servers: Any) -> None:
-        """``mcp_connect_begin``."""
-        self._session.begin_mcp_connect(servers, now=self._app.clock())
-        self._written()
-
-    def end_mcp_connect(self, status: str, results: Any) -> None:
-        """``mcp_connect_end``."""
-        self._session.end_mcp_connect(status, results, now=self._app.clock())
-        self._written()
-
-    def record_subagent(self, child_session_id: str) -> None:
-        """``subagent`` pointer (``SessionApplication.spawn_subagent`` writes it for you)."""
-        self._session.record_subagent(child_session_id, now=self._app.clock())
-        self._written()

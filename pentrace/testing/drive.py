@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from typing import assert_never
 
 from pentrace.domain.session.aggregate import Session
 from pentrace.testing import commands as cmd
@@ -68,6 +69,8 @@ def apply_command(session: Session, command: cmd.Command, *, now: datetime) -> N
             session.record_subagent(child, now=now)
         case cmd.StartSession():
             raise ValueError("StartSession starts a session; use start_session()")
+        case _:
+            assert_never(command)
 
 
 def drive_session(

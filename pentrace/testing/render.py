@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, assert_never
 
 from pentrace.domain.json_codec import JsonEncoder
 from pentrace.domain.records import TraceRecord
@@ -112,7 +112,10 @@ def payload_for(command: cmd.Command) -> tuple[str, dict[str, Any]]:
             return "event_msg", {"type": "compaction_end", **fields}
         case cmd.SubagentPointer(session_id=child):
             return "event_msg", {"type": "subagent", "session_id": child}
-    raise TypeError(f"expected a pentrace.testing command, found {type(command).__name__}")
+        case cmd.StartSession():
+            raise TypeError("StartSession writes two records; render_shards() writes them")
+        case _:
+            assert_never(command)
 
 
 def render_shards(

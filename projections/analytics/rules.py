@@ -2,7 +2,7 @@
 
 Where the session summary (:mod:`pentrace.projections.session_summary`)
 already defines a rule - request statuses, which statuses are errors, when a
-tool call failed - and where :mod:`pentrace.projections.session_numbers`
+tool call failed - and where :mod:`pentrace.projections.session_summary`
 defines one (a request's token counts, the model name), these rules import it
 instead of restating it, so
 ``pentrace sessions show`` and ``pentrace stats`` never disagree.
@@ -12,8 +12,13 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from pentrace.projections.session_numbers import TOKEN_FIELDS, TokenDelta, token_delta
-from pentrace.projections.session_summary import ERROR_STATUSES, REQUEST_STATUSES
+from pentrace.projections.session_summary import (
+    ERROR_STATUSES,
+    REQUEST_STATUSES,
+    TOKEN_FIELDS,
+    TokenDelta,
+    token_delta,
+)
 
 __all__ = [
     "TOKEN_FIELDS",

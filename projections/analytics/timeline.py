@@ -13,7 +13,7 @@ from typing import Any
 
 from pentrace.projections.analytics.events import AnalyticsEvent
 from pentrace.projections.analytics.rules import request_bucket, token_delta, tool_outcome
-from pentrace.projections.session_numbers import model_name
+from pentrace.projections.session_summary import model_name
 
 __all__ = ["Marker", "Span", "Timeline", "build_timeline"]
 

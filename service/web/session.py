@@ -23,12 +23,11 @@ from pentrace.infrastructure.audit.run import audit_session
 from pentrace.infrastructure.catalog.listing import resolve_session
 from pentrace.infrastructure.sessions.fork import read_replay, record_at
 from pentrace.infrastructure.storage.layout import SessionRef
-from pentrace.infrastructure.trace.reader import ParseReport
-from pentrace.infrastructure.trace.resume import resume_trace_file
-from pentrace.projections.audit_problem import Problem
-from pentrace.projections.replay_view import ReplayItem
-from pentrace.projections.resume_report import resume_report
-from pentrace.projections.session_numbers import token_delta
+from pentrace.infrastructure.trace.reader import ParseReport, resume_trace_file
+from pentrace.projections.audit import Problem
+from pentrace.projections.replay import ReplayItem
+from pentrace.projections.resume import resume_report
+from pentrace.projections.session_summary import token_delta
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
 from pentrace.service.edge.auth import authenticated

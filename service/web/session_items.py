@@ -15,9 +15,8 @@ from collections.abc import Sequence
 from typing import Final
 
 from pentrace.domain.redaction import redact
-from pentrace.projections.audit_problem import Problem
-from pentrace.projections.replay_items import RenderItem, as_text, build_render_items, draw
-from pentrace.projections.replay_view import ReplayItem
+from pentrace.projections.audit import Problem
+from pentrace.projections.replay import RenderItem, ReplayItem, as_text, build_render_items, draw
 from pentrace.service.web.layout import PREFIX, esc, number
 from pentrace.service.web.markdown import render_markdown
 from pentrace.service.web.output import archive_link

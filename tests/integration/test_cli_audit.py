@@ -362,3 +362,45 @@ def test_a_shared_ledger_reports_orphan_streams_without_offering_to_remove_them(
     assert code == 1
     assert problems(report, "ledger_orphan_stream") == [orphan]
     assert report["changes"] == []
+
+
+def test_a_null_line_is_an_error_since_penguin_harness_cannot_resume_the_file(
+    tmp_path: Path,
+) -> None:
+    [shard] = pt.write_trace(tmp_path, one_turn_session())
+    lines = shard.read_bytes().split(b"\n")
+    lines.insert(3, b"null")
+    shard.write_bytes(b"\n".join(lines))
+    code, report = run_json(tmp_path)
+    assert code == 2
+    [null] = problems(report, "null_record")
+    assert (null["path"], null["line"], null["position"]) == (str(shard), 4, 4)
+    assert null["severity"] == "error"
+    assert "TypeError" in null["message"]
+
+
+def test_other_json_that_is_no_object_is_a_warning_and_a_missing_payload_an_error(
+    tmp_path: Path,
+) -> None:
+    [shard] = pt.write_trace(tmp_path, one_turn_session())
+    lines = shard.read_bytes().split(b"\n")
+    lines[2:2] = [
+        b"42",
+        b'"text"',
+        b"[]",
+        b'{"type":"event_msg"}',
+        b'{"type":"model_msg","payload":null}',
+    ]
+    shard.write_bytes(b"\n".join(lines))
+    code, report = run_json(tmp_path)
+    assert code == 2
+    shapes = [(p["line"], p["code"], p["severity"]) for p in report["problems"]]
+    assert shapes == [
+        (3, "non_object_record", "warning"),
+        (4, "non_object_record", "warning"),
+        (5, "non_object_record", "warning"),
+        (6, "missing_payload", "error"),
+        (7, "missing_payload", "error"),
+    ]
+    assert "JSON number" in report["problems"][0]["message"]
+    assert "payload is null" in report["problems"][4]["message"]

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 
 from pentrace.cli.app import main
-from pentrace.infrastructure.trace.reader import ParseReport
-from pentrace.infrastructure.trace.resume import resume_trace_file
-from pentrace.projections.resume_report import encode_resume_report
+from pentrace.infrastructure.trace.reader import ParseReport, resume_trace_file
+from pentrace.projections.resume import encode_resume_report
 from tests.integration.cli_sessions_corpus import SID_A, SID_B, SID_C, build_corpus
 from tests.support import cli, run_pentrace
 
@@ -285,7 +284,11 @@ def test_a_missing_session_is_one_clean_line_and_debug_shows_a_traceback(
 
 
 def test_shell_completion_prints_a_bash_script(root: Path) -> None:
-    done = run_pentrace(root, "--show-completion", "bash")
+    # With shellingham installed, typer reads the shell from the process's ancestors and
+    # ignores the argument; under CI the nearest ancestor shell may be sh.  Typer's own
+    # switch makes it take the shell named on the command line, as a user's script would.
+    env = {**os.environ, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
+    done = run_pentrace(root, "--show-completion", "bash", env=env)
 
     assert done.returncode == 0, done.stderr
     assert "complete -o default -F" in done.stdout
@@ -333,3 +336,30 @@ def test_an_unreadable_trace_file_is_a_clean_error(
 
     assert code == 1
     assert err.startswith(f"error: cannot read trace file {shard}: Permission denied")
+
+
+def test_resume_check_of_a_file_that_is_no_trace_says_so(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text("".join(f"line {n} of some notes\n" for n in range(52)))
+    code, err = fails(capsys, root, "resume-check", str(notes))
+
+    assert code == 1
+    first, hint = err.splitlines()
+    assert first == (
+        f"error: {notes} is not a trace: none of its 52 non-blank line(s) is a "
+        "session_meta, model_msg or event_msg record"
+    )
+    assert hint.startswith("hint: give the path of a session's .jsonl shard")
+
+
+def test_resume_check_of_json_values_that_are_no_records_says_so_too(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    values = tmp_path / "values.jsonl"
+    values.write_bytes(b'{"a":1}\n42\n[]\n{"type":"other"}\n')
+    code, err = fails(capsys, root, "resume-check", str(values), "--json")
+
+    assert code == 1
+    assert "is not a trace: none of its 4 non-blank line(s)" in err

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from pentrace import testing as pt
-from tests.support import run_pentrace
+from pentrace.infrastructure.ledger import default_ledger_path
+from tests.support import cli_ok, ledger_file_rows, run_pentrace
 
 SID = "session-2026-07-18-11-10-22-5ec7e75a"
 CORPUS = json.loads(
@@ -90,3 +91,51 @@ def test_no_planted_credential_reaches_a_derived_store_or_an_output(tmp_path: Pa
     # Nothing the current policy would still hide sits in a derived store.
     result = run_pentrace(tmp_path, "scan", "--derived", "--json")
     assert result.returncode == 0, result.stdout
+
+
+# The leaks of issue #32: an argument list with the secret flag first, the same list quoted
+# inside free text and inside a tool call's JSON ``arguments``, and ``key=`` in text.
+ARGV_SECRET = "sk-argv-secret-789"
+QUOTED_SECRET = "M0ODq8zLx7Pv2RtWn4"
+KEY_SECRET = "AIzaSyFAKE0planted0value"
+PLANTED = [ARGV_SECRET, QUOTED_SECRET, KEY_SECRET]
+
+
+def planted_session() -> list[pt.Command]:
+    argv = ["--api-key", ARGV_SECRET, "--verbose"]
+    quoted = f'run ["deploy", "--api-key", "{QUOTED_SECRET}"]'
+    return [
+        pt.StartSession(),
+        pt.UserInput(f"{quoted} and key={KEY_SECRET} please"),
+        pt.BeginRequest(),
+        pt.ToolCall("call_1", "exec_command", json.dumps({"argv": argv})),
+        pt.ToolOutput("call_1", f"ran: {quoted}"),
+        pt.ToolCall("call_2", "exec_command", json.dumps({"cmd": quoted})),
+        pt.ToolOutput("call_2", "deployed"),
+        pt.AssistantText("deployed"),
+        pt.EndRequest(),
+    ]
+
+
+def test_planted_argv_and_key_values_reach_no_ledger_row_search_index_or_redacted_export(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "data"
+    (trace,) = pt.write_trace(root, planted_session(), session_id=SID)
+    assert all(secret in trace.read_text("utf-8") for secret in PLANTED)
+    cli_ok(root, "ledger", "sync")
+    rows = ledger_file_rows(default_ledger_path(root))
+    assert len(rows) == 10  # session_meta, tool_list_ready and the eight above
+    export = tmp_path / "export.jsonl"
+    cli_ok(root, "export", SID, "--redacted", "-o", str(export))
+    found = cli_ok(root, "search", "deploy", "--json", "--limit", "50").stdout
+    assert json.loads(found)["hits"], "the search index holds the session"
+    stores = [p for p in root.rglob("*") if p.is_file() and p != trace and p.suffix != ".lock"]
+    assert any("search" in p.name for p in stores), stores
+    for secret in PLANTED:
+        assert all(secret.encode() not in event for _, _, event in rows), secret
+        assert secret not in export.read_text("utf-8")
+        assert secret not in found
+        for path in stores:
+            assert secret.encode() not in path.read_bytes(), (secret, path)
+    assert b"[redacted" in b"".join(event for _, _, event in rows)

@@ -9,6 +9,7 @@ stored events.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,7 +28,7 @@ from pentrace.domain.session.events import (
     TextRecorded,
     ToolsListed,
 )
-from pentrace.errors import TraceLockedError
+from pentrace.errors import TraceConflictError, TraceLockedError
 from pentrace.infrastructure.eventstore.persistence import Factory, TraceRecorder
 from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.infrastructure.trace.durability import Durability
@@ -234,3 +235,39 @@ def test_a_stock_application_selects_the_trace_store_by_persistence_module(
     lines = shard_lines(DataRoot(tmp_path), "s")
     assert len(lines) == 1
     assert len(lines[0]) == 3
+
+
+def test_a_writer_that_waited_for_the_lock_gets_a_pentrace_error_with_a_hint(
+    root: DataRoot,
+) -> None:
+    first = TraceRecorder(root, "proj", "agent", durability=Durability.NONE)
+    waiting = TraceRecorder(root, "proj", "agent", durability=Durability.NONE, wait=30.0)
+    outcome: list[BaseException | None] = []
+    try:
+        first.insert_events([stored("s", 1, META)])
+
+        def save_after_the_lock() -> None:
+            try:
+                # Its aggregate was at version 1 when it began: it saves version 2.
+                waiting.insert_events([stored("s", 2, TOOLS)])
+            except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+                outcome.append(exc)
+            else:
+                outcome.append(None)
+
+        thread = threading.Thread(target=save_after_the_lock)
+        thread.start()
+        first.insert_events([stored("s", 2, text(2))])  # the other writer gets there first
+        first.release("s")
+        thread.join(timeout=60)
+    finally:
+        first.close()
+        waiting.close()
+
+    [error] = outcome
+    assert isinstance(error, TraceConflictError)
+    assert isinstance(error, IntegrityError)  # what eventsourcing's callers catch
+    assert "expected the next record at position 3, found version 2" in error.message
+    assert error.hint is not None
+    assert "reload the session" in error.hint
+    assert [len(lines) for lines in shard_lines(root, "s")] == [2]

@@ -18,7 +18,7 @@ from unittest.mock import patch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pentrace.domain.redaction import named
+from pentrace.domain.redaction import text as named
 from pentrace.domain.redaction import text as secret_patterns
 from pentrace.domain.redaction.shapes import GATES, LOWERED_GATES
 from pentrace.domain.redaction.text import find_secret_spans

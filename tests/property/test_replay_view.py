@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pentrace.domain.records import TraceRecord, decode_line
-from pentrace.projections.replay_view import ReplayItem, build_replay, fork_cut
+from pentrace.projections.replay import ReplayItem, build_replay, fork_cut
 from pentrace.projections.session_summary import SessionSummary, summarize_session
 from pentrace.testing import Command, render_shards, session_commands
 

@@ -13,8 +13,14 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from pentrace.domain.json_codec import json_bytes
 from pentrace.domain.records import TraceRecord
-from pentrace.infrastructure.trace.reader import read_records_from_bytes
+from pentrace.errors import NotATraceError
+from pentrace.infrastructure.trace.reader import (
+    ParseReport,
+    read_records_from_bytes,
+    resume_trace_file,
+)
 from pentrace.projections import pairing, resume, summary, synthetic
 from pentrace.projections.resume import ResumeResult, resume_trace
 from pentrace.projections.synthetic import SyntheticRecord
@@ -330,3 +336,53 @@ def _completed_turns(read: list[TraceRecord]) -> int:
         elif record.ptype == "request_end" and record.status == "completed" and not compacting:
             turns += 1
     return turns
+
+
+# --- from a file: the closure shortcut and the backwards peek agree with the fold ----------
+
+_raw_lines = st.sampled_from(
+    [b"", b"   ", b"not json", b'{"type":"event_msg"', b"\xef\xbb\xbf", b"null", b"\r", b"42"]
+)
+
+
+@settings(BOUNDED_PROPERTY, max_examples=200)
+@given(
+    st.lists(st.one_of(_any_record.map(json_bytes), _raw_lines), max_size=40),
+    st.sampled_from([None, "completed", "failed"]),
+    st.sampled_from([b"", b"\n", b"torn {", b"\n\n  \n"]),
+)
+def test_resuming_a_file_agrees_with_folding_its_records(
+    tmp_path_factory: pytest.TempPathFactory,
+    lines: list[bytes],
+    close: str | None,
+    tail: bytes,
+) -> None:
+    if close is not None:  # make closures, void ones included, common
+        lines = [*lines, json_bytes(compaction_end(close, "summarize"))]
+    data = b"\n".join(lines) + b"\n" + tail
+    path = tmp_path_factory.mktemp("resume") / "trace.jsonl"
+    path.write_bytes(data)
+    folded = resume_trace(read_records_from_bytes(data))
+    report = ParseReport()
+    try:
+        from_file = resume_trace_file(path, report=report)
+    except NotATraceError:
+        assert folded.meta is None
+        assert not folded.render_messages
+        assert not folded.carry_over
+        assert not any(
+            r.kind in ("session_meta", "model_msg", "event_msg") for r in records_of(data)
+        )
+        return
+    assert observed(from_file) == observed(folded)
+    expected = ParseReport()
+    list(read_records_from_bytes(data, report=expected))
+    assert (report.records, report.skipped_count, len(report.torn_tails)) == (
+        expected.records,
+        expected.skipped_count,
+        len(expected.torn_tails),
+    )
+
+
+def records_of(data: bytes) -> list[TraceRecord]:
+    return list(read_records_from_bytes(data))

@@ -32,7 +32,7 @@ from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.bulk import sync
 from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.projections.analytics.timeline import build_timeline
-from pentrace.projections.session_numbers import duration_seconds, numbers_of
+from pentrace.projections.session_summary import duration_seconds, numbers_of
 from pentrace.service.sessions import session_item
 from pentrace.testing.files import write_shards
 from pentrace.testing.render import render_shards

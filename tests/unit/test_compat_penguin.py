@@ -587,3 +587,16 @@ def test_normalize_keeps_an_empty_string_stream_id_as_penguin_does() -> None:
 def test_building_envelopes_does_not_load_the_ledgers_database_layer() -> None:
     code = "import pentrace.compat.penguin as c; c.wrap_opencode_event('x.y', {}, now_ms=1)"
     assert loaded_by(code, "sqlalchemy") == []
+
+
+def test_an_attached_runtime_event_comes_back_as_it_is_without_an_added_workspace() -> None:
+    event = build_runtime_event(
+        event_type="message.updated",
+        payload={"sessionID": "s1", "directory": "/srv/app"},
+        time_ms=5,
+        sequence=1,
+    )
+    event["scope"] = {"session_id": "s1", "conversation_id": "s1", "directory": "/srv/app"}
+    for properties in ({}, {"sessionID": "s1", "directory": "/srv/app"}):
+        data = {"type": "message.updated", "properties": properties, "runtime_event": event}
+        assert runtime_event_from_opencode(data) == event

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pentrace.domain.json_prefix import is_object_prefix
+from pentrace.domain.json_codec import is_object_prefix
 
 RECORD = json.dumps(
     {

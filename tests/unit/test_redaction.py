@@ -16,7 +16,7 @@ from pentrace.domain.redaction import (
     redact_text,
 )
 from pentrace.domain.redaction import keys as secret_keys
-from pentrace.domain.redaction import named as secret_patterns
+from pentrace.domain.redaction import text as secret_patterns
 from pentrace.domain.redaction.keys import is_secret_key, normalize_key
 from pentrace.domain.runtime import build_event
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pentrace.domain.redaction import is_redacted, redact, redact_reference
-from pentrace.domain.redaction.memo import redact_flat
+from pentrace.domain.redaction.core import redact_flat
 
 CORPUS = json.loads(
     (Path(__file__).parent.parent / "fixtures" / "redaction_corpus.json").read_text("utf-8")

@@ -11,7 +11,7 @@ import pytest
 
 from pentrace.domain.redaction import redact, redact_decoded
 from pentrace.domain.redaction.policy import DEFAULT, current, install
-from pentrace.domain.redaction.screen import HYPERSCAN
+from pentrace.domain.redaction.shapes import HYPERSCAN
 from pentrace.errors import ConfigError
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.redaction_policy import RULES_ENV, activate_policy, load_policy

@@ -6,14 +6,15 @@ from __future__ import annotations
 from typing import Any, get_args
 
 from pentrace.domain.records import TraceRecord
-from pentrace.projections.replay_items import (
+from pentrace.projections.replay import (
     Formatter,
     ItemKind,
+    ReplayItem,
     as_text,
     build_render_items,
+    build_replay,
     draw,
 )
-from pentrace.projections.replay_view import ReplayItem, build_replay
 from tests.image_samples import data_url, image_bytes
 
 PNG = data_url(image_bytes("PNG"), "image/png")

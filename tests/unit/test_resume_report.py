@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 
 from pentrace.errors import NotFoundError, TraceError, TraceFormatError
-from pentrace.infrastructure.trace.reader import ParseReport, read_records_from_bytes
-from pentrace.infrastructure.trace.resume import resume_trace_file
-from pentrace.projections.resume import resume_trace
-from pentrace.projections.resume_report import encode_resume_report, resume_report
+from pentrace.infrastructure.trace.reader import (
+    ParseReport,
+    read_records_from_bytes,
+    resume_trace_file,
+)
+from pentrace.projections.resume import encode_resume_report, resume_report, resume_trace
 
 META = (
     b'{"timestamp":"2026-11-29T10:00:00.000Z","type":"session_meta","payload":{"session_id":"s"}}'

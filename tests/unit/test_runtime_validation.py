@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pentrace.compat.penguin import build_runtime_event, normalize_runtime_event
-from pentrace.domain.runtime.validation import envelope_problems, privacy_problem
+from pentrace.domain.runtime.envelope import envelope_problems, privacy_problem
 
 CORPUS = json.loads(
     (Path(__file__).parent.parent / "fixtures" / "redaction_corpus.json").read_text("utf-8")

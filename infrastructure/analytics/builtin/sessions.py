@@ -9,7 +9,7 @@
   before, outcome; ``open`` until it ends).
 * ``act_goals``: ``goal_finished`` outcomes.
 * ``act_sessions``: start/end time, requests, turns, model (as
-  :mod:`pentrace.projections.session_numbers` defines them), model switches
+  :mod:`pentrace.projections.session_summary` defines them), model switches
   and the parent session.
 """
 

@@ -3,7 +3,7 @@ and per UTC minute / project / agent / provider / model (``tok_minutes``, the fi
 buckets: an hour is its minutes' sum; version 2, ADR 0053).
 
 ``requests`` counts requests begun and the token columns sum every
-``token_usage`` (:mod:`pentrace.projections.session_numbers`), so
+``token_usage`` (:mod:`pentrace.projections.session_summary`), so
 ``stats tokens`` agrees with ``pentrace show`` for every session.
 
 Cost is not stored: ``pentrace stats cost`` prices these counts with the

@@ -21,9 +21,9 @@ from pentrace.domain.runtime.envelope import (
     envelope_correlation,
     envelope_header,
     envelope_projections,
+    privacy_problem,
 )
 from pentrace.domain.runtime.scope import derive_stream_id, extract_scope
-from pentrace.domain.runtime.validation import privacy_problem
 
 __all__ = ["normalize_runtime_event"]
 

@@ -1,17 +1,20 @@
-"""The pure half of ``pentrace audit``: what is wrong with a session, from its records alone.
+"""The pure half of ``pentrace audit``: what is wrong with a session, from facts alone.
 
-:class:`SessionChecks` folds one session's records, shard by shard, and
-collects :class:`Problem` values; :func:`shard_index_problems`,
-:func:`parse_problems` and :func:`ledger_drift_problems` turn facts that the
-infrastructure layer gathered (shard names, the reader's report, ledger rows)
-into problems.  Nothing here reads a file, a database or a clock.
+One finding is a :class:`Problem` (its code, severity, place and safe fix).
+:class:`SessionChecks` folds one session's records, shard by shard, into
+problems; :func:`shard_index_problems`, :func:`parse_problems` and
+:func:`temp_file_problems` turn facts the infrastructure layer gathered (shard
+names, the reader's report, temp files) into problems, as
+``projections.ledger_drift`` does for ledger rows.  Nothing here reads a file,
+a database or a clock.
 
 Severities (the CLI's exit code is the worst one: 0 clean, 1 warnings, 2 errors):
 
 * ``error``: the trace breaks a rule a correct writer never breaks (a
   malformed line in the middle of a shard, an output before or without its
   call, a gap or duplicate in the shard numbering, a rotated shard without
-  ``session_meta``, ledger rows that disagree with the trace);
+  ``session_meta``, a record PenguinHarness cannot resume, ledger rows that
+  disagree with the trace);
 * ``warning``: what a crash or an interrupted run leaves behind, which resume
   already tolerates (a torn tail, a healed torn fragment, a request left open
   when the next began or at the end of the trace, a dangling compaction, an
@@ -22,33 +25,192 @@ Severities (the CLI's exit code is the worst one: 0 clean, 1 warnings, 2 errors)
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+import itertools
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, Literal
+
+import msgspec
 
 from pentrace.domain.records import TraceRecord
-from pentrace.projections.audit_files import (
-    parse_problems,
-    shard_index_problems,
-    temp_file_problems,
-)
-from pentrace.projections.audit_problem import (
-    Fix,
-    Problem,
-    ProblemLog,
-    Severity,
-    worst_exit_code,
-)
 
 __all__ = [
     "Fix",
     "Problem",
+    "ProblemLog",
     "SessionChecks",
     "Severity",
+    "Where",
     "parse_problems",
     "shard_index_problems",
     "temp_file_problems",
     "worst_exit_code",
 ]
+
+
+Severity = Literal["error", "warning"]
+Where = tuple[str | None, int | None, int | None]
+"""Where a problem is: the shard's path, the line in it and the record's position."""
+Fix = Literal["heal_torn_tail", "close_compaction", "ledger_sync", "ledger_forget", "remove_temp"]
+
+
+class Problem(msgspec.Struct, kw_only=True, frozen=True):
+    """One finding: what (``code``), how bad, where (file and line), and its safe fix.
+
+    ``position`` is the record's 1-based position in the session (``None`` for
+    lines that are not records, and for whole-shard problems).  ``message``
+    names kinds, ids and counts, never payload text.
+    """
+
+    code: str
+    severity: Severity
+    message: str
+    session_id: str
+    path: str | None = None
+    line: int | None = None
+    position: int | None = None
+    fix: Fix | None = None
+
+
+class ProblemLog:
+    """The problems one session's check has found so far; the audit's checkers extend it."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.problems: list[Problem] = []
+
+    def found(
+        self, code: str, severity: Severity, message: str, where: Where, fix: Fix | None = None
+    ) -> None:
+        """Add one problem of this session, found at ``where``: (path, line, position)."""
+        self.problems.append(
+            Problem(
+                code=code,
+                severity=severity,
+                message=message,
+                session_id=self.session_id,
+                path=where[0],
+                line=where[1],
+                position=where[2],
+                fix=fix,
+            )
+        )
+
+
+def worst_exit_code(problems: Iterable[Problem]) -> int:
+    """0 when there is no problem, 1 when the worst is a warning, 2 when any is an error."""
+    code = 0
+    for problem in problems:
+        if problem.severity == "error":
+            return 2
+        code = 1
+    return code
+
+
+def shard_index_problems(session_id: str, shards: Sequence[tuple[int, str]]) -> list[Problem]:
+    """Gaps (``_001``, ``_003``) and duplicates in a session's shard indexes.
+
+    ``shards`` holds ``(index, path)`` pairs in any order.
+    """
+    problems: list[Problem] = []
+    ordered = sorted(shards)
+    for (index, path), (next_index, next_path) in itertools.pairwise(ordered):
+        if index == next_index:
+            problems.append(
+                Problem(
+                    code="duplicate_shard",
+                    severity="error",
+                    message=f"shard index {index:03d} appears twice (also {path}); "
+                    "the record order is ambiguous",
+                    session_id=session_id,
+                    path=next_path,
+                )
+            )
+    expected = 1
+    for index, path in ordered:
+        if index > expected:
+            missing = ", ".join(f"_{n:03d}" for n in range(expected, index))
+            problems.append(
+                Problem(
+                    code="shard_gap",
+                    severity="error",
+                    message=f"expected shard _{expected:03d} before _{index:03d}, "
+                    f"found none (missing {missing})",
+                    session_id=session_id,
+                    path=path,
+                )
+            )
+        expected = max(expected, index + 1)
+    return problems
+
+
+# What each kind of line the reader reports becomes: code, severity, message, fix.
+_PARSE_PROBLEMS: Final[tuple[tuple[str, Severity, str, Fix | None], ...]] = (
+    ("malformed_line", "error", "line is not a record: {reason}", None),
+    (
+        "torn_tail",
+        "warning",
+        "the last line is cut short (a crash mid-write): {reason}",
+        "heal_torn_tail",
+    ),
+    (
+        "healed_torn_fragment",
+        "warning",
+        "a record cut short by a crash, healed: the next writer started its "
+        "first record on a new line; readers skip the fragment and import keeps it",
+        None,
+    ),
+)
+
+
+def parse_problems(
+    session_id: str,
+    skipped: Iterable[tuple[str, int, str]],
+    torn: Iterable[tuple[str, int, str]],
+    healed: Iterable[tuple[str, int, str]] = (),
+) -> list[Problem]:
+    """Problems for the reader's malformed lines, torn tails and healed torn fragments,
+    each as ``(path, line, reason)``."""
+    problems: list[Problem] = []
+    for (code, severity, message, fix), found in zip(
+        _PARSE_PROBLEMS, (skipped, torn, healed), strict=True
+    ):
+        problems.extend(
+            Problem(
+                code=code,
+                severity=severity,
+                message=message.format(reason=reason),
+                session_id=session_id,
+                path=path,
+                line=line,
+                fix=fix,
+            )
+            for path, line, reason in found
+        )
+    return problems
+
+
+def temp_file_problems(session_id: str, temps: Iterable[tuple[str, int]]) -> list[Problem]:
+    """Stale hidden temp files of a session, as ``(path, pid)``; ``--fix`` removes them."""
+    return [
+        Problem(
+            code="stale_temp_file",
+            severity="warning",
+            message=f"a hidden temp file left by writer pid {pid}, which is gone (killed while "
+            "rotating or writing a checkpoint); nothing reads it",
+            session_id=session_id,
+            path=path,
+            fix="remove_temp",
+        )
+        for path, pid in temps
+    ]
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    return "string" if isinstance(value, str) else "array"
 
 
 class SessionChecks(ProblemLog):
@@ -100,6 +262,8 @@ class SessionChecks(ProblemLog):
                     where,
                 )
         kind, ptype = record.kind, record.ptype
+        if kind is None or not record.has_payload:
+            self._shape(record, where)
         if kind == "event_msg":
             self._event(ptype, record, where)
         elif kind == "model_msg" and ptype in ("tool_call", "tool_call_output"):
@@ -109,6 +273,41 @@ class SessionChecks(ProblemLog):
                     self._call(call_id, record, where)
                 else:
                     self._output(call_id, where)
+
+    def _shape(self, record: TraceRecord, where: tuple[str, int, int]) -> None:
+        """A record that is no JSON object, or an event or message with no payload object.
+
+        PenguinHarness's resume throws a TypeError on a ``null`` line and on an
+        ``event_msg`` or ``model_msg`` whose payload is missing or ``null``: the
+        original cannot resume such a file, so each is an error.  Any other
+        JSON value on a line of its own is ignored by both, but no writer
+        writes one: a warning.
+        """
+        value = record.value()
+        if value is None:
+            self.found(
+                "null_record",
+                "error",
+                "the line is JSON null, not a record object; PenguinHarness's resume fails "
+                "on it with a TypeError (pentrace ignores it)",
+                where,
+            )
+        elif not isinstance(value, dict):
+            self.found(
+                "non_object_record",
+                "warning",
+                f"the line is a JSON {_json_type(value)}, not a record object; resume ignores it",
+                where,
+            )
+        elif record.kind in ("event_msg", "model_msg") and value.get("payload") is None:
+            self.found(
+                "missing_payload",
+                "error",
+                f"{record.kind} without a payload object (payload is "
+                f"{'missing' if 'payload' not in value else 'null'}); PenguinHarness's resume "
+                "fails on it with a TypeError (pentrace reads it as an empty payload)",
+                where,
+            )
 
     def _event(self, ptype: Any, record: TraceRecord, where: tuple[str, int, int]) -> None:
         if ptype == "request_begin":
