@@ -9,7 +9,7 @@ One place for the ledger, the analytics database and the LISTEN connections:
 * :func:`postgres_engine` gives every PostgreSQL connection a connect timeout
   (psycopg enforces it on the client, so a server that accepts and never answers
   is covered), ``statement_timeout`` and ``lock_timeout`` through the startup
-  ``options``, and the client-side :mod:`deadline <.deadline>` that cuts a server
+  ``options``, and the client-side deadline (:class:`Deadlines`, below) that cuts a server
   that stopped answering.  Values the URL gives itself (``?connect_timeout=``,
   ``?options=-c statement_timeout=...``) win.
 * :func:`listen_connection` opens a NOTIFY connection with the same settings.

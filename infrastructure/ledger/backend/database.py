@@ -105,7 +105,7 @@ class LedgerDatabase:
         self.url = parsed.render_as_string(hide_password=False)
         #: What differs between backends (:mod:`.dialect`).
         self.dialect: LedgerDialect = dialect_for(parsed)
-        # The client-side deadline of statements (see .deadline); a local file has none.
+        # The client-side deadline of statements (see .connections); a local file has none.
         self._deadline = self.dialect.statement_deadline(timeouts)
         self.path: Path | None = database_file(
             parsed,

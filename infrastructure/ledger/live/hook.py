@@ -3,7 +3,7 @@
 :class:`LedgerHook` is the ``on_recorded`` callback of the session
 application.  It is best-effort by design (DESIGN decision 6): it publishes
 to in-process subscribers at once and hands the ledger write to a background
-:class:`~.live_writer.LiveWriter`, so a failing ledger (locked, disk full,
+:class:`~.writer.LiveWriter`, so a failing ledger (locked, disk full,
 server down or hung) is logged, without payloads, and never holds the trace
 write (the save only queues the rows) nor stops live delivery; ``pentrace
 ledger sync`` closes the gap later.  An envelope that fails the redaction
@@ -106,7 +106,7 @@ class LiveFanout:
 
 class LedgerHook:
     """``on_recorded(session_id, [(position, TraceRecord), ...])``: publish live, index in the
-    background (:class:`~.live_writer.LiveWriter`; a save waits ``wait_seconds`` for the
+    background (:class:`~.writer.LiveWriter`; a save waits ``wait_seconds`` for the
     commit at most, by default not at all; :meth:`flush` waits for what was handed over).
 
     The records are the ones the aggregate just wrote, mapped by the same
