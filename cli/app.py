@@ -27,7 +27,7 @@ from pentrace.cli.sessions import replay as _replay
 from pentrace.errors import PentraceError
 
 # Commands whose modules pull in heavy libraries (SQLAlchemy, psycopg, eventsourcing,
-# Starlette, matplotlib) load only when they run, or when help lists them, so that
+# Starlette, Jinja) load only when they run, or when help lists them, so that
 # quick commands start fast.  name -> "module:attribute" (a Typer app or a function).
 LazyGroup.lazy_commands = {
     "audit": "pentrace.cli.audit:audit",

@@ -23,8 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from pentrace.infrastructure.analytics.database import AnalyticsDatabase
-from pentrace.infrastructure.analytics.query_rows import GROUPS
+from pentrace.infrastructure.analytics.database import GROUPS, AnalyticsDatabase
 from pentrace.infrastructure.analytics.registry import BUILTINS
 from pentrace.infrastructure.operations.projections import projection_status
 from pentrace.infrastructure.operations.stats import NEEDS, StatsQuery, read_models, stats_document

@@ -1,4 +1,4 @@
-"""Real image bytes for the image tests, made by Pillow (a dependency of matplotlib, in ``dev``)."""
+"""Real image bytes for the image tests, made by Pillow (in ``dev``)."""
 
 from __future__ import annotations
 

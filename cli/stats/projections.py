@@ -12,13 +12,12 @@ from typing import Annotated
 import typer
 
 from pentrace.cli.sessions.args import JsonOption, data_root
-from pentrace.cli.stats.shared import done
+from pentrace.cli.stats.commands import cell, done
 from pentrace.errors import AnalyticsError
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
 from pentrace.infrastructure.analytics.failures import failure_warnings, read_failures
-from pentrace.infrastructure.analytics.rebuild import rebuild
+from pentrace.infrastructure.analytics.rebuild import rebuild, retry
 from pentrace.infrastructure.analytics.registry import BUILTINS, resolve
-from pentrace.infrastructure.analytics.retry import retry
 from pentrace.infrastructure.analytics.runner import (
     AnalyticsRunner,
     open_projection,
@@ -111,7 +110,7 @@ def status_command(
                     f.projection,
                     f.session,
                     f.sequence,
-                    f.notification_id if f.notification_id is not None else "",
+                    cell(f.notification_id),
                     f.event_type,
                     f"{f.error_type}: {f.error_message}",
                     f.attempts,
@@ -123,7 +122,7 @@ def status_command(
     value = projection_status(root, chosen)
     rows = value["projections"]
     columns = ("name", "position", "ledger_newest", "behind", "needs_rebuild", "failed_events")
-    done(value, as_json, columns, [[r[c] for c in columns] for r in rows])
+    done(value, as_json, columns, [[cell(r[c]) for c in columns] for r in rows])
 
 
 @projections_app.command("retry")

@@ -124,7 +124,7 @@ class AnalyticsProjection(Projection[ReadModel]):
 
     def create_schema(self) -> None:
         """Run the ``schema`` statements (idempotent)."""
-        if not self.schema:
+        if not self.schema or (self.tables and self.view.db.has_tables(self.tables)):
             return
         with self.view.db.writing(f"create the read model of {self.name}") as conn:
             for statement in self.schema:

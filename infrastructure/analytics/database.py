@@ -1,4 +1,6 @@
-"""The analytics database: a SQLite file or a PostgreSQL URL, and its driver-error conversion.
+"""The analytics database: a SQLite file or a PostgreSQL URL, its driver-error conversion, its
+one builder at a time (:func:`analytics_owner`), and what the read-model queries share
+(groupings, time bounds, plain rows).
 
 Read models of every projection live here, next to one tracking table
 (``analytics_tracking``) that records how far each projection has read the
@@ -12,14 +14,14 @@ The default file is ``<data root>/analytics/analytics.db``;
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Final
 
-from sqlalchemy import Connection, Engine, exc
+from sqlalchemy import Connection, Engine, exc, inspect, text
 
-from pentrace.errors import AnalyticsError
+from pentrace.errors import AnalyticsError, UsageError
 from pentrace.infrastructure.ledger.backend.connections import DEADLINES, database_url
 from pentrace.infrastructure.ledger.backend.dialect import (
     LedgerDialect,
@@ -30,12 +32,20 @@ from pentrace.infrastructure.ledger.backend.errors import driver_reason
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts, safe_url
 from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.infrastructure.storage.modes import prepare_sqlite_file, repair_modes, sqlite_files
+from pentrace.infrastructure.storage.sqlite import owner
 
 __all__ = [
     "ENV_ANALYTICS_URL",
+    "FINE",
+    "GROUPS",
     "AnalyticsDatabase",
+    "analytics_owner",
     "analytics_url",
+    "column_of",
     "converted",
+    "days_clause",
+    "is_fine",
+    "rows_of",
     "scheme_of",
 ]
 
@@ -69,6 +79,14 @@ def analytics_url(data_root: Path, environ: Mapping[str, str] | None = None) -> 
     if url:
         return url
     return f"sqlite:///{DataRoot(data_root).path / 'analytics' / 'analytics.db'}"
+
+
+def analytics_owner(data_root: Path) -> AbstractContextManager[None]:
+    """Be the one builder of the data root's read models (issue #32): a cold build, a
+    catch-up or a rebuild in another thread or process waits, then finds them current.
+    Re-entrant within a thread; the lock is ``<root>/.pentrace/analytics.lock``."""
+    path = DataRoot(data_root).path / ".pentrace" / "analytics"
+    return owner(path, "the analytics read models", error=AnalyticsError)
 
 
 @contextmanager
@@ -116,6 +134,19 @@ class AnalyticsDatabase:
         else:
             options = {}
         self.engine: Engine = self.dialect.engine(parsed, timeouts, **options)
+        if not self.has_tables((TRACKING_TABLE, IDENTITY_TABLE, FAILURES_TABLE, MARKS_TABLE)):
+            self._create_tables()
+        if self._path is not None:
+            repair_modes(sqlite_files(self._path), where=self.where)  # SQLite's side files
+
+    def has_tables(self, names: Iterable[str]) -> bool:
+        """Whether every table of ``names`` exists: read first, so that opening a database
+        whose tables are in place never waits for the write lock (issue #32)."""
+        with self.reading("list the analytics tables") as conn:
+            present = {name.lower() for name in inspect(conn).get_table_names()}
+        return all(name.lower() in present for name in names)
+
+    def _create_tables(self) -> None:
         with self.writing("create the tracking table") as conn:
             conn.exec_driver_sql(
                 f"CREATE TABLE IF NOT EXISTS {TRACKING_TABLE} ("
@@ -138,8 +169,6 @@ class AnalyticsDatabase:
                 "application_name VARCHAR(200) NOT NULL, stream_id TEXT NOT NULL, "
                 "position BIGINT NOT NULL, PRIMARY KEY (application_name, stream_id))"
             )
-        if self._path is not None:
-            repair_modes(sqlite_files(self._path), where=self.where)  # SQLite's side files
 
     @property
     def placeholder(self) -> str:
@@ -169,3 +198,72 @@ class AnalyticsDatabase:
     def close(self) -> None:
         """Dispose of the connection pool."""
         self.engine.dispose()
+
+
+# -- what the read-model queries share: the groupings, time bounds and plain rows --
+
+GROUPS: Final = {
+    "model": "model",
+    "provider": "provider",
+    "agent": "agent",
+    "project": "project",
+    "day": "day",
+    "session": "session_id",
+    "hour": "substr(minute, 1, 13)",
+    "minute": "minute",
+}
+# Groupings finer than a day: read from the per-minute tables (``*_minutes``), whose
+# ``minute`` (``YYYY-MM-DDTHH:MM``) begins with the hour and the day.
+FINE: Final = ("hour", "minute")
+_IN_MINUTES: Final = {"day": "substr(minute, 1, 10)"}
+
+
+# requests: requests begun; usage_records: token_usage records (session_numbers).
+def column_of(by: str, allowed: tuple[str, ...] = tuple(GROUPS), *, minutes: bool = False) -> str:
+    """The SQL expression of a grouping (``minutes``: in a per-minute table)."""
+    if by not in allowed:
+        raise UsageError(
+            f"--by: expected one of {', '.join(allowed)}, found {by!r}",
+            hint=f"for example --by {allowed[0]}",
+        )
+    if not minutes and by in FINE:
+        raise UsageError(
+            f"--by {by}: this figure is kept per UTC day only",
+            hint="group by day, or by another field",
+        )
+    return _IN_MINUTES.get(by, GROUPS[by]) if minutes else GROUPS[by]
+
+
+def is_fine(by: str | None, since: str | None, until: str | None) -> bool:
+    """Whether a query needs the per-minute tables: a grouping or a bound finer than a day."""
+    return by in FINE or any(bound and len(bound) > 10 for bound in (since, until))
+
+
+def days_clause(
+    since: str | None, until: str | None, column: str = "day", agent: str | None = None
+) -> tuple[str, dict[str, Any]]:
+    """A WHERE clause for the inclusive bounds ``since``..``until`` (and one agent, if given).
+
+    Bounds are UTC days (``YYYY-MM-DD``) or, on a ``minute`` column, minutes
+    (``YYYY-MM-DDTHH:MM``); a day as the upper bound of minutes includes its last minute.
+    """
+    clauses, params = [], {}
+    if agent is not None:
+        clauses.append("agent = :agent")
+        params["agent"] = agent
+    if column != "minute":
+        since, until = since and since[:10], until and until[:10]
+    elif until and len(until) == 10:
+        until += "T23:59"
+    if since:
+        clauses.append(f"{column} >= :since")
+        params["since"] = since
+    if until:
+        clauses.append(f"{column} <= :until")
+        params["until"] = until
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def rows_of(db: AnalyticsDatabase, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    with db.reading("read analytics") as conn:
+        return [dict(row) for row in conn.execute(text(sql), params).mappings()]

@@ -11,14 +11,22 @@ from __future__ import annotations
 from typing import Any, Final
 
 from pentrace.errors import UsageError
-from pentrace.infrastructure.analytics.activity_queries import outcomes, requests, tools
-from pentrace.infrastructure.analytics.database import AnalyticsDatabase
+from pentrace.infrastructure.analytics.activity_queries import (
+    outcomes,
+    requests,
+    sessions,
+    tools,
+    tree,
+)
+from pentrace.infrastructure.analytics.database import (
+    GROUPS,
+    AnalyticsDatabase,
+    column_of,
+    days_clause,
+    is_fine,
+    rows_of,
+)
 from pentrace.infrastructure.analytics.prices import PriceTable
-from pentrace.infrastructure.analytics.query_rows import GROUPS, is_fine
-from pentrace.infrastructure.analytics.query_rows import column_of as _column
-from pentrace.infrastructure.analytics.query_rows import days_clause as _days
-from pentrace.infrastructure.analytics.query_rows import rows_of as _rows
-from pentrace.infrastructure.analytics.session_queries import sessions, tree
 from pentrace.projections.session_summary import model_name
 
 __all__ = [
@@ -61,11 +69,11 @@ def _token_rows(
             "--by session: token use per session is kept per UTC day only",
             hint="give --since/--until as days, or group by model, agent or time",
         )
-    column = _column(by, minutes=fine)
+    column = column_of(by, minutes=fine)
     table, time = ("tok_minutes", "minute") if fine else ("tok_daily", "day")
-    where, params = _days(since, until, time, agent=agent)
+    where, params = days_clause(since, until, time, agent=agent)
     sums = ", ".join(f"SUM({name}) AS {name}" for name in TOKEN_COLUMNS)
-    rows = _rows(
+    rows = rows_of(
         db,
         f"SELECT {column} AS key, provider, model, {sums} FROM {table}{where} "
         f"GROUP BY {column}, provider, model",
@@ -140,8 +148,8 @@ def tokens_by_day_and_model(
     db: AnalyticsDatabase, since: str | None = None, until: str | None = None
 ) -> list[tuple[str, str, float]]:
     """``(day, model, total tokens)`` rows, for the stacked picture."""
-    where, params = _days(since, until)
-    rows = _rows(
+    where, params = days_clause(since, until)
+    rows = rows_of(
         db,
         f"SELECT day, provider, model, SUM(total) AS total FROM tok_daily{where} "
         "GROUP BY day, provider, model",

@@ -17,11 +17,17 @@ the read model ends up exactly as an uninterrupted run leaves it.
 Events a handler failed on (ADR 0032) are recorded in ``analytics_failures``
 in that same transaction: a failed event is neither retried for ever nor
 applied twice.
+
+The *trace marks* of a cold build (ADR 0050) live here too: per session, the
+highest trace position it folded straight from the traces, written in the
+build's transaction; the runner skips ledger events at or below them, so each
+record counts once (:func:`read_marks`, :func:`write_marks`).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 
 from eventsourcing.persistence import Tracking, TrackingRecorder
 from sqlalchemy import Connection, text
@@ -29,6 +35,7 @@ from sqlalchemy import Connection, text
 from pentrace.errors import AnalyticsError
 from pentrace.infrastructure.analytics.database import (
     IDENTITY_TABLE,
+    MARKS_TABLE,
     TRACKING_TABLE,
     AnalyticsDatabase,
     converted,
@@ -41,7 +48,18 @@ from pentrace.infrastructure.analytics.failures import (
 )
 from pentrace.infrastructure.analytics.transaction import Transaction
 
-__all__ = ["ReadModel", "Transaction"]
+__all__ = [
+    "ReadModel",
+    "TrackingConflictError",
+    "Transaction",
+    "forget_marks",
+    "read_marks",
+    "write_marks",
+]
+
+
+class TrackingConflictError(AnalyticsError):
+    """Another runner committed the read model's tracking position first."""
 
 
 class ReadModel(TrackingRecorder):
@@ -160,7 +178,7 @@ class ReadModel(TrackingRecorder):
             {"n": name},
         ).scalar_one_or_none()
         if (current or 0) != (start or 0):
-            raise AnalyticsError(
+            raise TrackingConflictError(
                 f"read model {name!r}: expected tracking position {start or 0}, found {current} "
                 "(another runner advanced it)",
                 hint="run one runner per projection; `pentrace projections status` shows them",
@@ -245,3 +263,32 @@ class ReadModel(TrackingRecorder):
                 text(f"DELETE FROM {TRACKING_TABLE} WHERE application_name = :n"),
                 {"n": self.name},
             )
+
+
+def read_marks(db: AnalyticsDatabase, name: str) -> dict[str, int]:
+    """The committed marks of projection ``name``: stream id -> highest folded position."""
+    with db.reading(f"read the trace marks of {name}") as conn:
+        rows = conn.execute(
+            text(f"SELECT stream_id, position FROM {MARKS_TABLE} WHERE application_name = :n"),
+            {"n": name},
+        ).all()
+    return {str(stream): int(position) for stream, position in rows}
+
+
+def write_marks(conn: Connection, name: str, marks: Mapping[str, int]) -> None:
+    """Replace the marks of ``name`` with ``marks``, in the caller's transaction."""
+    forget_marks(conn, name)
+    rows = [{"n": name, "s": stream, "p": position} for stream, position in marks.items()]
+    if rows:
+        conn.execute(
+            text(
+                f"INSERT INTO {MARKS_TABLE} (application_name, stream_id, position) "
+                "VALUES (:n, :s, :p)"
+            ),
+            rows,
+        )
+
+
+def forget_marks(conn: Connection, name: str) -> None:
+    """Drop the marks of ``name``, in the caller's transaction."""
+    conn.execute(text(f"DELETE FROM {MARKS_TABLE} WHERE application_name = :n"), {"n": name})

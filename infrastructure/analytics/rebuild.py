@@ -22,30 +22,60 @@ handler fails on now are recorded (with their ledger notification ids) in
 the rebuild's transaction.  When the database refuses a batched write, the
 rebuild starts over with each event in its own savepoint, so the refused
 event is the one recorded.
+
+:func:`retry` (``pentrace projections retry``) applies the recorded failed
+events again, read back from the ledger, once the handler is fixed.
+:func:`session_events` / :func:`trace_envelopes` give a session's records as
+the redacted envelopes the ledger would hold for them (the path a rebuild, the
+cold build and ``pentrace report`` share).
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final, TypeVar
 
+from pentrace.domain.records import TraceRecord
+from pentrace.domain.runtime import SessionEvents, event_type_for
 from pentrace.infrastructure.analytics.api import AnalyticsProjection
-from pentrace.infrastructure.analytics.database import FAILURES_TABLE, MARKS_TABLE, TRACKING_TABLE
-from pentrace.infrastructure.analytics.failures import EventFailure
-from pentrace.infrastructure.analytics.retry import ledger_rows
+from pentrace.infrastructure.analytics.database import (
+    FAILURES_TABLE,
+    MARKS_TABLE,
+    TRACKING_TABLE,
+    analytics_owner,
+)
+from pentrace.infrastructure.analytics.failures import (
+    EventFailure,
+    forget_failure,
+    read_failures,
+    select_failures,
+)
 from pentrace.infrastructure.analytics.runner import open_ledger, open_projection
-from pentrace.infrastructure.analytics.trace_events import session_events
 from pentrace.infrastructure.analytics.transaction import BatchWriteError, Transaction
 from pentrace.infrastructure.ledger import RuntimeEventLedger
 from pentrace.infrastructure.ledger.bulk import sync
-from pentrace.infrastructure.storage.layout import iter_sessions
-from pentrace.projections.analytics.events import AnalyticsEvent
+from pentrace.infrastructure.ledger.opener import LedgerEvent
+from pentrace.infrastructure.ledger.rows import ROW_COLUMNS, encoded_values
+from pentrace.infrastructure.storage.layout import SessionRef, iter_sessions
+from pentrace.infrastructure.trace.reader import read_session
+from pentrace.projections.analytics.events import AnalyticsEvent, decode_event
 
-__all__ = ["RebuildReport", "feed", "rebuild", "replace_read_model", "reset_read_model"]
+__all__ = [
+    "RebuildReport",
+    "RetryReport",
+    "feed",
+    "ledger_rows",
+    "rebuild",
+    "replace_read_model",
+    "reset_read_model",
+    "retry",
+    "session_events",
+    "trace_envelopes",
+]
 
 _FLUSH_EVERY: Final = 20_000
 T = TypeVar("T")
@@ -166,7 +196,15 @@ def rebuild(
     data_root: Path,
     env: Mapping[str, str] | None = None,
 ) -> RebuildReport:
-    """Recreate the projection's read model from the traces; equal to an incremental run."""
+    """Recreate the projection's read model from the traces; equal to an incremental run
+    (one build at a time per data root: ``analytics_owner``)."""
+    with analytics_owner(data_root):
+        return _rebuild(projection_class, data_root, env)
+
+
+def _rebuild(
+    projection_class: type[AnalyticsProjection], data_root: Path, env: Mapping[str, str] | None
+) -> RebuildReport:
     ledger = open_ledger(data_root, env)
     try:
         sync(ledger, data_root)
@@ -192,3 +230,106 @@ def rebuild(
     finally:
         view.db.close()
     return RebuildReport(sessions=sessions, events=fed, position=newest)
+
+
+Position = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class RetryReport:
+    """What a retry did: events applied now, still failing, and no longer in the ledger."""
+
+    applied: int
+    failing: tuple[EventFailure, ...]
+    missing: tuple[EventFailure, ...]
+
+
+def ledger_rows(
+    ledger: RuntimeEventLedger, failures: list[EventFailure]
+) -> dict[Position, tuple[int, bytes]]:
+    """Each failed event's notification id and envelope, by stream position (pruned: absent)."""
+    found = ledger.rows_at((failure.stream_id, failure.sequence) for failure in failures)
+    return {key: (entry.notification_id or 0, entry.event_json) for key, entry in found.items()}
+
+
+def retry(
+    projection_class: type[AnalyticsProjection],
+    *,
+    data_root: Path,
+    env: Mapping[str, str] | None = None,
+) -> RetryReport:
+    """Apply every recorded failed event of the projection again (see the module docstring)."""
+    projection = open_projection(projection_class, data_root, env)
+    view = projection.view
+    try:
+        recorded = read_failures(view.db, view.name)
+        if not recorded:
+            return RetryReport(applied=0, failing=(), missing=())
+        ledger = open_ledger(data_root, env)
+        try:
+            rows = ledger_rows(ledger, recorded)
+        finally:
+            ledger.close()
+        applied, failing, missing = 0, [], []
+        with view.lock:
+            view.transaction()
+            # Read again, locked, inside the transaction: a concurrent retry took what is gone.
+            for failure in select_failures(view.open_connection(), view.name, for_update=True):
+                row = rows.get((failure.stream_id, failure.sequence))
+                if row is None:
+                    missing.append(failure)
+                    continue
+                notification_id, envelope = row
+                event = LedgerEvent(
+                    failure.stream_id, failure.sequence, failure.event_type, envelope
+                )
+                again = projection.apply(event, notification_id, strict=True)
+                if again is None:
+                    forget_failure(view.open_connection(), failure)
+                    applied += 1
+                else:
+                    failing.append(replace(again, attempts=failure.attempts + 1))
+                    view.failures.append(again)
+            view.commit(track=False)
+    except BaseException:
+        view.rollback()
+        raise
+    finally:
+        view.db.close()
+    return RetryReport(applied=applied, failing=tuple(failing), missing=tuple(missing))
+
+
+_JSON: Final = ROW_COLUMNS.index("event_json")
+
+
+def trace_envelopes(
+    ref: SessionRef, limit: int | None, types: Collection[str]
+) -> Iterator[tuple[int, bytes | None]]:
+    """``(position, envelope JSON)`` of each record up to ``limit``; None for a skipped type."""
+    mapper = SessionEvents(ref.key)
+    record: TraceRecord
+    for position, record in enumerate(read_session(ref.shards), start=1):
+        if limit is not None and position > limit:
+            return
+        if types and event_type_for(record, position) not in types:
+            mapper.skip(position, record)
+            yield position, None
+            continue
+        # The ledger's own row check: an envelope it would refuse (RedactionError) is not
+        # folded either, and the session stops there, as its ``ledger sync`` does.
+        yield position, encoded_values(mapper.encoded(position, record), 0)[_JSON]
+
+
+def session_events(
+    ref: SessionRef, limit: int | None = None, types: Collection[str] = ()
+) -> Iterator[AnalyticsEvent]:
+    """Each record (positions 1..``limit``) mapped, redacted and decoded as the ledger's would be.
+
+    The records take the indexer's path (:class:`~pentrace.domain.runtime.SessionEvents`),
+    so the envelope bytes decoded here are the ones ``ledger sync`` stores.  With
+    ``types``, records of other event types are skipped before the (costly)
+    mapping and redaction.
+    """
+    for _, data in trace_envelopes(ref, limit, types):
+        if data is not None:
+            yield decode_event(data)

@@ -26,10 +26,13 @@ from eventsourcing.projection import BaseProjectionRunner
 
 from pentrace.errors import AnalyticsError, ConfigError, ProjectionGapError
 from pentrace.infrastructure.analytics.api import AnalyticsProjection
-from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
+from pentrace.infrastructure.analytics.database import (
+    AnalyticsDatabase,
+    analytics_owner,
+    analytics_url,
+)
 from pentrace.infrastructure.analytics.failures import max_failures
-from pentrace.infrastructure.analytics.marks import read_marks
-from pentrace.infrastructure.analytics.readmodel import ReadModel
+from pentrace.infrastructure.analytics.readmodel import ReadModel, TrackingConflictError, read_marks
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.opener import LedgerApplication
 from pentrace.infrastructure.ledger.opener import open_ledger as ledger_opener
@@ -269,8 +272,30 @@ def catch_up(
 
     A read model built before sessions were keyed by (project, agent, id)
     (ADR 0023), or by another version of its projection (ADR 0054), is rebuilt
-    from the traces first, never extended.
+    from the traces first, never extended.  Concurrent catch-ups (threads or
+    processes on one data root) run one at a time (:func:`analytics_owner`); one
+    that meets a runner of ``projections run`` committing first starts again from
+    the position it committed.
     """
+    with analytics_owner(data_root):
+        for attempt in range(_CONFLICT_RETRIES + 1):
+            try:
+                return _catch_up(projection_class, data_root, env, timeout)
+            except TrackingConflictError:
+                if attempt == _CONFLICT_RETRIES:
+                    raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+_CONFLICT_RETRIES: Final = 3
+
+
+def _catch_up(
+    projection_class: type[AnalyticsProjection],
+    data_root: Path,
+    env: Mapping[str, str] | None,
+    timeout: float,
+) -> int | None:
     projection = open_projection(projection_class, data_root, _env(data_root, env))
     try:
         stale = projection.view.stale_identity()

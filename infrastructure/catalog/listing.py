@@ -16,16 +16,17 @@ its owner, ``project/agent/`` (ADR 0023).
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Callable, Iterable, Sequence
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Final
 
 import msgspec
 
-from pentrace.errors import NotFoundError, UsageError
-from pentrace.infrastructure.catalog.cache import CatalogCache, Key, open_cache
-from pentrace.infrastructure.catalog.cache import cache_path as _cache_path
+from pentrace.errors import NotFoundError, PentraceError, UsageError
 from pentrace.infrastructure.catalog.rows import (
     STATUS_CHOICES,
     SessionFilter,
@@ -40,14 +41,19 @@ from pentrace.infrastructure.storage.layout import (
     is_session_id,
     iter_sessions,
 )
+from pentrace.infrastructure.storage.sqlite import SideStore, owner
 
 __all__ = [
+    "CACHE_VERSION",
     "SORT_KEYS",
     "STATUS_CHOICES",
+    "CatalogCache",
+    "CatalogCacheError",
     "SessionFilter",
     "SessionRow",
     "cache_path",
     "list_sessions",
+    "open_cache",
     "parse_time_bound",
     "read_row",
     "resolve_session",
@@ -55,13 +61,15 @@ __all__ = [
 ]
 
 
+logger = logging.getLogger(__name__)
+
 SORT_KEYS: Final = ("start", "tokens", "turns", "id")
 Progress = Callable[[Sequence[SessionRef]], Iterable[SessionRef]]
 
 
 def cache_path(root: DataRoot) -> Path:
     """Where the catalog cache of ``root`` lives (``<root>/.pentrace/catalog.db``)."""
-    return _cache_path(root.path)
+    return _cache_file(root.path)
 
 
 def short_id(session_id: str) -> str:
@@ -89,7 +97,14 @@ def _rows(
     root: DataRoot, refs: list[SessionRef], scope: SessionFilter, progress: Progress | None
 ) -> list[SessionRow]:
     """Rows for ``refs``: from the cache when the shards are unchanged, else read and cached."""
-    cache: CatalogCache = open_cache(root.path)
+    with _cache_owner(root.path):
+        return _cached_rows(root, refs, scope, progress)
+
+
+def _cached_rows(
+    root: DataRoot, refs: list[SessionRef], scope: SessionFilter, progress: Progress | None
+) -> list[SessionRow]:
+    cache = open_cache(root.path)
     try:
         cached = cache.load()
         rows: dict[Key, SessionRow] = {}
@@ -229,3 +244,125 @@ def resolve_session(
 _HINT: Final = (
     "list sessions with `pentrace sessions list` (use --data-root or PENGUIN_HOME for another root)"
 )
+
+
+# -- the derived cache ----------------------------------------------------------------
+# Bump when SessionRow or SessionSummary change meaning: old rows are then dropped.
+CACHE_VERSION: Final = 2  # 2: summaries carry token_totals (issue #13)
+Key = tuple[str, str, str]
+_CACHE: Final = "the catalog cache"
+_CACHE_SCHEMA: Final = (
+    "CREATE TABLE IF NOT EXISTS sessions ("
+    " project TEXT NOT NULL, agent TEXT NOT NULL, session_id TEXT NOT NULL,"
+    " signature BLOB NOT NULL, row BLOB NOT NULL,"
+    " PRIMARY KEY (project, agent, session_id)) WITHOUT ROWID"
+)
+
+
+def _cache_store(root: Path) -> SideStore:
+    return SideStore(
+        path=_cache_file(root),
+        what=_CACHE,
+        schema=(_CACHE_SCHEMA,),
+        error=CatalogCacheError,
+        hint="delete it: the catalog cache is rebuilt from the traces",
+        user_version=CACHE_VERSION,
+        busy_seconds=5.0,
+        parents=False,
+    )
+
+
+def _cache_file(root: Path) -> Path:
+    return root / ".pentrace" / "catalog.db"
+
+
+class CatalogCacheError(PentraceError):
+    """The catalog cache could not be used (the catalog then lists from the traces)."""
+
+
+class CatalogCache:
+    """Signatures and rows by ``(project, agent, session_id)``; no database means no cache.
+
+    The cache is derived from the traces and may be deleted at any time; damage
+    never fails a command: a file that is not a database, a malformed one or
+    one of another version is recreated (:class:`SideStore`), and a locked or
+    read-only cache makes this run work without it (logged).
+    """
+
+    def __init__(self, connection: sqlite3.Connection | None, store: SideStore | None = None):
+        self._db = connection
+        self._store = store
+
+    @property
+    def enabled(self) -> bool:
+        """True when rows are read from and written to a file."""
+        return self._db is not None
+
+    def load(self) -> dict[Key, tuple[bytes, bytes]]:
+        """Every cached ``(signature, row)``; empty when the cache is off or unreadable."""
+        if self._db is None:
+            return {}
+        try:
+            found = self._db.execute(
+                "SELECT project, agent, session_id, signature, row FROM sessions"
+            ).fetchall()
+        except sqlite3.Error as exc:
+            self._disable("read", exc)
+            return {}
+        return {(p, a, s): (bytes(sig), bytes(row)) for p, a, s, sig, row in found}
+
+    def store(self, fresh: Iterable[tuple[Key, bytes, bytes]], gone: Iterable[Key]) -> None:
+        """Upsert freshly read rows and forget sessions that no longer exist, in one transaction."""
+        fresh, gone = list(fresh), list(gone)
+        db, store = self._db, self._store
+        if db is None or store is None or not (fresh or gone):
+            return
+
+        def work() -> None:
+            db.executemany(
+                "INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?, ?)",
+                [(*key, signature, row) for key, signature, row in fresh],
+            )
+            db.executemany(
+                "DELETE FROM sessions WHERE project = ? AND agent = ? AND session_id = ?", gone
+            )
+
+        try:
+            store.write(db, work)
+        except CatalogCacheError as exc:
+            self._disable("update", exc)
+
+    def close(self) -> None:
+        """Close the database (a no-op without one)."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def _disable(self, step: str, exc: Exception) -> None:
+        # The cache is derived: listing from the traces is slower but still right.
+        logger.warning("catalog cache %s failed (%s); continuing without it", step, exc)
+        self.close()
+
+
+def open_cache(root: Path) -> CatalogCache:
+    """The cache of data root ``root``, rebuilt when damaged, disabled when unusable."""
+    store = _cache_store(root)
+    try:
+        return CatalogCache(store.open(), store)
+    except (OSError, CatalogCacheError) as exc:
+        # Locked, read-only or out of space: nothing to repair, just go without.
+        logger.warning("catalog cache %s unusable (%s); listing without it", store.path, exc)
+        return CatalogCache(None)
+
+
+@contextmanager
+def _cache_owner(root: Path) -> Iterator[None]:
+    """One thread and process at a time reads and refreshes the cache (issue #32): the
+    others wait, then find the rows it wrote; a root where no lock can be made goes on
+    without one (no cache will be written there either)."""
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(owner(_cache_file(root), _CACHE, error=CatalogCacheError))
+        except (OSError, CatalogCacheError) as exc:
+            logger.warning("catalog cache of %s not locked (%s); listing without it", root, exc)
+        yield

@@ -13,29 +13,39 @@ a plot, the service serializes it (ADR 0036).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from pentrace.errors import UsageError
 from pentrace.infrastructure.analytics import queries
-from pentrace.infrastructure.analytics.activity_queries import OUTCOME_GROUPS, TOOL_GROUPS
+from pentrace.infrastructure.analytics.activity_queries import (
+    OUTCOME_GROUPS,
+    SESSION_GROUPS,
+    TOOL_GROUPS,
+)
 from pentrace.infrastructure.analytics.cold import cold_build
-from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
+from pentrace.infrastructure.analytics.database import (
+    GROUPS,
+    AnalyticsDatabase,
+    analytics_owner,
+    analytics_url,
+    column_of,
+)
 from pentrace.infrastructure.analytics.failures import failure_warnings
 from pentrace.infrastructure.analytics.prices import load_prices
-from pentrace.infrastructure.analytics.query_rows import GROUPS, column_of
 from pentrace.infrastructure.analytics.registry import BUILTINS
 from pentrace.infrastructure.analytics.runner import catch_up, open_ledger, open_projection
-from pentrace.infrastructure.analytics.session_queries import SESSION_GROUPS
 from pentrace.infrastructure.ledger.bulk import sync
 
 __all__ = [
     "DEFAULT_BY",
     "GROUPINGS",
+    "KINDS",
     "NEEDS",
     "Prepared",
+    "StatKind",
     "StatsQuery",
     "document",
     "prepare",
@@ -43,26 +53,174 @@ __all__ = [
     "stats_document",
 ]
 
-NEEDS: Final[Mapping[str, tuple[str, ...]]] = {
-    "tokens": ("tokens",),
-    "cost": ("tokens",),
-    "tools": ("tools",),
-    "requests": ("sessions",),
-    "sessions": ("sessions",),
-    "tree": ("sessions", "tokens"),
+
+@dataclass(frozen=True, slots=True)
+class StatKind:
+    """One kind of ``pentrace stats``: a row of :data:`KINDS`.
+
+    The CLI registers ``stats <name>`` from it (help, ``--by``, ``--fields``,
+    ``--prices``, ``--plot``), ``GET /api/v1/stats/{name}`` serves its
+    document, and the web reads the kinds through the API: adding a kind is
+    adding a row (and, for a table of its own, a row in the CLI's table).
+
+    * ``needs``: the built-in projections (``registry.BUILTINS``) it reads;
+    * ``build(db, query)``: its JSON document (``docs/projections.md``);
+    * ``groupings``: what ``--by`` takes (empty: it does not group), and
+      ``default_by`` when none is given; ``ungrouped``: why the groupings it
+      lacks are missing (the error of a ``--by`` it refuses says so);
+    * ``listing``: the list of the document that ``--fields`` picks from,
+      ``fields`` its field names (empty: no ``--fields``);
+    * ``priced``: it takes ``--prices``; ``help``: the command's help;
+      ``by_help``: the help of a ``--by`` that is not given by default.
+    """
+
+    name: str
+    needs: tuple[str, ...]
+    build: Callable[[AnalyticsDatabase, StatsQuery], dict[str, Any]]
+    help: str
+    groupings: tuple[str, ...] = ()
+    default_by: str | None = None
+    ungrouped: str = ""
+    listing: str = "rows"
+    fields: tuple[str, ...] = ()
+    priced: bool = False
+    by_help: str | None = None
+
+
+def _tokens(db: AnalyticsDatabase, query: StatsQuery) -> dict[str, Any]:
+    by = query.by or "model"
+    return {"by": by, "rows": queries.tokens(db, by, query.since, query.until)}
+
+
+def _cost(db: AnalyticsDatabase, query: StatsQuery) -> dict[str, Any]:
+    table, by = load_prices(query.prices), query.by or "model"
+    rows = queries.cost(db, table, by, query.since, query.until)
+    return {"by": by, "currency": table.currency, "rows": rows}
+
+
+def _tools(db: AnalyticsDatabase, query: StatsQuery) -> dict[str, Any]:
+    return queries.tools(db, query.since, query.until, by=query.by)
+
+
+def _requests(db: AnalyticsDatabase, query: StatsQuery) -> dict[str, Any]:
+    value = queries.requests(db, query.since, query.until)
+    if query.by is not None:  # per group, with the success rate (act_minutes)
+        value.update(by=query.by, rows=queries.outcomes(db, query.by, query.since, query.until))
+    return value
+
+
+def _sessions(db: AnalyticsDatabase, query: StatsQuery) -> dict[str, Any]:
+    by = query.by or "day"
+    return {"by": by, "rows": queries.sessions(db, by, query.since, query.until)}
+
+
+def _tree(db: AnalyticsDatabase, query: StatsQuery) -> dict[str, Any]:
+    return {"trees": queries.tree(db, query.since, query.until)}
+
+
+_PER_MINUTE: Final = (
+    "they are counted per minute and model, not per session: "
+    "`stats tokens --by session` and `stats sessions --by session` group by session"
+)
+_TOKEN_FIELDS: Final = ("key", *queries.TOKEN_COLUMNS)
+
+KINDS: Final[Mapping[str, StatKind]] = {
+    kind.name: kind
+    for kind in (
+        StatKind(
+            "tokens",
+            ("tokens",),
+            _tokens,
+            "Token use per group (input, output, cache read/write, total, requests).\n\n"
+            "Example: pentrace stats tokens --by agent --since 2026-11-01 --plot tokens.png",
+            tuple(GROUPS),
+            "model",
+            fields=_TOKEN_FIELDS,
+        ),
+        StatKind(
+            "cost",
+            ("tokens",),
+            _cost,
+            "Cost per group from the editable price table (prices per million tokens).\n\n"
+            "Example: pentrace stats cost --by day --prices ~/prices.toml --plot cost.svg",
+            tuple(GROUPS),
+            "model",
+            fields=("key", "cost", "currency", "total", "unpriced"),
+            priced=True,
+        ),
+        StatKind(
+            "tools",
+            ("tools",),
+            _tools,
+            "Tool calls by name: failures, aborts, timeouts, truncations, unanswered; "
+            "approvals.\n\nExample: pentrace stats tools --by hour --since today --json",
+            TOOL_GROUPS,
+            ungrouped=f"tool calls: {_PER_MINUTE}",
+            listing="tools",
+            fields=(
+                "tool",
+                "calls",
+                "failures",
+                "aborts",
+                "timeouts",
+                "truncations",
+                "unanswered",
+                "failure_rate",
+            ),
+            by_help="Also list each tool per model, agent, project, day, hour or minute (UTC).",
+        ),
+        StatKind(
+            "requests",
+            ("sessions",),
+            _requests,
+            "Requests by status and retries, compactions (mode, outcome, context), goal "
+            "outcomes.\n\nExample: pentrace stats requests --by model --since 2026-11-28",
+            OUTCOME_GROUPS,
+            ungrouped=f"requests ended: {_PER_MINUTE}",
+            by_help="Also list requests and success rate per model, provider, agent, project, "
+            "day, hour or minute (UTC).",
+        ),
+        StatKind(
+            "sessions",
+            ("sessions",),
+            _sessions,
+            "Sessions per group: count, turns, requests, model switches, durations.\n\n"
+            "Example: pentrace stats sessions --by agent",
+            SESSION_GROUPS,
+            "day",
+            ungrouped="a session is kept whole, with its start day, not per hour or minute",
+            fields=(
+                "key",
+                "sessions",
+                "turns",
+                "requests",
+                "model_switches",
+                "mean_duration_s",
+                "max_duration_s",
+            ),
+        ),
+        StatKind(
+            "tree",
+            ("sessions", "tokens"),
+            _tree,
+            "Subagent trees: each session with its children and the tokens of its whole "
+            "subtree.\n\nExample: pentrace stats tree --json",
+            listing="trees",
+        ),
+    )
 }
+"""Every stats kind, in the order the CLI lists them (see :class:`StatKind`)."""
+
+NEEDS: Final[Mapping[str, tuple[str, ...]]] = {name: k.needs for name, k in KINDS.items()}
 """The built-in projections (``registry.BUILTINS``) each stat kind reads."""
 
-DEFAULT_BY: Final[Mapping[str, str]] = {"tokens": "model", "cost": "model", "sessions": "day"}
+DEFAULT_BY: Final[Mapping[str, str]] = {
+    name: k.default_by for name, k in KINDS.items() if k.default_by is not None
+}
 """The grouping of the kinds that group, when none is asked for."""
 
-
 GROUPINGS: Final[Mapping[str, tuple[str, ...]]] = {
-    "tokens": tuple(GROUPS),
-    "cost": tuple(GROUPS),
-    "tools": TOOL_GROUPS,
-    "requests": OUTCOME_GROUPS,
-    "sessions": SESSION_GROUPS,
+    name: k.groupings for name, k in KINDS.items() if k.groupings
 }
 """The groupings (``--by``) of the kinds that group (``tree`` does not)."""
 
@@ -79,14 +237,21 @@ class StatsQuery:
     prices: Path | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in NEEDS:
+        kind = KINDS.get(self.kind)
+        if kind is None:
             raise UsageError(
-                f"stats kind: expected one of {', '.join(NEEDS)}, found {self.kind[:30]!r}",
+                f"stats kind: expected one of {', '.join(KINDS)}, found {self.kind[:30]!r}",
                 hint="for example: tokens, grouped by model",
             )
-        if self.by is not None and self.kind in GROUPINGS:
+        if self.by is not None and kind.groupings:
             # Checked here, before any catching up, which can take long on a big data root.
-            column_of(self.by, GROUPINGS[self.kind], minutes=True)
+            if self.by in GROUPS and self.by not in kind.groupings and kind.ungrouped:
+                raise UsageError(
+                    f"--by: expected one of {', '.join(kind.groupings)}, found {self.by!r}",
+                    hint=f"for example --by {kind.groupings[0]}; `stats {kind.name}` is not "
+                    f"grouped by {self.by} because {kind.ungrouped}",
+                )
+            column_of(self.by, kind.groupings, minutes=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +290,20 @@ def prepare(
     in ``workers`` processes; 0 picks them) before the catch-up.
     """
     names = NEEDS[StatsQuery(kind).kind]
+    # One preparer at a time per data root (threads of the service, other processes): the
+    # others wait, then find the read models current (issue #32).
+    with analytics_owner(root):
+        return _prepare(root, names, catch_up_first, sync_first, env, workers)
+
+
+def _prepare(
+    root: Path,
+    names: tuple[str, ...],
+    catch_up_first: bool,
+    sync_first: bool,
+    env: Mapping[str, str] | None,
+    workers: int,
+) -> Prepared:
     left_out: list[str] = []
     if catch_up_first and not sync_first:
         for name in names:
@@ -160,34 +339,18 @@ def read_models(
 ) -> AnalyticsDatabase:
     """The analytics database with the ``names`` projections' tables in place, caught up with
     the ledger first unless ``catch_up_first`` is False (their tables are then created once)."""
-    for name in names:
-        if catch_up_first:
-            catch_up(BUILTINS[name], data_root=root, env=env)
-        else:
-            open_projection(BUILTINS[name], root, env).view.db.close()
+    with analytics_owner(root):
+        for name in names:
+            if catch_up_first:
+                catch_up(BUILTINS[name], data_root=root, env=env)
+            else:
+                open_projection(BUILTINS[name], root, env).view.db.close()
     return AnalyticsDatabase(analytics_url(root, os.environ if env is None else env))
 
 
 def document(db: AnalyticsDatabase, query: StatsQuery) -> dict[str, Any]:
     """The JSON document of one stat over a prepared analytics database."""
-    kind, since, until = query.kind, query.since, query.until
-    by = query.by or DEFAULT_BY.get(kind)
-    if kind == "tokens":
-        return {"by": by, "rows": queries.tokens(db, by or "model", since, until)}
-    if kind == "cost":
-        table = load_prices(query.prices)
-        rows = queries.cost(db, table, by or "model", since, until)
-        return {"by": by, "currency": table.currency, "rows": rows}
-    if kind == "tools":
-        return queries.tools(db, since, until, by=by)
-    if kind == "requests":
-        value = queries.requests(db, since, until)
-        if by is not None:  # per group, with the success rate (act_minutes)
-            value.update(by=by, rows=queries.outcomes(db, by, since, until))
-        return value
-    if kind == "sessions":
-        return {"by": by, "rows": queries.sessions(db, by or "day", since, until)}
-    return {"trees": queries.tree(db, since, until)}
+    return KINDS[query.kind].build(db, query)
 
 
 def stats_document(

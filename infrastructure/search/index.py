@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Final
 
 from pentrace.domain.json_codec import escape_surrogates
+from pentrace.errors import SearchIndexError
 from pentrace.infrastructure.redaction_policy import activate_policy
-from pentrace.infrastructure.search import database
 from pentrace.infrastructure.search.query import SearchHit, SearchQuery, run_query
 from pentrace.infrastructure.search.shards import (
     ShardState,
@@ -36,11 +36,38 @@ from pentrace.infrastructure.search.shards import (
     unchanged,
 )
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
+from pentrace.infrastructure.storage.sqlite import SideStore, delete_files, owner
 from pentrace.projections.search_docs import SearchDoc, SearchDocFold
 
 __all__ = ["RefreshReport", "SearchHit", "SearchIndex", "SearchQuery", "search_index_path"]
 
 _BATCH: Final = 2000
+SCHEMA_VERSION: Final = "1"
+_SCHEMA: Final = (
+    "CREATE TABLE IF NOT EXISTS sessions(id INTEGER PRIMARY KEY AUTOINCREMENT, project TEXT NOT "
+    "NULL, agent TEXT NOT NULL, session_id TEXT NOT NULL, position INTEGER NOT NULL, turns "
+    "INTEGER NOT NULL, in_compaction INTEGER NOT NULL, UNIQUE(project, agent, session_id))",
+    "CREATE TABLE IF NOT EXISTS shards(session INTEGER NOT NULL, path TEXT NOT NULL, idx INTEGER "
+    "NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, offset INTEGER NOT NULL, lines "
+    "INTEGER NOT NULL, tail BLOB NOT NULL, PRIMARY KEY(session, path))",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5(body, kind UNINDEXED, role UNINDEXED, "
+    "turn UNINDEXED, time UNINDEXED, shard UNINDEXED, line UNINDEXED, "
+    "tokenize='unicode61 remove_diacritics 2')",
+)
+_WHAT: Final = "the search index"
+
+
+def index_store(path: Path) -> SideStore:
+    """How the search index at ``path`` is opened, and what its errors become."""
+    return SideStore(
+        path=path,
+        what=_WHAT,
+        schema=_SCHEMA,
+        error=SearchIndexError,
+        hint="run `pentrace search --rebuild` to recreate it from the traces",
+        meta_version=SCHEMA_VERSION,
+        pragmas=("journal_mode=WAL", "synchronous=NORMAL"),
+    )
 
 
 def search_index_path(root: DataRoot) -> Path:
@@ -68,7 +95,8 @@ class SearchIndex:
         self.root = root
         activate_policy(root.path)
         self.path = path if path is not None else search_index_path(root)
-        self.conn = database.open_index(self.path)
+        self.store = index_store(self.path)
+        self.conn = self.store.open()
 
     def close(self) -> None:
         """Close the database."""
@@ -83,16 +111,23 @@ class SearchIndex:
     # -- building ----------------------------------------------------------------
     def rebuild(self, refs: Iterable[SessionRef] | None = None) -> RefreshReport:
         """Delete the index and build it again from the traces."""
-        self.conn.close()
-        database.delete_files(self.path)
-        self.conn = database.connect(self.path)
-        return self.refresh(refs)
+        with owner(self.path, _WHAT, error=SearchIndexError):
+            self.conn.close()
+            delete_files(self.path)
+            self.conn = self.store.open()
+            return self.refresh(refs)
 
     def refresh(self, refs: Iterable[SessionRef] | None = None) -> RefreshReport:
         """Index what changed since the last refresh; sessions no longer on disk are dropped.
 
         ``refs`` defaults to every session of the root (pass them to draw a progress bar).
         """
+        with owner(self.path, _WHAT, error=SearchIndexError):
+            return self._refresh(refs)
+
+    def _refresh(self, refs: Iterable[SessionRef] | None) -> RefreshReport:
+        """:meth:`refresh` as the index's one owner: a refresh in another thread or process
+        waits, then finds what this one indexed current (issue #32)."""
         report = RefreshReport()
         if refs is None:
             refs = self.root.iter_sessions() if self.root.path.is_dir() else iter(())
@@ -124,7 +159,8 @@ class SearchIndex:
             (project, agent, session_id),
         ).fetchone()
         if row is not None:
-            self._write(functools.partial(self._drop, int(row[0]), forget=True))
+            with owner(self.path, _WHAT, error=SearchIndexError):
+                self._write(functools.partial(self._drop, int(row[0]), forget=True))
         return row is not None
 
     def _refresh_session(
@@ -176,9 +212,9 @@ class SearchIndex:
             for doc in read_docs(shard, fold):
                 batch.append(_doc_row(base, shard.idx, doc))
                 if len(batch) >= _BATCH:
-                    report.documents += self._insert(batch)
+                    report.documents += self._insert(batch, ref, shard, report)
                     batch = []
-            report.documents += self._insert(batch)
+            report.documents += self._insert(batch, ref, shard, report)
             self.conn.execute(
                 "INSERT OR REPLACE INTO shards VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
@@ -197,14 +233,40 @@ class SearchIndex:
             (fold.position, fold.turns, int(fold.in_compaction), key),
         )
 
-    def _insert(self, rows: list[tuple[object, ...]]) -> int:
-        if rows:
-            self.conn.executemany(
-                "INSERT INTO docs(rowid, body, kind, role, turn, time, shard, "
-                "line) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
-        return len(rows)
+    def _insert(
+        self,
+        rows: list[tuple[object, ...]],
+        ref: SessionRef,
+        shard: ShardState,
+        report: RefreshReport,
+    ) -> int:
+        """Insert a batch of documents; when the index refuses one, insert them one by one
+        and report each refused record as a finding (session, file, line, reason), skipped."""
+        if not rows:
+            return 0
+        conn = self.conn
+        conn.execute("SAVEPOINT docs_batch")
+        try:
+            conn.executemany(_INSERT_DOC, rows)
+        except (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.DataError):
+            conn.execute("ROLLBACK TO docs_batch")
+        else:
+            conn.execute("RELEASE docs_batch")
+            return len(rows)
+        conn.execute("RELEASE docs_batch")
+        kept = 0
+        for row in rows:
+            try:
+                conn.execute(_INSERT_DOC, row)
+                kept += 1
+            except (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.DataError) as error:
+                where = f"{ref.project}/{ref.agent}/{ref.session_id}"
+                reason = (str(error).splitlines() or [type(error).__name__])[0][:160]
+                report.failures.append(
+                    f"{where}: {shard.path} line {row[-1]}: the index refused the record "
+                    f"({reason}); left out"
+                )
+        return kept
 
     def _drop(self, key: int, *, forget: bool) -> None:
         self.conn.execute(
@@ -232,15 +294,21 @@ class SearchIndex:
 
     # -- plumbing ----------------------------------------------------------------
     def _execute(self, sql: str, params: tuple[object, ...] = ()) -> sqlite3.Cursor:
-        return database.execute(self.conn, self.path, sql, params)
+        return self.store.execute(self.conn, sql, params)
 
     def _write(self, work: Callable[[], None]) -> None:
-        database.write(self.conn, self.path, work)
+        self.store.write(self.conn, work)
 
     # -- searching ---------------------------------------------------------------
     def search(self, query: SearchQuery) -> list[SearchHit]:
         """The best hits for ``query`` (see :class:`SearchQuery`); refresh first to be current."""
         return run_query(self.conn, self.path, query)
+
+
+_INSERT_DOC: Final = (
+    "INSERT INTO docs(rowid, body, kind, role, turn, time, shard, line) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 
 def _doc_row(base: int, shard: int, doc: SearchDoc) -> tuple[object, ...]:

@@ -18,7 +18,7 @@ import msgspec
 from pentrace.domain.json_codec import escape_surrogates
 from pentrace.domain.omnimessage import format_timestamp
 from pentrace.errors import SearchIndexError, SearchQueryError, UsageError
-from pentrace.infrastructure.search.database import is_busy, locked
+from pentrace.infrastructure.storage.sqlite import is_busy
 from pentrace.projections.search_docs import KINDS
 
 __all__ = ["MARK_END", "MARK_START", "SearchHit", "SearchQuery", "run_query"]
@@ -181,7 +181,10 @@ def _query_error(path: Path, error: sqlite3.OperationalError) -> Exception:
             f"the search query is not valid FTS5 syntax ({reason})", hint=_QUERY_HINT
         )
     if is_busy(error):
-        return locked(path)
+        return SearchIndexError(
+            f"the search index {path} is locked by another process",
+            hint="wait for the other search or rebuild to finish, then retry",
+        )
     return SearchIndexError(
         f"searching {path} failed ({reason})",
         hint="run `pentrace search --rebuild` to recreate the index",

@@ -5,6 +5,11 @@ Projections never see trace lines.  The ledger path (a ledger row's
 :func:`pentrace.domain.runtime.runtime_event_from_record` and encoded)
 both give the same envelope bytes, so both give the same
 :class:`AnalyticsEvent` - that is why a rebuild equals the incremental result.
+
+Below it, the pure rules the built-in projections apply (request buckets, tool
+outcomes, truncation, token deltas), taken from the session summary where it
+defines them, so that ``pentrace sessions show`` and ``pentrace stats`` never
+disagree.
 """
 
 from __future__ import annotations
@@ -15,8 +20,31 @@ from typing import Any, Final
 import msgspec
 
 from pentrace.domain.json_codec import JsonDecoder
+from pentrace.projections.session_summary import (
+    ERROR_STATUSES,
+    REQUEST_STATUSES,
+    TOKEN_FIELDS,
+    TokenDelta,
+    token_delta,
+)
 
-__all__ = ["AnalyticsEvent", "Scope", "day_of", "decode_event", "iso_of", "minute_of"]
+__all__ = [
+    "TOKEN_FIELDS",
+    "TRUNCATION_MARK",
+    "AnalyticsEvent",
+    "Scope",
+    "TokenDelta",
+    "bigint",
+    "day_of",
+    "decode_event",
+    "is_error_status",
+    "is_truncated",
+    "iso_of",
+    "minute_of",
+    "request_bucket",
+    "token_delta",
+    "tool_outcome",
+]
 
 
 class Scope(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -107,3 +135,47 @@ def iso_of(time_ms: int) -> str:
     """ISO 8601 (UTC, milliseconds) of a millisecond timestamp."""
     moment = datetime.fromtimestamp(time_ms / 1000, UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{time_ms % 1000:03d}Z"
+
+
+TRUNCATION_MARK: Final = "[output truncated: "
+_OUTCOMES: Final = {"aborted": "aborts", "timeout": "timeouts"}
+
+_MAX_COUNT: Final = 2**63 - 1  # what a BIGINT column holds
+
+
+def bigint(value: Any) -> int | None:
+    """``value`` when it is an int a BIGINT column holds, else None (``2**70``, ``"7"``)."""
+    if (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and -_MAX_COUNT <= value <= _MAX_COUNT
+    ):
+        return value
+    return None
+
+
+def request_bucket(status: Any) -> str:
+    """The request-status bucket of a ``request_end`` status (the session summary's names)."""
+    return status if isinstance(status, str) and status in REQUEST_STATUSES else "other"
+
+
+def is_error_status(status: Any) -> bool:
+    """True for the statuses the session summary counts as errors."""
+    return isinstance(status, str) and status in ERROR_STATUSES
+
+
+def tool_outcome(stop_reason: Any) -> str | None:
+    """Which counter a tool output adds to: None for success, else failures/aborts/timeouts.
+
+    The failure rule is the session summary's: a call fails when its output
+    *states* a ``stop_reason`` other than ``completed``; aborts and timeouts
+    are the two failures counted on their own as well.
+    """
+    if stop_reason is None or stop_reason == "completed":
+        return None
+    return _OUTCOMES.get(stop_reason, "failures") if isinstance(stop_reason, str) else "failures"
+
+
+def is_truncated(output: Any) -> bool:
+    """True when a tool output carries the trace's truncation note."""
+    return isinstance(output, str) and TRUNCATION_MARK in output

@@ -11,8 +11,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pentrace.projections.analytics.events import AnalyticsEvent
-from pentrace.projections.analytics.rules import request_bucket, token_delta, tool_outcome
+from pentrace.projections.analytics.events import (
+    AnalyticsEvent,
+    request_bucket,
+    token_delta,
+    tool_outcome,
+)
 from pentrace.projections.session_summary import model_name
 
 __all__ = ["Marker", "Span", "Timeline", "build_timeline"]

@@ -1,38 +1,48 @@
-"""The page shell every viewer page shares: head, navigation, escaping, small formatters.
+"""What every viewer page shares: the templates, the page response, URLs, the token rule and
+the one place a cost is worked out.
 
-Every value that reaches HTML goes through :func:`esc`; pages are built as
-lists of strings and joined once.  No page holds inline script or style: the
-service's Content-Security-Policy allows scripts and styles from this origin
-only (``service/edge/headers.py``).
+Pages are Jinja templates (``templates/``) with autoescaping: every value is
+HTML-escaped (quotes too) unless it is markup already (a chart, rendered
+Markdown); see :func:`~pentrace.infrastructure.analytics.charts.template_environment`.
+No page holds inline script or style: the service's Content-Security-Policy
+allows scripts and styles from this origin only (``service/edge/headers.py``).
 """
 
 from __future__ import annotations
 
-import html
-from collections.abc import Iterable, Mapping
-from typing import Final
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
 from urllib.parse import quote, urlencode
 
+from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-__all__ = ["PREFIX", "esc", "number", "page", "query_url", "session_url"]
+from pentrace.infrastructure.analytics.charts import number, render_chart, template_environment
+from pentrace.infrastructure.analytics.prices import PriceTable
+from pentrace.service.edge import params
+from pentrace.service.edge.auth import authenticated
+from pentrace.service.edge.errors import Forbidden
+
+__all__ = [
+    "PREFIX",
+    "TEMPLATES",
+    "cost_of",
+    "need_token",
+    "number",
+    "page",
+    "query_url",
+    "raw_asked",
+    "session_url",
+]
 
 PREFIX: Final = "/web"
-_NAV: Final = (("traces", "Traces"), ("usage", "Usage"))
-
-
-def esc(value: object) -> str:
-    """``value`` as HTML text (quotes escaped too, so it is safe in attributes)."""
-    return html.escape("" if value is None else str(value), quote=True)
-
-
-def number(value: object) -> str:
-    """A count with thin grouping (``1 234 567``), or ``-`` when there is none."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return "-"
-    if isinstance(value, float):
-        return f"{value:,.4f}".replace(",", " ")
-    return f"{value:,}".replace(",", " ")
+TEMPLATES: Final = template_environment(Path(__file__).with_name("templates"))
+# How to get the token (not a token).
+LOGIN_HINT: Final = (
+    "start the server with PENTRACE_API_TOKEN (or --token-file) and log in at /web/login "
+    "(a script sends the header)"
+)
 
 
 def session_url(project: str, agent: str, session_id: str, suffix: str = "") -> str:
@@ -47,32 +57,56 @@ def query_url(path: str, values: Mapping[str, object]) -> str:
     return path + ("?" + urlencode(kept) if kept else "")
 
 
-def page(title: str, active: str, body: Iterable[str], *, status: int = 200) -> HTMLResponse:
-    """A whole HTML document around ``body``."""
-    nav = "".join(
-        f'<a href="{PREFIX}/{name}"'
-        + (' aria-current="page"' if name == active else "")
-        + f">{label}</a>"
-        for name, label in _NAV
+def cost_of(prices: PriceTable, model: str, tokens: Mapping[str, Any]) -> float | None:
+    """What ``tokens`` (input, output, cache_read, cache_write) cost at ``model``'s price, or
+    None when the table has no price for it.  Every page works a session's cost out here."""
+    price = prices.price_for(model)
+    if price is None:
+        return None
+    kinds = ("input", "output", "cache_read", "cache_write")
+    return price.cost(*(int(tokens.get(kind) or 0) for kind in kinds))
+
+
+TEMPLATES.globals.update(
+    prefix=PREFIX, session_url=session_url, query_url=query_url, chart=render_chart
+)
+
+
+def page(
+    request: Request,
+    template: str,
+    context: Mapping[str, Any],
+    *,
+    title: str,
+    active: str = "",
+    status: int = 200,
+) -> HTMLResponse:
+    """A whole HTML document: ``template`` (which extends ``base.html``) with ``context``."""
+    document = TEMPLATES.get_template(template).render(
+        **context,
+        title=title,
+        active=active,
+        logged_in=authenticated(request.scope),
     )
-    document = [
-        '<!doctype html><html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{esc(title)} - pentrace</title>",
-        f'<link rel="stylesheet" href="{PREFIX}/static/web.css">',
-        f'<link rel="icon" href="{PREFIX}/static/favicon.svg" type="image/svg+xml">',
-        f'<script src="{PREFIX}/static/web.js" defer></script></head><body>',
-        '<a class="skip" href="#main">Skip to content</a>',
-        f'<header><span class="brand">pentrace</span><nav aria-label="pages">{nav}</nav>',
-        f'<a class="login" href="{PREFIX}/login">token login</a>'
-        '<span class="keys">keys: <kbd>/</kbd> search, <kbd>j</kbd>/<kbd>k</kbd> move, '
-        "<kbd>Enter</kbd> open</span></header>",
-        f'<main id="main"><h1>{esc(title)}</h1>',
-        *body,
-        "</main></body></html>",
-    ]
     # same-origin, not the service's no-referrer: under no-referrer a browser sends
     # "Origin: null" with the page's own form posts, which the Origin guard refuses (ADR 0031).
-    return HTMLResponse(
-        "".join(document), status_code=status, headers={"Referrer-Policy": "same-origin"}
-    )
+    return HTMLResponse(document, status_code=status, headers={"Referrer-Policy": "same-origin"})
+
+
+def need_token(request: Request, what: str, instead: str) -> None:
+    """Refuse (403) a request that did not carry the bearer token: ``what`` needs it;
+    ``instead`` opens the hint with what the caller can have without it."""
+    if not authenticated(request.scope):
+        raise Forbidden(
+            f"{what} needs the bearer token: expected a request with "
+            "`Authorization: Bearer <token>`, found none",
+            hint=f"{instead}, or {LOGIN_HINT}",
+        )
+
+
+def raw_asked(request: Request, what: str, instead: str) -> bool:
+    """Whether ``?raw=1`` was given; refused (403, :func:`need_token`) without the token."""
+    raw = bool(params.flag(request, "raw"))
+    if raw:
+        need_token(request, what, instead)
+    return raw

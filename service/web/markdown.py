@@ -5,7 +5,9 @@ Blocks: fenced code (```), headings (``#`` to ``###``), bullet and numbered
 lists, paragraphs.  Inline: ``code``, ``**bold**``, ``*emphasis*`` and links
 ``[text](https://...)`` whose target is ``http`` or ``https`` (anything else
 stays text).  Raw HTML in the source is shown as text, never interpreted, and
-no attribute but a checked ``href`` is ever written.
+no attribute but a checked ``href`` is ever written.  The tags are written by
+:class:`~markupsafe.Markup` formats, which escape whatever is not marked safe; the
+text is escaped once, first, and marked safe after.
 """
 
 from __future__ import annotations
@@ -13,6 +15,10 @@ from __future__ import annotations
 import html
 import re
 from typing import Final
+
+from markupsafe import Markup
+
+from pentrace.infrastructure.analytics.charts import rendered
 
 __all__ = ["render_markdown"]
 
@@ -28,10 +34,10 @@ _NUMBERED: Final = re.compile(r"\s*\d{1,9}[.)]\s+(.*)")
 def _inline(escaped: str) -> str:
     """Inline forms over already-escaped text; code spans are kept out of the other rules."""
     pieces = _CODE.split(escaped)
-    out = []
+    out: list[str] = []
     for index, piece in enumerate(pieces):
         if index % 2:
-            out.append(f"<code>{piece}</code>")
+            out.append(Markup("<code>{}</code>").format(rendered(piece)))
             continue
         piece = _LINK.sub(r'<a href="\2" rel="noreferrer noopener">\1</a>', piece)
         piece = _BOLD.sub(r"<strong>\1</strong>", piece)
@@ -39,9 +45,9 @@ def _inline(escaped: str) -> str:
     return "".join(out)
 
 
-def render_markdown(text: str) -> str:
+def render_markdown(text: str) -> Markup:
     """``text`` as HTML (see the module docstring)."""
-    out: list[str] = []
+    out: list[Markup] = []
     paragraph: list[str] = []
     items: list[str] = []
     list_tag = ""
@@ -50,11 +56,14 @@ def render_markdown(text: str) -> str:
     def flush() -> None:
         nonlocal list_tag
         if paragraph:
-            out.append("<p>" + "<br>".join(_inline(line) for line in paragraph) + "</p>")
+            lines = Markup("<br>").join(rendered(_inline(line)) for line in paragraph)
+            out.append(Markup("<p>{}</p>").format(lines))
             paragraph.clear()
         if items:
-            body = "".join(f"<li>{_inline(item)}</li>" for item in items)
-            out.append(f"<{list_tag}>{body}</{list_tag}>")
+            body = Markup("").join(
+                Markup("<li>{}</li>").format(rendered(_inline(item))) for item in items
+            )
+            out.append(Markup("<{0}>{1}</{0}>").format(list_tag, body))
             items.clear()
             list_tag = ""
 
@@ -62,7 +71,7 @@ def render_markdown(text: str) -> str:
         line = html.escape(raw, quote=True)
         if code is not None:
             if raw.strip().startswith("```"):
-                out.append("<pre><code>" + "\n".join(code) + "</code></pre>")
+                out.append(_code(code))
                 code = None
             else:
                 code.append(line)
@@ -80,7 +89,9 @@ def render_markdown(text: str) -> str:
         if heading:
             flush()
             level = len(heading.group(1)) + 2  # the page owns h1 and h2
-            out.append(f"<h{level}>{_inline(heading.group(2))}</h{level}>")
+            out.append(
+                Markup("<h{0}>{1}</h{0}>").format(level, rendered(_inline(heading.group(2))))
+            )
         elif bullet or numbered:
             tag = "ul" if bullet else "ol"
             if paragraph or (items and list_tag != tag):
@@ -92,6 +103,10 @@ def render_markdown(text: str) -> str:
                 flush()
             paragraph.append(line)
     if code is not None:  # an unclosed fence: still code
-        out.append("<pre><code>" + "\n".join(code) + "</code></pre>")
+        out.append(_code(code))
     flush()
-    return "".join(out)
+    return Markup("").join(out)
+
+
+def _code(escaped_lines: list[str]) -> Markup:
+    return Markup("<pre><code>{}</code></pre>").format(rendered("\n".join(escaped_lines)))

@@ -1,33 +1,88 @@
-"""The viewer's routes, mounted by :func:`pentrace.service.app.create_app`."""
+"""The viewer's routes, mounted by :func:`pentrace.service.app.create_app`, and its login.
+
+``/web/login`` trades the server's token for a login cookie, so a browser can
+open the viewer, download verbatim exports and import (ADR 0031).  ``POST
+/web/login`` takes the form field ``token``, compares it in constant time with
+the configured one and sets :data:`~pentrace.service.edge.auth.COOKIE` (an HMAC
+of the token; ``HttpOnly``, ``SameSite=Strict``, ``Path=/``, no expiry: it ends
+with the browser session).  ``POST /web/logout`` clears it.  The Origin check of
+:mod:`pentrace.service.edge.guard` refuses a login posted from another site.
+"""
 
 from __future__ import annotations
 
+import hmac
 import re
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import parse_qs
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from pentrace.service.web.layout import PREFIX
-from pentrace.service.web.login import login_page, login_route, logout_route
-from pentrace.service.web.output import output_route
+from pentrace.service.context import ServiceContext
+from pentrace.service.edge.auth import COOKIE, authenticated, cookie_value
+from pentrace.service.edge.errors import BadRequest
+from pentrace.service.web.layout import PREFIX, page
+from pentrace.service.web.media import image_route, output_route
 from pentrace.service.web.session import record_route, session_page, short_route
-from pentrace.service.web.session_images import image_route
-from pentrace.service.web.traces import traces_page
-from pentrace.service.web.transfer import export_route, import_route
+from pentrace.service.web.traces import export_route, import_route, traces_page
 from pentrace.service.web.usage import usage_page
 
-__all__ = ["STATIC", "openapi_paths", "routes"]
+__all__ = ["STATIC", "login_page", "login_route", "logout_route", "openapi_paths", "routes"]
 
 STATIC: Final = Path(__file__).with_name("static")
 _SESSION: Final = PREFIX + "/sessions/{project}/{agent}/{session_id}"
+_MAX_LOGIN_BODY: Final = 4096
 
 
 async def _home(request: Request) -> Response:
     return RedirectResponse(f"{PREFIX}/traces", status_code=303)
+
+
+async def login_page(request: Request, *, note: str = "", status: int = 200) -> Response:
+    """``GET /web/login``."""
+    context: ServiceContext = request.app.state.context
+    state = (
+        "no token"
+        if context.settings.token is None
+        else "logged in"
+        if authenticated(request.scope)
+        else "form"
+    )
+    note = note or "Enter the server's token (PENTRACE_API_TOKEN)."
+    return page(request, "login.html", {"state": state, "note": note}, title="Log in",
+                status=status)  # fmt: skip
+
+
+async def login_route(request: Request) -> Response:
+    """``POST /web/login``: the form's token, checked; the cookie on success."""
+    context: ServiceContext = request.app.state.context
+    token = context.settings.token
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > _MAX_LOGIN_BODY:
+            raise BadRequest(
+                f"login: expected a form of at most {_MAX_LOGIN_BODY} bytes, found more"
+            )
+    given = parse_qs(body.decode("utf-8", "replace")).get("token", [""])[0].strip()
+    if token is None:
+        return await login_page(request)
+    if not hmac.compare_digest(given.encode(), token.get_secret_value().encode()):
+        return await login_page(request, note="That is not the server's token.", status=401)
+    answer = RedirectResponse(f"{PREFIX}/traces", status_code=303)
+    answer.set_cookie(COOKIE, cookie_value(token), httponly=True, samesite="strict", path="/")
+    return answer
+
+
+async def logout_route(request: Request) -> Response:
+    """``POST /web/logout``: clear the cookie."""
+    answer = RedirectResponse(f"{PREFIX}/login", status_code=303)
+    answer.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+    return answer
 
 
 routes: Final[list[BaseRoute]] = [

@@ -3,11 +3,13 @@
 Every figure comes from :mod:`pentrace.infrastructure.analytics.queries`, the
 functions behind ``pentrace stats`` (``tokens``, ``cost``, ``requests``,
 ``tools``, with ``--by minute|hour|day``), so the page and the CLI always agree.
-The bucket size follows the range (:mod:`~pentrace.service.web.usage_axis`):
+The bucket size follows the range (:func:`~pentrace.infrastructure.analytics.plots.window`):
 minutes for the last hour, hours for the last 24 hours or one day, then days,
-weeks and months.  Every chart shares one time axis: buckets with no activity
-are skipped and a break mark shows where; a rate with nothing to divide is left
-out of the line, never drawn as 0%.
+weeks and months.  :class:`UsageSeries` holds each bucket's figures as read;
+every chart draws only the active buckets, all on the same columns with the
+same break marks where buckets with no activity were skipped; a rate with
+nothing to divide is ``None``, left out of the line, never drawn as 0%.  A
+table of every kept bucket's figures follows the charts.
 """
 
 from __future__ import annotations
@@ -20,17 +22,31 @@ from starlette.responses import Response
 
 from pentrace.errors import UsageError
 from pentrace.infrastructure.analytics import queries
+from pentrace.infrastructure.analytics.charts import Chart, rendered
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase
 from pentrace.infrastructure.analytics.failures import failure_warnings
+from pentrace.infrastructure.analytics.plots import (
+    QUERY_BY,
+    RANGES,
+    Window,
+    axis,
+    bucket_of,
+    custom_range,
+    label,
+    moment,
+    window,
+)
 from pentrace.infrastructure.analytics.prices import PriceTable, load_prices
 from pentrace.service.analytics_routes import open_read_models
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
-from pentrace.service.web.layout import PREFIX, esc, number, page
-from pentrace.service.web.usage_axis import RANGES, Window, custom_range, moment, window
-from pentrace.service.web.usage_charts import KINDS, Counts, UsageSeries, rate, usage_charts
+from pentrace.service.web.layout import TEMPLATES, page
 
-__all__ = ["figures", "usage_page"]
+__all__ = ["KINDS", "Counts", "UsageSeries", "figures", "rate", "usage_charts", "usage_page"]
+
+Counts = dict[str, list[float]]  # bucket -> [requests, completed]
+KINDS: Final = ("input", "output", "cache_read", "cache_write")
+_TOP_TOOLS: Final = 4
 
 _Bounds = tuple[datetime | None, datetime | None]  # a custom range's start and end
 _TOP: Final = 4  # series drawn by name per chart; the rest are summed as one
@@ -44,6 +60,100 @@ _RANGE_NAMES: Final = {
     "all": "all time",
     "custom": "custom range",
 }
+
+
+def rate(part: float, whole: float) -> float | None:
+    """``part / whole``, or None when there is nothing to divide (shown as no rate)."""
+    return part / whole if whole else None
+
+
+class UsageSeries:
+    """Each bucket's figures, folded from the query rows of the window's grouping."""
+
+    def __init__(self, win: Window) -> None:
+        self.win = win
+        self.first = date.fromisoformat(win.since[:10])
+        self.by = QUERY_BY[win.size]
+        self.requests: Counts = {}
+        self.tokens: dict[str, dict[str, float]] = {}
+        self.cost: dict[str, float] = {}
+        self.tools: dict[str, dict[str, list[float]]] = {}
+        self.agents: list[tuple[str, Counts]] = []
+        self.models: list[tuple[str, Counts]] = []
+
+    def bucket(self, key: object) -> str:
+        """The bucket of a query row's key."""
+        return bucket_of(self.win.size, str(key), self.first)
+
+    def outcomes(self, rows: list[dict[str, Any]]) -> Counts:
+        """``queries.outcomes`` rows as requests and completed per bucket."""
+        out: Counts = {}
+        for row in rows:
+            entry = out.setdefault(self.bucket(row["key"]), [0.0, 0.0])
+            entry[0] += row["requests"]
+            entry[1] += row["completed"]
+        return out
+
+    def active(self) -> set[str]:
+        """Buckets with a request, a token or a tool call in them."""
+        busy = {b for b, (n, _) in self.requests.items() if n}
+        busy |= {b for b, kinds in self.tokens.items() if kinds["total"] or kinds["requests"]}
+        return busy | {b for b, tools in self.tools.items() if any(c for c, _ in tools.values())}
+
+
+def _by_name(
+    named: list[tuple[str, Counts]], total: Counts, keys: list[str], other: str
+) -> tuple[list[tuple[str, list[float]]], list[list[float | None]]]:
+    """Stacked request series of the named agents (or models) plus the rest, with each one's
+    success rate per bucket."""
+    series, rates = [], []
+    rest = {k: list(total.get(k, [0.0, 0.0])) for k in keys}
+    for name, counts in named:
+        values = [counts.get(k, [0.0, 0.0]) for k in keys]
+        series.append((name, [v[0] for v in values]))
+        rates.append([rate(v[1], v[0]) for v in values])
+        for k, v in zip(keys, values, strict=True):
+            rest[k][0] -= v[0]
+            rest[k][1] -= v[1]
+    if any(rest[k][0] for k in keys):
+        series.append((other, [rest[k][0] for k in keys]))
+        rates.append([rate(rest[k][1], rest[k][0]) for k in keys])
+    return series, rates
+
+
+def _tools(data: UsageSeries, keys: list[str]) -> Chart:
+    calls: dict[str, float] = {}
+    for bucket in keys:
+        for tool, (count, _) in data.tools.get(bucket, {}).items():
+            calls[tool] = calls.get(tool, 0) + count
+    top = sorted(calls, key=lambda t: (-calls[t], t))[:_TOP_TOOLS]
+    series, rates = [], []
+    for tool in top:
+        cells = [data.tools.get(k, {}).get(tool, [0.0, 0.0]) for k in keys]
+        series.append((tool, [c[0] for c in cells]))
+        rates.append([rate(c[1], c[0]) for c in cells])
+    rest = [
+        [sum(c[i] for t, c in data.tools.get(k, {}).items() if t not in top) for i in (0, 1)]
+        for k in keys
+    ]
+    if any(r[0] for r in rest):
+        series.append(("other tools", [r[0] for r in rest]))
+        rates.append([rate(r[1], r[0]) for r in rest])
+    overall = []
+    for k in keys:
+        counts = data.tools.get(k, {}).values()
+        overall.append(rate(sum(c[1] for c in counts), sum(c[0] for c in counts)))
+    return Chart(
+        f"Tool calls per {data.win.size} by tool, and tool failure rate",
+        [],
+        series,
+        line=("tool failure rate", overall),
+        line_is_rate=True,
+        rates=rates,
+        rate_name="failed",
+        y_title="tool calls",
+        line_title="failure rate",
+    )
 
 
 def figures(
@@ -164,76 +274,80 @@ def _read(
         db.close()
 
 
-def _card(name: str, value: dict[str, Any], currency: str) -> str:
-    rate, hits = value["success_rate"], value["cache_hit_rate"]
-    completed = value["statuses"].get("completed", 0)
-    return (
-        f'<section class="card" data-card="{esc(name)}" data-requests="{value["requests"]}" '
-        f'data-tokens="{value["tokens"]["total"]}" data-cost="{value["cost"]:.6f}" '
-        f'data-completed="{completed}"><h2>{esc(name)}</h2>'
-        f"<p><b>{number(value['requests'])}</b> requests"
-        f"{f', {rate * 100:.1f}% completed' if rate is not None else ''}</p>"
-        f"<p><b>{number(value['tokens']['total'])}</b> tokens"
-        f"{f', {hits * 100:.1f}% cache hits' if hits is not None else ''}</p>"
-        f"<p><b>{value['cost']:.4f}</b> {esc(currency)}</p></section>"
-    )
-
-
-def _form(choice: dict[str, Any], agents: list[str], models: list[str]) -> str:
-    def select(name: str, options: list[str], label: str) -> str:
-        items = [f'<option value="">any {label}</option>'] + [
-            f'<option value="{esc(v)}"{" selected" if v == choice[name] else ""}>{esc(v)}</option>'
-            for v in options
-        ]
-        return f'<label>{label} <select name="{name}">{"".join(items)}</select></label>'
-
-    ranges = "".join(
-        f'<option value="{r}"{" selected" if r == choice["range"] else ""}>'
-        f"{_RANGE_NAMES[r]}</option>"
-        for r in RANGES
-    )
-    return (
-        f'<form class="filters" method="get" action="{PREFIX}/usage">'
-        f"{select('agent', agents, 'agent')}{select('model', models, 'model')}"
-        f'<label>range <select name="range" data-preset>{ranges}</select></label>'
-        + "".join(
-            f"<label data-custom>{label} (UTC) {_bound_input(n, choice[n])}</label>"
-            for n, label in (("since", "from"), ("until", "to"))
+def usage_charts(data: UsageSeries | None, range_name: str, currency: str) -> list[str]:
+    """The charts and the table of one window, or a note when the range holds no day."""
+    template = TEMPLATES.get_template("usage_charts.html")
+    if data is None:
+        return [template.render(axis=None)]
+    size = data.win.size
+    keys, breaks = axis(data.win.keys, data.active())
+    labels = [label(size, k, keys[n - 1] if n else None) for n, k in enumerate(keys)]
+    figs = [data.tokens.get(k, {}) for k in keys]
+    ended = [data.requests.get(k, [0.0, 0.0]) for k in keys]  # [requests, completed]
+    success = ("completed (share of requests)", [rate(done, n) for n, done in ended])
+    x_title = f"{size} (UTC)"
+    charts = []
+    for by, named in (("agent", data.agents), ("model", data.models)):
+        series, rates = _by_name(named, data.requests, keys, f"other {by}s")
+        charts.append(
+            Chart(
+                f"Requests per {size} by {by}, and success rate",
+                labels,
+                series,
+                breaks,
+                success,
+                True,
+                rates=rates,
+                rate_name="completed",
+                x_title=x_title,
+                y_title="requests",
+                line_title="completed",
+            )
         )
-        + '<button type="submit">Apply</button></form>'
-    )
+    hit_rate = [
+        rate(f.get("cache_read", 0), f.get("input", 0) + f.get("cache_read", 0)) for f in figs
+    ]
+    charts += [
+        Chart(f"Tokens per {size} by kind, and cache hit rate", labels,
+              [(k.replace("_", " "), [f.get(k, 0.0) for f in figs]) for k in KINDS], breaks,
+              ("cache hit rate", hit_rate), True, x_title=x_title, y_title="tokens"),
+        Chart(f"Cost per {size} ({currency})", labels,
+              [("cost", [data.cost.get(k, 0.0) for k in keys])], breaks, unit=currency,
+              x_title=x_title, y_title=f"cost ({currency})"),
+    ]  # fmt: skip
+    tools = _tools(data, keys)
+    tools.labels, tools.breaks, tools.x_title = labels, breaks, x_title
+    charts.append(tools)
+    rows = []
+    for key in keys:
+        requests, completed = data.requests.get(key, [0.0, 0.0])
+        tool_counts = data.tools.get(key, {}).values()
+        rows.append(
+            {
+                "key": key,
+                "requests": requests,
+                "completed": completed,
+                "success": rate(completed, requests),
+                "tokens": data.tokens.get(key, {}).get("total", 0),
+                "cost": data.cost.get(key, 0.0),
+                "calls": sum(c[0] for c in tool_counts),
+                "failures": sum(c[1] for c in tool_counts),
+            }
+        )
+    shown = {"size": size, "buckets": len(data.win.keys), "active": len(keys),
+             "since": data.win.since, "until": data.win.until, "name": range_name}  # fmt: skip
+    return [template.render(axis=shown, charts=charts, rows=rows, currency=currency)]
 
 
-def _bound_input(name: str, raw: str | None) -> str:
+def _bound(name: str, raw: str | None) -> dict[str, str]:
     """A custom bound's field: a minute picker showing the bound, or, for a value it cannot
     show (one the page refused), a text field keeping it as typed so it can be corrected."""
     try:
         bound = moment(raw, name, end=name == "until")
     except UsageError:
-        return f'<input name="{name}" type="text" value="{esc(raw or "")}" aria-invalid="true">'
+        return {"name": name, "type": "text", "value": raw or "", "invalid": "true"}
     value = "" if bound is None else bound.strftime("%Y-%m-%dT%H:%M")
-    return f'<input name="{name}" type="datetime-local" step="60" value="{value}">'
-
-
-def _refused(error: UsageError) -> str:
-    """Why a custom range was refused, above the form's kept input."""
-    return (
-        '<section class="incomplete" role="alert" aria-label="refused range" data-refused>'
-        f"<p><b>{esc(error.message)}</b></p><p>{esc(error.hint or '')}</p></section>"
-    )
-
-
-def _warnings(found: list[str]) -> list[str]:
-    """The ``pentrace stats`` warnings about events a projection skipped (ADR 0032)."""
-    if not found:
-        return []
-    items = "".join(f"<li>{esc(line)}</li>" for line in found)
-    return [
-        '<section class="incomplete" role="alert" aria-label="incomplete figures">'
-        "<p><b>These figures are incomplete:</b> a projection could not take some events, "
-        "so the numbers below leave them out.</p>"
-        f"<ul>{items}</ul></section>"
-    ]
+    return {"name": name, "type": "datetime-local", "value": value, "invalid": ""}
 
 
 async def usage_page(request: Request) -> Response:
@@ -254,20 +368,23 @@ async def usage_page(request: Request) -> Response:
         except UsageError as error:
             refused, bounds = error, None
     data = await context.run(_read, context, choice, bounds)
-    body = [
-        _form(choice, data["agents"], data["models"]),
-        *([_refused(refused)] if refused else []),
-        *_warnings(data["warnings"]),
-        '<p class="meta">Figures from the analytics read models (the same as '
-        "<code>pentrace stats</code>), in UTC. The model filter applies to every chart: a "
-        "request, its tokens and a tool call count under the session's model at the time.</p>",
-        '<div class="cards">',
-        *(_card(name, value, data["currency"]) for name, value in data["cards"].items()),
-        "</div>",
-        *(
-            []
-            if refused
-            else usage_charts(data["series"], _RANGE_NAMES[str(choice["range"])], data["currency"])
-        ),
-    ]
-    return page("Usage", "usage", body, status=400 if refused else 200)
+    charts = (
+        None
+        if refused
+        else usage_charts(data["series"], _RANGE_NAMES[str(choice["range"])], data["currency"])
+    )
+    view = {
+        **data,
+        "choice": choice,
+        "ranges": [(r, _RANGE_NAMES[r]) for r in RANGES],
+        "agent_options": [(str(a), str(a)) for a in data["agents"]],
+        "model_options": [(str(m), str(m)) for m in data["models"]],
+        "bounds": [
+            (_bound("since", choice["since"]), "from"),
+            (_bound("until", choice["until"]), "to"),
+        ],
+        "refused": refused,
+        "charts": None if charts is None else rendered("".join(charts)),
+    }
+    return page(request, "usage.html", view, title="Usage", active="usage",
+                status=400 if refused else 200)  # fmt: skip

@@ -64,9 +64,32 @@ def chromium(extra_args: list[str] | None = None) -> Iterator[Any]:
             browser.close()
 
 
+# Every element whose box ends right of the window, unless a box around it scrolls or clips
+# (a long line of output in its <pre>): what sticks out of the page.
+_STICKING_OUT = """() => {
+  const width = document.documentElement.clientWidth;
+  const found = [];
+  for (const element of document.body.querySelectorAll("*")) {
+    const box = element.getBoundingClientRect();
+    if (box.width === 0 || box.right <= width + 1) { continue; }
+    let held = false;
+    for (let up = element.parentElement; up && up !== document.body; up = up.parentElement) {
+      if (getComputedStyle(up).overflowX !== "visible") { held = true; break; }
+    }
+    if (!held) {
+      const name = element.tagName.toLowerCase() + (element.id ? "#" + element.id : "");
+      found.push(`${name} ends at ${Math.round(box.right)}px`);
+    }
+  }
+  return found.slice(0, 8);
+}"""
+
+
 def assert_fits(page: Any, what: str) -> None:
-    """Nothing on ``page`` is wider than its window (the viewer is usable at 390 px):
-    wide tables and charts scroll in their own box."""
+    """Nothing on ``page`` is wider than its window (the viewer is usable at 390 px): the
+    document does not scroll sideways and no element sticks out of it; only a box that
+    scrolls by itself (a ``<pre>`` of long output) may hold something wider."""
     overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
     width = page.evaluate("window.innerWidth")
     assert overflow <= 0, f"{what} is {overflow}px wider than {width}px"
+    assert page.evaluate(_STICKING_OUT) == [], f"{what} has elements past {width}px"

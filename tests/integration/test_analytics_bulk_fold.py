@@ -24,11 +24,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pentrace.infrastructure.analytics.builtin.tokens import TokenUse
-from pentrace.infrastructure.analytics.bulkfold import ColdSession, bulk_fold_of
-from pentrace.infrastructure.analytics.checking import dump
 from pentrace.infrastructure.analytics.cold import ColdReport, cold_build
+from pentrace.infrastructure.analytics.cold.bulkfold import ColdSession, bulk_fold_of
+from pentrace.infrastructure.analytics.examples import dump
 from pentrace.infrastructure.analytics.failures import read_failures
-from pentrace.infrastructure.analytics.marks import read_marks
+from pentrace.infrastructure.analytics.readmodel import read_marks
 from pentrace.infrastructure.analytics.runner import open_projection
 from pentrace.infrastructure.storage.layout import iter_sessions
 from pentrace.infrastructure.trace.reader import read_session

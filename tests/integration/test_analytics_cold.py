@@ -22,12 +22,12 @@ from pentrace import testing as pt
 from pentrace.infrastructure.analytics import AnalyticsEvent, Transaction
 from pentrace.infrastructure.analytics.api import AnalyticsProjection
 from pentrace.infrastructure.analytics.builtin.sessions import SessionActivity
-from pentrace.infrastructure.analytics.builtin.token_fold import TokenFold
 from pentrace.infrastructure.analytics.builtin.tokens import TokenUse
 from pentrace.infrastructure.analytics.builtin.tools import ToolCalls
-from pentrace.infrastructure.analytics.checking import dump
 from pentrace.infrastructure.analytics.cold import cold_build
-from pentrace.infrastructure.analytics.marks import read_marks
+from pentrace.infrastructure.analytics.cold.token_fold import TokenFold
+from pentrace.infrastructure.analytics.examples import dump
+from pentrace.infrastructure.analytics.readmodel import read_marks
 from pentrace.infrastructure.analytics.rebuild import rebuild
 from pentrace.infrastructure.analytics.runner import (
     AnalyticsRunner,

@@ -12,10 +12,9 @@ from sqlalchemy import select
 
 from pentrace.errors import AnalyticsError
 from pentrace.infrastructure.analytics import AnalyticsProjection
-from pentrace.infrastructure.analytics.checking import dump
+from pentrace.infrastructure.analytics.examples import dump
 from pentrace.infrastructure.analytics.failures import EventFailure, read_failures
-from pentrace.infrastructure.analytics.rebuild import rebuild
-from pentrace.infrastructure.analytics.retry import retry
+from pentrace.infrastructure.analytics.rebuild import rebuild, retry
 from pentrace.infrastructure.analytics.runner import catch_up, open_ledger, open_projection
 from pentrace.infrastructure.eventstore.application import SessionApplication
 from pentrace.infrastructure.trace.durability import Durability

@@ -13,9 +13,10 @@ from typer.testing import CliRunner
 
 from pentrace.cli.app import app, main
 from pentrace.cli.demo import record_demo_session
+from pentrace.infrastructure.operations.stats import KINDS
 from pentrace.infrastructure.storage.layout import DataRoot, iter_sessions
 from pentrace.infrastructure.trace.reader import read_session
-from tests.support import cli_json
+from tests.support import cli_json, cli_ok
 
 START = datetime(2026, 11, 28, 22, 0, tzinfo=UTC)
 
@@ -179,17 +180,17 @@ def test_projections_status_and_rebuild(root: Path) -> None:
     assert stats(root, "stats", "tools") == before
 
 
-def test_without_matplotlib_a_plot_is_a_clean_error_and_the_table_is_plain_text(
+def test_without_the_plots_extra_a_png_plot_is_a_clean_error_and_the_table_is_plain_text(
     root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     result = CliRunner().invoke(app, ["--data-root", str(root), "stats", "tokens"])
     assert result.exit_code == 0
     assert result.stdout.splitlines()[0].split("\t")[:2] == ["model", "requests"]
-    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if the extra were not installed
+    monkeypatch.setitem(sys.modules, "cairosvg", None)  # as if the extra were not installed
     with pytest.raises(SystemExit):
         main(["--data-root", str(root), "stats", "tokens", "--plot", str(tmp_path / "t.png")])
     err = capsys.readouterr().err
-    assert "--plot needs matplotlib" in err
+    assert "t.png: a PNG needs cairosvg" in err
     assert "pentrace[plots]" in err
 
 
@@ -249,3 +250,37 @@ def test_a_bad_grouping_is_refused_before_any_projection_catches_up(
         "tools": True,
         "sessions": True,
     }
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_every_stats_kind_draws_its_table_as_a_picture(
+    root: Path, tmp_path: Path, kind: str
+) -> None:
+    by = {"requests": ("--by", "model"), "tools": ("--by", "day")}.get(kind, ())
+    for args in ((), by):
+        picture = tmp_path / f"{kind}{len(args)}.svg"
+        stats(root, "stats", kind, *args, "--plot", str(picture))
+        head = picture.read_bytes()[:200]
+        assert b"<svg" in head or b"<?xml" in head
+
+
+def test_stats_and_projections_text_shows_no_python_values(root: Path) -> None:
+    runs = [["stats", kind] for kind in KINDS]
+    runs += [["stats", "requests", "--by", "model"], ["stats", "tools", "--by", "hour"]]
+    runs += [["projections", "status"], ["projections", "status", "--failures"]]
+    for args in runs:
+        text = cli_ok(root, *args).stdout
+        cells = {cell.strip() for line in text.splitlines() for cell in line.split("\t")}
+        assert not cells & {"None", "True", "False"}, args
+        assert "None" not in text, args
+    tools = cli_ok(root, "stats", "tools", "--by", "day").stdout.splitlines()
+    rates = [line.split("\t")[-1] for line in tools[1:] if not line.startswith("approval")]
+    assert rates
+    assert all(rate == "-" or rate.endswith("%") for rate in rates)  # one format
+
+
+def test_stats_tree_names_models_with_their_provider_as_every_command_does(root: Path) -> None:
+    models = {row["key"] for row in stats(root, "stats", "tokens", "--by", "model")["rows"]}
+    lines = cli_ok(root, "stats", "tree").stdout.splitlines()[1:]
+    assert lines
+    assert {line.split("\t")[1] for line in lines} <= models

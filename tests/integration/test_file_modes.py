@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
-from pentrace.infrastructure.catalog.cache import open_cache
+from pentrace.infrastructure.catalog.listing import open_cache
 from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
 from pentrace.infrastructure.ledger.settings import default_ledger_path
 from pentrace.infrastructure.search.index import SearchIndex

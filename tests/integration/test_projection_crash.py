@@ -19,7 +19,7 @@ import pytest
 from pentrace import testing as pt
 from pentrace.infrastructure.analytics.builtin.tokens import TokenUse
 from pentrace.infrastructure.analytics.builtin.tools import ToolCalls
-from pentrace.infrastructure.analytics.checking import dump, run_in_batches
+from pentrace.infrastructure.analytics.examples import dump, run_in_batches
 from pentrace.infrastructure.analytics.failures import EventFailure, read_failures
 from pentrace.infrastructure.analytics.runner import catch_up, open_ledger, open_projection
 from pentrace.infrastructure.ledger.bulk import sync

@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pentrace.infrastructure.analytics.checking import dump, run_in_batches
+from pentrace.infrastructure.analytics.examples import dump, run_in_batches
 from pentrace.infrastructure.analytics.rebuild import rebuild
 from pentrace.infrastructure.analytics.registry import BUILTINS
 from pentrace.infrastructure.analytics.runner import open_ledger

@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 from pentrace.domain.session.key import SessionKey
 from pentrace.infrastructure.analytics import queries
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
+from pentrace.infrastructure.analytics.rebuild import session_events
 from pentrace.infrastructure.analytics.registry import BUILTINS
 from pentrace.infrastructure.analytics.runner import catch_up
-from pentrace.infrastructure.analytics.trace_events import session_events
 from pentrace.infrastructure.catalog.listing import list_sessions
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.bulk import sync

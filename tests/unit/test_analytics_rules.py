@@ -7,9 +7,11 @@ import pytest
 
 from pentrace.domain.records import decode_line
 from pentrace.domain.runtime import runtime_event_from_record
-from pentrace.projections.analytics.events import day_of, decode_event, iso_of
-from pentrace.projections.analytics.rules import (
+from pentrace.projections.analytics.events import (
+    day_of,
+    decode_event,
     is_truncated,
+    iso_of,
     request_bucket,
     token_delta,
     tool_outcome,

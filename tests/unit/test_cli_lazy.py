@@ -10,7 +10,7 @@ import typer
 from pentrace.cli.app import app
 from pentrace.cli.lazy import LazyGroup
 
-HEAVY = ("sqlalchemy", "psycopg", "eventsourcing", "starlette", "uvicorn", "matplotlib")
+HEAVY = ("sqlalchemy", "psycopg", "eventsourcing", "starlette", "uvicorn", "jinja2", "cairosvg")
 
 
 def _loaded_after(code: str) -> list[str]:

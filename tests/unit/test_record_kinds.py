@@ -10,7 +10,7 @@ from pentrace.domain.records import TraceRecord
 from pentrace.domain.runtime import event_type_for
 from pentrace.domain.runtime.mapping import EVENT_TYPES, MODEL_MESSAGE_TYPES, kinds_for
 from pentrace.infrastructure.analytics.builtin.sessions import EVERY_TYPE
-from pentrace.infrastructure.analytics.bulkfold import _may_map
+from pentrace.infrastructure.analytics.cold.bulkfold import _may_map
 
 _PTYPES = [*EVENT_TYPES, *MODEL_MESSAGE_TYPES, "request_end", "compaction_end", "other", None, 7]
 _KINDS = st.sampled_from(["session_meta", "model_msg", "event_msg", "other"]) | st.none()

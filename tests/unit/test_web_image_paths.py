@@ -9,7 +9,7 @@ import pytest
 
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 from pentrace.service.edge.errors import Forbidden
-from pentrace.service.web.session_images import scratchpad_file
+from pentrace.service.web.media import scratchpad_file
 
 SID = "session-2026-12-01-10-00-00-0123abcd"
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+from xml.etree import ElementTree
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pentrace.domain.json_codec import escape_surrogates
+from pentrace.infrastructure.analytics.charts import _UNWRITABLE, Chart, chart_svg, render_chart
 from pentrace.service.web.markdown import render_markdown
-from pentrace.service.web.svg import Chart, render_chart
 
 _TAG = re.compile(r"<(/?)([a-z0-9]+)([^>]*)>")
 _ALLOWED = {"p", "br", "pre", "code", "strong", "em", "a", "ul", "ol", "li", "h3", "h4", "h5"}
@@ -89,3 +91,54 @@ def test_axis_steps_are_round_numbers() -> None:
     svg = render_chart(Chart("t", ["a"], [("x", [7300.0])]))
     ticks = re.findall(r'text-anchor="end">([^<]+)</text>', svg)
     assert ticks == ["0", "2k", "4k", "6k", "8k"]
+
+
+_HOSTILE = st.text(
+    alphabet=st.one_of(st.sampled_from(list("<>&\"'/ =\n\x00\x07\ud800\ufffe")), st.characters()),
+    max_size=40,
+)
+
+
+@given(
+    title=_HOSTILE,
+    labels=st.lists(_HOSTILE, min_size=1, max_size=5),
+    names=st.lists(_HOSTILE, min_size=1, max_size=3),
+    horizontal=st.booleans(),
+)
+def test_no_text_of_a_chart_becomes_markup_and_the_svg_file_is_well_formed(
+    title: str, labels: list[str], names: list[str], horizontal: bool
+) -> None:
+    chart = Chart(
+        title,
+        labels,
+        [(name, [float(n + 1) for n in range(len(labels))]) for name in names],
+        x_title=title,
+        y_title=names[0],
+        horizontal=horizontal,
+        value_labels=labels if horizontal else None,
+    )
+    # Well-formed XML: no stray tag, no character a document may not hold.
+    document = ElementTree.fromstring(chart_svg(chart))  # noqa: S314  # the engine's own output
+    drawn = {"svg", "style", "rect", "line", "text", "title", "g", "path"}
+    assert {element.tag.rpartition("}")[2] for element in document.iter()} <= drawn
+    texts = ["".join(element.itertext()) for element in document.iter() if element.text]
+    # The x-axis title is the title, whole: every character kept (XML reads \r as \n).
+    clean = _UNWRITABLE.sub("\ufffd", escape_surrogates(title))
+    clean = clean.replace("\r\n", "\n").replace("\r", "\n")
+    assert clean in texts or not clean
+    figure = str(render_chart(chart))
+    tags = {name for _closing, name, _attributes in _TAG.findall(figure)}
+    assert tags <= {"figure", "figcaption", "svg", "rect", "line", "text", "title", "g", "path",
+                    "ul", "li", "span"}  # fmt: skip
+    assert "<script" not in figure
+    figure.encode("utf-8")  # nothing a page cannot carry
+
+
+def test_a_standalone_picture_names_its_axes_and_keeps_its_text_as_text() -> None:
+    svg = chart_svg(
+        Chart("Tokens\n(top 2)", ["a", "b"], [("x", [1.0, 2.0])], x_title="day", y_title="n")
+    )
+    texts = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+    assert texts[:2] == ["Tokens", "(top 2)"]
+    assert {"day", "n", "x"} <= set(texts)
+    assert 'xmlns="http://www.w3.org/2000/svg"' in svg

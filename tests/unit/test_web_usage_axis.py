@@ -10,8 +10,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from pentrace.errors import UsageError
-from pentrace.projections.analytics.events import minute_of
-from pentrace.service.web.usage_axis import (
+from pentrace.infrastructure.analytics.plots import (
     axis,
     bucket_of,
     custom_range,
@@ -21,7 +20,8 @@ from pentrace.service.web.usage_axis import (
     span_size,
     window,
 )
-from pentrace.service.web.usage_charts import UsageSeries, usage_charts
+from pentrace.projections.analytics.events import minute_of
+from pentrace.service.web.usage import UsageSeries, usage_charts
 
 
 def _ms(moment: datetime) -> int:

@@ -20,8 +20,7 @@ from typing import Any, ClassVar
 from pentrace.domain.runtime import EVENT_TYPES, MODEL_MESSAGE_TYPES
 from pentrace.infrastructure.analytics.api import AnalyticsProjection, handles
 from pentrace.infrastructure.analytics.readmodel import Transaction
-from pentrace.projections.analytics.events import AnalyticsEvent
-from pentrace.projections.analytics.rules import bigint, request_bucket
+from pentrace.projections.analytics.events import AnalyticsEvent, bigint, request_bucket
 
 __all__ = ["EVERY_TYPE", "SessionActivity"]
 

@@ -20,11 +20,10 @@ from __future__ import annotations
 from typing import ClassVar
 
 from pentrace.infrastructure.analytics.api import handles
-from pentrace.infrastructure.analytics.builtin.models import SessionModels
-from pentrace.infrastructure.analytics.builtin.token_fold import TokenFold
+from pentrace.infrastructure.analytics.builtin import SessionModels
+from pentrace.infrastructure.analytics.cold.token_fold import TokenFold
 from pentrace.infrastructure.analytics.readmodel import Transaction
-from pentrace.projections.analytics.events import AnalyticsEvent
-from pentrace.projections.analytics.rules import token_delta
+from pentrace.projections.analytics.events import AnalyticsEvent, token_delta
 
 __all__ = ["TokenUse"]
 

@@ -13,10 +13,9 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from pentrace.infrastructure.analytics.api import handles
-from pentrace.infrastructure.analytics.builtin.models import SessionModels
+from pentrace.infrastructure.analytics.builtin import SessionModels
 from pentrace.infrastructure.analytics.readmodel import Transaction
-from pentrace.projections.analytics.events import AnalyticsEvent
-from pentrace.projections.analytics.rules import is_truncated, tool_outcome
+from pentrace.projections.analytics.events import AnalyticsEvent, is_truncated, tool_outcome
 
 __all__ = ["ToolCalls"]
 

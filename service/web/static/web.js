@@ -1,8 +1,11 @@
-// pentrace web viewer: keyboard navigation, date presets, raw records, paging, live, import.
+// pentrace web viewer: keyboard navigation, date presets, raw records, paging, live, import,
+// and rounds that fold.
 // Served by pentrace (no CDN, no build step); the pages hold no inline script.
 "use strict";
 
-function navItems() { return Array.from(document.querySelectorAll("[data-nav]")); }
+function navItems() {
+  return Array.from(document.querySelectorAll("[data-nav]")).filter((item) => !item.hidden);
+}
 
 function moveFocus(step) {
   const items = navItems();
@@ -96,11 +99,8 @@ function newItems(html) {
   for (const item of fragment.querySelectorAll("div.item[id^=p]")) {
     if (document.getElementById(item.id)) { item.remove(); }
   }
-  const heading = fragment.firstElementChild;
-  const shown = document.querySelectorAll("#records h3.round");
-  if (heading && heading.matches("h3.round") && shown.length &&
-      shown[shown.length - 1].textContent === heading.textContent) {
-    heading.remove();  // the same round goes on: its heading is already there
+  for (const heading of fragment.querySelectorAll("h3.round[id]")) {
+    if (document.getElementById(heading.id)) { heading.remove(); }  // the same round goes on
   }
   return fragment;
 }
@@ -110,6 +110,7 @@ async function loadMore(link) {
   if (!answer.ok) { link.textContent = "could not load: HTTP " + answer.status; return; }
   const records = link.closest("#records");
   link.replaceWith(newItems(await answer.text()));
+  foldRounds();
   if (records && !records.querySelector("a[data-more]") && answer.headers.get("X-Pentrace-Next")) {
     records.dataset.tail = link.href.split("?")[0];  // this window reached the end: follow it
     records.dataset.next = answer.headers.get("X-Pentrace-Next");
@@ -136,6 +137,7 @@ async function appendNewer() {
       for (const more of fragment.querySelectorAll("a[data-more]")) { more.remove(); }
       tail.appended += fragment.querySelectorAll("div.item[id^=p]").length;
       records.append(fragment);
+      foldRounds();
       records.dataset.next = next;
       tail.again = tail.again || Number(next) - Number(from) >= 500;  // a full window: more
     } while (tail.again);
@@ -176,6 +178,50 @@ function setupLive() {
   };
 }
 
+// Each round's heading folds its records away (and back); "collapse all" leaves the headings
+// as an outline of the session.  Records that arrive later follow their round's state.
+const folded = new Set();
+
+function showRound(round, open) {
+  if (open) { folded.delete(round); } else { folded.add(round); }
+  for (const item of document.querySelectorAll(`#records [data-in-round="${round}"]`)) {
+    item.hidden = !open;
+  }
+  const toggle = document.querySelector(`#records h3.round[data-round="${round}"] button`);
+  if (toggle) {
+    toggle.setAttribute("aria-expanded", String(open));
+    toggle.textContent = open ? "fold" : "unfold";
+  }
+}
+
+function foldRounds() {
+  for (const heading of document.querySelectorAll("#records h3.round[data-round]")) {
+    const round = heading.dataset.round;
+    if (!heading.querySelector("button")) {
+      const toggle = document.createElement("button");
+      toggle.type = "button";
+      toggle.addEventListener("click", () => showRound(round, folded.has(round)));
+      heading.prepend(toggle);
+    }
+    showRound(round, !folded.has(round));
+  }
+}
+
+function setupRounds() {
+  const tools = document.querySelector("[data-round-tools]");
+  if (!tools) { return; }
+  tools.hidden = false;
+  const rounds = () => Array.from(document.querySelectorAll("#records h3.round[data-round]"),
+    (heading) => heading.dataset.round);
+  tools.querySelector("[data-collapse-all]").addEventListener("click", () => {
+    rounds().forEach((round) => showRound(round, false));
+  });
+  tools.querySelector("[data-expand-all]").addEventListener("click", () => {
+    rounds().forEach((round) => showRound(round, true));
+  });
+  foldRounds();
+}
+
 function setupImport() {
   const form = document.querySelector("form[data-import]");
   if (!form) { return; }
@@ -202,5 +248,6 @@ function setupImport() {
 }
 
 setupPresets();
+setupRounds();
 setupLive();
 setupImport();

@@ -7,7 +7,7 @@ NULL where they never add, and each session's model in effect follows its
 records in order, as ``model_of`` does.  A record the redaction screen clears
 (with its session's own strings) is read straight from its bytes, only the
 timestamp and the payload fields the handlers read; any other through its
-exact envelope (:meth:`~pentrace.infrastructure.analytics.bulkfold.ColdSession.event`).
+exact envelope (:meth:`~pentrace.infrastructure.analytics.cold.bulkfold.ColdSession.event`).
 """
 
 from __future__ import annotations
@@ -18,12 +18,11 @@ import msgspec
 
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.runtime.mapping import stamp_ms
-from pentrace.infrastructure.analytics.builtin.models import model_entry
-from pentrace.infrastructure.analytics.bulkfold import BulkFold, ColdSession
+from pentrace.infrastructure.analytics.builtin import model_entry
+from pentrace.infrastructure.analytics.cold.bulkfold import BulkFold, ColdSession
 from pentrace.infrastructure.analytics.queries import TOKEN_COLUMNS
 from pentrace.infrastructure.analytics.transaction import Transaction
-from pentrace.projections.analytics.events import minute_of
-from pentrace.projections.analytics.rules import token_delta
+from pentrace.projections.analytics.events import minute_of, token_delta
 
 __all__ = ["TokenFold"]
 

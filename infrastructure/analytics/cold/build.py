@@ -11,10 +11,10 @@ one transaction that also writes:
 * the tracking position ``0``: the runner will read the whole ledger once it
   exists;
 * per session, the highest trace position folded (its *trace mark*,
-  :mod:`~pentrace.infrastructure.analytics.marks`): the runner skips the
+  :mod:`~pentrace.infrastructure.analytics.readmodel`): the runner skips the
   ledger events at or below it, so each record counts once.
 
-A projection that declares a bulk fold (:mod:`~pentrace.infrastructure.analytics.bulkfold`,
+A projection that declares a bulk fold (:mod:`~pentrace.infrastructure.analytics.cold.bulkfold`,
 ADR 0062) is folded in memory by the workers instead and its rows written
 once; when the fold raises, or the database refuses its rows, the handlers
 build it as above.
@@ -34,6 +34,7 @@ ledger instead.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 from collections import deque
@@ -42,22 +43,38 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Final, NamedTuple, TypeVar
 
 from pentrace.errors import AnalyticsError
 from pentrace.infrastructure.analytics.api import AnalyticsProjection
-from pentrace.infrastructure.analytics.bulkfold import BulkFold, bulk_fold_of, fold_in_bulk
-from pentrace.infrastructure.analytics.database import TRACKING_TABLE
-from pentrace.infrastructure.analytics.marks import write_marks
-from pentrace.infrastructure.analytics.readmodel import ReadModel
-from pentrace.infrastructure.analytics.rebuild import feed, replace_read_model, reset_read_model
+from pentrace.infrastructure.analytics.cold.bulkfold import BulkFold, bulk_fold_of, fold_in_bulk
+from pentrace.infrastructure.analytics.database import TRACKING_TABLE, analytics_owner
+from pentrace.infrastructure.analytics.readmodel import ReadModel, write_marks
+from pentrace.infrastructure.analytics.rebuild import (
+    feed,
+    replace_read_model,
+    reset_read_model,
+    trace_envelopes,
+)
 from pentrace.infrastructure.analytics.runner import open_ledger, open_projection, pruned_through
-from pentrace.infrastructure.analytics.trace_events import SessionFold, fold_session, fold_sessions
-from pentrace.infrastructure.ledger.bulk import SessionFailure, auto_workers, die_with_parent
+from pentrace.infrastructure.ledger.bulk import (
+    SESSION_ERRORS,
+    SessionFailure,
+    auto_workers,
+    die_with_parent,
+)
 from pentrace.infrastructure.storage.layout import SessionRef, iter_sessions
 from pentrace.projections.analytics.events import decode_event
 
-__all__ = ["ColdReport", "cold_build"]
+__all__ = [
+    "STREAM_BYTES",
+    "ColdReport",
+    "SessionFold",
+    "SessionStream",
+    "cold_build",
+    "fold_session",
+    "fold_sessions",
+]
 
 # Sessions per worker task: enough to make a hand-over cheap, few enough to keep both busy.
 _CHUNK: Final = 8
@@ -132,14 +149,19 @@ def _tasks(
             yield pending.popleft().result()
 
 
-def _folds(refs: list[SessionRef], types: Collection[str], workers: int) -> Iterator[SessionFold]:
-    """Each session's fold (its envelopes), in ``refs`` order."""
+def _folds(
+    refs: list[SessionRef], types: Collection[str], workers: int
+) -> Iterator[SessionFold | SessionStream]:
+    """Each session's fold (its envelopes), in ``refs`` order: streamed in this process, or
+    folded by a worker (a session too large to hold is streamed here instead)."""
     if workers <= 1:
         for ref in refs:
-            yield fold_session(ref, types)
+            yield SessionStream(ref, types)
         return
-    for folds in _tasks(refs, partial(fold_sessions, types=types), workers):
-        yield from folds
+    chunks = _tasks(refs, partial(fold_sessions, types=types), workers)
+    for folds in chunks:
+        for fold in folds:
+            yield fold if isinstance(fold, SessionFold) else SessionStream(fold, types)
 
 
 def _bulk(
@@ -184,8 +206,19 @@ def cold_build(
 
     ``workers`` 0 picks one per core for a large corpus (as ``ledger sync``
     does); the library default builds in this process, which suits a process
-    with threads (the service) that should not fork.
+    with threads (the service) that should not fork.  Builds run one at a time per
+    data root (:func:`~pentrace.infrastructure.analytics.database.analytics_owner`).
     """
+    with analytics_owner(data_root):
+        return _cold_build(projection_class, data_root, env, workers)
+
+
+def _cold_build(
+    projection_class: type[AnalyticsProjection],
+    data_root: Path,
+    env: Mapping[str, str] | None,
+    workers: int,
+) -> ColdReport | None:
     projection = open_projection(projection_class, data_root, env)
     view = projection.view
     try:
@@ -244,3 +277,80 @@ def cold_build(
             raise
     finally:
         view.db.close()
+
+
+class SessionFold(NamedTuple):
+    """A session's envelopes of the wanted types, how many records were read, and a failure.
+
+    ``folded`` is the highest trace position the envelopes cover (its trace
+    mark); after a failure it is the last position read before it.
+    """
+
+    ref: SessionRef
+    envelopes: list[bytes]
+    folded: int
+    failure: SessionFailure | None
+
+
+def fold_session(ref: SessionRef, types: Collection[str]) -> SessionFold:
+    """Every record of ``ref`` as :func:`session_events` maps it, as bytes (a worker's task).
+
+    A failure of the session's own (its trace unreadable, a record the
+    redaction check refuses) keeps the envelopes before it, as ``ledger
+    sync`` keeps the rows before it.
+    """
+    envelopes: list[bytes] = []
+    folded = 0
+    try:
+        for position, data in trace_envelopes(ref, None, types):
+            if data is not None:
+                envelopes.append(data)
+            folded = position
+    except SESSION_ERRORS as error:
+        return SessionFold(ref, envelopes, folded, SessionFailure.of(ref, error))
+    return SessionFold(ref, envelopes, folded, None)
+
+
+def fold_sessions(refs: list[SessionRef], types: Collection[str]) -> list[SessionFold | SessionRef]:
+    """:func:`fold_session` of each session (one worker task holds a few); a session whose
+    shards exceed :data:`STREAM_BYTES` comes back as its ref, for the parent to stream, so
+    that no process holds a large session's envelopes at once (issue #32)."""
+    # A worker lives for one build and makes no cycles: collecting only slows it.
+    gc.disable()
+    return [ref if _large(ref) else fold_session(ref, types) for ref in refs]
+
+
+# A session larger than this is streamed by the parent rather than folded whole by a worker.
+STREAM_BYTES: Final = 16 * 1024 * 1024
+
+
+def _large(ref: SessionRef) -> bool:
+    size = 0
+    for shard in ref.shards:
+        try:
+            size += os.stat(shard.path).st_size
+        except OSError:
+            continue  # unreadable or gone: the fold reports it
+    return size > STREAM_BYTES
+
+
+class SessionStream:
+    """One session's envelopes read as they are fed (memory bounded by one record, whatever the
+    session's length): ``folded`` and ``failure`` are :class:`SessionFold`'s once it is read."""
+
+    def __init__(self, ref: SessionRef, types: Collection[str]) -> None:
+        self.ref = ref
+        self.folded = 0
+        self.failure: SessionFailure | None = None
+        self._types = types
+
+    @property
+    def envelopes(self) -> Iterator[bytes]:
+        """The envelopes in trace order; a failure of the session's own ends them (kept)."""
+        try:
+            for position, data in trace_envelopes(self.ref, None, self._types):
+                if data is not None:
+                    yield data
+                self.folded = position
+        except SESSION_ERRORS as error:
+            self.failure = SessionFailure.of(self.ref, error)

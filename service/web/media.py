@@ -1,4 +1,6 @@
-"""``GET /web/sessions/{project}/{agent}/{id}/images/{position}/{index}``: one image of a record.
+"""The files a Session page shows from a session: its images and its archived tool outputs.
+
+``GET /web/sessions/{project}/{agent}/{id}/images/{position}/{index}``: one image of a record.
 
 The Session page draws the images of a record (:func:`image_html`) as ``<img>``
 elements pointing here, so the page's policy stays ``img-src 'self'`` with no
@@ -15,11 +17,24 @@ session's scratchpad, and never through a symlink.  Answers are revalidated, not
 kept for a time (ADR 0064): ``no-cache`` (``private, no-cache`` when the token was
 needed, which ``?raw=1`` always is) with a strong ETag over the session key,
 position, index, variant (raw or redacted) and bytes, and 304 on a match.
+
+``GET /web/sessions/{project}/{agent}/{id}/output/{file}``: a truncated tool output in full.
+
+Tool output longer than the cap is kept whole in the session's scratchpad
+(``truncated-tool-output/<tool>-<hash>.log``, see
+:mod:`pentrace.infrastructure.trace.tool_output`); the trace holds its head and
+an ``[output archived: <path>]`` note, which the Session page links here.  The
+file is named by its base name only (checked against the archive's naming
+pattern, so no path reaches outside the folder) and served as text, through the
+redaction policy like every page.  ``?raw=1`` serves the bytes as written, which
+may hold credentials, so it follows the exports' rule (ADR 0012): only a request
+that carried the bearer token gets it; any other is refused with 403.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path, PurePosixPath
 from typing import Final
 
@@ -46,10 +61,20 @@ from pentrace.service.edge import params
 from pentrace.service.edge.auth import authenticated
 from pentrace.service.edge.conditional import not_modified, strong_etag
 from pentrace.service.edge.errors import BadRequest, Forbidden
-from pentrace.service.web.layout import esc
-from pentrace.service.web.transfer import raw_asked
+from pentrace.service.web.layout import raw_asked
 
-__all__ = ["image_html", "image_route", "path_number", "scratchpad_file"]
+__all__ = [
+    "ARCHIVE_NAME",
+    "archive_name",
+    "image_route",
+    "image_view",
+    "output_route",
+    "path_number",
+    "scratchpad_file",
+]
+
+ARCHIVE_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,200}-[0-9a-f]{16}\.log")
+_NOTE_PATH: Final = re.compile(r"\[output archived[^\]\n:]*: (?P<path>[^\]\n]+)\]")
 
 _EXTENSIONS: Final = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif",
                       "image/webp": "webp"}  # fmt: skip
@@ -70,21 +95,16 @@ def path_number(request: Request, name: str, what: str, low: int) -> int:
     return int(raw)
 
 
-def image_html(image: ImageRef, src: str, cap: int) -> str:
-    """One image of a record on the page: an ``<img>`` for ``src``, or a line saying why not."""
-    what = esc(describe(image))
+def image_view(image: ImageRef, src: str, cap: int) -> dict[str, str]:
+    """How the page shows one image of a record: ``web`` (a link, never loaded), ``refused``
+    (why it is not drawn) or ``image`` (an ``<img>`` of ``src``), with its description."""
+    what = describe(image)
     if image.source == "web":
-        return (
-            f'<p class="image-ref">external image, not loaded (the viewer loads nothing from '
-            f'other sites): <a href="{esc(image.address)}" rel="noreferrer noopener">{what}</a></p>'
-        )
+        return {"view": "web", "what": what, "address": image.address}
     refusal = preview_refusal(image, cap)
     if refusal is not None:
-        return f'<p class="image-ref refused" data-image-refused>{esc(refusal)}: {what}</p>'
-    return (
-        f'<figure class="image"><img src="{esc(src)}" alt="image {image.index + 1}: {what}" '
-        f'loading="lazy" decoding="async" data-image><figcaption>{what}</figcaption></figure>'
-    )
+        return {"view": "refused", "what": what, "reason": refusal}
+    return {"view": "image", "what": what, "src": src, "number": str(image.index + 1)}
 
 
 def scratchpad_file(root: DataRoot, ref: SessionRef, address: str, where: str) -> Path:
@@ -195,3 +215,46 @@ async def image_route(request: Request) -> Response:
     if not_modified(request, etag):
         return Response(status_code=304, headers=headers)
     return Response(data, media_type=media_type, headers=headers)
+
+
+def archive_name(output: str) -> str:
+    """The archived file an ``[output archived: ...]`` note in ``output`` names ('' if none, or
+    if the name is not the archive's)."""
+    match = _NOTE_PATH.search(output)
+    name = Path(match.group("path").strip()).name if match else ""
+    return name if ARCHIVE_NAME.fullmatch(name) else ""
+
+
+def _read(context: ServiceContext, reference: str, name: str) -> bytes:
+    ref = resolve_session(context.root, reference)
+    folder = context.root.truncated_output_dir(ref.project, ref.agent, ref.session_id)
+    try:
+        return (folder / name).read_bytes()
+    except FileNotFoundError:
+        raise NotFoundError(
+            f"session {ref.project}/{ref.agent}/{ref.session_id}: no archived output {name}",
+            hint="the scratchpad may have been cleaned; the trace keeps the output's head",
+        ) from None
+
+
+async def output_route(request: Request) -> Response:
+    """``GET .../output/{file}``: an archived tool output, redacted unless ``?raw=1``."""
+    context: ServiceContext = request.app.state.context
+    name = params.path_text(request, "file")
+    if not ARCHIVE_NAME.fullmatch(name):
+        raise BadRequest(
+            f"path value file: expected an archive name like exec_command-<16 hex>.log, "
+            f"found {name[:40]!r}",
+            hint="follow the 'full output' link under a truncated tool output",
+        )
+    raw = raw_asked(
+        request, "the verbatim tool output (raw=1)", "open the output without raw=1, redacted"
+    )
+    reference = params.session_path(request)
+    data = await context.run(_read, context, reference, name)
+    body = data if raw else str(redact(data.decode("utf-8", "replace")).value).encode()
+    return Response(
+        body,
+        media_type="text/plain; charset=utf-8",
+        headers={"X-Pentrace-Redacted": str(not raw).lower()},
+    )
