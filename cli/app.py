@@ -34,6 +34,7 @@ LazyGroup.lazy_commands = {
     "demo": "pentrace.cli.demo:demo",
     "ingest": "pentrace.cli.ingest:ingest",
     "ledger": "pentrace.cli.ledger.commands:ledger_app",
+    "otel": "pentrace.cli.otel:otel_app",
     "projections": "pentrace.cli.stats.projections:projections_app",
     "report": "pentrace.cli.report:report",
     "scan": "pentrace.cli.scan:scan",

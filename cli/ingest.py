@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -25,6 +25,10 @@ from pentrace.errors import UsageError
 from pentrace.infrastructure.ingest import Follower, IngestRunner
 from pentrace.infrastructure.ingest.logs import configure_logging
 from pentrace.infrastructure.ledger.opener import open_ledger
+from pentrace.infrastructure.storage.layout import DataRoot
+
+if TYPE_CHECKING:  # the SDK loads only with --otel
+    from pentrace.infrastructure.otel.live import LiveExporter
 
 __all__ = ["LogFormat", "ingest"]
 
@@ -70,6 +74,14 @@ def ingest(
             help="This follower's name in the ledger's cursor table [default: host:root]."
         ),
     ] = None,
+    otel: Annotated[
+        bool,
+        typer.Option(
+            "--otel",
+            help="Also send each finished span to the OpenTelemetry receiver the "
+            "OTEL_EXPORTER_OTLP_* variables name, from its own cursor (docs/otel.md).",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Index every new complete trace record into the ledger, once or continuously.
@@ -98,11 +110,20 @@ def ingest(
             health_file=health_file,
             health_interval=health_interval,
         )
-        if follow or poll:
-            with _stopping_on_signals(stop):
-                runner.run()
-        else:
-            runner.run_once()
+        exporter = _otel_beside(root, stop, log_format) if otel else None
+        try:
+            if follow or poll:
+                with _stopping_on_signals(stop):
+                    if exporter is not None:
+                        exporter.start()
+                    runner.run()
+            else:
+                runner.run_once()
+                if exporter is not None:
+                    exporter.run_pass()
+        finally:
+            if exporter is not None:
+                exporter.close()
     finally:
         ledger.close()
     stats = follower.stats
@@ -124,6 +145,16 @@ def ingest(
             f"{stats.errors} error(s)"
             + (f", {stats.refused_records} record(s) refused" if stats.refused_records else "")
         )
+
+
+def _otel_beside(root: DataRoot, stop: threading.Event, log_format: LogFormat) -> LiveExporter:
+    """``--otel``: the live OpenTelemetry exporter on threads of its own (a receiver that is
+    down never holds up the follower); it stops with the follower."""
+    from pentrace.cli.otel import configure_otel_logging
+    from pentrace.infrastructure.otel.live import open_live_export
+
+    configure_otel_logging(log_format)
+    return open_live_export(root, stop=stop)
 
 
 @contextmanager

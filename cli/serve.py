@@ -33,6 +33,7 @@ from pentrace.service.settings import (
 
 if TYPE_CHECKING:
     from pentrace.infrastructure.ingest import EmbeddedIngest
+    from pentrace.infrastructure.otel.live import LiveExporter
 
 __all__ = ["serve"]
 
@@ -93,6 +94,14 @@ def serve(
             "--ingest", help="Also follow the traces into the ledger (`pentrace ingest`)."
         ),
     ] = False,
+    otel: Annotated[
+        bool,
+        typer.Option(
+            "--otel",
+            help="Also send each finished span to the OpenTelemetry receiver the "
+            "OTEL_EXPORTER_OTLP_* variables name (docs/otel.md).",
+        ),
+    ] = False,
     test_page: Annotated[
         bool, typer.Option("--test-page", hidden=True, help="Serve /_test/sse.html (tests).")
     ] = False,
@@ -132,6 +141,7 @@ def serve(
     open_ledger(settings.ledger, root.path, penguin_read_only=True).close()
     logging.getLogger("pentrace").setLevel(log_level.upper())
     embedded = _start_ingest(root) if ingest else None
+    exporter = _start_otel(root) if otel else None
     try:
         uvicorn.run(
             app,
@@ -142,8 +152,23 @@ def serve(
             server_header=False,  # no "server: uvicorn": nothing to fingerprint
         )
     finally:
+        if exporter is not None:
+            exporter.close()
         if embedded is not None:
             embedded.close()
+
+
+def _start_otel(root: DataRoot) -> LiveExporter:
+    """``--otel``: the live OpenTelemetry exporter on threads of this process, from its own
+    cursor; a receiver that is down holds up neither the server nor the follower."""
+    from pentrace.cli.ingest import LogFormat
+    from pentrace.cli.otel import configure_otel_logging
+    from pentrace.infrastructure.otel.live import open_live_export
+
+    configure_otel_logging(LogFormat.text)
+    exporter = open_live_export(root)
+    exporter.start()
+    return exporter
 
 
 def _start_ingest(root: DataRoot) -> EmbeddedIngest:

@@ -220,3 +220,7 @@ class ImageTypeError(ImageError):
 
 class ImageDataError(ImageError):
     """An image's data is malformed: bad base64, or bytes that end before the image does."""
+
+
+class ExportError(PentraceError):
+    """Spans could not be delivered to an OpenTelemetry receiver (``pentrace otel``)."""

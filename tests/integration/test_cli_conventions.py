@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +24,7 @@ from pentrace.cli import docgen
 from pentrace.cli.app import app, main
 from pentrace.cli.demo import record_demo_session
 from pentrace.infrastructure.storage.layout import DataRoot
+from tests.otel_support import Receiver
 
 COMMANDS = list(docgen.iter_commands())
 IDS = [" ".join(path) for path, _ in COMMANDS]
@@ -57,7 +58,7 @@ def assert_one_line_error(err: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     base = tmp_path_factory.mktemp("conventions")
     root = base / "data"
     main_id, child_id = record_demo_session(DataRoot(root), datetime(2026, 11, 3, 9, tzinfo=UTC))
@@ -66,7 +67,10 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     trace = next(other.rglob("*_001.jsonl"))
     synced = CliRunner().invoke(app, ["--data-root", str(root), "ledger", "sync"])
     assert synced.exit_code == 0, synced.output
-    return {"root": root, "session": main_id[-8:], "child": child_id, "trace": trace}
+    receiver = Receiver().start()  # `otel export` sends its spans somewhere real
+    yield {"root": root, "session": main_id[-8:], "child": child_id, "trace": trace,
+           "receiver": receiver.url}  # fmt: skip
+    receiver.stop()
 
 
 def fill(path: list[str], command: Any, corpus: dict[str, Any], out: Path) -> list[str]:
@@ -93,6 +97,8 @@ def fill(path: list[str], command: Any, corpus: dict[str, Any], out: Path) -> li
         args += ["--older-than", "3650d", "--dry-run"]
     if path[1:] == ["import"]:
         args += ["--project", "imported", "--agent", "agent"]
+    if path[1:] == ["otel", "export"]:
+        args += ["--endpoint", corpus["receiver"], "--settle", "0"]
     if path[1:] == ["ledger", "import-penguin"]:  # a ledger Penguin wrote, not a trace
         shutil.copy(PENGUIN_LEDGER, out.with_name("penguin.db"))
         args = [str(out.with_name("penguin.db"))]

@@ -12,7 +12,7 @@ from pentrace.cli.app import main
 from pentrace.infrastructure.trace.reader import ParseReport, resume_trace_file
 from pentrace.projections.resume import encode_resume_report
 from tests.integration.cli_sessions_corpus import SID_A, SID_B, SID_C, build_corpus
-from tests.support import cli, run_pentrace
+from tests.support import cli, cli_json, run_pentrace
 
 LIST_FIELDS = {
     "project", "agent", "session_id", "short_id", "start", "last", "provider", "model_id",
@@ -363,3 +363,19 @@ def test_resume_check_of_json_values_that_are_no_records_says_so_too(
 
     assert code == 1
     assert "is not a trace: none of its 4 non-blank line(s)" in err
+
+
+def test_resume_check_of_a_trace_whose_first_write_was_torn_resumes_nothing(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    torn = tmp_path / "session-2026-07-18-11-10-22-3f8a1c2d_001.jsonl"
+    torn.write_bytes(b'{"timestamp":"2026-07-18T11:10:22.000Z","type":"session_me')
+    one_line = tmp_path / "one.jsonl"
+    one_line.write_text("just one line of notes\n")
+
+    report = cli_json(root, "resume-check", str(torn))
+    code, err = fails(capsys, root, "resume-check", str(one_line))
+
+    assert report["history"] == []
+    assert code == 1
+    assert "is not a trace: none of its 1 non-blank line(s)" in err

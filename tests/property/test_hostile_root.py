@@ -39,6 +39,7 @@ from pentrace.cli.app import app
 from pentrace.cli.docgen import iter_commands
 from pentrace.domain.session.key import SessionKey
 from pentrace.errors import PentraceError
+from tests.otel_support import Receiver
 
 FIXTURES: Final = Path(__file__).parents[1] / "fixtures" / "penguin_harness"
 SEED: Final = int(os.environ.get("PENTRACE_FUZZ_SEED", "20261207"))
@@ -340,6 +341,14 @@ def run_everything(run: Runner, root: Root) -> list[str]:
     run("projections status", "--failures", "--json")
     run("projections retry", "tokens")
     run("sessions list", "--json")
+    receiver = Receiver().start()  # a real OTLP/HTTP receiver on loopback
+    try:
+        run("otel export", "--endpoint", receiver.url, "--settle", "0", "--json")
+        run("otel export", "--endpoint", receiver.url, "--settle", "0", "--content")
+    finally:
+        receiver.stop()
+    exported = {span.attributes.get("gen_ai.conversation.id") for span in receiver.copies}
+    lost += [f"otel export sent no span of {key}" for key in root.pristine if key not in exported]
     run("search", "hostile")
     run("search", '"\\ud800"', "--json")
     run("scan", "--json")
