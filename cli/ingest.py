@@ -24,7 +24,7 @@ from pentrace.cli.sessions.args import JsonOption, data_root
 from pentrace.errors import UsageError
 from pentrace.infrastructure.ingest import Follower, IngestRunner
 from pentrace.infrastructure.ingest.logs import configure_logging
-from pentrace.infrastructure.ledger.admin import open_ledger
+from pentrace.infrastructure.ledger.opener import open_ledger
 from pentrace.infrastructure.storage.layout import DataRoot
 
 if TYPE_CHECKING:  # the SDK loads only with --otel
@@ -99,7 +99,8 @@ def ingest(
         )
     configure_logging(log_format.value)
     root = data_root(ctx)
-    ledger = open_ledger(root, wait_seconds=wait, must_exist=False, keep_everything=True)
+    # The configured retention limits apply, as on every path into the ledger.
+    ledger = open_ledger(data_root=root, wait_seconds=wait, redaction_policy=False)
     stop = threading.Event()
     try:
         follower = Follower(ledger, root, stop=stop, source=source)
@@ -135,6 +136,7 @@ def ingest(
                 "already_held": stats.already_held,
                 "skipped_lines": stats.skipped_lines,
                 "errors": stats.errors,
+                "refused_records": stats.refused_records,
             }
         )
     else:
@@ -142,6 +144,7 @@ def ingest(
             f"ingested {stats.indexed} new event(s) from {stats.sessions} session(s); "
             f"{stats.already_held} already held, {stats.skipped_lines} line(s) skipped, "
             f"{stats.errors} error(s)"
+            + (f", {stats.refused_records} record(s) refused" if stats.refused_records else "")
         )
 
 

@@ -177,10 +177,11 @@ def _start_ingest(root: DataRoot) -> EmbeddedIngest:
     """``--ingest``: the follower on a thread of this process (one process per machine)."""
     from pentrace.infrastructure.ingest import EmbeddedIngest
     from pentrace.infrastructure.ingest.logs import configure_logging
-    from pentrace.infrastructure.ledger.admin import open_ledger
 
     configure_logging("text")
-    embedded = EmbeddedIngest(root, open_ledger(root, must_exist=False, keep_everything=True))
+    # The configured retention limits apply, as on every path into the ledger.
+    ledger = open_ledger(data_root=root, wait_seconds=5.0, redaction_policy=False)
+    embedded = EmbeddedIngest(root, ledger)
     # uvicorn hands SIGTERM/SIGINT back to these handlers after its graceful shutdown:
     # the follower then finishes its batch and the process exits 0.
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -29,13 +29,9 @@ from pentrace.cli.sessions.args import (
     confirm_or_refuse,
     data_root,
 )
-from pentrace.infrastructure.ledger.admin import (
-    rebuild_ledger,
-    retention_plan,
-    untraced_sessions,
-)
-from pentrace.infrastructure.ledger.indexer import SyncReport
-from pentrace.infrastructure.ledger.indexer import sync as sync_traces
+from pentrace.infrastructure.ledger.bulk import SyncReport
+from pentrace.infrastructure.ledger.bulk import sync as sync_traces
+from pentrace.infrastructure.ledger.indexer import rebuild_sessions
 
 __all__ = ["cleanup", "forget", "rebuild", "sync"]
 
@@ -105,7 +101,7 @@ def rebuild(
     refs = list(root.iter_sessions(project, agent)) if root.path.is_dir() else []
     ledger = open_for_command(ctx, must_exist=False, keep=True)
     try:
-        report = rebuild_ledger(ledger, progress(refs, total=len(refs), label="rebuilding"))
+        report = rebuild_sessions(ledger, progress(refs, total=len(refs), label="rebuilding"))
     finally:
         ledger.close()
     if as_json:
@@ -155,7 +151,7 @@ def cleanup(
     ledger = open_for_command(ctx, read_only=dry_run)
     try:
         if dry_run:
-            plan = retention_plan(ledger)
+            plan = ledger.retention_plan()
             rules = {"age": plan.by_age, "count": plan.by_count, "size": plan.by_size}
         else:
             done = ledger.cleanup()
@@ -209,7 +205,7 @@ def forget(
     """
     ledger = open_for_command(ctx)
     try:
-        held = untraced_sessions(ledger, data_root(ctx), sessions)
+        held = ledger.untraced_sessions(data_root(ctx), sessions)
         question = (
             f"Remove {sum(held.values())} ledger event(s) of {len(held)} session(s) "
             f"({', '.join(key.reference for key in held)})?"

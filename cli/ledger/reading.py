@@ -13,9 +13,7 @@ from pentrace.cli.sessions.args import JsonOption
 from pentrace.domain.session.key import SessionKey
 from pentrace.errors import NoMatchError
 from pentrace.infrastructure.ledger import RuntimeEventLedger
-from pentrace.infrastructure.ledger.admin import ledger_session, ledger_stats
 from pentrace.infrastructure.ledger.live.follower import HeadFollower
-from pentrace.infrastructure.ledger.pages import entries_after, newest_entries
 
 __all__ = ["replay", "stats", "tail"]
 
@@ -51,7 +49,7 @@ def tail(
     try:
         # With -f, a full project/agent/id may name a session about to start.
         key = _held(ledger, session, waiting=follow)
-        entries = newest_entries(ledger, lines, session=key)
+        entries = ledger.newest_entries(lines, session=key)
         print_entries(entries, as_json, header=True)
         cursor = entries[-1].notification_id or 0 if entries else ledger.head()
         if follow:
@@ -67,8 +65,8 @@ def _held(
     events of (a reference that matches nothing is an error, not an empty table)."""
     if session is None:
         return None
-    key = ledger_session(ledger, session)
-    if not waiting and not newest_entries(ledger, 1, session=key):
+    key = ledger.session_named(session)
+    if not waiting and not ledger.newest_entries(1, session=key):
         raise NoMatchError(
             f"the ledger at {ledger.db.where} holds no events of a session {session!r}",
             hint="`pentrace list` shows the sessions; `pentrace ledger sync` indexes the "
@@ -89,7 +87,7 @@ def _follow(
     position = cursor  # how far the head has been looked at (rows of other sessions too)
     with HeadFollower(ledger, poll_interval=interval, listening_poll=interval) as heads:
         while (head := heads.wait_past(position)) is not None:
-            fresh = entries_after(ledger, cursor, session=key, limit=_PAGE)
+            fresh = ledger.entries_after(cursor, session=key, limit=_PAGE)
             if fresh:
                 print_entries(fresh, as_json, header=False)
                 cursor = fresh[-1].notification_id or cursor
@@ -176,7 +174,7 @@ def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """
     ledger = open_for_command(ctx, read_only=True)
     try:
-        figures = ledger_stats(ledger)
+        figures = ledger.stats()
     finally:
         ledger.close()
     value = {

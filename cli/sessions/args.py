@@ -203,7 +203,7 @@ def forget_in_ledger(root: DataRoot, sessions: list[SessionKey]) -> int | None:
     server down) is a warning on stderr, and the caller exits non-zero.
     """
     # Imported here: the session commands load eagerly, SQLAlchemy should not (ADR 0008).
-    from pentrace.infrastructure.ledger.admin import forget_sessions
+    from pentrace.infrastructure.ledger.opener import forget_sessions
 
     try:
         return sum(forget_sessions(root, sessions).values())

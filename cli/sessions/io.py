@@ -264,11 +264,11 @@ def _index_imported(root: DataRoot, project: str, agent: str) -> int | None:
     ``pentrace ledger sync`` closes the gap later.  Returns the events indexed.
     """
     # Imported here: the session commands load eagerly, SQLAlchemy should not (ADR 0008).
-    from pentrace.infrastructure.ledger.admin import open_ledger
-    from pentrace.infrastructure.ledger.indexer import sync
+    from pentrace.infrastructure.ledger.bulk import sync
+    from pentrace.infrastructure.ledger.opener import open_ledger
 
     try:
-        ledger = open_ledger(root, must_exist=False)
+        ledger = open_ledger(data_root=root, wait_seconds=5.0, redaction_policy=False)
         try:
             return sync(ledger, root, project=project, agent=agent).indexed
         finally:

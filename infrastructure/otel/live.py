@@ -33,8 +33,8 @@ from typing import Any, Final
 from pentrace.domain.records import MalformedLine, TraceRecord, decode_line
 from pentrace.domain.session.key import SessionKey
 from pentrace.errors import ExportError, PentraceError
+from pentrace.infrastructure.ingest.follower import file_identity, read_tail
 from pentrace.infrastructure.ingest.runner import changed_sessions
-from pentrace.infrastructure.ingest.tail import file_identity, read_tail
 from pentrace.infrastructure.otel.export import Lineage, SpanSender, open_sender, settled
 from pentrace.infrastructure.otel.mapping import SessionFold
 from pentrace.infrastructure.otel.spans import Span

@@ -52,7 +52,7 @@ def delete_session(root: DataRoot, project: str, agent: str, session_id: str) ->
     holds the session, and with :class:`~pentrace.errors.NotFoundError` when
     there is nothing to delete.  Subagent children are separate sessions and
     are left alone.  The ledger is not touched: remove the session's events
-    with :func:`pentrace.infrastructure.ledger.admin.forget_sessions` (as
+    with :func:`pentrace.infrastructure.ledger.opener.forget_sessions` (as
     ``pentrace delete`` and ``prune`` do, once for all they deleted), or they
     stay replayable until ``pentrace audit --fix`` / ``ledger forget``.
     """

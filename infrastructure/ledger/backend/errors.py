@@ -15,8 +15,8 @@ from eventsourcing.persistence import IntegrityError as RecorderIntegrityError
 from sqlalchemy import exc
 
 from pentrace.errors import LedgerConflictError, LedgerError, LedgerLockedError
+from pentrace.infrastructure.ledger.backend.connections import DEADLINES
 from pentrace.infrastructure.ledger.backend.credentials import mask_text
-from pentrace.infrastructure.ledger.backend.deadline import DEADLINES
 
 __all__ = ["LedgerIntegrityError", "converted", "driver_reason"]
 
