@@ -39,7 +39,8 @@ from pentrace.infrastructure.analytics.runner import (
     open_ledger,
     relevant_head,
 )
-from pentrace.infrastructure.ledger.indexer import index_records, sync
+from pentrace.infrastructure.ledger.bulk import sync
+from pentrace.infrastructure.ledger.indexer import index_records
 from pentrace.testing.files import write_shards
 
 _MODELS = (b"deepseek-v4-pro", b"claude-sonnet-4", b"gpt-5")

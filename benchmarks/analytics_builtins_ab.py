@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("give the source tree to compare against")
     from benchmarks.analytics import write_corpus
     from pentrace.infrastructure.analytics.runner import open_ledger
-    from pentrace.infrastructure.ledger.indexer import sync
+    from pentrace.infrastructure.ledger.bulk import sync
 
     with tempfile.TemporaryDirectory(prefix="bench-builtins-") as scratch:
         work = Path(scratch)

@@ -27,8 +27,8 @@ from pentrace.domain.records import decode_line
 from pentrace.domain.redaction import is_redacted
 from pentrace.domain.runtime import runtime_event_from_record
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
-from pentrace.infrastructure.ledger.backend.row_form import add_dictionary
-from pentrace.infrastructure.ledger.backend.schema import ledger_tables
+from pentrace.infrastructure.ledger.backend.codec import add_dictionary
+from pentrace.infrastructure.ledger.backend.dialect import ledger_tables
 from pentrace.infrastructure.ledger.rows import envelope_row, stored_row
 from pentrace.testing.render import envelope_line
 

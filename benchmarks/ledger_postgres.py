@@ -26,9 +26,9 @@ from sqlalchemy import Engine, create_engine, func, select, text
 from benchmarks.ledger import _median_ms, envelopes
 from pentrace.domain.session.key import SessionKey
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
-from pentrace.infrastructure.ledger.backend.row_form import add_dictionary
-from pentrace.infrastructure.ledger.recorder import LedgerRecorder
+from pentrace.infrastructure.ledger.backend.codec import add_dictionary
 from pentrace.infrastructure.ledger.rows import envelope_row, stored_row
+from pentrace.infrastructure.ledger.store import RuntimeEventLedger as LedgerRecorder
 
 _BATCH = 10_000
 _SESSIONS, _AGENTS, _DIRECTORIES = 500, 250, 50

@@ -45,9 +45,9 @@ from typing import Any
 from sqlalchemy import create_engine
 
 from benchmarks.cli_corpus import corpus_parser, parse_corpus_args, write_corpus
-from pentrace.infrastructure.ledger.backend.packed import pack
-from pentrace.infrastructure.ledger.backend.schema import ledger_tables
+from pentrace.infrastructure.ledger.backend.dialect import ledger_tables
 from pentrace.infrastructure.ledger.backend.sqlite import SQLITE
+from pentrace.infrastructure.ledger.bulk.build import pack
 from pentrace.infrastructure.storage.layout import iter_sessions
 
 _BATCH = 1000

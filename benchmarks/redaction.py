@@ -46,7 +46,7 @@ from pentrace.domain.redaction import is_redacted, redact, redact_decoded
 from pentrace.domain.redaction.screen import HYPERSCAN, may_change, use_engine
 from pentrace.domain.runtime import runtime_event_from_record
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
-from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.ledger.bulk import sync
 from pentrace.infrastructure.ledger.rows import as_envelope, envelope_row
 from pentrace.infrastructure.storage.layout import DataRoot
 

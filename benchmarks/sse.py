@@ -2,7 +2,14 @@
 
     python -m benchmarks.sse                         # 20k events, 100k replay, 40 latency samples
     python -m benchmarks.sse --events 5000 --replay 20000 --samples 20
+    python -m benchmarks.sse --latency-only --samples 200   # save() -> SSE frame, p50 / p95
     PENTRACE_TEST_DATABASE_URL=postgresql+psycopg://... python -m benchmarks.sse  # adds PostgreSQL
+
+The latency is that of issue #32: ``save()`` in another process (a recorder
+writing through ``SessionApplication`` with the ledger hook, which commits the
+SQLite ledger from its background writer) to the frame's arrival at a client
+connected to ``pentrace serve`` before the save; the server learns of the commit
+from the ledger file's change (ADR 0081), its 50 ms poll being the fallback.
 
 Real parts only: ``pentrace serve`` (uvicorn) in a subprocess, clients on raw
 sockets in one asyncio loop (so the client side is not what is measured), and
@@ -120,29 +127,35 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=20_000, help="events for the fan-out runs")
     parser.add_argument("--replay", type=int, default=100_000, help="events for the replay run")
     parser.add_argument("--samples", type=int, default=40, help="latency samples per backend")
+    parser.add_argument(
+        "--latency-only", action="store_true", help="only save() -> client latency (p50 / p95)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="pentrace-sse-bench-") as tmp:
         root = Path(tmp)
         sid, big = session_id(1), session_id(2)
-        events = seed(root, sid, (args.events - 1) // 4, text_bytes=200)
-        replay = seed(root, big, (args.replay - 1) // 4, text_bytes=200)
+        quick = args.latency_only  # no corpus to seed: the latency needs none
+        events = 0 if quick else seed(root, sid, (args.events - 1) // 4, text_bytes=200)
+        replay = 0 if quick else seed(root, big, (args.replay - 1) // 4, text_bytes=200)
         server = Server(root).start()
         try:
             print("| measurement | figure |\n| --- | --- |")
-            for clients in (1, 50):
+            for clients in () if args.latency_only else (1, 50):
                 rate, mbps = _fan_out(server.port, sid, events, clients)
                 _row(
                     f"replay {events:,} events to {clients} client(s), all at once",
                     f"{rate:,.0f} events/s delivered ({mbps:,.0f} MB/s)",
                 )
-            first = event_ids(big, 1, 1)[0]
-            last = event_ids(big, replay, replay)[0]
-            query = f"session_id={big}&last_event_id={first}"
-            size, seconds = asyncio.run(_read_until(server.port, query, last))
-            _row(
-                f"reconnecting client replays {replay - 1:,} events",
-                f"{seconds:.2f} s ({(replay - 1) / seconds:,.0f} events/s, {size / 1e6:.0f} MB)",
-            )
+            if not args.latency_only:
+                first = event_ids(big, 1, 1)[0]
+                last = event_ids(big, replay, replay)[0]
+                query = f"session_id={big}&last_event_id={first}"
+                size, seconds = asyncio.run(_read_until(server.port, query, last))
+                rate = (replay - 1) / seconds
+                _row(
+                    f"reconnecting client replays {replay - 1:,} events",
+                    f"{seconds:.2f} s ({rate:,.0f} events/s, {size / 1e6:.0f} MB)",
+                )
             sqlite_ms = _latency(server, root, args.samples, {})
         finally:
             server.stop()
@@ -167,7 +180,7 @@ def main() -> None:
 def _summary(values: list[float]) -> str:
     ordered = sorted(values)
     p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
-    return f"{statistics.median(ordered):.1f} / {p95:.1f} / {ordered[-1]:.1f} ms"
+    return f"{statistics.median(ordered):.1f} / {p95:.1f} / {ordered[-1]:.1f} ms (n={len(ordered)})"
 
 
 if __name__ == "__main__":

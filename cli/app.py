@@ -34,12 +34,30 @@ LazyGroup.lazy_commands = {
     "demo": "pentrace.cli.demo:demo",
     "ingest": "pentrace.cli.ingest:ingest",
     "ledger": "pentrace.cli.ledger.commands:ledger_app",
+    "otel": "pentrace.cli.otel:otel_app",
     "projections": "pentrace.cli.stats.projections:projections_app",
     "report": "pentrace.cli.report:report",
     "scan": "pentrace.cli.scan:scan",
     "search": "pentrace.cli.search:search",
     "serve": "pentrace.cli.serve:serve",
     "stats": "pentrace.cli.stats.commands:stats_app",
+}
+# The help lists the commands by task, in this order: a plan for the first hour (ADR 0092).
+LazyGroup.panels = (
+    ("Find sessions", ("list", "search")),
+    ("Look at a session", ("show", "replay", "report", "resume-check")),
+    ("Numbers", ("stats",)),
+    ("Copy and move sessions", ("export", "import", "fork", "otel")),
+    ("Keep the stores", ("audit", "scan", "delete", "prune", "ingest", "ledger", "projections")),
+    ("Serve", ("serve",)),
+    ("Get started", ("demo", "version")),
+)
+# Old spellings, hidden from the help and answered as the commands they now name, with the
+# same output and exit codes (docs/cli.md, "Old spellings").  Never remove one.
+LazyGroup.aliases = {
+    "sessions list": "list",
+    "ledger stats": "ledger status",
+    "ledger replay": "ledger events",
 }
 
 app = typer.Typer(
@@ -111,7 +129,9 @@ def _root(
 ) -> None:
     """Record, replay, resume and audit LLM agent sessions.
 
-    Example: pentrace --data-root /tmp/demo sessions list
+    Start with `pentrace demo`; then `pentrace list`, `pentrace show SESSION`.
+
+    Example: pentrace --data-root /tmp/demo list
     """
     escape_unencodable_text()
     ctx.obj = Settings(data_root=data_root, debug=debug, redaction_rules=redaction_rules)
@@ -126,7 +146,7 @@ def version() -> None:
     typer.echo(__version__)
 
 
-# Session commands: sessions list, show, replay, resume-check, export, import, fork, delete, prune.
+# Session commands: list, show, replay, resume-check, export, import, fork, delete, prune.
 _sessions.register(app)
 _replay.register(app)
 _session_io.register(app)

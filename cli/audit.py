@@ -18,8 +18,11 @@ from pentrace.cli.sessions.args import (
     JsonOption,
     ProjectOption,
     data_root,
+    is_file_argument,
     select_sessions,
+    session_or_file,
 )
+from pentrace.errors import UsageError
 from pentrace.infrastructure.audit.fix import Change
 from pentrace.infrastructure.audit.run import AuditReport
 from pentrace.infrastructure.catalog.listing import short_id
@@ -70,7 +73,8 @@ def audit(
     session: Annotated[
         str | None,
         typer.Argument(
-            help="Session id, unique prefix or project/agent/id; omit to audit every session.",
+            help="Session id, unique prefix or project/agent/id, or the path of a trace "
+            "file (read on its own); omit to audit every session.",
             show_default=False,
         ),
     ] = None,
@@ -89,9 +93,11 @@ def audit(
     ] = True,
     as_json: JsonOption = False,
 ) -> None:
-    """Check sessions: torn tails, healed torn fragments, malformed lines, dangling
-    compactions, orphan or unanswered tool calls, requests without an end, shard gaps,
-    stale temp files and ledger drift.
+    """Check sessions, or a trace file, and name every problem's file and line.
+
+    Torn tails, healed torn fragments, malformed lines, dangling compactions,
+    orphan or unanswered tool calls, requests without an end, shard gaps, stale
+    temp files and ledger drift.
 
     Every problem names its file and line. Exit code 0 means clean, 1 warnings
     only, 2 errors (with --fix: what is left after the repairs). --fix never
@@ -99,13 +105,28 @@ def audit(
     compaction_end resume would write, removes temp files no live writer uses,
     and indexes missing ledger events.
 
+    A trace file (a path) is audited on its own, without the ledger; --fix
+    repairs sessions of the data root only.
+
     Example: pentrace audit --fix 3f8a
+
+    Example: pentrace audit ./exported.jsonl
     """
+    if session is not None and is_file_argument(session):
+        if fix:
+            raise UsageError(
+                f"--fix repairs sessions of the data root; {session} is a file",
+                hint=f"audit it without --fix, or import it first: pentrace import {session}",
+            )
+        root, ref, _ = session_or_file(ctx, session, project, agent)
+        refs, check_ledger = [ref], False  # a file on its own has no ledger stream
+    else:
+        root = data_root(ctx)
+        refs = select_sessions(root, [] if session is None else [session], project, agent)
     # Ledger streams without a trace can only be told apart when every session is read.
-    root = data_root(ctx)
     outcome = run_audit(
         root,
-        select_sessions(root, [] if session is None else [session], project, agent),
+        refs,
         whole_root=session is None and project is None and agent is None,
         fix=fix,
         check_ledger=check_ledger,

@@ -5,7 +5,7 @@ The session is written with the library's ``SessionApplication``
 would: tool calls with approvals (one denied, one whose
 output failed), a request that fails and is retried, token usage, a subagent
 child session, a ``summarize`` compaction (so the trace rotates to a second
-shard) and a finished goal.  Then the demo runs ``sessions list``, ``replay``,
+shard) and a finished goal.  Then the demo runs ``list``, ``replay``,
 ``audit`` (``resume-check`` when audit is not installed), ``show`` and
 ``stats`` when present, printing what each shows.
 """
@@ -13,6 +13,7 @@ shard) and a finished goal.  Then the demo runs ``sessions list``, ``replay``,
 from __future__ import annotations
 
 import json
+import shlex
 import tempfile
 import weakref
 from collections.abc import Callable
@@ -186,13 +187,20 @@ def _run(root: DataRoot, *args: str) -> bool:
 
 
 def demo(ctx: typer.Context) -> None:
-    """Record a realistic sample session, then list, replay, audit and summarise it.
+    """Record a sample session, then look at it with the commands.
 
-    Writes into --data-root when given on the command line, else into a new
-    temporary folder (kept, so you can explore it with the commands the demo
-    prints); PENGUIN_HOME is never used, so real sessions stay untouched.
+    The session is realistic: tool calls, approvals, a retried request, a
+    subagent and a compaction.  Then the demo lists, replays, audits and
+    summarises it.
+
+    Writes into --data-root when given on the command line (run it again there
+    to add two more sessions), else into a new temporary folder, kept so you
+    can explore it with the commands the demo prints, which also say how to
+    remove it; PENGUIN_HOME is never used, so real sessions stay untouched.
 
     Example: pentrace demo
+
+    Example: pentrace --data-root /tmp/pentrace-demo demo
     """
     root_ctx = ctx.find_root()
     settings: Any = root_ctx.obj
@@ -205,15 +213,17 @@ def demo(ctx: typer.Context) -> None:
         and given.name == "COMMANDLINE"
     ):
         root = data_root(ctx, must_exist=False)
+        made = None
     else:
-        root = DataRoot(Path(tempfile.mkdtemp(prefix="pentrace-demo-")) / "data")
+        made = Path(tempfile.mkdtemp(prefix="pentrace-demo-"))
+        root = DataRoot(made / "data")
     # Start a little in the past: the stepping clock runs ahead of the wall clock.
     main_id, child_id = record_demo_session(root, datetime.now(UTC) - timedelta(minutes=1))
     typer.echo(f"data root: {root.path}")
     typer.echo(f"recorded session {main_id} and its subagent {child_id}")
     short = main_id[-8:]
     steps: list[tuple[str, ...]] = [
-        ("sessions", "list"),
+        ("list",),
         ("replay", short, "--no-pager", "--include-uncommitted"),
         ("show", short),
         ("ledger", "sync"),
@@ -222,7 +232,12 @@ def demo(ctx: typer.Context) -> None:
         ("stats", "tools"),
     ]
     failed = [step[0] for step in steps if not _run(root, *step)]
-    typer.echo(f"\nexplore further: pentrace --data-root {root.path} sessions list")
+    typer.echo(f"\nexplore further: pentrace --data-root {shlex.quote(str(root.path))} list")
+    if made is not None:
+        typer.echo(
+            f"this demo root is kept; remove it with: rm -r {shlex.quote(str(made))}\n"
+            f"(or give the demo a root to reuse: pentrace --data-root DIR demo)"
+        )
     if failed:
         typer.echo(f"demo steps that failed: {', '.join(failed)}", err=True)
         raise typer.Exit(1)

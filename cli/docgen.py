@@ -14,6 +14,7 @@ import typer
 
 from pentrace.cli.app import app
 from pentrace.cli.conventions import CONVENTIONS
+from pentrace.cli.lazy import LazyGroup
 
 WIDTH = 100
 
@@ -43,6 +44,36 @@ streamed, and one trace line may be at most 512 MiB long. Outputs (`-o`,
 file. `--data-root` must be a folder.
 """
 _CONTENTS = "## Commands\n"
+
+
+def _anchor(path: str) -> str:
+    return "#" + path.replace(" ", "-")
+
+
+def tasks() -> str:
+    """The commands by task, as ``pentrace --help`` groups them, and the old spellings."""
+    lines = [
+        "## Commands by task",
+        "",
+        "`pentrace --help` lists the commands under these headings:",
+        "",
+    ]
+    for title, names in LazyGroup.panels:
+        linked = ", ".join(f"[`{name}`]({_anchor(f'pentrace {name}')})" for name in names)
+        lines.append(f"- **{title}**: {linked}")
+    lines += [
+        "",
+        "## Old spellings",
+        "",
+        "Earlier names of commands still work, with the same options, output and exit",
+        "codes; the help no longer lists them (ADR 0092). Scripts need not change.",
+        "",
+        "| old spelling | the command it is now |",
+        "| --- | --- |",
+    ]
+    for old, new in LazyGroup.aliases.items():
+        lines.append(f"| `pentrace {old}` | [`pentrace {new}`]({_anchor(f'pentrace {new}')}) |")
+    return "\n".join(lines) + "\n"
 
 
 def _walk(command: Any, path: list[str]) -> Iterator[tuple[list[str], Any]]:
@@ -81,7 +112,7 @@ def iter_commands() -> Iterator[tuple[list[str], Any]]:
 
 def render() -> str:
     """The whole Markdown reference, one section per command."""
-    parts = [_PREAMBLE, CONVENTIONS, _CONTENTS]
+    parts = [_PREAMBLE, CONVENTIONS, tasks(), _CONTENTS]
     contexts: dict[str, Any] = {}
     for path, command in iter_commands():
         parent = contexts.get(" ".join(path[:-1]))

@@ -24,10 +24,11 @@ from pentrace.cli.sessions.args import JsonOption, data_root
 from pentrace.errors import UsageError
 from pentrace.infrastructure.ingest import Follower, IngestRunner
 from pentrace.infrastructure.ingest.logs import configure_logging
-from pentrace.infrastructure.ledger.admin import open_ledger
+from pentrace.infrastructure.ledger.opener import open_ledger
 from pentrace.infrastructure.storage.layout import DataRoot
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the SDK loads only with --otel
+    from pentrace.infrastructure.otel.live import LiveExporter
     from pentrace.infrastructure.agents.importer import AgentFeed
 
 __all__ = ["LogFormat", "ingest"]
@@ -81,6 +82,14 @@ def ingest(
             "claude-code, codex, opencode, gemini (comma-separated) or all (docs/agents.md).",
         ),
     ] = None,
+    otel: Annotated[
+        bool,
+        typer.Option(
+            "--otel",
+            help="Also send each finished span to the OpenTelemetry receiver the "
+            "OTEL_EXPORTER_OTLP_* variables name, from its own cursor (docs/otel.md).",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Index every new complete trace record into the ledger, once or continuously.
@@ -88,7 +97,8 @@ def ingest(
     With --follow it runs as a service: SIGTERM or SIGINT finishes the batch,
     commits its cursor and exits 0.  --poll implies --follow.  --agents also
     imports other agents' sessions (Claude Code, Codex, OpenCode, Gemini CLI)
-    as they are written, so they reach the ledger and SSE live.
+    as they are written, so they reach the ledger and SSE live.  Which indexing
+    command to use when: `pentrace ledger -h`.
 
     Example: pentrace ingest --follow --log-format json --health-file /run/pentrace/ingest.json
     """
@@ -99,7 +109,8 @@ def ingest(
         )
     configure_logging(log_format.value)
     root = data_root(ctx, must_exist=not agents)  # --agents imports: the root may be new
-    ledger = open_ledger(root, wait_seconds=wait, must_exist=False, keep_everything=True)
+    # The configured retention limits apply, as on every path into the ledger.
+    ledger = open_ledger(data_root=root, wait_seconds=wait, redaction_policy=False)
     stop = threading.Event()
     try:
         follower = Follower(ledger, root, stop=stop, source=source)
@@ -111,11 +122,20 @@ def ingest(
             health_interval=health_interval,
             feed=_agent_feed(root, agents),
         )
-        if follow or poll:
-            with _stopping_on_signals(stop):
-                runner.run()
-        else:
-            runner.run_once()
+        exporter = _otel_beside(root, stop, log_format) if otel else None
+        try:
+            if follow or poll:
+                with _stopping_on_signals(stop):
+                    if exporter is not None:
+                        exporter.start()
+                    runner.run()
+            else:
+                runner.run_once()
+                if exporter is not None:
+                    exporter.run_pass()
+        finally:
+            if exporter is not None:
+                exporter.close()
     finally:
         ledger.close()
     stats = follower.stats
@@ -127,6 +147,7 @@ def ingest(
                 "already_held": stats.already_held,
                 "skipped_lines": stats.skipped_lines,
                 "errors": stats.errors,
+                "refused_records": stats.refused_records,
             }
         )
     else:
@@ -134,6 +155,7 @@ def ingest(
             f"ingested {stats.indexed} new event(s) from {stats.sessions} session(s); "
             f"{stats.already_held} already held, {stats.skipped_lines} line(s) skipped, "
             f"{stats.errors} error(s)"
+            + (f", {stats.refused_records} record(s) refused" if stats.refused_records else "")
         )
 
 
@@ -144,6 +166,16 @@ def _agent_feed(root: DataRoot, agents: str | None) -> AgentFeed | None:
     from pentrace.infrastructure.agents.importer import AgentFeed, parse_agents
 
     return AgentFeed(root, parse_agents(agents))
+
+
+def _otel_beside(root: DataRoot, stop: threading.Event, log_format: LogFormat) -> LiveExporter:
+    """``--otel``: the live OpenTelemetry exporter on threads of its own (a receiver that is
+    down never holds up the follower); it stops with the follower."""
+    from pentrace.cli.otel import configure_otel_logging
+    from pentrace.infrastructure.otel.live import open_live_export
+
+    configure_otel_logging(log_format)
+    return open_live_export(root, stop=stop)
 
 
 @contextmanager

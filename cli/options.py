@@ -26,11 +26,13 @@ __all__ = [
     "check_fields",
     "command_with",
     "day_bound",
+    "day_window",
     "emit_records",
     "keyword",
     "now",
     "pick_fields",
     "time_bound",
+    "time_window",
     "unshown",
     "unshown_argument",
 ]
@@ -51,6 +53,29 @@ def time_bound(text: str | None, option: str) -> datetime | None:
 def day_bound(text: str | None, option: str) -> str | None:
     """``--since``/``--until`` as the UTC day (``YYYY-MM-DD``) the read models group by."""
     return None if text is None else parse_day(text, now(), option=option)
+
+
+def _ordered(since: Any, until: Any, texts: tuple[str | None, str | None]) -> None:
+    if since is not None and until is not None and since > until:
+        raise UsageError(
+            f"--since {texts[0]!r} is after --until {texts[1]!r}: expected the start of the "
+            "window before its end",
+            hint="swap the two values, or leave one out",
+        )
+
+
+def time_window(since: str | None, until: str | None) -> tuple[datetime | None, datetime | None]:
+    """``--since``/``--until`` as UTC moments; a start after the end is a usage error."""
+    window = time_bound(since, "--since"), time_bound(until, "--until")
+    _ordered(*window, (since, until))
+    return window
+
+
+def day_window(since: str | None, until: str | None) -> tuple[str | None, str | None]:
+    """``--since``/``--until`` as UTC days; a first day after the last is a usage error."""
+    window = day_bound(since, "--since"), day_bound(until, "--until")
+    _ordered(*window, (since, until))
+    return window
 
 
 def unshown(*names: str, help: str) -> Any:

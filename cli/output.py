@@ -4,14 +4,26 @@ The ``--json`` output of every read command is a documented contract
 (``docs/cli-json.md``): fields are only ever added, never renamed or removed.
 JSON is indented on a terminal and compact (one line) when piped; ``--jsonl``
 streams one compact object per line.  Values are plain text: no markup.
+
+Text output shows each kind of value one way (ADR 0093), through the
+formatters here: :func:`count` (``12,345``), :func:`percent` (``18.9%``),
+:func:`utc_time` (``2026-12-07T15:31:01.124Z``), :func:`byte_size`
+(``256.0 MiB``) and :func:`duration` (``14 d``, ``3 h 5 min``).  A table cell
+is never a Python repr: ``None`` is ``-``, a flag ``yes``/``no``.  On a
+terminal counts get thousands separators and numeric columns are right-aligned;
+piped (tab-separated) cells keep the machine form scripts read: bare integers
+for counts and bytes, the same text for the rest (:class:`Cell`).
 """
 
 from __future__ import annotations
 
+import math
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final, Literal, TypeVar
 
 from pentrace.domain.json_codec import JsonEncoder, json_format
 
@@ -61,9 +73,138 @@ def emit_json_lines(values: Iterable[Any]) -> None:
         out.flush()
 
 
-def _cell(value: Any) -> str:
+_BINARY: Final = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def count(value: int) -> str:
+    """A count for a person: ``12,345``."""
+    return f"{value:,}"
+
+
+def percent(ratio: float | None) -> str:
+    """A ratio (0.1892) as a percentage with one decimal: ``18.9%``; ``-`` when unknown."""
+    if ratio is None or not math.isfinite(ratio):
+        return "-"
+    return f"{ratio * 100:.1f}%"
+
+
+def money(value: float | None) -> str:
+    """An amount of money with four decimals (token prices are small): ``1,234.5678``."""
+    return "-" if value is None or not math.isfinite(value) else f"{value:,.4f}"
+
+
+def byte_size(size: int | None) -> str:
+    """A size in binary units (``--max-size`` reads them): ``512 B``, ``8.2 KiB``, ``256.0 MiB``."""
+    if size is None:
+        return "-"
+    value, unit = float(size), 0
+    while abs(value) >= 1024 and unit < len(_BINARY) - 1:
+        value, unit = value / 1024, unit + 1
+    return f"{size} B" if unit == 0 else f"{value:.1f} {_BINARY[unit]}"
+
+
+def duration(seconds: float | None) -> str:
+    """An age or a duration with units: ``19.2 s``, ``5 min 3 s``, ``3 h 5 min``, ``14 d``."""
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    if abs(seconds) < 60:
+        return f"{seconds:.1f} s" if seconds % 1 else f"{int(seconds)} s"
+    whole = round(seconds)
+    for big, big_unit, small, small_unit in (
+        (86400, "d", 3600, "h"),
+        (3600, "h", 60, "min"),
+        (60, "min", 1, "s"),
+    ):
+        if whole >= big:
+            high, rest = divmod(whole, big)
+            low = rest // small
+            return f"{high} {big_unit}" + (f" {low} {small_unit}" if low else "")
+    return f"{whole} s"  # a negative age (a clock set back) stays in seconds
+
+
+def utc_time(value: datetime | str | None, *, minutes: bool = False) -> str:
+    """A moment in UTC as the traces write it, ``2026-12-07T15:31:01.124Z``; with ``minutes``
+    the short form a narrow terminal shows, ``2026-12-07 15:31``.  Text that is not an ISO
+    time is shown as it is (a trace may hold anything); ``-`` for none."""
     if value is None:
         return "-"
+    moment = value
+    if isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            return value
+    assert isinstance(moment, datetime)
+    utc = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
+    if minutes:
+        return f"{utc:%Y-%m-%d %H:%M}"
+    return f"{utc:%Y-%m-%dT%H:%M:%S}.{utc.microsecond // 1000:03d}Z"
+
+
+def listed(value: Mapping[str, Any] | Iterable[Any]) -> str:
+    """A mapping as ``key value, key value`` and a sequence as ``a, b``: never a repr."""
+    if isinstance(value, Mapping):
+        return ", ".join(f"{key} {text(item)}" for key, item in value.items()) or "none"
+    return ", ".join(text(item) for item in value) or "none"
+
+
+def text(value: Any) -> str:
+    """Any value as a person reads it (the table cell's form on a terminal)."""
+    return _cell(value, tty=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """A table cell formatted by its caller: ``shown`` on a terminal, ``plain`` when piped
+    (the machine form, such as bare bytes), right-aligned on a terminal when ``numeric``."""
+
+    shown: str
+    plain: str
+    numeric: bool = True
+
+    @classmethod
+    def size(cls, size: int | None) -> Cell:
+        """A byte size: ``8.2 KiB`` on a terminal, the bare number of bytes when piped."""
+        return cls(byte_size(size), "-" if size is None else str(size))
+
+    @classmethod
+    def amount(cls, value: float | None) -> Cell:
+        """Money: ``1,234.5678`` on a terminal, ``1234.5678`` when piped."""
+        shown = money(value)
+        return cls(shown, shown.replace(",", ""))
+
+    @classmethod
+    def ratio(cls, ratio: float | None) -> Cell:
+        """A ratio as a percentage, both ways."""
+        shown = percent(ratio)
+        return cls(shown, shown)
+
+
+def _numeric(value: Any) -> bool:
+    if isinstance(value, Cell):
+        return value.numeric
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _cell(value: Any, *, tty: bool) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, Cell):
+        return value.shown if tty else value.plain
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return count(value) if tty else str(value)
+    if isinstance(value, float):
+        return str(value) if math.isfinite(value) else "-"
+    if isinstance(value, datetime):
+        return utc_time(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, set | frozenset):
+        return listed(sorted(map(text, value)))
+    if isinstance(value, Mapping | list | tuple):
+        return listed(value)
     return str(value)
 
 
@@ -99,8 +240,10 @@ def emit_table(
     when the table is too wide, the ``droppable`` columns go first (in that
     order), then rich wraps the others.
     """
-    cells = [[_cell(v) for v in row] for row in rows]
-    if stdout_is_tty():
+    values = [list(row) for row in rows]
+    tty = stdout_is_tty()
+    cells = [[_cell(v, tty=tty) for v in row] for row in values]
+    if tty:
         # rich loads only for a terminal: piped and --json output do without it.
         from rich.console import Console
         from rich.table import Table
@@ -109,11 +252,16 @@ def emit_table(
         shown = fit_columns(columns, cells, console.width, droppable)
         table = Table(title=title, show_lines=False)
         for i in shown:
+            # A column of numbers (blanks aside) is right-aligned, so digits line up.
+            given = [row[i] for row in values if row[i] is not None]
+            justify: Literal["left", "right"] = (
+                "right" if given and all(map(_numeric, given)) else "left"
+            )
             if columns[i] in keep:
                 longest = max([len(columns[i]), *(len(row[i]) for row in cells)])
-                table.add_column(columns[i], no_wrap=True, min_width=longest)
+                table.add_column(columns[i], no_wrap=True, min_width=longest, justify=justify)
             else:
-                table.add_column(columns[i], overflow="fold")
+                table.add_column(columns[i], overflow="fold", justify=justify)
         for row in cells:
             table.add_row(*(row[i] for i in shown))
         console.print(table)

@@ -91,7 +91,9 @@ def scan(
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """List the secrets the redaction policy finds in traces (or in derived stores).
+    """List the secrets left in traces, or in the derived stores.
+
+    Secrets are what the redaction policy finds.
 
     Prints store, rule, session, file, line, path and a masked preview (the
     secret is never shown). Exits 0 when clean, 1 with findings, 2 on error.

@@ -20,7 +20,7 @@ from pentrace.cli.options import (
     JsonLinesOption,
     check_fields,
     emit_records,
-    time_bound,
+    time_window,
     unshown,
     unshown_argument,
 )
@@ -30,6 +30,7 @@ from pentrace.cli.output import (
     fit_columns,
     progress,
     stdout_is_tty,
+    utc_time,
 )
 from pentrace.cli.sessions.args import AgentOption, JsonOption, ProjectOption, data_root, resolve
 from pentrace.errors import UsageError
@@ -62,7 +63,14 @@ def _print_hits(hits: list[SearchHit]) -> None:
     if stdout_is_tty():
         console = Console()
         cells = [
-            [short_id(h.session_id), str(h.turn), str(h.position), h.kind, h.time or "-", "x" * 30]
+            [
+                short_id(h.session_id),
+                str(h.turn),
+                str(h.position),
+                h.kind,
+                utc_time(h.time),
+                "x" * 30,
+            ]
             for h in hits
         ]  # the snippet folds: 30 columns of it are enough to decide what else fits
         shown = fit_columns(columns, cells, console.width, ("time", "position", "turn", "kind"))
@@ -77,7 +85,7 @@ def _print_hits(hits: list[SearchHit]) -> None:
                 str(hit.turn),
                 str(hit.position),
                 Text(hit.kind),
-                Text(hit.time or "-"),
+                Text(utc_time(hit.time)),
                 _highlighted(hit.snippet),
             ]
             table.add_row(*(row[i] for i in shown))
@@ -91,7 +99,7 @@ def _print_hits(hits: list[SearchHit]) -> None:
                 hit.turn,
                 hit.position,
                 hit.kind,
-                hit.time,
+                utc_time(hit.time),
                 _plain(hit.snippet),
             )
             for hit in hits
@@ -162,7 +170,7 @@ def search(
     as_jsonl: JsonLinesOption = False,
     fields: FieldsOption = None,
 ) -> None:
-    """Search user and assistant text, tool calls and tool outputs across sessions.
+    """Search the text, tool calls and tool outputs of every session.
 
     Prints session, turn, position, kind, time and a snippet with the match
     highlighted. The index lives in <data root>/.pentrace/search.db, holds
@@ -176,6 +184,7 @@ def search(
     order: Literal["rank", "recent"] = "rank" if sort == "rank" else "recent"
     if query is None and not rebuild:
         raise UsageError("expected a search QUERY (or --rebuild)", hint='pentrace search "error"')
+    start, end = time_window(since, until)
     root = data_root(ctx)
     only: tuple[str, ...] = ()
     if session is not None:
@@ -186,8 +195,8 @@ def search(
         text=query or "",
         project=project,
         agent=agent,
-        since=time_bound(since, "--since"),
-        until=time_bound(until, "--until"),
+        since=start,
+        until=end,
         kinds=tuple(kind or ()),
         thinking=thinking,
         limit=limit,

@@ -34,6 +34,7 @@ from pentrace.service.settings import (
 
 if TYPE_CHECKING:
     from pentrace.infrastructure.ingest import EmbeddedIngest
+    from pentrace.infrastructure.otel.live import LiveExporter
 
 __all__ = ["serve"]
 
@@ -91,7 +92,17 @@ def serve(
     ingest: Annotated[
         bool,
         typer.Option(
-            "--ingest", help="Also follow the traces into the ledger (`pentrace ingest`)."
+            "--ingest",
+            help="Also follow the traces into the ledger, as `pentrace ingest --follow` does "
+            "(which indexing command when: `pentrace ledger -h`).",
+        ),
+    ] = False,
+    otel: Annotated[
+        bool,
+        typer.Option(
+            "--otel",
+            help="Also send each finished span to the OpenTelemetry receiver the "
+            "OTEL_EXPORTER_OTLP_* variables name (docs/otel.md).",
         ),
     ] = False,
     agents: Annotated[
@@ -105,7 +116,7 @@ def serve(
         bool, typer.Option("--test-page", hidden=True, help="Serve /_test/sse.html (tests).")
     ] = False,
 ) -> None:
-    """Serve the SSE event stream and the read-only session API.
+    """Serve the web viewer, the session API and the SSE event stream.
 
     Endpoints: /api/v1/events/sse, /api/v1/sessions, /api/v1/sessions/{id},
     /api/v1/sessions/{id}/trace and /openapi.json (see docs/service.md). Traces are
@@ -145,6 +156,7 @@ def serve(
             hint=f"pentrace serve --ingest --agents {agents}",
         )
     embedded = _start_ingest(root, agents) if ingest else None
+    exporter = _start_otel(root) if otel else None
     try:
         uvicorn.run(
             app,
@@ -155,8 +167,23 @@ def serve(
             server_header=False,  # no "server: uvicorn": nothing to fingerprint
         )
     finally:
+        if exporter is not None:
+            exporter.close()
         if embedded is not None:
             embedded.close()
+
+
+def _start_otel(root: DataRoot) -> LiveExporter:
+    """``--otel``: the live OpenTelemetry exporter on threads of this process, from its own
+    cursor; a receiver that is down holds up neither the server nor the follower."""
+    from pentrace.cli.ingest import LogFormat
+    from pentrace.cli.otel import configure_otel_logging
+    from pentrace.infrastructure.otel.live import open_live_export
+
+    configure_otel_logging(LogFormat.text)
+    exporter = open_live_export(root)
+    exporter.start()
+    return exporter
 
 
 def _start_ingest(root: DataRoot, agents: str | None) -> EmbeddedIngest:
@@ -164,11 +191,11 @@ def _start_ingest(root: DataRoot, agents: str | None) -> EmbeddedIngest:
     from pentrace.infrastructure.agents.importer import AgentFeed, parse_agents
     from pentrace.infrastructure.ingest import EmbeddedIngest
     from pentrace.infrastructure.ingest.logs import configure_logging
-    from pentrace.infrastructure.ledger.admin import open_ledger
 
     configure_logging("text")
     feed = AgentFeed(root, parse_agents(agents)) if agents else None
-    ledger = open_ledger(root, must_exist=False, keep_everything=True)
+    # The configured retention limits apply, as on every path into the ledger.
+    ledger = open_ledger(data_root=root, wait_seconds=5.0, redaction_policy=False)
     embedded = EmbeddedIngest(root, ledger, feed)
     # uvicorn hands SIGTERM/SIGINT back to these handlers after its graceful shutdown:
     # the follower then finishes its batch and the process exits 0.

@@ -7,7 +7,7 @@ The common uses, on one data root (``docs/sessions.md``, "The short way")::
     root = pentrace.open_root("~/.penguin/data")
     with root.record("default_project", "default_agent") as recording:
         handle = recording.application.start_session(...)
-    root.sessions()            # the session documents of `pentrace sessions list --json`
+    root.sessions()            # the session documents of `pentrace list --json`
     root.replay(session_id)    # the committed history, record by record
     root.stats("tokens")       # the document of `pentrace stats tokens --json`
     with root.resume(session_id) as resumed:

@@ -48,6 +48,16 @@ class NotFoundError(PentraceError):
     """A session, trace file or other named thing does not exist."""
 
 
+class NoMatchError(NotFoundError):
+    """What a command names (a session, a trace file, a shard) matches nothing: exit code 2.
+
+    Like a bad value, and like an ambiguous reference (:class:`AmbiguousIdError`), it is
+    the caller's to fix; ``audit`` and ``scan`` keep exit code 1 for their findings (ADR 0092).
+    """
+
+    exit_code = 2
+
+
 class SessionExistsError(UsageError):
     """An import names a session id that already exists under the agent."""
 
@@ -86,12 +96,14 @@ class TraceError(PentraceError):
 class TraceFormatError(TraceError):
     """A trace line is not valid JSON, or not a valid record, in strict mode."""
 
-    def __init__(self, path: Path | str | None, line: int, reason: str) -> None:
+    def __init__(
+        self, path: Path | str | None, line: int, reason: str, *, hint: str | None = None
+    ) -> None:
         where = f"{path}:{line}" if path is not None else f"line {line}"
+        named = f"`pentrace audit {path}`" if path is not None else "`pentrace audit`"
         super().__init__(
             f"{where}: {reason}",
-            hint="run `pentrace audit` to list every broken line, "
-            "or read the file in tolerant mode",
+            hint=hint or f"{named} lists every broken line and what it holds",
         )
         self.path = Path(path) if path is not None else None
         self.line = line
@@ -224,3 +236,7 @@ class ImageTypeError(ImageError):
 
 class ImageDataError(ImageError):
     """An image's data is malformed: bad base64, or bytes that end before the image does."""
+
+
+class ExportError(PentraceError):
+    """Spans could not be delivered to an OpenTelemetry receiver (``pentrace otel``)."""

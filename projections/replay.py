@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
+from pentrace.domain.json_codec import json_bytes
 from pentrace.domain.omnimessage.images import ImageRef, record_images
 from pentrace.domain.records import TraceRecord
 
@@ -232,8 +233,11 @@ _THINKING = ("thinking", "inline_thinking")
 
 
 def as_text(value: Any) -> str:
-    """A payload value as text: a string as it is, nothing as ``""``, anything else written out."""
-    return value if isinstance(value, str) else "" if value is None else str(value)
+    """A payload value as text: a string as it is, nothing as ``""``, anything else as the
+    JSON the trace holds (``{"cmd": "ls"}``, ``true``), never a Python repr."""
+    if isinstance(value, str):
+        return value
+    return "" if value is None else json_bytes(value).decode("utf-8", "backslashreplace")
 
 
 @dataclass(frozen=True, slots=True)

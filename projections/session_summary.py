@@ -106,7 +106,8 @@ class SessionSummary(msgspec.Struct, kw_only=True):
     Meta fields come from the first ``session_meta`` (``None`` when absent or
     not a string).  ``first_timestamp``/``last_timestamp`` are the first and
     last records' timestamps as written.  ``forked_from`` is the
-    ``session_meta.forked_from`` object a fork writes, else ``None``.
+    ``session_meta.forked_from`` object a fork writes, ``imported_from`` the one an
+    import under a new id writes, else ``None``.
     """
 
     session_id: str | None = None
@@ -115,6 +116,7 @@ class SessionSummary(msgspec.Struct, kw_only=True):
     workspace: str | None = None
     source: str | None = None
     forked_from: dict[str, Any] | None = None
+    imported_from: dict[str, Any] | None = None
     first_timestamp: str | None = None
     last_timestamp: str | None = None
     records: int = 0
@@ -213,6 +215,8 @@ class SummaryFold:
         summary.source = _text(payload.get("source"))
         forked = payload.get("forked_from")
         summary.forked_from = forked if isinstance(forked, dict) else None
+        imported = payload.get("imported_from")
+        summary.imported_from = imported if isinstance(imported, dict) else None
 
     def _later_model(self, record: TraceRecord) -> None:
         """A session that began without naming its model (an imported Claude Code session

@@ -209,7 +209,7 @@ def sync_ledger(root: Path, env: Mapping[str, str]) -> None:
     runner follows), then close it: ``pentrace ledger sync`` in process."""
     # Imported here: most tests never touch the analytics runner.
     from pentrace.infrastructure.analytics.runner import open_ledger
-    from pentrace.infrastructure.ledger.indexer import sync
+    from pentrace.infrastructure.ledger.bulk import sync
 
     with contextlib.closing(open_ledger(root, env)) as ledger:
         sync(ledger, root)

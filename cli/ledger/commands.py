@@ -1,4 +1,7 @@
-"""``pentrace ledger ...``: tail, replay, sync, rebuild, cleanup, forget, stats and import-penguin.
+"""``pentrace ledger ...``: tail, events, sync, rebuild, cleanup, forget, status, import-penguin.
+
+``events`` and ``status`` were ``replay`` and ``stats``; the root group answers
+the old names too (``pentrace.cli.app``, ADR 0092).
 
 The ledger is derived from the traces; ``sync`` and ``rebuild`` make it agree
 with them.  ``--wait`` bounds how long a command waits for another process's
@@ -11,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from pentrace.cli.conventions import INDEXING_HELP
 from pentrace.cli.ledger.maintenance import cleanup, forget, rebuild, sync
 from pentrace.cli.ledger.options import LedgerOptions
 from pentrace.cli.ledger.penguin import import_penguin
@@ -21,7 +25,7 @@ __all__ = ["ledger_app"]
 ledger_app = typer.Typer(
     name="ledger",
     no_args_is_help=True,
-    help="Inspect and maintain the RuntimeEvent ledger.\n\nExample: pentrace ledger tail -n 20",
+    help=INDEXING_HELP,
 )
 
 
@@ -40,6 +44,9 @@ def _group(
 
 
 # Registered in this order, the order `pentrace ledger --help` lists them in.
-for command in (tail, replay, sync, rebuild, cleanup, forget, stats):
+ledger_app.command()(tail)
+ledger_app.command("events")(replay)
+for command in (sync, rebuild, cleanup, forget):
     ledger_app.command()(command)
+ledger_app.command("status")(stats)
 ledger_app.command("import-penguin")(import_penguin)

@@ -13,7 +13,15 @@ from typing import Annotated, Any
 import typer
 
 from pentrace.cli.ledger.options import open_for_command
-from pentrace.cli.output import emit_json, emit_table, progress
+from pentrace.cli.output import (
+    Cell,
+    byte_size,
+    count,
+    duration,
+    emit_json,
+    emit_table,
+    progress,
+)
 from pentrace.cli.sessions.args import (
     AgentOption,
     JsonOption,
@@ -21,13 +29,9 @@ from pentrace.cli.sessions.args import (
     confirm_or_refuse,
     data_root,
 )
-from pentrace.infrastructure.ledger.admin import (
-    rebuild_ledger,
-    retention_plan,
-    untraced_sessions,
-)
-from pentrace.infrastructure.ledger.indexer import SyncReport
-from pentrace.infrastructure.ledger.indexer import sync as sync_traces
+from pentrace.infrastructure.ledger.bulk import SyncReport
+from pentrace.infrastructure.ledger.bulk import sync as sync_traces
+from pentrace.infrastructure.ledger.indexer import rebuild_sessions
 
 __all__ = ["cleanup", "forget", "rebuild", "sync"]
 
@@ -50,7 +54,8 @@ def sync(
     """Index every trace record the ledger is missing (idempotent: a second run adds nothing).
 
     The ledger's limits apply once the sync is done; rows the count limit would delete
-    at once are not inserted (JSON: retention_skipped).
+    at once are not inserted (JSON: retention_skipped).  Which indexing command to use
+    when: `pentrace ledger -h`.
 
     Example: pentrace ledger sync --project default_project
     """
@@ -88,7 +93,7 @@ def rebuild(
     """Index all traces again, with the same event ids, one session per transaction.
 
     Rows of sessions that have no trace are deleted at the end; a session that cannot be read
-    keeps its rows and is reported.
+    keeps its rows and is reported.  Which indexing command to use when: `pentrace ledger -h`.
 
     Example: pentrace ledger rebuild
     """
@@ -96,7 +101,7 @@ def rebuild(
     refs = list(root.iter_sessions(project, agent)) if root.path.is_dir() else []
     ledger = open_for_command(ctx, must_exist=False, keep=True)
     try:
-        report = rebuild_ledger(ledger, progress(refs, total=len(refs), label="rebuilding"))
+        report = rebuild_sessions(ledger, progress(refs, total=len(refs), label="rebuilding"))
     finally:
         ledger.close()
     if as_json:
@@ -146,7 +151,7 @@ def cleanup(
     ledger = open_for_command(ctx, read_only=dry_run)
     try:
         if dry_run:
-            plan = retention_plan(ledger)
+            plan = ledger.retention_plan()
             rules = {"age": plan.by_age, "count": plan.by_count, "size": plan.by_size}
         else:
             done = ledger.cleanup()
@@ -159,11 +164,18 @@ def cleanup(
         emit_json({"dry_run": dry_run, "deleted": rules, "limits": limits})
         return
     verb = "would delete" if dry_run else "deleted"
+    # Each limit with its unit (the column mixes days, events and bytes).
+    shown = {
+        "age": None if policy.max_age_days is None else duration(policy.max_age_days * 86400),
+        "count": None if policy.max_events is None else f"{count(policy.max_events)} events",
+        "size": None if policy.max_bytes is None else byte_size(policy.max_bytes),
+    }
     emit_table(
         ("rule", "limit", verb),
         (
-            (rule, limits[rule] if limits[rule] is not None else "off", rows)
+            (rule, Cell(limit, limit.replace(",", ""), numeric=False) if limit else "off", rows)
             for rule, rows in rules.items()
+            for limit in (shown[rule],)
         ),
     )
     typer.echo(
@@ -193,7 +205,7 @@ def forget(
     """
     ledger = open_for_command(ctx)
     try:
-        held = untraced_sessions(ledger, data_root(ctx), sessions)
+        held = ledger.untraced_sessions(data_root(ctx), sessions)
         question = (
             f"Remove {sum(held.values())} ledger event(s) of {len(held)} session(s) "
             f"({', '.join(key.reference for key in held)})?"

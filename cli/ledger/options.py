@@ -6,7 +6,7 @@ import typer
 
 from pentrace.cli.sessions.args import data_root
 from pentrace.infrastructure.ledger import RuntimeEventLedger
-from pentrace.infrastructure.ledger.admin import open_ledger
+from pentrace.infrastructure.ledger.opener import open_ledger
 
 __all__ = ["LedgerOptions", "open_for_command"]
 
@@ -21,12 +21,13 @@ class LedgerOptions:
 def open_for_command(
     ctx: typer.Context, *, must_exist: bool = True, keep: bool = False, read_only: bool = False
 ) -> RuntimeEventLedger:
-    """The configured ledger with the group's lock wait (see :func:`.admin.open_ledger`)."""
+    """The configured ledger with the group's lock wait (see :func:`.opener.open_ledger`)."""
     options: LedgerOptions = ctx.obj
     return open_ledger(
-        data_root(ctx),
+        data_root=data_root(ctx),
         wait_seconds=options.wait,
         must_exist=must_exist,
         keep_everything=keep,
         read_only=read_only,
+        redaction_policy=False,  # the command activated the data root's policy already
     )

@@ -10,8 +10,8 @@ import typer
 
 from pentrace.cli.output import byte_progress, emit_json
 from pentrace.cli.sessions.args import JsonOption, data_root
-from pentrace.infrastructure.ledger.admin import configured_ledger_path, open_ledger
 from pentrace.infrastructure.ledger.backend.formats import file_format
+from pentrace.infrastructure.ledger.opener import ledger_file, open_ledger
 from pentrace.infrastructure.ledger.penguin_import import (
     import_penguin_ledger,
     move_aside,
@@ -39,7 +39,7 @@ def import_penguin(
     """
     source = path.expanduser()
     moved = None
-    configured = configured_ledger_path(data_root(ctx, must_exist=False))
+    configured = ledger_file(data_root=data_root(ctx, must_exist=False))
     if (
         configured is not None
         and _same_file(source, configured)
@@ -48,10 +48,10 @@ def import_penguin(
         moved = source = move_aside(source)
     total = penguin_row_count(source)  # also checks that it is a Penguin ledger
     ledger = open_ledger(
-        data_root(ctx, must_exist=False),
+        data_root=data_root(ctx, must_exist=False),
         wait_seconds=ctx.obj.wait,
-        must_exist=False,
-        keep_everything=True,
+        keep_everything=True,  # the rows keep Penguin's inserted_at; later writes age them
+        redaction_policy=False,
     )
     with closing(ledger), byte_progress(total, "importing") as advance:
         report = import_penguin_ledger(source, ledger, on_rows=advance)

@@ -8,13 +8,12 @@ import typer
 
 from pentrace.cli.ledger.options import open_for_command
 from pentrace.cli.ledger.view import COLUMNS, iso, json_entry, print_entries, table_row
-from pentrace.cli.output import emit_json, emit_table
+from pentrace.cli.output import byte_size, emit_json, emit_table, text
 from pentrace.cli.sessions.args import JsonOption
 from pentrace.domain.session.key import SessionKey
+from pentrace.errors import NoMatchError
 from pentrace.infrastructure.ledger import RuntimeEventLedger
-from pentrace.infrastructure.ledger.admin import ledger_session, ledger_stats
 from pentrace.infrastructure.ledger.live.follower import HeadFollower
-from pentrace.infrastructure.ledger.pages import entries_after, newest_entries
 
 __all__ = ["replay", "stats", "tail"]
 
@@ -48,14 +47,32 @@ def tail(
     """
     ledger = open_for_command(ctx, read_only=True)
     try:
-        key = None if session is None else ledger_session(ledger, session)
-        entries = newest_entries(ledger, lines, session=key)
+        # With -f, a full project/agent/id may name a session about to start.
+        key = _held(ledger, session, waiting=follow)
+        entries = ledger.newest_entries(lines, session=key)
         print_entries(entries, as_json, header=True)
         cursor = entries[-1].notification_id or 0 if entries else ledger.head()
         if follow:
             _follow(ledger, cursor, key, interval, as_json)
     finally:
         ledger.close()
+
+
+def _held(
+    ledger: RuntimeEventLedger, session: str | None, *, waiting: bool
+) -> SessionKey | str | None:
+    """The session ``--session`` names; unless ``waiting`` for it, one the ledger holds
+    events of (a reference that matches nothing is an error, not an empty table)."""
+    if session is None:
+        return None
+    key = ledger.session_named(session)
+    if not waiting and not ledger.newest_entries(1, session=key):
+        raise NoMatchError(
+            f"the ledger at {ledger.db.where} holds no events of a session {session!r}",
+            hint="`pentrace list` shows the sessions; `pentrace ledger sync` indexes the "
+            "ones the ledger is missing",
+        )
+    return key
 
 
 def _follow(
@@ -70,7 +87,7 @@ def _follow(
     position = cursor  # how far the head has been looked at (rows of other sessions too)
     with HeadFollower(ledger, poll_interval=interval, listening_poll=interval) as heads:
         while (head := heads.wait_past(position)) is not None:
-            fresh = entries_after(ledger, cursor, session=key, limit=_PAGE)
+            fresh = ledger.entries_after(cursor, session=key, limit=_PAGE)
             if fresh:
                 print_entries(fresh, as_json, header=False)
                 cursor = fresh[-1].notification_id or cursor
@@ -96,17 +113,19 @@ def replay(
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Replay the events after an event id, in global order, with honest gap info.
+    """The events after an event id, in global order, with honest gap info.
 
     When the cursor is no longer retained the gap says whether retention
     evicted it or the id never existed here, the retained range in scope, and
     the replay continues from the oldest retained event.
 
-    Example: pentrace ledger replay --after evt:session:demo/assistant/ses_1:00000042
+    Was `ledger replay` (still answered).
+
+    Example: pentrace ledger events --after evt:session:demo/assistant/ses_1:00000042
     """
     ledger = open_for_command(ctx, read_only=True)
     try:
-        key = None if session is None else ledger_session(ledger, session)
+        key = _held(ledger, session, waiting=False)
         owned = key if isinstance(key, SessionKey) else None
         bare = key if isinstance(key, str) else None
         result = ledger.replay_after(
@@ -147,13 +166,15 @@ def replay(
 
 
 def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
-    """Rows, bytes, oldest and newest events, streams and rows by category.
+    """The ledger's size and range: rows, bytes, oldest and newest events, streams.
 
-    Example: pentrace ledger stats --json
+    Rows by category too.  Was `ledger stats` (still answered).
+
+    Example: pentrace ledger status --json
     """
     ledger = open_for_command(ctx, read_only=True)
     try:
-        figures = ledger_stats(ledger)
+        figures = ledger.stats()
     finally:
         ledger.close()
     value = {
@@ -172,6 +193,7 @@ def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
     if as_json:
         emit_json(value)
         return
+    shown = {**value, "bytes": byte_size(figures.bytes)}
     for key in (
         "ledger",
         "format",
@@ -184,5 +206,5 @@ def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
         "newest_event_id",
         "newest_inserted_at",
     ):
-        typer.echo(f"{key}: {'-' if value[key] is None else value[key]}")
+        typer.echo(f"{key}: {text(shown[key])}")
     emit_table(("category", "rows"), sorted(figures.by_category.items()))

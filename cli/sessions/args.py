@@ -2,13 +2,16 @@
 
 A command about one session is declared with :func:`one_session`: it takes
 ``SESSION [--project] [--agent]`` first and its body gets the data root and the
-session they name, resolved before the body runs.
+session they name, resolved before the body runs.  Commands that read a trace
+file as well (``show``, ``audit``, ``resume-check``) take their argument through
+:func:`session_or_file`.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,11 +20,17 @@ import typer
 from pentrace.cli.options import command_with, keyword
 from pentrace.cli.roots import root_from_context
 from pentrace.domain.session.key import SessionKey
-from pentrace.errors import LedgerError, UsageError
+from pentrace.errors import LedgerError, NoMatchError, UsageError
 from pentrace.infrastructure.catalog.listing import resolve_session
 from pentrace.infrastructure.redaction_policy import activate_policy
 from pentrace.infrastructure.sessions.refs import REFERENCE_HELP
-from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
+from pentrace.infrastructure.storage.layout import (
+    DataRoot,
+    SessionRef,
+    ShardRef,
+    parse_shard_name,
+)
+from pentrace.infrastructure.trace.reader import ParseReport, read_shard
 
 __all__ = [
     "AgentOption",
@@ -30,10 +39,13 @@ __all__ = [
     "SessionArgument",
     "confirm_or_refuse",
     "data_root",
+    "file_ref",
     "forget_in_ledger",
+    "is_file_argument",
     "one_session",
     "resolve",
     "select_sessions",
+    "session_or_file",
 ]
 
 SessionArgument = Annotated[
@@ -48,6 +60,14 @@ ProjectOption = Annotated[
 ]
 AgentOption = Annotated[
     str | None, typer.Option("--agent", "-a", help="Only this agent.", show_default=False)
+]
+SessionOrFileArgument = Annotated[
+    str,
+    typer.Argument(
+        help="A session (id, prefix, short id or project/agent/id), or the path of a trace "
+        "file, read on its own.",
+        show_default=False,
+    ),
 ]
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Machine output (docs/cli-json.md); fields are only added.")
@@ -83,6 +103,61 @@ def select_sessions(
     if names:
         return [resolve_session(root, name, project=project, agent=agent) for name in names]
     return list(root.iter_sessions(project, agent)) if root.path.is_dir() else []
+
+
+def is_file_argument(text: str) -> bool:
+    """A SESSION-or-path argument names a file: a ``.jsonl`` name, or a path that exists."""
+    candidate = Path(text)
+    return candidate.suffix == ".jsonl" or candidate.exists()
+
+
+def file_ref(path: Path) -> SessionRef:
+    """One trace file, wherever it lies, as a session of that one shard.
+
+    The id and the index come from a shard name (``<session id>_<NNN>.jsonl``), else
+    from the file's first record (a ``session_meta``) or its stem; the owner from the
+    data root's layout around it (``<project>/agents/<agent>/traces/<day>/``) when it
+    has one, else ``-``.
+    """
+    if not path.exists():
+        raise NoMatchError(
+            f"trace file {path} does not exist",
+            hint="pass the path of a .jsonl trace, or a session (`pentrace list` shows them)",
+        )
+    parsed = parse_shard_name(path.name)
+    session_id, index = parsed if parsed is not None else (_named_id(path) or path.stem, 1)
+    parts = path.absolute().parts
+    owned = len(parts) >= 6 and parts[-5] == "agents" and parts[-3] == "traces"
+    project, agent = (parts[-6], parts[-4]) if owned else ("-", "-")
+    try:
+        day = datetime.fromtimestamp(path.stat().st_mtime, UTC).date()
+    except OSError:
+        day = datetime.now(UTC).date()
+    return SessionRef(project, agent, session_id, (ShardRef(path, index, day),))
+
+
+def _named_id(path: Path) -> str | None:
+    """The session id the file's first record names, when it is a ``session_meta``."""
+    for record in read_shard(path, report=ParseReport(max_kept=0)):
+        named = record.payload().get("session_id") if record.kind == "session_meta" else None
+        return named if isinstance(named, str) and named else None
+    return None
+
+
+def session_or_file(
+    ctx: typer.Context, text: str, project: str | None, agent: str | None
+) -> tuple[DataRoot, SessionRef, bool]:
+    """The data root and the session ``text`` names, or the one trace file it is a path
+    of; the flag says which (True: a file, read on its own)."""
+    if not is_file_argument(text):
+        return (*resolve(ctx, text, project, agent), False)
+    if project is not None or agent is not None:
+        raise UsageError(
+            f"--project and --agent pick sessions of the data root; {text} is a file",
+            hint="drop --project and --agent, or name a session instead of a file",
+        )
+    # A file needs no data root; the root's redaction rules apply when it has one.
+    return data_root(ctx, must_exist=False), file_ref(Path(text)), True
 
 
 def _resolved(ctx: typer.Context, given: dict[str, Any]) -> tuple[DataRoot, SessionRef]:
@@ -128,7 +203,7 @@ def forget_in_ledger(root: DataRoot, sessions: list[SessionKey]) -> int | None:
     server down) is a warning on stderr, and the caller exits non-zero.
     """
     # Imported here: the session commands load eagerly, SQLAlchemy should not (ADR 0008).
-    from pentrace.infrastructure.ledger.admin import forget_sessions
+    from pentrace.infrastructure.ledger.opener import forget_sessions
 
     try:
         return sum(forget_sessions(root, sessions).values())

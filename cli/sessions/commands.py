@@ -1,4 +1,4 @@
-"""Session commands: ``sessions list``, ``show`` and ``delete``.
+"""Session commands: ``list`` (once ``sessions list``), ``show`` and ``delete``.
 
 Thin wrappers over :mod:`pentrace.infrastructure.catalog.listing` and
 :mod:`pentrace.infrastructure.sessions.files`.  ``--json`` shapes are
@@ -7,6 +7,8 @@ documented in ``docs/cli-json.md``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Annotated, Any, Final
 
 import typer
@@ -17,18 +19,33 @@ from pentrace.cli.options import (
     JsonLinesOption,
     check_fields,
     emit_records,
-    time_bound,
+    time_window,
 )
-from pentrace.cli.output import emit_json, emit_table, progress, stdout_is_tty
+from pentrace.cli.output import (
+    Cell,
+    byte_size,
+    duration,
+    emit_json,
+    emit_table,
+    money,
+    progress,
+    stdout_is_tty,
+    text,
+    utc_time,
+)
 from pentrace.cli.sessions.args import (
     AgentOption,
     JsonOption,
     ProjectOption,
+    SessionOrFileArgument,
     confirm_or_refuse,
     data_root,
     forget_in_ledger,
     one_session,
+    session_or_file,
 )
+from pentrace.errors import PentraceError
+from pentrace.infrastructure.analytics.prices import PriceTable, load_prices
 from pentrace.infrastructure.catalog.listing import (
     SORT_KEYS,
     STATUS_CHOICES,
@@ -40,43 +57,31 @@ from pentrace.infrastructure.catalog.listing import (
 from pentrace.infrastructure.operations.documents import (
     CLI_ALIASES,
     FIELDS,
+    session_cost,
     session_detail,
     session_document,
-    shard_files,
     with_aliases,
 )
 from pentrace.infrastructure.sessions.files import delete_session
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
-from pentrace.projections.session_summary import model_name, numbers_of
+from pentrace.projections.session_summary import SessionSummary, model_name, numbers_of
 
-__all__ = ["register", "row_json", "sessions_app"]
-
-sessions_app = typer.Typer(
-    name="sessions",
-    no_args_is_help=True,
-    help="Session catalog commands.\n\nExample: pentrace sessions list --errors",
-)
+__all__ = ["list_command", "register", "row_json"]
 
 
 def _number(value: object) -> int:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
 
-def _start(start: str | None, *, short: bool) -> str | None:
-    """The start time; to the minute at a terminal, where width is scarce."""
-    return start[:16].replace("T", " ") if short and start else start
-
-
 ROW_FIELDS: Final = (*(name for name, _, _ in FIELDS), *CLI_ALIASES)
 
 
 def row_json(row: SessionRow) -> dict[str, Any]:
-    """The ``sessions list --json`` object of one session: the session document, with the
+    """The ``list --json`` object of one session: the session document, with the
     CLI's old names as aliases (``docs/cli-json.md``)."""
     return with_aliases(session_document(row), CLI_ALIASES)
 
 
-@sessions_app.command("list")
 def list_command(
     ctx: typer.Context,
     project: ProjectOption = None,
@@ -115,21 +120,26 @@ def list_command(
     as_jsonl: JsonLinesOption = False,
     fields: FieldsOption = None,
 ) -> None:
-    """List sessions with id, start, model, turns, tokens and last status.
+    """List sessions with their model, tokens, cost and last status.
+
+    One row per session: id, owner (project/agent), start, model, turns,
+    tokens, cost (from the price table, as `stats cost` prices) and the last
+    request's status.  Was `sessions list` (still answered).
 
     Rows come from a cache (<root>/.pentrace/catalog.db) rebuilt from the traces
     whenever a shard changes; deleting it is always safe.
 
-    Example: pentrace sessions list --agent default_agent --since 7d --errors --sort tokens -r
+    Example: pentrace list --agent default_agent --since 7d --errors --sort tokens -r
 
-    Example: pentrace sessions list --json --fields short_id,model_id,tokens
+    Example: pentrace list --json --fields short_id,model_id,tokens
     """
     check_fields(fields, as_json or as_jsonl)
+    start, end = time_window(since, until)
     filters = SessionFilter(
         project=project,
         agent=agent,
-        since=time_bound(since, "--since"),
-        until=time_bound(until, "--until"),
+        since=start,
+        until=end,
         model=model,
         status=status,
         has_errors=errors,
@@ -144,78 +154,139 @@ def list_command(
         sessions = (row_json(row) for row in rows)
         emit_records(sessions, fields, ROW_FIELDS, jsonl=as_jsonl, under="sessions")
         return
-    tty = stdout_is_tty()
+    prices = _prices()
+    owners = {(row.project, row.agent) for row in rows}
     emit_table(
-        ("session", "project/agent", "start", "model", "turns", "tokens", "status", "errors"),
+        _LIST_COLUMNS,
         [
             (
                 row.session_id,
                 f"{row.project}/{row.agent}",
-                _start(row.start, short=tty),
+                utc_time(row.start, minutes=stdout_is_tty()),
                 model_name(row.summary.provider, row.summary.model_id),
                 row.summary.turns,
                 row.summary.total_tokens,
+                Cell.amount(session_cost(row, prices)),
                 row.status,
-                "yes" if row.has_errors else "no",
+                row.has_errors,
             )
             for row in rows
         ],
-        title=f"{len(rows)} session(s)",
+        title=_title(rows, owners, prices.currency),
         keep=("session",),
-        droppable=("errors", "turns", "model", "project/agent", "status", "start"),
+        # The owner tells sessions with a shared id apart: it goes first only when every
+        # row has the same one (the title names it), else last.
+        droppable=_droppable(len(owners) == 1),
     )
+
+
+_LIST_COLUMNS: Final = (
+    *("session", "project/agent", "start", "model", "turns", "tokens", "cost", "status"),
+    "errors",
+)
+
+
+def _prices() -> PriceTable:
+    """The price table costs are shown with; a broken one costs the column, not the command."""
+    try:
+        return load_prices()
+    except PentraceError as error:
+        typer.echo(f"warning: no costs shown: {error.message}", err=True)
+        return PriceTable()
+
+
+def _title(rows: list[SessionRow], owners: set[tuple[str, str]], currency: str) -> str:
+    only = f" of {'/'.join(next(iter(owners)))}" if len(owners) == 1 else ""
+    return f"{len(rows)} session(s){only}; cost in {currency}"
+
+
+def _droppable(one_owner: bool) -> tuple[str, ...]:
+    rest = ("errors", "turns", "model", "status", "start", "cost", "tokens")
+    return ("project/agent", *rest) if one_owner else (*rest, "project/agent")
 
 
 def show_json(root: DataRoot, ref: SessionRef, row: SessionRow) -> dict[str, Any]:
     """The ``show --json`` object: the session detail with the CLI's old names; the old
     ``shards`` is the list of files with absolute paths."""
     detail = session_detail(root, ref, row)
-    files = [{**f, "path": str(root.path / f["path"])} for f in detail["shard_files"]]
+    paths = _paths(ref)
+    files = [{**f, "path": str(p)} for f, p in zip(detail["shard_files"], paths, strict=True)]
     return {**with_aliases(detail, CLI_ALIASES), "shards": files}
 
 
-def _show_text(root: DataRoot, ref: SessionRef, row: SessionRow) -> None:
-    summary = row.summary
+def _cost_text(value: float | None, currency: str) -> str:
+    return (
+        "- (the price table has no price for the model)"
+        if value is None
+        else (f"{money(value)} {currency}")
+    )
+
+
+def _paths(ref: SessionRef) -> list[Path]:
+    return [shard.path.absolute() for shard in ref.shards]
+
+
+def _pairs(counts: Mapping[str, Any]) -> str:
+    return ", ".join(f"{key} {text(value)}" for key, value in counts.items()) or "none"
+
+
+def _origin(summary: SessionSummary) -> list[str]:
+    """Where a fork or a copy under a new id came from (``forked_from``/``imported_from``)."""
+    lines = []
+    if summary.forked_from:
+        origin = summary.forked_from
+        lines.append(
+            f"forked from  {text(origin.get('session_id'))} at turn {text(origin.get('turn'))}, "
+            f"position {text(origin.get('position'))}"
+        )
+    if summary.imported_from:
+        origin = summary.imported_from
+        lines.append(
+            f"imported     from session {text(origin.get('session_id'))} "
+            f"in {text(origin.get('file'))}"
+        )
+    return lines
+
+
+def _show_text(ref: SessionRef, row: SessionRow, *, alone: bool) -> None:
+    summary, prices = row.summary, _prices()
     numbers = numbers_of(summary)
-    requests = ", ".join(f"{k} {v}" for k, v in numbers.requests.items()) or "none"
-    tokens = ", ".join(f"{k} {v}" for k, v in numbers.tokens.items())
-    carried = ", ".join(f"{k} {v}" for k, v in summary.tokens.items())
-    duration = "" if numbers.duration_s is None else f"  ({numbers.duration_s:g} s)"
+    requests = _pairs(numbers.requests)
+    tokens = _pairs(numbers.tokens)
+    took = "" if numbers.duration_s is None else f"  ({duration(numbers.duration_s)})"
     compactions = ", ".join(f"{c.mode}/{c.status} {c.count}" for c in summary.compactions)
+    owner = "a trace file, read on its own" if alone else f"{ref.project}/{ref.agent}"
+    first, last = summary.first_timestamp, summary.last_timestamp
     lines = [
-        f"session      {ref.session_id}  ({ref.project}/{ref.agent})",
+        f"session      {ref.session_id}  ({owner})",
         f"model        {numbers.model or '-'}",
         f"workspace    {summary.workspace or '-'}",
         f"source       {summary.source or 'user'}",
-        f"time         {summary.first_timestamp or '-'} .. {summary.last_timestamp or '-'}"
-        f"{duration}",
-        f"records      {summary.records} in {row.shards} shard(s), {row.bytes} bytes",
-        f"turns        {summary.turns}",
-        f"requests     {numbers.request_total}: {requests}; last: {row.status}",
+        f"time         {utc_time(first)} .. {utc_time(last)}{took}",
+        f"records      {text(summary.records)} in {row.shards} shard(s), {byte_size(row.bytes)}",
+        f"turns        {text(summary.turns)}",
+        f"requests     {text(numbers.request_total)}: {requests}; last: {row.status}",
         f"tokens       {tokens}",
-        f"approvals    {', '.join(f'{k} {v}' for k, v in summary.approvals.items()) or 'none'}",
+        f"cost         {_cost_text(session_cost(row, prices), prices.currency)}",
+        f"approvals    {_pairs(summary.approvals)}",
         f"compactions  {compactions or 'none'}; dangling {summary.dangling_compactions}",
         f"aborts       {summary.aborts}",
-        f"goals        {', '.join(f'{k} {v}' for k, v in summary.goals.items()) or 'none'}",
+        f"goals        {_pairs(summary.goals)}",
         f"subagents    {', '.join(summary.subagents) or 'none'}",
     ]
     if summary.total_tokens != _number(summary.tokens.get("total")):
         # Resume carries the harness's running counts over; say so when they differ.
+        carried = _pairs(summary.tokens)
         lines.append(f"carried over {carried} (the running session counts resume reads)")
-    if summary.forked_from:
-        origin = summary.forked_from
-        lines.append(
-            f"forked from  {origin.get('session_id')} at turn {origin.get('turn')}, "
-            f"position {origin.get('position')}"
-        )
+    lines += _origin(summary)
     damage = f"{row.skipped_lines} malformed line(s), {row.torn_tails} torn tail(s)"
     lines.append(f"files        {damage}; errors: {'yes' if row.has_errors else 'no'}")
     if row.problem:
         lines.append(f"problem      {row.problem}")
     typer.echo("\n".join(lines))
-    for shard in shard_files(root, ref):
-        where = root.path / shard["path"]
-        typer.echo(f"  shard {shard['index']:03d}  {where}  ({shard['bytes']} bytes)")
+    for shard, path in zip(ref.shards, _paths(ref), strict=True):
+        size = path.stat().st_size if path.exists() else None
+        typer.echo(f"  shard {shard.index:03d}  {path}  ({byte_size(size)})")
     if summary.tool_calls:
         emit_table(
             ("tool", "calls", "failures", "unanswered"),
@@ -224,21 +295,29 @@ def _show_text(root: DataRoot, ref: SessionRef, row: SessionRow) -> None:
         )
 
 
-@one_session
 def show(
-    root: DataRoot,
-    ref: SessionRef,
+    ctx: typer.Context,
+    session: SessionOrFileArgument,
+    project: ProjectOption = None,
+    agent: AgentOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Show a session: meta, shard files, counters, tokens, requests, tools, compactions.
+    """Show a session, or a trace file: its meta, files and numbers.
+
+    Meta, shard files, counters, tokens, cost, requests, tools and compactions.
+    A path (a .jsonl file, or any file that exists) is read as one trace on its
+    own, wherever it lies; --project and --agent do not apply to it.
 
     Example: pentrace show 3f8a1c2d
+
+    Example: pentrace show ./exported.jsonl
     """
+    root, ref, alone = session_or_file(ctx, session, project, agent)
     row = read_row(ref)
     if as_json:
         emit_json(show_json(root, ref, row))
     else:
-        _show_text(root, ref, row)
+        _show_text(ref, row, alone=alone)
 
 
 @one_session
@@ -247,8 +326,10 @@ def delete(
     ref: SessionRef,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
-    """Delete a session: its shards, checkpoints, leftover temp files, scratchpad (tool
-    output archives), lock file and ledger events (subagent children stay).
+    """Delete a session, with its ledger events.
+
+    Its shards, checkpoints, leftover temp files, scratchpad (tool output
+    archives), lock file and ledger events go; subagent children stay.
 
     Asks for confirmation unless --yes; refuses without a terminal and without --yes.
 
@@ -269,6 +350,6 @@ def delete(
 
 def register(app: typer.Typer) -> None:
     """Add these commands to the ``pentrace`` app."""
-    app.add_typer(sessions_app)
+    app.command("list")(list_command)
     app.command()(show)
     app.command()(delete)

@@ -8,20 +8,26 @@ from typing import Annotated, Any
 
 import typer
 
-from pentrace.cli.output import byte_progress, emit_json
+from pentrace.cli.output import byte_progress, byte_size, count, emit_json
 from pentrace.cli.sessions.args import (
     JsonOption,
     data_root,
     one_session,
 )
 from pentrace.errors import LedgerError, UsageError
-from pentrace.infrastructure.operations.exports import archive_export, trace_export, write_chunks
+from pentrace.infrastructure.operations.exports import (
+    ShardChoice,
+    TraceExport,
+    archive_export,
+    trace_export,
+    write_chunks,
+)
 from pentrace.infrastructure.sessions.archive_import import import_archive, is_archive
 from pentrace.infrastructure.sessions.files import import_session
 from pentrace.infrastructure.sessions.fork import fork_session
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 
-__all__ = ["export", "fork", "import_command", "register"]
+__all__ = ["export", "export_note", "fork", "import_command", "register"]
 
 
 def _note(text: str) -> None:
@@ -48,18 +54,29 @@ def export(
         ),
     ] = False,
     shard: Annotated[
-        int | None,
-        typer.Option("--shard", help="Export this shard index (default: the latest).", min=1),
+        str | None,
+        typer.Option(
+            "--shard",
+            metavar="<N|all>",
+            help="Export shard N, or all of them in order (default: the latest).",
+            show_default=False,
+        ),
     ] = None,
 ) -> None:
-    """Export a session as JSONL (one shard: verbatim or redacted) or as a tar.gz archive.
+    """Export a session as JSONL, or as a tar.gz archive.
 
-    One JSONL file is one shard, the latest by default: that is what import takes
-    back.  --archive bundles all shards and subagent children.
+    By default one JSONL file is the latest shard: the context since the last
+    compaction, a trace PenguinHarness can resume.  The note on stderr names
+    the part written and how to get the rest: --shard all writes every shard
+    in order (pentrace import splits it back into its shards), --archive
+    bundles them with the subagent children.
 
     Example: pentrace export 3f8a1c2d --redacted -o session.jsonl
+
+    Example: pentrace export 3f8a1c2d --shard all -o whole-session.jsonl
     """
-    if archive and (redacted or shard is not None):
+    chosen = _shard_choice(shard)
+    if archive and (redacted or chosen is not None):
         raise UsageError(
             "--archive takes every shard verbatim; it does not combine with --redacted or --shard",
             hint="export shards one by one with --redacted, or drop --redacted for an archive",
@@ -75,18 +92,49 @@ def export(
         built = archive_export(root, ref)
         size = write_chunks(built.chunks, dest, f"the archive of {ref.session_id}")
         missing = f", {len(built.missing)} child session(s) missing" if built.missing else ""
-        _note(f"archived {len(built.session_ids)} session(s), {size} bytes to {where}{missing}")
+        _note(
+            f"archived {len(built.session_ids)} session(s), {byte_size(size)} to {where}{missing}"
+        )
         return
-    export = trace_export(ref, shard=shard, redacted=redacted)
+    export = trace_export(ref, shard=chosen, redacted=redacted)
     size = write_chunks(export.chunks, dest, str(export.shards[0].path))
     sys.stdout.flush()
-    kind = "redacted" if redacted else "verbatim"
+    _note(f"exported {export_note(export, len(ref.shards))}, {byte_size(size)} to {where}")
+    if len(export.shards) < len(ref.shards):
+        _note(
+            f"hint: the rest of the session: --shard all (one JSONL, every shard in order) "
+            f"or --archive (with its subagents), e.g. pentrace export {ref.session_id} "
+            "--shard all -o FILE"
+        )
+
+
+def _shard_choice(text: str | None) -> ShardChoice:
+    """``--shard``: a shard index, ``all``, or None (the latest)."""
+    if text is None or text.strip().lower() == "all":
+        return None if text is None else "all"
+    if text.strip().isdigit() and int(text) >= 1:
+        return int(text)
+    raise UsageError(
+        f"--shard {text!r}: expected a shard index (1, 2, ...) or all",
+        hint="for example --shard 1 or --shard all",
+    )
+
+
+def export_note(export: TraceExport, total: int) -> str:
+    """What an export wrote, for a person: which shards of how many, and how it was read."""
+    kind = "redacted" if export.redacted else "verbatim"
     skipped = export.skipped_lines
     left_out = f", {skipped} unparsable line(s) left out" if skipped else ""
-    _note(
-        f"exported shard {export.shards[0].index:03d} of {ref.session_id} ({kind}), "
-        f"{size} bytes to {where}{left_out}"
-    )
+    sid = export.ref.session_id
+    if len(export.shards) > 1:
+        first, last = export.shards[0].index, export.shards[-1].index
+        return f"shards {first:03d}-{last:03d} (all {total}) of {sid} ({kind}{left_out})"
+    index = export.shards[0].index
+    if total == 1:
+        return f"shard {index:03d} (its only one) of {sid} ({kind}{left_out})"
+    latest = export.shards[0] == export.ref.shards[-1]
+    which = ", the latest: the context since the last compaction" if latest else ""
+    return f"shard {index:03d} of {total}{which}, of {sid} ({kind}{left_out})"
 
 
 def import_command(
@@ -120,18 +168,31 @@ def import_command(
             show_default=False,
         ),
     ] = None,
+    new_id: Annotated[
+        bool,
+        typer.Option(
+            "--new-id",
+            help="Import a copy under a fresh session id (for an id the agent already has); "
+            "its session_meta records where it came from (imported_from).",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Import a trace file or an archive as new sessions, or another agent's sessions.
+    """Import a trace file or an archive as a new session, or another agent's sessions.
 
-    A .jsonl file becomes shard 001 of a new session (strict checks; existing
-    ids refused).  An archive from `pentrace export --archive` brings back the
-    session with all its shards and its subagent children; nothing is written
-    unless every file checks out.  --from reads Claude Code, Codex, OpenCode or
-    Gemini CLI sessions where the agent keeps them (never writing there) and
-    imports what is new since the last import (docs/agents.md).
+    The file is checked strictly first; nothing is written unless all of it
+    checks out.  A .jsonl file becomes a new session: its first shard, and one
+    more for each later session_meta (what `export --shard all` writes).  An
+    id the agent already has is refused, unless --new-id imports a copy under
+    a fresh id.  An archive from `pentrace export --archive` brings back the
+    session with all its shards and its subagent children.  --from reads
+    Claude Code, Codex, OpenCode or Gemini CLI sessions where the agent keeps
+    them (never writing there) and imports what is new since the last import
+    (docs/agents.md).
 
     Example: pentrace import session.jsonl --project default_project --agent default_agent
+
+    Example: pentrace import session.jsonl -p default_project -a default_agent --new-id
 
     Example: pentrace import session.tar.gz
 
@@ -140,6 +201,11 @@ def import_command(
     root = data_root(ctx, must_exist=False)
     files = file or []
     if source is not None:
+        if new_id:
+            raise UsageError(
+                "--new-id takes a .jsonl trace; --from keeps each agent's own session ids",
+                hint=f"pentrace import --from {source}",
+            )
         _import_foreign(root, source, files, project, agent, as_json)
         return
     if len(files) != 1:
@@ -150,6 +216,11 @@ def import_command(
         )
     [path] = files
     if path.is_file() and is_archive(path):
+        if new_id:
+            raise UsageError(
+                "--new-id takes a .jsonl trace; an archive keeps its sessions' ids",
+                hint="import the archive under another --agent, or its shards one by one",
+            )
         _import_archive(root, project, agent, path, as_json)
         return
     if project is None or agent is None:
@@ -159,7 +230,7 @@ def import_command(
         )
     size = path.stat().st_size if path.is_file() else 0
     with byte_progress(size, "importing") as advance:
-        result = import_session(root, project, agent, path, on_progress=advance)
+        result = import_session(root, project, agent, path, on_progress=advance, new_id=new_id)
     indexed = _index_imported(root, project, agent)
     if as_json:
         emit_json(
@@ -173,14 +244,22 @@ def import_command(
                 "bytes": result.bytes,
                 "torn_tail_dropped": result.torn_tail_dropped,
                 "ledger_indexed": indexed,
+                "paths": [str(path) for path in result.paths],
+                "source_session_id": result.source_session_id,
             }
         )
         return
     torn = " (a torn last line was dropped)" if result.torn_tail_dropped else ""
-    typer.echo(
-        f"imported {result.session_id}: {result.records} records, {result.requests} requests, "
-        f"{result.tool_calls} tool calls, {result.bytes} bytes{torn}\n  {result.path}"
+    copied = (
+        f" (a copy of {result.source_session_id})" if result.source_session_id is not None else ""
     )
+    typer.echo(
+        f"imported {result.session_id}{copied}: {count(result.records)} records, "
+        f"{count(result.requests)} requests, {count(result.tool_calls)} tool calls, "
+        f"{len(result.paths)} shard(s), {byte_size(result.bytes)}{torn}"
+    )
+    for path in result.paths:
+        typer.echo(f"  {path}")
 
 
 def _import_foreign(
@@ -252,11 +331,11 @@ def _index_imported(root: DataRoot, project: str, agent: str) -> int | None:
     ``pentrace ledger sync`` closes the gap later.  Returns the events indexed.
     """
     # Imported here: the session commands load eagerly, SQLAlchemy should not (ADR 0008).
-    from pentrace.infrastructure.ledger.admin import open_ledger
-    from pentrace.infrastructure.ledger.indexer import sync
+    from pentrace.infrastructure.ledger.bulk import sync
+    from pentrace.infrastructure.ledger.opener import open_ledger
 
     try:
-        ledger = open_ledger(root, must_exist=False)
+        ledger = open_ledger(data_root=root, wait_seconds=5.0, redaction_policy=False)
         try:
             return sync(ledger, root, project=project, agent=agent).indexed
         finally:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from pentrace.cli.options import now
-from pentrace.cli.output import emit_json, emit_table
+from pentrace.cli.output import Cell, byte_size, emit_json, emit_table
 from pentrace.cli.sessions.args import JsonOption, confirm_or_refuse, data_root, forget_in_ledger
 from pentrace.domain.session.key import SessionKey
 from pentrace.infrastructure.sessions.prune import (
@@ -26,7 +26,7 @@ def _candidate_json(candidate: PruneCandidate, error: str | None = None) -> dict
         "project": candidate.project,
         "agent": candidate.agent,
         "session_id": candidate.session_id,
-        "last_write": candidate.last_write.isoformat().replace("+00:00", "Z"),
+        "last_write": candidate.last_write.isoformat().replace("+00:00", "Z"),  # a contract
         "bytes": candidate.bytes,
         "reason": candidate.reason,
         "error": error,
@@ -54,7 +54,10 @@ def prune(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Delete sessions by age (since their last write) or by total size.
+    """Delete sessions by age or by total size.
+
+    Age counts from a session's last write; --max-size deletes the least
+    recently written sessions until the rest fit.
 
     Exit code 1 when a planned session could not be deleted (for example a live
     writer holds it); the others are still deleted.
@@ -72,7 +75,7 @@ def prune(
         _report_plan(plan, as_json, dry_run)
         return
     total = sum(c.bytes for c in plan)
-    question = f"Delete {len(plan)} session(s), {total} bytes?"
+    question = f"Delete {len(plan)} session(s), {byte_size(total)}?"
     if not as_json:
         _report_plan(plan, False, True)
     if not confirm_or_refuse(question, yes=yes, what=f"prune {len(plan)} session(s)"):
@@ -117,10 +120,11 @@ def _report_plan(plan: list[PruneCandidate], as_json: bool, dry_run: bool) -> No
     emit_table(
         ("session", "project/agent", "last write", "bytes", "reason"),
         [
-            (c.session_id, f"{c.project}/{c.agent}", c.last_write.isoformat(), c.bytes, c.reason)
+            (c.session_id, f"{c.project}/{c.agent}", c.last_write, Cell.size(c.bytes), c.reason)
             for c in plan
         ],
         title=f"would delete {len(plan)} session(s)" if dry_run else None,
+        keep=("session",),
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
+from pentrace.cli import output
 from pentrace.domain.omnimessage.images import ImageRef, summary
 from pentrace.projections.replay import RenderItem, ReplayItem, as_text, build_render_items, draw
 
@@ -19,6 +20,11 @@ __all__ = ["MAX_OUTPUT_LINES", "render_replay"]
 
 MAX_OUTPUT_LINES: Final = 20
 _MARKS: Final = {"dropped": "x ", "open": "? ", "pending": "> "}
+
+
+def _figure(value: Any) -> str:
+    """A number from a payload as a person reads it; ``-`` when the record has none."""
+    return output.text(value) if value is None or isinstance(value, int | float) else as_text(value)
 
 
 def _indent(text: str, prefix: str) -> list[str]:
@@ -51,9 +57,9 @@ def _mcp_results(payload: dict[str, Any]) -> str:
         tools = result.get("tools")
         parts = [as_text(result.get("status")) or "?"]
         if tools is not None:
-            parts.append(f"{tools} tool(s)")
+            parts.append(f"{as_text(tools)} tool(s)")
         if result.get("duration_ms") is not None:
-            parts.append(f"{result.get('duration_ms')} ms")
+            parts.append(f"{as_text(result.get('duration_ms'))} ms")
         error = f" - {as_text(result.get('error'))}" if result.get("error") else ""
         name, transport = as_text(result.get("server")), as_text(result.get("transport"))
         lines.append(f"  {name} ({transport}): {', '.join(parts)}{error}")
@@ -173,7 +179,7 @@ class _Renderer:
             session, request = payload.get("session"), payload.get("request")
             total = session.get("total") if isinstance(session, dict) else None
             last = request.get("total") if isinstance(request, dict) else None
-            return f"tokens: session total {total}, this request {last}"
+            return f"tokens: session total {_figure(total)}, this request {_figure(last)}"
         if ptype == "tool_list_ready":
             tools = payload.get("tools")
             names = (
@@ -195,7 +201,7 @@ class _Renderer:
             return f"subagent started: {entry.text('session_id')}"
         if ptype == "goal_finished":
             outcome = entry.text("outcome")
-            return f"goal finished: {outcome} after {payload.get('rounds')} rounds"
+            return f"goal finished: {outcome} after {_figure(payload.get('rounds'))} rounds"
         return f"[{as_text(ptype) or 'event'}]"
 
 

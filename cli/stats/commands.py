@@ -33,7 +33,7 @@ from pentrace.cli.options import (
     FieldsOption,
     check_fields,
     command_with,
-    day_bound,
+    day_window,
     keyword,
     pick_fields,
     unshown,
@@ -162,7 +162,7 @@ class StatCall:
 
 def _call(ctx: typer.Context, given: dict[str, Any]) -> tuple[StatCall]:
     check_fields(given.get("fields"), bool(given["as_json"]))
-    since, until = day_bound(given["since"], "--since"), day_bound(given["until"], "--until")
+    since, until = day_window(given["since"], given["until"])  # a reversed window: 2
     return (
         StatCall(
             ctx,

@@ -42,7 +42,7 @@ from pentrace.infrastructure.analytics.failures import (
 )
 from pentrace.infrastructure.analytics.readmodel import ReadModel, Transaction
 from pentrace.infrastructure.analytics.transaction import BatchWriteError
-from pentrace.infrastructure.ledger.application import LedgerApplication, LedgerEvent
+from pentrace.infrastructure.ledger.opener import LedgerApplication, LedgerEvent
 from pentrace.projections.analytics.events import AnalyticsEvent, decode_event
 
 __all__ = ["AnalyticsProjection", "Handler", "handles"]

@@ -22,8 +22,7 @@ from typing import Any, Final
 from sqlalchemy import Connection, Engine, exc, inspect, text
 
 from pentrace.errors import AnalyticsError, UsageError
-from pentrace.infrastructure.ledger.backend.connections import database_url
-from pentrace.infrastructure.ledger.backend.deadline import DEADLINES
+from pentrace.infrastructure.ledger.backend.connections import DEADLINES, database_url
 from pentrace.infrastructure.ledger.backend.dialect import (
     LedgerDialect,
     database_file,

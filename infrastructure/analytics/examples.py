@@ -22,7 +22,7 @@ from pentrace.infrastructure.analytics import (
     handles,
 )
 from pentrace.infrastructure.analytics.runner import open_ledger, open_projection
-from pentrace.infrastructure.ledger.application import LedgerApplication, LedgerMapper
+from pentrace.infrastructure.ledger.opener import LedgerApplication, LedgerMapper
 
 __all__ = ["ToolFailuresPerDay", "dump", "run_in_batches"]
 

@@ -39,8 +39,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final, TypeVar
 
-from sqlalchemy import func, select
-
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.runtime import SessionEvents, event_type_for
 from pentrace.infrastructure.analytics.api import AnalyticsProjection
@@ -59,10 +57,8 @@ from pentrace.infrastructure.analytics.failures import (
 from pentrace.infrastructure.analytics.runner import open_ledger, open_projection
 from pentrace.infrastructure.analytics.transaction import BatchWriteError, Transaction
 from pentrace.infrastructure.ledger import RuntimeEventLedger
-from pentrace.infrastructure.ledger.application import LedgerEvent
-from pentrace.infrastructure.ledger.backend.row_form import read_plain
-from pentrace.infrastructure.ledger.backend.schema import stream_equals
-from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.ledger.bulk import sync
+from pentrace.infrastructure.ledger.opener import LedgerEvent
 from pentrace.infrastructure.ledger.rows import ROW_COLUMNS, encoded_values
 from pentrace.infrastructure.storage.layout import SessionRef, iter_sessions
 from pentrace.infrastructure.trace.reader import read_session
@@ -92,21 +88,6 @@ class RebuildReport:
     sessions: int
     events: int
     position: int
-
-
-def _ledger_limits(ledger: RuntimeEventLedger, newest: int) -> dict[str, int]:
-    events, marks = ledger.db.tables.events, ledger.db.tables.watermarks
-    with ledger.db.reading("read the ledger's positions per session") as conn:
-        held = conn.execute(
-            select(events.c.stream_id, func.max(events.c.sequence))
-            .where(events.c.notification_id <= newest)
-            .group_by(events.c.stream_id)
-        ).all()
-        pruned = conn.execute(select(marks.c.stream_id, marks.c.max_sequence)).all()
-    limits = {str(stream): int(top) for stream, top in held}
-    for stream, top in pruned:
-        limits[str(stream)] = max(limits.get(str(stream), 0), int(top))
-    return limits
 
 
 def _notification_ids(
@@ -228,7 +209,7 @@ def _rebuild(
     try:
         sync(ledger, data_root)
         newest = ledger.head()
-        limits = _ledger_limits(ledger, newest)
+        limits = ledger.stream_limits(newest)
     finally:
         ledger.close()
     projection = open_projection(projection_class, data_root, env)
@@ -267,20 +248,8 @@ def ledger_rows(
     ledger: RuntimeEventLedger, failures: list[EventFailure]
 ) -> dict[Position, tuple[int, bytes]]:
     """Each failed event's notification id and envelope, by stream position (pruned: absent)."""
-    events = ledger.db.tables.events
-    found: dict[Position, tuple[int, bytes]] = {}
-    with ledger.db.reading("read the failed events back from the ledger") as conn:
-        for failure in failures:
-            row = conn.execute(
-                select(events.c.notification_id, events.c.event_json).where(
-                    stream_equals(events, failure.stream_id, digest=ledger.db.digest_streams),
-                    events.c.sequence == failure.sequence,
-                )
-            ).first()
-            if row is not None:
-                found[failure.stream_id, failure.sequence] = (int(row[0]), row[1])
-    plain = read_plain(ledger.db, list(found.values()), 1, 0)
-    return {key: (nid, data) for (key, (nid, _)), data in zip(found.items(), plain, strict=True)}
+    found = ledger.rows_at((failure.stream_id, failure.sequence) for failure in failures)
+    return {key: (entry.notification_id or 0, entry.event_json) for key, entry in found.items()}
 
 
 def retry(

@@ -1,7 +1,7 @@
 """Running projections: the library's runner over the ledger, a batch flusher, loud gaps.
 
 :class:`AnalyticsRunner` *is* eventsourcing's ``BaseProjectionRunner`` with
-:class:`~pentrace.infrastructure.ledger.application.LedgerApplication` as the
+:class:`~pentrace.infrastructure.ledger.opener.LedgerApplication` as the
 application: it catches up from the read model's tracking position, then
 follows (polling on SQLite, LISTEN/NOTIFY on PostgreSQL).  A small thread
 commits a batch that has waited ``batch_seconds`` with no new event.
@@ -23,7 +23,6 @@ from typing import Final
 
 from eventsourcing.persistence import Tracking
 from eventsourcing.projection import BaseProjectionRunner
-from sqlalchemy import func, select
 
 from pentrace.errors import AnalyticsError, ConfigError, ProjectionGapError
 from pentrace.infrastructure.analytics.api import AnalyticsProjection
@@ -35,8 +34,7 @@ from pentrace.infrastructure.analytics.database import (
 from pentrace.infrastructure.analytics.failures import max_failures
 from pentrace.infrastructure.analytics.readmodel import ReadModel, TrackingConflictError, read_marks
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
-from pentrace.infrastructure.ledger.application import LedgerApplication
-from pentrace.infrastructure.ledger.backend.schema import key_in
+from pentrace.infrastructure.ledger.opener import LedgerApplication
 from pentrace.infrastructure.ledger.opener import open_ledger as ledger_opener
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 
@@ -96,10 +94,7 @@ def open_projection(
 
 def pruned_through(ledger: RuntimeEventLedger) -> int:
     """The highest notification id ledger retention has deleted (0 when none)."""
-    marks = ledger.db.tables.watermarks
-    with ledger.db.reading("read the ledger retention watermark") as conn:
-        value = conn.execute(select(func.max(marks.c.max_notification_id))).scalar_one_or_none()
-    return int(value or 0)
+    return ledger.pruned_through()
 
 
 def check_gap(name: str, ledger: RuntimeEventLedger, start: int | None, seen: list[int]) -> None:
@@ -124,13 +119,7 @@ def check_gap(name: str, ledger: RuntimeEventLedger, start: int | None, seen: li
 
 def relevant_head(ledger: RuntimeEventLedger, topics: tuple[str, ...], upto: int) -> int:
     """The newest notification id at or below ``upto`` whose type is in ``topics`` (0: none)."""
-    events = ledger.db.tables.events
-    query = select(func.max(events.c.notification_id)).where(events.c.notification_id <= upto)
-    if topics:
-        query = query.where(key_in(events.c.event_type, topics, hashed=ledger.db.hashed_keys))
-    with ledger.db.reading("read the newest relevant ledger event") as conn:
-        value = conn.execute(query).scalar_one_or_none()
-    return int(value or 0)
+    return ledger.newest_of_types(topics, upto)
 
 
 class AnalyticsRunner(BaseProjectionRunner[LedgerApplication]):

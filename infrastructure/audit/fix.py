@@ -34,7 +34,7 @@ from pentrace.infrastructure.eventstore.application import (
     SessionApplication,
 )
 from pentrace.infrastructure.ledger import RuntimeEventLedger
-from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.ledger.bulk import sync
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 from pentrace.infrastructure.storage.modes import make_private_dirs, open_private
 from pentrace.infrastructure.storage.temp import remove_stale

@@ -14,13 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from sqlalchemy import bindparam, select
-
 from pentrace.domain.session.key import SessionKey
 from pentrace.errors import NotFoundError, PentraceError, TraceError
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
-from pentrace.infrastructure.ledger.admin import open_ledger
-from pentrace.infrastructure.ledger.backend.schema import stream_equals
+from pentrace.infrastructure.ledger.opener import open_ledger
 from pentrace.infrastructure.ledger.settings import default_ledger_path
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 from pentrace.infrastructure.storage.temp import agent_temps, is_stale, session_temps
@@ -100,35 +97,11 @@ def open_existing_ledger(
     Retention is switched off: an audit or a repair must never prune rows.
     """
     try:
-        return open_ledger(root, must_exist=True, keep_everything=True, settings=settings)
+        return open_ledger(
+            settings, root, must_exist=True, keep_everything=True, redaction_policy=False
+        )
     except NotFoundError:
         return None
-
-
-def _ledger_rows(
-    ledger: RuntimeEventLedger, key: SessionKey
-) -> tuple[dict[int, tuple[str, int]], int]:
-    """A session's ledger rows as ``sequence -> (event_type, event_time)``, and its watermark."""
-    db = ledger.db
-    events, marks = db.tables.events, db.tables.watermarks
-    stream = key.stream_id
-    with db.reading("read a session's ledger rows for audit") as conn:
-        # The driver's rows, without SQLAlchemy's per-row processing: an audit of
-        # every session reads every ledger row once.
-        rows = db.fetch(
-            conn,
-            ("audit rows",),
-            lambda: select(events.c.sequence, events.c.event_type, events.c.event_time).where(
-                stream_equals(events, bindparam("stream"), digest=db.digest_streams)
-            ),
-            {"stream": stream},
-        )
-    held = {int(row[0]): (str(row[1]), int(row[2])) for row in rows}
-    with db.reading("read a session's retention watermark") as conn:
-        pruned = conn.execute(
-            select(marks.c.max_sequence).where(marks.c.stream_id == stream)
-        ).scalar_one_or_none()
-    return held, int(pruned or 0)
 
 
 def audit_session(ref: SessionRef, ledger: RuntimeEventLedger | None = None) -> SessionAudit:
@@ -140,7 +113,7 @@ def audit_session(ref: SessionRef, ledger: RuntimeEventLedger | None = None) -> 
     checks = SessionChecks(sid)
     drift: LedgerDrift | None = None
     if ledger is not None and not ambiguous:
-        held, pruned = _ledger_rows(ledger, ref.key)
+        held, pruned = ledger.stream_rows(ref.key.stream_id)
         drift = LedgerDrift(sid, held, pruned)
     position = 0
     for shard in shards:

@@ -176,7 +176,7 @@ def fix_derived(root: DataRoot, findings: Iterable[ScanFinding]) -> list[str]:
     done: list[str] = []
     if "ledger" in stores:
         from pentrace.infrastructure.ledger import RuntimeEventLedger
-        from pentrace.infrastructure.ledger.indexer import sync
+        from pentrace.infrastructure.ledger.bulk import sync
 
         ledger = RuntimeEventLedger.open(root.path)
         try:

@@ -26,7 +26,7 @@ from typing import Final
 
 import msgspec
 
-from pentrace.errors import NotFoundError, PentraceError, UsageError
+from pentrace.errors import NoMatchError, PentraceError, UsageError
 from pentrace.infrastructure.catalog.rows import (
     STATUS_CHOICES,
     SessionFilter,
@@ -210,7 +210,7 @@ def resolve_session(
     (``--project`` / ``--agent``) narrow the search like the reference's own
     owner parts.  Raises :class:`~pentrace.errors.AmbiguousIdError` listing the
     candidates as ``project/agent/session-id``, or
-    :class:`~pentrace.errors.NotFoundError` when nothing matches.
+    :class:`~pentrace.errors.NoMatchError` (a NotFoundError) when nothing matches.
     """
     wanted = id_or_prefix.strip()
     if not wanted:
@@ -233,7 +233,7 @@ def resolve_session(
         return by_key[found[0]]
     if not found:
         where = "/".join(p for p in (project, agent) if p) or "any project"
-        raise NotFoundError(
+        raise NoMatchError(
             f"no session id or 8-hex token starts with {wanted.rpartition('/')[2]!r} "
             f"under {root.path} ({where})",
             hint=_HINT,
@@ -242,7 +242,7 @@ def resolve_session(
 
 
 _HINT: Final = (
-    "list sessions with `pentrace sessions list` (use --data-root or PENGUIN_HOME for another root)"
+    "list sessions with `pentrace list` (use --data-root or PENGUIN_HOME for another root)"
 )
 
 

@@ -3,31 +3,61 @@
 A session's positions run across its shards in index order, so a shard is
 read only after the ones before it, and its cursor remembers the position it
 starts after (``base``).  Each batch of lines is one ledger transaction that
-also stores the shard's new cursor.  What the follower meets besides records
-is logged on ``pentrace.ingest`` with structured ``fields``: skipped
-fragments, replaced or truncated shards, deleted sessions, refused batches.
+also stores the shard's new cursor (:class:`LedgerSink`).  What the follower
+meets besides records is logged on ``pentrace.ingest`` with structured
+``fields``: skipped fragments, replaced or truncated shards, deleted
+sessions, refused batches, and records the ledger cannot take (one finding
+each, with the shard, line, session and reason; the record is left out and
+the others go on).
+
+A shard is read by :func:`read_tail`: a line is complete when its ``\\n`` has
+arrived; the bytes after the last ``\\n`` wait for the next read.  A *sealed*
+shard (one with a later shard of the same session beside it, so its writer has
+moved on) gives its unterminated tail as a last line too, as the trace reader
+does.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
 from pentrace.domain.json_codec import is_object_prefix
 from pentrace.domain.records import MalformedLine, TraceRecord, decode_line
-from pentrace.errors import LedgerConflictError, PentraceError, TraceError
+from pentrace.domain.runtime import SessionEvents, record_workspace
+from pentrace.domain.session.key import SessionKey as Owner
+from pentrace.errors import (
+    LedgerConflictError,
+    NotRegularFileError,
+    PentraceError,
+    RedactionError,
+    TraceError,
+)
 from pentrace.infrastructure.ingest.cursors import Cursor, CursorStore, SessionKey, change_reason
-from pentrace.infrastructure.ingest.sink import LedgerSink
-from pentrace.infrastructure.ingest.stats import IngestStats, report
-from pentrace.infrastructure.ingest.tail import file_identity, read_tail
+from pentrace.infrastructure.ingest.logs import IngestStats, report
+from pentrace.infrastructure.ledger.indexer import session_directory
+from pentrace.infrastructure.ledger.rows import MAPPING_ERRORS, encoded_row, refusal
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
+from pentrace.infrastructure.storage.inputs import open_regular
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef, ShardRef, iter_sessions
 
-__all__ = ["Follower", "IngestStats", "report"]
+__all__ = [
+    "READ_LIMIT",
+    "Follower",
+    "IngestStats",
+    "LedgerSink",
+    "TailLine",
+    "file_identity",
+    "read_tail",
+    "report",
+]
+
+READ_LIMIT: Final = 4 * 2**20
 
 # How a failed pass over a session is logged (level, event, message, default hint).  A
 # session is refused when its records conflict with the ledger or cannot be read: it stays
@@ -272,3 +302,129 @@ class Follower:
     def _remember(self, cursor: Cursor) -> None:
         self._known[cursor.shard] = cursor
         self._by_session.setdefault(cursor.session, set()).add(cursor.shard)
+
+
+class LedgerSink:
+    """Writes the follower's batches; remembers each session's directory and ledger floor."""
+
+    def __init__(
+        self, ledger: RuntimeEventLedger, cursors: CursorStore, stats: IngestStats
+    ) -> None:
+        self.ledger = ledger
+        self.cursors = cursors
+        self.stats = stats
+        self._directories: dict[SessionKey, str | None] = {}
+        self._floors: dict[SessionKey, int] = {}
+
+    def first_record(self, key: SessionKey, record: TraceRecord) -> None:
+        """The session's first record names its workspace directory."""
+        self._directories[key] = record_workspace(record)
+
+    def forget(self, key: SessionKey) -> None:
+        """Drop what is remembered about a session that is gone."""
+        self._directories.pop(key, None)
+        self._floors.pop(key, None)
+
+    def write(
+        self,
+        key: SessionKey,
+        shards: tuple[ShardRef, ...],
+        records: list[tuple[int, TraceRecord]],
+        cursor: Cursor,
+    ) -> None:
+        """Append ``(position, record)`` pairs above the floor and store ``cursor`` with them."""
+        owner = Owner(*key)
+        mapper = SessionEvents(owner, self._directory(key, shards))
+        if records and key not in self._floors:
+            self._floors[key] = self.ledger.held_sequences(owner.stream_id)[1]
+        floor = self._floors.get(key, 0)
+        now = self.ledger.now_ms()
+        kept = []
+        for position, record in records:
+            if position <= floor:
+                continue
+            try:
+                kept.append(encoded_row(mapper.encoded(position, record), now))
+            except (RedactionError, *MAPPING_ERRORS) as error:
+                # One finding; the record is left out and the others go on.
+                self.stats.refused_records += 1
+                report(
+                    logging.ERROR,
+                    "record refused; it is left out of the ledger",
+                    event="record_refused",
+                    shard=cursor.shard,
+                    line=record.line,
+                    position=position,
+                    session=key[2],
+                    project=key[0],
+                    agent=key[1],
+                    error=refusal(error),
+                )
+        new = self.ledger.append_rows(kept, before_commit=self.cursors.writer(cursor))
+        self.stats.indexed += new
+        self.stats.already_held += len(kept) - new
+
+    def _directory(self, key: SessionKey, shards: tuple[ShardRef, ...]) -> str | None:
+        if key not in self._directories:
+            self._directories[key] = session_directory(shards)
+        return self._directories[key]
+
+
+@dataclass(frozen=True, slots=True)
+class TailLine:
+    """One line: its 1-based number in the shard, its bytes and the offset just after it."""
+
+    line: int
+    raw: bytes
+    end: int
+
+
+def read_tail(
+    path: Path, offset: int, line: int, *, sealed: bool, limit: int = READ_LIMIT
+) -> list[TailLine]:
+    """Complete lines from ``offset`` on (the first is line ``line + 1``), about ``limit`` bytes.
+
+    A line longer than ``limit`` is read whole.  A missing file gives no lines.
+    """
+    try:
+        with open_regular(path, "trace file") as handle:
+            handle.seek(offset)
+            data = handle.read(limit)
+            while data and b"\n" not in data:
+                more = handle.read(limit)
+                if not more:
+                    break
+                data += more
+            at_end = offset + len(data) >= os.fstat(handle.fileno()).st_size
+    except FileNotFoundError:
+        return []
+    except NotRegularFileError as exc:
+        raise TraceError(
+            f"cannot read trace file {path}: it is {exc.kind}, expected a regular file",
+            hint="move it out of the traces folder",
+        ) from None
+    except OSError as exc:
+        raise TraceError(
+            f"cannot read trace file {path}: {exc.strerror or type(exc).__name__}",
+            hint="check the file's permissions",
+        ) from exc
+    pieces = data.split(b"\n")
+    tail = pieces.pop()
+    lines: list[TailLine] = []
+    end = offset
+    for piece in pieces:
+        end += len(piece) + 1
+        line += 1
+        lines.append(TailLine(line, piece, end))
+    if tail and sealed and at_end:
+        lines.append(TailLine(line + 1, tail, end + len(tail)))
+    return lines
+
+
+def file_identity(path: Path) -> tuple[int, int, int] | None:
+    """``(device, inode, size)`` of a file, or None when it is gone."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size

@@ -1,8 +1,10 @@
-"""Structured logs for the follower: JSON lines or plain text on stderr.
+"""What the follower counts and reports: counters, structured events, and their format.
 
-A record's ``fields`` (see :func:`pentrace.infrastructure.ingest.follower.report`)
-become keys of the JSON object, or ``key=value`` pairs after the message.
-Fields carry paths, positions and counts, never record content.
+:func:`report` logs one event on ``pentrace.ingest`` with its ``fields``,
+which become keys of the JSON object, or ``key=value`` pairs after the
+message (:func:`configure_logging`).  Fields carry paths, positions and
+counts, never record content; a lone surrogate in a path is written as its
+JSON escape.
 """
 
 from __future__ import annotations
@@ -11,11 +13,39 @@ import json
 import logging
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["JsonFormatter", "TextFormatter", "configure_logging"]
+from pentrace.domain.json_codec import escape_surrogates
+
+__all__ = ["IngestStats", "JsonFormatter", "TextFormatter", "configure_logging", "log", "report"]
 
 _HANDLER_NAME = "pentrace-ingest"
+log = logging.getLogger("pentrace.ingest")
+
+
+@dataclass(slots=True)
+class IngestStats:
+    """Counters since the follower started, and the lag after the latest pass."""
+
+    passes: int = 0
+    indexed: int = 0
+    already_held: int = 0
+    skipped_lines: int = 0
+    healed_fragments: int = 0
+    replaced: int = 0
+    forgotten_sessions: int = 0
+    errors: int = 0
+    sessions: int = 0
+    shards: int = 0
+    lag_bytes: int = 0
+    #: Records the ledger could not take (one finding each), left out of the ledger.
+    refused_records: int = 0
+
+
+def report(level: int, message: str, **fields: Any) -> None:
+    """Log one structured event of the follower."""
+    log.log(level, message, extra={"fields": fields})
 
 
 class JsonFormatter(logging.Formatter):
@@ -32,7 +62,7 @@ class JsonFormatter(logging.Formatter):
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict):
             body.update({k: v for k, v in fields.items() if k not in body})
-        return json.dumps(body, default=str, ensure_ascii=False)
+        return escape_surrogates(json.dumps(body, default=str, ensure_ascii=False))
 
 
 class TextFormatter(logging.Formatter):
@@ -43,7 +73,7 @@ class TextFormatter(logging.Formatter):
         pairs = ""
         if isinstance(fields, dict):
             pairs = "".join(f" {k}={v}" for k, v in fields.items())
-        return f"{record.levelname.lower()}: {record.getMessage()}{pairs}"
+        return escape_surrogates(f"{record.levelname.lower()}: {record.getMessage()}{pairs}")
 
 
 def configure_logging(log_format: str, level: str = "info") -> None:

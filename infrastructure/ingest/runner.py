@@ -9,6 +9,10 @@ anyway, so a lost notification costs at most that much delay.  When
 notifications are unavailable (or ``poll`` is set) the root is read every
 ``interval`` seconds.  ``stop`` ends the loop after the current batch, whose
 cursor has committed with its rows.
+
+The ledger's retention limits apply as on every path into it: each write may
+run the cleanup when its interval has passed, and a run ends with one, as
+``ledger sync`` does.
 """
 
 from __future__ import annotations
@@ -23,9 +27,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from pentrace.errors import ConfigError
+from pentrace.errors import ConfigError, PentraceError
 from pentrace.infrastructure.ingest.cursors import SessionKey
-from pentrace.infrastructure.ingest.follower import Follower, report
+from pentrace.infrastructure.ingest.follower import Follower
+from pentrace.infrastructure.ingest.logs import report
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.infrastructure.storage.names import parse_shard_name
@@ -96,9 +101,10 @@ class IngestRunner:
         self._health_written = False
 
     def run_once(self) -> None:
-        """One pass over the root, then the health line."""
+        """One pass over the root, the ledger's retention, then the health line."""
         self._feed_all()
         self.follower.scan()
+        self._retention()
         self.health(force=True)
 
     # -- other agents' stores (issue #28): imported into the root, then followed ------
@@ -137,8 +143,21 @@ class IngestRunner:
                 )
         if not self.stop.is_set():
             self._poll()
+        self._retention()
         self.health(force=True)
         report(logging.INFO, "ingest stopped", event="stopped", **self._counters())
+
+    def _retention(self) -> None:
+        """Apply the ledger's retention limits; a failure is logged (the rows stand)."""
+        try:
+            self.follower.ledger.cleanup()
+        except PentraceError as error:
+            report(
+                logging.WARNING,
+                "ledger retention failed; it runs again with the next write",
+                event="retention_failed",
+                error=error.message,
+            )
 
     def _watch(self, root: Path) -> None:
         import watchfiles  # imported here: only the notifying follower needs it

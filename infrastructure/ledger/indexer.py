@@ -1,9 +1,11 @@
-"""From trace records to ledger rows: the live indexer, catch-up sync and rebuild.
+"""From trace records to ledger rows on the exact path: index records, and rebuild.
 
 The trace is the source of truth.  A record's RuntimeEvent id comes from its
 position in the session trace, so indexing the same record twice gives the
 same envelope (an idempotent no-op in the ledger), a restart continues with
-new ids, and ``rebuild`` recreates every row with the ids it had.
+new ids, and ``rebuild`` recreates every row with the ids it had.  These build
+each row with every check of :mod:`.rows`, the reference the bulk sync
+(:mod:`.bulk`) is tied to; ``ledger sync`` is :func:`.bulk.sync`.
 
 A session's ``directory`` is the ``workspace`` of its *first* ``session_meta``
 record, so the live path and a later sync build byte-identical envelopes.
@@ -15,32 +17,22 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from pentrace.domain.records import MalformedLine, TraceRecord, decode_line
-from pentrace.domain.runtime import RuntimeEvent, SessionEvents, record_workspace
+from pentrace.domain.runtime import EncodedEvent, RuntimeEvent, SessionEvents, record_workspace
 from pentrace.domain.session.key import SessionKey
-from pentrace.errors import LedgerError
-from pentrace.infrastructure.ledger.bulk import (
-    SESSION_ERRORS,
-    SessionFailure,
-    SyncReport,
-    sync_sessions,
-)
-from pentrace.infrastructure.ledger.rows import encoded_row
+from pentrace.errors import LedgerConflictError, LedgerError, RedactionError, TraceError
+from pentrace.infrastructure.ledger.bulk.build import SessionFailure, SyncReport, numbered
+from pentrace.infrastructure.ledger.rows import MAPPING_ERRORS, encoded_row
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef, ShardRef, iter_sessions
 from pentrace.infrastructure.trace.reader import read_session, read_shard
 
 __all__ = [
-    "SESSION_ERRORS",
-    "SessionFailure",
-    "SyncReport",
     "build_events",
     "decode_records",
     "index_records",
     "rebuild",
     "rebuild_sessions",
-    "record_workspace",
     "session_directory",
-    "sync",
 ]
 
 
@@ -103,28 +95,6 @@ def session_directory(shards: Iterable[ShardRef]) -> str | None:
     return None
 
 
-def sync(
-    ledger: RuntimeEventLedger,
-    data_root: DataRoot | Path,
-    *,
-    project: str | None = None,
-    agent: str | None = None,
-    workers: int = 1,
-) -> SyncReport:
-    """Index every trace record the ledger is missing; running it again changes nothing.
-
-    A position the ledger holds, or one at or below what retention already
-    pruned from that stream, is not indexed again.  A session that fails
-    (its trace unreadable, a held id whose trace changed) is reported in
-    ``failures``, keeps what was indexed before the failure, and the others
-    go on.  ``workers`` above 1 builds the rows in that many processes,
-    this one (the writer) included, 0 picks by the corpus and the cores
-    (:mod:`.bulk`).
-    """
-    refs = iter_sessions(data_root, project, agent)
-    return sync_sessions(ledger, refs, workers=workers)
-
-
 def rebuild(
     ledger: RuntimeEventLedger,
     data_root: DataRoot | Path,
@@ -143,9 +113,10 @@ def rebuild_sessions(ledger: RuntimeEventLedger, refs: Iterable[SessionRef]) -> 
     """Replace each session's rows in its own transaction, then drop streams no trace holds.
 
     The ledger is never emptier than the traces allow: a session's old rows
-    stay until its new ones commit, and a session that fails keeps its old
-    rows and is reported in ``failures``.  Rows of other streams are deleted
-    only once every session is done.
+    stay until its new ones commit, and a session that fails (its trace
+    unreadable, a record the ledger cannot take) keeps its old rows and is
+    reported in ``failures``, naming the record.  Rows of other streams are
+    deleted only once every session is done.
     """
     sessions = indexed = 0
     kept: set[str] = set()
@@ -153,16 +124,21 @@ def rebuild_sessions(ledger: RuntimeEventLedger, refs: Iterable[SessionRef]) -> 
     for ref in refs:
         sessions += 1
         stream = ref.key.stream_id  # its own stream, whoever else holds the id (ADR 0023)
-        mapper = SessionEvents(ref.key)
+        seen = [0]
         try:
-            events = (mapper.encoded(*item) for item in _numbered(read_session(ref.shards)))
-            indexed += ledger.replace_stream(stream, events)
-        except SESSION_ERRORS as error:
+            indexed += ledger.replace_stream(stream, _encoded(ref, seen))
+        except (TraceError, OSError) as error:
             failures.append(SessionFailure.of(ref, error))
+        except (RedactionError, LedgerConflictError, *MAPPING_ERRORS) as error:
+            failures.append(SessionFailure.at(ref, seen[0], error))
         kept.add(stream)
     ledger.keep_streams(kept)
     return SyncReport(sessions, indexed, 0, tuple(failures))
 
 
-def _numbered(records: Iterable[TraceRecord]) -> Iterator[tuple[int, TraceRecord]]:
-    return enumerate(records, start=1)
+def _encoded(ref: SessionRef, seen: list[int]) -> Iterator[EncodedEvent]:
+    """The session's records mapped, noting in ``seen`` the position of the last one."""
+    mapper = SessionEvents(ref.key)
+    for position, record in numbered(read_session(ref.shards)):
+        seen[0] = position
+        yield mapper.encoded(position, record)

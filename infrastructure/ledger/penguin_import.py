@@ -19,8 +19,7 @@ up in one of these outcomes:
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -29,8 +28,12 @@ from sqlalchemy import select
 
 from pentrace.domain.redaction import is_redacted, redact
 from pentrace.errors import LedgerError, LedgerFormatError
-from pentrace.infrastructure.ledger.backend.formats import file_format
-from pentrace.infrastructure.ledger.backend.row_form import read_plain
+from pentrace.infrastructure.ledger.backend.codec import read_plain
+from pentrace.infrastructure.ledger.backend.formats import (
+    file_format,
+    penguin_rows,
+    penguin_rows_held,
+)
 from pentrace.infrastructure.ledger.backend.schema import (
     event_id_of,
     ids_match,
@@ -76,25 +79,6 @@ class ImportReport:
     collisions: list[RowNote] = field(default_factory=list)
     redacted: list[RowNote] = field(default_factory=list)
     invalid: list[RowNote] = field(default_factory=list)
-
-
-def _rows(path: Path) -> Iterator[list[tuple[int, str, int, str]]]:
-    uri = f"file:{path.resolve()}?mode=ro"
-    conn = sqlite3.connect(uri, uri=True)
-    try:
-        after = 0
-        while True:
-            page = conn.execute(
-                "SELECT rowid, event_id, inserted_at, event_json FROM runtime_events "
-                "WHERE rowid > ? ORDER BY rowid LIMIT ?",
-                (after, _PAGE),
-            ).fetchall()
-            if not page:
-                return
-            yield page
-            after = int(page[-1][0])
-    finally:
-        conn.close()
 
 
 def _ordered(envelope: dict[str, Any]) -> dict[str, Any]:
@@ -196,11 +180,7 @@ def _keep_new(
 def penguin_row_count(path: Path) -> int:
     """Rows of the Penguin ledger file at ``path`` (read-only); raises unless it is one."""
     _check_source(path)
-    conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
-    try:
-        return int(conn.execute("SELECT count(*) FROM runtime_events").fetchone()[0])
-    finally:
-        conn.close()
+    return penguin_rows_held(path)
 
 
 def _check_source(source: Path) -> None:
@@ -229,7 +209,7 @@ def import_penguin_ledger(
     """
     _check_source(source)
     report = ImportReport(str(source), target.db.where)
-    for page in _rows(source):
+    for page in penguin_rows(source, _PAGE):
         report.read += len(page)
         fresh = _keep_new(target, _prepare(page, report), report)
         report.imported += target.extend_rows(fresh)

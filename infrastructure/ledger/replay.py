@@ -3,13 +3,20 @@
 Filters keep Penguin's meaning: each given filter matches rows with that
 value *or no value* (``session_id = ? OR session_id IS NULL``), so unscoped
 events reach every scoped client.  The cursor is looked up by ``event_id``
-without scope, as Penguin does.
+without scope, as Penguin does (:func:`locate_cursor`; an id of the earlier
+``evt:session:<sid>:<%08d>`` form, from a client that connected before the
+ledger was upgraded, ADR 0023, is found by its session id and position when
+exactly one retained session in the request's scope has them).
 
 When the cursor is not retained, Penguin reports the oldest and newest ids of
 the *whole* table and then replays nothing (W6).  Here the bounds are computed
 within the filter scope, the gap says whether the cursor was evicted by
-retention or never existed in this ledger, and ``events`` holds the first page
-of retained events in scope, so the caller can send a gap notice and carry on.
+retention or never existed in this ledger (:func:`gap_reason`, through the
+retention watermarks), and ``events`` holds the first page of retained events in
+scope, so the caller can send a gap notice and carry on.
+
+This is the SQL of :class:`~.reads.LedgerReader`'s pages; the types here are
+what its replay and SSE pages return.
 """
 
 from __future__ import annotations
@@ -19,30 +26,37 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NamedTuple
 
 import msgspec
-from sqlalchemy import (
-    Connection,
-    Select,
-    bindparam,
-    func,
-    select,
-)
+from sqlalchemy import ColumnElement, Connection, Select, bindparam, func, not_, or_, select, true
 
 from pentrace.domain.json_codec import JsonDecoder
+from pentrace.domain.session.key import (
+    SESSION_STREAMS_LIKE,
+    SessionKey,
+    any_owner_streams_like,
+    legacy_event_parts,
+)
+from pentrace.infrastructure.ledger.backend.codec import read_plain
 from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
-from pentrace.infrastructure.ledger.backend.row_form import read_plain
-from pentrace.infrastructure.ledger.backend.schema import event_id_of, key_equals, key_is_null
-from pentrace.infrastructure.ledger.cursors import gap_reason, locate_cursor
+from pentrace.infrastructure.ledger.backend.schema import (
+    event_id_of,
+    ids_match,
+    key_equals,
+    key_is_null,
+)
 
 __all__ = [
     "GapReason",
     "LedgerEntry",
+    "Page",
     "ReplayGap",
     "ReplayResult",
     "Scope",
+    "gap_reason",
     "locate_cursor",
     "replay_after",
     "scope_bounds",
     "scoped_page",
+    "sse_page",
 ]
 
 GapReason = Literal["evicted", "unknown_event_id"]
@@ -89,6 +103,23 @@ class ReplayGap:
     newest_event_id: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class Page:
+    """Rows in scope after a position, and how far the read looked (an SSE page).
+
+    ``through`` is the position to continue from; ``full`` says more rows may
+    follow at once; ``pruned_through`` is the highest notification id that
+    retention has deleted from streams this scope can see (0 when none);
+    ``head`` is the newest notification id when the page was read.
+    """
+
+    entries: list[LedgerEntry]
+    through: int
+    full: bool
+    pruned_through: int
+    head: int
+
+
 @dataclass(frozen=True)
 class ReplayResult:
     """Events after the cursor; on a gap, ``found`` is False and ``events`` starts at the oldest."""
@@ -122,6 +153,39 @@ def scope_bounds(db: LedgerDatabase, scope: Scope) -> tuple[str | None, str | No
     """Oldest and newest retained event ids within the filter scope."""
     with db.reading("read the ledger bounds") as conn:
         return _bounds(db, conn, scope)
+
+
+def sse_page(db: LedgerDatabase, after: int, scope: Scope, limit: int) -> Page:
+    """Up to ``limit`` rows in scope with ``after < notification_id <= head``, in order, read
+    against the head taken first (:meth:`.reads.LedgerReader.read_page`)."""
+    marks = db.tables.watermarks
+    with db.reading("read an SSE page from the ledger") as conn:
+        head = db.head(conn)
+        pruned = int(
+            conn.execute(
+                select(func.max(marks.c.max_notification_id)).where(_visible_streams(db, scope))
+            ).scalar()
+            or 0
+        )
+        if head <= after:
+            return Page([], after, False, pruned, head)
+        entries = scoped_page(db, conn, scope, after=after, through=head, limit=limit)
+    full = len(entries) >= limit
+    through = entries[-1].notification_id if full and entries[-1].notification_id else head
+    return Page(entries, through, full, pruned, head)
+
+
+def _visible_streams(db: LedgerDatabase, scope: Scope) -> ColumnElement[bool]:
+    """Watermark streams that can hold events in scope: the session's own, and unscoped."""
+    if scope.session_id is None:
+        return true()
+    stream = db.tables.watermarks.c.stream_id
+    if scope.project_id is not None and scope.agent_id is not None:
+        own = stream == SessionKey(scope.project_id, scope.agent_id, scope.session_id).stream_id
+    else:
+        # Any owner's session of that id ('%' of an encoded name only widens the match).
+        own = stream.like(any_owner_streams_like(scope.session_id))
+    return or_(own, not_(stream.like(SESSION_STREAMS_LIKE)))
 
 
 def scoped_page(
@@ -257,3 +321,50 @@ def _bounds(db: LedgerDatabase, conn: Connection, scope: Scope) -> tuple[str | N
         oldest[0].event_id if oldest else None,
         newest[0].event_id if newest else None,
     )
+
+
+def locate_cursor(db: LedgerDatabase, conn: Connection, event_id: str, scope: Scope) -> int | None:
+    """The notification id of the retained event a cursor names, or None.
+
+    A cursor of the earlier ``evt:session:<sid>:<%08d>`` form (ADR 0023: a
+    client that connected before the upgrade) still resumes when exactly one
+    retained session in scope has that id and position; when several do, it
+    is ambiguous and reported as a gap like any unknown id.
+    """
+    events = db.tables.events
+    for position, held_id in conn.execute(
+        select(events.c.notification_id, event_id_of(events)).where(
+            ids_match(events, [event_id], digest=db.digest_streams)
+        )
+    ):
+        if held_id == event_id:
+            return int(position)
+    legacy = legacy_event_parts(event_id)
+    if legacy is None:
+        return None
+    query = select(events.c.notification_id).where(
+        key_equals(db.session_column(), legacy[0], hashed=db.hashed_keys),
+        events.c.sequence == legacy[1],
+        events.c.stream_id.like(SESSION_STREAMS_LIKE),
+    )
+    for column in ("agent_id", "project_id"):
+        value = getattr(scope, column)
+        if value is not None:
+            query = query.where(events.c[column] == value)
+    matches = conn.execute(query.limit(2)).scalars().all()
+    return int(matches[0]) if len(matches) == 1 else None
+
+
+def gap_reason(db: LedgerDatabase, conn: Connection, event_id: str) -> GapReason:
+    """``evicted`` when retention removed this stream position, else ``unknown_event_id``."""
+    prefix, _, digits = event_id.rpartition(":")
+    if not prefix or not digits.isdigit():
+        return "unknown_event_id"
+    marks = db.tables.watermarks
+    where = marks.c.id_prefix == prefix
+    legacy = legacy_event_parts(event_id)
+    if legacy is not None:
+        # An earlier-form id: its session's stream under any owner (ADR 0023).
+        where = or_(where, marks.c.stream_id.like(any_owner_streams_like(legacy[0])))
+    pruned = conn.execute(select(marks.c.max_sequence).where(where)).scalars()
+    return "evicted" if any(int(digits) <= value for value in pruned) else "unknown_event_id"

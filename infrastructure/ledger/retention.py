@@ -29,11 +29,13 @@ from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
 from pentrace.infrastructure.ledger.backend.schema import event_id_of
 
 __all__ = [
+    "RetentionPlan",
     "RetentionPolicy",
     "RetentionReport",
     "Watermark",
     "apply_retention",
     "ledger_size",
+    "plan_retention",
     "raise_watermark",
 ]
 
@@ -62,6 +64,50 @@ class RetentionReport:
     def deleted(self) -> int:
         """Rows deleted in total."""
         return self.by_age + self.by_count + self.by_size
+
+
+@dataclass(frozen=True)
+class RetentionPlan:
+    """Rows each retention rule would delete now, in the order cleanup applies them."""
+
+    by_age: int
+    by_count: int
+    by_size: int
+    rows: int
+    bytes: int | None
+    age_cutoff_ms: int | None
+
+
+def plan_retention(db: LedgerDatabase, policy: RetentionPolicy, now_ms: int) -> RetentionPlan:
+    """What :func:`apply_retention` would delete now, computed without deleting (the size
+    rule is an estimate, as SQLite only learns the freed size after the deletion)."""
+    events = db.tables.events
+    cutoff: int | None = None
+    with db.reading("plan ledger retention") as conn:
+        total = int(conn.execute(select(func.count()).select_from(events)).scalar_one())
+        by_age = 0
+        if policy.max_age_days is not None and policy.max_age_days > 0:
+            cutoff = now_ms - int(policy.max_age_days * _DAY_MS)
+            by_age = int(
+                conn.execute(
+                    select(func.count()).select_from(events).where(events.c.inserted_at < cutoff)
+                ).scalar_one()
+            )
+    remaining = total - by_age
+    by_count = 0
+    if policy.max_events is not None and policy.max_events > 0:
+        by_count = max(0, remaining - policy.max_events)
+        remaining -= by_count
+    size = db.dialect.size(db, checkpoint=False)
+    by_size = 0
+    # Deleting rows does not shrink the file until a vacuum, so cleanup measures the size
+    # before any space is freed; estimate the same way it decides.
+    limit = policy.max_bytes
+    if limit is not None and limit > 0 and size is not None and size > limit and remaining > 1:
+        per_row = max(1, size // remaining)
+        target = min(remaining - 1, max(1, int(limit * 0.9) // per_row))
+        by_size = remaining - target
+    return RetentionPlan(by_age, by_count, by_size, total, size, cutoff)
 
 
 def apply_retention(db: LedgerDatabase, policy: RetentionPolicy, now_ms: int) -> RetentionReport:

@@ -30,7 +30,7 @@ from pentrace.domain.runtime.candidate import EncodedCandidate
 from pentrace.domain.runtime.envelope import envelope_problems
 from pentrace.domain.runtime.header import Header, event_category
 from pentrace.domain.runtime.session_events import EncodedEvent
-from pentrace.errors import LedgerError, RedactionError
+from pentrace.errors import LedgerError, PentraceError, RedactionError
 from pentrace.infrastructure.ledger.backend.codec import (
     RowCodec,
     derived_event_id,
@@ -39,6 +39,7 @@ from pentrace.infrastructure.ledger.backend.codec import (
 )
 
 __all__ = [
+    "MAPPING_ERRORS",
     "ROW_COLUMNS",
     "SCHEMA_VERSION",
     "as_envelope",
@@ -50,12 +51,19 @@ __all__ = [
     "envelope_row",
     "event_row",
     "plain_values",
+    "refusal",
     "stored_event_row",
     "stored_row",
     "type_category",
 ]
 
 SCHEMA_VERSION: Final = "penguin.runtime_event.v1"
+#: What mapping or checking one record raises, besides a ``LedgerError``, when it holds a
+#: value the code cannot take (a lone surrogate where UTF-8 is wanted, say): every path
+#: into the ledger reports that record as one finding and goes on with the others.
+MAPPING_ERRORS: Final = (
+    ValueError, TypeError, LookupError, RecursionError, ArithmeticError, msgspec.MsgspecError,
+)  # fmt: skip
 _SCOPE_COLUMNS: Final = (
     "session_id",
     "conversation_id",
@@ -398,6 +406,19 @@ def stored_event_row(stored: StoredEvent, inserted_at: int) -> dict[str, Any]:
         event_json=stored.state,
     )
     return row
+
+
+def refusal(error: BaseException) -> str:
+    """Why a record was refused, for a finding: a pentrace error's message, else what kind
+    of value the mapping could not take, never the value (it may be a secret)."""
+    if isinstance(error, PentraceError):
+        return error.message
+    detail = type(error).__name__
+    if isinstance(error, UnicodeError):
+        detail += f": {getattr(error, 'reason', 'not text')}"
+    elif isinstance(error, msgspec.MsgspecError):  # names a path, not a value
+        detail += f": {str(error).splitlines()[0][:200]}" if str(error) else ""
+    return f"the record cannot be mapped to a RuntimeEvent ({detail})"
 
 
 def changed_paths(before: Any, after: Any, path: str = "") -> Iterator[str]:

@@ -1,7 +1,7 @@
 """The session documents: one JSON shape of a session for every surface (ADR 0036).
 
-:func:`session_document` is a session's entry in a listing (``pentrace sessions
-list --json``, ``GET /api/v1/sessions``); :func:`session_detail` adds the files,
+:func:`session_document` is a session's entry in a listing (``pentrace list
+--json``, ``GET /api/v1/sessions``); :func:`session_detail` adds the files,
 the summary and the numbers (``pentrace show --json``, ``GET /api/v1/sessions/{id}``).
 Both surfaces print the same object; the service then passes it through the
 redaction policy, as it does with everything that leaves it.
@@ -17,12 +17,14 @@ a session (``pentrace replay --json``).
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from typing import Any, Final
 
 import msgspec
 
+from pentrace.infrastructure.analytics.prices import PriceTable
 from pentrace.infrastructure.catalog.listing import SessionRow, short_id
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 from pentrace.infrastructure.trace.reader import ParseReport
@@ -36,9 +38,11 @@ __all__ = [
     "SERVICE_ALIASES",
     "replay_document",
     "replay_item",
+    "session_cost",
     "session_detail",
     "session_document",
     "shard_files",
+    "token_cost",
     "with_aliases",
 ]
 
@@ -131,6 +135,30 @@ def session_document(row: SessionRow) -> dict[str, Any]:
         "has_errors": row.has_errors,
         "problem": row.problem,
     }
+
+
+def token_cost(prices: PriceTable, model: str, tokens: Mapping[str, Any]) -> float | None:
+    """What ``tokens`` (input, output, cache_read, cache_write) cost at ``model``'s price (its
+    own, else the table's default); None when the table prices neither.  Every surface works a
+    cost out here: ``pentrace list``/``show`` and the viewer's pages."""
+    price = prices.price_for(model)
+    if price is None:
+        return None
+    names = ("input", "output", "cache_read", "cache_write")
+    return price.cost(*(_count(tokens.get(name)) for name in names))
+
+
+def session_cost(row: SessionRow, prices: PriceTable) -> float | None:
+    """A session's cost (:func:`token_cost`) from its running token counts."""
+    tokens = row.summary.tokens if isinstance(row.summary.tokens, dict) else {}
+    return token_cost(prices, row.summary.model_id or "", tokens)
+
+
+def _count(value: object) -> int:
+    """A token count as priced: a whole number >= 0; anything else a trace may hold is 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    return int(value) if math.isfinite(value) and value >= 0 else 0
 
 
 def shard_files(root: DataRoot, ref: SessionRef) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from typing import IO, Final, Literal
 
 from pentrace.domain.json_codec import JsonEncoder
 from pentrace.domain.redaction import redact
-from pentrace.errors import NotFoundError, TraceError
+from pentrace.errors import NoMatchError, NotFoundError, TraceError
 from pentrace.infrastructure.sessions.archive import ArchiveStream, archive_stream
 from pentrace.infrastructure.storage.atomic import publish_file
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef, ShardRef, validate_name
@@ -83,7 +83,7 @@ def choose_shards(ref: SessionRef, wanted: ShardChoice) -> tuple[ShardRef, ...]:
     if not ref.shards:
         raise NotFoundError(
             f"session {ref.session_id} has no trace under {ref.project}/{ref.agent}",
-            hint="list sessions with `pentrace sessions`",
+            hint="list sessions with `pentrace list`",
         )
     if wanted is None:
         return (ref.shards[-1],)
@@ -93,7 +93,7 @@ def choose_shards(ref: SessionRef, wanted: ShardChoice) -> tuple[ShardRef, ...]:
         if shard.index == wanted:
             return (shard,)
     have = ", ".join(f"{shard.index:03d}" for shard in ref.shards)
-    raise NotFoundError(
+    raise NoMatchError(
         f"session {ref.session_id} has no shard {wanted:03d} (it has {have})",
         hint="omit the shard to export the latest",
     )

@@ -3,7 +3,7 @@
 ``pentrace.open_root(path)`` returns a :class:`Root`; it records (through
 :func:`~pentrace.infrastructure.eventstore.recording.open_recording`, so the
 ledger is indexed as the harness writes), resumes, lists and shows sessions
-(the session documents ``pentrace sessions list --json`` prints), replays and
+(the session documents ``pentrace list --json`` prints), replays and
 computes stats (the documents of ``pentrace stats --json``).  Everything here
 calls the same functions as the CLI and the service; the full API stays where
 it lives.  ``README.md`` has a runnable example.
@@ -72,7 +72,7 @@ class Root:
                 resumed.handle.close()
 
     def sessions(self, sort: str = "start", **filters: Any) -> list[dict[str, Any]]:
-        """The session documents, filtered as ``pentrace sessions list`` (``SessionFilter``)."""
+        """The session documents, filtered as ``pentrace list`` (``SessionFilter``)."""
         rows = list_sessions(self.data_root, SessionFilter(**filters), sort)
         return [session_document(row) for row in rows]
 

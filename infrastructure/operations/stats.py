@@ -37,7 +37,7 @@ from pentrace.infrastructure.analytics.failures import failure_warnings
 from pentrace.infrastructure.analytics.prices import load_prices
 from pentrace.infrastructure.analytics.registry import BUILTINS
 from pentrace.infrastructure.analytics.runner import catch_up, open_ledger, open_projection
-from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.ledger.bulk import sync
 
 __all__ = [
     "DEFAULT_BY",

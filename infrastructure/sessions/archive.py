@@ -202,7 +202,7 @@ def archive_stream(root: DataRoot, project: str, agent: str, session_id: str) ->
     if not root.find_shards(project, agent, sid):
         raise NotFoundError(
             f"session {sid} has no trace under {project}/{agent}",
-            hint="list sessions with `pentrace sessions`",
+            hint="list sessions with `pentrace list`",
         )
     sessions, missing = _collect(root, project, agent, sid)
     spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL_IN_MEMORY)  # noqa: SIM115 - _chunks closes it

@@ -52,7 +52,7 @@ def delete_session(root: DataRoot, project: str, agent: str, session_id: str) ->
     holds the session, and with :class:`~pentrace.errors.NotFoundError` when
     there is nothing to delete.  Subagent children are separate sessions and
     are left alone.  The ledger is not touched: remove the session's events
-    with :func:`pentrace.infrastructure.ledger.admin.forget_sessions` (as
+    with :func:`pentrace.infrastructure.ledger.opener.forget_sessions` (as
     ``pentrace delete`` and ``prune`` do, once for all they deleted), or they
     stay replayable until ``pentrace audit --fix`` / ``ledger forget``.
     """
@@ -62,7 +62,7 @@ def delete_session(root: DataRoot, project: str, agent: str, session_id: str) ->
     if not shards and not scratchpad.exists():
         raise NotFoundError(
             f"session {sid} has no trace and no scratchpad under {project}/{agent}",
-            hint="list sessions with `pentrace sessions`",
+            hint="list sessions with `pentrace list`",
         )
     has_scratchpad = scratchpad.is_dir() and not scratchpad.is_symlink()
     if not has_scratchpad and (scratchpad.exists() or scratchpad.is_symlink()):

@@ -7,27 +7,37 @@ Rules:
   torn last line follows the reader's rule: it is dropped silently, and the
   imported copy ends at the last complete record.
 * The first record must be ``session_meta`` whose ``session_id`` is a valid
-  name; an id that already exists under the agent is refused, so an import
-  always becomes index ``001`` of a *new* session.
-* The shard lands in the date folder of the ``session_meta`` timestamp (its UTC
-  date), the day PenguinHarness would have filed it under.
-* The bytes are copied unchanged (apart from the dropped torn tail), through
-  a temp file and ``link(2)``, under the session lock: a failed import leaves
-  nothing behind.
+  name; an id that already exists under the agent is refused.  With
+  ``new_id`` the copy takes a fresh id instead, and every ``session_meta`` of
+  the copy names where it came from::
+
+      "imported_from": {"session_id": <the id in the file>, "file": <its absolute path>}
+
+* Every later ``session_meta`` (a rotated shard's copy, as ``pentrace export
+  --shard all`` writes them one after another) starts the next shard, so a
+  whole session exported as one file comes back as the shards it had.  All
+  of them must name the same session.
+* Each shard lands in the date folder of its ``session_meta`` timestamp (its
+  UTC date), the day PenguinHarness would have filed it under.
+* The bytes are copied unchanged (apart from the dropped torn tail and, with
+  ``new_id``, the ``session_meta`` lines), through a temp file and ``link(2)``,
+  under the session lock: a failed import leaves nothing behind.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Final
+from typing import IO, Any, Final
 
+from pentrace.domain.json_codec import JsonEncoder
+from pentrace.domain.records import TraceRecord, js_trim
 from pentrace.errors import (
     InvalidNameError,
-    NotFoundError,
+    NoMatchError,
     PentraceError,
     SessionExistsError,
     TraceError,
@@ -35,7 +45,7 @@ from pentrace.errors import (
 )
 from pentrace.infrastructure.storage.atomic import publish_file
 from pentrace.infrastructure.storage.inputs import open_regular
-from pentrace.infrastructure.storage.layout import DataRoot, validate_name
+from pentrace.infrastructure.storage.layout import DataRoot, new_session_id, validate_name
 from pentrace.infrastructure.storage.modes import make_private_dir, missing_dirs
 from pentrace.infrastructure.trace.locking import SessionLock
 from pentrace.infrastructure.trace.reader import ParseReport, read_shard
@@ -43,13 +53,17 @@ from pentrace.infrastructure.trace.writer import session_lock_path
 
 __all__ = ["ImportResult", "import_session"]
 
+_encoder: Final = JsonEncoder()
 _COPY_CHUNK: Final = 1024 * 1024
 _PROGRESS_STEP: Final = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
 class ImportResult:
-    """What an import created and counted (``torn_tail_dropped``: a torn last line was cut)."""
+    """What an import created and counted (``torn_tail_dropped``: a torn last line was cut).
+
+    ``path`` is the first shard; ``paths`` every shard written.  ``source_session_id``
+    is the id the file named when the copy took a new one (else None)."""
 
     session_id: str
     path: Path
@@ -58,6 +72,8 @@ class ImportResult:
     tool_calls: int
     bytes: int
     torn_tail_dropped: bool
+    paths: tuple[Path, ...] = ()
+    source_session_id: str | None = None
 
 
 @dataclass(slots=True)
@@ -68,6 +84,8 @@ class _Scan:
     requests: int
     tool_calls: int
     keep_lines: int | None
+    # (line, UTC day) of every session_meta: each one starts a shard.
+    metas: list[tuple[int, date]] = field(default_factory=list)
 
 
 def _day_of(timestamp: object, source: Path, line: int) -> date:
@@ -101,6 +119,8 @@ def _scan(source: Path, on_progress: Callable[[int], None] | None) -> _Scan:
                     source,
                     record.line,
                     f"expected session_meta as the first record, found {found}",
+                    hint="a trace starts with session_meta, as pentrace and PenguinHarness "
+                    f"write it; `pentrace show {source}` shows what the file holds",
                 )
             value = record.value()
             session_id = record.payload().get("session_id")
@@ -114,6 +134,8 @@ def _scan(source: Path, on_progress: Callable[[int], None] | None) -> _Scan:
                 raise TraceFormatError(source, record.line, exc.message) from None
             day = _day_of(value.get("timestamp"), source, record.line)
             scan = _Scan(session_id, day, 0, 0, 0, None)
+        if record.kind == "session_meta":
+            _next_shard(scan, record, source)
         scan.records += 1
         if record.kind == "event_msg" and record.ptype == "request_begin":
             scan.requests += 1
@@ -126,6 +148,49 @@ def _scan(source: Path, on_progress: Callable[[int], None] | None) -> _Scan:
     torn = report.torn_tail
     scan.keep_lines = torn.line - 1 if torn is not None else None
     return scan
+
+
+def _next_shard(scan: _Scan, record: Any, source: Path) -> None:
+    """Note a ``session_meta`` at ``record``: a new shard, of the same session, starts here."""
+    named = record.payload().get("session_id")
+    if named != scan.session_id:
+        found = repr(named[:80]) if isinstance(named, str) else "no session id"
+        raise TraceFormatError(
+            source,
+            record.line,
+            f"expected every session_meta to name session {scan.session_id}, found {found}: "
+            "one file holds one session",
+            hint="import each session from its own file, or an archive from `export --archive`",
+        )
+    scan.metas.append((record.line, _day_of(record.value().get("timestamp"), source, record.line)))
+
+
+def _copied_meta(line: bytes, new_id: str, origin: dict[str, Any]) -> bytes:
+    """A ``session_meta`` line naming ``new_id`` and, in ``imported_from``, its origin."""
+    ending = b"\n" if line.endswith(b"\n") else b""
+    envelope = dict(TraceRecord(js_trim(line), 0).value())
+    payload = dict(envelope.get("payload") or {})
+    payload["session_id"] = new_id
+    payload["imported_from"] = origin
+    envelope["payload"] = payload
+    return _encoder.encode(envelope) + ending
+
+
+class _Lines:
+    """The source's lines in order (up to ``keep_lines``), handed out shard by shard."""
+
+    def __init__(self, handle: IO[bytes], keep_lines: int | None) -> None:
+        self._numbered = enumerate(handle, start=1)
+        self._keep = keep_lines
+
+    def until(self, last: int | None, rewrite: Callable[[int, bytes], bytes]) -> Iterator[bytes]:
+        """The next lines up to line ``last`` (None: to the end), through ``rewrite``."""
+        for number, line in self._numbered:
+            if self._keep is not None and number > self._keep:
+                return
+            yield rewrite(number, line)
+            if number == last:
+                return
 
 
 def _copy(source: Path, keep_lines: int | None) -> Iterator[bytes]:
@@ -157,46 +222,75 @@ def import_session(
     source_path: Path,
     *,
     on_progress: Callable[[int], None] | None = None,
+    new_id: bool = False,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> ImportResult:
-    """Import the trace file ``source_path`` as shard ``001`` of a new session.
+    """Import the trace file ``source_path`` as a new session (its shards from ``001``).
 
     ``on_progress`` is called with the bytes read as the strict scan (the long
-    part of an import) goes, in steps of about a megabyte.
+    part of an import) goes, in steps of about a megabyte.  With ``new_id`` the
+    session takes a fresh id (from ``clock``) and records the one it came from.
 
     Raises :class:`~pentrace.errors.TraceFormatError` for a malformed line or a
     missing/invalid ``session_meta``, :class:`~pentrace.errors.SessionExistsError`
-    when the session id exists under the agent, and
+    when the session id exists under the agent (without ``new_id``), and
     :class:`~pentrace.errors.TraceLockedError` if a writer holds the session.
     """
     source = Path(source_path)
     if not source.exists():
-        raise NotFoundError(
+        raise NoMatchError(
             f"import source {source} does not exist", hint="pass the path of a .jsonl trace"
         )
     # The strict scan reads through input_files: a FIFO, a device or a folder is refused.
     scan = _scan(source, on_progress)
-    sid = scan.session_id
+    origin = {"session_id": scan.session_id, "file": str(source.absolute())}
+    sid = new_session_id(clock()) if new_id else scan.session_id
     _refuse_existing(root, project, agent, sid, source)
     lock_path = session_lock_path(root, project, agent, sid)
     lock_existed = lock_path.exists()
-    dest = root.shard_path(project, agent, sid, 1, scan.day)
+    metas = scan.metas or [(1, scan.day)]
     made: list[Path] = []
+    written: list[Path] = []
+
+    def rewrite(number: int, line: bytes) -> bytes:
+        return _copied_meta(line, sid, origin) if new_id and number in starts else line
+
+    starts = {line for line, _ in metas}
+    size = 0
     try:
-        for folder in (lock_path.parent, dest.parent):
-            made.extend(_make_dirs(folder))
+        made.extend(_make_dirs(lock_path.parent))
         with SessionLock(lock_path, label=f"session {sid}"):
             # Again under the lock: a writer may have created the session meanwhile.
             _refuse_existing(root, project, agent, sid, source)
-            size = publish_file(dest, _copy(source, scan.keep_lines), overwrite=False)
-    except (PentraceError, OSError) as exc:
+            with open_regular(source, "import source") as handle:
+                lines = _Lines(handle, scan.keep_lines)
+                for index, (_, day) in enumerate(metas, start=1):
+                    dest = root.shard_path(project, agent, sid, index, day)
+                    made.extend(_make_dirs(dest.parent))
+                    last = metas[index][0] - 1 if index < len(metas) else None
+                    size += publish_file(dest, lines.until(last, rewrite), overwrite=False)
+                    written.append(dest)
+    except (PentraceError, OSError, ValueError) as exc:
+        for path in written:
+            path.unlink(missing_ok=True)
         if not lock_existed:
             lock_path.unlink(missing_ok=True)
         _remove_empty(made)
         if isinstance(exc, PentraceError):
             raise
+        if isinstance(exc, ValueError):  # a session_meta line no longer parses
+            raise TraceFormatError(source, 1, "the file changed while it was imported") from exc
         raise import_failed(f"{source} as session {sid}", exc) from exc
     return ImportResult(
-        sid, dest, scan.records, scan.requests, scan.tool_calls, size, scan.keep_lines is not None
+        sid,
+        written[0],
+        scan.records,
+        scan.requests,
+        scan.tool_calls,
+        size,
+        scan.keep_lines is not None,
+        tuple(written),
+        scan.session_id if new_id else None,
     )
 
 
@@ -206,8 +300,8 @@ def _refuse_existing(root: DataRoot, project: str, agent: str, sid: str, source:
         raise SessionExistsError(
             f"cannot import {source}: session {sid} already exists under "
             f"{project}/{agent} ({existing[0].path})",
-            hint="an import always creates a new session; delete the existing one "
-            "with `pentrace delete` first, or import under another agent",
+            hint="import a copy under a new id with --new-id (it records the id it came "
+            "from), import under another --agent, or delete the existing session first",
         )
 
 

@@ -221,7 +221,7 @@ def _file_chunks(path: Path, chunk_size: int) -> Iterator[bytes]:
                 yield chunk
     except FileNotFoundError:
         raise NotFoundError(
-            f"trace file {path} does not exist", hint="list sessions with `pentrace sessions list`"
+            f"trace file {path} does not exist", hint="list sessions with `pentrace list`"
         ) from None
     except NotRegularFileError as exc:
         raise TraceError(
@@ -440,14 +440,29 @@ def resume_trace_file(
         read_shard(path, strict=strict, report=report), strict_pairing=strict_pairing
     )
     records, content = report.records - before[0], report.lines - report.blank_lines - before[1]
-    if content and _holds_no_envelope(result, records, path):
+    torn_first = _torn_first_write(path, content)
+    if content and not torn_first and _holds_no_envelope(result, records, path):
         raise NotATraceError(
             f"{path} is not a trace: none of its {content} non-blank line(s) is a "
             "session_meta, model_msg or event_msg record",
-            hint="give the path of a session's .jsonl shard, or a session id "
-            "(`pentrace sessions list`)",
+            hint="give the path of a session's .jsonl shard, or a session id (`pentrace list`)",
         )
     return result
+
+
+def _torn_first_write(path: Path, content: int) -> bool:
+    """True when the file's one line is the start of a record cut off by a crash: a trace
+    whose first write was torn holds no record yet, and resuming it is legal (history 0)."""
+    if content != 1:
+        return False
+    with path.open("rb") as file:
+        data = file.read(_TORN_FIRST_LIMIT + 1)
+    return len(data) <= _TORN_FIRST_LIMIT and is_object_prefix(data.strip(b" \t\r\n"))
+
+
+# A first record cut off by a crash is a session_meta: its system prompt may be long, but a
+# single line past this size is read as something else than a torn trace.
+_TORN_FIRST_LIMIT: Final = 64 * 1024 * 1024
 
 
 def _holds_no_envelope(result: ResumeResult, records: int, path: Path) -> bool:

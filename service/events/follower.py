@@ -3,8 +3,9 @@
 A daemon thread reads the head (one index probe) whenever the ledger's
 :class:`~pentrace.infrastructure.ledger.live.follower.HeadFollower` wakes it:
 at once when a writer in this process commits, at once on PostgreSQL's
-``NOTIFY`` from a writer in any process, and otherwise every
-``poll_interval`` seconds.  When the head moves, every SSE stream waiting on
+``NOTIFY`` from a writer in any process or, on SQLite, when another process
+writes the ledger's file (ADR 0081), and otherwise every ``poll_interval``
+seconds.  When the head moves, every SSE stream waiting on
 :meth:`LedgerFollower.wait_past` wakes and reads its next page from the
 ledger.  The follower holds no events, only the head.
 """
@@ -32,8 +33,9 @@ class LedgerFollower:
 
     def __init__(self, ledger: RuntimeEventLedger, poll_interval: float = 0.05) -> None:
         self.ledger = ledger
+        # Listening: NOTIFY on PostgreSQL, the ledger file's changes on SQLite (ADR 0081).
         self._heads = HeadFollower(
-            ledger, poll_interval=poll_interval, listening_poll=_LISTENING_POLL
+            ledger, poll_interval=poll_interval, listening_poll=_LISTENING_POLL, listen=True
         )
         self.poll_interval = self._heads.poll_interval
         self.head = 0

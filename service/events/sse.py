@@ -29,7 +29,7 @@ from starlette.responses import Response
 from pentrace.domain.runtime import normalize_directory
 from pentrace.domain.session.key import split_reference
 from pentrace.infrastructure.ledger import ReplayGap, RuntimeEventLedger
-from pentrace.infrastructure.ledger.pages import Page, Scope, locate, read_page, session_owners
+from pentrace.infrastructure.ledger.replay import Page, Scope
 from pentrace.infrastructure.sessions.refs import ambiguous
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
@@ -94,7 +94,7 @@ def owned_scope(ledger: RuntimeEventLedger, scope: Scope) -> Scope:
         return scope
     owners = [
         key
-        for key in session_owners(ledger, scope.session_id)
+        for key in ledger.session_owners(scope.session_id)
         if scope.agent_id in (None, key.agent) and scope.project_id in (None, key.project)
     ]
     if len(owners) > 1:
@@ -186,7 +186,7 @@ async def _start(
     ledger = context.ledger
     if cursor is None:
         return await context.run(ledger.head), None
-    found = await context.run(locate, ledger, cursor, scope)
+    found = await context.run(ledger.locate, cursor, scope)
     if found is not None:
         return found, None
     result = await context.run(
@@ -200,7 +200,7 @@ async def _start(
     )
     if result.gap is None:
         # The cursor's row was committed between the two reads: start after it.
-        relocated = await context.run(locate, ledger, cursor, scope)
+        relocated = await context.run(ledger.locate, cursor, scope)
         return (relocated or 0), None
     first = result.events[0].event_id if result.events else None
     return 0, gap_frame(result.gap, scope.session_id, first)
@@ -208,5 +208,5 @@ async def _start(
 
 def _next_page(context: ServiceContext, position: int, scope: Scope) -> tuple[Page, bytes]:
     """In a worker thread: read a page and encode its frames (keeps the event loop free)."""
-    page = read_page(context.ledger, position, scope, context.settings.page_size)
+    page = context.ledger.read_page(position, scope, context.settings.page_size)
     return page, b"".join([context.frames.frame(entry) for entry in page.entries])

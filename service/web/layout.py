@@ -20,6 +20,7 @@ from starlette.responses import HTMLResponse
 
 from pentrace.infrastructure.analytics.charts import number, render_chart, template_environment
 from pentrace.infrastructure.analytics.prices import PriceTable
+from pentrace.infrastructure.operations.documents import token_cost
 from pentrace.service.edge import params
 from pentrace.service.edge.auth import authenticated
 from pentrace.service.edge.errors import Forbidden
@@ -59,12 +60,8 @@ def query_url(path: str, values: Mapping[str, object]) -> str:
 
 def cost_of(prices: PriceTable, model: str, tokens: Mapping[str, Any]) -> float | None:
     """What ``tokens`` (input, output, cache_read, cache_write) cost at ``model``'s price, or
-    None when the table has no price for it.  Every page works a session's cost out here."""
-    price = prices.price_for(model)
-    if price is None:
-        return None
-    kinds = ("input", "output", "cache_read", "cache_write")
-    return price.cost(*(int(tokens.get(kind) or 0) for kind in kinds))
+    None when the table has no price for it: the CLI's cost too (``token_cost``)."""
+    return token_cost(prices, model, tokens)
 
 
 TEMPLATES.globals.update(

@@ -8,7 +8,7 @@ from typing import Final
 
 from pentrace import testing as pt
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
-from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.ledger.bulk import sync
 from pentrace.infrastructure.storage.layout import DataRoot
 from tests.support import list_files_opening, text_turn
 

@@ -21,11 +21,30 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import Connection
 
+from pentrace.domain.runtime import SessionEvents
+from pentrace.domain.session.key import SessionKey
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings
+from pentrace.infrastructure.ledger.backend.dialect import dialect_for
+from pentrace.infrastructure.ledger.reads import LedgerReader, LedgerStats
+from pentrace.infrastructure.ledger.replay import LedgerEntry, Scope
 from pentrace.infrastructure.ledger.settings import ENV_PATH, ENV_TABLE_PREFIX, ENV_URL
 
-__all__ = ["BACKENDS", "PG_URL", "Backend", "LedgerBackend", "ledger_backend", "reach"]
+__all__ = [
+    "BACKENDS",
+    "PG_URL",
+    "Backend",
+    "LedgerBackend",
+    "entries_after",
+    "index_names",
+    "ledger_backend",
+    "ledger_stats",
+    "locate",
+    "mapping_fails_at",
+    "newest_entries",
+    "reach",
+]
 
 PG_URL = os.environ.get("PENTRACE_TEST_DATABASE_URL") or None
 
@@ -111,3 +130,52 @@ def ledger_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[L
         pytest.skip(backend.missing)
     yield handle
     handle.close()
+
+
+# Reads as the tests written before the one read API (ADR 0078) call them: functions of a
+# ledger.  Each is the method of LedgerReader it names.
+def locate(ledger: LedgerReader, event_id: str, scope: Scope | None = None) -> int | None:
+    """:meth:`LedgerReader.locate`."""
+    return ledger.locate(event_id, scope)
+
+
+def newest_entries(
+    ledger: LedgerReader, count: int, *, session: SessionKey | str | None = None
+) -> list[LedgerEntry]:
+    """:meth:`LedgerReader.newest_entries`."""
+    return ledger.newest_entries(count, session=session)
+
+
+def entries_after(
+    ledger: LedgerReader,
+    notification_id: int,
+    *,
+    session: SessionKey | str | None = None,
+    limit: int = 1000,
+) -> list[LedgerEntry]:
+    """:meth:`LedgerReader.entries_after`."""
+    return ledger.entries_after(notification_id, session=session, limit=limit)
+
+
+def ledger_stats(ledger: LedgerReader) -> LedgerStats:
+    """:meth:`LedgerReader.stats`."""
+    return ledger.stats()
+
+
+def index_names(conn: Connection, table: str) -> set[str]:
+    """The indexes of ``table``, as the connection's dialect lists them."""
+    return dialect_for(conn.engine.url).index_names(conn, table)
+
+
+def mapping_fails_at(session: str | None, position: int) -> Callable[..., Any]:
+    """A ``SessionEvents.screened`` that meets, at one record (of ``session``, or of any
+    session), a value it cannot take: the kind of failure a lone surrogate inside a tool
+    call's arguments was (ADR 0079).  Patch it in with ``monkeypatch.setattr``."""
+    original = SessionEvents.screened
+
+    def screened(self: SessionEvents, at: int, record: Any) -> Any:
+        if session in (None, self.key.session_id) and at == position:
+            raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
+        return original(self, at, record)
+
+    return screened

@@ -376,7 +376,7 @@ def seed(root: Path, sid: str, turns: int, text_bytes: int = 100) -> int:
     ``text_bytes`` of text) and index it into the ledger in batches, far faster than recording
     it; returns the number of events."""
     from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
-    from pentrace.infrastructure.ledger.indexer import sync
+    from pentrace.infrastructure.ledger.bulk import sync
     from pentrace.testing.files import write_shards
     from pentrace.testing.render import envelope_line
 

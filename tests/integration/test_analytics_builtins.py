@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pentrace.infrastructure.analytics.runner import open_ledger
-from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.ledger.bulk import sync
 from pentrace.testing.files import write_shards
 from pentrace.testing.render import envelope_line
 from tests.support import cli_json

@@ -15,7 +15,7 @@ from pentrace.cli.app import app
 from pentrace.cli.demo import record_demo_session
 from pentrace.infrastructure.analytics.runner import open_ledger
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
-from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.ledger.bulk import sync
 from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.service.app import create_app
 from pentrace.service.settings import ServiceSettings

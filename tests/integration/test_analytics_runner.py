@@ -21,7 +21,7 @@ from pentrace.infrastructure.analytics.builtin.tokens import TokenUse
 from pentrace.infrastructure.analytics.examples import dump
 from pentrace.infrastructure.analytics.rebuild import rebuild
 from pentrace.infrastructure.analytics.runner import AnalyticsRunner, catch_up, open_ledger
-from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.ledger.bulk import sync
 from tests.support import sync_ledger
 
 

@@ -13,7 +13,7 @@ import pytest
 from pentrace import testing as pt
 from pentrace.domain.session.key import SessionKey
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
-from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.ledger.bulk import sync
 from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.infrastructure.storage.modes import make_private_dirs
 from pentrace.infrastructure.trace.locking import SessionLock
@@ -242,7 +242,8 @@ def test_all_sessions_are_audited_and_one_can_be_named_by_prefix(tmp_path: Path)
 
 def test_a_missing_session_is_a_clean_error_without_traceback(sample_root: Path) -> None:
     done = run_pentrace(sample_root, "audit", "ffff0000")
-    assert_clean_error(done, 1, "no session id")
+    # 2, as every command's unknown session (ADR 0092); 1 would read as "warnings only".
+    assert_clean_error(done, 2, "no session id")
 
 
 def test_a_completed_compaction_that_rotated_is_clean(tmp_path: Path) -> None:

@@ -11,92 +11,35 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from pentrace.cli import docgen
-from pentrace.cli.app import app, main
-from pentrace.cli.demo import record_demo_session
-from pentrace.infrastructure.storage.layout import DataRoot
+from pentrace.cli.lazy import LazyGroup
+from tests.integration.cli_walk import (
+    COMMANDS,
+    IDS,
+    LEAVES,
+    assert_one_line_error,
+    fill,
+    name,
+    run,
+    walked_corpus,
+)
 
-COMMANDS = list(docgen.iter_commands())
-IDS = [" ".join(path) for path, _ in COMMANDS]
-LEAVES = [(path, command) for path, command in COMMANDS if not hasattr(command, "list_commands")]
-
-PENGUIN_LEDGER = Path(__file__).parents[1] / "fixtures" / "penguin" / "penguin_ledger.db"
 # Commands that write a root of their own, or exist to print the version.
 NO_ROOT_NEEDED = {"import", "demo", "version", "ledger import-penguin"}
 NEVER_RUN = {"demo", "serve", "projections run"}  # with --json; a missing root stops them all
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """The console entry point in process: exit code, stdout, stderr."""
-    code: Any = 0
-    try:
-        main(list(argv))
-    except SystemExit as done:
-        code = done.code if done.code is not None else 0
-    captured = capsys.readouterr()
-    assert isinstance(code, int), code
-    return code, captured.out, captured.err
-
-
-def assert_one_line_error(err: str) -> None:
-    lines = err.splitlines()
-    assert lines, "nothing on stderr"
-    assert lines[0].startswith("error: "), err
-    assert all(line.startswith(("error: ", "hint: ")) for line in lines), err
-    assert "╭" not in err
-    assert "Traceback" not in err
+LEAVES_BY_NAME = [(name(path), command) for path, command in LEAVES]
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    base = tmp_path_factory.mktemp("conventions")
-    root = base / "data"
-    main_id, child_id = record_demo_session(DataRoot(root), datetime(2026, 11, 3, 9, tzinfo=UTC))
-    other = base / "other"
-    record_demo_session(DataRoot(other), datetime(2026, 10, 1, 8, tzinfo=UTC))
-    trace = next(other.rglob("*_001.jsonl"))
-    synced = CliRunner().invoke(app, ["--data-root", str(root), "ledger", "sync"])
-    assert synced.exit_code == 0, synced.output
-    return {"root": root, "session": main_id[-8:], "child": child_id, "trace": trace}
-
-
-def fill(path: list[str], command: Any, corpus: dict[str, Any], out: Path) -> list[str]:
-    """Arguments and required options for ``command``, chosen by their names."""
-    by_name = {
-        "session": corpus["session"],
-        "sessions": corpus["session"],
-        "session_or_path": corpus["session"],
-        "file": str(corpus["trace"]),
-        "path": str(corpus["trace"]),
-        "paths": str(corpus["trace"]),
-        "name": "tokens",
-        "query": "hello",
-    }
-    args: list[str] = []
-    for param in command.params:
-        if param.param_type_name == "argument" and (param.required or param.name in by_name):
-            args.append(by_name.get(param.name, "x"))
-        elif param.param_type_name == "option" and param.required:
-            args += [param.opts[0], str(out) if param.name == "output" else "0"]
-        elif "--yes" in getattr(param, "opts", ()):
-            args.append("--yes")
-    if path[1:] == ["prune"]:
-        args += ["--older-than", "3650d", "--dry-run"]
-    if path[1:] == ["import"]:
-        args += ["--project", "imported", "--agent", "agent"]
-    if path[1:] == ["ledger", "import-penguin"]:  # a ledger Penguin wrote, not a trace
-        shutil.copy(PENGUIN_LEDGER, out.with_name("penguin.db"))
-        args = [str(out.with_name("penguin.db"))]
-    return args
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    with walked_corpus(tmp_path_factory.mktemp("conventions")) as walked:
+        yield walked
 
 
 @pytest.mark.parametrize(("path", "command"), COMMANDS, ids=IDS)
@@ -200,3 +143,55 @@ def test_json_output_is_valid_json(leaf: Leaf, tmp_path: Path) -> None:
         assert lines, f"`{' '.join(leaf.path)} --json` printed nothing"
         for line in lines:
             json.loads(line)
+
+
+ALIASES = list(LazyGroup.aliases.items())
+
+
+@pytest.mark.parametrize(("old", "new"), ALIASES, ids=[old for old, _ in ALIASES])
+def test_an_old_spelling_prints_what_the_command_it_names_prints(
+    capsys: pytest.CaptureFixture[str], corpus: dict[str, Any], tmp_path: Path, old: str, new: str
+) -> None:
+    root = tmp_path / "data"
+    shutil.copytree(corpus["root"], root)
+    command = dict(LEAVES_BY_NAME)[new]
+    args = fill(["pentrace", *new.split()], command, corpus, tmp_path / "out")
+    for extra in ([], ["--json"], ["--no-such-option"]):
+        now = run(capsys, "--data-root", str(root), *new.split(), *args, *extra)
+        before = run(capsys, "--data-root", str(root), *old.split(), *args, *extra)
+        assert before[:2] == now[:2], (old, extra)  # exit code and stdout
+        # stderr names the command as typed (a usage error's `pentrace sessions list: ...`).
+        assert before[2] == now[2].replace(f"pentrace {new}", f"pentrace {old}")
+    code, out, _ = run(capsys, *old.split(), "-h")
+    assert code == 0
+    assert out.startswith(f"Usage: pentrace {old} ")
+
+
+def test_old_spellings_are_hidden_from_the_help_and_listed_in_the_docs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    shown = {name for name, _ in LEAVES_BY_NAME}
+    docs = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()
+    for old, new in ALIASES:
+        assert old not in shown
+        assert new in shown
+        assert f"| `pentrace {old}` | [`pentrace {new}`]" in docs
+    _, top, _ = run(capsys, "-h")
+    assert "\n  sessions " not in top
+
+
+def test_the_help_lists_every_command_under_one_task_heading(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(capsys, "--help")
+    assert code == 0
+    top = {path[1] for path, _ in COMMANDS if len(path) == 2}
+    placed = [name for _, names in LazyGroup.panels for name in names]
+    assert sorted(placed) == sorted(top)  # each command once; a new one needs a heading
+    assert "Other commands:" not in out
+    headings = [line[:-1] for line in out.splitlines() if line.endswith(":") and line[0] != " "]
+    assert headings == ["Options", *(title for title, _ in LazyGroup.panels)]
+    # Each heading's commands follow it, in the order the panel gives.
+    for title, names in LazyGroup.panels:
+        block = out.split(f"\n{title}:\n", 1)[1].split("\n\n", 1)[0]
+        assert [line.split()[0] for line in block.splitlines()] == list(names)

@@ -27,7 +27,7 @@ def test_the_demo_records_a_realistic_session_and_shows_it(tmp_path: Path) -> No
     assert found is not None
     root = DataRoot(Path(found.group(1)))
     assert root.path.is_relative_to(tmp_path)
-    for step in ("sessions list", "replay", "show"):
+    for step in ("list", "replay", "show"):  # `list` was `sessions list` (ADR 0092)
         assert f"$ pentrace {step} " in out or f"$ pentrace {step}\n" in out
     # The replay: a dropped (failed) request, tool calls paired with outputs, the compaction.
     assert re.search(r"x-- dropped request 2 \(failed\)", out)

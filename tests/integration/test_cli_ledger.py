@@ -258,7 +258,7 @@ def test_forget_names_an_unknown_or_ambiguous_session_and_asks_before_removing(
     before = ledger_rows(tmp_path)
 
     unknown = _pentrace(tmp_path, "ledger", "forget", "session-2026-01", "--yes")
-    assert unknown.returncode == 1
+    assert unknown.returncode == 2  # a name that matches nothing: 2 everywhere (ADR 0092)
     assert "holds no events of a session 'session-2026-01'" in unknown.stderr
     assert "hint: `pentrace audit` lists the ledger's sessions that have no trace" in unknown.stderr
 

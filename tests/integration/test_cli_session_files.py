@@ -136,7 +136,8 @@ def test_import_refuses_an_existing_id(
 
     assert code == 2
     assert f"session {SID_A} already exists under p1/a1" in err
-    assert "hint: an import always creates a new session" in err
+    # The hint once said "an import always creates a new session", which it had not done.
+    assert "hint: import a copy under a new id with --new-id" in err
 
 
 def test_import_of_a_broken_trace_names_the_file_and_line(
@@ -151,7 +152,8 @@ def test_import_of_a_broken_trace_names_the_file_and_line(
     assert code == 1
     first, hint = err.splitlines()
     assert first.startswith(f"error: {broken}:4: not valid JSON")
-    assert hint.startswith("hint: run `pentrace audit`")
+    # It once pointed at `pentrace audit` and a "tolerant mode" that do not take a file.
+    assert hint == f"hint: `pentrace audit {broken}` lists every broken line and what it holds"
     assert not (root / "p9" / "agents" / "a9" / "traces" / "2026-07-18").exists()
 
 

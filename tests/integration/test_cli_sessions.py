@@ -12,7 +12,7 @@ from pentrace.cli.app import main
 from pentrace.infrastructure.trace.reader import ParseReport, resume_trace_file
 from pentrace.projections.resume import encode_resume_report
 from tests.integration.cli_sessions_corpus import SID_A, SID_B, SID_C, build_corpus
-from tests.support import cli, run_pentrace
+from tests.support import cli, cli_json, run_pentrace
 
 LIST_FIELDS = {
     "project", "agent", "session_id", "short_id", "start", "last", "provider", "model_id",
@@ -59,11 +59,13 @@ def test_list_prints_a_plain_table_with_a_header_when_piped(root: Path) -> None:
 
     lines = result.stdout.splitlines()
     assert lines[0].split("\t") == [
-        "session", "project/agent", "start", "model", "turns", "tokens", "status", "errors",
+        "session", "project/agent", "start", "model", "turns", "tokens", "cost", "status",
+        "errors",
     ]  # fmt: skip
+    # Piped cells keep their machine form: no thousands separators, the cost bare.
     assert lines[1].split("\t") == [
         SID_A, "p1/a1", "2026-07-18T03:00:00.000Z", "deepseek/deepseek-v4-pro",
-        "2", "800", "completed", "no",
+        "2", "800", "0.0001", "completed", "no",
     ]  # fmt: skip
     assert len(lines) == 4
 
@@ -151,10 +153,10 @@ def test_a_prefix_matching_nothing_is_not_found_with_a_hint(
 ) -> None:
     code, err = fails(capsys, root, "replay", "deadbeef")
 
-    assert code == 1
+    assert code == 2  # as an ambiguous one, and as every command's (ADR 0092); it was 1
     first, hint = err.splitlines()
     assert first.startswith("error: no session id or 8-hex token starts with 'deadbeef' under ")
-    assert hint.startswith("hint: list sessions with `pentrace sessions list`")
+    assert hint.startswith("hint: list sessions with `pentrace list`")
 
 
 def test_show_json_reports_shards_counters_and_the_summary(root: Path) -> None:
@@ -244,7 +246,8 @@ def test_resume_check_text_names_history_turns_and_closure(root: Path) -> None:
 
     assert "turns         1" in text
     assert "closed        no" in text
-    assert "dangling      compaction {'reason': 'context', 'mode': 'summarize'}" in text
+    # Once a dict repr, {'reason': 'context', ...} (issue #31): no Python in text output.
+    assert "dangling      compaction (reason context, mode summarize)" in text
 
 
 def test_resume_check_of_a_directory_is_a_clean_error(
@@ -276,11 +279,11 @@ def test_a_missing_session_is_one_clean_line_and_debug_shows_a_traceback(
     code, err = fails(capsys, root, "show", "cafecafe")
     debug = run_pentrace(root, "--debug", "show", "cafecafe")
 
-    assert code == 1
+    assert code == 2  # an unknown session is 2 everywhere (ADR 0092); it was 1
     assert err.count("\n") == 2
     assert err.startswith("error: no session id")
     assert "Traceback (most recent call last)" in debug.stderr
-    assert "NotFoundError" in debug.stderr
+    assert "NoMatchError" in debug.stderr  # a NotFoundError that exits 2 (ADR 0092)
 
 
 def test_shell_completion_prints_a_bash_script(root: Path) -> None:
@@ -363,3 +366,19 @@ def test_resume_check_of_json_values_that_are_no_records_says_so_too(
 
     assert code == 1
     assert "is not a trace: none of its 4 non-blank line(s)" in err
+
+
+def test_resume_check_of_a_trace_whose_first_write_was_torn_resumes_nothing(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    torn = tmp_path / "session-2026-07-18-11-10-22-3f8a1c2d_001.jsonl"
+    torn.write_bytes(b'{"timestamp":"2026-07-18T11:10:22.000Z","type":"session_me')
+    one_line = tmp_path / "one.jsonl"
+    one_line.write_text("just one line of notes\n")
+
+    report = cli_json(root, "resume-check", str(torn))
+    code, err = fails(capsys, root, "resume-check", str(one_line))
+
+    assert report["history"] == []
+    assert code == 1
+    assert "is not a trace: none of its 1 non-blank line(s)" in err

@@ -1,4 +1,4 @@
-"""``sessions list`` at a real terminal of 80 and 60 columns: ids are never cut."""
+"""``list`` (once ``sessions list``) at a real terminal of 80 and 60 columns: ids are never cut."""
 
 from __future__ import annotations
 
@@ -62,11 +62,27 @@ def test_session_ids_are_never_cut_at_a_narrow_terminal(tmp_path: Path, columns:
         assert session_id in screen, screen
     assert "…" not in screen
     assert all(len(line) <= columns for line in screen.splitlines()), screen
-    # Columns went instead of the ids: at 60 only the tokens stay beside them.
+    # Columns went instead of the ids; the owner, which tells a shared id apart, goes
+    # last (issue #31: it once went first): at 60 only the owner stays beside them.
     header = next(line for line in screen.splitlines() if "session" in line and "┃" in line)
+    assert "project/agent" in header
+    if columns == 80:
+        assert "tokens" in header
+        assert "cost" in header
+    else:
+        assert "tokens" not in header
+
+
+def test_the_owner_column_goes_first_when_every_session_has_the_same_owner(
+    tmp_path: Path,
+) -> None:
+    build_corpus(tmp_path)
+    screen = _screen(tmp_path, 80, "list", "--project", "p1")
+
+    header = next(line for line in screen.splitlines() if "session" in line and "┃" in line)
+    assert "project/agent" not in header
     assert "tokens" in header
-    if columns == 60:
-        assert "project/agent" not in header
+    assert "2 session(s) of p1/a1" in screen  # the title names the one owner
 
 
 def test_search_keeps_the_short_id_and_the_snippet_at_60_columns(tmp_path: Path) -> None:

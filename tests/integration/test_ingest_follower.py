@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
+from pentrace.domain.runtime import SessionEvents
 from pentrace.infrastructure.ingest import Follower
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
-from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.ledger.bulk import sync
 from pentrace.infrastructure.ledger.live.hook import LedgerHook
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 from pentrace.infrastructure.storage.layout import DataRoot
@@ -29,6 +30,8 @@ from tests.integration.ingest_harness import (
     open_test_ledger,
     shard,
 )
+from tests.integration.ledger_backends import mapping_fails_at
+from tests.support import clean_env, run_pentrace
 
 OTHER = "session-2026-11-29-11-00-00-0e0f1a2b"
 
@@ -290,3 +293,47 @@ def test_a_failed_ledger_write_is_logged_with_the_session_and_retried_on_the_nex
     assert follower.stats.errors == 1
     assert follower.scan() == 2  # not blocked: the next pass writes it
     assert held_positions(ledger) == [1, 2]
+
+
+def test_a_record_the_ledger_cannot_take_is_one_finding_and_the_others_are_indexed(
+    root: Path, ledger: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    append(shard(root), lines(1, 5))
+    append(shard(root, OTHER), lines(1, 2))
+    monkeypatch.setattr(SessionEvents, "screened", mapping_fails_at(SESSION, 3))
+    follower = follow(root, ledger)
+    with caplog.at_level(logging.ERROR, logger="pentrace.ingest"):
+        assert follower.scan() == 6
+    [refused] = [r for r in caplog.records if fields(r).get("event") == "record_refused"]
+    found = fields(refused)
+    assert (found["session"], found["position"], found["line"]) == (SESSION, 3, 3)
+    assert found["shard"].endswith(f"{SESSION}_001.jsonl")
+    assert "UnicodeEncodeError: surrogates not allowed" in found["error"]
+    assert "\ud800" not in found["error"]
+    assert follower.stats.refused_records == 1
+    assert held_positions(ledger) == [1, 2, 4, 5]
+    assert held_positions(ledger, OTHER) == [1, 2]
+    append(shard(root), lines(6, 6))
+    assert follower.scan() == 1  # the cursor moved past it: the session goes on
+    assert held_positions(ledger) == [1, 2, 4, 5, 6]
+
+
+def test_ingest_once_keeps_what_ledger_sync_keeps_under_the_count_limit(
+    root: Path, tmp_path: Path
+) -> None:
+    append(shard(root), lines(1, 30))
+    append(shard(root, OTHER), lines(1, 25))
+    env = {
+        "PENGUIN_RUNTIME_EVENT_LEDGER_MAX_EVENTS": "20",
+        "PENGUIN_RUNTIME_EVENT_LEDGER_CLEANUP_INTERVAL_SECONDS": "3600",
+    }
+    kept = {}
+    for command in (("ingest", "--once", "--json"), ("ledger", "sync", "--json")):
+        path = tmp_path / f"{command[0]}.db"
+        result = run_pentrace(
+            root, *command, env=clean_env(**env, PENGUIN_RUNTIME_EVENT_LEDGER_PATH=str(path))
+        )
+        assert result.returncode == 0, result.stderr
+        kept[command[0]] = (held_positions(path), held_positions(path, OTHER))
+    assert kept["ingest"] == kept["ledger"]
+    assert sum(len(positions) for positions in kept["ingest"]) == 20

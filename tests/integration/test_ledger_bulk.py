@@ -12,14 +12,18 @@ from typing import Any, Final
 import pytest
 from sqlalchemy import select
 
+from pentrace.domain.runtime import SessionEvents
 from pentrace.errors import LedgerConflictError, LedgerError
-from pentrace.infrastructure.ledger import LedgerDatabase, RuntimeEventLedger, bulk
-from pentrace.infrastructure.ledger.bulk import SessionBuild, build_session, insert_values
-from pentrace.infrastructure.ledger.indexer import index_records, sync
+from pentrace.infrastructure.ledger import LedgerDatabase, RuntimeEventLedger
+from pentrace.infrastructure.ledger.bulk import run as bulk
+from pentrace.infrastructure.ledger.bulk import sync
+from pentrace.infrastructure.ledger.bulk.build import SessionBuild, build_session
+from pentrace.infrastructure.ledger.bulk.run import insert_values
+from pentrace.infrastructure.ledger.indexer import index_records, rebuild
 from pentrace.infrastructure.ledger.rows import ROW_COLUMNS, plain_values
 from pentrace.infrastructure.storage.layout import SessionRef, iter_sessions
 from pentrace.testing.files import write_shards
-from tests.integration.ledger_backends import LedgerBackend
+from tests.integration.ledger_backends import LedgerBackend, mapping_fails_at
 from tests.integration.test_ledger_indexer import AGENT, PROJECT, open_ledger, trace_lines
 
 SESSIONS = [f"session-2026-11-29-10-00-00-0000000{n}" for n in range(6)]
@@ -220,3 +224,79 @@ def test_each_backend_stores_the_rows_one_process_stores_on_sqlite(
     assert sorted(normalised, key=lambda row: (row[1], row[2])) == stored(tmp_path / "one.db")
     # Each session's rows are in its order, and the sessions follow one another.
     assert [row[2] for row in rows if row[6] == SESSIONS[3]] == list(range(1, 17))
+
+
+def sequences_by_session(db: LedgerDatabase) -> dict[str, list[int]]:
+    """Each session's stored positions, in the ledger's order."""
+    found: dict[str, list[int]] = {}
+    for row in stored_in(db, order="write"):
+        found.setdefault(str(row[6]), []).append(int(row[2]))  # type: ignore[call-overload]
+    return found
+
+
+def test_a_sync_meeting_a_held_id_with_other_content_leaves_out_that_session_alone(
+    tmp_path: Path, ledger_backend: LedgerBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    corpus(tmp_path)
+    ledger = RuntimeEventLedger(ledger_backend.database(), ledger_backend.settings())
+    lines = trace_lines(SESSIONS[2], 4)
+    original = bulk.build_session
+
+    def live_path_meanwhile(ref: SessionRef, *args: Any) -> SessionBuild:
+        built = original(ref, *args)
+        if ref.session_id == SESSIONS[2]:
+            # While the sync builds, the live path stores position 2 without the
+            # session's directory: the same id, other bytes (a conflict at the insert).
+            index_records(ledger, SESSIONS[2], [(2, lines[1])], project=PROJECT, agent=AGENT)
+        return built
+
+    monkeypatch.setattr(bulk, "build_session", live_path_meanwhile)
+    report = sync(ledger, tmp_path)
+    assert [failure.session_id for failure in report.failures] == [SESSIONS[2]]
+    assert "different content under an id" in report.failures[0].message
+    held = sequences_by_session(ledger.db)
+    assert held.pop(SESSIONS[2]) == [2]  # only the live path's row
+    assert held == {
+        session: list(range(1, len(trace_lines(session, number + 2)) + 1))
+        for number, session in enumerate(SESSIONS)
+        if session != SESSIONS[2]
+    }
+    assert report.indexed == sum(len(positions) for positions in held.values())
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_record_the_mapping_cannot_take_is_one_finding_and_the_sync_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    corpus(tmp_path)
+    monkeypatch.setattr(SessionEvents, "screened", mapping_fails_at(SESSIONS[1], 3))
+    ledger = open_ledger(tmp_path / "events.db")
+    report = sync(ledger, tmp_path, workers=workers)
+    (failure,) = report.failures
+    assert (failure.session_id, failure.position, failure.line) == (SESSIONS[1], 3, 3)
+    assert failure.path is not None
+    assert failure.path.endswith(f"{SESSIONS[1]}_001.jsonl")
+    assert f"position 3 ({failure.path}, line 3)" in failure.message
+    assert "UnicodeEncodeError: surrogates not allowed" in failure.message
+    assert "\ud800" not in failure.message
+    held = sequences_by_session(ledger.db)
+    assert held[SESSIONS[1]] == [1, 2]  # the rows before the record
+    assert all(len(held[session]) > 3 for session in SESSIONS if session != SESSIONS[1])
+
+
+def test_a_rebuild_keeps_the_old_rows_of_a_session_a_record_of_which_it_cannot_take(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    corpus(tmp_path)
+    ledger = open_ledger(tmp_path / "events.db")
+    sync(ledger, tmp_path)
+    before = sequences_by_session(ledger.db)
+    monkeypatch.setattr(SessionEvents, "screened", mapping_fails_at(SESSIONS[4], 5))
+    report = rebuild(ledger, tmp_path)
+    (failure,) = report.failures
+    assert (failure.session_id, failure.position, failure.line) == (SESSIONS[4], 5, 5)
+    after = sequences_by_session(ledger.db)
+    assert sorted(after[SESSIONS[4]]) == sorted(before[SESSIONS[4]])
+    assert {session: sorted(held) for session, held in after.items()} == {
+        session: sorted(held) for session, held in before.items()
+    }

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from pentrace.infrastructure.ledger import RuntimeEventLedger
-from pentrace.infrastructure.ledger.backend.deferred import DEFERRED, indexes_after_rows
 from pentrace.infrastructure.ledger.backend.sqlite import SQLiteDialect
-from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.ledger.bulk import sync
+from pentrace.infrastructure.ledger.bulk.deferred import DEFERRED, indexes_after_rows
 from pentrace.infrastructure.ledger.settings import LedgerSettings
 from pentrace.testing.files import write_shards
 from tests.integration.test_ledger_bulk import corpus

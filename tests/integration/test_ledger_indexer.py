@@ -14,7 +14,8 @@ import pytest
 
 from pentrace.domain.session.key import SessionKey
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
-from pentrace.infrastructure.ledger.indexer import index_records, rebuild, sync
+from pentrace.infrastructure.ledger.bulk import sync
+from pentrace.infrastructure.ledger.indexer import index_records, rebuild
 from pentrace.infrastructure.ledger.live.hook import LedgerHook
 from pentrace.testing.files import write_shards
 from pentrace.testing.render import envelope_line, numbered_records

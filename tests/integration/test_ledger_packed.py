@@ -10,11 +10,13 @@ from unittest import mock
 
 from sqlalchemy import select
 
-from pentrace.infrastructure.ledger import RuntimeEventLedger, bulk
-from pentrace.infrastructure.ledger.backend.packed import pack, unpack
+from pentrace.infrastructure.ledger import RuntimeEventLedger
 from pentrace.infrastructure.ledger.backend.sqlite import SQLITE
-from pentrace.infrastructure.ledger.bulk import build_session, insert_packed, insert_values
-from pentrace.infrastructure.ledger.indexer import index_records, sync
+from pentrace.infrastructure.ledger.bulk import run as bulk
+from pentrace.infrastructure.ledger.bulk import sync
+from pentrace.infrastructure.ledger.bulk.build import build_session, pack, unpack
+from pentrace.infrastructure.ledger.bulk.run import insert_packed, insert_values
+from pentrace.infrastructure.ledger.indexer import index_records
 from pentrace.infrastructure.ledger.rows import ROW_COLUMNS
 from pentrace.infrastructure.storage.layout import iter_sessions
 from pentrace.testing.files import write_shards

@@ -27,7 +27,7 @@ from pentrace.domain.runtime import build_event
 from pentrace.domain.session.key import SessionKey
 from pentrace.errors import LedgerError, LedgerFormatError, LedgerLockedError, NotFoundError
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
-from pentrace.infrastructure.ledger.admin import forget_sessions
+from pentrace.infrastructure.ledger.opener import forget_sessions
 from pentrace.infrastructure.ledger.penguin_import import import_penguin_ledger
 from pentrace.infrastructure.storage.layout import DataRoot
 from tests.integration.sse_harness import Server, SseClient

@@ -31,21 +31,20 @@ from pentrace.domain.session.key import SessionKey
 from pentrace.errors import LedgerConflictError, LedgerError
 from pentrace.infrastructure.analytics.runner import relevant_head
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
+from pentrace.infrastructure.ledger.backend.postgres import digest_available
 from pentrace.infrastructure.ledger.backend.schema import (
-    digest_available,
     ids_match,
     positions_match,
     stream_equals,
     stream_in,
 )
-from pentrace.infrastructure.ledger.bulk import insert_values
-from pentrace.infrastructure.ledger.indexer import sync
-from pentrace.infrastructure.ledger.pages import newest_entries
-from pentrace.infrastructure.ledger.recorder import LedgerRecorder
+from pentrace.infrastructure.ledger.bulk import sync
+from pentrace.infrastructure.ledger.bulk.run import insert_values
 from pentrace.infrastructure.ledger.replay import _page_statement
 from pentrace.infrastructure.ledger.retention import RetentionPolicy, apply_retention
+from pentrace.infrastructure.ledger.store import RuntimeEventLedger as LedgerRecorder
 from pentrace.testing.files import write_shards
-from tests.integration.ledger_backends import BACKENDS, LedgerBackend, reach
+from tests.integration.ledger_backends import BACKENDS, LedgerBackend, newest_entries, reach
 from tests.integration.test_ledger_bulk import SESSIONS, built_session, live_path_holds_2_and_3
 from tests.integration.test_ledger_indexer import AGENT, PROJECT, trace_lines
 

@@ -11,7 +11,7 @@ from eventsourcing.popo import POPOTrackingRecorder
 from eventsourcing.projection import Projection, ProjectionRunner
 
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
-from pentrace.infrastructure.ledger.application import LedgerApplication, LedgerEvent
+from pentrace.infrastructure.ledger.opener import LedgerApplication, LedgerEvent
 from tests.integration.test_ledger_contract import make_event
 
 

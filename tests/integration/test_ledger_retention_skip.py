@@ -18,7 +18,8 @@ from sqlalchemy import select
 
 from pentrace.domain.session.key import SessionKey
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
-from pentrace.infrastructure.ledger.indexer import index_records, sync
+from pentrace.infrastructure.ledger.bulk import sync
+from pentrace.infrastructure.ledger.indexer import index_records
 from pentrace.infrastructure.ledger.settings import ENV_MAX_EVENTS
 from pentrace.testing.files import write_shards
 from tests.integration.ledger_backends import BACKENDS, LedgerBackend, reach

@@ -14,10 +14,10 @@ from pentrace.domain.runtime import build_event
 from pentrace.errors import ConfigError, LedgerError, LedgerLockedError
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.backend.codec import derived_session
-from pentrace.infrastructure.ledger.backend.schema import _LastSegment
-from pentrace.infrastructure.ledger.recorder import LedgerRecorder
+from pentrace.infrastructure.ledger.backend.schema import LastSegment as _LastSegment
 from pentrace.infrastructure.ledger.replay import _page_statement
 from pentrace.infrastructure.ledger.retention import ledger_size
+from pentrace.infrastructure.ledger.store import RuntimeEventLedger as LedgerRecorder
 from tests.integration.test_ledger_contract import make_event
 
 

@@ -18,20 +18,30 @@ from sqlalchemy import Column, Index, MetaData, Table, UniqueConstraint, select,
 
 from pentrace.errors import LedgerError
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
-from pentrace.infrastructure.ledger.admin import ledger_stats
-from pentrace.infrastructure.ledger.backend.codec import MAGIC, RowCodec, train_dictionary
-from pentrace.infrastructure.ledger.backend.row_form import store_dictionary
-from pentrace.infrastructure.ledger.backend.schema import ledger_tables
-from pentrace.infrastructure.ledger.backend.upgrade import index_names
-from pentrace.infrastructure.ledger.dictionary import TRAIN_AFTER
-from pentrace.infrastructure.ledger.indexer import build_events, rebuild, session_directory, sync
-from pentrace.infrastructure.ledger.pages import entries_after, locate, newest_entries
+from pentrace.infrastructure.ledger.backend.codec import (
+    MAGIC,
+    RowCodec,
+    store_dictionary,
+    train_dictionary,
+)
+from pentrace.infrastructure.ledger.backend.dialect import ledger_tables
+from pentrace.infrastructure.ledger.bulk import sync
+from pentrace.infrastructure.ledger.indexer import build_events, rebuild, session_directory
 from pentrace.infrastructure.ledger.retention import RetentionPolicy
 from pentrace.infrastructure.ledger.rows import envelope_row
+from pentrace.infrastructure.ledger.store import TRAIN_AFTER
 from pentrace.infrastructure.storage.layout import iter_sessions
 from pentrace.infrastructure.trace.reader import read_session
 from pentrace.testing.files import write_shards
-from tests.integration.ledger_backends import LedgerBackend, reach
+from tests.integration.ledger_backends import (
+    LedgerBackend,
+    entries_after,
+    index_names,
+    ledger_stats,
+    locate,
+    newest_entries,
+    reach,
+)
 from tests.integration.test_ledger_indexer import AGENT, PROJECT, trace_lines
 from tests.support import plain_rows
 

@@ -26,14 +26,11 @@ from pentrace.infrastructure.ledger import (
     RuntimeEventLedger,
 )
 from pentrace.infrastructure.ledger.backend import upgrade
-from pentrace.infrastructure.ledger.backend.schema import (
-    ROW_FORM,
-    ROW_FORM_KEY,
-    event_id_of,
-    ids_match,
-)
+from pentrace.infrastructure.ledger.backend.codec import ROW_FORM, ROW_FORM_KEY
+from pentrace.infrastructure.ledger.backend.schema import event_id_of, ids_match
 from pentrace.infrastructure.ledger.backend.upgrade import EVENT_IDS_KEY, EVENT_IDS_VERSION
-from pentrace.infrastructure.ledger.indexer import build_events, session_directory, sync
+from pentrace.infrastructure.ledger.bulk import sync
+from pentrace.infrastructure.ledger.indexer import build_events, session_directory
 from pentrace.infrastructure.storage.layout import DataRoot, iter_sessions
 from pentrace.infrastructure.trace.reader import read_session
 from pentrace.testing import BeginRequest, EndRequest, StartSession, UserInput, write_trace

@@ -19,15 +19,16 @@ from pathlib import Path
 
 import pytest
 
+from pentrace.domain.runtime import SessionEvents
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.indexer import build_events
-from pentrace.infrastructure.ledger.live.breaker import CircuitBreaker
 from pentrace.infrastructure.ledger.live.hook import LedgerHook
-from pentrace.infrastructure.ledger.live.writer import LiveBatch, LiveWriter
+from pentrace.infrastructure.ledger.live.writer import CircuitBreaker, LiveBatch, LiveWriter
 from pentrace.infrastructure.ledger.rows import as_envelope, envelope_row
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 from pentrace.testing.files import write_shards
 from pentrace.testing.render import numbered_records
+from tests.integration.ledger_backends import mapping_fails_at
 from tests.integration.test_ledger_indexer import AGENT, PROJECT, SESSION, numbered, trace_lines
 
 GUARD = 60.0
@@ -214,4 +215,30 @@ def test_an_idle_writer_ends_its_thread_and_the_next_save_starts_another(tmp_pat
     assert writer.written == 2
     assert ledger.count() == 2
     writer.close()
+    ledger.close()
+
+
+def test_a_record_the_mapping_cannot_take_is_one_log_line_and_the_save_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ADR 0079: a value the mapping cannot take (as a lone surrogate inside a tool call's
+    arguments was) neither raises into the save nor stops its other records."""
+    lines = trace_lines(SESSION, 2)
+    write_shards(tmp_path, PROJECT, AGENT, SESSION, [lines])
+    monkeypatch.setattr(SessionEvents, "screened", mapping_fails_at(None, 3))
+    ledger = patient_ledger(tmp_path / "events.db")
+    hook = LedgerHook(ledger, data_root=tmp_path, project=PROJECT, agent=AGENT)
+    with hook.subscribe_live() as live, caplog.at_level(logging.ERROR):
+        hook(SESSION, numbered_records(lines))  # one save of every record
+        published = [live.get_nowait().event_id for _ in range(len(lines) - 1)]
+    assert hook.flush(timeout=GUARD)
+    assert [event_id.rsplit(":", 1)[1] for event_id in published] == [
+        f"{n:08d}" for n in range(1, len(lines) + 1) if n != 3
+    ]
+    assert ledger.held_sequences(f"session:{PROJECT}/{AGENT}/{SESSION}")[0] == {
+        n for n in range(1, len(lines) + 1) if n != 3
+    }
+    assert caplog.text.count(f"ledger refused session {SESSION}, position 3") == 1
+    assert "UnicodeEncodeError: surrogates not allowed" in caplog.text
+    hook.close()
     ledger.close()

@@ -73,3 +73,30 @@ def test_audit_reports_an_unreadable_shard_and_audits_the_other_sessions(tmp_pat
     codes = {(p["session_id"], p["code"]) for p in report["problems"]}
     assert (SID_A, "unreadable_shard") in codes
     assert (SID_C, "dangling_compaction") in codes
+
+
+def test_a_lone_surrogate_inside_tool_call_arguments_stops_no_command(tmp_path: Path) -> None:
+    """Issue #32: such a record crashed sync, rebuild and ingest for the whole root.  Each
+    now takes it (once the mapping can) or reports it alone, naming its file and line,
+    and indexes every other session."""
+    shards = build_corpus(tmp_path)
+    bad = shards[SID_A][0]
+    line = bad.read_bytes().count(b"\n") + 1
+    arguments = '{"cmd": "echo \ud800 done"}'  # the JSON text itself holds the lone surrogate
+    record = {"timestamp": "2026-07-18T03:10:23.000Z", "type": "model_msg", "payload": {
+        "type": "tool_call", "role": "assistant", "name": "exec_command",
+        "arguments": arguments, "tool_call_id": "call_surrogate"}}  # fmt: skip
+    with bad.open("ab") as handle:
+        handle.write(json.dumps(record).encode() + b"\n")
+    for command in (("ledger", "sync", "--json"), ("ledger", "rebuild", "--json")):
+        result = run(tmp_path, *command)  # a traceback fails the test
+        assert result.exit_code in (0, 1), result.output
+        failures = json.loads(result.stdout).get("failures", [])
+        assert [(f["session_id"], f["path"], f["line"]) for f in failures] in (
+            [],
+            [(SID_A, str(bad), line)],
+        )
+        assert {SID_B, SID_C} <= set(rows_by_session(tmp_path))
+    result = run(tmp_path, "ingest", "--once", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["refused_records"] in (0, 1)

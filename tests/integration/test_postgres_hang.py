@@ -29,9 +29,9 @@ from pentrace.errors import AnalyticsError, LedgerError
 from pentrace.infrastructure.analytics.database import AnalyticsDatabase
 from pentrace.infrastructure.eventstore.recording import Recording, open_recording
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
-from pentrace.infrastructure.ledger.backend.deadline import DEADLINES
-from pentrace.infrastructure.ledger.live.breaker import CircuitBreaker
+from pentrace.infrastructure.ledger.backend.connections import DEADLINES
 from pentrace.infrastructure.ledger.live.hook import LiveSubscription
+from pentrace.infrastructure.ledger.live.writer import CircuitBreaker
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 from pentrace.testing import StartSession, UserInput, write_trace
 from tests.integration.pg_proxy import HangingProxy

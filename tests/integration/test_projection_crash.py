@@ -22,7 +22,7 @@ from pentrace.infrastructure.analytics.builtin.tools import ToolCalls
 from pentrace.infrastructure.analytics.examples import dump, run_in_batches
 from pentrace.infrastructure.analytics.failures import EventFailure, read_failures
 from pentrace.infrastructure.analytics.runner import catch_up, open_ledger, open_projection
-from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.ledger.bulk import sync
 from tests.integration.fragile_projection import POISON, Fragile
 
 REPO = Path(__file__).resolve().parents[2]

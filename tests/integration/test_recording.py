@@ -16,7 +16,7 @@ from pentrace.cli.app import app
 from pentrace.domain.session.key import SessionKey
 from pentrace.infrastructure.eventstore.recording import open_recording
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
-from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.ledger.bulk import sync
 from pentrace.infrastructure.ledger.settings import ENV_TABLE_PREFIX
 from tests.integration.ledger_backends import LedgerBackend
 from tests.support import record_answered_turn, start_sample_session

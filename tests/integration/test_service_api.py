@@ -147,7 +147,7 @@ def test_a_session_is_found_by_its_short_token_and_shows_its_summary(server: Ser
 def test_an_unknown_session_is_a_404_and_an_ambiguous_prefix_a_400(server: Server) -> None:
     missing = get(server, "/api/v1/sessions/ffffffff")
     assert missing.status_code == 404
-    assert "pentrace sessions list" in missing.json()["error"]["hint"]
+    assert "pentrace list" in missing.json()["error"]["hint"]  # was `sessions list` (ADR 0092)
     ambiguous = get(server, "/api/v1/sessions/000000a")
     assert ambiguous.status_code == 400
     assert "matches 2 sessions" in ambiguous.json()["error"]["message"]

@@ -13,7 +13,7 @@ from pathlib import Path
 import msgspec
 
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
-from pentrace.infrastructure.ledger.pages import Scope
+from pentrace.infrastructure.ledger.replay import Scope
 from pentrace.service.context import ServiceContext
 from pentrace.service.events.follower import LedgerFollower
 from pentrace.service.events.sse import stream_events

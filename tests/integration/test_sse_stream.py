@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import queue
 import signal
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
+from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
+from pentrace.infrastructure.ledger.live.follower import HeadFollower
 from tests.integration.sse_harness import (
     Server,
     SseClient,
@@ -267,3 +271,50 @@ def test_w10_a_reconnect_that_only_saw_control_frames_keeps_its_cursor(
     assert again.next().id is None
     with pytest.raises(queue.Empty):
         again.events(1, timeout=0.5)
+
+
+_CHILD_WRITER = """
+import sys, time
+from pathlib import Path
+from pentrace.domain.runtime import build_event
+from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
+
+ledger = RuntimeEventLedger(LedgerDatabase.for_path(Path(sys.argv[1])), LedgerSettings())
+stop = Path(sys.argv[2])
+sequence = 0
+while not stop.exists() and sequence < 600:
+    sequence += 1
+    ledger.append(build_event(event_type="message.updated", payload={"n": sequence},
+                              time_ms=1, sequence=sequence, stream_id="global:wake"))
+    time.sleep(0.1)
+ledger.close()
+"""
+
+
+def test_a_listening_follower_wakes_on_another_processs_commit_to_a_sqlite_ledger(
+    tmp_path: Path,
+) -> None:
+    """ADR 0081: with polling set to an hour, only the watch of the ledger's file can wake
+    the follower for a commit made in another process."""
+    path = tmp_path / "ledger.db"
+    ledger = RuntimeEventLedger(LedgerDatabase.for_path(path), LedgerSettings())
+    heads = HeadFollower(ledger, poll_interval=3600, listen=True).start()
+    stop = tmp_path / "stop"
+    child = None
+    try:
+        assert heads.wait(timeout=30)  # the listener started
+        heads.clear()
+        before = heads.head()
+        child = subprocess.Popen([sys.executable, "-c", _CHILD_WRITER, str(path), str(stop)])
+        while True:
+            assert heads.wait(timeout=60), "no wake-up from another process's commit"
+            heads.clear()
+            if heads.head() > before:
+                break
+    finally:
+        stop.touch()
+        if child is not None:
+            child.wait(timeout=60)
+        heads.stop()
+        ledger.close()
+    assert "pentrace-ledger-listen" not in {thread.name for thread in threading.enumerate()}

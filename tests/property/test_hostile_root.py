@@ -39,6 +39,7 @@ from pentrace.cli.app import app
 from pentrace.cli.docgen import iter_commands
 from pentrace.domain.session.key import SessionKey
 from pentrace.errors import PentraceError
+from tests.otel_support import Receiver
 
 FIXTURES: Final = Path(__file__).parents[1] / "fixtures" / "penguin_harness"
 SEED: Final = int(os.environ.get("PENTRACE_FUZZ_SEED", "20261207"))
@@ -327,7 +328,7 @@ def run_everything(run: Runner, root: Root) -> list[str]:
         if counts.get(stream) != records:
             lost.append(f"ledger rebuild left {key} with {counts.get(stream)} rows of {records}")
     run("ingest", "--once", "--json")
-    for name in ("ledger stats", "ledger replay", "ledger tail"):
+    for name in ("ledger status", "ledger events", "ledger tail"):
         run(name, "--json")
     run("stats tokens", "--sync")
     for by in ("model", "hour", "minute"):
@@ -339,7 +340,16 @@ def run_everything(run: Runner, root: Root) -> list[str]:
     run("projections rebuild")
     run("projections status", "--failures", "--json")
     run("projections retry", "tokens")
-    run("sessions list", "--json")
+    run("list", "--json")
+    run("list")
+    receiver = Receiver().start()  # a real OTLP/HTTP receiver on loopback
+    try:
+        run("otel export", "--endpoint", receiver.url, "--settle", "0", "--json")
+        run("otel export", "--endpoint", receiver.url, "--settle", "0", "--content")
+    finally:
+        receiver.stop()
+    exported = {span.attributes.get("gen_ai.conversation.id") for span in receiver.copies}
+    lost += [f"otel export sent no span of {key}" for key in root.pristine if key not in exported]
     run("search", "hostile")
     run("search", '"\\ud800"', "--json")
     run("scan", "--json")
@@ -354,6 +364,7 @@ def run_everything(run: Runner, root: Root) -> list[str]:
         run("show", ref)
         run("replay", ref, "--json", "--include-uncommitted")
         run("replay", ref, "--no-pager")
+        run("replay", ref, "--no-pager", "--redacted", "--include-uncommitted")
         run("export", ref, "--redacted", "-o", str(out / f"{number}.redacted.jsonl"))
         run("export", ref, "-o", str(out / f"{number}.jsonl"))
         archive = out / f"{number}.tar.gz"
@@ -361,6 +372,9 @@ def run_everything(run: Runner, root: Root) -> list[str]:
         run("report", ref, "-o", str(out / f"{number}.html"))
         run("fork", ref, "--json")
         run("import", str(out / f"{number}.jsonl"), "--project", "imported", "--agent", "raw")
+        run("import", str(out / f"{number}.jsonl"), "-p", "imported", "-a", "raw", "--new-id")
+        run("show", str(out / f"{number}.jsonl"))
+        run("audit", str(out / f"{number}.jsonl"), "--json")
         if archive.exists():
             run("import", str(archive), "--project", "imported", "--agent", f"arch{number}")
         run("ledger import-penguin", str(out / f"{number}.jsonl"))

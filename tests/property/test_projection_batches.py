@@ -13,7 +13,7 @@ from pentrace.infrastructure.analytics.examples import dump, run_in_batches
 from pentrace.infrastructure.analytics.rebuild import rebuild
 from pentrace.infrastructure.analytics.registry import BUILTINS
 from pentrace.infrastructure.analytics.runner import open_ledger
-from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.ledger.bulk import sync
 from pentrace.testing import Command, session_commands, write_trace
 
 

@@ -29,7 +29,7 @@ from pentrace.infrastructure.analytics.registry import BUILTINS
 from pentrace.infrastructure.analytics.runner import catch_up
 from pentrace.infrastructure.catalog.listing import list_sessions
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
-from pentrace.infrastructure.ledger.indexer import sync
+from pentrace.infrastructure.ledger.bulk import sync
 from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.projections.analytics.timeline import build_timeline
 from pentrace.projections.session_summary import duration_seconds, numbers_of

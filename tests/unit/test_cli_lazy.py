@@ -10,7 +10,16 @@ import typer
 from pentrace.cli.app import app
 from pentrace.cli.lazy import LazyGroup
 
-HEAVY = ("sqlalchemy", "psycopg", "eventsourcing", "starlette", "uvicorn", "jinja2", "cairosvg")
+HEAVY = (
+    "sqlalchemy",
+    "psycopg",
+    "eventsourcing",
+    "starlette",
+    "uvicorn",
+    "jinja2",
+    "cairosvg",
+    "opentelemetry",
+)
 
 
 def _loaded_after(code: str) -> list[str]:
@@ -32,6 +41,23 @@ def test_running_a_lazy_command_loads_what_it_needs() -> None:
         "CliRunner().invoke(app, ['ledger', '--help'])"
     )
     assert "sqlalchemy" in loaded
+
+
+def test_the_opentelemetry_sdk_loads_only_when_spans_are_exported() -> None:
+    listed = _loaded_after(
+        "from typer.testing import CliRunner\n"
+        "from pentrace.cli.app import app\n"
+        "CliRunner().invoke(app, ['otel', 'export', '--help'])"
+    )
+    assert "opentelemetry" not in listed
+    exported = _loaded_after(
+        "import tempfile\n"
+        "from typer.testing import CliRunner\n"
+        "from pentrace.cli.app import app\n"
+        "root = tempfile.mkdtemp()\n"
+        "CliRunner().invoke(app, ['--data-root', root, 'otel', 'export', '--endpoint', 'ftp://x'])"
+    )
+    assert "opentelemetry" in exported
 
 
 def test_every_lazy_command_resolves_to_a_command_with_its_name() -> None:

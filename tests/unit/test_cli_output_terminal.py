@@ -17,7 +17,7 @@ def test_a_table_on_a_terminal_is_drawn_by_rich(
     monkeypatch.setattr(output, "stdout_is_tty", lambda: True)
     output.emit_table(("model", "total"), [["gpt-x", 12], ["claude-y", 3400]], title="tokens")
     drawn = capsys.readouterr().out
-    for shown in ("tokens", "claude-y", "3400"):
+    for shown in ("tokens", "claude-y", "3,400"):  # counts read with separators (issue #31)
         assert shown in drawn
     assert "\t" not in drawn  # not the piped form
 

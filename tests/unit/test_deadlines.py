@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 
-from pentrace.infrastructure.ledger.backend.deadline import Deadlines
+from pentrace.infrastructure.ledger.backend.connections import Deadlines
 
 GUARD = 30.0
 

@@ -10,11 +10,11 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.schema import CreateIndex, CreateTable
 
+from pentrace.infrastructure.ledger.backend.dialect import ledger_tables
 from pentrace.infrastructure.ledger.backend.schema import (
     key_equals,
     key_in,
     key_is_null,
-    ledger_tables,
     positions_match,
     stream_equals,
     stream_in,

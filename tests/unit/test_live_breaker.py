@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pentrace.infrastructure.ledger.live.breaker import CircuitBreaker
+from pentrace.infrastructure.ledger.live.writer import CircuitBreaker
 
 
 class Clock:

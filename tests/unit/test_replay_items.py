@@ -103,8 +103,9 @@ def test_the_readers_payloads_decide_what_is_drawn() -> None:
 
 
 def test_payload_values_read_as_text_the_same_way_everywhere() -> None:
+    # As the JSON the trace holds, never a Python repr ("True", "['x']" before issue #31).
     assert [as_text(v) for v in ("a", None, 5, 1.5, True, ["x"], {"k": 1})] == [
-        "a", "", "5", "1.5", "True", "['x']", "{'k': 1}",
+        "a", "", "5", "1.5", "true", '["x"]', '{"k":1}',
     ]  # fmt: skip
     entry = build_render_items(_items(_msg("thinking", data=7)))[0]
     assert (entry.thinking, entry.text("missing")) == ("7", "")

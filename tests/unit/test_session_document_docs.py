@@ -32,7 +32,7 @@ def _table_names(section: str) -> set[str]:
 
 
 def test_the_list_section_has_a_row_for_every_field_and_names_every_alias() -> None:
-    section = _section("cli-json.md", "## `pentrace sessions list --json`")
+    section = _section("cli-json.md", "## `pentrace list --json`")  # was `sessions list`
     assert {name for name, _, _ in FIELDS} <= _table_names(section)
     for old, new in CLI_ALIASES.items():
         assert f"`{old}` (= `{new}`)" in section.replace("\n", " "), old

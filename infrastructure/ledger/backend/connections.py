@@ -9,38 +9,53 @@ One place for the ledger, the analytics database and the LISTEN connections:
 * :func:`postgres_engine` gives every PostgreSQL connection a connect timeout
   (psycopg enforces it on the client, so a server that accepts and never answers
   is covered), ``statement_timeout`` and ``lock_timeout`` through the startup
-  ``options``, and the client-side :mod:`deadline <.deadline>` that cuts a server
+  ``options``, and the client-side deadline (:class:`Deadlines`, below) that cuts a server
   that stopped answering.  Values the URL gives itself (``?connect_timeout=``,
   ``?options=-c statement_timeout=...``) win.
 * :func:`listen_connection` opens a NOTIFY connection with the same settings.
+
+The client-side deadline (:class:`Deadlines`): ``statement_timeout`` is enforced by
+the server, so it does nothing when the server (or a proxy, or a half-dead network
+path) accepts bytes and never answers: psycopg then waits on the socket for ever.
+One daemon thread per process shuts down the socket of a connection whose armed
+deadline passed.  The blocked call wakes at once with "server closed the
+connection", SQLAlchemy drops that connection from its pool, and the thread that
+was blocked can ask :meth:`Deadlines.expired` to say why.  Connections are armed
+before each statement, commit, rollback and pool ping, disarmed when a statement
+returns, and disarmed before they are checked in or closed, so a socket number is
+never touched after the connection that owned it let it go.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
+import os
+import socket
+import threading
+import time
 from typing import TYPE_CHECKING, Any, Final
 
-from sqlalchemy import Engine, create_engine, event, exc, text
+from sqlalchemy import Engine, create_engine, event, exc
 from sqlalchemy.engine import URL, make_url
 
 from pentrace.errors import ConfigError
 from pentrace.infrastructure.ledger.backend.credentials import mask_url
-from pentrace.infrastructure.ledger.backend.deadline import DEADLINES
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 
 if TYPE_CHECKING:
     import psycopg
 
 __all__ = [
+    "DEADLINES",
     "SUPPORTED_URLS",
+    "Deadlines",
     "connect_args",
     "database_url",
     "listen_connection",
+    "lock_wait",
     "postgres_engine",
     "run_guarded",
-    "schema_lock",
     "statement_deadline",
 ]
 
@@ -48,6 +63,8 @@ SUPPORTED_URLS: Final = "sqlite:////absolute/path.db or postgresql://USER@HOST[:
 _POSTGRES_DRIVERS: Final = frozenset({"postgresql", "postgres", "postgresql+psycopg"})
 # A healthy server answers a cancelled statement well within this, past statement_timeout.
 _GRACE_SECONDS: Final = 5.0
+# A database's "wait for ever" stands as a day when the lock wait is off.
+NO_LIMIT_MS: Final = 86_400_000
 
 
 def database_url(url: str, *, setting: str) -> URL:
@@ -70,6 +87,13 @@ def database_url(url: str, *, setting: str) -> URL:
         f"in {mask_url(url)}; expected sqlite or postgresql",
         hint=f"set {setting} to {SUPPORTED_URLS}",
     )
+
+
+def lock_wait(timeouts: DatabaseTimeouts) -> float:
+    """The lock wait in seconds: at least a millisecond, a day for none (SQLite's busy
+    timeout, and how long a schema creation retries a busy file)."""
+    lock = timeouts.lock_seconds
+    return (NO_LIMIT_MS if lock is None else max(1, int(lock * 1000))) / 1000
 
 
 def statement_deadline(timeouts: DatabaseTimeouts) -> float | None:
@@ -116,27 +140,6 @@ def run_guarded(conn: psycopg.Connection[Any], statement: str, timeouts: Databas
         conn.execute(statement)
     finally:
         DEADLINES.disarm(conn)
-
-
-@contextmanager
-def schema_lock(engine: Engine, name: str) -> Iterator[None]:
-    """On PostgreSQL, one process at a time creates or upgrades the tables called ``name``.
-
-    Two ``CREATE TABLE IF NOT EXISTS`` of one new table in parallel (several
-    agent hosts' followers starting against a fresh database) make one of them
-    fail on ``pg_type``'s unique index.  A session advisory lock keyed by the
-    name serializes them; the second then finds the tables.  (SQLite's dialect
-    holds nothing: its schema creation retries on SQLITE_BUSY.)
-    """
-    key = {"key": f"pentrace schema {name}"}
-    with engine.connect() as conn:
-        conn.execute(text("SELECT pg_advisory_lock(hashtext(:key))"), key)
-        conn.commit()
-        try:
-            yield
-        finally:
-            conn.execute(text("SELECT pg_advisory_unlock(hashtext(:key))"), key)
-            conn.commit()
 
 
 def connect_args(url: URL, timeouts: DatabaseTimeouts) -> dict[str, Any]:
@@ -211,3 +214,95 @@ def _disarming(conn: Any, *_args: Any) -> None:
 
 def _disarm(dbapi_connection: Any, *_args: Any) -> None:
     DEADLINES.disarm(dbapi_connection)
+
+
+class Deadlines:
+    """Armed deadlines of driver connections, each cut by shutting its socket down."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        # id(connection) -> (deadline, socket fd, seconds, thread id)
+        self._armed: dict[int, tuple[float, int, float, int]] = {}
+        self._heap: list[tuple[float, int]] = []
+        # The earliest heap entry of each connection: re-arming a connection (every
+        # statement) pushes nothing new unless its deadline moves earlier.
+        self._queued: dict[int, float] = {}
+        self._expired: dict[int, float] = {}
+        self._thread: threading.Thread | None = None
+        self.cut = 0
+
+    def arm(self, connection: Any, seconds: float) -> None:
+        """Cut ``connection`` (a psycopg connection) unless disarmed within ``seconds``."""
+        try:
+            fd = int(connection.fileno())
+        except Exception:  # noqa: BLE001  # a closed connection has no socket to watch
+            return
+        deadline = time.monotonic() + seconds
+        with self._cond:
+            key = id(connection)
+            self._armed[key] = (deadline, fd, seconds, threading.get_ident())
+            queued = self._queued.get(key)
+            if queued is None or deadline < queued:
+                self._queued[key] = deadline
+                heapq.heappush(self._heap, (deadline, key))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="pentrace-db-deadlines", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify()
+
+    def disarm(self, connection: Any) -> None:
+        """Forget the deadline of ``connection`` (harmless when none is armed)."""
+        if connection is None:
+            return
+        with self._cond:
+            self._armed.pop(id(connection), None)
+
+    def expired(self) -> float | None:
+        """The seconds of a deadline that cut a connection of this thread since the last
+        call (and forget it), or None."""
+        with self._cond:
+            return self._expired.pop(threading.get_ident(), None)
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                while self._heap and self._heap[0][0] <= now:
+                    deadline, key = heapq.heappop(self._heap)
+                    if self._queued.get(key) == deadline:
+                        del self._queued[key]
+                    armed = self._armed.get(key)
+                    if armed is None:
+                        continue  # disarmed
+                    if armed[0] > now:  # armed again since: wait for the new deadline
+                        if key not in self._queued:
+                            self._queued[key] = armed[0]
+                            heapq.heappush(self._heap, (armed[0], key))
+                        continue
+                    del self._armed[key]
+                    # Recorded first: the woken thread asks expired() at once.
+                    self._expired[armed[3]] = armed[2]
+                    self.cut += 1
+                    _shut_down(armed[1])
+                wait = self._heap[0][0] - now if self._heap else None
+                self._cond.wait(wait)
+
+
+def _shut_down(fd: int) -> None:
+    # shutdown() acts on the socket, not on the descriptor, so a duplicate reaches the
+    # connection's socket while the driver keeps its own descriptor (and closes it).
+    try:
+        sock = socket.socket(fileno=os.dup(fd))
+    except OSError:
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    finally:
+        sock.close()
+
+
+DEADLINES: Final = Deadlines()

@@ -19,6 +19,7 @@ a Penguin-format file is read through TEMP views under pentrace's names.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -42,28 +43,30 @@ from sqlalchemy import (
 from sqlalchemy.sql.compiler import Compiled
 
 from pentrace.errors import LedgerError, LedgerLockedError
-from pentrace.infrastructure.ledger.backend.codec import RowCodec
-from pentrace.infrastructure.ledger.backend.connections import database_url
-from pentrace.infrastructure.ledger.backend.deadline import DEADLINES
+from pentrace.infrastructure.ledger.backend.codec import RowCodec, mark_new_form, read_codec
+from pentrace.infrastructure.ledger.backend.connections import DEADLINES, database_url, lock_wait
 from pentrace.infrastructure.ledger.backend.dialect import (
     LedgerDialect,
     database_file,
     dialect_for,
+    ledger_tables,
 )
 from pentrace.infrastructure.ledger.backend.errors import converted
 from pentrace.infrastructure.ledger.backend.formats import FileFormat, penguin_format_error
-from pentrace.infrastructure.ledger.backend.row_form import mark_new_form, read_codec
-from pentrace.infrastructure.ledger.backend.schema import LedgerTables, ledger_tables, session_of
-from pentrace.infrastructure.ledger.backend.sqlite import file_identity, lock_wait
-from pentrace.infrastructure.ledger.backend.upgrade import (
-    digest_streams,
-    hashed_keys,
-    upgrade_event_ids,
-    upgrade_indexes,
-)
+from pentrace.infrastructure.ledger.backend.schema import LedgerTables, session_of
+from pentrace.infrastructure.ledger.backend.upgrade import upgrade_event_ids, upgrade_indexes
 from pentrace.infrastructure.ledger.settings import ENV_URL, DatabaseTimeouts, safe_url
 
-__all__ = ["LedgerDatabase", "LedgerOptions"]
+__all__ = ["LedgerDatabase", "LedgerOptions", "file_identity"]
+
+
+def file_identity(path: Path) -> tuple[int, int] | None:
+    """The (device, inode) of a file, None when it is gone (W13 compares them)."""
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (stat.st_dev, stat.st_ino)
 
 
 class LedgerOptions(TypedDict, total=False):
@@ -102,7 +105,7 @@ class LedgerDatabase:
         self.url = parsed.render_as_string(hide_password=False)
         #: What differs between backends (:mod:`.dialect`).
         self.dialect: LedgerDialect = dialect_for(parsed)
-        # The client-side deadline of statements (see .deadline); a local file has none.
+        # The client-side deadline of statements (see .connections); a local file has none.
         self._deadline = self.dialect.statement_deadline(timeouts)
         self.path: Path | None = database_file(
             parsed,
@@ -136,14 +139,20 @@ class LedgerDatabase:
             engine = self.dialect.open_read_only(self)
         else:
             engine = self.dialect.open_writable(self)
-            self._create_schema(engine)
-            self.format = "pentrace"
-        if self.path is not None:
-            self.dialect.opened(self)
-        with converted("read the ledger's row form", self.where):
-            self.codec = read_codec(engine, self.tables)
-            self.hashed_keys = hashed_keys(engine, self.tables)
-            self.digest_streams = digest_streams(engine, self.tables)
+        try:
+            if not self.read_only:
+                self._create_schema(engine)
+                self.format = "pentrace"
+            if self.path is not None:
+                self.dialect.opened(self)
+                self.identity = file_identity(self.path)
+            with converted("read the ledger's row form", self.where):
+                self.codec = read_codec(engine, self.tables)
+                with engine.connect() as conn:
+                    self.hashed_keys, self.digest_streams = self.dialect.layout(conn, self.tables)
+        except BaseException:
+            engine.dispose()  # no pooled connection is left to the garbage collector
+            raise
         self._compiled.clear()  # a replaced file (W13) may be of another row form
         return engine
 
@@ -175,7 +184,7 @@ class LedgerDatabase:
                     if fresh:  # today's row form: derived ids, compressed envelopes
                         with engine.begin() as conn:
                             mark_new_form(conn, self)
-                    upgrade_indexes(engine, self.tables)
+                    upgrade_indexes(engine, self.tables, self.dialect)
                     # Session-id-only event ids of an earlier ledger (ADR 0023, .upgrade).
                     writer = engine.execution_options(**self.dialect.write_options)
                     lock = self.dialect.write_lock(self.tables.events.name)
@@ -298,7 +307,8 @@ class LedgerDatabase:
 
     @contextmanager
     def raw_sqlite(self, operation: str) -> Iterator[sqlite3.Connection]:
-        """The driver connection, outside any transaction (PRAGMAs such as wal_checkpoint)."""
+        """The driver connection of a SQLite ledger, outside any transaction (PRAGMAs such
+        as wal_checkpoint)."""
         self.check_file()
         with converted(operation, self.where), self.engine.connect() as conn:
             driver = conn.connection.driver_connection

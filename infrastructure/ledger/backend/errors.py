@@ -15,8 +15,8 @@ from eventsourcing.persistence import IntegrityError as RecorderIntegrityError
 from sqlalchemy import exc
 
 from pentrace.errors import LedgerConflictError, LedgerError, LedgerLockedError
+from pentrace.infrastructure.ledger.backend.connections import DEADLINES
 from pentrace.infrastructure.ledger.backend.credentials import mask_text
-from pentrace.infrastructure.ledger.backend.deadline import DEADLINES
 
 __all__ = ["LedgerIntegrityError", "converted", "driver_reason"]
 
@@ -40,7 +40,7 @@ _TIMEOUT_HINT = (
 
 _SCHEMA_HINT = (
     "the database's tables are not the ledger's: point the ledger setting at a pentrace "
-    "ledger (`pentrace ledger stats` says what the file holds), or at a new file"
+    "ledger (`pentrace ledger status` says what the file holds), or at a new file"
 )
 
 

@@ -24,6 +24,7 @@ is refused.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final, Literal
 from urllib.parse import quote
@@ -37,6 +38,8 @@ __all__ = [
     "file_format",
     "foreign_format_error",
     "penguin_format_error",
+    "penguin_rows",
+    "penguin_rows_held",
     "refuse_foreign_writes",
 ]
 
@@ -180,3 +183,33 @@ def refuse_foreign_writes(path: Path, events_table: str, timeout_seconds: float 
         raise penguin_format_error(path, "open the ledger for writing")
     if found == "foreign":
         raise foreign_format_error(path)
+
+
+def penguin_rows(path: Path, page: int) -> Iterator[list[tuple[int, str, int, str]]]:
+    """The rows of a Penguin ledger file, ``page`` at a time in its order (``rowid``), as
+    ``(rowid, event_id, inserted_at, event_json)`` (read-only)."""
+    uri = f"file:{path.resolve()}?mode=ro"
+    conn = sqlite3.connect(uri, uri=True)
+    try:
+        after = 0
+        while True:
+            rows = conn.execute(
+                "SELECT rowid, event_id, inserted_at, event_json FROM runtime_events "
+                "WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                (after, page),
+            ).fetchall()
+            if not rows:
+                return
+            yield rows
+            after = int(rows[-1][0])
+    finally:
+        conn.close()
+
+
+def penguin_rows_held(path: Path) -> int:
+    """How many rows a Penguin ledger file holds (read-only)."""
+    conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+    try:
+        return int(conn.execute("SELECT count(*) FROM runtime_events").fetchone()[0])
+    finally:
+        conn.close()

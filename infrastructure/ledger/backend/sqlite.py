@@ -9,7 +9,12 @@ exists) so that a size prune can give space back.  The analytics database
 shares :func:`sqlite_engine`.
 
 There is no notification channel: another process's commit is seen at the
-next poll, and an empty poll costs about 0.1 ms, so 20 ms polling is cheap.
+next poll (or when the file changes, for a follower that watches it), and an
+empty poll costs about 0.1 ms, so 20 ms polling is cheap.
+
+Everything SQLite-only about the ledger is here but reading foreign files
+(:mod:`.formats`): the SQL spellings of the schema's functions, the partial
+index, the catalog reads, the packed insert.
 """
 
 from __future__ import annotations
@@ -17,23 +22,31 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
-from sqlalchemy import Connection, Engine, Table, create_engine, event, exc
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    Engine,
+    Integer,
+    Table,
+    create_engine,
+    event,
+    exc,
+    text,
+)
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import QueuePool
+from sqlalchemy.schema import DDL, CreateIndex
 
 from pentrace.errors import NotFoundError
-from pentrace.infrastructure.ledger.backend.dialect import (
-    BulkInserter,
-    PackedInserter,
-    RowInserter,
-)
+from pentrace.infrastructure.ledger.backend import schema
+from pentrace.infrastructure.ledger.backend.connections import lock_wait
 from pentrace.infrastructure.ledger.backend.errors import converted
 from pentrace.infrastructure.ledger.backend.formats import (
     connect_read_only,
@@ -41,17 +54,22 @@ from pentrace.infrastructure.ledger.backend.formats import (
     foreign_format_error,
     refuse_foreign_writes,
 )
-from pentrace.infrastructure.ledger.backend.packed import PackedGroup, PackedRows
+from pentrace.infrastructure.ledger.backend.schema import LedgerTables, spelled
 from pentrace.infrastructure.ledger.settings import DatabaseTimeouts
 from pentrace.infrastructure.storage.modes import prepare_sqlite_file, repair_modes, sqlite_files
 
 if TYPE_CHECKING:
     from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
+    from pentrace.infrastructure.ledger.backend.dialect import (
+        BulkInserter,
+        PackedInserter,
+        RowInserter,
+    )
+    from pentrace.infrastructure.ledger.bulk.build import PackedGroup, PackedRows
 
-__all__ = ["BEGIN_OPTION", "NO_LIMIT_MS", "SQLITE", "file_identity", "lock_wait", "sqlite_engine"]
+__all__ = ["BEGIN_OPTION", "SQLITE", "sqlite_engine"]
 
-# SQLite has no "wait for ever"; a day stands for it when the lock wait is off.
-NO_LIMIT_MS: Final = 86_400_000
+_NAME: Final = "sqlite"
 # Rows of one multi-row INSERT of packed rows; a group's remainder goes in halving
 # statements (32, 16, ... 1 rows), so each group shape needs at most seven statements.
 _PACKED_ROWS: Final = 64
@@ -60,12 +78,32 @@ _PACKED_ROWS: Final = 64
 _CACHED_STATEMENTS: Final = 512
 #: The execution option naming the statement that begins a transaction.
 BEGIN_OPTION: Final = "pentrace_begin"
+# A watched ledger's changes are grouped for at most this long (ms), a group ends after
+# _WATCH_STEP_MS of quiet (watchfiles also looks for a stop that often: about 0.6% of a
+# core while idle, where 1 ms took 1%), and a reader woken by one is woken again after
+# these seconds (see SQLiteDialect.listen).
+_WATCH_DEBOUNCE_MS: Final = 5
+_WATCH_STEP_MS: Final = 2
+_WAKE_AGAIN: Final = (0.003, 0.012)
 
 
-def lock_wait(timeouts: DatabaseTimeouts) -> float:
-    """The busy timeout in seconds: the lock wait, at least a millisecond, a day for none."""
-    lock = timeouts.lock_seconds
-    return (NO_LIMIT_MS if lock is None else max(1, int(lock * 1000))) / 1000
+def _last_segment(value: str) -> str:
+    """SQLite has no last-occurrence search: a text with exactly two '/' (every session
+    stream ``session:<project>/<agent>/<id>``) is cut after its second by two instr(); any
+    other by rtrim() of every character but '/', which leaves it up to its last '/' but
+    costs a scan of the text per character trimmed (3-4 times the work of the first
+    way, on every insert and in every index build: ADR 0066)."""
+    first = f"instr({value}, '/')"
+    second = f"{first} + instr(substr({value}, {first} + 1), '/')"
+    return (
+        f"CASE WHEN length({value}) - length(replace({value}, '/', '')) = 2 "
+        f"THEN substr({value}, {second} + 1) "
+        f"ELSE substr({value}, length(rtrim({value}, replace({value}, '/', ''))) + 1) END"
+    )
+
+
+spelled(schema.Sequence8, _NAME, lambda a: f"printf('%08d', {a[0]})")
+spelled(schema.LastSegment, _NAME, lambda a: _last_segment(a[0]))
 
 
 def sqlite_engine(
@@ -83,15 +121,6 @@ def sqlite_engine(
 def begin(conn: Connection) -> None:
     """Begin a transaction with the statement the connection's options name."""
     conn.exec_driver_sql(conn.get_execution_options().get(BEGIN_OPTION, "BEGIN"))
-
-
-def file_identity(path: Path) -> tuple[int, int] | None:
-    """The (device, inode) of a file, None when it is gone (W13 compares them)."""
-    try:
-        stat = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return (stat.st_dev, stat.st_ino)
 
 
 def _pragmas(dbapi_connection: Any, *, vacuum: bool) -> None:
@@ -116,7 +145,7 @@ def _configure_vacuuming(dbapi_connection: Any, _record: Any) -> None:
 class SQLiteDialect:
     """:class:`~.dialect.LedgerDialect` for ``sqlite:///PATH``."""
 
-    name = "sqlite"
+    name = _NAME
     file_based = True
     poll_seconds = 0.02
     notifies = False
@@ -126,6 +155,19 @@ class SQLiteDialect:
     greatest = "MAX"
     write_options: Mapping[str, str] = MappingProxyType({BEGIN_OPTION: "BEGIN IMMEDIATE"})
     defers_indexes = True
+
+    def adapt_tables(self, tables: LedgerTables) -> None:
+        """The notification id is an alias of the rowid (exactly INTEGER) with AUTOINCREMENT,
+        so that an id is never reused after retention deletes rows; only the stored ids
+        are indexed (a partial index); a drop takes the view along."""
+        events = tables.events
+        key = events.c.notification_id
+        key.type = BigInteger().with_variant(Integer(), _NAME)
+        events.dialect_kwargs["sqlite_autoincrement"] = True
+        (stored,) = (i for i in events.indexes if i.name == f"{events.name}_event_id_idx")
+        stored.dialect_kwargs["sqlite_where"] = events.c.event_id.isnot(None)
+        drop = DDL(f'DROP VIEW IF EXISTS "{schema.view_name(tables)}"')  # type: ignore[no-untyped-call]
+        event.listen(events, "before_drop", drop.execute_if(dialect=_NAME))
 
     def statement_deadline(self, timeouts: DatabaseTimeouts) -> float | None:
         """None: a local file does not stop answering."""
@@ -185,7 +227,6 @@ class SQLiteDialect:
         assert db.path is not None
         if not db.read_only:
             repair_modes(sqlite_files(db.path), where=db.path)
-        db.identity = file_identity(db.path)
 
     def schema_lock(self, engine: Engine, table: str) -> AbstractContextManager[None]:
         """Nothing to hold: creating the schema retries on SQLITE_BUSY instead."""
@@ -220,7 +261,35 @@ class SQLiteDialect:
     def listen(
         self, db: LedgerDatabase, channel: str, wake: threading.Event, stopped: threading.Event
     ) -> None:
-        """Nothing to listen to: polling sees other processes' commits."""
+        """Set ``wake`` whenever the ledger's file or its WAL changes (a commit in another
+        process writes the WAL), until ``stopped``, and once when watching starts;
+        ``channel`` is unused.  The folder is watched, not recursively (through
+        ``watchfiles``, inotify on Linux), so a replaced file (W13) is seen too.
+
+        A commit's last WAL write comes a moment before the commit is visible to readers:
+        each change wakes the reader again a little later, so that one that looked too
+        early looks again before its poll interval."""
+        import watchfiles  # only a follower that listens needs it
+
+        assert db.path is not None
+        names = {db.path.name, f"{db.path.name}-wal"}
+        wake.set()
+        for _ in watchfiles.watch(
+            db.path.parent,
+            watch_filter=lambda _change, changed: os.path.basename(changed) in names,
+            stop_event=stopped,
+            debounce=_WATCH_DEBOUNCE_MS,
+            step=_WATCH_STEP_MS,
+            rust_timeout=500,
+            recursive=False,
+            raise_interrupt=False,
+            ignore_permission_denied=True,
+        ):
+            wake.set()
+            for delay in _WAKE_AGAIN:
+                if stopped.wait(delay):
+                    return
+                wake.set()
 
     def bulk_insert(self, table: Table, columns: Sequence[str]) -> BulkInserter:
         """See :meth:`.dialect.LedgerDialect.bulk_insert`: one ``executemany`` of a prepared
@@ -334,6 +403,57 @@ class SQLiteDialect:
         """``PRAGMA incremental_vacuum``: the freed pages go back to the file system."""
         with db.raw_sqlite("vacuum the ledger") as raw:
             raw.execute("PRAGMA incremental_vacuum").fetchall()
+
+    def index_names(self, conn: Connection, table: str) -> set[str]:
+        """The names of a table's indexes, those on expressions included (which SQLAlchemy's
+        inspector skips on SQLite)."""
+        query = "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = :table"
+        return {str(name) for name in conn.execute(text(query), {"table": table}).scalars()}
+
+    def stale_indexes(self, conn: Connection, events: Table) -> set[str]:
+        """The indexes on an expression whose stored statement is not today's: an earlier
+        version spelled the expression otherwise (ADR 0066), so that queries, which spell
+        today's, would not use them."""
+        stored: dict[str, str] = {
+            str(name): str(sql or "")
+            for name, sql in conn.execute(
+                text("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = :t"),
+                {"t": events.name},
+            ).all()
+        }
+        stale: set[str] = set()
+        for index in events.indexes:
+            if index.name not in stored or all(isinstance(e, Column) for e in index.expressions):
+                continue
+            today = str(CreateIndex(index).compile(dialect=conn.dialect))
+            if " ".join(stored[index.name].split()) != " ".join(today.split()):
+                stale.add(str(index.name))
+        return stale
+
+    def layout(self, conn: Connection, tables: LedgerTables) -> tuple[bool, bool]:
+        """(False, False): the scoped and stream keys are the plain text."""
+        return False, False
+
+    def digest_clash(
+        self, conn: Connection, events: Table, positions: Iterable[tuple[str, int]]
+    ) -> tuple[str, str, int, str] | None:
+        """None: the stream key is the text itself."""
+        return None
+
+    def create_view(self, conn: Connection, tables: LedgerTables) -> None:
+        """``CREATE VIEW`` of :func:`.schema.view_query` when missing or spelled otherwise
+        (SQLite resolves a view's tables when it is read: dropping the table is allowed)."""
+        name = schema.view_name(tables)
+        query = schema.view_query(tables.events)
+        spelled_query = query.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True})
+        statement = f'CREATE VIEW "{name}" AS {spelled_query}'
+        held = conn.execute(
+            text("SELECT sql FROM sqlite_master WHERE type = 'view' AND name = :v"), {"v": name}
+        ).scalar()
+        if held is not None and " ".join(str(held).split()) == " ".join(statement.split()):
+            return
+        conn.exec_driver_sql(f'DROP VIEW IF EXISTS "{name}"')
+        conn.exec_driver_sql(statement)
 
 
 def _last_id(cursor: sqlite3.Cursor, table: str) -> int:

@@ -1,7 +1,9 @@
-"""Bring a ledger made by an earlier version to today's: indexes, and event ids.
+"""Bring a ledger made by an earlier version to today's: indexes, the view, and event ids.
 
 :func:`upgrade_indexes` adds the indexes ``create_all`` only creates with a
-new table, and drops the ones they replaced.  :func:`upgrade_event_ids`
+new table, and drops the ones they replaced; the view that spells each row's
+derived values for SQL readers is made (:meth:`~.dialect.LedgerDialect.create_view`)
+when it is missing or out of date.  :func:`upgrade_event_ids`
 brings a ledger written with session-id-only event ids to the (project,
 agent, id) scheme.
 
@@ -27,10 +29,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import msgspec
-from sqlalchemy import Column, Connection, Engine, Index, bindparam, delete, select, text, update
+from sqlalchemy import Connection, Engine, Index, bindparam, delete, select, text, update
 from sqlalchemy.schema import CreateIndex
 
 from pentrace.domain.json_codec import JsonEncoder
@@ -41,15 +43,16 @@ from pentrace.domain.session.key import (
     legacy_stream_id,
     parse_session_stream,
 )
-from pentrace.infrastructure.ledger.backend.row_form import row_form
-from pentrace.infrastructure.ledger.backend.schema import ROW_FORM, LedgerTables
+from pentrace.infrastructure.ledger.backend.codec import ROW_FORM, row_form
+from pentrace.infrastructure.ledger.backend.schema import LedgerTables
+
+if TYPE_CHECKING:
+    from pentrace.infrastructure.ledger.backend.dialect import LedgerDialect
 
 __all__ = [
     "EVENT_IDS_KEY",
     "EVENT_IDS_VERSION",
     "UpgradeReport",
-    "digest_streams",
-    "hashed_keys",
     "restore_indexes",
     "upgrade_event_ids",
     "upgrade_indexes",
@@ -72,27 +75,29 @@ class UpgradeReport(msgspec.Struct, frozen=True):
     marks_dropped: int = 0
 
 
-def upgrade_indexes(engine: Engine, tables: LedgerTables) -> None:
-    """Create today's indexes on an earlier ledger's events table, drop the replaced ones.
+def upgrade_indexes(engine: Engine, tables: LedgerTables, dialect: LedgerDialect) -> None:
+    """Create today's indexes on an earlier ledger's events table, drop the replaced ones,
+    and make the view for SQL readers when it is missing or out of date.
 
     The old ``scope_idx`` (session, agent, directory) goes: the planner
     preferred it and then sorted a whole session for every replay page;
     ``type_idx`` gave way to (event_type, notification_id); no reader filters
     by category, so ``category_idx`` goes too (ADR 0058).  The scoped indexes
-    a bulk load was to make after its rows (:mod:`.deferred`) are made here when
-    it was stopped before it could.
+    a bulk load was to make after its rows (:mod:`..bulk.deferred`) are made here
+    when it was stopped before it could.
     """
     with engine.connect() as conn:
-        plan = _index_plan(conn, tables)
-    if plan.changes:
-        with engine.begin() as conn:
+        plan = _index_plan(conn, tables, dialect)
+    with engine.begin() as conn:
+        if plan.changes:
             _apply(conn, plan)
+        dialect.create_view(conn, tables)
 
 
-def restore_indexes(conn: Connection, tables: LedgerTables) -> int:
+def restore_indexes(conn: Connection, tables: LedgerTables, dialect: LedgerDialect) -> int:
     """Create the events table's missing indexes in ``conn``'s write transaction (a bulk
-    load made them last, :mod:`.deferred`); returns how many it made."""
-    plan = _index_plan(conn, tables)
+    load made them last, :mod:`..bulk.deferred`); returns how many it made."""
+    plan = _index_plan(conn, tables, dialect)
     _apply(conn, plan)
     return len(plan.missing)
 
@@ -107,12 +112,12 @@ class _IndexPlan(NamedTuple):
         return bool(self.missing or self.obsolete)
 
 
-def _index_plan(conn: Connection, tables: LedgerTables) -> _IndexPlan:
+def _index_plan(conn: Connection, tables: LedgerTables, dialect: LedgerDialect) -> _IndexPlan:
     events = tables.events
-    present = index_names(conn, events.name)
+    present = dialect.index_names(conn, events.name)
     # An earlier ledger's ids are all stored, under its own unique constraint.
     ids_held = row_form(conn, tables) != ROW_FORM
-    stale = stale_expression_indexes(conn, tables)
+    stale = dialect.stale_indexes(conn, events)
     present -= stale
     # Form 2's own indexes: the stored ids, the session ids its streams spell.
     own = {f"{events.name}_event_id_idx", f"{events.name}_session_position_idx"}
@@ -140,66 +145,6 @@ def _apply(conn: Connection, plan: _IndexPlan) -> None:
         conn.execute(CreateIndex(index, if_not_exists=True))
     for name in plan.obsolete:
         conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
-
-
-def index_names(conn: Connection, table: str) -> set[str]:
-    """The names of a table's indexes, those on expressions included (which SQLAlchemy's
-    inspector skips on SQLite)."""
-    if conn.dialect.name == "sqlite":
-        query = "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = :table"
-    else:
-        query = "SELECT indexname FROM pg_indexes WHERE tablename = :table"
-    return {str(name) for name in conn.execute(text(query), {"table": table}).scalars()}
-
-
-def stale_expression_indexes(conn: Connection, tables: LedgerTables) -> set[str]:
-    """The SQLite indexes on an expression whose stored statement is not today's: an
-    earlier version spelled the expression otherwise (ADR 0066), so that queries, which
-    spell today's, would not use them."""
-    if conn.dialect.name != "sqlite":
-        return set()
-    events = tables.events
-    stored: dict[str, str] = {
-        str(name): str(sql or "")
-        for name, sql in conn.execute(
-            text("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = :t"),
-            {"t": events.name},
-        ).all()
-    }
-    stale: set[str] = set()
-    for index in events.indexes:
-        if index.name not in stored or all(isinstance(e, Column) for e in index.expressions):
-            continue
-        today = str(CreateIndex(index).compile(dialect=conn.dialect))
-        if " ".join(stored[index.name].split()) != " ".join(today.split()):
-            stale.add(str(index.name))
-    return stale
-
-
-def hashed_keys(engine: Engine, tables: LedgerTables) -> bool:
-    """Whether the events table's scoped indexes are keyed by a hash of the text (a
-    PostgreSQL table created with ADR 0068's layout; earlier ones keep text keys)."""
-    definition = _index_definition(engine, f"{tables.events.name}_type_position_idx")
-    return definition is not None and "hashtextextended(" in definition
-
-
-def digest_streams(engine: Engine, tables: LedgerTables) -> bool:
-    """Whether the events table's ``(stream_id, sequence)`` key is on ``md5(stream_id)``
-    (a PostgreSQL table created with ADR 0071's layout; earlier ones, and a new one on a
-    server without md5(), keep the text constraint)."""
-    definition = _index_definition(engine, f"{tables.events.name}_stream_sequence_key")
-    return definition is not None and "md5(" in definition
-
-
-def _index_definition(engine: Engine, name: str) -> str | None:
-    """A PostgreSQL index's definition (None: no such index, or not PostgreSQL)."""
-    if engine.dialect.name != "postgresql":
-        return None
-    with engine.connect() as conn:
-        definition = conn.execute(
-            text("SELECT indexdef FROM pg_indexes WHERE indexname = :name"), {"name": name}
-        ).scalar_one_or_none()
-    return None if definition is None else str(definition)
 
 
 def current_version(conn: Connection, tables: LedgerTables) -> str | None:

@@ -1,11 +1,13 @@
-"""The one follower of the ledger's head: poll on SQLite, LISTEN/NOTIFY on PostgreSQL.
+"""Following the ledger's head: one follower for every reader, and the subscription.
 
 A :class:`HeadFollower` is woken when the ledger may have moved:
 
 * at once when a writer in this process commits, through any ledger object
-  on the same database (the shared :class:`~.subscription.Waker`);
+  on the same database (the shared :class:`Waker`, :func:`waker_for`);
 * at once when another process commits, on a backend that announces commits
-  (a listener thread runs the dialect's ``listen``: PostgreSQL ``NOTIFY``);
+  (a listener thread runs the dialect's ``listen``: PostgreSQL ``NOTIFY``), or
+  when asked to listen (``listen=True``) on one that can watch for them (SQLite:
+  a change of the ledger's file or WAL, ADR 0081);
 * otherwise after ``poll_interval`` seconds, so a lost notification, or a
   backend without any (SQLite), costs one poll of latency, never an event.
 
@@ -13,18 +15,28 @@ It holds no events; its users read what they need after a wake-up: the
 subscription a page of notifications, the SSE service the head, ``ledger
 tail -f`` the rows after its cursor, the analytics runner (through the
 subscription) its projection's topics.
+
+eventsourcing's SQLite recorder offers no ``subscribe()``; ours,
+:class:`LedgerSubscription`, reads the next page of the notification-id index
+whenever its follower wakes it.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Final
+import weakref
+from collections import deque
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from eventsourcing.persistence import Notification, Subscription
 
 if TYPE_CHECKING:
-    from pentrace.infrastructure.ledger.recorder import LedgerRecorder
+    from pentrace.infrastructure.ledger.reads import LedgerReader
+    from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 
-__all__ = ["HeadFollower"]
+__all__ = ["HeadFollower", "LedgerSubscription", "Waker", "waker_for"]
 
 log = logging.getLogger(__name__)
 # A listener that failed waits this long (at least) before it connects again.
@@ -36,18 +48,24 @@ class HeadFollower:
 
     ``poll_interval`` is the wait on a backend without notifications,
     ``listening_poll`` the safety-net wait on one with them; both default to
-    the dialect's (:attr:`LedgerRecorder.poll_interval`).
+    the dialect's (:attr:`LedgerReader.poll_interval`).  ``listen`` takes the
+    backend's announcements of other processes' commits; by default where the
+    backend sends them to every listener (PostgreSQL), and on SQLite when asked
+    (it watches the ledger's file: a thread and an inotify watch per follower,
+    worth it for the SSE service).  Polling stays the fallback either way.
     """
 
     def __init__(
         self,
-        recorder: LedgerRecorder,
+        recorder: LedgerReader,
         *,
         poll_interval: float | None = None,
         listening_poll: float | None = None,
+        listen: bool | None = None,
     ) -> None:
         self.recorder = recorder
         self.notifies = recorder.db.dialect.notifies
+        self.listens = self.notifies if listen is None else listen
         chosen = listening_poll if self.notifies else poll_interval
         self.poll_interval = chosen if chosen is not None else recorder.poll_interval
         self._wake = threading.Event()
@@ -55,9 +73,9 @@ class HeadFollower:
         self._listener: threading.Thread | None = None
 
     def start(self) -> HeadFollower:
-        """Start taking wake-ups (in-process commits, and NOTIFY where the backend has it)."""
+        """Start taking wake-ups (in-process commits, and the backend's announcements)."""
         self.recorder.waker.register(self._wake)
-        if self.notifies:
+        if self.listens:
             self._listener = threading.Thread(
                 target=self._listen, name="pentrace-ledger-listen", daemon=True
             )
@@ -108,6 +126,7 @@ class HeadFollower:
             try:
                 db.dialect.listen(db, channel, self._wake, self._stopped)
             except Exception as error:  # noqa: BLE001  # polling covers a failed listener
+                # (LISTEN or, on SQLite, the watch of the ledger's file)
                 log.warning("LISTEN on the ledger failed (%s); polling only", type(error).__name__)
                 self._stopped.wait(max(_RETRY_SECONDS, self.poll_interval))
 
@@ -116,3 +135,91 @@ class HeadFollower:
 
     def __exit__(self, *args: object) -> None:
         self.stop()
+
+
+_PAGE = 500
+
+
+class Waker:
+    """In-process fan-out of "something was committed" to waiting subscriptions."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._events: set[threading.Event] = set()
+
+    def register(self, event: threading.Event) -> None:
+        """Start waking ``event`` on every commit."""
+        with self._lock:
+            self._events.add(event)
+
+    def unregister(self, event: threading.Event) -> None:
+        """Stop waking ``event``."""
+        with self._lock:
+            self._events.discard(event)
+
+    def wake(self) -> None:
+        """Wake every registered waiter."""
+        with self._lock:
+            waiting = list(self._events)
+        for event in waiting:
+            event.set()
+
+
+_wakers: weakref.WeakValueDictionary[tuple[str, str], Waker] = weakref.WeakValueDictionary()
+_wakers_lock = threading.Lock()
+
+
+def waker_for(database: str, table: str) -> Waker:
+    """The one Waker of a ledger table in this process, shared by every ledger object on it.
+
+    So a commit through any ledger object wakes the subscriptions of all the
+    others on the same database at once (a server's SSE ledger and an
+    analytics runner, say), instead of at their next poll.
+    """
+    key = (database, table)
+    with _wakers_lock:
+        waker = _wakers.get(key)
+        if waker is None:
+            waker = Waker()
+            _wakers[key] = waker
+        return waker
+
+
+class LedgerSubscription(Subscription["RuntimeEventLedger"]):
+    """Iterator of Notifications after ``gt``; blocks at the end until more arrive or stop()."""
+
+    def __init__(
+        self, recorder: RuntimeEventLedger, gt: int | None = None, topics: Sequence[str] = ()
+    ) -> None:
+        super().__init__(recorder=recorder, gt=gt, topics=topics)
+        self._buffer: deque[Notification] = deque()
+        self._follower = HeadFollower(recorder).start()
+
+    def __next__(self) -> Notification:
+        while not self._has_been_stopped:
+            if self._buffer:
+                return self._buffer.popleft()
+            self._follower.clear()
+            batch = self._recorder.select_notifications(
+                start=self._last_notification_id or 0,
+                limit=_PAGE,
+                topics=self._topics,
+                inclusive_of_start=False,
+            )
+            if batch:
+                self._last_notification_id = batch[-1].id
+                self._buffer.extend(batch)
+            else:
+                self._follower.wait()
+        raise StopIteration
+
+    def stop(self) -> None:
+        """Stop the iteration; a blocked ``next()`` returns promptly."""
+        super().stop()
+        self._follower.stop(timeout=0)
+
+    def __exit__(self, *args: object, **kwargs: Any) -> None:
+        try:
+            super().__exit__(*args, **kwargs)
+        finally:
+            self._follower.stop()

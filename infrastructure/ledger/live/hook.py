@@ -3,11 +3,13 @@
 :class:`LedgerHook` is the ``on_recorded`` callback of the session
 application.  It is best-effort by design (DESIGN decision 6): it publishes
 to in-process subscribers at once and hands the ledger write to a background
-:class:`~.live_writer.LiveWriter`, so a failing ledger (locked, disk full,
+:class:`~.writer.LiveWriter`, so a failing ledger (locked, disk full,
 server down or hung) is logged, without payloads, and never holds the trace
 write (the save only queues the rows) nor stops live delivery; ``pentrace
 ledger sync`` closes the gap later.  An envelope that fails the redaction
-check is neither stored nor published.
+check, or a record the mapping cannot take (one finding logged: session,
+position, reason), is neither stored nor published; the save's other records
+are.
 """
 
 from __future__ import annotations
@@ -22,11 +24,11 @@ from typing import Any
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.runtime import SessionEvents
 from pentrace.domain.session.key import SessionKey
-from pentrace.errors import LedgerError, RedactionError
+from pentrace.errors import LedgerError, PentraceError, RedactionError
 from pentrace.infrastructure.ledger.indexer import session_directory
 from pentrace.infrastructure.ledger.live.writer import LiveBatch, LiveWriter
 from pentrace.infrastructure.ledger.replay import LedgerEntry
-from pentrace.infrastructure.ledger.rows import encoded_row
+from pentrace.infrastructure.ledger.rows import MAPPING_ERRORS, encoded_row, refusal
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 from pentrace.infrastructure.storage.layout import DataRoot
 
@@ -104,7 +106,7 @@ class LiveFanout:
 
 class LedgerHook:
     """``on_recorded(session_id, [(position, TraceRecord), ...])``: publish live, index in the
-    background (:class:`~.live_writer.LiveWriter`; a save waits ``wait_seconds`` for the
+    background (:class:`~.writer.LiveWriter`; a save waits ``wait_seconds`` for the
     commit at most, by default not at all; :meth:`flush` waits for what was handed over).
 
     The records are the ones the aggregate just wrote, mapped by the same
@@ -138,17 +140,25 @@ class LedgerHook:
         """Publish records just written to a session's trace, and hand them to the ledger."""
         if not records:
             return
-        mapper = self._mapper(session_id)
+        try:
+            mapper = self._mapper(session_id)
+        except (PentraceError, OSError) as error:  # the save stands; `ledger sync` fills in
+            log.warning("ledger skipped session %s: %s", session_id, refusal(error))
+            return
         now = self.ledger.now_ms() if self.ledger is not None else 0
         published: list[LedgerEntry] = []
         rows: list[dict[str, Any]] = []
         for position, record in records:
-            encoded = mapper.encoded(position, record)
+            try:
+                encoded = mapper.encoded(position, record)
+            except (PentraceError, *MAPPING_ERRORS) as error:
+                _refused(session_id, position, error)
+                continue
             try:
                 # The ledger's own checks, here in the saving thread (the writer only inserts).
                 rows.append(encoded_row(encoded, now))
-            except RedactionError as error:  # neither stored nor published
-                log.error("ledger refused session %s: %s", session_id, error.message)
+            except (RedactionError, *MAPPING_ERRORS) as error:  # neither stored nor published
+                _refused(session_id, position, error)
                 continue
             except LedgerError as error:
                 log.warning("ledger refused session %s: %s", session_id, error.message)
@@ -176,3 +186,8 @@ class LedgerHook:
         )
         with self._lock:
             return self._mappers.setdefault(session_id, mapper)
+
+
+def _refused(session_id: str, position: int, error: BaseException) -> None:
+    """One finding for a record the ledger cannot take (neither stored nor published)."""
+    log.error("ledger refused session %s, position %d: %s", session_id, position, refusal(error))

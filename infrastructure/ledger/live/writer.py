@@ -11,13 +11,21 @@ caught up.  The writer commits what has queued up in one transaction (up to
 64 saves).  Batches are dropped (and counted) when
 
 * the queue is full (``capacity`` batches): one log line per run of drops;
-* the :class:`~.breaker.CircuitBreaker` is open after failures in a row: one
-  line when it opens, one when writes work again.
+* the :class:`CircuitBreaker` is open after failures in a row: one line when
+  it opens, one when writes work again.
 
 ``pentrace ledger sync`` indexes whatever was dropped, from the traces.  The
 thread is a daemon that ends after ``idle_seconds`` without work (the next
 save starts another); an ``atexit`` hook gives queued batches a bounded time
 to commit, so a process never hangs at exit on a dead ledger.
+
+The circuit breaker: after ``threshold`` failures in a row it opens, and
+writes are skipped (dropped, for ``pentrace ledger sync`` to fill in) for
+``base_seconds``.  Then one trial write is let through (the others stay
+paused while it runs); when it fails the pause doubles, up to
+``max_seconds``; when it succeeds the breaker closes.  Opening and closing
+each return True once, so the writer logs one line per outage, not one per
+write.  The clock is injected: tests step it by hand.
 """
 
 from __future__ import annotations
@@ -28,19 +36,97 @@ import queue
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from pentrace.errors import LedgerConflictError, PentraceError
-from pentrace.infrastructure.ledger.live.breaker import CircuitBreaker
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 
-__all__ = ["LiveBatch", "LiveWriter"]
+__all__ = ["CircuitBreaker", "LiveBatch", "LiveWriter"]
 
 log = logging.getLogger("pentrace.infrastructure.ledger.live.hook")
 _GROUP: Final = 64  # batches one transaction may take from the queue at once
 _EXIT_SECONDS: Final = 2.0
 _writers: weakref.WeakSet[LiveWriter] = weakref.WeakSet()
+
+
+class CircuitBreaker:
+    """Consecutive-failure breaker with capped exponential back-off (thread-safe)."""
+
+    def __init__(
+        self,
+        *,
+        threshold: int = 3,
+        base_seconds: float = 1.0,
+        max_seconds: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.threshold = threshold
+        self.base_seconds = base_seconds
+        self.max_seconds = max_seconds
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._failures = 0
+        self._pause = 0.0
+        self._until: float | None = None
+        self.skipped = 0
+
+    @property
+    def is_open(self) -> bool:
+        """Whether writes are being skipped (or the next one is the trial)."""
+        with self._lock:
+            return self._until is not None
+
+    @property
+    def pause_seconds(self) -> float:
+        """The current pause (0 while closed)."""
+        with self._lock:
+            return self._pause if self._until is not None else 0.0
+
+    def paused(self) -> bool:
+        """Whether writes are paused now (it does not start a trial); True counts the
+        write as skipped."""
+        with self._lock:
+            if self._until is None or self._clock() >= self._until:
+                return False
+            self.skipped += 1
+            return True
+
+    def allow(self) -> bool:
+        """Whether to try a write now: always while closed; after a pause, once (the trial,
+        until :meth:`succeeded` or :meth:`failed`).  False counts the write as skipped."""
+        with self._lock:
+            if self._until is None:
+                return True
+            now = self._clock()
+            if now >= self._until:
+                self._until = now + self._pause  # the others wait for the trial's outcome
+                return True
+            self.skipped += 1
+            return False
+
+    def succeeded(self) -> bool:
+        """Record a write that worked; True when this closed the breaker."""
+        with self._lock:
+            was_open = self._until is not None
+            self._failures = 0
+            self._pause = 0.0
+            self._until = None
+            return was_open
+
+    def failed(self) -> bool:
+        """Record a write that failed; True when this opened the breaker."""
+        with self._lock:
+            self._failures += 1
+            if self._until is not None:  # the trial after a pause failed: pause longer
+                self._pause = min(self._pause * 2, self.max_seconds)
+                self._until = self._clock() + self._pause
+                return False
+            if self._failures < self.threshold:
+                return False
+            self._pause = min(self.base_seconds, self.max_seconds)
+            self._until = self._clock() + self._pause
+            return True
 
 
 class LiveBatch:

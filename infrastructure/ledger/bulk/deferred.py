@@ -14,7 +14,7 @@ stored event ids), so a held row is refused as always, and so does the
 The indexes are dropped and made again in write transactions; a load that
 stops halfway (an error, SIGKILL) leaves a table that is complete but
 slower to query, and the next writable open makes what is missing
-(:func:`.upgrade.upgrade_indexes`), as ``ledger sync`` does again at its end.
+(:func:`..backend.upgrade.upgrade_indexes`), as ``ledger sync`` does again at its end.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Final
 
 from sqlalchemy import literal, select, text
 
-from pentrace.infrastructure.ledger.backend.upgrade import index_names, restore_indexes
+from pentrace.infrastructure.ledger.backend.upgrade import restore_indexes
 
 if TYPE_CHECKING:
     from pentrace.infrastructure.ledger.backend.database import LedgerDatabase
@@ -53,7 +53,7 @@ def indexes_after_rows(db: LedgerDatabase, *, worth_it: bool) -> Iterator[bool]:
     events = db.tables.events
     with db.writing("drop the scoped indexes before a bulk load") as conn:
         empty = conn.execute(select(literal(1)).select_from(events).limit(1)).first() is None
-        present = index_names(conn, events.name) if empty else set()
+        present = db.dialect.index_names(conn, events.name) if empty else set()
         dropped = [name for name in (f"{events.name}_{s}" for s in DEFERRED) if name in present]
         for name in dropped:
             conn.execute(text(f'DROP INDEX IF EXISTS "{name}"'))
@@ -75,5 +75,5 @@ def indexes_after_rows(db: LedgerDatabase, *, worth_it: bool) -> Iterator[bool]:
 
 def _restore(db: LedgerDatabase) -> None:
     with db.writing("make the scoped indexes after a bulk load") as conn:
-        made = restore_indexes(conn, db.tables)
+        made = restore_indexes(conn, db.tables, db.dialect)
     _log.info("ledger %s: %d scoped indexes made after the bulk load", db.where, made)

@@ -1,4 +1,6 @@
-"""Retention-aware bulk work: leave out what the count limit would delete right after.
+"""What a sync needs before it builds: the positions to leave out, and the ledger's dictionary.
+
+Retention-aware bulk work: leave out what the count limit would delete right after.
 
 Retention keeps the newest ``max_events`` rows by notification id, and a
 sync inserts its rows after everything the ledger holds, sessions in order
@@ -11,8 +13,8 @@ delete them is most of the work when the limit is small.
 traces, which costs a fraction of building rows) and marks the leading
 positions retention would drop as *skipped*: a session wholly inside them is
 not built at all, the session on the boundary is built from the first kept
-position on.  :func:`record_skips` then does, in one transaction, what the
-deletion would have left behind: the notification ids those rows would have
+position on.  :meth:`~..store.RuntimeEventLedger.skip_rows` then does, in one
+transaction, what the deletion would have left behind: the notification ids those rows would have
 taken are handed to no row, and each stream's retention watermark is raised
 to the last skipped sequence and id.  After the sync's retention pass the
 ledger holds the same rows, ids and watermarks as inserting everything and
@@ -24,6 +26,11 @@ older ones the plan skipped; they are reported as evicted, as a prune
 would report them, and ``ledger rebuild`` restores them.  The age rule never
 drops a row a sync inserts (age counts from insertion) and the size rule
 depends on the file, so only the count limit plans skips.
+
+A first dictionary (ADR 0058): a sync into a ledger without one trains it
+before it builds any row, on the envelopes of the first records of its first
+sessions (built and redaction-checked exactly as the rows will be), so every
+row it writes is compressed (:func:`sync_codec`).
 """
 
 from __future__ import annotations
@@ -31,14 +38,21 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import Final
 
-from pentrace.errors import TraceError
-from pentrace.infrastructure.ledger.retention import Watermark, raise_watermark
-from pentrace.infrastructure.ledger.store import RuntimeEventLedger
+from pentrace.domain.runtime import SessionEvents
+from pentrace.errors import LedgerError, TraceError
+from pentrace.infrastructure.ledger.backend.codec import RowCodec
+from pentrace.infrastructure.ledger.retention import Watermark
+from pentrace.infrastructure.ledger.rows import MAPPING_ERRORS, encoded_values
+from pentrace.infrastructure.ledger.store import SAMPLES, RuntimeEventLedger
 from pentrace.infrastructure.storage.layout import SessionRef
 from pentrace.infrastructure.trace.reader import read_session
 
-__all__ = ["SessionTask", "SkipPlan", "plan_skips", "record_skips", "session_tasks"]
+__all__ = ["SessionTask", "SkipPlan", "plan_skips", "session_tasks", "sync_codec"]
+
+# Envelopes one session may give the first dictionary.
+_PER_SESSION: Final = 20
 
 
 @dataclass(frozen=True)
@@ -140,12 +154,30 @@ def plan_skips(ledger: RuntimeEventLedger, refs: list[SessionRef]) -> SkipPlan |
     return SkipPlan(planned, marks)
 
 
-def record_skips(ledger: RuntimeEventLedger, plan: SkipPlan) -> None:
-    """Hand the skipped rows' notification ids to no row and raise their streams'
-    watermarks, in one transaction, before the sync inserts anything."""
-    db = ledger.db
-    with db.writing("record the rows retention would drop") as conn:
-        last = db.dialect.skip_ids(conn, db.tables.events.name, plan.skipped)
-        for mark in plan.marks:
-            last += mark.rows
-            raise_watermark(db, conn, replace(mark, max_notification_id=last))
+def sync_codec(ledger: RuntimeEventLedger, refs: Iterable[SessionRef]) -> RowCodec:
+    """The codec a sync of ``refs`` writes with: the ledger's, after training its first
+    dictionary on the sessions' envelopes when it has none (and they are enough)."""
+    codec = ledger.db.codec
+    if codec.current is not None or ledger.db.read_only:
+        return codec
+    samples: list[bytes] = []
+    for ref in refs:
+        samples += _session_samples(ref)
+        if len(samples) >= SAMPLES:
+            break
+    return ledger.train_dictionary(samples)
+
+
+def _session_samples(ref: SessionRef) -> list[bytes]:
+    """The first envelopes of a session, as its rows hold them (a failing session: those
+    before the failure; the sync reports it when it builds the session)."""
+    mapper = SessionEvents(ref.key)
+    found: list[bytes] = []
+    try:
+        for position, record in enumerate(read_session(ref.shards), start=1):
+            found.append(encoded_values(mapper.encoded(position, record), 0)[-1])
+            if len(found) >= _PER_SESSION:
+                break
+    except (LedgerError, TraceError, OSError, *MAPPING_ERRORS):
+        pass
+    return found

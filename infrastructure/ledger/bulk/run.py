@@ -1,22 +1,24 @@
-"""Bulk indexing for ``ledger sync``: build rows per session, write them in batches.
+"""``ledger sync``: build each session's rows, write them in batches, in session order.
 
-A session's rows are built in one step (:func:`build_session`: read its
-shards, map each record the ledger lacks through
-:class:`~pentrace.domain.runtime.SessionEvents`, encode it once, take its
-columns), and written in transactions of :data:`BATCH` rows by
-:func:`insert_values`, the rows of consecutive sessions together (a session
-of a few hundred records would otherwise be a commit of its own).  With
-``workers`` above 1, ``workers - 1`` worker processes build sessions ahead
-and this process writes them, building the next one itself whenever the one
-due next is not ready (ADR 0060): the building (most of the cost) and
-SQLite's inserts use both cores, with no third process competing for them.
-The rows, ids and bytes are the same either way, and so is their order
-within each session.  What the ledger's count limit would delete at
-once is not built or inserted (:mod:`.retention_skip`, ADR 0047).
+A session's rows are built in one step (:func:`.build.build_session`), and
+written in transactions of :data:`BATCH` rows through the ledger's
+:meth:`~..store.RuntimeEventLedger.append_bulk` (the backend's bulk insert),
+the rows of consecutive sessions together (a session of a few hundred records
+would otherwise be a commit of its own).  With ``workers`` above 1, ``workers
+- 1`` worker processes build sessions ahead and this process writes them,
+building the next one itself whenever the one due next is not ready (ADR
+0060): the building (most of the cost) and SQLite's inserts use both cores,
+with no third process competing for them.  The rows, ids and bytes are the
+same either way, and so is their order within each session.  What the
+ledger's count limit would delete at once is not built or inserted
+(:mod:`.skips`, ADR 0047).
 
-A session that fails while being built (its trace unreadable, a record the
-redaction check refuses) keeps the rows built before the failure, which are
-written, and is reported; the others go on.  Anything else (the database
+One session never stops the others: a session that fails while being built
+(its trace unreadable, a record the ledger cannot take) keeps the rows built
+before the failure, which are written, and is reported; a session whose rows
+the ledger refuses when they are written (a held id with other content, a
+stream of another stream's digest) keeps what was written before and is
+reported, and its later rows are left out.  Anything else (the database
 locked or gone, a bug) stops the run.
 """
 
@@ -34,61 +36,48 @@ import signal
 import threading
 from collections import deque
 from collections.abc import Callable, Generator, Iterable
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any, Final
 
-from pentrace.domain.runtime import EncodedEvent, SessionEvents
-from pentrace.domain.runtime.candidate import EncodedCandidate
-from pentrace.errors import (
-    LedgerConflictError,
-    LedgerError,
-    PentraceError,
-    RedactionError,
-    TraceError,
-)
+from pentrace.domain.session.key import SessionKey
+from pentrace.errors import LedgerConflictError, LedgerError
 from pentrace.infrastructure.ledger.backend.codec import RowCodec
-from pentrace.infrastructure.ledger.backend.deferred import indexes_after_rows
 from pentrace.infrastructure.ledger.backend.dialect import PackedInsert, PackedInserter
-from pentrace.infrastructure.ledger.backend.errors import LedgerIntegrityError
-from pentrace.infrastructure.ledger.backend.packed import PackedRows, pack, unpack
-from pentrace.infrastructure.ledger.dictionary import sync_codec
-from pentrace.infrastructure.ledger.retention_skip import (
+from pentrace.infrastructure.ledger.bulk.build import (
+    PackedRows,
+    SessionBuild,
+    SessionFailure,
+    SyncReport,
+    build_session,
+    pack,
+    unpack,
+)
+from pentrace.infrastructure.ledger.bulk.deferred import indexes_after_rows
+from pentrace.infrastructure.ledger.bulk.skips import (
     SessionTask,
     plan_skips,
-    record_skips,
     session_tasks,
+    sync_codec,
 )
-from pentrace.infrastructure.ledger.rows import (
-    ROW_COLUMNS,
-    candidate_values,
-    checked_values,
-    compressed_rows,
-)
+from pentrace.infrastructure.ledger.rows import ROW_COLUMNS
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
-from pentrace.infrastructure.storage.layout import SessionRef
-from pentrace.infrastructure.trace.reader import read_session
+from pentrace.infrastructure.storage.layout import DataRoot, SessionRef, iter_sessions
 
 __all__ = [
     "BATCH",
-    "SESSION_ERRORS",
-    "SessionBuild",
-    "SessionFailure",
-    "SyncReport",
     "auto_workers",
-    "build_session",
+    "build_session",  # looked up here by _build: a test patches it here
     "die_with_parent",
     "insert_packed",
     "insert_values",
+    "sync",
     "sync_sessions",
 ]
 
 # Rows per write transaction: large enough that a commit (and WAL checkpoint) is
 # a small share of the cost, small enough that a reader waits little.
 BATCH: Final = 1000
-# Errors that belong to one session's trace or rows; anything else (the database
-# locked or gone) stops the whole run.
-SESSION_ERRORS: Final = (LedgerConflictError, RedactionError, TraceError, OSError)
 _PARALLEL_BYTES: Final = 8 * 1024 * 1024
 _MOST_WORKERS: Final = 4
 # Sessions each worker process may have built or be building ahead of the writer.
@@ -96,128 +85,52 @@ _AHEAD: Final = 3
 _PR_SET_PDEATHSIG: Final = 1
 
 
-@dataclass(frozen=True)
-class SessionFailure:
-    """A session a sync or rebuild could not index, and why (the message names where)."""
+def sync(
+    ledger: RuntimeEventLedger,
+    data_root: DataRoot | Path,
+    *,
+    project: str | None = None,
+    agent: str | None = None,
+    workers: int = 1,
+) -> SyncReport:
+    """Index every trace record the ledger is missing; running it again changes nothing.
 
-    project: str
-    agent: str
-    session_id: str
-    message: str
-
-    @classmethod
-    def of(cls, ref: SessionRef, error: Exception) -> SessionFailure:
-        """The failure of ``ref`` with ``error``'s message."""
-        message = error.message if isinstance(error, PentraceError) else str(error)
-        return cls(ref.project, ref.agent, ref.session_id, message)
-
-
-@dataclass(frozen=True)
-class SyncReport:
-    """What a sync or rebuild did; ``failures`` lists the sessions it had to leave out, and
-    ``retention_skipped`` the new rows it did not insert because retention drops them."""
-
-    sessions: int = 0
-    indexed: int = 0
-    already_held: int = 0
-    failures: tuple[SessionFailure, ...] = ()
-    retention_skipped: int = 0
-
-
-@dataclass(frozen=True)
-class SessionBuild:
-    """A session's new rows (tuples in ``ROW_COLUMNS`` order), and what it skipped or hit;
-    for a backend that takes packed rows, ``packed`` holds them instead (runs of at most
-    :data:`BATCH`, in order) and ``rows`` is empty."""
-
-    rows: list[tuple[Any, ...]]
-    already_held: int
-    failure: SessionFailure | None
-    packed: tuple[PackedRows, ...] = ()
-
-    @property
-    def count(self) -> int:
-        """How many new rows the build holds, packed or not."""
-        return len(self.rows) + sum(run.count for run in self.packed)
-
-
-def build_session(
-    ref: SessionRef,
-    held: frozenset[int],
-    pruned_through: int,
-    inserted_at: int,
-    codec: RowCodec | None = None,
-) -> SessionBuild:
-    """The rows of every record of ``ref`` but the ``held`` positions and those retention pruned.
-
-    Each row is checked with its envelope plain, and the session's envelopes are
-    then compressed in one call (:func:`.rows.compressed_rows`): the same frames as
-    one at a time, with zstd's tables warm for all of them (ADR 0072).
+    A position the ledger holds, or one at or below what retention already
+    pruned from that stream, is not indexed again.  A session that fails is
+    reported in ``failures``, keeps what was indexed before the failure, and
+    the others go on (see the module docstring).  ``workers`` above 1 builds
+    the rows in that many processes, this one (the writer) included, 0 picks
+    by the corpus and the cores (:func:`auto_workers`).
     """
-    mapper = SessionEvents(ref.key)
-    rows: list[tuple[Any, ...]] = []
-    skipped = 0
-    failure: SessionFailure | None = None
-    try:
-        for position, record in enumerate(read_session(ref.shards), start=1):
-            if position in held or position <= pruned_through:
-                skipped += 1
-                mapper.skip(position, record)
-                continue
-            found = mapper.screened(position, record)
-            if type(found) is EncodedCandidate:
-                rows.append(candidate_values(found, inserted_at, codec))
-            else:
-                assert isinstance(found, EncodedEvent)
-                rows.append(checked_values(found, inserted_at, codec))
-    except SESSION_ERRORS as error:
-        failure = SessionFailure.of(ref, error)
-    return SessionBuild(compressed_rows(rows, codec), skipped, failure)
+    return sync_sessions(ledger, iter_sessions(data_root, project, agent), workers=workers)
 
 
 def insert_values(ledger: RuntimeEventLedger, rows: list[tuple[Any, ...]]) -> int:
-    """Store rows of :func:`build_session` in one transaction; returns how many were new.
+    """Store rows of :func:`.build.build_session` in one transaction; returns how many were new.
 
     The batch goes in through the backend's bulk insert (SQLite: one
     ``executemany`` of a prepared INSERT; PostgreSQL: one ``unnest`` of an
     array per column), with no per-row work but the driver's.  A unique key
-    another writer filled first (the live path, a second sync) rolls the batch
-    back and sends it to the ledger's exact path, which skips identical copies
-    and refuses different content.
+    another writer filled first rolls the batch back and sends it to the
+    ledger's exact path, which skips identical copies and refuses different
+    content (:meth:`~..store.RuntimeEventLedger.append_bulk`).
     """
-    if not rows:
-        return 0
     insert = ledger.db.dialect.bulk_insert(ledger.db.tables.events, ROW_COLUMNS)
-    try:
-        with ledger.db.writing("append to the ledger") as conn:
-            insert(conn, rows)
-    except LedgerIntegrityError:
-        # Rolled back: the exact path sorts the held ids out.
-        return ledger.append_stored(rows, ledger.db.codec)
-    ledger.waker.wake()
-    ledger.cleanup_if_due()
-    return len(rows)
+    return ledger.append_bulk(lambda conn: insert(conn, rows), lambda: rows, len(rows))
 
 
 def insert_packed(
     ledger: RuntimeEventLedger, insert: PackedInserter, runs: list[PackedRows]
 ) -> int:
     """:func:`insert_values` for runs of packed rows, written by ``insert`` (the dialect's
-    :meth:`~.dialect.PackedInsert.packed_insert`); a held key sends them, unpacked, to the
-    ledger's exact path."""
-    if not runs:
-        return 0
-    try:
-        with ledger.db.writing("append to the ledger") as conn:
-            insert(conn, runs)
-    except LedgerIntegrityError:
-        width = len(ROW_COLUMNS)
-        return ledger.append_stored(
-            [r for run in runs for r in unpack(run, width)], ledger.db.codec
-        )
-    ledger.waker.wake()
-    ledger.cleanup_if_due()
-    return sum(run.count for run in runs)
+    :meth:`~..backend.dialect.PackedInsert.packed_insert`); a held key sends them, unpacked,
+    to the ledger's exact path."""
+    width = len(ROW_COLUMNS)
+    return ledger.append_bulk(
+        lambda conn: insert(conn, runs),
+        lambda: [row for run in runs for row in unpack(run, width)],
+        sum(run.count for run in runs),
+    )
 
 
 def auto_workers(refs: list[SessionRef]) -> int:
@@ -244,10 +157,9 @@ def sync_sessions(
     """Index what the ledger lacks of each session (see the module docstring).
 
     When the ledger's count limit would delete new rows right after the
-    sync inserts them, they are left out (:mod:`.retention_skip`).
-    ``workers`` 0 starts :func:`auto_workers` worker processes (one per core
-    for a large corpus), and this process builds too when it has nothing to
-    write.
+    sync inserts them, they are left out (:mod:`.skips`).  ``workers`` 0
+    starts :func:`auto_workers` worker processes (one per core for a large
+    corpus), and this process builds too when it has nothing to write.
     """
     refs = list(refs)
     if workers == 0:
@@ -256,7 +168,7 @@ def sync_sessions(
         workers += 1 if workers > 1 else 0
     plan = plan_skips(ledger, refs)
     if plan is not None and plan.marks:
-        record_skips(ledger, plan)
+        ledger.skip_rows(plan.marks)
     tasks = plan.tasks if plan is not None else session_tasks(ledger, refs)
     codec = sync_codec(ledger, refs)  # the rows' stored form (ADR 0058)
     dialect = ledger.db.dialect
@@ -265,37 +177,99 @@ def sync_sessions(
         if isinstance(dialect, PackedInsert)
         else None
     )
-    sessions = indexed = held_total = 0
+    writer = _Writer(ledger, packed)
+    sessions = held_total = 0
     failures: list[SessionFailure] = []
-    pending: list[tuple[Any, ...]] = []  # rows of consecutive sessions, one transaction
-    runs: list[PackedRows] = []  # or their packed runs, and how many rows those hold
-    in_runs = 0
     build_one = functools.partial(_build, codec=codec, packing=packed is not None)
     builds = _builds(tasks, workers, build_one)
     # Into an empty table, the scoped indexes are made after the rows (ADR 0073).
     with indexes_after_rows(ledger.db, worth_it=bool(refs)), contextlib.closing(builds):
         for task, build in builds:  # closing(): no worker outlives an error
             sessions += 1
-            pending += build.rows
-            while len(pending) >= BATCH:
-                indexed += insert_values(ledger, pending[:BATCH])
-                del pending[:BATCH]
-            if build.packed:
-                assert packed is not None
-                runs += build.packed
-                in_runs += build.count
-                if in_runs >= BATCH:
-                    indexed += insert_packed(ledger, packed, runs)
-                    runs, in_runs = [], 0
+            writer.add(task.ref, build)
             held_total += build.already_held - task.skipped
             if build.failure is not None:
                 failures.append(build.failure)
-        indexed += insert_values(ledger, pending)
-        if runs:
-            assert packed is not None
-            indexed += insert_packed(ledger, packed, runs)
+        writer.finish()
+    failures += writer.refused.values()
     skipped = plan.skipped if plan is not None else 0
-    return SyncReport(sessions, indexed, held_total, tuple(failures), skipped)
+    return SyncReport(sessions, writer.indexed, held_total, tuple(failures), skipped)
+
+
+class _Writer:
+    """The builds' rows in transactions of about :data:`BATCH`, consecutive sessions together;
+    a session whose rows the ledger refuses is left out from there on and reported."""
+
+    def __init__(self, ledger: RuntimeEventLedger, packed: PackedInserter | None) -> None:
+        self.ledger = ledger
+        self.packed = packed
+        self.indexed = 0
+        self.refused: dict[SessionKey, SessionFailure] = {}
+        self._rows: deque[tuple[SessionRef, list[tuple[Any, ...]]]] = deque()
+        self._row_count = 0
+        self._runs: list[tuple[SessionRef, PackedRows]] = []
+        self._run_count = 0
+
+    def add(self, ref: SessionRef, build: SessionBuild) -> None:
+        """Take a session's build; write whatever makes a whole batch."""
+        if build.rows:
+            self._rows.append((ref, build.rows))
+            self._row_count += len(build.rows)
+            while self._row_count >= BATCH:
+                self._write_rows(BATCH)
+        if build.packed:
+            assert self.packed is not None
+            self._runs += [(ref, run) for run in build.packed]
+            self._run_count += build.count
+            if self._run_count >= BATCH:
+                self._write_runs()
+
+    def finish(self) -> None:
+        """Write what is left."""
+        if self._row_count:
+            self._write_rows(self._row_count)
+        if self._runs:
+            self._write_runs()
+
+    def _write_rows(self, count: int) -> None:
+        taken: list[tuple[SessionRef, list[tuple[Any, ...]]]] = []
+        while count:
+            ref, rows = self._rows.popleft()
+            if len(rows) > count:
+                self._rows.appendleft((ref, rows[count:]))
+                rows = rows[:count]
+            taken.append((ref, rows))
+            count -= len(rows)
+            self._row_count -= len(rows)
+        self._write(
+            taken, lambda part: insert_values(self.ledger, [r for _, rows in part for r in rows])
+        )
+
+    def _write_runs(self) -> None:
+        taken, self._runs, self._run_count = self._runs, [], 0
+        packed = self.packed
+        assert packed is not None
+        self._write(taken, lambda part: insert_packed(self.ledger, packed, [r for _, r in part]))
+
+    def _write(self, taken: list[tuple[SessionRef, Any]], write: Callable[[Any], int]) -> None:
+        """Write ``taken`` in one transaction; when the ledger refuses it, each session's part
+        in one of its own, so that only the session it refuses is left out."""
+        taken = [(ref, part) for ref, part in taken if ref.key not in self.refused]
+        if not taken:
+            return
+        try:
+            self.indexed += write(taken)
+            return
+        except LedgerConflictError:
+            pass  # rolled back: find the session the ledger disagrees with
+        by_session: dict[SessionKey, list[tuple[SessionRef, Any]]] = {}
+        for ref, part in taken:
+            by_session.setdefault(ref.key, []).append((ref, part))
+        for key, parts in by_session.items():
+            try:
+                self.indexed += write(parts)
+            except LedgerConflictError as error:
+                self.refused[key] = SessionFailure.of(parts[0][0], error)
 
 
 #: Builds one task's session; a worker gets it when it is forked (nothing is pickled).

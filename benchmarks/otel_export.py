@@ -1,0 +1,208 @@
+"""OpenTelemetry export (#29): span building and OTLP encoding on one core, the export rate
+into Phoenix, and the lag from a trace write to the span being queryable there.
+
+    python -m benchmarks.otel_export                      # the one-core stages, 200k records
+    python -m benchmarks.otel_export --records 20000      # smaller
+    PENTRACE_PHOENIX=~/.cache/pentrace-tests/phoenix-venv/bin/phoenix \\
+        python -m benchmarks.otel_export --phoenix        # and the two Phoenix figures
+
+One core, in process, on the realistic corpus (``benchmarks/_corpus.py``), each
+stage timed alone (best of ``--repeat``):
+
+* **fold**: trace records to finished spans (``SessionFold``), redaction screen included;
+* **sdk**: those spans to SDK spans (``ReadableSpan``);
+* **encode**: the SDK's OTLP encoder, ``encode_spans(...).SerializeToString()``, the
+  bytes the OTLP/HTTP exporter sends, in batches of 512;
+* **build+encode**: all three, records in, OTLP bytes out: the issue's 50k spans/s target.
+
+With ``--phoenix``: a Phoenix on loopback receives a batch export of the corpus
+(``export_sessions`` through the SDK's OTLP/HTTP exporter); the rate is spans over
+the time until all are queryable through Phoenix's REST API.  Then the lag: a
+writer appends a session line by line (a tool call and its output each turn);
+``pentrace otel export --follow`` runs beside it; the lag of a span is from the
+write of the record that finished it to the first poll (every 20 ms) that finds
+it in Phoenix; p50 and p95.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from benchmarks._corpus import generate_records
+from pentrace.domain.records import TraceRecord
+from pentrace.domain.session.key import SessionKey
+from pentrace.infrastructure.otel.export import SpanSender
+from pentrace.infrastructure.otel.mapping import SessionFold
+from pentrace.infrastructure.otel.spans import Span
+
+KEY = SessionKey("bench", "agent", "session-2026-07-18-11-10-22-0be0c4aa")
+BATCH = 512
+
+
+def _best(repeat: int, run: Callable[[], Any]) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _fold(records: list[TraceRecord]) -> list[Span]:
+    fold = SessionFold(KEY)
+    spans = [span for number, record in enumerate(records, 1) for span in fold.feed(number, record)]
+    return spans + fold.settle()
+
+
+def one_core(records: int, repeat: int) -> None:
+    lines = list(generate_records(records, seed=29))
+    parsed = [TraceRecord(line) for line in lines]
+    sender = SpanSender(InMemorySpanExporter(), "memory")
+    spans = _fold(parsed)
+    sdk = [sender.sdk_span(span) for span in spans]
+
+    def encode() -> None:
+        for start in range(0, len(sdk), BATCH):
+            encode_spans(sdk[start : start + BATCH]).SerializeToString()
+
+    def everything() -> None:
+        fresh = [TraceRecord(line) for line in lines]  # records decoded lazily, as read
+        built = [sender.sdk_span(span) for span in _fold(fresh)]
+        for start in range(0, len(built), BATCH):
+            encode_spans(built[start : start + BATCH]).SerializeToString()
+
+    stages = {
+        "fold": _best(repeat, lambda: _fold([TraceRecord(line) for line in lines])),
+        "sdk": _best(repeat, lambda: [sender.sdk_span(span) for span in spans]),
+        "encode": _best(repeat, encode),
+        "build+encode": _best(repeat, everything),
+    }
+    size = sum(len(encode_spans(sdk[i : i + BATCH]).SerializeToString())
+               for i in range(0, len(sdk), BATCH))  # fmt: skip
+    print(f"{records} records -> {len(spans)} spans ({size / len(spans):.0f} OTLP bytes each)")
+    print("| stage | seconds | spans/s |")
+    print("| --- | ---: | ---: |")
+    for name, seconds in stages.items():
+        print(f"| {name} | {seconds:.3f} | {len(spans) / seconds:,.0f} |")
+
+
+def _phoenix_figures(records: int, lag_turns: int) -> None:
+    from pentrace.infrastructure.otel.export import export_sessions, open_sender
+    from pentrace.infrastructure.storage.layout import DataRoot
+    from pentrace.testing import files
+    from tests.otel_support import Phoenix
+
+    with tempfile.TemporaryDirectory() as folder:
+        base = Path(folder)
+        phoenix = Phoenix(base / "phoenix").start()
+        try:
+            root = base / "data"
+            files.write_shards(root, *KEY, [list(generate_records(records, seed=29))])
+            import os
+
+            os.environ["OTEL_RESOURCE_ATTRIBUTES"] = "openinference.project.name=rate"
+            sender = open_sender(phoenix.url)
+            data = DataRoot(root)
+            start = time.perf_counter()
+            report = export_sessions(data, data.iter_sessions(), sender, settle_s=0)
+            acked = time.perf_counter() - start
+            phoenix.wait_for("rate", report.spans, timeout=1800)
+            queryable = time.perf_counter() - start
+            sender.close()
+            print(f"export into Phoenix: {report.spans} spans, acknowledged in {acked:.1f} s "
+                  f"({report.spans / acked:,.0f} spans/s), all queryable after {queryable:.1f} s "
+                  f"({report.spans / queryable:,.0f} spans/s)")  # fmt: skip
+            _lag(phoenix, base / "live", lag_turns)
+        finally:
+            phoenix.stop()
+
+
+def _lag(phoenix: Any, root: Path, turns: int) -> None:
+    import os
+    import subprocess
+
+    from pentrace import testing as pt
+    from pentrace.infrastructure.storage.layout import DataRoot
+
+    key = SessionKey("lag", "agent", "session-2026-07-18-11-10-22-00001a90")
+    env = {**os.environ, "OTEL_RESOURCE_ATTRIBUTES": "openinference.project.name=lag"}
+    root.mkdir(parents=True)
+    command = [sys.executable, "-m", "pentrace", "--data-root", str(root), "otel", "export",
+               "--follow", "--endpoint", phoenix.url, "--interval", "0.05"]  # fmt: skip
+    exporter = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
+    commands: list[pt.Command] = [pt.StartSession()]
+    for turn in range(turns):
+        commands += [pt.UserInput(f"turn {turn}"), pt.BeginRequest(),
+                     pt.ToolCall(f"call_{turn}", "exec_command", "{}"),
+                     pt.ToolOutput(f"call_{turn}", "ok"), pt.EndRequest("completed")]  # fmt: skip
+    lines = pt.render_shards(commands, session_id=key.session_id)[0]
+    path = DataRoot(root).shard_path(*key, 1, pt.files.DEFAULT_DAY)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    written: dict[str, float] = {}  # tool call id -> when its output was written
+    seen: dict[str, float] = {}
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            now = time.time()
+            for span in phoenix.spans("lag"):
+                call = span["attributes"].get("gen_ai.tool.call.id")
+                if call is not None:
+                    seen.setdefault(call, now)
+            time.sleep(0.02)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    time.sleep(2.0)  # the exporter's start-up
+    poller.start()
+    try:
+        with path.open("ab") as handle:
+            for line in lines:
+                handle.write(line + b"\n")
+                handle.flush()
+                if b'"tool_call_output"' in line:
+                    written[line.split(b'"tool_call_id":"')[1].split(b'"')[0].decode()] = (
+                        time.time()
+                    )
+                time.sleep(0.05)
+        deadline = time.monotonic() + 120
+        while len(seen) < len(written) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        exporter.terminate()
+        exporter.wait(30)
+    lags = sorted((seen[call] - at) * 1000 for call, at in written.items() if call in seen)
+    if len(lags) < 2:
+        print(f"lag: only {len(lags)} span(s) arrived")
+        return
+    p95 = statistics.quantiles(lags, n=20)[18]
+    print(f"lag, write to queryable in Phoenix, {len(lags)} tool spans: "
+          f"p50 {statistics.median(lags):.0f} ms, p95 {p95:.0f} ms")  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--phoenix", action="store_true", help="also the Phoenix figures")
+    parser.add_argument("--phoenix-records", type=int, default=50_000)
+    parser.add_argument("--lag-turns", type=int, default=100)
+    args = parser.parse_args(argv)
+    one_core(args.records, args.repeat)
+    if args.phoenix:
+        _phoenix_figures(args.phoenix_records, args.lag_turns)
+
+
+if __name__ == "__main__":
+    main()
