@@ -28,8 +28,8 @@ from pentrace.infrastructure.ledger.opener import open_ledger
 from pentrace.infrastructure.storage.layout import DataRoot
 
 if TYPE_CHECKING:  # the SDK loads only with --otel
-    from pentrace.infrastructure.otel.live import LiveExporter
     from pentrace.infrastructure.agents.importer import AgentFeed
+    from pentrace.infrastructure.otel.live import LiveExporter
 
 __all__ = ["LogFormat", "ingest"]
 
