@@ -28,6 +28,7 @@ from pentrace.infrastructure.ledger.opener import open_ledger
 from pentrace.infrastructure.storage.layout import DataRoot
 
 if TYPE_CHECKING:  # the SDK loads only with --otel
+    from pentrace.infrastructure.agents.importer import AgentFeed
     from pentrace.infrastructure.otel.live import LiveExporter
 
 __all__ = ["LogFormat", "ingest"]
@@ -74,6 +75,13 @@ def ingest(
             help="This follower's name in the ledger's cursor table [default: host:root]."
         ),
     ] = None,
+    agents: Annotated[
+        str | None,
+        typer.Option(
+            help="Also import and follow these agents' sessions where they keep them: "
+            "claude-code, codex, opencode, gemini (comma-separated) or all (docs/agents.md).",
+        ),
+    ] = None,
     otel: Annotated[
         bool,
         typer.Option(
@@ -87,8 +95,10 @@ def ingest(
     """Index every new complete trace record into the ledger, once or continuously.
 
     With --follow it runs as a service: SIGTERM or SIGINT finishes the batch,
-    commits its cursor and exits 0.  --poll implies --follow.  Which indexing command to
-    use when: `pentrace ledger -h`.
+    commits its cursor and exits 0.  --poll implies --follow.  --agents also
+    imports other agents' sessions (Claude Code, Codex, OpenCode, Gemini CLI)
+    as they are written, so they reach the ledger and SSE live.  Which indexing
+    command to use when: `pentrace ledger -h`.
 
     Example: pentrace ingest --follow --log-format json --health-file /run/pentrace/ingest.json
     """
@@ -98,7 +108,7 @@ def ingest(
             hint="drop --once to keep running",
         )
     configure_logging(log_format.value)
-    root = data_root(ctx)
+    root = data_root(ctx, must_exist=not agents)  # --agents imports: the root may be new
     # The configured retention limits apply, as on every path into the ledger.
     ledger = open_ledger(data_root=root, wait_seconds=wait, redaction_policy=False)
     stop = threading.Event()
@@ -110,6 +120,7 @@ def ingest(
             interval=interval,
             health_file=health_file,
             health_interval=health_interval,
+            feed=_agent_feed(root, agents),
         )
         exporter = _otel_beside(root, stop, log_format) if otel else None
         try:
@@ -146,6 +157,15 @@ def ingest(
             f"{stats.errors} error(s)"
             + (f", {stats.refused_records} record(s) refused" if stats.refused_records else "")
         )
+
+
+def _agent_feed(root: DataRoot, agents: str | None) -> AgentFeed | None:
+    """``--agents``: the other agents' stores to import and follow (None: only the root)."""
+    if not agents:
+        return None
+    from pentrace.infrastructure.agents.importer import AgentFeed, parse_agents
+
+    return AgentFeed(root, parse_agents(agents))
 
 
 def _otel_beside(root: DataRoot, stop: threading.Event, log_format: LogFormat) -> LiveExporter:

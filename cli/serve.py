@@ -19,6 +19,7 @@ import typer
 
 from pentrace.cli.options import unshown
 from pentrace.cli.roots import root_from_context
+from pentrace.errors import UsageError
 from pentrace.infrastructure.analytics.database import ENV_ANALYTICS_URL
 from pentrace.infrastructure.ledger import LedgerSettings
 from pentrace.infrastructure.ledger.opener import open_ledger
@@ -104,6 +105,13 @@ def serve(
             "OTEL_EXPORTER_OTLP_* variables name (docs/otel.md).",
         ),
     ] = False,
+    agents: Annotated[
+        str | None,
+        typer.Option(
+            help="With --ingest, also import and follow these agents' sessions: claude-code, "
+            "codex, opencode, gemini (comma-separated) or all (docs/agents.md).",
+        ),
+    ] = None,
     test_page: Annotated[
         bool, typer.Option("--test-page", hidden=True, help="Serve /_test/sse.html (tests).")
     ] = False,
@@ -142,7 +150,12 @@ def serve(
     # file is then a one-line error and a non-zero exit, not a startup traceback.
     open_ledger(settings.ledger, root.path, penguin_read_only=True).close()
     logging.getLogger("pentrace").setLevel(log_level.upper())
-    embedded = _start_ingest(root) if ingest else None
+    if agents and not ingest:
+        raise UsageError(
+            "--agents follows other agents' stores into the ledger: it needs --ingest",
+            hint=f"pentrace serve --ingest --agents {agents}",
+        )
+    embedded = _start_ingest(root, agents) if ingest else None
     exporter = _start_otel(root) if otel else None
     try:
         uvicorn.run(
@@ -173,15 +186,17 @@ def _start_otel(root: DataRoot) -> LiveExporter:
     return exporter
 
 
-def _start_ingest(root: DataRoot) -> EmbeddedIngest:
+def _start_ingest(root: DataRoot, agents: str | None) -> EmbeddedIngest:
     """``--ingest``: the follower on a thread of this process (one process per machine)."""
+    from pentrace.infrastructure.agents.importer import AgentFeed, parse_agents
     from pentrace.infrastructure.ingest import EmbeddedIngest
     from pentrace.infrastructure.ingest.logs import configure_logging
 
     configure_logging("text")
+    feed = AgentFeed(root, parse_agents(agents)) if agents else None
     # The configured retention limits apply, as on every path into the ledger.
     ledger = open_ledger(data_root=root, wait_seconds=5.0, redaction_policy=False)
-    embedded = EmbeddedIngest(root, ledger)
+    embedded = EmbeddedIngest(root, ledger, feed)
     # uvicorn hands SIGTERM/SIGINT back to these handlers after its graceful shutdown:
     # the follower then finishes its batch and the process exits 0.
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -153,6 +153,8 @@ KINDS: Final[tuple[Kind, ...]] = (
         "mcp_connect_begin", _EVENT, om.McpConnectBegin, ev.McpConnectBegan, "tool.mcp.connecting"
     ),
     Kind("mcp_connect_end", _EVENT, om.McpConnectEnd, ev.McpConnectEnded, "tool.mcp.connected"),
+    # A line of another agent's store that maps to no record (infrastructure/agents).
+    Kind("foreign_record", _EVENT, om.ForeignRecord, ev.ForeignRecordKept, "trace.event"),
 )
 
 # The lookups, derived: (envelope type, payload type) -> row, and per envelope type.

@@ -85,6 +85,10 @@ class AmbiguousIdError(UsageError):
         self.candidates = candidates
 
 
+class AgentSourceError(PentraceError):
+    """Another agent's session store (Claude Code, Codex, OpenCode, Gemini) cannot be read."""
+
+
 class TraceError(PentraceError):
     """Problems with a trace file on disk."""
 

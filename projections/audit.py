@@ -332,6 +332,17 @@ class SessionChecks(ProblemLog):
             self._compaction = where
         elif ptype == "compaction_end":
             self._compaction = None
+        elif ptype == "foreign_record":
+            self._foreign(record, where)
+
+    def _foreign(self, record: TraceRecord, where: tuple[str, int, int]) -> None:
+        """What an import from another agent's store found in its source that breaks that
+        agent's own resume (a broken ``parentUuid`` link, a duplicate id; ADR 0095)."""
+        payload = record.payload()
+        code = payload.get("problem")
+        if isinstance(code, str) and code:
+            note = payload.get("note")
+            self.found(code, "error", note if isinstance(note, str) else code, where)
 
     def _call(self, call_id: str, record: TraceRecord, where: tuple[str, int, int]) -> None:
         early = self._early_outputs.pop(call_id, None)
@@ -345,6 +356,15 @@ class SessionChecks(ProblemLog):
             )
             self._answered.add(call_id)
         name = record.payload().get("name")
+        first = self._calls.get(call_id)
+        if first is not None:
+            self.found(
+                "duplicate_tool_call",
+                "error",
+                f"tool_call id {call_id!r} at position {where[2]} was used before, at position "
+                f"{first[2]}: a resume sends both calls and their one answer pairs with neither",
+                where,
+            )
         self._calls.setdefault(call_id, (*where, name if isinstance(name, str) else "?"))
 
     def _output(self, call_id: str, where: tuple[str, int, int]) -> None:

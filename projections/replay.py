@@ -278,10 +278,14 @@ class RenderItem:
         return as_text(self.payload.get("thinking", self.payload.get("data")))
 
 
-def _kind(item: ReplayItem, payload: dict[str, Any]) -> tuple[ItemKind, tuple[ImageRef, ...]]:
+def _kind(
+    item: ReplayItem, payload: dict[str, Any], model_change: bool
+) -> tuple[ItemKind, tuple[ImageRef, ...]]:
     record = item.record
     if record.kind == "session_meta":
-        return ("session" if item.position == 1 else "shard"), ()
+        if item.position == 1:
+            return "session", ()
+        return ("event" if model_change else "shard"), ()
     if record.kind == "event_msg":
         if record.ptype == "request_end":
             completed = as_text(payload.get("status")) == "completed"
@@ -304,6 +308,23 @@ def _kind(item: ReplayItem, payload: dict[str, Any]) -> tuple[ItemKind, tuple[Im
     return ("inline_data" if ptype == "inline_data" else "message"), ()
 
 
+def _model_changes(items: Sequence[ReplayItem], shown: Sequence[dict[str, Any]]) -> list[bool]:
+    """Per item: a ``session_meta`` inside a shard naming another model than the one before
+    (an imported session learns or changes its model so, ADR 0094), not a new context."""
+    changes: list[bool] = []
+    model: Any = None
+    shard: int | None = None
+    for item, payload in zip(items, shown, strict=True):
+        change = False
+        if item.record.kind == "session_meta":
+            named = payload.get("model_id")
+            change = shard == item.shard and named != model
+            model = named
+        shard = item.shard
+        changes.append(change)
+    return changes
+
+
 def build_render_items(
     items: Sequence[ReplayItem], payloads: Sequence[Any] | None = None
 ) -> list[RenderItem]:
@@ -313,7 +334,10 @@ def build_render_items(
         payload if isinstance(payload, dict) else {}
         for payload in (payloads if payloads is not None else [i.record.payload() for i in items])
     ]
-    kinds = [_kind(item, payload) for item, payload in zip(items, shown, strict=True)]
+    kinds = [
+        _kind(item, payload, changes)
+        for item, payload, changes in zip(items, shown, _model_changes(items, shown), strict=True)
+    ]
     pairs = pair_calls(items)
     answers: dict[int, tuple[list[int], int | None]] = {}
     folded: set[int] = set()

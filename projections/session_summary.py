@@ -147,6 +147,9 @@ class SessionSummary(msgspec.Struct, kw_only=True):
         return sum(stats.failures for stats in self.tool_calls.values())
 
 
+_NO_MODEL: Final = (None, "", "unknown")
+
+
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -195,8 +198,11 @@ class SummaryFold:
                     self._tool_call(record)
                 elif ptype == "tool_call_output":
                     self._tool_output(record)
-            elif kind == "session_meta" and not self._meta_seen:
-                self._meta(record)
+            elif kind == "session_meta":
+                if not self._meta_seen:
+                    self._meta(record)
+                elif self._summary.model_id in _NO_MODEL:
+                    self._later_model(record)
 
     def _meta(self, record: TraceRecord) -> None:
         self._meta_seen = True
@@ -211,6 +217,16 @@ class SummaryFold:
         summary.forked_from = forked if isinstance(forked, dict) else None
         imported = payload.get("imported_from")
         summary.imported_from = imported if isinstance(imported, dict) else None
+
+    def _later_model(self, record: TraceRecord) -> None:
+        """A session that began without naming its model (an imported Claude Code session
+        learns it from its first answer, ADR 0094) takes the first model a later
+        ``session_meta`` names."""
+        payload = record.payload()
+        model_id = _text(payload.get("model_id"))
+        if model_id not in _NO_MODEL:
+            self._summary.model_id = model_id
+            self._summary.provider = _text(payload.get("provider"))
 
     def _event(self, record: TraceRecord) -> None:
         ptype = record.ptype

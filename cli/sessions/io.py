@@ -140,12 +140,13 @@ def export_note(export: TraceExport, total: int) -> str:
 def import_command(
     ctx: typer.Context,
     file: Annotated[
-        Path,
+        list[Path] | None,
         typer.Argument(
-            help="A trace file (.jsonl), or a tar.gz that `export --archive` wrote.",
+            help="A trace file (.jsonl), or a tar.gz that `export --archive` wrote; with "
+            "--from, files or folders of that agent's store (default: where it keeps them).",
             show_default=False,
         ),
-    ],
+    ] = None,
     project: Annotated[
         str | None,
         typer.Option(
@@ -158,6 +159,15 @@ def import_command(
             "--agent", "-a", help="Import under this agent (an archive: default its own)."
         ),
     ] = None,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            help="Import another agent's sessions, read in place: claude-code, codex, "
+            "opencode or gemini (again: only what is new).",
+            show_default=False,
+        ),
+    ] = None,
     new_id: Annotated[
         bool,
         typer.Option(
@@ -168,38 +178,59 @@ def import_command(
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Import a trace file or an archive as a new session.
+    """Import a trace file or an archive as a new session, or another agent's sessions.
 
     The file is checked strictly first; nothing is written unless all of it
     checks out.  A .jsonl file becomes a new session: its first shard, and one
     more for each later session_meta (what `export --shard all` writes).  An
     id the agent already has is refused, unless --new-id imports a copy under
     a fresh id.  An archive from `pentrace export --archive` brings back the
-    session with all its shards and its subagent children.
+    session with all its shards and its subagent children.  --from reads
+    Claude Code, Codex, OpenCode or Gemini CLI sessions where the agent keeps
+    them (never writing there) and imports what is new since the last import
+    (docs/agents.md).
 
     Example: pentrace import session.jsonl --project default_project --agent default_agent
 
     Example: pentrace import session.jsonl -p default_project -a default_agent --new-id
 
     Example: pentrace import session.tar.gz
+
+    Example: pentrace import --from claude-code
     """
     root = data_root(ctx, must_exist=False)
-    if file.is_file() and is_archive(file):
+    files = file or []
+    if source is not None:
+        if new_id:
+            raise UsageError(
+                "--new-id takes a .jsonl trace; --from keeps each agent's own session ids",
+                hint=f"pentrace import --from {source}",
+            )
+        _import_foreign(root, source, files, project, agent, as_json)
+        return
+    if len(files) != 1:
+        found = "none" if not files else f"{len(files)}"
+        raise UsageError(
+            f"import takes one FILE (found {found}) unless --from names an agent",
+            hint="pentrace import session.jsonl --project default_project --agent default_agent",
+        )
+    [path] = files
+    if path.is_file() and is_archive(path):
         if new_id:
             raise UsageError(
                 "--new-id takes a .jsonl trace; an archive keeps its sessions' ids",
                 hint="import the archive under another --agent, or its shards one by one",
             )
-        _import_archive(root, project, agent, file, as_json)
+        _import_archive(root, project, agent, path, as_json)
         return
     if project is None or agent is None:
         raise UsageError(
-            f"importing {file} needs --project and --agent (only an archive names its own)",
-            hint=f"pentrace import {file} --project default_project --agent default_agent",
+            f"importing {path} needs --project and --agent (only an archive names its own)",
+            hint=f"pentrace import {path} --project default_project --agent default_agent",
         )
-    size = file.stat().st_size if file.is_file() else 0
+    size = path.stat().st_size if path.is_file() else 0
     with byte_progress(size, "importing") as advance:
-        result = import_session(root, project, agent, file, on_progress=advance, new_id=new_id)
+        result = import_session(root, project, agent, path, on_progress=advance, new_id=new_id)
     indexed = _index_imported(root, project, agent)
     if as_json:
         emit_json(
@@ -229,6 +260,42 @@ def import_command(
     )
     for path in result.paths:
         typer.echo(f"  {path}")
+
+
+def _import_foreign(
+    root: DataRoot,
+    source: str,
+    files: list[Path] | None,
+    project: str | None,
+    agent: str | None,
+    as_json: bool,
+) -> None:
+    # Imported here: the session commands load eagerly (ADR 0008).
+    from pentrace.infrastructure.agents.importer import import_agent
+
+    if agent is not None:
+        raise UsageError(
+            f"--agent cannot be used with --from: {source} sessions are filed under the "
+            f"agent {source!r} (docs/agents.md)",
+            hint=f"pentrace import --from {source}",
+        )
+    report = import_agent(root, source, files or None, project=project)
+    projects = sorted({ref.split("/")[0] for ref in report.sessions})
+    indexed: int | None = 0
+    for name in projects:
+        count = _index_imported(root, name, report.agent)
+        indexed = None if count is None or indexed is None else indexed + count
+    for warning in report.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    if as_json:
+        emit_json({**report.document(), "ledger_indexed": indexed})
+        return
+    unmapped = sum(report.unmapped.values())
+    typer.echo(
+        f"imported from {report.agent}: {report.files} file(s) read, {report.items} item(s), "
+        f"{report.records} record(s) written, {len(report.sessions)} session(s) "
+        f"({len(report.new_sessions)} new), {unmapped} kept unmapped"
+    )
 
 
 def _import_archive(

@@ -163,6 +163,12 @@ class _Renderer:
 
     def event(self, entry: RenderItem) -> str:
         ptype, payload = entry.record.ptype, entry.payload
+        if entry.record.kind == "session_meta":
+            return f"model: {entry.text('provider')}/{entry.text('model_id')}"
+        if ptype == "foreign_record":
+            note = entry.text("note")
+            kept = f"[kept from {entry.text('agent')}: {entry.text('record_type')}"
+            return kept + (f" ({note})]" if note else "]")
         if ptype == "mcp_connect_begin":
             servers = payload.get("servers")
             listed = [as_text(n) for n in servers] if isinstance(servers, list) else []

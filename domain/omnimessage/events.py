@@ -21,6 +21,7 @@ __all__ = [
     "CompactionBegin",
     "CompactionEnd",
     "EventPayload",
+    "ForeignRecord",
     "GoalFinished",
     "McpConnectBegin",
     "McpConnectEnd",
@@ -144,6 +145,17 @@ class McpConnectEnd(TaggedPayload, frozen=True, tag="mcp_connect_end"):
     results: tuple[McpServerResult, ...]
 
 
+class ForeignRecord(TaggedPayload, frozen=True, tag="foreign_record"):
+    """A line of another agent's session store that maps to no record (ADR 0095): its
+    ``record_type``, and the ``problem`` it has when it breaks that agent's own resume.
+    The line itself is kept in the envelope's ``foreign`` key."""
+
+    agent: str
+    record_type: str
+    note: str | UnsetType = UNSET
+    problem: str | UnsetType = UNSET
+
+
 EventPayload = (
     RequestBegin
     | RequestEnd
@@ -157,6 +169,7 @@ EventPayload = (
     | ToolListReady
     | McpConnectBegin
     | McpConnectEnd
+    | ForeignRecord
 )
 
 # The union is the one list; the tuple (for isinstance and lookups) comes from it.

@@ -39,6 +39,7 @@ __all__ = [
     "ApprovalDecided",
     "CompactionBegan",
     "CompactionEnded",
+    "ForeignRecordKept",
     "GoalFinished",
     "ImageUrlRecorded",
     "InlineDataRecorded",
@@ -263,6 +264,10 @@ class McpConnectBegan(SessionEvent):
 
 class McpConnectEnded(SessionEvent):
     """``mcp_connect_end``: MCP connection results."""
+
+
+class ForeignRecordKept(SessionEvent):
+    """``foreign_record``: a line of another agent's store kept as it is (ADR 0095)."""
 
 
 class RecordAppended(SessionEvent):

@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from pentrace.errors import ConfigError, PentraceError
 from pentrace.infrastructure.ingest.cursors import SessionKey
@@ -36,6 +36,9 @@ from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.infrastructure.storage.names import parse_shard_name
 
 __all__ = ["EmbeddedIngest", "IngestRunner", "changed_sessions"]
+
+if TYPE_CHECKING:
+    from pentrace.infrastructure.agents.importer import AgentFeed
 
 _DEBOUNCE_MS: Final = 20
 _STEP_MS: Final = 1
@@ -83,8 +86,10 @@ class IngestRunner:
         rescan: float = 5.0,
         health_file: Path | None = None,
         health_interval: float = 30.0,
+        feed: AgentFeed | None = None,
     ) -> None:
         self.follower = follower
+        self.feed = feed  # other agents' stores, imported as they change (docs/agents.md)
         self.stop = follower.stop
         self.poll = poll
         self.interval = interval
@@ -97,15 +102,32 @@ class IngestRunner:
 
     def run_once(self) -> None:
         """One pass over the root, the ledger's retention, then the health line."""
+        self._feed_all()
         self.follower.scan()
         self._retention()
         self.health(force=True)
+
+    # -- other agents' stores (issue #28): imported into the root, then followed ------
+    def _feed_all(self) -> None:
+        if self.feed is not None:
+            self._fed(*self.feed.import_all())
+
+    def _feed_changed(self, paths: list[str]) -> None:
+        if self.feed is not None and paths:
+            self._fed(*self.feed.import_changed(paths))
+
+    def _fed(self, written: set[SessionKey], warnings: list[str]) -> None:
+        for warning in warnings:
+            report(logging.WARNING, warning, event="agents")
+        for key in sorted(written):
+            self.follower.follow_session(key)
 
     def run(self) -> None:
         """Follow until stopped: notifications when possible, else polling."""
         root = self.follower.root.path
         root.mkdir(parents=True, exist_ok=True)
         report(logging.INFO, "ingest started", event="started", root=str(root), mode=self.mode)
+        self._feed_all()
         self.follower.scan()
         self.health(force=True)
         if not self.poll:
@@ -141,8 +163,10 @@ class IngestRunner:
         import watchfiles  # imported here: only the notifying follower needs it
 
         last_full = time.monotonic()
+        stores = self.feed.watched() if self.feed is not None else []
         for changes in watchfiles.watch(
             root,
+            *stores,
             stop_event=self.stop,
             debounce=_DEBOUNCE_MS,
             step=_STEP_MS,
@@ -152,7 +176,9 @@ class IngestRunner:
             ignore_permission_denied=True,
         ):
             keys, everything = changed_sessions(root, (path for _, path in changes))
+            self._feed_changed([path for _, path in changes if not path.startswith(str(root))])
             if everything or time.monotonic() - last_full >= self.rescan:
+                self._feed_all()
                 self.follower.scan()
                 last_full = time.monotonic()
             else:
@@ -162,6 +188,7 @@ class IngestRunner:
 
     def _poll(self) -> None:
         while not self.stop.wait(self.interval):
+            self._feed_all()
             self.follower.scan()
             self.health()
 
@@ -208,9 +235,11 @@ class IngestRunner:
 class EmbeddedIngest:
     """The follower on a background thread of another command (``pentrace serve --ingest``)."""
 
-    def __init__(self, root: DataRoot, ledger: RuntimeEventLedger) -> None:
+    def __init__(
+        self, root: DataRoot, ledger: RuntimeEventLedger, feed: AgentFeed | None = None
+    ) -> None:
         self.ledger = ledger
-        self.runner = IngestRunner(Follower(ledger, root))
+        self.runner = IngestRunner(Follower(ledger, root), feed=feed)
         self.thread = threading.Thread(target=self.runner.run, name="pentrace-ingest", daemon=True)
         self.thread.start()
 

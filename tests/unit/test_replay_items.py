@@ -129,3 +129,14 @@ def test_draw_asks_the_method_named_by_the_kind_and_nothing_for_a_round_edge() -
 def test_every_kind_but_the_round_edge_is_a_formatter_method() -> None:
     methods = {name for name in dir(Formatter) if not name.startswith("_")}
     assert methods == set(get_args(ItemKind)) - {"round_edge"}
+
+
+def test_a_session_meta_naming_another_model_inside_a_shard_is_a_model_change() -> None:
+    """An imported session learns its model from its first answer (ADR 0094): inside a
+    shard, a session_meta naming another model is an event, not a new context."""
+    unknown = {"type": "session_meta", "payload": {"session_id": "s", "model_id": "unknown"}}
+    items = _items(unknown, _msg("text", role="user", text="hi"), META, _event("request_begin"))
+
+    kinds = [entry.kind for entry in build_render_items(items)]
+
+    assert kinds == ["session", "text", "event", "round_edge"]
