@@ -13,10 +13,12 @@ Rules:
 
       "imported_from": {"session_id": <the id in the file>, "file": <its absolute path>}
 
-* Every later ``session_meta`` (a rotated shard's copy, as ``pentrace export
-  --shard all`` writes them one after another) starts the next shard, so a
-  whole session exported as one file comes back as the shards it had.  All
-  of them must name the same session.
+* A later ``session_meta`` right after a completed ``compaction_end`` (a
+  rotated shard's copy, as ``pentrace export --shard all`` writes them one
+  after another) starts the next shard, so a whole session exported as one
+  file comes back as the shards it had.  A ``session_meta`` anywhere else (an
+  imported agent session's model change, ADR 0094) stays in its shard, where
+  it was written.  All of them must name the same session.
 * Each shard lands in the date folder of its ``session_meta`` timestamp (its
   UTC date), the day PenguinHarness would have filed it under.
 * The bytes are copied unchanged (apart from the dropped torn tail and, with
@@ -50,6 +52,7 @@ from pentrace.infrastructure.storage.modes import make_private_dir, missing_dirs
 from pentrace.infrastructure.trace.locking import SessionLock
 from pentrace.infrastructure.trace.reader import ParseReport, read_shard
 from pentrace.infrastructure.trace.writer import session_lock_path
+from pentrace.projections.resume import closes_context
 
 __all__ = ["ImportResult", "import_session"]
 
@@ -84,8 +87,11 @@ class _Scan:
     requests: int
     tool_calls: int
     keep_lines: int | None
-    # (line, UTC day) of every session_meta: each one starts a shard.
+    # (line, UTC day) of every session_meta that starts a shard: the first, and each one
+    # right after a completed compaction_end (the rotation rule of docs/trace-format.md).
     metas: list[tuple[int, date]] = field(default_factory=list)
+    closed: bool = False  # the record before was a completed compaction_end
+    meta_lines: set[int] = field(default_factory=set)  # every session_meta (a copy names them all)
 
 
 def _day_of(timestamp: object, source: Path, line: int) -> date:
@@ -136,6 +142,8 @@ def _scan(source: Path, on_progress: Callable[[int], None] | None) -> _Scan:
             scan = _Scan(session_id, day, 0, 0, 0, None)
         if record.kind == "session_meta":
             _next_shard(scan, record, source)
+            scan.meta_lines.add(record.line)
+        scan.closed = closes_context(record)
         scan.records += 1
         if record.kind == "event_msg" and record.ptype == "request_begin":
             scan.requests += 1
@@ -162,6 +170,8 @@ def _next_shard(scan: _Scan, record: Any, source: Path) -> None:
             "one file holds one session",
             hint="import each session from its own file, or an archive from `export --archive`",
         )
+    if scan.metas and not scan.closed:
+        return  # a session_meta inside a shard (a model change), not a rotation
     scan.metas.append((record.line, _day_of(record.value().get("timestamp"), source, record.line)))
 
 
@@ -253,9 +263,8 @@ def import_session(
     written: list[Path] = []
 
     def rewrite(number: int, line: bytes) -> bytes:
-        return _copied_meta(line, sid, origin) if new_id and number in starts else line
+        return _copied_meta(line, sid, origin) if new_id and number in scan.meta_lines else line
 
-    starts = {line for line, _ in metas}
     size = 0
     try:
         made.extend(_make_dirs(lock_path.parent))

@@ -218,3 +218,31 @@ def test_show_and_audit_read_a_trace_file_outside_any_root(
     refused = cli(nowhere, "audit", str(broken), "--fix")
     assert code(refused) == 2
     assert "--fix repairs sessions of the data root" in str(refused.exception)
+
+
+def test_a_model_change_inside_a_shard_stays_in_its_shard_through_export_and_import(
+    demo: dict[str, Any], tmp_path: Path
+) -> None:
+    # An imported agent session records a model change as a session_meta inside its shard
+    # (ADR 0094); only a session_meta right after a completed compaction starts a shard.
+    first, second = demo["shards"]
+    lines = first.read_bytes().splitlines(keepends=True)
+    switched = lines[0].replace(b'"model_id":"', b'"model_id":"switched-')
+    assert switched != lines[0]
+    first.write_bytes(b"".join([*lines[:3], switched, *lines[3:]]))
+    out = tmp_path / "whole.jsonl"
+    cli_ok(demo["root"], "export", demo["id"], "--shard", "all", "-o", str(out))
+
+    back = cli_json(demo["root"], "import", str(out), "-p", "elsewhere", "-a", "copy")
+    copy = cli_json(
+        demo["root"], "import", str(out), "-p", "demo_project", "-a", "demo_agent", "--new-id"
+    )
+
+    assert [Path(p).read_bytes() for p in back["paths"]] == [
+        first.read_bytes(),
+        second.read_bytes(),
+    ]
+    copies = [Path(p) for p in copy["paths"]]
+    assert len(copies) == 2
+    assert [len(metas(path)) for path in copies] == [2, 1]
+    assert {m["session_id"] for path in copies for m in metas(path)} == {copy["session_id"]}
