@@ -141,11 +141,22 @@ def utc_time(value: datetime | str | None, *, minutes: bool = False) -> str:
     return f"{utc:%Y-%m-%dT%H:%M:%S}.{utc.microsecond // 1000:03d}Z"
 
 
-def listed(value: Mapping[str, Any] | Iterable[Any]) -> str:
-    """A mapping as ``key value, key value`` and a sequence as ``a, b``: never a repr."""
+# How deep a nested value is spelled out in text; a hostile trace may nest thousands deep.
+_MAX_DEPTH: Final = 8
+
+
+def listed(value: Mapping[str, Any] | Iterable[Any], *, _depth: int = 0) -> str:
+    """A mapping as ``key value, key value`` and a sequence as ``a, b``: never a repr.
+    Values nested deeper than a few levels read ``…``."""
+    if _depth >= _MAX_DEPTH:
+        return "…"
+    inner = _depth + 1
     if isinstance(value, Mapping):
-        return ", ".join(f"{key} {text(item)}" for key, item in value.items()) or "none"
-    return ", ".join(text(item) for item in value) or "none"
+        return (
+            ", ".join(f"{key} {_cell(item, tty=True, depth=inner)}" for key, item in value.items())
+            or "none"
+        )
+    return ", ".join(_cell(item, tty=True, depth=inner) for item in value) or "none"
 
 
 def text(value: Any) -> str:
@@ -186,7 +197,7 @@ def _numeric(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _cell(value: Any, *, tty: bool) -> str:
+def _cell(value: Any, *, tty: bool, depth: int = 0) -> str:
     if value is None:
         return "-"
     if isinstance(value, Cell):
@@ -202,9 +213,9 @@ def _cell(value: Any, *, tty: bool) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, set | frozenset):
-        return listed(sorted(map(text, value)))
+        return listed(sorted(map(text, value)), _depth=depth)
     if isinstance(value, Mapping | list | tuple):
-        return listed(value)
+        return listed(value, _depth=depth)
     return str(value)
 
 

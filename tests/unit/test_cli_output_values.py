@@ -107,3 +107,15 @@ VALUES = st.recursive(
 def test_no_value_a_table_holds_reads_as_python(value: Any) -> None:
     for shown in (text(value), output._cell(value, tty=False)):
         assert PYTHON.search(shown) is None, shown
+
+
+def test_a_value_nested_thousands_deep_reads_with_an_ellipsis_not_a_recursion_error() -> None:
+    deep: Any = "bottom"
+    for _ in range(5000):
+        deep = {"k": [deep]}
+
+    shown = output.text(deep)
+
+    assert shown.startswith("k k k")
+    assert shown.endswith("…")
+    assert "bottom" not in shown
