@@ -45,6 +45,7 @@ from tests.integration.ingest_harness import (
 from tests.integration.sse_harness import Server
 from tests.otel_support import (
     CHILD_ID,
+    FIXTURES,
     PARENT_ID,
     ReceivedSpan,
     Receiver,
@@ -103,7 +104,8 @@ def test_export_sends_every_span_and_exporting_again_sends_the_same_ids(
     assert report["spans"] == len(want) == len(receiver.copies)
     assert held_shapes(receiver) == want
     assert report["failed_sessions"] == []
-    assert report["sessions"] == 6
+    # one session per fixture trace, plus the generated parent and its subagent
+    assert report["sessions"] == len(list(FIXTURES.glob("*.jsonl"))) + 2
     cli_ok(root, "otel", "export", "--endpoint", receiver.url, "--settle", "0")
     assert len(receiver.copies) == 2 * len(want)
     assert held_shapes(receiver) == want
