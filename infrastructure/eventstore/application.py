@@ -40,8 +40,8 @@ from pentrace.domain.records import TraceRecord
 from pentrace.domain.session.aggregate import Session, ToolSpec, project_session
 from pentrace.domain.session.events import ShardOpened
 from pentrace.errors import ConfigError, NotFoundError
-from pentrace.infrastructure.eventstore.mapper import TraceMapper
 from pentrace.infrastructure.eventstore.persistence import Factory, TraceRecorder
+from pentrace.infrastructure.eventstore.recorder import TraceMapper
 from pentrace.infrastructure.redaction_policy import activate_policy
 from pentrace.infrastructure.sessions.handle import SaveMode, SessionHandle
 from pentrace.infrastructure.sessions.meta import read_latest_meta, switch_block
