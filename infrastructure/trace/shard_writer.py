@@ -43,9 +43,9 @@ from typing import Final, NoReturn
 
 from pentrace.domain.records import MalformedLine, decode_line
 from pentrace.errors import RecordRefusedError, TraceWriteError, UsageError
+from pentrace.infrastructure.storage.atomic import in_flight, temp_name
 from pentrace.infrastructure.storage.layout import parse_shard_name
 from pentrace.infrastructure.storage.modes import open_private
-from pentrace.infrastructure.storage.temp import in_flight, temp_name
 from pentrace.infrastructure.trace.durability import (
     Durability,
     FsyncFn,
