@@ -32,7 +32,7 @@ from typing import Any, Final
 import msgspec
 
 from pentrace.domain.redaction import redact
-from pentrace.domain.runtime.header import (
+from pentrace.domain.runtime.scope import (
     CATEGORIES,
     DEFAULT_SOURCE,
     Header,
@@ -40,8 +40,8 @@ from pentrace.domain.runtime.header import (
     envelope_header,
     envelope_projections,
     event_category,
+    slug_stream_id,
 )
-from pentrace.domain.runtime.scope import slug_stream_id
 
 __all__ = [
     "CATEGORIES",

@@ -19,8 +19,8 @@ from pentrace.errors import NotFoundError, PentraceError, TraceError
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.opener import open_ledger
 from pentrace.infrastructure.ledger.settings import default_ledger_path
+from pentrace.infrastructure.storage.atomic import agent_temps, is_stale, session_temps
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
-from pentrace.infrastructure.storage.temp import agent_temps, is_stale, session_temps
 from pentrace.infrastructure.trace.reader import ParseReport, read_shard
 from pentrace.projections.audit import (
     Problem,
