@@ -23,10 +23,13 @@ from pentrace.cli.sessions.args import (
     session_or_file,
 )
 from pentrace.errors import UsageError
-from pentrace.infrastructure.audit.fix import Change
-from pentrace.infrastructure.audit.run import AuditReport
-from pentrace.infrastructure.catalog.listing import short_id
-from pentrace.infrastructure.operations.audit import audit_document, run_audit
+from pentrace.infrastructure.operations.audit import (
+    AuditReport,
+    Change,
+    audit_document,
+    run_audit,
+)
+from pentrace.infrastructure.operations.sessions import short_id
 
 __all__ = ["audit"]
 

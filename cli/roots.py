@@ -14,8 +14,7 @@ from typing import Any
 import typer
 
 from pentrace.errors import UsageError
-from pentrace.infrastructure.storage.inputs import check_data_root
-from pentrace.infrastructure.storage.layout import DataRoot
+from pentrace.infrastructure.operations.sessions import DataRoot, check_data_root
 
 __all__ = ["root_from_context"]
 

@@ -15,10 +15,8 @@ from typing import Annotated
 import typer
 
 from pentrace.cli.conventions import INDEXING_HELP
-from pentrace.cli.ledger.maintenance import cleanup, forget, rebuild, sync
-from pentrace.cli.ledger.options import LedgerOptions
-from pentrace.cli.ledger.penguin import import_penguin
-from pentrace.cli.ledger.reading import replay, stats, tail
+from pentrace.cli.ledger.maintenance import cleanup, forget, import_penguin, rebuild, sync
+from pentrace.cli.ledger.reading import LedgerOptions, replay, stats, tail
 
 __all__ = ["ledger_app"]
 

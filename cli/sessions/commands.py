@@ -45,25 +45,27 @@ from pentrace.cli.sessions.args import (
     session_or_file,
 )
 from pentrace.errors import PentraceError
-from pentrace.infrastructure.analytics.prices import PriceTable, load_prices
-from pentrace.infrastructure.catalog.listing import (
-    SORT_KEYS,
-    STATUS_CHOICES,
-    SessionFilter,
-    SessionRow,
-    list_sessions,
-    read_row,
-)
 from pentrace.infrastructure.operations.documents import (
     CLI_ALIASES,
     FIELDS,
+    PriceTable,
+    load_prices,
     session_cost,
     session_detail,
     session_document,
     with_aliases,
 )
-from pentrace.infrastructure.sessions.files import delete_session
-from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
+from pentrace.infrastructure.operations.sessions import (
+    SORT_KEYS,
+    STATUS_CHOICES,
+    DataRoot,
+    SessionFilter,
+    SessionRef,
+    SessionRow,
+    delete_session,
+    list_sessions,
+    read_row,
+)
 from pentrace.projections.session_summary import SessionSummary, model_name, numbers_of
 
 __all__ = ["list_command", "register", "row_json"]

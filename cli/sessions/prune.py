@@ -10,7 +10,7 @@ from pentrace.cli.options import now
 from pentrace.cli.output import Cell, byte_size, emit_json, emit_table
 from pentrace.cli.sessions.args import JsonOption, confirm_or_refuse, data_root, forget_in_ledger
 from pentrace.domain.session.key import SessionKey
-from pentrace.infrastructure.sessions.prune import (
+from pentrace.infrastructure.operations.sessions import (
     PruneCandidate,
     PruneOutcome,
     apply_prune,

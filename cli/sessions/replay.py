@@ -24,9 +24,13 @@ from pentrace.domain.json_codec import JsonEncoder
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.redaction import redact
 from pentrace.infrastructure.operations.documents import replay_document, replay_item
-from pentrace.infrastructure.sessions.fork import read_replay
-from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
-from pentrace.infrastructure.trace.reader import ParseReport, resume_trace_file
+from pentrace.infrastructure.operations.sessions import (
+    DataRoot,
+    ParseReport,
+    SessionRef,
+    read_replay,
+    resume_trace_file,
+)
 from pentrace.projections.replay import ReplayItem
 from pentrace.projections.resume import ResumeResult, encode_resume_report
 from pentrace.projections.synthetic import SyntheticRecord

@@ -17,16 +17,34 @@ import msgspec
 from pentrace.infrastructure.audit.fix import Change, fix_sessions
 from pentrace.infrastructure.audit.run import (
     AuditReport,
+    audit_session,
     audit_sessions,
     ledger_orphans,
     open_existing_ledger,
     orphan_temps,
 )
+from pentrace.infrastructure.audit.secrets import (
+    ScanFinding,
+    derived_findings,
+    fix_derived,
+    scan_traces,
+)
 from pentrace.infrastructure.ledger import RuntimeEventLedger
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 from pentrace.projections.audit import Problem
 
-__all__ = ["AuditOutcome", "audit_document", "run_audit"]
+__all__ = [
+    "AuditOutcome",
+    "AuditReport",
+    "Change",
+    "ScanFinding",
+    "audit_document",
+    "audit_session",
+    "derived_findings",
+    "fix_derived",
+    "run_audit",
+    "scan_traces",
+]
 
 Progress = Callable[[list[SessionRef]], Iterable[SessionRef]]
 
