@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from pentrace.cli.options import unshown
-from pentrace.cli.roots import root_from_context
+from pentrace.cli.options import root_from_context, unshown
 from pentrace.errors import UsageError
 from pentrace.infrastructure.operations.ledger import LedgerSettings, open_ledger
 from pentrace.infrastructure.operations.projections import ENV_ANALYTICS_URL

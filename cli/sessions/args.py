@@ -17,8 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
-from pentrace.cli.options import command_with, keyword
-from pentrace.cli.roots import root_from_context
+from pentrace.cli.options import command_with, keyword, root_from_context
 from pentrace.domain.session.key import SessionKey
 from pentrace.errors import LedgerError, NoMatchError, UsageError
 from pentrace.infrastructure.operations.sessions import (
@@ -79,7 +78,7 @@ def data_root(ctx: typer.Context, *, must_exist: bool = True) -> DataRoot:
     """The root given by ``--data-root`` / ``PENGUIN_HOME``, else ``~/.penguin/data``.
 
     A root that does not exist is an error unless ``must_exist=False`` (see
-    :mod:`pentrace.cli.roots`).
+    :mod:`pentrace.cli.options`).
     """
     root = root_from_context(ctx, must_exist=must_exist)
     rules: Path | None = getattr(ctx.find_root().obj, "redaction_rules", None)
