@@ -62,8 +62,8 @@ from pentrace.infrastructure.operations.sessions import (
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
 from pentrace.service.edge.auth import authenticated
-from pentrace.service.edge.conditional import not_modified, strong_etag
 from pentrace.service.edge.errors import BadRequest, Forbidden
+from pentrace.service.edge.headers import not_modified, strong_etag
 from pentrace.service.web.layout import raw_asked
 
 __all__ = [
