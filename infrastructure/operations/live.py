@@ -8,9 +8,8 @@ that open one import it when called; importing this module does not load it.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pentrace.infrastructure.ingest import EmbeddedIngest, Follower, IngestRunner
 from pentrace.infrastructure.ingest.logs import JsonFormatter, TextFormatter, configure_logging
@@ -46,21 +45,15 @@ def agent_feed(root: DataRoot, agents: str | None) -> AgentFeed | None:
     return AgentFeed(root, parse_agents(agents))
 
 
-def open_live_export(
-    root: DataRoot,
-    *,
-    endpoint: str | None = None,
-    content: bool | None = None,
-    settle_s: float = 300.0,
-    interval: float = 2.0,
-    stop: threading.Event | None = None,
-) -> LiveExporter:
-    """The live OpenTelemetry exporter of ``root`` from its own cursor; not started."""
+def open_live_export(root: DataRoot, **options: Any) -> LiveExporter:
+    """The live OpenTelemetry exporter of ``root`` from its own cursor; not started.
+
+    ``options`` are those of :func:`pentrace.infrastructure.otel.live.open_live_export`
+    (``endpoint``, ``content``, ``settle_s``, ``interval``, ``stop``).
+    """
     from pentrace.infrastructure.otel import live
 
-    return live.open_live_export(
-        root, endpoint=endpoint, content=content, settle_s=settle_s, interval=interval, stop=stop
-    )
+    return live.open_live_export(root, **options)
 
 
 def export_once(
