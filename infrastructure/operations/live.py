@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from pentrace.infrastructure.otel.export import ExportReport
     from pentrace.infrastructure.otel.live import LiveExporter
 
+# AgentFeed, ExportReport and LiveExporter are for annotations only (import them under
+# TYPE_CHECKING): the modules that define them load on demand, the SDK among them.
 __all__ = [
     "AgentFeed",
     "EmbeddedIngest",
