@@ -30,7 +30,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, ExceptionHandler, Lifespan
 
 from pentrace.errors import PentraceError
-from pentrace.infrastructure.ledger.opener import open_ledger
+from pentrace.infrastructure.operations.ledger import open_ledger
 from pentrace.service import analytics_routes, sessions
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge.auth import BearerAuth

@@ -9,8 +9,8 @@ from typing import TypeVar
 import anyio
 import anyio.to_thread
 
-from pentrace.infrastructure.ledger import RuntimeEventLedger
-from pentrace.infrastructure.storage.layout import DataRoot
+from pentrace.infrastructure.operations.ledger import RuntimeEventLedger
+from pentrace.infrastructure.operations.sessions import DataRoot
 from pentrace.service.events.follower import LedgerFollower
 from pentrace.service.events.frames import FrameCache
 from pentrace.service.settings import ServiceSettings

@@ -24,7 +24,7 @@ from typing import Any, Final
 
 import msgspec
 
-from pentrace.infrastructure.analytics.prices import PriceTable
+from pentrace.infrastructure.analytics.prices import PriceTable, load_prices
 from pentrace.infrastructure.catalog.listing import SessionRow, short_id
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 from pentrace.infrastructure.trace.reader import ParseReport
@@ -36,6 +36,8 @@ __all__ = [
     "DETAIL_FIELDS",
     "FIELDS",
     "SERVICE_ALIASES",
+    "PriceTable",
+    "load_prices",
     "replay_document",
     "replay_item",
     "session_cost",

@@ -18,8 +18,7 @@ import threading
 from typing import Final
 
 from pentrace.errors import PentraceError
-from pentrace.infrastructure.ledger import RuntimeEventLedger
-from pentrace.infrastructure.ledger.live.follower import HeadFollower
+from pentrace.infrastructure.operations.ledger import HeadFollower, RuntimeEventLedger
 
 __all__ = ["LedgerFollower"]
 

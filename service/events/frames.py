@@ -17,7 +17,7 @@ import msgspec
 
 from pentrace.domain.json_codec import JsonDecoder, JsonEncoder
 from pentrace.domain.runtime import opencode_payload
-from pentrace.infrastructure.ledger import LedgerEntry, ReplayGap
+from pentrace.infrastructure.operations.ledger import LedgerEntry, ReplayGap
 
 __all__ = ["FrameCache", "connected_frame", "event_frame", "gap_frame"]
 

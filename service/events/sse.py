@@ -28,9 +28,8 @@ from starlette.responses import Response
 
 from pentrace.domain.runtime import normalize_directory
 from pentrace.domain.session.key import split_reference
-from pentrace.infrastructure.ledger import ReplayGap, RuntimeEventLedger
-from pentrace.infrastructure.ledger.replay import Page, Scope
-from pentrace.infrastructure.sessions.refs import ambiguous
+from pentrace.infrastructure.operations.ledger import Page, ReplayGap, RuntimeEventLedger, Scope
+from pentrace.infrastructure.operations.sessions import ambiguous
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
 from pentrace.service.edge.errors import BadRequest

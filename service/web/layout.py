@@ -18,9 +18,8 @@ from urllib.parse import quote, urlencode
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from pentrace.infrastructure.analytics.charts import number, render_chart, template_environment
-from pentrace.infrastructure.analytics.prices import PriceTable
-from pentrace.infrastructure.operations.documents import token_cost
+from pentrace.infrastructure.operations.documents import PriceTable, token_cost
+from pentrace.infrastructure.operations.stats import number, render_chart, template_environment
 from pentrace.service.edge import params
 from pentrace.service.edge.auth import authenticated
 from pentrace.service.edge.errors import Forbidden
