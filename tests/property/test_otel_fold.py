@@ -9,6 +9,8 @@
   sends, each once, and the very same spans when nothing was settled early.
 * Records with odd values anywhere never break the fold, and what it gives the SDK
   always encodes as OTLP.
+* A record's timestamp read the quick way (the shape PenguinHarness writes) is the
+  one ``datetime.fromisoformat`` reads, for any text of that length.
 * The sender's own OTLP encoding (ADR 0105) is the SDK encoder's, message for message
   and byte for byte: over generated sessions, odd records, and spans of any
   attributes (lone surrogates, integers past 64 bits, lists, events, links).
@@ -28,7 +30,7 @@ from pentrace.domain.records import TraceRecord
 from pentrace.domain.session.key import SessionKey
 from pentrace.infrastructure.otel.export import SpanSender
 from pentrace.infrastructure.otel.mapping import SessionFold
-from pentrace.infrastructure.otel.spans import Span
+from pentrace.infrastructure.otel.spans import Span, iso_ns, stamp_ns
 from pentrace.projections.session_summary import TOKEN_FIELDS, add_tokens, token_delta
 from tests.otel_support import fold_all, memory_sender
 from tests.support import BOUNDED_PROPERTY
@@ -312,3 +314,32 @@ _spans = st.builds(
 def test_the_sender_encodes_spans_of_any_attributes_as_the_sdk_does(spans: list[Span]) -> None:
     sender, _ = memory_sender()
     _assert_encodes_as_the_sdk(sender, spans)
+
+
+_stamp_chars = st.sampled_from("0123456789" * 3 + "-T:.Z+ ٣²x\ud800")
+
+
+def _chars(size: int) -> st.SearchStrategy[str]:
+    return st.text(_stamp_chars, min_size=size, max_size=size)
+
+
+_stamps = st.one_of(
+    st.builds(
+        "{}-{:02d}-{:02d}T{:02d}:{:02d}:{}.{}Z".format,
+        st.sampled_from(["0001", "1969", "1970", "2026", "9999"]),
+        st.integers(1, 12),
+        st.integers(1, 28),
+        st.integers(0, 23),
+        st.integers(0, 59),
+        _chars(2),  # seconds, mostly digits
+        _chars(3),
+    ),
+    _chars(24),
+)
+
+
+@settings(BOUNDED_PROPERTY, max_examples=500)
+@given(_stamps)
+def test_a_timestamp_read_the_quick_way_is_the_iso_reading(stamp: str) -> None:
+    assert stamp_ns(stamp) == iso_ns(stamp)
+    assert stamp_ns(stamp) == iso_ns(stamp)  # again, from the minute it kept
