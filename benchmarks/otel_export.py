@@ -3,6 +3,7 @@ into Phoenix, and the lag from a trace write to the span being queryable there.
 
     python -m benchmarks.otel_export                      # the one-core stages, 200k records
     python -m benchmarks.otel_export --records 20000      # smaller
+    python -m benchmarks.otel_export --http               # + batch export to loopback
     PENTRACE_PHOENIX=~/.cache/pentrace-tests/phoenix-venv/bin/phoenix \\
         python -m benchmarks.otel_export --phoenix        # and the two Phoenix figures
 
@@ -112,6 +113,56 @@ def one_core(records: int, repeat: int) -> None:
     ratio = stages["build+sdk encode"][0] / stages["build+encode"][0]
     encode_ratio = stages["sdk encode"][0] / stages["encode"][0]
     print(f"encode {encode_ratio:.1f}x the SDK way; build+encode {ratio:.1f}x (CPU)")
+
+
+def http_rate(records: int) -> None:
+    """``export_sessions`` of the corpus over OTLP/HTTP into a minimal receiver on loopback
+    (the tests' one: it decodes and keeps every span), the SDK's OTLP exporter both ways:
+    with the sender's encoding, and made to encode the SDK way."""
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    from pentrace.infrastructure.otel.export import export_sessions, open_sender
+    from pentrace.infrastructure.storage.layout import DataRoot
+    from pentrace.testing import files
+    from tests.otel_support import Receiver
+
+    class SdkWay(SpanExporter):  # not the OTLP exporter's class: the sender hands it SDK spans
+        def __init__(self, inner: SpanExporter) -> None:
+            self.inner = inner
+
+        def export(self, spans: Any) -> SpanExportResult:
+            batch: list[ReadableSpan] = list(spans)
+            return self.inner.export(batch)
+
+        def shutdown(self) -> None:
+            self.inner.shutdown()
+
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder) / "data"
+        files.write_shards(root, *KEY, [list(generate_records(records, seed=29))])
+        data = DataRoot(root)
+        seconds: dict[str, tuple[float, float, int]] = {}
+        for way in ("sdk encode", "encode", "sdk encode", "encode"):  # each twice, interleaved
+            receiver = Receiver().start()
+            try:
+                sender = open_sender(receiver.url)
+                if way == "sdk encode":
+                    sender.exporter = SdkWay(sender.exporter)
+                started, ticks = time.perf_counter(), time.process_time()
+                report = export_sessions(data, data.iter_sessions(), sender, settle_s=0)
+                cpu, wall = time.process_time() - ticks, time.perf_counter() - started
+                sender.close()
+                if len(receiver.copies) != report.spans:
+                    raise SystemExit(f"the receiver holds {len(receiver.copies)} spans")
+            finally:
+                receiver.stop()
+            best = seconds.get(way, (float("inf"), float("inf"), 0))
+            seconds[way] = (min(best[0], cpu), min(best[1], wall), report.spans)
+        for way, (cpu, wall, spans) in seconds.items():
+            print(f"export over OTLP/HTTP to a loopback receiver, {way}: {spans} spans in "
+                  f"{wall:.2f} s ({spans / wall:,.0f} spans/s; the process, receiver "
+                  f"included, {cpu:.2f} CPU s)")  # fmt: skip
 
 
 def _phoenix_figures(records: int, lag_turns: int) -> None:
@@ -230,11 +281,14 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--http", action="store_true", help="also the loopback export rate")
     parser.add_argument("--phoenix", action="store_true", help="also the Phoenix figures")
     parser.add_argument("--phoenix-records", type=int, default=50_000)
     parser.add_argument("--lag-turns", type=int, default=100)
     args = parser.parse_args(argv)
     one_core(args.records, args.repeat)
+    if args.http:
+        http_rate(args.phoenix_records)
     if args.phoenix:
         _phoenix_figures(args.phoenix_records, args.lag_turns)
 
