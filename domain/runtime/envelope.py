@@ -14,7 +14,7 @@ correlation, subject, stream id, id) with three deliberate differences:
 * stream ids are slugged injectively (W2).
 
 The fields between the id and the payload (category, subject, scope, actor,
-correlation, projections) are :mod:`.header`'s.  It is pure: time,
+correlation, projections) are :mod:`.scope`'s.  It is pure: time,
 sequence, home and working directory are arguments.  Trace records become
 events through :mod:`pentrace.domain.runtime.session_events`; the public
 entry point for all of them is :mod:`pentrace.domain.runtime`.
