@@ -33,11 +33,14 @@ from tests.integration.service_load import Figures, Load, build_root, measure
 
 def _report(figures: Figures, load: Load) -> bool:
     mib = 1024
+    times = sorted(figures.page_seconds) or [0.0]
+    p50, p95 = times[len(times) // 2], times[int(len(times) * 0.95)]
     rows = [
         ("answers by status", dict(sorted(figures.statuses.items()))),
         ("HTTP 5xx", figures.server_errors),
         ("client-side failures", dict(figures.failures) or 0),
         ("streams opened", figures.sse_opened),
+        ("page p50 / p95 / max s", f"{p50:.2f} / {p95:.2f} / {times[-1]:.2f}"),
         (
             "RSS cold / idle MiB",
             f"{figures.rss_cold_kib / mib:.1f} / {figures.rss_idle_kib / mib:.1f}",

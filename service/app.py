@@ -130,10 +130,12 @@ def create_app(settings: ServiceSettings) -> Starlette:
         follower = LedgerFollower(ledger, settings.poll_interval_seconds)
         follower.start()
         frames = FrameCache(settings.frame_cache_bytes)
-        app.state.context = ServiceContext(settings, ledger, follower, frames)
+        context = ServiceContext(settings, ledger, follower, frames)
+        app.state.context = context
         try:
             yield
         finally:
+            context.close()
             follower.stop()
             ledger.close()
 

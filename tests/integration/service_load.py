@@ -45,6 +45,8 @@ class Figures:
     """What one run measured."""
 
     statuses: Counter[int] = field(default_factory=Counter)
+    # Seconds from connecting to the last byte, per page request answered under load.
+    page_seconds: list[float] = field(default_factory=list)
     failures: Counter[str] = field(default_factory=Counter)
     sse_opened: int = 0
     rss_cold_kib: int = 0
@@ -154,6 +156,7 @@ class _Driver:
 
     async def page(self, path: str) -> None:
         """One request on its own connection, read to the end."""
+        started = time.monotonic()
         try:
             reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
             writer.write(_request(path, self.port, keep=False))
@@ -167,6 +170,7 @@ class _Driver:
             return
         if self.counting:
             self.figures.statuses[status] += 1
+            self.figures.page_seconds.append(time.monotonic() - started)
 
     async def close_streams(self) -> None:
         """Close every stream from the client side."""
