@@ -174,8 +174,11 @@ async def stream_events(
         if page.entries:
             yield chunk
             last_id = page.entries[-1].event_id
-        position = page.through
-        if not page.full:
+        position, full = page.through, page.full
+        # A waiting stream holds no rows and no frames: 200 idle clients cost their sockets,
+        # not 200 pages (ADR 0101).
+        del page, chunk
+        if not full:
             await context.follower.wait_past(position, epoch)
 
 

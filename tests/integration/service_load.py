@@ -229,7 +229,9 @@ async def _run(server: Server, load: Load, paths: list[str], figures: Figures) -
     for query in _queries(load.open_at_sigterm, sessions):
         await driver.open_stream(query)
     driver.counting = False  # requests cut by the shutdown are not the server's errors
-    burst = [asyncio.create_task(driver.page(path)) for path in paths]
+    # A second's worth of requests queued at once: some are still running at the signal.
+    burst_size = max(len(paths), int(load.rate))
+    burst = [asyncio.create_task(driver.page(paths[i % len(paths)])) for i in range(burst_size)]
     await asyncio.sleep(0.2)
     sent_at = time.monotonic()
     server.process.send_signal(signal.SIGTERM)
@@ -252,11 +254,13 @@ def measure(
     load: Load,
     progress: Callable[[str], None] | None = None,
     server_args: list[str] | None = None,
+    server_env: dict[str, str] | None = None,
 ) -> Figures:
     """Start ``pentrace serve`` on ``root`` (already built), run ``load``, stop it with
     SIGTERM; every figure of :class:`Figures`."""
     say = progress or (lambda _text: None)
-    server = Server(root, env=child_env(root), args=["--keepalive", "15", *(server_args or [])])
+    args = ["--keepalive", "15", *(server_args or [])]
+    server = Server(root, env=child_env(root, server_env), args=args)
     server.start()
     assert server.process is not None
     pid = server.process.pid
