@@ -34,7 +34,7 @@ from pentrace.infrastructure.analytics.database import (
     column_of,
 )
 from pentrace.infrastructure.analytics.failures import failure_warnings
-from pentrace.infrastructure.analytics.prices import load_prices
+from pentrace.infrastructure.analytics.prices import dataset_version, load_prices
 from pentrace.infrastructure.analytics.registry import BUILTINS
 from pentrace.infrastructure.analytics.runner import catch_up, open_ledger, open_projection
 from pentrace.infrastructure.ledger.bulk import sync
@@ -95,7 +95,8 @@ def _tokens(db: AnalyticsDatabase, query: StatsQuery) -> dict[str, Any]:
 def _cost(db: AnalyticsDatabase, query: StatsQuery) -> dict[str, Any]:
     table, by = load_prices(query.prices), query.by or "model"
     rows = queries.cost(db, table, by, query.since, query.until)
-    return {"by": by, "currency": table.currency, "rows": rows}
+    dataset = f"genai-prices {dataset_version()}" if table.dataset else None
+    return {"by": by, "currency": table.currency, "dataset": dataset, "rows": rows}
 
 
 def _tools(db: AnalyticsDatabase, query: StatsQuery) -> dict[str, Any]:
@@ -145,7 +146,7 @@ KINDS: Final[Mapping[str, StatKind]] = {
             "Example: pentrace stats cost --by day --prices ~/prices.toml --plot cost.svg",
             tuple(GROUPS),
             "model",
-            fields=("key", "cost", "currency", "total", "unpriced"),
+            fields=("key", "cost", "currency", "total", "unpriced", "fallback"),
             priced=True,
         ),
         StatKind(

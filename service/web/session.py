@@ -36,19 +36,20 @@ from pentrace.infrastructure.analytics.charts import Chart, render_chart
 from pentrace.infrastructure.analytics.prices import load_prices
 from pentrace.infrastructure.audit.run import audit_session
 from pentrace.infrastructure.catalog.listing import resolve_session, short_id
+from pentrace.infrastructure.operations.documents import cost_fields, cost_flag, session_cost
 from pentrace.infrastructure.sessions.fork import read_replay, record_at
 from pentrace.infrastructure.storage.layout import SessionRef
 from pentrace.infrastructure.trace.reader import ParseReport, resume_trace_file
 from pentrace.projections.audit import Problem
 from pentrace.projections.replay import RenderItem, ReplayItem, as_text, build_render_items, draw
 from pentrace.projections.resume import resume_report
-from pentrace.projections.session_summary import token_delta
+from pentrace.projections.session_summary import SummaryFold, token_delta
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
 from pentrace.service.edge.auth import authenticated
 from pentrace.service.web.layout import (
     TEMPLATES,
-    cost_of,
+    cost_note,
     number,
     page,
     raw_asked,
@@ -110,7 +111,6 @@ def _tokens(everything: Sequence[ReplayItem], base: str) -> dict[str, Any]:
     """Tokens per request stacked by kind, the running total as a line, and the session's cost
     (the numbers ``pentrace show`` counts).  A ``token_usage`` record counts for the request
     it came in or right after, so a column is numbered as its round's heading."""
-    model = ""
     columns: dict[int, list[int]] = {}
     starts: dict[int, int] = {}
     current = 0
@@ -120,8 +120,6 @@ def _tokens(everything: Sequence[ReplayItem], base: str) -> dict[str, Any]:
             current = item.round
             starts.setdefault(item.round, item.position)
             columns.setdefault(item.round, [0, 0, 0, 0, 0])
-        if record.kind == "session_meta" and not model:
-            model = str(record.payload().get("model_id") or "")
         if record.ptype == "token_usage":
             delta = token_delta(record.payload())
             if delta is not None:
@@ -148,15 +146,19 @@ def _tokens(everything: Sequence[ReplayItem], base: str) -> dict[str, Any]:
         y_title="tokens per request",
         line_title="cumulative tokens",
     )
-    prices = load_prices()
-    totals = {kind: sum(columns[n][k] for n in order) for k, kind in enumerate(_KINDS)}
+    summary = SummaryFold()
+    summary.feed(item.record for item in everything)
+    # The session's cost as every surface works it out (documents.session_cost).
+    finished = summary.finish()
+    cost = cost_fields(session_cost(finished, load_prices()))
     return {
         "chart": render_chart(chart),
         "total": running,
         "requests": sum(1 for n in order if columns[n][4]),
-        "cost": cost_of(prices, model, totals),
-        "currency": prices.currency,
-        "model": model,
+        **cost,
+        "cost_flag": cost_flag(cost),
+        "cost_note": cost_note(cost),
+        "model": finished.model_id or "",
     }
 
 
