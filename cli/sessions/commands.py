@@ -133,7 +133,8 @@ def list_command(
     """List sessions with their model, tokens, cost and last status.
 
     One row per session: id, owner (project/agent), start, model, turns,
-    tokens, cost (from the price table, as `stats cost` prices) and the last
+    tokens, cost (priced as `stats cost --by session` prices it, marked
+    fallback or unpriced when a model had no real price) and the last
     request's status.  Was `sessions list` (still answered).
 
     Rows come from a cache (<root>/.pentrace/catalog.db) rebuilt from the traces

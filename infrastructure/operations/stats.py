@@ -142,7 +142,10 @@ KINDS: Final[Mapping[str, StatKind]] = {
             "cost",
             ("tokens",),
             _cost,
-            "Cost per group from the editable price table (prices per million tokens).\n\n"
+            "Cost per group: your price table over the bundled genai-prices dataset.\n\n"
+            "Each model is priced by your table (TOML, per million tokens), else by the "
+            "dataset; models priced by the table's [default] rate are listed as fallback, "
+            "models with no price as unpriced (docs/cost.md).\n\n"
             "Example: pentrace stats cost --by day --prices ~/prices.toml --plot cost.svg",
             tuple(GROUPS),
             "model",
