@@ -158,7 +158,7 @@ def _dataset_price(model: str) -> ModelPrice | None:
             continue
         try:
             _, info = snapshot.find_provider_model(ref, None, provider, None)
-        except LookupError:
+        except (LookupError, ValueError):  # not listed, or a name the dataset cannot take
             continue
         prices = info.get_prices(datetime.now(UTC))
         fresh, output = _base(prices.input_mtok), _base(prices.output_mtok)
