@@ -24,9 +24,10 @@ import typer
 
 from pentrace.cli.sessions.args import SessionArgument, resolve
 from pentrace.domain.json_codec import escape_surrogates
+from pentrace.infrastructure.operations.documents import cost_fields, load_prices, session_cost
 from pentrace.infrastructure.operations.exports import publish_file
 from pentrace.infrastructure.operations.projections import session_events
-from pentrace.infrastructure.operations.sessions import short_id
+from pentrace.infrastructure.operations.sessions import read_row, short_id
 from pentrace.infrastructure.operations.stats import Chart, render_chart, rendered
 from pentrace.projections.analytics.events import iso_of
 from pentrace.projections.analytics.timeline import Span, Timeline, build_timeline
@@ -212,8 +213,8 @@ def _style() -> str:
     return (STATIC / "web.css").read_text(encoding="utf-8") + _REPORT_CSS
 
 
-def render_report(timeline: Timeline) -> str:
-    """The whole HTML page for a timeline."""
+def render_report(timeline: Timeline, cost: dict[str, Any] | None = None) -> str:
+    """The whole HTML page for a timeline; ``cost`` is the session's (``cost_fields``)."""
     style = _style()
     digest = base64.b64encode(hashlib.sha256(style.encode("utf-8")).digest()).decode()
     project, agent, session_id = (["", "", *timeline.session_id.split("/")])[-3:]
@@ -237,6 +238,7 @@ def render_report(timeline: Timeline) -> str:
         tokens=_tokens_chart(timeline),
         columns=_COLUMNS,
         rows=_rows(timeline),
+        cost=cost,
     )
 
 
@@ -253,7 +255,10 @@ def report(
     events = session_events(ref)
     # The title names the owner too: the same id may exist under other agents (ADR 0023).
     # A lone surrogate in a name or a text is shown as its JSON escape (ADR 0015).
-    page = escape_surrogates(render_report(build_timeline(ref.key.reference, events))).encode()
+    # The cost every other surface shows for the session (documents.session_cost).
+    cost = cost_fields(session_cost(read_row(ref).summary, load_prices()))
+    timeline = build_timeline(ref.key.reference, events)
+    page = escape_surrogates(render_report(timeline, cost)).encode()
     # Atomic and 0600 like every export: the page shows what the session did.
     publish_file(output.absolute(), [page], overwrite=True)
     typer.echo(f"wrote {output}")

@@ -193,6 +193,9 @@ class SessionSummary(msgspec.Struct, kw_only=True):
     subagents: list[str] = msgspec.field(default_factory=list)
     goals: dict[str, int] = msgspec.field(default_factory=dict)
     has_errors: bool = False
+    #: Per model (``provider/model_id`` as the token read models name it, ``unknown`` before
+    #: any model): fresh input, output, cache read, cache write.  What a session costs.
+    model_tokens: dict[str, list[int]] | None = None
 
     @property
     def total_tokens(self) -> int:
@@ -238,6 +241,8 @@ class SummaryFold:
         self._answered: set[Any] = set()
         self._requests = dict.fromkeys((*REQUEST_STATUSES, "other", "open"), 0)
         self._subagents: dict[str, None] = {}
+        self._model = "unknown"
+        self._model_tokens: dict[str, list[int]] = {}
 
     def feed(self, records: Iterable[TraceRecord]) -> None:
         """Fold more records (the next ones of the same session, in order)."""
@@ -257,6 +262,8 @@ class SummaryFold:
                 elif ptype == "tool_call_output":
                     self._tool_output(record)
             elif kind == "session_meta":
+                meta = record.payload()
+                self._model = model_name(meta.get("provider"), meta.get("model_id")) or "unknown"
                 if not self._meta_seen:
                     self._meta(record)
                 elif self._summary.model_id in _NO_MODEL:
@@ -312,6 +319,9 @@ class SummaryFold:
             delta = token_delta(payload)
             if delta is not None:
                 add_tokens(self._token_totals, delta)
+                counts = self._model_tokens.setdefault(self._model, [0, 0, 0, 0])
+                for index in range(4):
+                    counts[index] += delta[index]
         elif ptype == "approval_decision":
             decision = _key(record.payload().get("decision"))
             summary.approvals[decision] = summary.approvals.get(decision, 0) + 1
@@ -367,6 +377,7 @@ class SummaryFold:
             goals=dict(sorted(self._summary.goals.items())),
             subagents=list(self._subagents),
             token_totals=dict(self._token_totals),
+            model_tokens={name: list(counts) for name, counts in self._model_tokens.items()},
         )
         if self._in_request:
             summary.requests["open"] += 1

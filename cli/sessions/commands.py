@@ -51,7 +51,10 @@ from pentrace.errors import PentraceError
 from pentrace.infrastructure.operations.documents import (
     CLI_ALIASES,
     FIELDS,
+    CostTally,
     PriceTable,
+    cost_fields,
+    cost_flag,
     load_prices,
     session_cost,
     session_detail,
@@ -86,10 +89,18 @@ def _number(value: object) -> int:
 ROW_FIELDS: Final = (*(name for name, _, _ in FIELDS), *CLI_ALIASES)
 
 
-def row_json(row: SessionRow) -> dict[str, Any]:
+def row_json(row: SessionRow, prices: PriceTable | None = None) -> dict[str, Any]:
     """The ``list --json`` object of one session: the session document, with the
     CLI's old names as aliases (``docs/cli-json.md``)."""
-    return with_aliases(session_document(row), CLI_ALIASES)
+    return with_aliases(session_document(row, prices or _prices()), CLI_ALIASES)
+
+
+def _cost_cell(document: dict[str, Any]) -> Cell:
+    """A session's cost with its flag (``0.3172 fallback``, ``unpriced``): never a bare guess."""
+    amount, flag = Cell.amount(document["cost"]), cost_flag(document)
+    if document["cost"] is None:
+        return Cell(flag or "-", flag or "-")
+    return Cell(f"{amount.shown} {flag}", f"{amount.plain} {flag}") if flag else amount
 
 
 def list_command(
@@ -133,7 +144,8 @@ def list_command(
     """List sessions with their model, tokens, cost and last status.
 
     One row per session: id, owner (project/agent), start, model, turns,
-    tokens, cost (from the price table, as `stats cost` prices) and the last
+    tokens, cost (priced as `stats cost --by session` prices it, marked
+    fallback or unpriced when a model had no real price) and the last
     request's status.  Was `sessions list` (still answered).
 
     Rows come from a cache (<root>/.pentrace/catalog.db) rebuilt from the traces
@@ -160,11 +172,11 @@ def list_command(
 
     rows = list_sessions(data_root(ctx), filters, sort, reverse=reverse, progress=bar)
     rows = rows[:limit] if limit is not None else rows
+    prices = _prices()
     if as_json or as_jsonl:
-        sessions = (row_json(row) for row in rows)
+        sessions = (row_json(row, prices) for row in rows)
         emit_records(sessions, fields, ROW_FIELDS, jsonl=as_jsonl, under="sessions")
         return
-    prices = _prices()
     owners = {(row.project, row.agent) for row in rows}
     emit_table(
         _LIST_COLUMNS,
@@ -176,7 +188,7 @@ def list_command(
                 model_name(row.summary.provider, row.summary.model_id),
                 row.summary.turns,
                 row.summary.total_tokens,
-                Cell.amount(session_cost(row, prices)),
+                _cost_cell(cost_fields(session_cost(row.summary, prices))),
                 row.status,
                 row.has_errors,
             )
@@ -201,7 +213,7 @@ def _prices() -> PriceTable:
     try:
         return load_prices()
     except PentraceError as error:
-        typer.echo(f"warning: no costs shown: {error.message}", err=True)
+        typer.echo(f"warning: costs priced by the bundled dataset alone: {error.message}", err=True)
         return PriceTable()
 
 
@@ -218,18 +230,18 @@ def _droppable(one_owner: bool) -> tuple[str, ...]:
 def show_json(root: DataRoot, ref: SessionRef, row: SessionRow) -> dict[str, Any]:
     """The ``show --json`` object: the session detail with the CLI's old names; the old
     ``shards`` is the list of files with absolute paths."""
-    detail = session_detail(root, ref, row)
+    detail = session_detail(root, ref, row, _prices())
     paths = _paths(ref)
     files = [{**f, "path": str(p)} for f, p in zip(detail["shard_files"], paths, strict=True)]
     return {**with_aliases(detail, CLI_ALIASES), "shards": files}
 
 
-def _cost_text(value: float | None, currency: str) -> str:
-    return (
-        "- (the price table has no price for the model)"
-        if value is None
-        else (f"{money(value)} {currency}")
-    )
+def _cost_text(tally: CostTally) -> str:
+    """The cost, its currency and, when it is not all real prices, which models are not."""
+    amount = tally.amount()
+    shown = "-" if amount is None else f"{money(amount)} {tally.prices.currency}"
+    note = tally.note()
+    return f"{shown} ({note})" if note else shown
 
 
 def _paths(ref: SessionRef) -> list[Path]:
@@ -277,7 +289,7 @@ def _show_text(ref: SessionRef, row: SessionRow, *, alone: bool) -> None:
         f"turns        {text(summary.turns)}",
         f"requests     {text(numbers.request_total)}: {requests}; last: {row.status}",
         f"tokens       {tokens}",
-        f"cost         {_cost_text(session_cost(row, prices), prices.currency)}",
+        f"cost         {_cost_text(session_cost(summary, prices))}",
         f"approvals    {_pairs(summary.approvals)}",
         f"compactions  {compactions or 'none'}; dangling {summary.dangling_compactions}",
         f"aborts       {summary.aborts}",

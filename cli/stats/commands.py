@@ -233,10 +233,16 @@ def _tokens_table(call: StatCall, value: dict[str, Any]) -> tuple[tuple[str, ...
 
 def _cost_table(call: StatCall, value: dict[str, Any]) -> tuple[tuple[str, ...], list[list[Any]]]:
     rows = [
-        [row["key"], cell(row["cost"], "money"), row["total"], ", ".join(row["unpriced"])]
+        [
+            row["key"],
+            cell(row["cost"], "money"),
+            row["total"],
+            ", ".join(row["unpriced"]),
+            ", ".join(row["fallback"]),
+        ]
         for row in value["rows"]
     ]
-    return (call.by, "cost", "total tokens", "unpriced models"), rows
+    return (call.by, "cost", "total tokens", "unpriced models", "fallback-priced models"), rows
 
 
 def _tools_table(call: StatCall, value: dict[str, Any]) -> tuple[tuple[str, ...], list[list[Any]]]:
@@ -370,17 +376,19 @@ def _cost_plot(db: AnalyticsDatabase, call: StatCall, value: dict[str, Any], pat
     rows, currency, by = value["rows"], value["currency"], call.by
     when = _when(call, _days_of(db, call))
     unpriced = sorted({model for row in rows for model in row["unpriced"]})
+    fallback = sorted({model for row in rows for model in row["fallback"]})
     note = f" (no price: {', '.join(unpriced)})" if unpriced else ""
+    note += f" (fallback rate: {', '.join(fallback)})" if fallback else ""
     if by == "day":
         return plots.plot_daily(
-            [(row["key"], "all priced models", row["cost"]) for row in rows],
+            [(row["key"], "all priced models", row["cost"] or 0.0) for row in rows],
             path,
             title=f"Cost per day, {when}{note}",
             ylabel=f"cost ({currency})",
             series_label="",
         )
     return plots.plot_groups(
-        [(row["key"], row["cost"]) for row in rows],
+        [(row["key"], row["cost"] or 0.0) for row in rows],
         path,
         title=f"Cost by {by}, {when}{note}",
         xlabel=f"cost ({currency})",

@@ -26,7 +26,7 @@ from pentrace.infrastructure.analytics.database import (
     is_fine,
     rows_of,
 )
-from pentrace.infrastructure.analytics.prices import PriceTable
+from pentrace.infrastructure.analytics.prices import CostTally, PriceTable
 from pentrace.projections.session_summary import model_name
 
 __all__ = [
@@ -119,29 +119,26 @@ def cost(
     agent: str | None = None,
     model: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Cost per group from the price table; models without a price are listed in ``unpriced``."""
-    out: dict[Any, dict[str, Any]] = {}
+    """Cost per group through :class:`CostTally` (each model priced on its own): the models
+    nobody prices are listed in ``unpriced``, the ones a fallback rate priced in ``fallback``."""
+    tallies: dict[Any, CostTally] = {}
+    totals: dict[Any, int] = {}
     for row in _token_rows(db, by, since, until, agent, model):
-        entry = out.setdefault(
-            row["key"],
-            {
-                "key": row["key"],
-                "cost": 0.0,
-                "currency": prices.currency,
-                "total": 0,
-                "unpriced": [],
-            },
-        )
-        entry["total"] += row["total"]
-        price = prices.price_for(row["model"])
-        if price is None:
-            if row["model"] not in entry["unpriced"]:
-                entry["unpriced"].append(row["model"])
-            continue
-        entry["cost"] += price.cost(
-            row["input"], row["output"], row["cache_read"], row["cache_write"]
-        )
-    return [out[key] for key in sorted(out, key=str)]
+        key = row["key"]
+        tally = tallies.get(key) or tallies.setdefault(key, CostTally(prices))
+        totals[key] = totals.get(key, 0) + row["total"]
+        name = model_name(row["provider"], row["model"]) or "unknown"
+        tally.add(name, row["input"], row["output"], row["cache_read"], row["cache_write"])
+    return [
+        {
+            "key": key,
+            "cost": tallies[key].amount(),  # null when no model of the group has a price
+            "currency": prices.currency,
+            "total": totals[key],
+            **tallies[key].flags(),
+        }
+        for key in sorted(tallies, key=str)
+    ]
 
 
 def tokens_by_day_and_model(

@@ -211,9 +211,11 @@ def _signature(ref: SessionRef) -> bytes:
 
 def _decode(blob: bytes) -> SessionRow | None:
     try:
-        return msgspec.msgpack.decode(blob, type=SessionRow)
+        row = msgspec.msgpack.decode(blob, type=SessionRow)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None  # written by another version: read the session again
+    # A row cached before the summary kept tokens per model: read the session again.
+    return row if row.summary.model_tokens is not None else None
 
 
 def _rows(

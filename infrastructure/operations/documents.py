@@ -24,19 +24,22 @@ from typing import Any, Final
 
 import msgspec
 
-from pentrace.infrastructure.analytics.prices import PriceTable, load_prices
+from pentrace.infrastructure.analytics.prices import CostTally, PriceTable, load_prices
 from pentrace.infrastructure.catalog.listing import SessionRow, short_id
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 from pentrace.infrastructure.trace.reader import ParseReport
 from pentrace.projections.replay import ReplayItem
-from pentrace.projections.session_summary import numbers_of
+from pentrace.projections.session_summary import SessionSummary, numbers_of
 
 __all__ = [
     "CLI_ALIASES",
     "DETAIL_FIELDS",
     "FIELDS",
     "SERVICE_ALIASES",
+    "CostTally",
     "PriceTable",
+    "cost_fields",
+    "cost_flag",
     "load_prices",
     "replay_document",
     "replay_item",
@@ -44,7 +47,6 @@ __all__ = [
     "session_detail",
     "session_document",
     "shard_files",
-    "token_cost",
     "with_aliases",
 ]
 
@@ -71,6 +73,10 @@ shard_count          integer   shard files
 bytes                integer   size of all shards
 has_errors           boolean   errors in the history, damaged files or an unreadable session
 problem              string?   why the session could not be read (it is still listed)
+cost                 number?   tokens per model priced (docs/cost.md); null when no model is priced
+currency             string    the currency of cost
+cost_unpriced        array     models with tokens and no price: their tokens are not in cost
+cost_fallback        array     models priced by the price table's [default] rate, a guess
 --
 shard_files          array     {index, day, path (under the data root), bytes} per shard
 skipped_lines        integer   malformed lines the reader skipped
@@ -110,9 +116,11 @@ SERVICE_ALIASES: Final[Mapping[str, str]] = {
 }
 
 
-def session_document(row: SessionRow) -> dict[str, Any]:
-    """One session's listing entry, with the fields of :data:`FIELDS` in that order."""
+def session_document(row: SessionRow, prices: PriceTable | None = None) -> dict[str, Any]:
+    """One session's listing entry, with the fields of :data:`FIELDS` in that order; the
+    cost is priced with ``prices`` (default: :func:`load_prices`)."""
     summary = row.summary
+    table = load_prices() if prices is None else prices
     numbers = numbers_of(summary)
     return {
         "session_id": row.session_id,
@@ -136,24 +144,42 @@ def session_document(row: SessionRow) -> dict[str, Any]:
         "bytes": row.bytes,
         "has_errors": row.has_errors,
         "problem": row.problem,
+        **cost_fields(session_cost(summary, table)),
     }
 
 
-def token_cost(prices: PriceTable, model: str, tokens: Mapping[str, Any]) -> float | None:
-    """What ``tokens`` (input, output, cache_read, cache_write) cost at ``model``'s price (its
-    own, else the table's default); None when the table prices neither.  Every surface works a
-    cost out here: ``pentrace list``/``show`` and the viewer's pages."""
-    price = prices.price_for(model)
-    if price is None:
-        return None
-    names = ("input", "output", "cache_read", "cache_write")
-    return price.cost(*(_count(tokens.get(name)) for name in names))
+def session_cost(summary: SessionSummary, prices: PriceTable) -> CostTally:
+    """What a session cost: its tokens per model (``SessionSummary.model_tokens``) through
+    :class:`CostTally`, the sum ``stats cost --by session`` makes of the same counts.  Every
+    surface that shows a session's cost takes it from here (the Traces list, the Session
+    page, ``list``, ``show``, ``report`` and the HTTP API)."""
+    tally = CostTally(prices)
+    for model, counts in sorted((summary.model_tokens or {}).items()):
+        tally.add(model, *(_count(value) for value in counts[:4]))
+    return tally
 
 
-def session_cost(row: SessionRow, prices: PriceTable) -> float | None:
-    """A session's cost (:func:`token_cost`) from its running token counts."""
-    tokens = row.summary.tokens if isinstance(row.summary.tokens, dict) else {}
-    return token_cost(prices, row.summary.model_id or "", tokens)
+def cost_fields(tally: CostTally) -> dict[str, Any]:
+    """A cost as documents carry it: the figure (null when nothing is priced), its currency,
+    and the models priced by a fallback rate or not at all (ADR 0099)."""
+    flags = tally.flags()
+    return {
+        "cost": tally.amount(),
+        "currency": tally.prices.currency,
+        "cost_unpriced": flags["unpriced"],
+        "cost_fallback": flags["fallback"],
+    }
+
+
+def cost_flag(document: Mapping[str, Any]) -> str:
+    """The short word(s) shown beside a cost that is not all real prices: ``fallback``,
+    ``unpriced`` (some models have no price), both, or nothing."""
+    flags = [
+        name
+        for name, key in (("fallback", "cost_fallback"), ("unpriced", "cost_unpriced"))
+        if document.get(key)
+    ]
+    return ", ".join(flags)
 
 
 def _count(value: object) -> int:
@@ -178,10 +204,12 @@ def shard_files(root: DataRoot, ref: SessionRef) -> list[dict[str, Any]]:
     return files
 
 
-def session_detail(root: DataRoot, ref: SessionRef, row: SessionRow) -> dict[str, Any]:
+def session_detail(
+    root: DataRoot, ref: SessionRef, row: SessionRow, prices: PriceTable | None = None
+) -> dict[str, Any]:
     """The listing entry plus :data:`DETAIL_FIELDS`: files, damage, summary and numbers."""
     return {
-        **session_document(row),
+        **session_document(row, prices),
         "shard_files": shard_files(root, ref),
         "skipped_lines": row.skipped_lines,
         "torn_tails": row.torn_tails,

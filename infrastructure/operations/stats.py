@@ -56,7 +56,7 @@ from pentrace.infrastructure.analytics.plots import (
     moment,
     window,
 )
-from pentrace.infrastructure.analytics.prices import load_prices
+from pentrace.infrastructure.analytics.prices import dataset_version, load_prices
 from pentrace.infrastructure.analytics.queries import TOKEN_COLUMNS
 from pentrace.infrastructure.analytics.registry import BUILTINS
 from pentrace.infrastructure.analytics.runner import catch_up, open_ledger, open_projection
@@ -135,7 +135,8 @@ def _tokens(db: AnalyticsDatabase, query: StatsQuery) -> dict[str, Any]:
 def _cost(db: AnalyticsDatabase, query: StatsQuery) -> dict[str, Any]:
     table, by = load_prices(query.prices), query.by or "model"
     rows = queries.cost(db, table, by, query.since, query.until)
-    return {"by": by, "currency": table.currency, "rows": rows}
+    dataset = f"genai-prices {dataset_version()}" if table.dataset else None
+    return {"by": by, "currency": table.currency, "dataset": dataset, "rows": rows}
 
 
 def _tools(db: AnalyticsDatabase, query: StatsQuery) -> dict[str, Any]:
@@ -181,11 +182,14 @@ KINDS: Final[Mapping[str, StatKind]] = {
             "cost",
             ("tokens",),
             _cost,
-            "Cost per group from the editable price table (prices per million tokens).\n\n"
+            "Cost per group: your price table over the bundled genai-prices dataset.\n\n"
+            "Each model is priced by your table (TOML, per million tokens), else by the "
+            "dataset; models priced by the table's [default] rate are listed as fallback, "
+            "models with no price as unpriced (docs/cost.md).\n\n"
             "Example: pentrace stats cost --by day --prices ~/prices.toml --plot cost.svg",
             tuple(GROUPS),
             "model",
-            fields=("key", "cost", "currency", "total", "unpriced"),
+            fields=("key", "cost", "currency", "total", "unpriced", "fallback"),
             priced=True,
         ),
         StatKind(

@@ -1,5 +1,5 @@
 """What every viewer page shares: the templates, the page response, URLs, the token rule and
-the one place a cost is worked out.
+how a cost's flags read.
 
 Pages are Jinja templates (``templates/``) with autoescaping: every value is
 HTML-escaped (quotes too) unless it is markup already (a chart, rendered
@@ -18,7 +18,6 @@ from urllib.parse import quote, urlencode
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from pentrace.infrastructure.operations.documents import PriceTable, token_cost
 from pentrace.infrastructure.operations.stats import number, render_chart, template_environment
 from pentrace.service.edge import params
 from pentrace.service.edge.auth import authenticated
@@ -27,7 +26,7 @@ from pentrace.service.edge.errors import Forbidden
 __all__ = [
     "PREFIX",
     "TEMPLATES",
-    "cost_of",
+    "cost_note",
     "need_token",
     "number",
     "page",
@@ -57,14 +56,25 @@ def query_url(path: str, values: Mapping[str, object]) -> str:
     return path + ("?" + urlencode(kept) if kept else "")
 
 
-def cost_of(prices: PriceTable, model: str, tokens: Mapping[str, Any]) -> float | None:
-    """What ``tokens`` (input, output, cache_read, cache_write) cost at ``model``'s price, or
-    None when the table has no price for it: the CLI's cost too (``token_cost``)."""
-    return token_cost(prices, model, tokens)
+def cost_note(flags: Mapping[str, Any]) -> str:
+    """Which models a cost priced by a fallback rate or left out (unpriced), in words; the
+    flags are a session document's (``cost_fallback``, ``cost_unpriced``) or a ``stats cost``
+    row's (``fallback``, ``unpriced``)."""
+    parts = []
+    for label, keys in (("fallback rate", ("cost_fallback", "fallback")),
+                        ("unpriced", ("cost_unpriced", "unpriced"))):  # fmt: skip
+        models = [model for key in keys for model in flags.get(key) or ()]
+        if models:
+            parts.append(f"{label}: {', '.join(models)}")
+    return "; ".join(parts)
 
 
 TEMPLATES.globals.update(
-    prefix=PREFIX, session_url=session_url, query_url=query_url, chart=render_chart
+    prefix=PREFIX,
+    session_url=session_url,
+    query_url=query_url,
+    chart=render_chart,
+    cost_note=cost_note,
 )
 
 

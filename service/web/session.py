@@ -33,7 +33,12 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 
 from pentrace.domain.redaction import redact
 from pentrace.infrastructure.operations.audit import audit_session
-from pentrace.infrastructure.operations.documents import load_prices
+from pentrace.infrastructure.operations.documents import (
+    cost_fields,
+    cost_flag,
+    load_prices,
+    session_cost,
+)
 from pentrace.infrastructure.operations.sessions import (
     ParseReport,
     SessionRef,
@@ -47,13 +52,13 @@ from pentrace.infrastructure.operations.stats import Chart, render_chart
 from pentrace.projections.audit import Problem
 from pentrace.projections.replay import RenderItem, ReplayItem, as_text, build_render_items, draw
 from pentrace.projections.resume import resume_report
-from pentrace.projections.session_summary import token_delta
+from pentrace.projections.session_summary import SummaryFold, token_delta
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
 from pentrace.service.edge.auth import authenticated
 from pentrace.service.web.layout import (
     TEMPLATES,
-    cost_of,
+    cost_note,
     number,
     page,
     raw_asked,
@@ -115,7 +120,6 @@ def _tokens(everything: Sequence[ReplayItem], base: str) -> dict[str, Any]:
     """Tokens per request stacked by kind, the running total as a line, and the session's cost
     (the numbers ``pentrace show`` counts).  A ``token_usage`` record counts for the request
     it came in or right after, so a column is numbered as its round's heading."""
-    model = ""
     columns: dict[int, list[int]] = {}
     starts: dict[int, int] = {}
     current = 0
@@ -125,8 +129,6 @@ def _tokens(everything: Sequence[ReplayItem], base: str) -> dict[str, Any]:
             current = item.round
             starts.setdefault(item.round, item.position)
             columns.setdefault(item.round, [0, 0, 0, 0, 0])
-        if record.kind == "session_meta" and not model:
-            model = str(record.payload().get("model_id") or "")
         if record.ptype == "token_usage":
             delta = token_delta(record.payload())
             if delta is not None:
@@ -153,15 +155,19 @@ def _tokens(everything: Sequence[ReplayItem], base: str) -> dict[str, Any]:
         y_title="tokens per request",
         line_title="cumulative tokens",
     )
-    prices = load_prices()
-    totals = {kind: sum(columns[n][k] for n in order) for k, kind in enumerate(_KINDS)}
+    summary = SummaryFold()
+    summary.feed(item.record for item in everything)
+    # The session's cost as every surface works it out (documents.session_cost).
+    finished = summary.finish()
+    cost = cost_fields(session_cost(finished, load_prices()))
     return {
         "chart": render_chart(chart),
         "total": running,
         "requests": sum(1 for n in order if columns[n][4]),
-        "cost": cost_of(prices, model, totals),
-        "currency": prices.currency,
-        "model": model,
+        **cost,
+        "cost_flag": cost_flag(cost),
+        "cost_note": cost_note(cost),
+        "model": finished.model_id or "",
     }
 
 

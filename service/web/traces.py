@@ -36,7 +36,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from pentrace.errors import EnvelopeFormatError, PentraceError, TraceFormatError
-from pentrace.infrastructure.operations.documents import PriceTable, load_prices
+from pentrace.infrastructure.operations.documents import PriceTable, cost_flag, load_prices
 from pentrace.infrastructure.operations.exports import (
     export_archive,
     export_session,
@@ -63,7 +63,7 @@ from pentrace.service.edge import params
 from pentrace.service.edge.auth import authenticated
 from pentrace.service.edge.errors import BadRequest
 from pentrace.service.sessions import session_filter, session_item
-from pentrace.service.web.layout import PREFIX, cost_of, need_token, page, query_url, session_url
+from pentrace.service.web.layout import PREFIX, cost_note, need_token, page, query_url, session_url
 
 __all__ = ["PAGE_SIZE", "export_route", "import_route", "traces_page"]
 
@@ -110,16 +110,18 @@ def _search(context: ServiceContext, query: SearchQuery) -> list[SearchHit]:
     return search_sessions(context.root, query)[1]
 
 
-def _row(row: SessionRow, prices: PriceTable) -> dict[str, Any]:
+def _row(row: SessionRow) -> dict[str, Any]:
     item = session_item(row)
-    tokens = row.summary.tokens if isinstance(row.summary.tokens, dict) else {}
     path = "/".join(session_url(row.project, row.agent, row.session_id).split("/")[3:])
     return {
         **item,
         "url": session_url(row.project, row.agent, row.session_id),
         "short": short_id(row.session_id),
         "start": (item["start"] or "")[:19].replace("T", " "),
-        "cost": cost_of(prices, row.summary.model_id or "", tokens),
+        # The session document's cost (documents.session_cost), as the API and the CLI show it.
+        "cost": item["cost"],
+        "cost_flag": cost_flag(item),
+        "cost_note": cost_note(item),
         "errors": "yes" if row.has_errors else "",
         "exports": [
             (f"{PREFIX}/export/{path}?format={kind}", label, kind != "redacted")
@@ -217,7 +219,7 @@ async def traces_page(request: Request) -> Response:
     data.update(
         total=len(rows),
         everything=len(everything),
-        rows=[_row(row, prices) for row in rows[start : start + PAGE_SIZE]],
+        rows=[_row(row) for row in rows[start : start + PAGE_SIZE]],
         currency=prices.currency,
         pager=_pager(request, shown, last),
         asked=asked,

@@ -177,7 +177,13 @@ def figures(
         "success_rate": rate(statuses.get("completed", 0), total),
         "tokens": sums,
         "cache_hit_rate": rate(sums["cache_read"], sums["input"] + sums["cache_read"]),
-        "cost": sum(row["cost"] for row in costs),
+        # None when tokens were used and no model of them has a price (never a bare 0).
+        "cost": None
+        if costs and all(row["cost"] is None for row in costs)
+        else sum(row["cost"] or 0.0 for row in costs),
+        # Models priced by a fallback rate or not at all, shown beside the cost (ADR 0099).
+        "unpriced": sorted({name for row in costs for name in row["unpriced"]}),
+        "fallback": sorted({name for row in costs for name in row["fallback"]}),
     }
 
 
@@ -212,7 +218,7 @@ def _read_series(
             kinds[kind] += row[kind]
     for row in queries.cost(db, prices, by, since, until, agent=agent, model=model):
         bucket = series.bucket(row["key"])
-        series.cost[bucket] = series.cost.get(bucket, 0.0) + row["cost"]
+        series.cost[bucket] = series.cost.get(bucket, 0.0) + (row["cost"] or 0.0)
     for row in queries.tools(db, since, until, agent=agent, model=model, by=by)["rows"]:
         tools = series.tools.setdefault(series.bucket(row["key"]), {})
         entry = tools.setdefault(str(row["tool"]), [0.0, 0.0])

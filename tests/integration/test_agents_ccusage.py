@@ -83,10 +83,12 @@ def ccusage() -> Path:
     return binary
 
 
-def _run(binary: Path, agent: str, report: str, env: dict[str, str], home: Path) -> Any:
+def _run(
+    binary: Path, agent: str, report: str, env: dict[str, str], home: Path, *extra: str
+) -> Any:
     home.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
-        [str(binary), agent, report, "--json", "--offline", "-z", "UTC"],
+        [str(binary), agent, report, "--json", "--offline", "-z", "UTC", *extra],
         capture_output=True,
         text=True,
         timeout=300,

@@ -21,6 +21,8 @@ LIST_FIELDS = {
     # The session document's own names (ADR 0036); the ones above stay as aliases.
     "first_timestamp", "last_timestamp", "duration_s", "model_name", "last_request_status",
     "shard_count",
+    # The session's cost and its flags (ADR 0099).
+    "cost", "currency", "cost_unpriced", "cost_fallback",
 }  # fmt: skip
 
 
@@ -62,11 +64,15 @@ def test_list_prints_a_plain_table_with_a_header_when_piped(root: Path) -> None:
         "session", "project/agent", "start", "model", "turns", "tokens", "cost", "status",
         "errors",
     ]  # fmt: skip
-    # Piped cells keep their machine form: no thousands separators, the cost bare.
+    # Piped cells keep their machine form: no thousands separators, the cost bare; the
+    # cost is the one `stats cost --by session` works out for the session.
+    by_session = cli_json(root, "stats", "cost", "--by", "session")["rows"]
+    [cost] = [row["cost"] for row in by_session if row["key"] == f"p1/a1/{SID_A}"]
     assert lines[1].split("\t") == [
         SID_A, "p1/a1", "2026-07-18T03:00:00.000Z", "deepseek/deepseek-v4-pro",
-        "2", "800", "0.0001", "completed", "no",
+        "2", "800", f"{cost:.4f}", "completed", "no",
     ]  # fmt: skip
+    assert cost > 0
     assert len(lines) == 4
 
 

@@ -95,10 +95,17 @@ def test_cost_uses_the_edited_price_table(root: Path, tmp_path: Path) -> None:
     assert row["cost"] == pytest.approx(
         tokens["input"] + tokens["cache_read"] + tokens["cache_write"]
     )
-    prices.write_text('[models."other"]\ninput = 1\noutput = 1\n')
+    # A table that turns the bundled dataset off leaves a model it does not name unpriced.
+    prices.write_text('dataset = false\n[models."other"]\ninput = 1\noutput = 1\n')
+    # Models are named as `stats cost --by model` names them: provider/model_id.
     assert stats(root, "stats", "cost", "--prices", str(prices))["rows"][0]["unpriced"] == [
-        "deepseek-v4-pro"
+        "deepseek/deepseek-v4-pro"
     ]
+    # With the dataset on (the default), the dataset prices it: neither flag is raised.
+    prices.write_text('[models."other"]\ninput = 1\noutput = 1\n')
+    [row] = stats(root, "stats", "cost", "--prices", str(prices))["rows"]
+    assert (row["unpriced"], row["fallback"]) == ([], [])
+    assert row["cost"] > 0
 
 
 def test_a_bad_price_table_is_one_clean_line_naming_the_file_and_key(
