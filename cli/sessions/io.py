@@ -329,10 +329,10 @@ def _index_imported(root: DataRoot, project: str, agent: str) -> int | None:
     ``pentrace ledger sync`` closes the gap later.  Returns the events indexed.
     """
     # Imported here: the session commands load eagerly, SQLAlchemy should not (ADR 0008).
-    from pentrace.infrastructure.operations.ledger import sync_sessions
+    from pentrace.infrastructure.operations.ledger import index_imported
 
     try:
-        return sync_sessions(root, project=project, agent=agent)
+        return index_imported(root, project=project, agent=agent)
     except LedgerError as exc:
         typer.echo(f"warning: the session is not in the ledger yet: {exc.message}", err=True)
         typer.echo("hint: run `pentrace ledger sync` when the ledger can be written", err=True)

@@ -40,12 +40,12 @@ __all__ = [
     "SyncReport",
     "forget_sessions",
     "import_penguin_ledger",
+    "index_imported",
     "open_ledger",
     "penguin_row_count",
     "penguin_source",
     "rebuild_sessions",
     "sync",
-    "sync_sessions",
 ]
 
 
@@ -67,7 +67,7 @@ def penguin_source(source: Path, root: DataRoot) -> tuple[Path, Path | None]:
     return source, None
 
 
-def sync_sessions(root: DataRoot, *, project: str, agent: str) -> int:
+def index_imported(root: DataRoot, *, project: str, agent: str) -> int:
     """Index the new trace records of ``project``/``agent`` into the ledger, as recording
     does (after an import); the events indexed.  The configured retention applies."""
     ledger = open_ledger(data_root=root, wait_seconds=5.0, redaction_policy=False)
