@@ -3,21 +3,24 @@ into Phoenix, and the lag from a trace write to the span being queryable there.
 
     python -m benchmarks.otel_export                      # the one-core stages, 200k records
     python -m benchmarks.otel_export --records 20000      # smaller
+    python -m benchmarks.otel_export --http               # + batch export to loopback
     PENTRACE_PHOENIX=~/.cache/pentrace-tests/phoenix-venv/bin/phoenix \\
         python -m benchmarks.otel_export --phoenix        # and the two Phoenix figures
 
 One core, in process, on the realistic corpus (``benchmarks/_corpus.py``), each
-stage timed alone (best of ``--repeat``):
+stage timed alone, best of ``--repeat``, as CPU time (``time.process_time``: the
+figure for one core, steady on a machine other work shares) and wall time:
 
 * **fold**: trace records to finished spans (``SessionFold``), redaction screen included;
-* **sdk**: those spans to SDK spans (``ReadableSpan``);
-* **encode**: the SDK's OTLP encoder, ``encode_spans(...).SerializeToString()``, the
-  bytes the OTLP/HTTP exporter sends, in batches of 512;
-* **build+encode**: all three, records in, OTLP bytes out: the issue's 50k spans/s target.
+* **sdk encode**: the reference way, spans to SDK spans (``ReadableSpan``) and the
+  SDK's OTLP encoder, ``encode_spans(...).SerializeToString()``, in batches of 512;
+* **encode**: what the exporter sends, ``SpanSender.encode`` (ADR 0105): the same bytes;
+* **build+encode**: fold and encode, records in, OTLP bytes out: the issue's 50k spans/s
+  target; **build+sdk encode** the same the reference way, and the ratio of the two.
 
 With ``--phoenix``: a Phoenix on loopback receives a batch export of the corpus
 (``export_sessions`` through the SDK's OTLP/HTTP exporter); the rate is spans over
-the time until all are queryable through Phoenix's REST API.  Then the lag: a
+the time until Phoenix counts them all (its GraphQL API).  Then the lag: a
 writer appends a session line by line (a tool call and its output each turn);
 ``pentrace otel export --follow`` runs beside it; the lag of a span is from the
 write of the record that finished it to the first poll (every 20 ms) that finds
@@ -27,6 +30,7 @@ it in Phoenix; p50 and p95.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -36,6 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from google.protobuf.internal import api_implementation  # type: ignore[import-untyped]
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -50,13 +55,15 @@ KEY = SessionKey("bench", "agent", "session-2026-07-18-11-10-22-0be0c4aa")
 BATCH = 512
 
 
-def _best(repeat: int, run: Callable[[], Any]) -> float:
-    best = float("inf")
+def _best(repeat: int, run: Callable[[], Any]) -> tuple[float, float]:
+    """The least CPU seconds and the least wall seconds of ``repeat`` runs."""
+    cpu = wall = float("inf")
     for _ in range(repeat):
-        start = time.perf_counter()
+        started, ticks = time.perf_counter(), time.process_time()
         run()
-        best = min(best, time.perf_counter() - start)
-    return best
+        cpu = min(cpu, time.process_time() - ticks)
+        wall = min(wall, time.perf_counter() - started)
+    return cpu, wall
 
 
 def _fold(records: list[TraceRecord]) -> list[Span]:
@@ -67,34 +74,95 @@ def _fold(records: list[TraceRecord]) -> list[Span]:
 
 def one_core(records: int, repeat: int) -> None:
     lines = list(generate_records(records, seed=29))
-    parsed = [TraceRecord(line) for line in lines]
     sender = SpanSender(InMemorySpanExporter(), "memory")
-    spans = _fold(parsed)
-    sdk = [sender.sdk_span(span) for span in spans]
+    spans = _fold([TraceRecord(line) for line in lines])
 
-    def encode() -> None:
-        for start in range(0, len(sdk), BATCH):
-            encode_spans(sdk[start : start + BATCH]).SerializeToString()
+    def sdk_encode(spans: list[Span]) -> list[bytes]:
+        return [
+            encode_spans(
+                [sender.sdk_span(span) for span in spans[i : i + BATCH]]
+            ).SerializeToString()
+            for i in range(0, len(spans), BATCH)
+        ]
 
-    def everything() -> None:
-        fresh = [TraceRecord(line) for line in lines]  # records decoded lazily, as read
-        built = [sender.sdk_span(span) for span in _fold(fresh)]
-        for start in range(0, len(built), BATCH):
-            encode_spans(built[start : start + BATCH]).SerializeToString()
+    def encode(spans: list[Span]) -> list[bytes]:
+        return [sender.encode(spans[i : i + BATCH]) for i in range(0, len(spans), BATCH)]
+
+    if encode(spans) != sdk_encode(spans):  # the property tests hold it; checked here again
+        raise SystemExit("SpanSender.encode differs from the SDK encoder on the corpus")
+
+    def records_of() -> list[TraceRecord]:
+        return [TraceRecord(line) for line in lines]  # decoded lazily, as read
 
     stages = {
-        "fold": _best(repeat, lambda: _fold([TraceRecord(line) for line in lines])),
-        "sdk": _best(repeat, lambda: [sender.sdk_span(span) for span in spans]),
-        "encode": _best(repeat, encode),
-        "build+encode": _best(repeat, everything),
+        "fold": _best(repeat, lambda: _fold(records_of())),
+        "sdk encode": _best(repeat, lambda: sdk_encode(spans)),
+        "encode": _best(repeat, lambda: encode(spans)),
+        "build+sdk encode": _best(repeat, lambda: sdk_encode(_fold(records_of()))),
+        "build+encode": _best(repeat, lambda: encode(_fold(records_of()))),
     }
-    size = sum(len(encode_spans(sdk[i : i + BATCH]).SerializeToString())
-               for i in range(0, len(sdk), BATCH))  # fmt: skip
-    print(f"{records} records -> {len(spans)} spans ({size / len(spans):.0f} OTLP bytes each)")
-    print("| stage | seconds | spans/s |")
-    print("| --- | ---: | ---: |")
-    for name, seconds in stages.items():
-        print(f"| {name} | {seconds:.3f} | {len(spans) / seconds:,.0f} |")
+    size = sum(map(len, encode(spans)))
+    print(f"{records} records -> {len(spans)} spans ({size / len(spans):.0f} OTLP bytes each); "
+          f"protobuf {api_implementation.Type()}; load average {os.getloadavg()[0]:.1f} "
+          f"on {os.cpu_count()} CPUs")  # fmt: skip
+    print("| stage | CPU s | spans/s (CPU) | wall s | spans/s (wall) |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for name, (cpu, wall) in stages.items():
+        print(f"| {name} | {cpu:.3f} | {len(spans) / cpu:,.0f} "
+              f"| {wall:.3f} | {len(spans) / wall:,.0f} |")  # fmt: skip
+    ratio = stages["build+sdk encode"][0] / stages["build+encode"][0]
+    encode_ratio = stages["sdk encode"][0] / stages["encode"][0]
+    print(f"encode {encode_ratio:.1f}x the SDK way; build+encode {ratio:.1f}x (CPU)")
+
+
+def http_rate(records: int) -> None:
+    """``export_sessions`` of the corpus over OTLP/HTTP into a minimal receiver on loopback
+    (the tests' one: it decodes and keeps every span), the SDK's OTLP exporter both ways:
+    with the sender's encoding, and made to encode the SDK way."""
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    from pentrace.infrastructure.otel.export import export_sessions, open_sender
+    from pentrace.infrastructure.storage.layout import DataRoot
+    from pentrace.testing import files
+    from tests.otel_support import Receiver
+
+    class SdkWay(SpanExporter):  # not the OTLP exporter's class: the sender hands it SDK spans
+        def __init__(self, inner: SpanExporter) -> None:
+            self.inner = inner
+
+        def export(self, spans: Any) -> SpanExportResult:
+            batch: list[ReadableSpan] = list(spans)
+            return self.inner.export(batch)
+
+        def shutdown(self) -> None:
+            self.inner.shutdown()
+
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder) / "data"
+        files.write_shards(root, *KEY, [list(generate_records(records, seed=29))])
+        data = DataRoot(root)
+        seconds: dict[str, tuple[float, float, int]] = {}
+        for way in ("sdk encode", "encode", "sdk encode", "encode"):  # each twice, interleaved
+            receiver = Receiver().start()
+            try:
+                sender = open_sender(receiver.url)
+                if way == "sdk encode":
+                    sender.exporter = SdkWay(sender.exporter)
+                started, ticks = time.perf_counter(), time.process_time()
+                report = export_sessions(data, data.iter_sessions(), sender, settle_s=0)
+                cpu, wall = time.process_time() - ticks, time.perf_counter() - started
+                sender.close()
+                if len(receiver.copies) != report.spans:
+                    raise SystemExit(f"the receiver holds {len(receiver.copies)} spans")
+            finally:
+                receiver.stop()
+            best = seconds.get(way, (float("inf"), float("inf"), 0))
+            seconds[way] = (min(best[0], cpu), min(best[1], wall), report.spans)
+        for way, (cpu, wall, spans) in seconds.items():
+            print(f"export over OTLP/HTTP to a loopback receiver, {way}: {spans} spans in "
+                  f"{wall:.2f} s ({spans / wall:,.0f} spans/s; the process, receiver "
+                  f"included, {cpu:.2f} CPU s)")  # fmt: skip
 
 
 def _phoenix_figures(records: int, lag_turns: int) -> None:
@@ -109,15 +177,17 @@ def _phoenix_figures(records: int, lag_turns: int) -> None:
         try:
             root = base / "data"
             files.write_shards(root, *KEY, [list(generate_records(records, seed=29))])
-            import os
-
             os.environ["OTEL_RESOURCE_ATTRIBUTES"] = "openinference.project.name=rate"
             sender = open_sender(phoenix.url)
             data = DataRoot(root)
             start = time.perf_counter()
             report = export_sessions(data, data.iter_sessions(), sender, settle_s=0)
             acked = time.perf_counter() - start
-            phoenix.wait_for("rate", report.spans, timeout=1800)
+            deadline = time.monotonic() + 1800
+            while _span_count(phoenix.url, "rate") < report.spans:
+                if time.monotonic() > deadline:
+                    raise SystemExit("Phoenix did not hold every span after 30 minutes")
+                time.sleep(0.2)
             queryable = time.perf_counter() - start
             sender.close()
             print(f"export into Phoenix: {report.spans} spans, acknowledged in {acked:.1f} s "
@@ -128,8 +198,24 @@ def _phoenix_figures(records: int, lag_turns: int) -> None:
             phoenix.stop()
 
 
+def _span_count(url: str, project: str) -> int:
+    """How many spans Phoenix holds in ``project``, by its GraphQL API (the REST listing
+    of every span would load Phoenix more than the export does)."""
+    import json
+    import urllib.request
+
+    query = b'{"query": "{ projects { edges { node { name recordCount } } } }"}'
+    request = urllib.request.Request(  # noqa: S310 (loopback)
+        url + "/graphql", query, {"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310 (loopback)
+        edges = json.loads(answer.read())["data"]["projects"]["edges"]
+    return sum(
+        int(edge["node"]["recordCount"]) for edge in edges if edge["node"]["name"] == project
+    )
+
+
 def _lag(phoenix: Any, root: Path, turns: int) -> None:
-    import os
     import subprocess
 
     from pentrace import testing as pt
@@ -195,11 +281,14 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--http", action="store_true", help="also the loopback export rate")
     parser.add_argument("--phoenix", action="store_true", help="also the Phoenix figures")
     parser.add_argument("--phoenix-records", type=int, default=50_000)
     parser.add_argument("--lag-turns", type=int, default=100)
     args = parser.parse_args(argv)
     one_core(args.records, args.repeat)
+    if args.http:
+        http_rate(args.phoenix_records)
     if args.phoenix:
         _phoenix_figures(args.phoenix_records, args.lag_turns)
 

@@ -22,7 +22,6 @@ from pentrace.cli.lazy import LazyGroup
 from pentrace.cli.output import escape_unencodable_text
 from pentrace.cli.sessions import commands as _sessions
 from pentrace.cli.sessions import io as _session_io
-from pentrace.cli.sessions import prune as _prune
 from pentrace.cli.sessions import replay as _replay
 from pentrace.errors import PentraceError
 
@@ -33,7 +32,7 @@ LazyGroup.lazy_commands = {
     "audit": "pentrace.cli.audit:audit",
     "demo": "pentrace.cli.demo:demo",
     "ingest": "pentrace.cli.ingest:ingest",
-    "ledger": "pentrace.cli.ledger.commands:ledger_app",
+    "ledger": "pentrace.cli.ledger:ledger_app",
     "otel": "pentrace.cli.otel:otel_app",
     "projections": "pentrace.cli.stats.projections:projections_app",
     "report": "pentrace.cli.report:report",
@@ -150,7 +149,7 @@ def version() -> None:
 _sessions.register(app)
 _replay.register(app)
 _session_io.register(app)
-_prune.register(app)
+_sessions.register_prune(app)
 
 
 def _debug_requested(argv: list[str]) -> bool:

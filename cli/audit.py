@@ -8,7 +8,7 @@ the arguments and formats the outcome.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -23,10 +23,11 @@ from pentrace.cli.sessions.args import (
     session_or_file,
 )
 from pentrace.errors import UsageError
-from pentrace.infrastructure.audit.fix import Change
-from pentrace.infrastructure.audit.run import AuditReport
-from pentrace.infrastructure.catalog.listing import short_id
 from pentrace.infrastructure.operations.audit import audit_document, run_audit
+from pentrace.infrastructure.operations.sessions import short_id
+
+if TYPE_CHECKING:
+    from pentrace.infrastructure.operations.audit import AuditReport, Change
 
 __all__ = ["audit"]
 

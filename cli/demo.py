@@ -26,8 +26,8 @@ import typer
 from pentrace.cli.lazy import CLICK_ERROR, report_usage_error
 from pentrace.cli.sessions.args import data_root
 from pentrace.errors import PentraceError
-from pentrace.infrastructure.eventstore.application import SessionApplication, SessionHandle
-from pentrace.infrastructure.storage.layout import DataRoot
+from pentrace.infrastructure.operations.facade import SessionApplication, SessionHandle
+from pentrace.infrastructure.operations.sessions import DataRoot
 
 __all__ = ["demo", "record_demo_session", "stepping_clock"]
 

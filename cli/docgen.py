@@ -13,8 +13,8 @@ from typing import Any
 import typer
 
 from pentrace.cli.app import app
-from pentrace.cli.conventions import CONVENTIONS
 from pentrace.cli.lazy import LazyGroup
+from pentrace.cli.options import CONVENTIONS
 
 WIDTH = 100
 

@@ -22,14 +22,18 @@ import typer
 from pentrace.cli.output import emit_json
 from pentrace.cli.sessions.args import JsonOption, data_root
 from pentrace.errors import UsageError
-from pentrace.infrastructure.ingest import Follower, IngestRunner
-from pentrace.infrastructure.ingest.logs import configure_logging
-from pentrace.infrastructure.ledger.opener import open_ledger
-from pentrace.infrastructure.storage.layout import DataRoot
+from pentrace.infrastructure.operations.ledger import open_ledger
+from pentrace.infrastructure.operations.live import (
+    Follower,
+    IngestRunner,
+    agent_feed,
+    configure_logging,
+    open_live_export,
+)
+from pentrace.infrastructure.operations.sessions import DataRoot
 
-if TYPE_CHECKING:  # the SDK loads only with --otel
-    from pentrace.infrastructure.agents.importer import AgentFeed
-    from pentrace.infrastructure.otel.live import LiveExporter
+if TYPE_CHECKING:
+    from pentrace.infrastructure.operations.live import LiveExporter
 
 __all__ = ["LogFormat", "ingest"]
 
@@ -120,7 +124,7 @@ def ingest(
             interval=interval,
             health_file=health_file,
             health_interval=health_interval,
-            feed=_agent_feed(root, agents),
+            feed=agent_feed(root, agents),
         )
         exporter = _otel_beside(root, stop, log_format) if otel else None
         try:
@@ -159,20 +163,10 @@ def ingest(
         )
 
 
-def _agent_feed(root: DataRoot, agents: str | None) -> AgentFeed | None:
-    """``--agents``: the other agents' stores to import and follow (None: only the root)."""
-    if not agents:
-        return None
-    from pentrace.infrastructure.agents.importer import AgentFeed, parse_agents
-
-    return AgentFeed(root, parse_agents(agents))
-
-
 def _otel_beside(root: DataRoot, stop: threading.Event, log_format: LogFormat) -> LiveExporter:
     """``--otel``: the live OpenTelemetry exporter on threads of its own (a receiver that is
     down never holds up the follower); it stops with the follower."""
     from pentrace.cli.otel import configure_otel_logging
-    from pentrace.infrastructure.otel.live import open_live_export
 
     configure_otel_logging(log_format)
     return open_live_export(root, stop=stop)

@@ -26,9 +26,13 @@ from pentrace.cli.sessions.args import (
     select_sessions,
 )
 from pentrace.errors import UsageError
-from pentrace.infrastructure.ingest.logs import JsonFormatter, TextFormatter
-from pentrace.infrastructure.sessions.refs import REFERENCE_HELP
-from pentrace.infrastructure.storage.layout import DataRoot
+from pentrace.infrastructure.operations.live import (
+    JsonFormatter,
+    TextFormatter,
+    export_once,
+    open_live_export,
+)
+from pentrace.infrastructure.operations.sessions import REFERENCE_HELP, DataRoot
 
 __all__ = ["configure_otel_logging", "otel_app"]
 
@@ -133,8 +137,6 @@ def export(
 
     Example: OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318 pentrace otel export --follow
     """
-    from pentrace.infrastructure.otel.export import export_sessions, open_sender
-
     _quiet_sdk(ctx)
     root = data_root(ctx)
     if follow and (sessions or since is not None or until is not None):
@@ -149,14 +151,14 @@ def export(
         return
     start, end = time_window(since, until)
     window = (_ns(start), _ns(end))
-    sender = open_sender(endpoint)
-    try:
-        refs = select_sessions(root, sessions or [], project, agent)
-        report = export_sessions(
-            root, refs, sender, content=content, settle_s=settle, window=window
-        )
-    finally:
-        sender.close()
+    report = export_once(
+        root,
+        endpoint,
+        lambda: select_sessions(root, sessions or [], project, agent),
+        content=content,
+        settle_s=settle,
+        window=window,
+    )
     if as_json:
         emit_json(
             {
@@ -210,8 +212,6 @@ def configure_otel_logging(log_format: LogFormat) -> None:
 def _follow(
     root: DataRoot, endpoint: str | None, *, content: bool, settle: float, interval: float
 ) -> None:
-    from pentrace.infrastructure.otel.live import open_live_export
-
     stop = threading.Event()
     exporter = open_live_export(
         root, endpoint=endpoint, content=content, settle_s=settle, interval=interval, stop=stop

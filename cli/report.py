@@ -24,12 +24,11 @@ import typer
 
 from pentrace.cli.sessions.args import SessionArgument, resolve
 from pentrace.domain.json_codec import escape_surrogates
-from pentrace.infrastructure.analytics.charts import Chart, render_chart, rendered
-from pentrace.infrastructure.analytics.prices import load_prices
-from pentrace.infrastructure.analytics.rebuild import session_events
-from pentrace.infrastructure.catalog.listing import read_row, short_id
-from pentrace.infrastructure.operations.documents import cost_fields, session_cost
-from pentrace.infrastructure.storage.atomic import publish_file
+from pentrace.infrastructure.operations.documents import cost_fields, load_prices, session_cost
+from pentrace.infrastructure.operations.exports import publish_file
+from pentrace.infrastructure.operations.projections import session_events
+from pentrace.infrastructure.operations.sessions import read_row, short_id
+from pentrace.infrastructure.operations.stats import Chart, render_chart, rendered
 from pentrace.projections.analytics.events import iso_of
 from pentrace.projections.analytics.timeline import Span, Timeline, build_timeline
 from pentrace.service.web.layout import TEMPLATES

@@ -22,8 +22,13 @@ from pentrace.cli.sessions.args import (
     select_sessions,
 )
 from pentrace.errors import PentraceError, UsageError
-from pentrace.infrastructure.audit.secrets import ScanFinding, scan_traces
-from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
+from pentrace.infrastructure.operations.audit import (
+    ScanFinding,
+    derived_findings,
+    fix_derived,
+    scan_traces,
+)
+from pentrace.infrastructure.operations.sessions import DataRoot, SessionRef
 
 __all__ = ["scan"]
 
@@ -44,15 +49,10 @@ def _trace_findings(refs: list[SessionRef]) -> Iterator[ScanFinding]:
 
 
 def _derived_findings(root: DataRoot) -> Iterator[ScanFinding]:
-    # The stores pull in SQLAlchemy; a trace scan never needs it.
-    from pentrace.infrastructure.audit.secrets import derived_findings
-
     yield from derived_findings(root)
 
 
 def _fix(root: DataRoot, findings: list[ScanFinding]) -> list[str]:
-    from pentrace.infrastructure.audit.secrets import fix_derived
-
     return fix_derived(root, findings)
 
 

@@ -34,10 +34,14 @@ from pentrace.cli.output import (
 )
 from pentrace.cli.sessions.args import AgentOption, JsonOption, ProjectOption, data_root, resolve
 from pentrace.errors import UsageError
-from pentrace.infrastructure.catalog.listing import short_id
-from pentrace.infrastructure.search.index import RefreshReport, SearchIndex
-from pentrace.infrastructure.search.query import MARK_END, MARK_START, SearchHit, SearchQuery
-from pentrace.infrastructure.storage.layout import DataRoot
+from pentrace.infrastructure.operations.search import (
+    MARK_END,
+    MARK_START,
+    SearchHit,
+    SearchQuery,
+    search_sessions,
+)
+from pentrace.infrastructure.operations.sessions import short_id
 
 __all__ = ["search"]
 
@@ -105,15 +109,6 @@ def _print_hits(hits: list[SearchHit]) -> None:
             for hit in hits
         ),
     )
-
-
-def _refresh(index: SearchIndex, root: DataRoot, rebuild: bool) -> RefreshReport:
-    refs = list(root.iter_sessions()) if root.path.is_dir() else []
-    shown = progress(refs, total=len(refs), label="indexing")
-    report = index.rebuild(shown) if rebuild else index.refresh(shown)
-    for failure in report.failures:
-        typer.echo(f"warning: left out of the search index: {failure}", err=True)
-    return report
 
 
 def search(
@@ -203,9 +198,15 @@ def search(
         order=order,
         sessions=only,
     )
-    with SearchIndex(root) as index:
-        report = _refresh(index, root, rebuild) if rebuild or refresh else None
-        hits = index.search(request) if query is not None else []
+    report, hits = search_sessions(
+        root,
+        request if query is not None else None,
+        refresh=refresh,
+        rebuild=rebuild,
+        shown=lambda refs: progress(refs, total=len(refs), label="indexing"),
+    )
+    for failure in report.failures if report is not None else ():
+        typer.echo(f"warning: left out of the search index: {failure}", err=True)
     if query is None:
         assert report is not None
         if as_json or as_jsonl:

@@ -17,13 +17,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from pentrace.cli.options import unshown
-from pentrace.cli.roots import root_from_context
+from pentrace.cli.options import root_from_context, unshown
 from pentrace.errors import UsageError
-from pentrace.infrastructure.analytics.database import ENV_ANALYTICS_URL
-from pentrace.infrastructure.ledger import LedgerSettings
-from pentrace.infrastructure.ledger.opener import open_ledger
-from pentrace.infrastructure.storage.layout import DataRoot
+from pentrace.infrastructure.operations.ledger import LedgerSettings, open_ledger
+from pentrace.infrastructure.operations.projections import ENV_ANALYTICS_URL
+from pentrace.infrastructure.operations.sessions import DataRoot
 from pentrace.service.settings import (
     ENV_ALLOWED_HOSTS,
     ENV_ALLOWED_ORIGINS,
@@ -33,8 +31,7 @@ from pentrace.service.settings import (
 )
 
 if TYPE_CHECKING:
-    from pentrace.infrastructure.ingest import EmbeddedIngest
-    from pentrace.infrastructure.otel.live import LiveExporter
+    from pentrace.infrastructure.operations.live import EmbeddedIngest, LiveExporter
 
 __all__ = ["serve"]
 
@@ -163,7 +160,9 @@ def serve(
             host=host,
             port=port,
             log_level=log_level,
-            timeout_graceful_shutdown=2,
+            # Requests still running 1 s after SIGTERM are cancelled: the server is gone
+            # within 2 s of the signal whatever its clients do (ADR 0101).
+            timeout_graceful_shutdown=1,
             server_header=False,  # no "server: uvicorn": nothing to fingerprint
         )
     finally:
@@ -178,7 +177,7 @@ def _start_otel(root: DataRoot) -> LiveExporter:
     cursor; a receiver that is down holds up neither the server nor the follower."""
     from pentrace.cli.ingest import LogFormat
     from pentrace.cli.otel import configure_otel_logging
-    from pentrace.infrastructure.otel.live import open_live_export
+    from pentrace.infrastructure.operations.live import open_live_export
 
     configure_otel_logging(LogFormat.text)
     exporter = open_live_export(root)
@@ -188,12 +187,14 @@ def _start_otel(root: DataRoot) -> LiveExporter:
 
 def _start_ingest(root: DataRoot, agents: str | None) -> EmbeddedIngest:
     """``--ingest``: the follower on a thread of this process (one process per machine)."""
-    from pentrace.infrastructure.agents.importer import AgentFeed, parse_agents
-    from pentrace.infrastructure.ingest import EmbeddedIngest
-    from pentrace.infrastructure.ingest.logs import configure_logging
+    from pentrace.infrastructure.operations.live import (
+        EmbeddedIngest,
+        agent_feed,
+        configure_logging,
+    )
 
     configure_logging("text")
-    feed = AgentFeed(root, parse_agents(agents)) if agents else None
+    feed = agent_feed(root, agents)
     # The configured retention limits apply, as on every path into the ledger.
     ledger = open_ledger(data_root=root, wait_seconds=5.0, redaction_policy=False)
     embedded = EmbeddedIngest(root, ledger, feed)

@@ -20,7 +20,7 @@ from typing import Any, Final, NamedTuple
 
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.redaction import redact_text
-from pentrace.projections.ledger_drift import record_time_ms
+from pentrace.projections.audit import record_time_ms
 
 __all__ = ["KINDS", "SearchDoc", "SearchDocFold"]
 

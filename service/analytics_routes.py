@@ -23,9 +23,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from pentrace.infrastructure.analytics.database import GROUPS, AnalyticsDatabase
-from pentrace.infrastructure.analytics.registry import BUILTINS
-from pentrace.infrastructure.operations.projections import projection_status
+from pentrace.infrastructure.operations.projections import (
+    BUILTINS,
+    GROUPS,
+    AnalyticsDatabase,
+    projection_status,
+)
 from pentrace.infrastructure.operations.stats import NEEDS, StatsQuery, read_models, stats_document
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params

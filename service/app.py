@@ -22,15 +22,16 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import ASGIApp, ExceptionHandler, Lifespan
+from starlette.types import ASGIApp, ExceptionHandler, Lifespan, Message, Receive, Scope, Send
 
 from pentrace.errors import PentraceError
-from pentrace.infrastructure.ledger.opener import open_ledger
+from pentrace.infrastructure.operations.ledger import open_ledger
 from pentrace.service import analytics_routes, sessions
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge.auth import BearerAuth
@@ -46,6 +47,58 @@ from pentrace.service.settings import ServiceSettings
 from pentrace.service.web import routes as web_routes
 
 __all__ = ["create_app"]
+
+
+class CancelOnDisconnect:
+    """A GET or HEAD whose client went away stops where it waits (ADR 0101).
+
+    Starlette finishes a request whose client has gone, so under overload a
+    backlog of abandoned requests kept the server busy, and its memory held,
+    long after the clients left.  Here the request's (empty) body is read
+    first, then the connection is watched: on ``http.disconnect`` before the
+    response is complete, the request is cancelled (a route waiting for a
+    worker thread stops waiting; a call already running in one finishes
+    there).  Other methods read their bodies and are left alone.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in ("GET", "HEAD"):
+            await self.app(scope, receive, send)
+            return
+        first: Message | None = await receive()
+        gone = anyio.Event()
+        complete = False
+
+        async def app_receive() -> Message:
+            nonlocal first
+            if first is not None:
+                message, first = first, None
+                return message
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def app_send(message: Message) -> None:
+            nonlocal complete
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                complete = True
+
+        async with anyio.create_task_group() as group:
+
+            async def watch() -> None:
+                message = first
+                while message is None or message["type"] != "http.disconnect":
+                    message = await receive()
+                gone.set()
+                if not complete:
+                    group.cancel_scope.cancel()
+
+            group.start_soon(watch)
+            await self.app(scope, app_receive, app_send)
+            group.cancel_scope.cancel()
 
 
 class _ServiceApp(Starlette):
@@ -73,7 +126,7 @@ class _ServiceApp(Starlette):
     def build_middleware_stack(self) -> ASGIApp:
         """The stack Starlette builds, wrapped so even its 500 answers get the headers."""
         inner = super().build_middleware_stack()
-        return SecurityHeaders(RequestGuard(inner, self._policy, self._errors))
+        return CancelOnDisconnect(SecurityHeaders(RequestGuard(inner, self._policy, self._errors)))
 
 
 def _errors(request: Request) -> ErrorWriter:
@@ -130,10 +183,12 @@ def create_app(settings: ServiceSettings) -> Starlette:
         follower = LedgerFollower(ledger, settings.poll_interval_seconds)
         follower.start()
         frames = FrameCache(settings.frame_cache_bytes)
-        app.state.context = ServiceContext(settings, ledger, follower, frames)
+        context = ServiceContext(settings, ledger, follower, frames)
+        app.state.context = context
         try:
             yield
         finally:
+            context.close()
             follower.stop()
             ledger.close()
 

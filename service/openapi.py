@@ -66,7 +66,9 @@ class GapProperties(BaseModel):
     lastEventID: str
     oldestEventID: str | None
     newestEventID: str | None
-    reason: Literal["evicted", "unknown_event_id", "ledger_replaced"]
+    # Penguin's reason, always; why the cursor is gone is in ``detail`` (ADR 0101).
+    reason: Literal["last_event_id_not_available"]
+    detail: Literal["evicted", "unknown_event_id", "ledger_replaced"]
     replayFrom: str | None
     sessionID: str | None
 

@@ -24,14 +24,6 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from pentrace.domain.redaction import redact
-from pentrace.infrastructure.catalog.listing import (
-    SORT_KEYS,
-    SessionFilter,
-    SessionRow,
-    list_sessions,
-    read_row,
-    resolve_session,
-)
 from pentrace.infrastructure.operations.documents import (
     SERVICE_ALIASES,
     session_detail,
@@ -39,6 +31,14 @@ from pentrace.infrastructure.operations.documents import (
     with_aliases,
 )
 from pentrace.infrastructure.operations.exports import archive_export, trace_export
+from pentrace.infrastructure.operations.sessions import (
+    SORT_KEYS,
+    SessionFilter,
+    SessionRow,
+    list_sessions,
+    read_row,
+    resolve_session,
+)
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
 from pentrace.service.edge.auth import authenticated

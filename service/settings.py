@@ -21,9 +21,9 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from pentrace.errors import ConfigError
-from pentrace.infrastructure.analytics.database import ENV_ANALYTICS_URL
-from pentrace.infrastructure.ledger import LedgerSettings
-from pentrace.infrastructure.storage.inputs import read_config_text
+from pentrace.infrastructure.operations.ledger import LedgerSettings
+from pentrace.infrastructure.operations.projections import ENV_ANALYTICS_URL
+from pentrace.infrastructure.operations.sessions import read_config_text
 from pentrace.service.edge.hosts import HostPolicy, normalize_origin, split_host
 
 __all__ = [

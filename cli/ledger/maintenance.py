@@ -1,4 +1,5 @@
-"""``pentrace ledger sync``, ``rebuild``, ``cleanup`` and ``forget``: the commands that write.
+"""``pentrace ledger sync``, ``rebuild``, ``cleanup``, ``forget`` and ``import-penguin``: the
+commands that write.
 
 The ledger is derived from the traces; ``sync`` and ``rebuild`` make it agree
 with them.
@@ -8,13 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 from contextlib import closing
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from pentrace.cli.ledger.options import open_for_command
+from pentrace.cli.ledger.reading import open_for_command
 from pentrace.cli.output import (
     Cell,
+    byte_progress,
     byte_size,
     count,
     duration,
@@ -29,11 +32,17 @@ from pentrace.cli.sessions.args import (
     confirm_or_refuse,
     data_root,
 )
-from pentrace.infrastructure.ledger.bulk import SyncReport
-from pentrace.infrastructure.ledger.bulk import sync as sync_traces
-from pentrace.infrastructure.ledger.indexer import rebuild_sessions
+from pentrace.infrastructure.operations.ledger import (
+    SyncReport,
+    import_penguin_ledger,
+    open_ledger,
+    penguin_row_count,
+    penguin_source,
+    rebuild_sessions,
+)
+from pentrace.infrastructure.operations.ledger import sync as sync_traces
 
-__all__ = ["cleanup", "forget", "rebuild", "sync"]
+__all__ = ["cleanup", "forget", "import_penguin", "rebuild", "sync"]
 
 
 def sync(
@@ -222,3 +231,63 @@ def forget(
         return
     for sid, rows in removed.items():
         typer.echo(f"removed {rows} ledger event(s) of {sid}")
+
+
+def import_penguin(
+    ctx: typer.Context,
+    path: Annotated[Path, typer.Argument(help="Penguin's ledger file (runtime_events.db).")],
+    as_json: JsonOption = False,
+) -> None:
+    """Import a Penguin-format ledger into the pentrace ledger, keeping every event id.
+
+    Old clients' Last-Event-ID cursors keep resuming.  Rows whose id (or
+    stream position) the ledger already holds with other content are left out
+    and reported; secrets Penguin missed are redacted on the way in.  When
+    PATH is the configured ledger file itself, it is first renamed to
+    runtime_events.penguin.db (stop Penguin first).  Running it again imports
+    nothing new.
+
+    Example: pentrace ledger import-penguin ~/penguin_workspace/runtime_events/runtime_events.db
+    """
+    source, moved = penguin_source(path.expanduser(), data_root(ctx, must_exist=False))
+    total = penguin_row_count(source)  # also checks that it is a Penguin ledger
+    ledger = open_ledger(
+        data_root=data_root(ctx, must_exist=False),
+        wait_seconds=ctx.obj.wait,
+        keep_everything=True,  # the rows keep Penguin's inserted_at; later writes age them
+        redaction_policy=False,
+    )
+    with closing(ledger), byte_progress(total, "importing") as advance:
+        report = import_penguin_ledger(source, ledger, on_rows=advance)
+    notes = {
+        "collisions": report.collisions,
+        "redacted": report.redacted,
+        "invalid": report.invalid,
+    }
+    if as_json:
+        emit_json(
+            {
+                "source": report.source,
+                "ledger": report.target,
+                "moved_to": str(moved) if moved is not None else None,
+                "read": report.read,
+                "imported": report.imported,
+                "already_held": report.already_held,
+                **{key: [vars(note) for note in value] for key, value in notes.items()},
+            }
+        )
+        return
+    if moved is not None:
+        typer.echo(f"moved the Penguin ledger aside to {moved}")
+    typer.echo(
+        f"read {report.read} event(s) from {report.source}: imported {report.imported}, "
+        f"{report.already_held} already held, {len(report.collisions)} collision(s), "
+        f"{len(report.redacted)} redacted on import, {len(report.invalid)} invalid"
+    )
+    for key, value in notes.items():
+        for note in value:
+            typer.echo(
+                f"{key[:-1] if key.endswith('s') else key}: {note.event_id} "
+                f"(Penguin row {note.rowid}): {note.reason}",
+                err=True,
+            )

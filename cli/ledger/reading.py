@@ -1,21 +1,27 @@
-"""``pentrace ledger tail``, ``replay`` and ``stats``: the commands that only read."""
+"""``pentrace ledger tail``, ``replay`` and ``stats``: the commands that only read; what
+every ``pentrace ledger`` command shares (``--wait``, opening the ledger); and how the
+commands show ledger rows (table rows, JSON lines, ISO times)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Final
+from datetime import UTC, datetime
+from typing import Annotated, Any, Final
 
 import typer
 
-from pentrace.cli.ledger.options import open_for_command
-from pentrace.cli.ledger.view import COLUMNS, iso, json_entry, print_entries, table_row
-from pentrace.cli.output import byte_size, emit_json, emit_table, text
-from pentrace.cli.sessions.args import JsonOption
+from pentrace.cli.output import byte_size, emit_json, emit_json_lines, emit_table, text
+from pentrace.cli.sessions.args import JsonOption, data_root
+from pentrace.domain.omnimessage import format_timestamp
 from pentrace.domain.session.key import SessionKey
 from pentrace.errors import NoMatchError
-from pentrace.infrastructure.ledger import RuntimeEventLedger
-from pentrace.infrastructure.ledger.live.follower import HeadFollower
+from pentrace.infrastructure.operations.ledger import (
+    HeadFollower,
+    LedgerEntry,
+    RuntimeEventLedger,
+    open_ledger,
+)
 
-__all__ = ["replay", "stats", "tail"]
+__all__ = ["LedgerOptions", "open_for_command", "replay", "stats", "tail"]
 
 _PAGE: Final = 1000
 
@@ -208,3 +214,74 @@ def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
     ):
         typer.echo(f"{key}: {text(shown[key])}")
     emit_table(("category", "rows"), sorted(figures.by_category.items()))
+
+
+class LedgerOptions:
+    """The group's options (``--wait``), handed to every command through ``ctx.obj``."""
+
+    def __init__(self, wait: float) -> None:
+        self.wait = wait
+
+
+def open_for_command(
+    ctx: typer.Context, *, must_exist: bool = True, keep: bool = False, read_only: bool = False
+) -> RuntimeEventLedger:
+    """The configured ledger with the group's lock wait (see :func:`.opener.open_ledger`)."""
+    options: LedgerOptions = ctx.obj
+    return open_ledger(
+        data_root=data_root(ctx),
+        wait_seconds=options.wait,
+        must_exist=must_exist,
+        keep_everything=keep,
+        read_only=read_only,
+        redaction_policy=False,  # the command activated the data root's policy already
+    )
+
+
+COLUMNS = ("notification", "event_id", "type", "category", "time", "session")
+
+
+def iso(ms: Any) -> str | None:
+    """Milliseconds since the epoch as the trace writes times; ``None`` for a non-integer."""
+    if not isinstance(ms, int):
+        return None
+    return format_timestamp(datetime.fromtimestamp(ms / 1000, UTC))
+
+
+def table_row(entry: LedgerEntry) -> tuple[Any, ...]:
+    envelope = entry.envelope()
+    scope = envelope.get("scope") if isinstance(envelope.get("scope"), dict) else {}
+    return (
+        entry.notification_id,
+        entry.event_id,
+        envelope.get("type"),
+        envelope.get("category"),
+        iso(envelope.get("time")),
+        _session(scope) if isinstance(scope, dict) else None,
+    )
+
+
+def _session(scope: dict[str, Any]) -> str | None:
+    """The session column: ``project/agent/session-id`` when the scope names the owner."""
+    session, project, agent = (scope.get(k) for k in ("session_id", "project_id", "agent_id"))
+    if not isinstance(session, str):
+        return None
+    if isinstance(project, str) and isinstance(agent, str) and project and agent:
+        return f"{project}/{agent}/{session}"
+    return session
+
+
+def json_entry(entry: LedgerEntry) -> dict[str, Any]:
+    """``{"notification_id", "event"}``: the JSON shape of one row."""
+    return {"notification_id": entry.notification_id, "event": entry.envelope()}
+
+
+def print_entries(entries: list[LedgerEntry], as_json: bool, *, header: bool) -> None:
+    """JSON lines, or a table (``header``) or bare tab-separated lines (follow-up pages)."""
+    if as_json:
+        emit_json_lines(json_entry(entry) for entry in entries)
+    elif header:
+        emit_table(COLUMNS, (table_row(entry) for entry in entries))
+    else:
+        for entry in entries:
+            typer.echo("\t".join("-" if v is None else str(v) for v in table_row(entry)))

@@ -17,20 +17,20 @@ from typing import Annotated, Any
 
 import typer
 
-from pentrace.cli.options import command_with, keyword
-from pentrace.cli.roots import root_from_context
+from pentrace.cli.options import command_with, keyword, root_from_context
 from pentrace.domain.session.key import SessionKey
 from pentrace.errors import LedgerError, NoMatchError, UsageError
-from pentrace.infrastructure.catalog.listing import resolve_session
-from pentrace.infrastructure.redaction_policy import activate_policy
-from pentrace.infrastructure.sessions.refs import REFERENCE_HELP
-from pentrace.infrastructure.storage.layout import (
+from pentrace.infrastructure.operations.sessions import (
+    REFERENCE_HELP,
     DataRoot,
+    ParseReport,
     SessionRef,
     ShardRef,
+    activate_policy,
     parse_shard_name,
+    read_shard,
+    resolve_session,
 )
-from pentrace.infrastructure.trace.reader import ParseReport, read_shard
 
 __all__ = [
     "AgentOption",
@@ -78,7 +78,7 @@ def data_root(ctx: typer.Context, *, must_exist: bool = True) -> DataRoot:
     """The root given by ``--data-root`` / ``PENGUIN_HOME``, else ``~/.penguin/data``.
 
     A root that does not exist is an error unless ``must_exist=False`` (see
-    :mod:`pentrace.cli.roots`).
+    :mod:`pentrace.cli.options`).
     """
     root = root_from_context(ctx, must_exist=must_exist)
     rules: Path | None = getattr(ctx.find_root().obj, "redaction_rules", None)
@@ -203,7 +203,7 @@ def forget_in_ledger(root: DataRoot, sessions: list[SessionKey]) -> int | None:
     server down) is a warning on stderr, and the caller exits non-zero.
     """
     # Imported here: the session commands load eagerly, SQLAlchemy should not (ADR 0008).
-    from pentrace.infrastructure.ledger.opener import forget_sessions
+    from pentrace.infrastructure.operations.ledger import forget_sessions
 
     try:
         return sum(forget_sessions(root, sessions).values())

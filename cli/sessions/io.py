@@ -19,13 +19,14 @@ from pentrace.infrastructure.operations.exports import (
     ShardChoice,
     TraceExport,
     archive_export,
+    import_agent,
+    import_archive,
+    import_session,
+    is_archive,
     trace_export,
     write_chunks,
 )
-from pentrace.infrastructure.sessions.archive_import import import_archive, is_archive
-from pentrace.infrastructure.sessions.files import import_session
-from pentrace.infrastructure.sessions.fork import fork_session
-from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
+from pentrace.infrastructure.operations.sessions import DataRoot, SessionRef, fork_session
 
 __all__ = ["export", "export_note", "fork", "import_command", "register"]
 
@@ -270,9 +271,6 @@ def _import_foreign(
     agent: str | None,
     as_json: bool,
 ) -> None:
-    # Imported here: the session commands load eagerly (ADR 0008).
-    from pentrace.infrastructure.agents.importer import import_agent
-
     if agent is not None:
         raise UsageError(
             f"--agent cannot be used with --from: {source} sessions are filed under the "
@@ -331,15 +329,10 @@ def _index_imported(root: DataRoot, project: str, agent: str) -> int | None:
     ``pentrace ledger sync`` closes the gap later.  Returns the events indexed.
     """
     # Imported here: the session commands load eagerly, SQLAlchemy should not (ADR 0008).
-    from pentrace.infrastructure.ledger.bulk import sync
-    from pentrace.infrastructure.ledger.opener import open_ledger
+    from pentrace.infrastructure.operations.ledger import sync_sessions
 
     try:
-        ledger = open_ledger(data_root=root, wait_seconds=5.0, redaction_policy=False)
-        try:
-            return sync(ledger, root, project=project, agent=agent).indexed
-        finally:
-            ledger.close()
+        return sync_sessions(root, project=project, agent=agent)
     except LedgerError as exc:
         typer.echo(f"warning: the session is not in the ledger yet: {exc.message}", err=True)
         typer.echo("hint: run `pentrace ledger sync` when the ledger can be written", err=True)

@@ -40,11 +40,18 @@ from pentrace.cli.options import (
 )
 from pentrace.cli.output import emit_json, emit_table
 from pentrace.cli.sessions.args import JsonOption, data_root
-from pentrace.infrastructure.analytics import plots, queries
-from pentrace.infrastructure.analytics.database import AnalyticsDatabase
-from pentrace.infrastructure.analytics.prices import load_prices
-from pentrace.infrastructure.analytics.queries import TOKEN_COLUMNS
-from pentrace.infrastructure.operations.stats import KINDS, StatKind, StatsQuery, document, prepare
+from pentrace.infrastructure.operations.documents import load_prices
+from pentrace.infrastructure.operations.projections import AnalyticsDatabase
+from pentrace.infrastructure.operations.stats import (
+    KINDS,
+    TOKEN_COLUMNS,
+    StatKind,
+    StatsQuery,
+    document,
+    plots,
+    prepare,
+    queries,
+)
 from pentrace.projections.session_summary import model_name
 
 __all__ = ["PLOTS", "TABLES", "StatCall", "cell", "done", "stat_command", "stats_app"]

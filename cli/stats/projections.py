@@ -14,15 +14,16 @@ import typer
 from pentrace.cli.sessions.args import JsonOption, data_root
 from pentrace.cli.stats.commands import cell, done
 from pentrace.errors import AnalyticsError
-from pentrace.infrastructure.analytics.database import AnalyticsDatabase, analytics_url
-from pentrace.infrastructure.analytics.failures import failure_warnings, read_failures
-from pentrace.infrastructure.analytics.rebuild import rebuild, retry
-from pentrace.infrastructure.analytics.registry import BUILTINS, resolve
-from pentrace.infrastructure.analytics.runner import (
+from pentrace.infrastructure.operations.projections import (
+    BUILTINS,
     AnalyticsRunner,
-    open_projection,
+    failures_of,
+    projection_status,
+    rebuild,
+    resolve,
+    retry,
+    warnings_of,
 )
-from pentrace.infrastructure.operations.projections import projection_status
 
 __all__ = ["projections_app"]
 
@@ -51,12 +52,8 @@ def run_command(
         typer.echo(f"{name}: following the ledger from position {runner.position() or 0}")
         runner.run_forever(timeout=seconds)
     typer.echo(f"{name}: stopped at position {runner.position() or 0}")
-    db = AnalyticsDatabase(analytics_url(root, os.environ))
-    try:
-        for message in failure_warnings(db, (projection.name,)):
-            typer.echo(f"warning: {message}", err=True)
-    finally:
-        db.close()
+    for message in warnings_of(root, (projection.name,), os.environ):
+        typer.echo(f"warning: {message}", err=True)
 
 
 @projections_app.command("rebuild")
@@ -94,13 +91,7 @@ def status_command(
     root = data_root(ctx).path
     chosen = [resolve(name)] if name else list(BUILTINS.values())
     if failures:
-        found = []
-        for each in chosen:
-            projection = open_projection(each, root)
-            try:
-                found += read_failures(projection.view.db, each.name)
-            finally:
-                projection.view.db.close()
+        found = failures_of(root, chosen)
         done(
             {"failures": [f.as_json() for f in found]},
             as_json,

@@ -40,7 +40,6 @@ import msgspec
 
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.runtime.envelope import SCHEMA_VERSION, Header, Privacy, RuntimeEvent
-from pentrace.domain.runtime.header import envelope_header
 from pentrace.domain.runtime.mapping import (
     event_type_for,
     partial_category,
@@ -50,7 +49,7 @@ from pentrace.domain.runtime.mapping import (
     stamp_ms,
     time_ms_of,
 )
-from pentrace.domain.runtime.scope import BODY_READS
+from pentrace.domain.runtime.scope import BODY_READS, envelope_header
 from pentrace.domain.session.key import SessionKey
 
 __all__ = ["Candidates", "EncodedCandidate"]

@@ -14,7 +14,7 @@ correlation, subject, stream id, id) with three deliberate differences:
 * stream ids are slugged injectively (W2).
 
 The fields between the id and the payload (category, subject, scope, actor,
-correlation, projections) are :mod:`.header`'s.  It is pure: time,
+correlation, projections) are :mod:`.scope`'s.  It is pure: time,
 sequence, home and working directory are arguments.  Trace records become
 events through :mod:`pentrace.domain.runtime.session_events`; the public
 entry point for all of them is :mod:`pentrace.domain.runtime`.
@@ -32,7 +32,7 @@ from typing import Any, Final
 import msgspec
 
 from pentrace.domain.redaction import redact
-from pentrace.domain.runtime.header import (
+from pentrace.domain.runtime.scope import (
     CATEGORIES,
     DEFAULT_SOURCE,
     Header,
@@ -40,8 +40,8 @@ from pentrace.domain.runtime.header import (
     envelope_header,
     envelope_projections,
     event_category,
+    slug_stream_id,
 )
-from pentrace.domain.runtime.scope import slug_stream_id
 
 __all__ = [
     "CATEGORIES",

@@ -6,7 +6,7 @@ trace may use the session id alone (ADR 0023).  This module is the one place
 that spells the derived forms:
 
 * the **reference** an operator types and reads, ``project/agent/session-id``
-  (names never hold ``/``, see :mod:`pentrace.infrastructure.storage.names`);
+  (names never hold ``/``, see :mod:`pentrace.infrastructure.storage.layout`);
 * the ledger **stream id**, ``session:<project>/<agent>/<session-id>``, each
   name percent-encoded outside ``[A-Za-z0-9._~-]`` so it is ASCII, holds no
   ``:`` of its own and is safe in a URL and in an SSE ``id:`` line;

@@ -12,7 +12,7 @@
 * **Ledger sync**: index the trace records the ledger is missing.
 * **Remove stale temp files** (``.<shard or checkpoint>.<pid>.tmp``) a writer
   killed while rotating or writing a checkpoint left behind; see
-  :mod:`~pentrace.infrastructure.storage.temp` for when one is stale.
+  :mod:`~pentrace.infrastructure.storage.atomic` for when one is stale.
 
 Every repair takes the session's writer lock, so it never races a live writer
 (a held lock is a clean :class:`~pentrace.errors.TraceLockedError`).  History
@@ -35,9 +35,9 @@ from pentrace.infrastructure.eventstore.application import (
 )
 from pentrace.infrastructure.ledger import RuntimeEventLedger
 from pentrace.infrastructure.ledger.bulk import sync
+from pentrace.infrastructure.storage.atomic import remove_stale
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 from pentrace.infrastructure.storage.modes import make_private_dirs, open_private
-from pentrace.infrastructure.storage.temp import remove_stale
 from pentrace.infrastructure.trace.durability import fsync_directory
 from pentrace.infrastructure.trace.locking import SessionLock
 from pentrace.infrastructure.trace.writer import session_lock_path

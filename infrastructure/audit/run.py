@@ -1,7 +1,7 @@
 """``pentrace audit``: read sessions from disk and the ledger, and report every problem.
 
-The checks themselves are pure (:mod:`pentrace.projections.audit`,
-:mod:`pentrace.projections.ledger_drift`); this module feeds them: it reads
+The checks themselves are pure (:mod:`pentrace.projections.audit`, the
+ledger drift included); this module feeds them: it reads
 every shard of a session with the tolerant trace reader (one report per shard,
 so each malformed line and torn tail names its file and line), numbers the
 records across shards (positions), and, when a ledger exists, loads the
@@ -19,10 +19,11 @@ from pentrace.errors import NotFoundError, PentraceError, TraceError
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.opener import open_ledger
 from pentrace.infrastructure.ledger.settings import default_ledger_path
+from pentrace.infrastructure.storage.atomic import agent_temps, is_stale, session_temps
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
-from pentrace.infrastructure.storage.temp import agent_temps, is_stale, session_temps
 from pentrace.infrastructure.trace.reader import ParseReport, read_shard
 from pentrace.projections.audit import (
+    LedgerDrift,
     Problem,
     SessionChecks,
     parse_problems,
@@ -30,7 +31,6 @@ from pentrace.projections.audit import (
     temp_file_problems,
     worst_exit_code,
 )
-from pentrace.projections.ledger_drift import LedgerDrift
 
 __all__ = [
     "AuditReport",

@@ -3,7 +3,7 @@
 
 :class:`Factory` builds the :class:`~pentrace.infrastructure.eventstore.recorder.TraceRecorder`
 (the events of each session are the lines of its JSONL shards) and the
-:class:`~pentrace.infrastructure.eventstore.mapper.TraceMapper` (stored state = the
+:class:`~pentrace.infrastructure.eventstore.recorder.TraceMapper` (stored state = the
 line).  Notifications, tracking and snapshots are not kept in traces; the
 ledger provides them (``NotSupportedError`` here).
 
@@ -32,8 +32,7 @@ from eventsourcing.persistence import (
 from eventsourcing.utils import Environment, EnvType
 
 from pentrace.errors import ConfigError
-from pentrace.infrastructure.eventstore.mapper import TraceMapper
-from pentrace.infrastructure.eventstore.recorder import TraceRecorder
+from pentrace.infrastructure.eventstore.recorder import TraceMapper, TraceRecorder
 from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.infrastructure.trace.durability import Durability
 

@@ -28,12 +28,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from pentrace.errors import ConfigError, PentraceError
-from pentrace.infrastructure.ingest.cursors import SessionKey
-from pentrace.infrastructure.ingest.follower import Follower
+from pentrace.infrastructure.ingest.follower import Follower, SessionKey
 from pentrace.infrastructure.ingest.logs import report
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
-from pentrace.infrastructure.storage.layout import DataRoot
-from pentrace.infrastructure.storage.names import parse_shard_name
+from pentrace.infrastructure.storage.layout import DataRoot, parse_shard_name
 
 __all__ = ["EmbeddedIngest", "IngestRunner", "changed_sessions"]
 

@@ -28,7 +28,7 @@ from pentrace.domain.json_codec import JsonEncoder, escape_surrogates
 from pentrace.domain.redaction import is_redacted, is_redacted_encoded, redact
 from pentrace.domain.runtime.candidate import EncodedCandidate
 from pentrace.domain.runtime.envelope import envelope_problems
-from pentrace.domain.runtime.header import Header, event_category
+from pentrace.domain.runtime.scope import Header, event_category
 from pentrace.domain.runtime.session_events import EncodedEvent
 from pentrace.errors import LedgerError, PentraceError, RedactionError
 from pentrace.infrastructure.ledger.backend.codec import (

@@ -4,29 +4,47 @@
 :class:`AuditOutcome` (a table, or :func:`audit_document` as ``--json``).  The
 checks are :mod:`pentrace.infrastructure.audit.run`, the repairs
 :mod:`pentrace.infrastructure.audit.fix`; this module only orders them (ADR 0036).
+
+The secret scans of ``pentrace scan`` are here too (ADR 0103).  The audit's own
+modules open the ledger (SQLAlchemy and eventsourcing), which a trace scan never
+needs, so the workflow imports them when it runs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from pentrace.infrastructure.audit.fix import Change, fix_sessions
-from pentrace.infrastructure.audit.run import (
-    AuditReport,
-    audit_sessions,
-    ledger_orphans,
-    open_existing_ledger,
-    orphan_temps,
+from pentrace.infrastructure.audit.secrets import (
+    ScanFinding,
+    derived_findings,
+    fix_derived,
+    scan_traces,
 )
-from pentrace.infrastructure.ledger import RuntimeEventLedger
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 from pentrace.projections.audit import Problem
 
-__all__ = ["AuditOutcome", "audit_document", "run_audit"]
+if TYPE_CHECKING:
+    from pentrace.infrastructure.audit.fix import Change
+    from pentrace.infrastructure.audit.run import AuditReport, SessionAudit
+    from pentrace.infrastructure.ledger import RuntimeEventLedger
+
+# AuditReport and Change are for annotations only (import them under TYPE_CHECKING).
+__all__ = [
+    "AuditOutcome",
+    "AuditReport",
+    "Change",
+    "ScanFinding",
+    "audit_document",
+    "audit_session",
+    "derived_findings",
+    "fix_derived",
+    "run_audit",
+    "scan_traces",
+]
 
 Progress = Callable[[list[SessionRef]], Iterable[SessionRef]]
 
@@ -65,6 +83,9 @@ def run_audit(
     that fails later (a live writer holds a session's lock) still reports the
     ones before it.
     """
+    from pentrace.infrastructure.audit.fix import fix_sessions
+    from pentrace.infrastructure.audit.run import audit_sessions, open_existing_ledger
+
     ledger = open_existing_ledger(root) if check_ledger else None
     try:
         report = audit_sessions(progress(refs) if progress else refs, ledger)
@@ -88,6 +109,8 @@ def _orphans(
     root: DataRoot, refs: list[SessionRef], ledger: RuntimeEventLedger | None
 ) -> list[Problem]:
     """Findings without a session on disk: stale temp files, then the ledger's streams."""
+    from pentrace.infrastructure.audit.run import ledger_orphans, orphan_temps
+
     found = orphan_temps(root, refs)
     if ledger is not None:
         found += ledger_orphans(ledger, root, (ref.key for ref in refs))
@@ -115,3 +138,10 @@ def audit_document(outcome: AuditOutcome) -> dict[str, Any]:
             for c in changes
         ],
     }
+
+
+def audit_session(ref: SessionRef) -> SessionAudit:
+    """One session's findings: its shards and records (the Session page's problems)."""
+    from pentrace.infrastructure.audit import run
+
+    return run.audit_session(ref)

@@ -13,6 +13,9 @@ Verbatim bytes are the shard as it was when opened: a live writer's later
 appends are not followed.  Redacted exports decode every record, pass it
 through :func:`pentrace.domain.redaction.redact` and re-encode it; lines that
 do not parse are left out (they could hold anything) and counted.
+
+The other way in is here too (ADR 0103): a trace file or an archive imported as
+a new session, and another agent's store imported as traces.
 """
 
 from __future__ import annotations
@@ -21,25 +24,50 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Final, Literal
+from typing import IO, TYPE_CHECKING, Final, Literal
 
 from pentrace.domain.json_codec import JsonEncoder
 from pentrace.domain.redaction import redact
 from pentrace.errors import NoMatchError, NotFoundError, TraceError
 from pentrace.infrastructure.sessions.archive import ArchiveStream, archive_stream
+from pentrace.infrastructure.sessions.archive_import import import_archive, is_archive
+from pentrace.infrastructure.sessions.files import export_archive, import_session
 from pentrace.infrastructure.storage.atomic import publish_file
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef, ShardRef, validate_name
 from pentrace.infrastructure.trace.reader import ParseReport, read_shard
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pentrace.infrastructure.agents.importer import ImportReport
 
 __all__ = [
     "ExportResult",
     "TraceExport",
     "archive_export",
     "choose_shards",
+    "export_archive",
     "export_session",
+    "import_agent",
+    "import_archive",
+    "import_session",
+    "is_archive",
+    "publish_file",
     "trace_export",
     "write_chunks",
 ]
+
+
+def import_agent(
+    root: DataRoot, agent: str, paths: Sequence[Path] | None = None, *, project: str | None = None
+) -> ImportReport:
+    """``import --from AGENT``: that agent's sessions imported into ``root`` as traces (or
+    continued where the last import stopped); docs/agents.md."""
+    # Imported here: the session commands load eagerly (ADR 0008).
+    from pentrace.infrastructure.agents.importer import import_agent as run
+
+    return run(root, agent, paths, project=project)
+
 
 _CHUNK: Final = 1024 * 1024
 _BATCH: Final = 256

@@ -23,7 +23,11 @@ from pentrace.infrastructure.catalog.listing import (
     read_row,
     resolve_session,
 )
-from pentrace.infrastructure.eventstore.application import ResumedSession
+from pentrace.infrastructure.eventstore.application import (
+    ResumedSession,
+    SessionApplication,
+    SessionHandle,
+)
 from pentrace.infrastructure.eventstore.recording import Recording, open_recording
 from pentrace.infrastructure.operations.documents import session_detail, session_document
 from pentrace.infrastructure.operations.stats import StatsQuery, stats_document
@@ -31,7 +35,7 @@ from pentrace.infrastructure.sessions.fork import read_replay
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
 from pentrace.projections.replay import ReplayItem
 
-__all__ = ["Root", "open_root"]
+__all__ = ["Root", "SessionApplication", "SessionHandle", "open_root"]
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,8 @@
-"""The status of analytics projections: what ``pentrace projections status`` prints and
-``GET /api/v1/projections`` returns, read in one place (ADR 0036).
+"""The analytics projections, for ``pentrace projections ...``, ``stats``, ``report``
+and the service's analytics routes (ADRs 0036, 0103): which ones there are, running,
+rebuilding and retrying them, their read models' database, their failed events, and
+their status: what ``pentrace projections status`` prints and
+``GET /api/v1/projections`` returns, read in one place.
 
 Each row: the projection's tracking position, the ledger's newest notification,
 how far behind it is, whether ledger retention (or a read model built before
@@ -13,10 +16,58 @@ from pathlib import Path
 from typing import Any
 
 from pentrace.infrastructure.analytics.api import AnalyticsProjection
-from pentrace.infrastructure.analytics.failures import read_failures
-from pentrace.infrastructure.analytics.runner import open_ledger, open_projection, pruned_through
+from pentrace.infrastructure.analytics.database import (
+    ENV_ANALYTICS_URL,
+    GROUPS,
+    AnalyticsDatabase,
+    analytics_url,
+)
+from pentrace.infrastructure.analytics.failures import EventFailure, failure_warnings, read_failures
+from pentrace.infrastructure.analytics.rebuild import rebuild, retry, session_events
+from pentrace.infrastructure.analytics.registry import BUILTINS, resolve
+from pentrace.infrastructure.analytics.runner import (
+    AnalyticsRunner,
+    open_ledger,
+    open_projection,
+    pruned_through,
+)
 
-__all__ = ["projection_status"]
+__all__ = [
+    "BUILTINS",
+    "ENV_ANALYTICS_URL",
+    "GROUPS",
+    "AnalyticsDatabase",
+    "AnalyticsRunner",
+    "failure_warnings",
+    "failures_of",
+    "projection_status",
+    "rebuild",
+    "resolve",
+    "retry",
+    "session_events",
+    "warnings_of",
+]
+
+
+def warnings_of(root: Path, names: Iterable[str], env: Mapping[str, str]) -> list[str]:
+    """One line per projection of ``names`` whose numbers leave out failed events (ADR 0032)."""
+    db = AnalyticsDatabase(analytics_url(root, env))
+    try:
+        return failure_warnings(db, names)
+    finally:
+        db.close()
+
+
+def failures_of(root: Path, projections: Iterable[type[AnalyticsProjection]]) -> list[EventFailure]:
+    """The events the projections' handlers failed on, projection by projection."""
+    found: list[EventFailure] = []
+    for each in projections:
+        projection = open_projection(each, root)
+        try:
+            found += read_failures(projection.view.db, each.name)
+        finally:
+            projection.view.db.close()
+    return found
 
 
 def projection_status(

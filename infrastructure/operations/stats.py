@@ -8,6 +8,10 @@ have read them) and opens the analytics database; :func:`document` builds the
 JSON document from it (``docs/projections.md``: fields are only ever added);
 :func:`stats_document` does both.  The CLI formats the document as a table or
 a plot, the service serializes it (ADR 0036).
+
+The numbers are drawn here too (ADR 0103): the chart model and its one engine
+(``Chart``, ``render_chart``), the ``stats --plot`` pictures (``plots``), the Usage
+page's time axis, and the query functions the pages read (``queries``).
 """
 
 from __future__ import annotations
@@ -19,11 +23,18 @@ from pathlib import Path
 from typing import Any, Final
 
 from pentrace.errors import UsageError
-from pentrace.infrastructure.analytics import queries
+from pentrace.infrastructure.analytics import plots, queries
 from pentrace.infrastructure.analytics.activity_queries import (
     OUTCOME_GROUPS,
     SESSION_GROUPS,
     TOOL_GROUPS,
+)
+from pentrace.infrastructure.analytics.charts import (
+    Chart,
+    number,
+    render_chart,
+    rendered,
+    template_environment,
 )
 from pentrace.infrastructure.analytics.cold import cold_build
 from pentrace.infrastructure.analytics.database import (
@@ -34,7 +45,19 @@ from pentrace.infrastructure.analytics.database import (
     column_of,
 )
 from pentrace.infrastructure.analytics.failures import failure_warnings
+from pentrace.infrastructure.analytics.plots import (
+    QUERY_BY,
+    RANGES,
+    Window,
+    axis,
+    bucket_of,
+    custom_range,
+    label,
+    moment,
+    window,
+)
 from pentrace.infrastructure.analytics.prices import dataset_version, load_prices
+from pentrace.infrastructure.analytics.queries import TOKEN_COLUMNS
 from pentrace.infrastructure.analytics.registry import BUILTINS
 from pentrace.infrastructure.analytics.runner import catch_up, open_ledger, open_projection
 from pentrace.infrastructure.ledger.bulk import sync
@@ -44,13 +67,30 @@ __all__ = [
     "GROUPINGS",
     "KINDS",
     "NEEDS",
+    "QUERY_BY",
+    "RANGES",
+    "TOKEN_COLUMNS",
+    "Chart",
     "Prepared",
     "StatKind",
     "StatsQuery",
+    "Window",
+    "axis",
+    "bucket_of",
+    "custom_range",
     "document",
+    "label",
+    "moment",
+    "number",
+    "plots",
     "prepare",
+    "queries",
     "read_models",
+    "render_chart",
+    "rendered",
     "stats_document",
+    "template_environment",
+    "window",
 ]
 
 

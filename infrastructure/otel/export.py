@@ -32,9 +32,15 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
-from typing import Final
+from typing import Any, Final
 from urllib.parse import urlsplit
 
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
+from opentelemetry.proto.trace.v1.trace_pb2 import SpanFlags
+from opentelemetry.proto.trace.v1.trace_pb2 import Status as ProtoStatus
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -48,6 +54,7 @@ from pentrace.errors import ConfigError, ExportError, PentraceError
 from pentrace.infrastructure.otel.mapping import SessionFold
 from pentrace.infrastructure.otel.spans import (
     Attributes,
+    AttributeValue,
     ParentLink,
     Span,
     SwitchResolver,
@@ -77,6 +84,13 @@ _PROTOCOLS: Final = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_P
 _SAMPLED: Final = TraceFlags(TraceFlags.SAMPLED)
 _KINDS: Final = {"internal": SpanKind.INTERNAL, "client": SpanKind.CLIENT}
 _UNSET: Final = Status(StatusCode.UNSET)
+_HAS_IS_REMOTE: Final = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK  # never remote
+_PROTO_UNSET: Final = ProtoStatus(code=ProtoStatus.STATUS_CODE_UNSET)
+_PROTO_KINDS: Final = {
+    "internal": ProtoSpan.SpanKind.SPAN_KIND_INTERNAL,
+    "client": ProtoSpan.SpanKind.SPAN_KIND_CLIENT,
+}
+_CONTAINERS: Final = {"span": ProtoSpan, "event": ProtoSpan.Event, "link": ProtoSpan.Link}
 _INT64: Final = (-(2**63), 2**63 - 1)
 BATCH_SPANS: Final = 512
 _ATTEMPTS: Final = 3
@@ -143,6 +157,7 @@ class SpanSender:
         self.where = clean_text(where)
         self.resource = resource if resource is not None else resource_of()
         self.scope = InstrumentationScope("pentrace", _version())
+        self._encoder: OtlpEncoder | None = None
 
     def sdk_span(self, span: Span) -> ReadableSpan:
         """The SDK span of ``span``: its own ids, times, attributes, events and links.
@@ -175,11 +190,40 @@ class SpanSender:
         )
 
     def send(self, spans: Sequence[Span]) -> bool:
-        """Export ``spans`` in one call; True when the receiver acknowledged them."""
+        """Export ``spans`` in one call; True when the receiver acknowledged them.
+
+        Into the SDK's OTLP/HTTP exporter the request goes as :meth:`encode` makes it,
+        through that exporter's own HTTP client (endpoint, headers, compression, TLS,
+        retries); any other exporter gets the SDK spans."""
         if not spans:
             return True
+        client = self._otlp_client()
+        if client is not None:
+            data = self.encode(spans)
+            limit = getattr(self.exporter, "_max_request_size", 0)
+            if isinstance(limit, int) and 0 < limit < len(data):
+                return False  # what the SDK exporter does with a request over its limit
+            return bool(client.export(data).success)
         sdk_spans = [self.sdk_span(span) for span in spans]
         return self.exporter.export(sdk_spans) is SpanExportResult.SUCCESS
+
+    def encode(self, spans: Sequence[Span]) -> bytes:
+        """The OTLP request of ``spans``, equal to the SDK encoder's
+        (``encode_spans([self.sdk_span(s) for s in spans])``) and several times faster
+        (ADR 0105)."""
+        if self._encoder is None:
+            self._encoder = OtlpEncoder(self.sdk_span)
+        encoded: bytes = self._encoder.request(spans).SerializeToString()
+        return encoded
+
+    def _otlp_client(self) -> Any:
+        module = sys.modules.get("opentelemetry.exporter.otlp.proto.http.trace_exporter")
+        if module is None or not isinstance(self.exporter, module.OTLPSpanExporter):
+            return None
+        client = getattr(self.exporter, "_client", None)  # the SDK's OTLP/HTTP client
+        usable = callable(getattr(client, "export", None))
+        # Not for a shut exporter, nor an SDK that holds its client elsewhere.
+        return client if usable and not getattr(self.exporter, "_shutdown", False) else None
 
     def close(self) -> None:
         """Shut the exporter down (its HTTP session)."""
@@ -199,6 +243,120 @@ def _utf8(attributes: Attributes) -> Attributes:
             value = str(value)
         clean[escape_surrogates(name)] = value
     return clean
+
+
+_CACHED_TEXT: Final = 64  # a longer text is most likely unique (content, a path): not kept
+_CACHE_SIZE: Final = 1 << 16
+
+
+class OtlpEncoder:
+    """Spans straight into the OTLP protocol classes, the SDK encoder's result, faster.
+
+    The SDK encoder (``encode_spans``) builds two protocol messages per attribute in
+    Python for every span; most attributes repeat (the operation, provider, model,
+    session).  Here each distinct attribute is encoded once, as the serialized
+    protocol message of a span (event, link) holding that one attribute, and a
+    span is its fixed fields plus those fragments merged in: protobuf merges
+    concatenated messages by appending repeated fields, in order.  The envelope
+    (resource, scope) comes from the SDK encoder itself.  A span whose attribute
+    names change under :func:`_utf8` (a lone surrogate) takes the SDK's way, so
+    the two never differ; the property tests hold them equal over generated sessions.
+    """
+
+    def __init__(self, reference: Callable[[Span], ReadableSpan]) -> None:
+        self._reference = reference
+        self._fragments: dict[tuple[str, str, type, AttributeValue], bytes] = {}
+        self._envelope: ExportTraceServiceRequest | None = None
+
+    def request(self, spans: Sequence[Span]) -> ExportTraceServiceRequest:
+        """The ``ExportTraceServiceRequest`` of ``spans`` (one resource, one scope)."""
+        request = ExportTraceServiceRequest()
+        if not spans:
+            return request
+        if self._envelope is None:
+            envelope = encode_spans([self._reference(spans[0])])
+            envelope.resource_spans[0].scope_spans[0].ClearField("spans")
+            self._envelope = envelope
+        request.CopyFrom(self._envelope)
+        add = request.resource_spans[0].scope_spans[0].spans.add
+        for span in spans:
+            self._span(span, add)
+        return request
+
+    def _span(self, span: Span, add: Callable[..., Any]) -> None:
+        parts = self._parts("span", span.attributes)
+        events = [self._parts("event", attributes) for _, _, attributes in span.events]
+        links = [self._parts("link", attributes) for _, _, attributes in span.links]
+        if parts is None or None in events or None in links:
+            # An attribute name the SDK way changes (a lone surrogate): its encoder decides.
+            reference = encode_spans([self._reference(span)])
+            add().CopyFrom(reference.resource_spans[0].scope_spans[0].spans[0])
+            return
+        status = (
+            ProtoStatus(code=ProtoStatus.STATUS_CODE_ERROR, message=escape_surrogates(span.error))
+            if span.failed
+            else _PROTO_UNSET
+        )
+        message = add(
+            trace_id=span.trace_id.to_bytes(16, "big"),
+            span_id=span.span_id.to_bytes(8, "big"),
+            parent_span_id=span.parent_id.to_bytes(8, "big") if span.parent_id else None,
+            name=escape_surrogates(span.name),
+            kind=_PROTO_KINDS[span.kind],
+            start_time_unix_nano=span.start_ns,
+            end_time_unix_nano=span.end_ns,
+            status=status,
+            flags=_HAS_IS_REMOTE,
+        )
+        for (name, at, _), fragments in zip(span.events, events, strict=True):
+            event = message.events.add(name=escape_surrogates(name), time_unix_nano=at)
+            event.MergeFromString(fragments or b"")
+        for (linked_trace, linked, _), fragments in zip(span.links, links, strict=True):
+            link = message.links.add(
+                trace_id=linked_trace.to_bytes(16, "big"),
+                span_id=linked.to_bytes(8, "big"),
+                flags=_HAS_IS_REMOTE,
+            )
+            link.MergeFromString(fragments or b"")
+        message.MergeFromString(parts)
+
+    def _parts(self, container: str, attributes: Attributes) -> bytes | None:
+        """The attributes as serialized fragments of ``container``; None when a name changes."""
+        fragments = self._fragments
+        found: list[bytes] = []
+        for name, value in attributes.items():
+            fragment = fragments.get((container, name, value.__class__, value))
+            if fragment is None:
+                fragment = self._fragment(container, name, value)
+                if fragment is None:
+                    return None
+            found.append(fragment)
+        return b"".join(found)
+
+    def _fragment(self, container: str, name: str, value: AttributeValue) -> bytes | None:
+        ((clean_name, clean_value),) = _utf8({name: value}).items()
+        if clean_name != name:
+            return None
+        pair = KeyValue(key=name, value=_any(clean_value))
+        fragment: bytes = _CONTAINERS[container](attributes=[pair]).SerializeToString()
+        if not isinstance(value, str | tuple) or len(value) <= _CACHED_TEXT:
+            if len(self._fragments) >= _CACHE_SIZE:
+                self._fragments.clear()
+            self._fragments[(container, name, value.__class__, value)] = fragment
+        return fragment
+
+
+def _any(value: AttributeValue) -> AnyValue:
+    """The ``AnyValue`` of a value, as the SDK encoder makes it."""
+    if isinstance(value, bool):
+        return AnyValue(bool_value=value)
+    if isinstance(value, str):
+        return AnyValue(string_value=value)
+    if isinstance(value, int):
+        return AnyValue(int_value=value)
+    if isinstance(value, float):
+        return AnyValue(double_value=value)
+    return AnyValue(array_value=ArrayValue(values=[_any(item) for item in value]))
 
 
 def open_sender(given: str | None, *, timeout: float | None = None) -> SpanSender:

@@ -398,11 +398,9 @@ class SessionFold:
         fresh, output, cache_read, cache_write, _ = delta
         counts = (fresh + cache_read + cache_write, output, cache_read, cache_write)
         target = self._request if self._request is not None else self._window
-        if target is None:
-            if self._task is not None:  # no request to credit: kept apart on the task
-                self._task.unattributed = [
-                    a + b for a, b in zip(self._task.unattributed, counts, strict=True)
-                ]
+        if target is None:  # no request to credit: kept apart on the task (one opens for it)
+            task = self._ensure_task(position, out)
+            task.unattributed = [a + b for a, b in zip(task.unattributed, counts, strict=True)]
             return
         target.usage = [a + b for a, b in zip(target.usage or [0, 0, 0, 0], counts, strict=True)]
         request = payload.get("request")

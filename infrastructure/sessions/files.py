@@ -16,9 +16,9 @@ from pathlib import Path
 from pentrace.errors import NotFoundError, PentraceError, TraceError, UsageError
 from pentrace.infrastructure.sessions.archive import ArchiveResult, export_archive
 from pentrace.infrastructure.sessions.trace_import import ImportResult, import_session
+from pentrace.infrastructure.storage.atomic import session_checkpoints, session_temps
 from pentrace.infrastructure.storage.layout import DataRoot, validate_name
 from pentrace.infrastructure.storage.modes import make_private_dirs
-from pentrace.infrastructure.storage.temp import session_checkpoints, session_temps
 from pentrace.infrastructure.trace.locking import SessionLock
 from pentrace.infrastructure.trace.writer import session_lock_path
 

@@ -21,7 +21,7 @@ from typing import Final
 
 from pentrace.domain.session.key import SessionKey, split_reference
 from pentrace.errors import AmbiguousIdError, UsageError
-from pentrace.infrastructure.storage.names import is_session_id
+from pentrace.infrastructure.storage.layout import is_session_id
 
 __all__ = ["REFERENCE_HELP", "ambiguous", "match_sessions", "owner_of"]
 

@@ -21,32 +21,53 @@ a failed rollback), the next record is prefixed with ``\\n``; the reader then
 sees the torn fragment as a malformed line and the new record intact.
 
 The class is a little over 300 lines and stays whole: every method shares the
-one descriptor, size and heal state of the append path; the checks and the
-file steps around it live in ``record_checks`` and ``shard_files``.
+one descriptor, size and heal state of the append path.  The file steps it
+takes (open, create whole, finish a short write, roll back) and the checks on
+what it writes follow it as functions.
+
+What the writer refuses, and which records end a request (for the fsync
+policy): both checks run on every appended record, so they start with a plain
+byte probe.  A JSON string or key can only start with an unescaped quote, so
+the probes never miss the real field, and a hit is confirmed by decoding the
+record's header with :func:`pentrace.domain.records.decode_line`.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable, Sequence
+from operator import methodcaller
 from pathlib import Path
-from typing import NoReturn
+from typing import Final, NoReturn
 
-from pentrace.errors import TraceWriteError, UsageError
+from pentrace.domain.records import MalformedLine, decode_line
+from pentrace.errors import RecordRefusedError, TraceWriteError, UsageError
+from pentrace.infrastructure.storage.atomic import in_flight, temp_name
 from pentrace.infrastructure.storage.layout import parse_shard_name
-from pentrace.infrastructure.trace import shard_files
-from pentrace.infrastructure.trace.durability import Durability, FsyncFn, make_dirs_durably
-from pentrace.infrastructure.trace.locking import SessionLock
-from pentrace.infrastructure.trace.record_checks import (
-    PARTIAL_PROBE,
-    REQUEST_END_PROBE,
-    is_request_end,
-    refuse_batch,
-    refuse_record,
-    refuse_rotation,
+from pentrace.infrastructure.storage.modes import open_private
+from pentrace.infrastructure.trace.durability import (
+    Durability,
+    FsyncFn,
+    fsync_directory,
+    make_dirs_durably,
 )
+from pentrace.infrastructure.trace.locking import SessionLock
 
-__all__ = ["ShardWriter"]
+__all__ = [
+    "PARTIAL_PROBE",
+    "REQUEST_END_PROBE",
+    "ShardWriter",
+    "create_shard",
+    "finish_short_write",
+    "is_request_end",
+    "open_for_append",
+    "probe_tail",
+    "refuse_batch",
+    "refuse_record",
+    "refuse_rotation",
+    "roll_back",
+]
 
 
 def _index_of(path: Path) -> int:
@@ -203,7 +224,7 @@ class ShardWriter:
             if self._durability is not Durability.NONE:
                 self.sync()
             body = b"\n".join(header_records) + b"\n"
-            fd = shard_files.create_shard(new_path, body, len(header_records), self._dir_fsync)
+            fd = create_shard(new_path, body, len(header_records), self._dir_fsync)
         except BaseException:
             if new_lock is not None:
                 new_lock.release()
@@ -252,9 +273,9 @@ class ShardWriter:
     # -- internals -----------------------------------------------------------
 
     def _open_existing(self) -> None:
-        self._fd = fd = shard_files.open_for_append(self._path)
+        self._fd = fd = open_for_append(self._path)
         if fd is not None:
-            self._size, self._heal = shard_files.probe_tail(self._path, fd)
+            self._size, self._heal = probe_tail(self._path, fd)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -267,7 +288,7 @@ class ShardWriter:
         fd = self._fd
         if fd is None:
             self._check_open()
-            self._fd = shard_files.create_shard(self._path, buffer, count, self._dir_fsync)
+            self._fd = create_shard(self._path, buffer, count, self._dir_fsync)
             self._size = len(buffer)
             self._heal = self._dirty = False
             return self._size
@@ -276,7 +297,7 @@ class ShardWriter:
         try:
             written = os.write(fd, buffer)
             if written != length:
-                shard_files.finish_short_write(fd, buffer, written)
+                finish_short_write(fd, buffer, written)
         except OSError as exc:
             self._fail("write", exc, count, before)
         self._size = before + length
@@ -295,7 +316,7 @@ class ShardWriter:
         """Roll the shard back to ``before`` bytes and raise one TraceWriteError."""
         rolled = ""
         if before is not None and self._fd is not None:
-            rolled, tail = shard_files.roll_back(self._path, self._fd, before)
+            rolled, tail = roll_back(self._path, self._fd, before)
             if tail is not None:
                 self._size, self._heal = tail
         what = f"{count} record(s)" if count else "pending records"
@@ -308,3 +329,195 @@ class ShardWriter:
 
 def _sidecar_lock(path: Path, wait: float | None) -> SessionLock:
     return SessionLock(path.with_name(path.name + ".lock"), label=f"trace shard {path}", wait=wait)
+
+
+def open_for_append(path: Path) -> int | None:
+    """An ``O_APPEND`` descriptor on an existing shard; None when there is none yet."""
+    try:
+        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None  # created whole with its first batch, see create_shard
+    except OSError as exc:
+        raise TraceWriteError(
+            f"cannot open {path} for appending: {exc.strerror or type(exc).__name__}",
+            hint="check the file's permissions and the disk",
+        ) from exc
+
+
+def finish_short_write(fd: int, buffer: bytes, written: int) -> None:
+    """Write the rest of a buffer after a short write; only we append, so it stays contiguous."""
+    view = memoryview(buffer)
+    while written < len(buffer):
+        step = os.write(fd, view[written:])
+        if step <= 0:
+            raise OSError(errno.ENOSPC, "no progress writing the rest of a record")
+        written += step
+
+
+def roll_back(path: Path, fd: int, before: int) -> tuple[str, tuple[int, bool] | None]:
+    """Truncate a failed append back to ``before`` bytes; return what to say, and the tail.
+
+    The tail (size, torn) is None when the truncation worked; when it failed
+    the tail is unknown, so it is probed again and the next record heals it.
+    """
+    try:
+        os.ftruncate(fd, before)
+    except OSError:
+        return "; rolling back failed, the next record starts on a new line", probe_tail(path, fd)
+    return f"; the shard was rolled back to {before} bytes", None
+
+
+def probe_tail(path: Path, fd: int) -> tuple[int, bool]:
+    """The shard's size and whether its last byte is not ``\\n`` (a torn tail to heal)."""
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return 0, False
+        with open(path, "rb") as handle:
+            handle.seek(size - 1)
+            return size, handle.read(1) != b"\n"
+    except OSError:
+        # Unknown tail: a leading newline is harmless (blank lines are not records).
+        return os.lseek(fd, 0, os.SEEK_END), True
+
+
+def create_shard(path: Path, buffer: bytes, count: int, fsync: FsyncFn | None) -> int:
+    """Create ``path`` holding exactly ``buffer`` (``count`` records); return an append fd.
+
+    The bytes go to a hidden temporary file (mode 0600) that is fsynced and
+    renamed into place, then the folder is fsynced, so the shard appears whole
+    or not at all.  ``fsync=None`` (Durability.NONE) skips both fsyncs.  The
+    caller holds the session lock, so the existence check cannot race another
+    pentrace writer.
+    """
+    with in_flight(temp_name(path)) as temp:
+        return _create(path, temp, buffer, count, fsync)
+
+
+def _create(path: Path, temp: Path, buffer: bytes, count: int, fsync: FsyncFn | None) -> int:
+    renamed = False
+    try:
+        fd = open_private(temp, os.O_WRONLY | os.O_EXCL)
+        try:
+            written = os.write(fd, buffer)
+            if written != len(buffer):
+                finish_short_write(fd, buffer, written)
+            if fsync is not None:
+                fsync(fd)
+        finally:
+            os.close(fd)
+        if os.path.lexists(path):
+            raise FileExistsError(errno.EEXIST, "the shard appeared while it was being created")
+        os.rename(temp, path)
+        renamed = True
+        if fsync is not None:
+            fsync_directory(path.parent, fsync)
+        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+    except OSError as exc:
+        # All or nothing: a shard that is not known to be whole is removed again.
+        (path if renamed else temp).unlink(missing_ok=True)
+        raise TraceWriteError(
+            f"could not create {path} with its first {count} record(s) "
+            f"({len(buffer)} bytes): {exc.strerror or type(exc).__name__}",
+            hint="check free disk space and the folder's permissions, then save again",
+        ) from exc
+
+
+PARTIAL_PROBE: Final = b'"partial_'
+REQUEST_END_PROBE: Final = b'"request_end"'
+_isspace = methodcaller("isspace")
+
+
+def is_request_end(record: bytes) -> bool:
+    """True when ``record`` is an ``event_msg`` whose payload type is ``request_end``."""
+    if record.find(REQUEST_END_PROBE) < 0:
+        return False
+    try:
+        head = decode_line(record)
+    except MalformedLine:
+        return True  # cannot tell: an extra fsync is the safe side
+    return head is not None and head.kind == "event_msg" and head.ptype == "request_end"
+
+
+def refuse_record(record: bytes, where: Path) -> None:
+    """Raise :class:`RecordRefusedError` for a record no trace may hold; return otherwise.
+
+    Refused: empty or blank records, records containing ``\\n`` (they would
+    become several lines) and ``partial_*`` payloads (live-only fragments).
+    """
+    if not record or record.isspace():
+        raise RecordRefusedError(
+            f"refused an empty record for {where}: a trace line must hold one JSON envelope",
+            hint="encode the envelope before appending it",
+        )
+    if record.find(b"\n") >= 0:
+        raise RecordRefusedError(
+            f"refused a record of {len(record)} bytes for {where}: it contains a raw newline "
+            "and would become several trace lines",
+            hint="encode records as compact JSON (msgspec.json.encode escapes newlines)",
+        )
+    if record.find(PARTIAL_PROBE) >= 0:
+        try:
+            head = decode_line(record)
+        except MalformedLine:
+            return
+        ptype = head.ptype if head is not None else None
+        if isinstance(ptype, str) and ptype.startswith("partial_"):
+            raise RecordRefusedError(
+                f"refused a {ptype} record for {where}: partial_* fragments are live-only "
+                "and never written to a trace",
+                hint="append the complete message once its stream segment ends",
+            )
+
+
+def refuse_batch(records: Sequence[bytes], joined: bytes, where: Path) -> None:
+    """:func:`refuse_record` for every record of a batch (``joined``: them joined by ``\\n``).
+
+    Checked once for the batch: a newline in the records joined without
+    separators (a one-byte find is a memchr; bytes.count is several times
+    slower), and the partial probe on the joined batch (no probe contains a
+    newline, so none spans two records); only a hit pays for the per-record
+    check that names the record.
+    """
+    if b"".join(records).find(b"\n") >= 0 or joined.find(PARTIAL_PROBE) >= 0:
+        for record in records:
+            refuse_record(record, where)
+    # Empty or blank records, found without a Python-level loop in the common case.
+    if not all(records) or any(map(_isspace, records)):
+        for record in records:
+            if not record or record.isspace():
+                refuse_record(record, where)
+
+
+def refuse_rotation(
+    where: Path,
+    next_shard: Callable[[int], Path] | None,
+    header_records: Sequence[bytes],
+    *,
+    has_records: bool,
+) -> Callable[[int], Path]:
+    """``next_shard``, once a rotation away from ``where`` is known to be possible.
+
+    Raises :class:`~pentrace.errors.UsageError` without a ``next_shard``, without
+    header records, or when the current shard holds no records yet (a shard is
+    never left empty behind), and refuses a header no trace may hold.
+    """
+    if next_shard is None:
+        raise UsageError(
+            f"cannot rotate {where}: the writer was opened without next_shard",
+            hint="open the writer with open_session_writer(...) or pass next_shard=",
+        )
+    if not header_records:
+        raise UsageError(
+            f"cannot rotate {where}: a new shard must start with session_meta "
+            "and tool_list_ready, got no header records",
+            hint="pass the session_meta and tool_list_ready records",
+        )
+    if not has_records:
+        raise UsageError(
+            f"cannot rotate away from {where}: it has no records yet",
+            hint="write the session's first records before rotating",
+        )
+    for record in header_records:
+        refuse_record(record, where)
+    return next_shard

@@ -17,13 +17,12 @@ from collections.abc import Callable
 from datetime import UTC, date, datetime
 from pathlib import Path
 
+from pentrace.infrastructure.storage.atomic import remove_stale
 from pentrace.infrastructure.storage.layout import DataRoot, validate_name
 from pentrace.infrastructure.storage.modes import repair_below
-from pentrace.infrastructure.storage.temp import remove_stale
 from pentrace.infrastructure.trace.durability import Durability, FsyncFn, make_dirs_durably
 from pentrace.infrastructure.trace.locking import SessionLock
-from pentrace.infrastructure.trace.record_checks import is_request_end, refuse_record
-from pentrace.infrastructure.trace.shard_writer import ShardWriter
+from pentrace.infrastructure.trace.shard_writer import ShardWriter, is_request_end, refuse_record
 
 logger = logging.getLogger(__name__)
 

@@ -12,9 +12,16 @@ from __future__ import annotations
 # written once; the star import is that re-export.
 from pentrace.testing import commands
 from pentrace.testing.commands import *  # noqa: F403
-from pentrace.testing.drive import apply_command, drive_session, start_session
 from pentrace.testing.files import truncate_file, write_shards, write_trace
-from pentrace.testing.render import command_time, format_timestamp, payload_for, render_shards
+from pentrace.testing.render import (
+    apply_command,
+    command_time,
+    drive_session,
+    format_timestamp,
+    payload_for,
+    render_shards,
+    start_session,
+)
 from pentrace.testing.strategies import (
     crash_points,
     cut,

@@ -24,7 +24,7 @@ from typing import Final
 from starlette.requests import Request
 
 from pentrace.errors import UsageError
-from pentrace.infrastructure.catalog.listing import parse_time_bound
+from pentrace.infrastructure.operations.sessions import parse_time_bound
 from pentrace.service.edge.errors import BadRequest
 
 __all__ = [

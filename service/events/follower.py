@@ -18,8 +18,7 @@ import threading
 from typing import Final
 
 from pentrace.errors import PentraceError
-from pentrace.infrastructure.ledger import RuntimeEventLedger
-from pentrace.infrastructure.ledger.live.follower import HeadFollower
+from pentrace.infrastructure.operations.ledger import HeadFollower, RuntimeEventLedger
 
 __all__ = ["LedgerFollower"]
 
@@ -54,11 +53,13 @@ class LedgerFollower:
         self._thread = threading.Thread(target=self._poll, name="pentrace-sse-head", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
-        """Stop following and join the threads."""
-        self._heads.stop()
+    def stop(self, timeout: float = 0.5) -> None:
+        """Stop following and join the threads, waiting at most about ``timeout`` seconds
+        for each (they are daemons: a head read stuck on a hung database must not hold up
+        the server's exit, ADR 0101)."""
+        self._heads.stop(timeout)
         if self._thread is not None:
-            self._thread.join(timeout=5)
+            self._thread.join(timeout)
 
     async def wait_past(self, position: int, epoch: int) -> None:
         """Return once the head is beyond ``position``, or the ledger was replaced since

@@ -17,9 +17,13 @@ import msgspec
 
 from pentrace.domain.json_codec import JsonDecoder, JsonEncoder
 from pentrace.domain.runtime import opencode_payload
-from pentrace.infrastructure.ledger import LedgerEntry, ReplayGap
+from pentrace.infrastructure.operations.ledger import LedgerEntry, ReplayGap
 
-__all__ = ["FrameCache", "connected_frame", "event_frame", "gap_frame"]
+__all__ = ["GAP_REASON", "FrameCache", "connected_frame", "event_frame", "gap_frame"]
+
+# The replay gap's reason, as Penguin's seed spells it; pentrace's own distinction is in
+# the frame's ``detail``.
+GAP_REASON: Final = "last_event_id_not_available"
 
 _encode: Final = JsonEncoder().encode
 _decode: Final = JsonDecoder[Any]().decode
@@ -97,17 +101,21 @@ def connected_frame(properties: dict[str, Any], retry_ms: int) -> bytes:
 
 
 def gap_frame(
-    gap: ReplayGap, session_id: str | None, replay_from: str | None, reason: str | None = None
+    gap: ReplayGap, session_id: str | None, replay_from: str | None, detail: str | None = None
 ) -> bytes:
     """``server.replay_gap``: the cursor is not retained; what follows starts at ``replay_from``.
 
-    ``reason`` overrides the ledger's (``ledger_replaced`` when the database was replaced).
+    ``reason`` is always Penguin's ``last_event_id_not_available``, so a client that checks
+    it as the seed says finds it (ADR 0101); ``detail`` says why: the ledger's ``evicted`` or
+    ``unknown_event_id``, or ``detail`` as given (``ledger_replaced`` when the database was
+    replaced).
     """
     properties = {
         "lastEventID": gap.last_event_id,
         "oldestEventID": gap.oldest_event_id,
         "newestEventID": gap.newest_event_id,
-        "reason": reason or gap.reason,
+        "reason": GAP_REASON,
+        "detail": detail or gap.reason,
         "replayFrom": replay_from,
         "sessionID": session_id,
     }

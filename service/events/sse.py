@@ -5,8 +5,8 @@ The stream is a tail of the ledger by notification id (``docs/service.md``):
 1. ``server.connected`` (no ``id:``, so it cannot clobber Last-Event-ID - W10).
 2. The cursor (``last_event_id`` query, else the ``Last-Event-ID`` header) is
    looked up; a cursor the ledger no longer holds gives ``server.replay_gap``
-   with scoped bounds and an ``evicted`` / ``unknown_event_id`` reason, and the
-   stream carries on from the oldest retained event in scope (W6).
+   with scoped bounds, Penguin's reason and an ``evicted`` / ``unknown_event_id``
+   detail, and the stream carries on from the oldest retained event in scope (W6).
 3. Pages of at most ``page_size`` rows after the position are read and sent;
    when a page comes back short, the stream waits for the ledger head to move.
 
@@ -28,9 +28,8 @@ from starlette.responses import Response
 
 from pentrace.domain.runtime import normalize_directory
 from pentrace.domain.session.key import split_reference
-from pentrace.infrastructure.ledger import ReplayGap, RuntimeEventLedger
-from pentrace.infrastructure.ledger.replay import Page, Scope
-from pentrace.infrastructure.sessions.refs import ambiguous
+from pentrace.infrastructure.operations.ledger import Page, ReplayGap, RuntimeEventLedger, Scope
+from pentrace.infrastructure.operations.sessions import ambiguous
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
 from pentrace.service.edge.errors import BadRequest
@@ -156,7 +155,7 @@ async def stream_events(
                 ledger.bounds, scope.session_id, scope.agent_id, scope.directory, scope.project_id
             )
             replaced = ReplayGap(last_id or "", "unknown_event_id", oldest, newest)
-            yield gap_frame(replaced, scope.session_id, oldest, reason="ledger_replaced")
+            yield gap_frame(replaced, scope.session_id, oldest, detail="ledger_replaced")
             position, reported_pruned = 0, -1
             continue
         if reported_pruned < 0:
@@ -174,8 +173,11 @@ async def stream_events(
         if page.entries:
             yield chunk
             last_id = page.entries[-1].event_id
-        position = page.through
-        if not page.full:
+        position, full = page.through, page.full
+        # A waiting stream holds no rows and no frames: 200 idle clients cost their sockets,
+        # not 200 pages (ADR 0101).
+        del page, chunk
+        if not full:
             await context.follower.wait_past(position, epoch)
 
 

@@ -18,7 +18,7 @@ from urllib.parse import quote, urlencode
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from pentrace.infrastructure.analytics.charts import number, render_chart, template_environment
+from pentrace.infrastructure.operations.stats import number, render_chart, template_environment
 from pentrace.service.edge import params
 from pentrace.service.edge.auth import authenticated
 from pentrace.service.edge.errors import Forbidden

@@ -18,7 +18,7 @@ from typing import Final
 
 from markupsafe import Markup
 
-from pentrace.infrastructure.analytics.charts import rendered
+from pentrace.infrastructure.operations.stats import rendered
 
 __all__ = ["render_markdown"]
 

@@ -52,15 +52,18 @@ from pentrace.domain.omnimessage.images import (
 )
 from pentrace.domain.redaction import redact
 from pentrace.errors import ImageDataError, NotFoundError
-from pentrace.infrastructure.catalog.listing import resolve_session
-from pentrace.infrastructure.sessions.fork import record_at
-from pentrace.infrastructure.storage.inputs import open_regular
-from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
+from pentrace.infrastructure.operations.sessions import (
+    DataRoot,
+    SessionRef,
+    open_regular,
+    record_at,
+    resolve_session,
+)
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
 from pentrace.service.edge.auth import authenticated
-from pentrace.service.edge.conditional import not_modified, strong_etag
 from pentrace.service.edge.errors import BadRequest, Forbidden
+from pentrace.service.edge.headers import not_modified, strong_etag
 from pentrace.service.web.layout import raw_asked
 
 __all__ = [

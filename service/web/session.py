@@ -32,14 +32,23 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from pentrace.domain.redaction import redact
-from pentrace.infrastructure.analytics.charts import Chart, render_chart
-from pentrace.infrastructure.analytics.prices import load_prices
-from pentrace.infrastructure.audit.run import audit_session
-from pentrace.infrastructure.catalog.listing import resolve_session, short_id
-from pentrace.infrastructure.operations.documents import cost_fields, cost_flag, session_cost
-from pentrace.infrastructure.sessions.fork import read_replay, record_at
-from pentrace.infrastructure.storage.layout import SessionRef
-from pentrace.infrastructure.trace.reader import ParseReport, resume_trace_file
+from pentrace.infrastructure.operations.audit import audit_session
+from pentrace.infrastructure.operations.documents import (
+    cost_fields,
+    cost_flag,
+    load_prices,
+    session_cost,
+)
+from pentrace.infrastructure.operations.sessions import (
+    ParseReport,
+    SessionRef,
+    read_replay,
+    record_at,
+    resolve_session,
+    resume_trace_file,
+    short_id,
+)
+from pentrace.infrastructure.operations.stats import Chart, render_chart
 from pentrace.projections.audit import Problem
 from pentrace.projections.replay import RenderItem, ReplayItem, as_text, build_render_items, draw
 from pentrace.projections.resume import resume_report

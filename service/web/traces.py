@@ -36,8 +36,20 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from pentrace.errors import EnvelopeFormatError, PentraceError, TraceFormatError
-from pentrace.infrastructure.analytics.prices import PriceTable, load_prices
-from pentrace.infrastructure.catalog.listing import (
+from pentrace.infrastructure.operations.documents import PriceTable, cost_flag, load_prices
+from pentrace.infrastructure.operations.exports import (
+    export_archive,
+    export_session,
+    import_session,
+)
+from pentrace.infrastructure.operations.search import (
+    MARK_END,
+    MARK_START,
+    SearchHit,
+    SearchQuery,
+    search_sessions,
+)
+from pentrace.infrastructure.operations.sessions import (
     SORT_KEYS,
     STATUS_CHOICES,
     SessionFilter,
@@ -46,11 +58,6 @@ from pentrace.infrastructure.catalog.listing import (
     resolve_session,
     short_id,
 )
-from pentrace.infrastructure.operations.documents import cost_flag
-from pentrace.infrastructure.operations.exports import export_session
-from pentrace.infrastructure.search.index import SearchIndex
-from pentrace.infrastructure.search.query import MARK_END, MARK_START, SearchHit, SearchQuery
-from pentrace.infrastructure.sessions.files import export_archive, import_session
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params
 from pentrace.service.edge.auth import authenticated
@@ -100,10 +107,7 @@ def _listing(
 
 
 def _search(context: ServiceContext, query: SearchQuery) -> list[SearchHit]:
-    root = context.root
-    with SearchIndex(root) as index:
-        index.refresh(list(root.iter_sessions()) if root.path.is_dir() else [])
-        return index.search(query)
+    return search_sessions(context.root, query)[1]
 
 
 def _row(row: SessionRow) -> dict[str, Any]:

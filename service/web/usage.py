@@ -21,22 +21,22 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from pentrace.errors import UsageError
-from pentrace.infrastructure.analytics import queries
-from pentrace.infrastructure.analytics.charts import Chart, rendered
-from pentrace.infrastructure.analytics.database import AnalyticsDatabase
-from pentrace.infrastructure.analytics.failures import failure_warnings
-from pentrace.infrastructure.analytics.plots import (
+from pentrace.infrastructure.operations.documents import PriceTable, load_prices
+from pentrace.infrastructure.operations.projections import AnalyticsDatabase, failure_warnings
+from pentrace.infrastructure.operations.stats import (
     QUERY_BY,
     RANGES,
+    Chart,
     Window,
     axis,
     bucket_of,
     custom_range,
     label,
     moment,
+    queries,
+    rendered,
     window,
 )
-from pentrace.infrastructure.analytics.prices import PriceTable, load_prices
 from pentrace.service.analytics_routes import open_read_models
 from pentrace.service.context import ServiceContext
 from pentrace.service.edge import params

@@ -28,8 +28,7 @@ from pentrace.domain.session.key import SessionKey
 from pentrace.errors import LedgerError
 from pentrace.infrastructure.ledger.bulk import build_session
 from pentrace.infrastructure.ledger.rows import ROW_COLUMNS, envelope_row
-from pentrace.infrastructure.storage.layout import SessionRef, iter_sessions
-from pentrace.infrastructure.storage.names import name_problem
+from pentrace.infrastructure.storage.layout import SessionRef, iter_sessions, name_problem
 from pentrace.infrastructure.trace.reader import read_session
 from pentrace.testing.files import write_shards
 from tests.property.test_event_mapping_header import SECRETS

@@ -28,7 +28,12 @@ import pytest
 from pentrace import testing as pt
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.session.key import SessionKey
-from pentrace.infrastructure.otel.export import export_sessions, open_sender, session_records
+from pentrace.infrastructure.otel.export import (
+    SpanSender,
+    export_sessions,
+    open_sender,
+    session_records,
+)
 from pentrace.infrastructure.otel.live import CursorStore, LiveExporter, cursor_path
 from pentrace.infrastructure.otel.mapping import SessionFold
 from pentrace.infrastructure.otel.spans import clean_text
@@ -45,6 +50,7 @@ from tests.integration.ingest_harness import (
 from tests.integration.sse_harness import Server
 from tests.otel_support import (
     CHILD_ID,
+    FIXTURES,
     PARENT_ID,
     ReceivedSpan,
     Receiver,
@@ -103,7 +109,8 @@ def test_export_sends_every_span_and_exporting_again_sends_the_same_ids(
     assert report["spans"] == len(want) == len(receiver.copies)
     assert held_shapes(receiver) == want
     assert report["failed_sessions"] == []
-    assert report["sessions"] == 6
+    # one session per fixture trace, plus the generated parent and its subagent
+    assert report["sessions"] == len(list(FIXTURES.glob("*.jsonl"))) + 2
     cli_ok(root, "otel", "export", "--endpoint", receiver.url, "--settle", "0")
     assert len(receiver.copies) == 2 * len(want)
     assert held_shapes(receiver) == want
@@ -478,3 +485,31 @@ def test_a_subagent_written_before_its_parents_pointer_waits_for_it_live(
                    if s.name == "invoke_agent reviewer"]  # fmt: skip
     assert len(child_tasks) == 1
     assert receiver.held()[child_tasks[0].parent_id].name == "execute_tool run_subagent"
+
+
+def test_the_sdk_exporter_sends_the_senders_encoding_and_keeps_its_limits(
+    receiver: Receiver, tmp_path: Path
+) -> None:
+    """Through the SDK's OTLP/HTTP exporter the receiver gets the very spans of the SDK way;
+    a request over the exporter's size limit is not sent, nor anything after a shutdown."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    rich_root(tmp_path)
+    key = SessionKey("generated", "assistant", PARENT_ID)
+    fold = SessionFold(key, content=True)
+    records = session_records(DataRoot(tmp_path).find_shards(*key))
+    spans = [span for position, record in records for span in fold.feed(position, record)]
+    spans += fold.settle()
+    memory, exporter = memory_sender()
+    assert memory.send(spans)
+    sender = open_sender(receiver.url)
+    assert sender.send(spans)
+    assert [sdk_shape(span) for span in receiver.copies] == [
+        sdk_shape(span) for span in exporter.get_finished_spans()
+    ]
+    url = receiver.url + "/v1/traces"
+    small = SpanSender(OTLPSpanExporter(endpoint=url, max_request_size=100), url)
+    assert not small.send(spans)
+    sender.close()
+    assert not sender.send(spans)
+    assert receiver.requests == 1

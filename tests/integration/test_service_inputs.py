@@ -152,7 +152,8 @@ def test_a_well_formed_unknown_cursor_is_the_documented_replay_gap(server: Serve
         client.close()
     assert client.status == 200
     assert gap.type == "server.replay_gap"
-    assert gap.data["properties"]["reason"] == "unknown_event_id"
+    assert gap.data["properties"]["reason"] == "last_event_id_not_available"
+    assert gap.data["properties"]["detail"] == "unknown_event_id"
 
 
 def test_error_bodies_and_read_problems_name_files_relative_to_the_data_root(

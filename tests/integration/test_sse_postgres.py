@@ -90,7 +90,8 @@ def test_an_unknown_cursor_on_postgres_is_a_scoped_gap(
     finally:
         client.close()
     assert gap.type == "server.replay_gap"
-    assert gap.data["properties"]["reason"] == "unknown_event_id"
+    assert gap.data["properties"]["reason"] == "last_event_id_not_available"
+    assert gap.data["properties"]["detail"] == "unknown_event_id"
     # W6: bounds within this session, though another session's rows are in the ledger.
     assert gap.data["properties"]["oldestEventID"] == event_ids(sid, 1, 1)[0]
     assert gap.data["properties"]["newestEventID"] == event_ids(sid, 6, 6)[0]

@@ -196,7 +196,8 @@ def test_a_pruned_cursor_gets_a_scoped_evicted_gap_then_the_retained_events(
         "lastEventID": event_ids(sid, 4, 4)[0],
         "oldestEventID": event_ids(sid, 13, 13)[0],  # W6: bounds of this session, not global
         "newestEventID": event_ids(sid, 22, 22)[0],
-        "reason": "evicted",
+        "reason": "last_event_id_not_available",
+        "detail": "evicted",
         "replayFrom": event_ids(sid, 13, 13)[0],
         "sessionID": sid,
     }
@@ -213,7 +214,8 @@ def test_an_id_that_never_existed_is_an_unknown_gap_not_an_eviction(
     client.next()
     gap = client.next()
     assert gap.type == "server.replay_gap"
-    assert gap.data["properties"]["reason"] == "unknown_event_id"
+    assert gap.data["properties"]["reason"] == "last_event_id_not_available"
+    assert gap.data["properties"]["detail"] == "unknown_event_id"
     assert [frame.id for frame in client.events(2)] == event_ids(sid, 1, 2)
 
 

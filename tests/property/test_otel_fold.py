@@ -9,6 +9,11 @@
   sends, each once, and the very same spans when nothing was settled early.
 * Records with odd values anywhere never break the fold, and what it gives the SDK
   always encodes as OTLP.
+* A record's timestamp read the quick way (the shape PenguinHarness writes) is the
+  one ``datetime.fromisoformat`` reads, for any text of that length.
+* The sender's own OTLP encoding (ADR 0105) is the SDK encoder's, message for message
+  and byte for byte: over generated sessions, odd records, and spans of any
+  attributes (lone surrogates, integers past 64 bits, lists, events, links).
 """
 
 from __future__ import annotations
@@ -18,12 +23,14 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from pentrace import testing as pt
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.session.key import SessionKey
+from pentrace.infrastructure.otel.export import SpanSender
 from pentrace.infrastructure.otel.mapping import SessionFold
-from pentrace.infrastructure.otel.spans import Span
+from pentrace.infrastructure.otel.spans import Span, iso_ns, stamp_ns
 from pentrace.projections.session_summary import TOKEN_FIELDS, add_tokens, token_delta
 from tests.otel_support import fold_all, memory_sender
 from tests.support import BOUNDED_PROPERTY
@@ -243,7 +250,96 @@ def test_odd_records_never_break_the_fold_and_always_encode(
     sender, _ = memory_sender()
     request = encode_spans([sender.sdk_span(span) for span in spans])
     assert len(request.SerializeToString()) >= 0
+    _assert_encodes_as_the_sdk(sender, spans)
     encoded = [s for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans]
     assert len(encoded) == len(spans)
     for span in spans:
         assert 0 <= span.start_ns <= span.end_ns < 2**63
+
+
+def _assert_encodes_as_the_sdk(sender: SpanSender, spans: list[Span]) -> None:
+    """The sender's encoding of ``spans`` equals the SDK encoder's, twice (the second time
+    from the fragments it kept)."""
+    reference = encode_spans([sender.sdk_span(span) for span in spans])
+    for _ in range(2):
+        encoded = sender.encode(spans)
+        assert ExportTraceServiceRequest.FromString(encoded) == reference
+        assert encoded == reference.SerializeToString()
+
+
+@settings(BOUNDED_PROPERTY, max_examples=150)
+@given(pt.session_commands(open_tail=True), st.booleans())
+def test_the_sender_encodes_generated_sessions_as_the_sdk_does(
+    commands: list[pt.Command], content: bool
+) -> None:
+    spans = fold_all(_records(commands), KEY, content=content)
+    sender, _ = memory_sender()
+    _assert_encodes_as_the_sdk(sender, spans)
+
+
+_ids = st.integers(1, 2**64 - 1)
+_names = st.text(max_size=12)  # any code point, lone surrogates included
+_values = st.one_of(
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False),
+    _names,
+    st.text(min_size=65, max_size=90),  # longer than what the encoder keeps
+    st.lists(_names, max_size=3).map(tuple),
+)
+_attributes = st.dictionaries(
+    st.one_of(st.sampled_from(["gen_ai.operation.name", "k", "\ud800", "\\ud800"]), _names),
+    _values,
+    max_size=6,
+)
+_spans = st.builds(
+    Span,
+    name=_names,
+    kind=st.sampled_from(["internal", "client"]),
+    trace_id=st.integers(1, 2**128 - 1),
+    span_id=_ids,
+    parent_id=st.one_of(st.just(0), _ids),
+    start_ns=st.integers(0, 2**63 - 1),
+    end_ns=st.integers(0, 2**63 - 1),
+    attributes=_attributes,
+    failed=st.booleans(),
+    error=_names,
+    events=st.lists(st.tuples(_names, st.integers(0, 2**63 - 1), _attributes), max_size=2),
+    links=st.lists(st.tuples(st.integers(1, 2**128 - 1), _ids, _attributes), max_size=2),
+)
+
+
+@settings(BOUNDED_PROPERTY, max_examples=300)
+@given(st.lists(_spans, max_size=8))
+def test_the_sender_encodes_spans_of_any_attributes_as_the_sdk_does(spans: list[Span]) -> None:
+    sender, _ = memory_sender()
+    _assert_encodes_as_the_sdk(sender, spans)
+
+
+_stamp_chars = st.sampled_from("0123456789" * 3 + "-T:.Z+ ٣²x\ud800")
+
+
+def _chars(size: int) -> st.SearchStrategy[str]:
+    return st.text(_stamp_chars, min_size=size, max_size=size)
+
+
+_stamps = st.one_of(
+    st.builds(
+        "{}-{:02d}-{:02d}T{:02d}:{:02d}:{}.{}Z".format,
+        st.sampled_from(["0001", "1969", "1970", "2026", "9999"]),
+        st.integers(1, 12),
+        st.integers(1, 28),
+        st.integers(0, 23),
+        st.integers(0, 59),
+        _chars(2),  # seconds, mostly digits
+        _chars(3),
+    ),
+    _chars(24),
+)
+
+
+@settings(BOUNDED_PROPERTY, max_examples=500)
+@given(_stamps)
+def test_a_timestamp_read_the_quick_way_is_the_iso_reading(stamp: str) -> None:
+    assert stamp_ns(stamp) == iso_ns(stamp)
+    assert stamp_ns(stamp) == iso_ns(stamp)  # again, from the minute it kept

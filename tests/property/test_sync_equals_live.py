@@ -31,8 +31,7 @@ from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, Runti
 from pentrace.infrastructure.ledger.bulk import sync
 from pentrace.infrastructure.ledger.indexer import session_directory
 from pentrace.infrastructure.ledger.rows import MAPPING_ERRORS, encoded_row
-from pentrace.infrastructure.storage.layout import iter_sessions
-from pentrace.infrastructure.storage.names import name_problem
+from pentrace.infrastructure.storage.layout import iter_sessions, name_problem
 from pentrace.infrastructure.trace.reader import read_session
 from pentrace.testing.files import write_shards
 from pentrace.testing.strategies import trace_records

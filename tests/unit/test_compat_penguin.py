@@ -8,6 +8,7 @@ shows the deviation instead.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections.abc import Iterator
@@ -589,7 +590,36 @@ def test_building_envelopes_does_not_load_the_ledgers_database_layer() -> None:
     assert loaded_by(code, "sqlalchemy") == []
 
 
-def test_an_attached_runtime_event_comes_back_as_it_is_without_an_added_workspace() -> None:
+@pytest.mark.parametrize(
+    ("properties", "filled"),
+    [
+        ({"sessionID": "s1", "directory": "/srv/app"}, {}),
+        # The projection lifts the nested session id to the top; as overlay it is filled in.
+        (
+            {"part": {"sessionID": "s2", "type": "text", "id": "p1"}, "directory": "/srv/app"},
+            {"sessionID": "s2"},
+        ),
+        ({"sessionID": "s3"}, {}),
+        ({}, {}),
+    ],
+)
+def test_an_envelope_penguin_published_comes_back_as_penguin_returns_it(
+    properties: dict[str, Any], filled: dict[str, Any]
+) -> None:
+    published = wrap_opencode_event("message.updated", properties, now_ms=5)
+    envelope = copy.deepcopy(published["runtime_event"])
+    # The envelope alone comes back unchanged.
+    alone = {"type": "", "properties": {}, "runtime_event": envelope}
+    assert runtime_event_from_opencode(alone) == envelope
+    # With the properties it was published with: only what they add to its payload.
+    expected = {**envelope, "payload": {**envelope["payload"], **filled}}
+    assert runtime_event_from_opencode(published) == expected
+
+
+def test_an_attached_scope_without_its_workspace_is_completed_as_penguin_completes_it() -> None:
+    # Penguin derives the scope from the payload and lays the envelope's own scope over it,
+    # so a directory in the payload brings its workspace back (recorded_calls.json holds
+    # Penguin's own result for this envelope).
     event = build_runtime_event(
         event_type="message.updated",
         payload={"sessionID": "s1", "directory": "/srv/app"},
@@ -599,4 +629,5 @@ def test_an_attached_runtime_event_comes_back_as_it_is_without_an_added_workspac
     event["scope"] = {"session_id": "s1", "conversation_id": "s1", "directory": "/srv/app"}
     for properties in ({}, {"sessionID": "s1", "directory": "/srv/app"}):
         data = {"type": "message.updated", "properties": properties, "runtime_event": event}
-        assert runtime_event_from_opencode(data) == event
+        result = runtime_event_from_opencode(data)
+        assert result == {**event, "scope": {**event["scope"], "workspace": "/srv/app"}}

@@ -10,8 +10,8 @@ from typing import get_args
 from pentrace.domain import kinds
 from pentrace.domain import omnimessage as om
 from pentrace.domain.records import TraceRecord
-from pentrace.domain.runtime.header import event_category
 from pentrace.domain.runtime.mapping import EVENT_TYPES, MODEL_MESSAGE_TYPES, event_type_for
+from pentrace.domain.runtime.scope import event_category
 from pentrace.domain.session import events as ev
 from pentrace.domain.session.aggregate import COMMANDS, Session
 from pentrace.testing import commands as cmd

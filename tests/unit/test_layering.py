@@ -2,6 +2,10 @@
 
 Read from the source with ``ast``, so an import inside a function counts as
 much as one at the top; only ``if TYPE_CHECKING:`` blocks are left out.
+
+The outer layers, ``cli/`` and ``service/``, reach ``infrastructure/`` only through
+its application layer, ``infrastructure/operations/`` (ADR 0103); that rule counts
+``if TYPE_CHECKING:`` imports too, since a type is reached through operations as well.
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ ALLOWED: dict[str, frozenset[str]] = {
         {"pentrace.domain", "pentrace.projections", "pentrace.errors", "pentrace.values"}
     ),
 }
+# The one infrastructure package the outer layers (cli/, service/) may import (ADR 0103).
+APPLICATION = "pentrace.infrastructure.operations"
+OUTER = ("cli", "service")
 # Libraries that do I/O or belong to an outer layer, which the pure layers never import.
 IMPURE = ("sqlalchemy", "psycopg", "typer", "starlette", "uvicorn", "watchfiles", "httpx", "rich")
 
@@ -84,4 +91,63 @@ def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
         (1, "typing"),
         (2, "pentrace.cli.app"),
         (6, "pentrace.infrastructure.trace"),
+    ]
+
+
+def targets(path: Path, package: str) -> Iterator[tuple[int, str]]:
+    """(line, dotted name) of everything ``path`` imports, ``if TYPE_CHECKING:`` included:
+    ``from a.b import c`` is ``a.b.c``, and relative imports are resolved in ``package``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parent, base] if base else parent)
+            for alias in node.names:
+                yield node.lineno, f"{base}.{alias.name}"
+
+
+def bypasses(folder: Path, package: str) -> list[str]:
+    """``file:line imports name`` for each import of ``infrastructure`` beside operations."""
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        inner = path.relative_to(folder).with_suffix("").parts
+        here = ".".join([package, *inner[:-1]])  # the package the module sits in
+        for line, name in sorted(targets(path, here)):
+            if name.startswith("pentrace.infrastructure") and not (
+                name == APPLICATION or name.startswith(APPLICATION + ".")
+            ):
+                found.append(f"{path.relative_to(folder.parent)}:{line} imports {name}")
+    return found
+
+
+@pytest.mark.parametrize("layer", OUTER)
+def test_the_outer_layers_reach_infrastructure_only_through_operations(layer: str) -> None:
+    offending = bypasses(REPO / layer, f"pentrace.{layer}")
+    assert not offending, "go through pentrace.infrastructure.operations:\n" + "\n".join(offending)
+
+
+def test_the_check_sees_a_bypass_of_operations(tmp_path: Path) -> None:
+    (tmp_path / "cli" / "group").mkdir(parents=True)
+    (tmp_path / "cli" / "group" / "m.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from pentrace.infrastructure.operations import documents\n"
+        "from pentrace.infrastructure.operations.sessions import DataRoot\n"
+        "import pentrace.infrastructure.ledger\n"
+        "if TYPE_CHECKING:\n"
+        "    from pentrace.infrastructure.otel.live import LiveExporter\n"
+        "def f():\n"
+        "    from pentrace import infrastructure\n"
+        "    from ...infrastructure.search import index\n"
+        "    from ...infrastructure import operations\n"
+    )
+    assert bypasses(tmp_path / "cli", "pentrace.cli") == [
+        "cli/group/m.py:4 imports pentrace.infrastructure.ledger",
+        "cli/group/m.py:6 imports pentrace.infrastructure.otel.live.LiveExporter",
+        "cli/group/m.py:8 imports pentrace.infrastructure",
+        "cli/group/m.py:9 imports pentrace.infrastructure.search.index",
     ]

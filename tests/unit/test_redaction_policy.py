@@ -133,7 +133,7 @@ def test_every_path_that_redacts_for_a_root_installs_that_roots_policy(tmp_path:
     with SearchIndex(DataRoot(tmp_path)):
         assert current().rules[0].id == "acme_token"
     install(DEFAULT)
-    from pentrace.infrastructure.eventstore.plumbing import TraceApplication
+    from pentrace.infrastructure.eventstore.application import TraceApplication
 
     TraceApplication(tmp_path, "p", "a")
     assert current().source == str(tmp_path / "redaction.toml")

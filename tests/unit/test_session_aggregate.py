@@ -26,7 +26,7 @@ from pentrace.errors import (
     UnknownToolCallError,
     UsageError,
 )
-from pentrace.infrastructure.eventstore.mapper import TraceMapper
+from pentrace.infrastructure.eventstore.recorder import TraceMapper
 
 NOW = datetime(2026, 7, 18, 3, 10, 22, 531_789, tzinfo=UTC)
 TS = "2026-07-18T03:10:22.531Z"

@@ -15,7 +15,7 @@ from pentrace.domain.session.key import (
 )
 from pentrace.errors import AmbiguousIdError, UsageError
 from pentrace.infrastructure.sessions.refs import ambiguous, match_sessions
-from pentrace.infrastructure.storage.names import name_problem
+from pentrace.infrastructure.storage.layout import name_problem
 
 SID = "session-2026-11-29-10-00-00-3f8a1c2d"
 # Any name the layout accepts as one path component (no '/', no control characters).

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pentrace.infrastructure.storage.temp import (
+from pentrace.infrastructure.storage.atomic import (
     in_flight,
     parse_temp_name,
     remove_stale,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from pentrace.compat.penguin import _counters
+from pentrace.compat.penguin import _common
 from pentrace.compat.penguin._common import now_ms
 from pentrace.domain.redaction import redact
 from pentrace.domain.runtime.envelope import (
@@ -33,7 +33,7 @@ def event_category(event_type: str, payload: Mapping[str, Any] | None = None) ->
 
 def extract_runtime_scope(payload: Mapping[str, Any]) -> dict[str, Any]:
     """Penguin's scope of a payload (ids, then ``part``/``info``/``status``, then directory)."""
-    home, cwd = _counters.home_and_cwd()
+    home, cwd = _common.home_and_cwd()
     return dict(extract_scope(payload, home=home, cwd=cwd))
 
 
@@ -69,11 +69,11 @@ def build_runtime_event(
 
     def assign(stream: str) -> int:
         if explicit is None:
-            return _counters.next_sequence(stream)
-        _counters.raise_counter(stream, explicit)
+            return _common.next_sequence(stream)
+        _common.raise_counter(stream, explicit)
         return explicit
 
-    home, cwd = _counters.home_and_cwd()
+    home, cwd = _common.home_and_cwd()
     event = build_event(
         event_type=event_type,
         payload=payload,

@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from sqlalchemy import Connection, func, select
 
-from pentrace.compat.penguin import _counters
+from pentrace.compat.penguin import _common
 from pentrace.compat.penguin.policy import (
     DEFAULT_LEDGER_CLEANUP_INTERVAL_SECONDS,
     DEFAULT_LEDGER_MAX_AGE_DAYS,
@@ -137,7 +137,7 @@ class RuntimeEventLedger:
                     update={"path": self.path, "timeouts": DatabaseTimeouts.from_env()}
                 )
                 self._opened = open_ledger(settings, penguin_read_only=True)
-                _counters.raise_counters(_high_water(self._opened))
+                _common.raise_counters(_high_water(self._opened))
             return self._opened
 
     # -- writing -----------------------------------------------------------------

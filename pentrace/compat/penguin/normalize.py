@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from copy import deepcopy
 from typing import Any, Final
 
-from pentrace.compat.penguin import _counters
+from pentrace.compat.penguin import _common
 from pentrace.compat.penguin._common import (
     extract_directory,
     fill_defaults,
@@ -78,7 +78,7 @@ def normalize_runtime_event(
         payload, overlay_payload, default_agent_id, default_directory, default_session_id
     )
     redacted = redact(merged, depth=1)
-    home, cwd = _counters.home_and_cwd()
+    home, cwd = _common.home_and_cwd()
     given_scope = value.get("scope")
     given_scope = given_scope if isinstance(given_scope, Mapping) else None
     scope = {**extract_scope(redacted.value, home=home, cwd=cwd), **(given_scope or {})}

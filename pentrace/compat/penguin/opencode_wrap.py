@@ -33,8 +33,10 @@ def runtime_event_from_opencode(
     """The RuntimeEvent of an OpenCode payload ``{type, properties[, id, runtime_event]}``.
 
     None without a usable type.  An attached ``runtime_event`` is normalised
-    with the properties as overlay, and keeps its own scope when nothing was
-    added to its payload; otherwise a new envelope is built whose
+    with the properties as overlay, as Penguin does (ADR 0101): an envelope
+    Penguin built comes back unchanged, and a scope is completed from the
+    payload as ``build_runtime_event`` would have made it (``workspace``
+    beside ``directory``); otherwise a new envelope is built whose
     ``projections.opencode.id`` is the payload's ``id``, else
     ``<type>:<top-level session or ->:<source id>``, the sequence standing in
     for a missing source id.
@@ -62,18 +64,6 @@ def runtime_event_from_opencode(
             sequence=sequence,
         )
         if normalized:
-            scope, payload = existing.get("scope"), existing.get("payload")
-            if (
-                isinstance(scope, Mapping)
-                and isinstance(payload, Mapping)
-                and normalized["payload"].keys() <= payload.keys()
-            ):
-                # Nothing was filled into the envelope's payload: Penguin returns the
-                # envelope's own scope, without keys derived from the payload again
-                # (``workspace`` beside a given ``directory``).
-                normalized["scope"] = {
-                    key: value for key, value in normalized["scope"].items() if key in scope
-                }
             return normalized
     found = source_id(properties)
     projection_id = data.get("id")

@@ -24,8 +24,7 @@ counters to what its file already holds when it opens.
 
 from __future__ import annotations
 
-from pentrace.compat.penguin._common import normalize_event_directory
-from pentrace.compat.penguin._counters import reset_runtime_event_sequences
+from pentrace.compat.penguin._common import normalize_event_directory, reset_runtime_event_sequences
 from pentrace.compat.penguin.envelope import (
     RUNTIME_EVENT_CATEGORIES,
     RUNTIME_EVENT_SCHEMA_VERSION,
