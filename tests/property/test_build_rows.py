@@ -14,7 +14,6 @@ surrogates, and the PenguinHarness fixtures' payloads, in every row form.
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 import tempfile
 from collections.abc import Callable
@@ -180,9 +179,10 @@ def _session_rows(root: Path, codec: RowCodec | None) -> tuple[list[Any], list[A
         _exact(mapper, position, record, codec)
         for position, record in enumerate(read_session(ref.shards), start=1)
     ]
-    # A session stops at its first refused record; the rows before it are kept.
-    kept = list(itertools.takewhile(lambda row: not isinstance(row, str), exact))
-    assert (built.failure is None) == (len(kept) == len(exact))
+    # A refused record is left out, one finding at its position; the others are built.
+    kept = [row for row in exact if not isinstance(row, str)]
+    refused = [position for position, row in enumerate(exact, start=1) if isinstance(row, str)]
+    assert [failure.position for failure in built.failures] == refused
     return built.rows, kept
 
 

@@ -13,13 +13,13 @@ same either way, and so is their order within each session.  What the
 ledger's count limit would delete at once is not built or inserted
 (:mod:`.skips`, ADR 0047).
 
-One session never stops the others: a session that fails while being built
-(its trace unreadable, a record the ledger cannot take) keeps the rows built
-before the failure, which are written, and is reported; a session whose rows
-the ledger refuses when they are written (a held id with other content, a
-stream of another stream's digest) keeps what was written before and is
-reported, and its later rows are left out.  Anything else (the database
-locked or gone, a bug) stops the run.
+One record never stops the others (ADR 0102): a record the ledger cannot
+take, when its row is built (the redaction check, a value the mapping cannot
+take) or when it is written (a held id with other content), is left out and
+reported as one finding (file, line, session, position, reason), and the
+session's other records are written; its position stays a gap, as on the live
+path.  A session whose shards cannot be read keeps the rows built before and is
+reported.  Anything else (the database locked or gone, a bug) stops the run.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from pentrace.infrastructure.ledger.bulk.build import (
     SyncReport,
     build_session,
     pack,
+    record_findings,
     unpack,
 )
 from pentrace.infrastructure.ledger.bulk.deferred import indexes_after_rows
@@ -83,6 +84,7 @@ _MOST_WORKERS: Final = 4
 # Sessions each worker process may have built or be building ahead of the writer.
 _AHEAD: Final = 3
 _PR_SET_PDEATHSIG: Final = 1
+_SEQUENCE: Final = ROW_COLUMNS.index("sequence")
 
 
 def sync(
@@ -188,23 +190,22 @@ def sync_sessions(
             sessions += 1
             writer.add(task.ref, build)
             held_total += build.already_held - task.skipped
-            if build.failure is not None:
-                failures.append(build.failure)
+            failures += build.failures
         writer.finish()
-    failures += writer.refused.values()
+    failures += writer.refused
     skipped = plan.skipped if plan is not None else 0
     return SyncReport(sessions, writer.indexed, held_total, tuple(failures), skipped)
 
 
 class _Writer:
     """The builds' rows in transactions of about :data:`BATCH`, consecutive sessions together;
-    a session whose rows the ledger refuses is left out from there on and reported."""
+    a row the ledger refuses is left out and reported (``refused``), the others are written."""
 
     def __init__(self, ledger: RuntimeEventLedger, packed: PackedInserter | None) -> None:
         self.ledger = ledger
         self.packed = packed
         self.indexed = 0
-        self.refused: dict[SessionKey, SessionFailure] = {}
+        self.refused: list[SessionFailure] = []
         self._rows: deque[tuple[SessionRef, list[tuple[Any, ...]]]] = deque()
         self._row_count = 0
         self._runs: list[tuple[SessionRef, PackedRows]] = []
@@ -253,23 +254,38 @@ class _Writer:
 
     def _write(self, taken: list[tuple[SessionRef, Any]], write: Callable[[Any], int]) -> None:
         """Write ``taken`` in one transaction; when the ledger refuses it, each session's part
-        in one of its own, so that only the session it refuses is left out."""
-        taken = [(ref, part) for ref, part in taken if ref.key not in self.refused]
-        if not taken:
-            return
+        in one of its own, and a part it refuses row by row, so that only the rows it refuses
+        are left out (each one finding)."""
         try:
             self.indexed += write(taken)
             return
         except LedgerConflictError:
-            pass  # rolled back: find the session the ledger disagrees with
+            pass  # rolled back: find the rows the ledger disagrees with
         by_session: dict[SessionKey, list[tuple[SessionRef, Any]]] = {}
         for ref, part in taken:
             by_session.setdefault(ref.key, []).append((ref, part))
-        for key, parts in by_session.items():
+        for parts in by_session.values():
             try:
                 self.indexed += write(parts)
+            except LedgerConflictError:
+                self._write_each(parts)
+
+    def _write_each(self, parts: list[tuple[SessionRef, Any]]) -> None:
+        """One session's rows (plain or packed runs), each in a transaction of its own."""
+        ref = parts[0][0]
+        width = len(ROW_COLUMNS)
+        rows = [
+            row
+            for _, part in parts
+            for row in (unpack(part, width) if isinstance(part, PackedRows) else part)
+        ]
+        refused: list[tuple[int, BaseException]] = []
+        for row in rows:
+            try:
+                self.indexed += insert_values(self.ledger, [row])
             except LedgerConflictError as error:
-                self.refused[key] = SessionFailure.of(parts[0][0], error)
+                refused.append((row[_SEQUENCE], error))
+        self.refused += record_findings(ref, refused)
 
 
 #: Builds one task's session; a worker gets it when it is forked (nothing is pickled).
@@ -280,13 +296,13 @@ def _build(
     task: SessionTask, codec: RowCodec | None = None, *, packing: bool = False
 ) -> SessionBuild:
     if not task.build:
-        return SessionBuild([], task.already_held + task.skipped, None)
+        return SessionBuild([], task.already_held + task.skipped)
     built = build_session(task.ref, task.held, task.pruned_through, task.inserted_at, codec)
     if not packing or not built.rows:
         return built
     rows = built.rows
     runs = tuple(pack(rows[start : start + BATCH]) for start in range(0, len(rows), BATCH))
-    return SessionBuild([], built.already_held, built.failure, runs)
+    return SessionBuild([], built.already_held, built.failures, runs)
 
 
 def _builds(
