@@ -32,6 +32,7 @@ from pentrace.domain.session.key import SessionKey
 from pentrace.errors import LedgerError
 from pentrace.infrastructure.ledger.backend.codec import RowCodec, train_dictionary
 from pentrace.infrastructure.ledger.bulk import build_session
+from pentrace.infrastructure.ledger.bulk.build import session_pieces
 from pentrace.infrastructure.ledger.rows import (
     ROW_COLUMNS,
     checked_values,
@@ -183,6 +184,13 @@ def _session_rows(root: Path, codec: RowCodec | None) -> tuple[list[Any], list[A
     kept = [row for row in exact if not isinstance(row, str)]
     refused = [position for position, row in enumerate(exact, start=1) if isinstance(row, str)]
     assert [failure.position for failure in built.failures] == refused
+    # Built in pieces (a large session, by the writer), the rows and findings are the same.
+    pieces = list(session_pieces(ref, frozenset(), 0, _NOW, codec, 2))
+    assert [row for piece in pieces for row in piece.rows] == built.rows
+    assert all(len(piece.rows) == 2 for piece in pieces[:-1])
+    assert [piece.final for piece in pieces] == [False] * (len(pieces) - 1) + [True]
+    assert pieces[-1].failures == built.failures
+    assert sum(piece.already_held for piece in pieces) == built.already_held
     return built.rows, kept
 
 

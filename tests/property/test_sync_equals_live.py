@@ -31,6 +31,8 @@ from sqlalchemy import select
 from pentrace.domain.runtime import SessionEvents
 from pentrace.errors import LedgerError
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
+from pentrace.infrastructure.ledger.bulk import build as bulk_build
+from pentrace.infrastructure.ledger.bulk import run as bulk_run
 from pentrace.infrastructure.ledger.bulk import sync
 from pentrace.infrastructure.ledger.indexer import session_directory
 from pentrace.infrastructure.ledger.rows import MAPPING_ERRORS, encoded_row
@@ -106,18 +108,25 @@ def _live(root: Path, ledger: RuntimeEventLedger) -> set[tuple[str, int, int]]:
     sessions(),
     st.sampled_from([1, 2]),
     st.sets(st.tuples(st.integers(0, 2), st.integers(1, 12)), max_size=4),
+    st.sampled_from([None, 1, 3]),
 )
 def test_a_sync_stores_the_rows_the_live_path_stores(
     drawn: list[tuple[tuple[str, str], str, list[bytes]]],
     workers: int,
     failing: set[tuple[int, int]],
+    piece: int | None,
 ) -> None:
     places: set[tuple[str | None, int]] = {
         (drawn[index][1], position) for index, position in failing if index < len(drawn)
     }
+    # ``piece``: every session counts as large and is built in pieces of that many rows by
+    # the writer (as a session of more than STREAM_LINES lines is), else whole.
+    lines_limit = bulk_build.STREAM_LINES if piece is None else 0
     with (
         tempfile.TemporaryDirectory() as folder,
         patch.object(SessionEvents, "screened", mapping_fails_for(places)),
+        patch.object(bulk_build, "STREAM_LINES", lines_limit),
+        patch.object(bulk_run, "_PIECE", piece or bulk_run._PIECE),
     ):
         root = Path(folder) / "data"
         for (project, agent), name, lines in drawn:

@@ -63,7 +63,7 @@ from pentrace.infrastructure.ledger.bulk import (
     auto_workers,
     die_with_parent,
 )
-from pentrace.infrastructure.ledger.bulk.build import record_findings
+from pentrace.infrastructure.ledger.bulk.build import STREAM_BYTES, large_session, record_findings
 from pentrace.infrastructure.storage.layout import SessionRef, iter_sessions
 from pentrace.projections.analytics.events import decode_event
 
@@ -319,21 +319,7 @@ def fold_sessions(refs: list[SessionRef], types: Collection[str]) -> list[Sessio
     that no process holds a large session's envelopes at once (issue #32)."""
     # A worker lives for one build and makes no cycles: collecting only slows it.
     gc.disable()
-    return [ref if _large(ref) else fold_session(ref, types) for ref in refs]
-
-
-# A session larger than this is streamed by the parent rather than folded whole by a worker.
-STREAM_BYTES: Final = 16 * 1024 * 1024
-
-
-def _large(ref: SessionRef) -> bool:
-    size = 0
-    for shard in ref.shards:
-        try:
-            size += os.stat(shard.path).st_size
-        except OSError:
-            continue  # unreadable or gone: the fold reports it
-    return size > STREAM_BYTES
+    return [ref if large_session(ref) else fold_session(ref, types) for ref in refs]
 
 
 class SessionStream:

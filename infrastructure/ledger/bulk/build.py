@@ -28,6 +28,7 @@ the pipe with fewer objects than the tuples would.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
@@ -57,14 +58,18 @@ from pentrace.infrastructure.trace.reader import read_session, read_shard
 __all__ = [
     "RECORD_ERRORS",
     "SESSION_ERRORS",
+    "STREAM_BYTES",
+    "STREAM_LINES",
     "PackedGroup",
     "PackedRows",
     "SessionBuild",
     "SessionFailure",
     "SyncReport",
     "build_session",
+    "large_session",
     "numbered",
     "pack",
+    "session_pieces",
     "unpack",
 ]
 
@@ -157,11 +162,46 @@ class SessionBuild:
     already_held: int
     failures: tuple[SessionFailure, ...] = ()
     packed: tuple[PackedRows, ...] = ()
+    #: False for a piece of a session other than its last (:func:`session_pieces`).
+    final: bool = True
 
     @property
     def count(self) -> int:
         """How many new rows the build holds, packed or not."""
         return len(self.rows) + sum(run.count for run in self.packed)
+
+
+# A session of more bytes or lines than these is built in pieces, by the process that writes
+# (or folds) it: a row or an envelope is about a kilobyte whatever its line's size (a `{}`
+# line too), so tiny lines count as much as long ones.
+STREAM_BYTES: Final = 16 * 1024 * 1024
+STREAM_LINES: Final = 20_000
+
+
+def large_session(ref: SessionRef) -> bool:
+    """Whether the session's shards hold more than :data:`STREAM_BYTES` or
+    :data:`STREAM_LINES` (an unreadable or missing shard counts nothing: its build reports
+    it).  Lines are counted only below the byte limit, so at most that much is read."""
+    size = 0
+    for shard in ref.shards:
+        try:
+            size += os.stat(shard.path).st_size
+        except OSError:
+            continue
+    if size > STREAM_BYTES:
+        return True
+    if size <= STREAM_LINES:  # fewer bytes than the limit in lines: no need to count
+        return False
+    lines = 0
+    for shard in ref.shards:
+        try:
+            with shard.path.open("rb") as handle:
+                lines += sum(
+                    chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b"")
+                )
+        except OSError:
+            continue
+    return lines > STREAM_LINES
 
 
 def numbered(records: Iterable[TraceRecord]) -> Iterator[tuple[int, TraceRecord]]:
@@ -178,11 +218,27 @@ def build_session(
 ) -> SessionBuild:
     """The rows of every record of ``ref`` but the ``held`` positions and those retention
     pruned, and the findings of the records left out (see the module docstring)."""
+    (whole,) = session_pieces(ref, held, pruned_through, inserted_at, codec)
+    return whole
+
+
+def session_pieces(
+    ref: SessionRef,
+    held: frozenset[int],
+    pruned_through: int,
+    inserted_at: int,
+    codec: RowCodec | None = None,
+    piece: int | None = None,
+) -> Iterator[SessionBuild]:
+    """:func:`build_session` in pieces of at most ``piece`` rows (None: one piece), so that a
+    session of any length is built in bounded memory; the last piece has ``final`` set and
+    carries the findings, and the pieces' rows, in order, are the whole build's."""
     mapper = SessionEvents(ref.key)
     rows: list[tuple[Any, ...]] = []
     skipped = 0
     refused: list[tuple[int, BaseException]] = []
     cut: list[SessionFailure] = []
+    limit = piece if piece is not None else -1
     try:
         for position, record in numbered(read_session(ref.shards)):
             if position in held or position <= pruned_through:
@@ -201,10 +257,13 @@ def build_session(
                 refused.append((position, error))
                 continue
             rows.append(row)
+            if len(rows) == limit:
+                yield SessionBuild(compressed_rows(rows, codec), skipped, final=False)
+                rows, skipped = [], 0
     except (TraceError, OSError) as error:  # the shards themselves
         cut.append(SessionFailure.of(ref, error))
     findings = (*record_findings(ref, refused), *cut) if refused else tuple(cut)
-    return SessionBuild(compressed_rows(rows, codec), skipped, findings)
+    yield SessionBuild(compressed_rows(rows, codec), skipped, findings)
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ import queue
 import signal
 import threading
 from collections import deque
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Final
@@ -50,8 +50,10 @@ from pentrace.infrastructure.ledger.bulk.build import (
     SessionFailure,
     SyncReport,
     build_session,
+    large_session,
     pack,
     record_findings,
+    session_pieces,
     unpack,
 )
 from pentrace.infrastructure.ledger.bulk.deferred import indexes_after_rows
@@ -183,14 +185,17 @@ def sync_sessions(
     sessions = held_total = 0
     failures: list[SessionFailure] = []
     build_one = functools.partial(_build, codec=codec, packing=packed is not None)
-    builds = _builds(tasks, workers, build_one)
+    stream_one = functools.partial(_pieces, codec=codec, packing=packed is not None)
+    builds = _builds(tasks, workers, build_one, stream_one)
     # Into an empty table, the scoped indexes are made after the rows (ADR 0073).
     with indexes_after_rows(ledger.db, worth_it=bool(refs)), contextlib.closing(builds):
         for task, build in builds:  # closing(): no worker outlives an error
-            sessions += 1
             writer.add(task.ref, build)
-            held_total += build.already_held - task.skipped
+            held_total += build.already_held
             failures += build.failures
+            if build.final:
+                sessions += 1
+                held_total -= task.skipped
         writer.finish()
     failures += writer.refused
     skipped = plan.skipped if plan is not None else 0
@@ -290,6 +295,11 @@ class _Writer:
 
 #: Builds one task's session; a worker gets it when it is forked (nothing is pickled).
 Builder = Callable[[SessionTask], SessionBuild]
+#: Builds one task's session in pieces of bounded size, in this process.
+Streamer = Callable[[SessionTask], Iterator[SessionBuild]]
+# Rows a piece of a large session holds (a session larger than STREAM_BYTES is built in
+# pieces by the writer itself: its rows are never all in memory, nor sent between processes).
+_PIECE: Final = 8 * BATCH
 
 
 def _build(
@@ -298,17 +308,46 @@ def _build(
     if not task.build:
         return SessionBuild([], task.already_held + task.skipped)
     built = build_session(task.ref, task.held, task.pruned_through, task.inserted_at, codec)
-    if not packing or not built.rows:
-        return built
+    return _packed(built) if packing else built
+
+
+def _pieces(
+    task: SessionTask, codec: RowCodec | None = None, *, packing: bool = False
+) -> Iterator[SessionBuild]:
+    """:func:`_build` of a large session, in pieces of :data:`_PIECE` rows."""
+    if not task.build:
+        yield SessionBuild([], task.already_held + task.skipped)
+        return
+    pieces = session_pieces(
+        task.ref, task.held, task.pruned_through, task.inserted_at, codec, _PIECE
+    )
+    for built in pieces:
+        yield _packed(built) if packing else built
+
+
+def _packed(built: SessionBuild) -> SessionBuild:
     rows = built.rows
+    if not rows:
+        return built
     runs = tuple(pack(rows[start : start + BATCH]) for start in range(0, len(rows), BATCH))
-    return SessionBuild([], built.already_held, built.failures, runs)
+    return SessionBuild([], built.already_held, built.failures, runs, built.final)
+
+
+def _local(task: SessionTask, build: Builder, stream: Streamer) -> Iterator[SessionBuild]:
+    """A session built in this process: whole, or in pieces when it is large."""
+    if task.build and large_session(task.ref):
+        return stream(task)
+    return iter((build(task),))
 
 
 def _builds(
-    tasks: Iterable[SessionTask], workers: int, build: Builder = _build
+    tasks: Iterable[SessionTask],
+    workers: int,
+    build: Builder = _build,
+    stream: Streamer = _pieces,
 ) -> Generator[tuple[SessionTask, SessionBuild], None, None]:
-    """Each session's build, in ``tasks`` order, from ``workers`` building processes.
+    """Each session's build, in ``tasks`` order, from ``workers`` building processes; a large
+    session (:func:`~.build.large_session`) in pieces built here, whatever ``workers``.
 
     With ``workers`` above 1, ``workers - 1`` forked processes build sessions
     ahead, at most :data:`_AHEAD` each, and this process builds the next one
@@ -320,12 +359,14 @@ def _builds(
     """
     if workers <= 1:
         for task in tasks:
-            yield task, build(task)
+            for built in _local(task, build, stream):
+                yield task, built
         return
     pool = [_Worker(build) for _ in range(workers - 1)]
     try:
-        # Each slot holds the worker building a session or the build done here, in order.
-        slots: deque[tuple[SessionTask, _Worker | SessionBuild]] = deque()
+        # Each slot holds the worker building a session, the build done here, or None: a
+        # large session, built here in pieces when it is due.
+        slots: deque[tuple[SessionTask, _Worker | SessionBuild | None]] = deque()
         remaining = iter(tasks)
         built_here = 0
         while True:
@@ -334,6 +375,9 @@ def _builds(
                     sent = next(remaining, None)
                     if sent is None:
                         break
+                    if sent.build and large_session(sent.ref):
+                        slots.append((sent, None))
+                        continue
                     worker.submit(sent)
                     slots.append((sent, worker))
             if not slots:
@@ -342,11 +386,15 @@ def _builds(
             if isinstance(slot, _Worker) and not slot.ready() and built_here < _AHEAD:
                 spare = next(remaining, None)
                 if spare is not None:
-                    slots.append((spare, build(spare)))
-                    built_here += 1
+                    large = spare.build and large_session(spare.ref)
+                    slots.append((spare, None if large else build(spare)))
+                    built_here += 0 if large else 1
                     continue
             slots.popleft()
-            if isinstance(slot, _Worker):
+            if slot is None:
+                for built in stream(due):
+                    yield due, built
+            elif isinstance(slot, _Worker):
                 yield due, slot.result()
             else:
                 built_here -= 1
