@@ -110,6 +110,17 @@ class State:
             self._conn.execute("ROLLBACK")
             self._in_tx = False
 
+    def mark(self) -> None:
+        """Remember this point of the batch: :meth:`back` forgets what changed after it
+        (one source's part of a batch that holds several)."""
+        self._tx()
+        self._conn.execute("SAVEPOINT source")
+
+    def back(self) -> None:
+        """Forget what changed since the last :meth:`mark` (the batch goes on)."""
+        if self._in_tx:
+            self._conn.execute("ROLLBACK TO source")
+
     def close(self) -> None:
         """Roll back anything uncommitted, close the database, release the lock."""
         try:
@@ -249,7 +260,7 @@ def _store(path: Path) -> SideStore:
         error=AgentSourceError,
         hint=_HINT,
         user_version=_VERSION,
-        pragmas=("journal_mode=WAL", "synchronous=FULL"),
+        pragmas=("journal_mode=WAL", "synchronous=NORMAL"),
         own_folder=False,
     )
 
