@@ -194,6 +194,7 @@ def main() -> None:
     home.mkdir(exist_ok=True)
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "CLAUDE_CONFIG_DIR": str(store)}
     env["PYTHONPATH"] = os.environ.get("PYTHONPATH", "")
+    env.update({k: v for k, v in os.environ.items() if k.startswith(("PENTRACE_", "PENGUIN_"))})
     try:
         if not (store / "projects").is_dir():
             t0 = time.perf_counter()

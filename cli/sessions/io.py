@@ -280,11 +280,7 @@ def _import_foreign(
             hint=f"pentrace import --from {source}",
         )
     report = import_agent(root, source, files or None, project=project)
-    projects = sorted({ref.split("/")[0] for ref in report.sessions})
-    indexed: int | None = 0
-    for name in projects:
-        count = _index_imported(root, name, report.agent)
-        indexed = None if count is None or indexed is None else indexed + count
+    indexed = _index_imported(root, None, report.agent, written=report.sessions)
     for warning in report.warnings:
         typer.echo(f"warning: {warning}", err=True)
     if as_json:
@@ -324,20 +320,31 @@ def _import_archive(
         typer.echo(f"  {path}")
 
 
-def _index_imported(root: DataRoot, project: str, agent: str) -> int | None:
+def _index_imported(
+    root: DataRoot, project: str | None, agent: str, *, written: set[str] | None = None
+) -> int | None:
     """Index the agent's new trace records into the ledger, as recording does (best effort).
 
-    The trace is written; a ledger that cannot be written is a warning, and
-    ``pentrace ledger sync`` closes the gap later.  Returns the events indexed.
+    ``written`` (``project/agent/session`` references) limits it to those sessions, in
+    one sync over every core (an import of another agent's store, ADR 0106).  The trace
+    is written; a ledger that cannot be written is a warning, and ``pentrace ledger
+    sync`` closes the gap later.  Returns the events indexed.
     """
     # Imported here: the session commands load eagerly, SQLAlchemy should not (ADR 0008).
     from pentrace.infrastructure.ledger.bulk import sync
+    from pentrace.infrastructure.ledger.bulk.run import sync_sessions
     from pentrace.infrastructure.ledger.opener import open_ledger
 
+    if written is not None and not written:
+        return 0
     try:
         ledger = open_ledger(data_root=root, wait_seconds=5.0, redaction_policy=False)
         try:
-            return sync(ledger, root, project=project, agent=agent).indexed
+            if written is None:
+                return sync(ledger, root, project=project, agent=agent).indexed
+            refs = [ref for ref in root.iter_sessions(None, agent)
+                    if ref.key.reference in written]  # fmt: skip
+            return sync_sessions(ledger, refs, workers=0).indexed
         finally:
             ledger.close()
     except LedgerError as exc:

@@ -153,11 +153,11 @@ class Sink:
             self.root.ensure_project_config(project)
             self._projects.add(project)
 
-        def one(key: tuple[str, str]) -> tuple[SessionMark, int, bool] | _Gone:
+        def one(key: tuple[str, str]) -> tuple[SessionMark, int, bool] | Exception:
             try:
                 return self._session(key, groups[key], marks[key])
-            except _Gone as gone:
-                return gone
+            except (_Gone, *_FAILURES) as exc:
+                return exc
 
         if len(keys) > 1:
             with ThreadPoolExecutor(min(_WRITERS, len(keys))) as pool:
@@ -165,10 +165,14 @@ class Sink:
         else:
             done = [one(key) for key in keys]
         written: dict[tuple[str, str], SessionMark] = {}
+        failed: Exception | None = None
         for key, result in zip(keys, done, strict=True):
             if isinstance(result, _Gone):
                 self._gone.add(key)
                 self.report.warn(f"gone:{key}", str(result))
+                continue
+            if isinstance(result, Exception):
+                failed = failed or result
                 continue
             mark, records, new = result
             written[key] = self._marks[key] = mark
@@ -177,6 +181,8 @@ class Sink:
             self.report.records += records
             if new:
                 self.report.new_sessions.add(reference)
+        if failed is not None:
+            raise failed  # what the others wrote is counted, and found in place next time
         return written
 
     def _mark(self, key: tuple[str, str]) -> SessionMark | None:
