@@ -227,12 +227,13 @@ def main() -> None:
         print(f"pentrace stats again: wall {', '.join(f'{w:.2f}' for w, _, _ in again)} s, CPU "
               f"{', '.join(f'{c:.2f}' for _, _, c in again)} s -> {best[0] / wall:.2f}x ccusage "
               f"wall, {min(c for _, _, c in again) / cpu:.2f}x CPU (target <= 0.5x)")  # fmt: skip
-        same = all(
-            (ours.get(day, {}).get("input"), ours.get(day, {}).get("output"))
-            == (row["inputTokens"], row["outputTokens"])
-            for day, row in theirs.items()
-        )
-        print(f"days: ccusage {len(theirs)}, pentrace {len(ours)}; input/output equal: {same}")
+        kinds = ("input", "output", "cache_read", "cache_write")
+        theirs_kinds = ("inputTokens", "outputTokens", "cacheReadTokens", "cacheCreationTokens")
+        used = {day: tuple(row[k] for k in kinds) for day, row in ours.items()}
+        used = {day: value for day, value in used.items() if any(value)}
+        same = used == {day: tuple(row[k] for k in theirs_kinds) for day, row in theirs.items()}
+        print(f"days with usage: ccusage {len(theirs)}, pentrace {len(used)}; "
+              f"all four kinds equal on every day: {same}")  # fmt: skip
         if args.big_mb:
             _big(base, env, args.big_mb)
     finally:
