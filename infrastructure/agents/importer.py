@@ -141,9 +141,7 @@ class Sink:
 
     def write(self, outs: Sequence[Out]) -> dict[tuple[str, str], SessionMark]:
         """Write ``outs``; return the new marks of the sessions written (commit them after).
-
-        Sessions are written by several threads at once: each has its own lock and files,
-        and their fsyncs overlap (the filesystem commits them together)."""
+        Several threads write sessions at once (own locks and files; their fsyncs overlap)."""
         groups: dict[tuple[str, str], list[Out]] = {}
         for out in outs:
             groups.setdefault((out.project, out.session), []).append(out)
@@ -353,14 +351,12 @@ class _Batch:
         self.outs.extend(mapper.take())
         self.cursors[key] = (cursor, mapper.encoded_state())
 
-    def sources(self) -> list[str]:
-        return list(self.cursors)
-
     def flush(self) -> None:
         """Write the records, then commit the state (a failure raises; nothing commits)."""
-        if not self.cursors and not self.outs:
-            return
         state = self.state
+        if not self.cursors and not self.outs:
+            state.commit()  # what the sources' starts changed (a moved file's cursor)
+            return
         try:
             marks = self.sink.write(self.outs)
             for (project, sid), mark in marks.items():
@@ -380,16 +376,14 @@ class _Batch:
 def _failure(exc: BaseException) -> str:
     if isinstance(exc, PentraceError):
         return exc.message
-    if isinstance(exc, OSError):
-        return exc.strerror or str(exc)
-    return str(exc)
+    return (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
 
 
 _FAILURES: Final = (PentraceError, OSError, sqlite3.Error)
 
 
-class _SharedFlushFailed(Exception):
-    """Writing a batch of several sources failed (nothing of it committed)."""
+class _SharedFlushFailed(Exception):  # writing a batch of several sources failed
+    pass
 
 
 def _read_source(
