@@ -58,8 +58,14 @@ from pentrace.infrastructure.analytics.plots import (
 )
 from pentrace.infrastructure.analytics.prices import dataset_version, load_prices
 from pentrace.infrastructure.analytics.queries import TOKEN_COLUMNS
+from pentrace.infrastructure.analytics.rebuild import rebuild
 from pentrace.infrastructure.analytics.registry import BUILTINS
-from pentrace.infrastructure.analytics.runner import catch_up, open_ledger, open_projection
+from pentrace.infrastructure.analytics.runner import (
+    catch_up,
+    open_ledger,
+    open_projection,
+    pruned_through,
+)
 from pentrace.infrastructure.ledger.bulk import sync
 
 __all__ = [
@@ -386,10 +392,30 @@ def read_models(
     with analytics_owner(root):
         for name in names:
             if catch_up_first:
+                if _pruned_before_first_read(name, root, env):
+                    rebuild(BUILTINS[name], data_root=root, env=env)
                 catch_up(BUILTINS[name], data_root=root, env=env)
             else:
                 open_projection(BUILTINS[name], root, env).view.db.close()
     return AnalyticsDatabase(analytics_url(root, os.environ if env is None else env))
+
+
+def _pruned_before_first_read(name: str, root: Path, env: Mapping[str, str] | None) -> bool:
+    """True when read model ``name`` has never committed while ledger retention has already
+    deleted rows: its catch-up could only refuse with a gap, and a model that holds nothing
+    loses nothing by being built from the traces, as a rebuild does (a large first import
+    into a fresh root, issue #28)."""
+    view = open_projection(BUILTINS[name], root, env).view
+    try:
+        if view.max_tracking_id(name) is not None:
+            return False
+    finally:
+        view.db.close()
+    ledger = open_ledger(root, env)
+    try:
+        return pruned_through(ledger) > 0
+    finally:
+        ledger.close()
 
 
 def document(db: AnalyticsDatabase, query: StatsQuery) -> dict[str, Any]:

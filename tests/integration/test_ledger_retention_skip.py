@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from pentrace import testing as pt
 from pentrace.domain.session.key import SessionKey
 from pentrace.infrastructure.ledger import LedgerSettings, RuntimeEventLedger
 from pentrace.infrastructure.ledger.bulk import sync
@@ -24,6 +25,7 @@ from pentrace.infrastructure.ledger.settings import ENV_MAX_EVENTS
 from pentrace.testing.files import write_shards
 from tests.integration.ledger_backends import BACKENDS, LedgerBackend, reach
 from tests.integration.test_ledger_indexer import AGENT, PROJECT, trace_lines
+from tests.otel_support import turns
 from tests.support import cli_json
 
 SESSIONS = [f"session-2026-11-30-09-00-00-0000000{n}" for n in range(6)]
@@ -153,3 +155,27 @@ def test_ledger_sync_applies_the_configured_count_limit_and_reports_the_skipped(
     ledger.close()
     assert newest[-1] == SessionKey(PROJECT, AGENT, SESSIONS[-1]).event_id(22)
     assert len(newest) == 25
+
+
+def test_stats_builds_from_the_traces_what_retention_pruned_before_any_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large first import into a fresh root indexes more than the count limit keeps: the
+    read models, never built, are built from the traces instead of refusing with a gap."""
+    reference, limited = tmp_path / "reference", tmp_path / "limited"
+    for root in (reference, limited):
+        for number, session_id in enumerate(SESSIONS[:3]):
+            pt.write_trace(root, turns(4 + number), project=PROJECT, agent=AGENT,
+                           session_id=session_id)  # fmt: skip
+    want = cli_json(reference, "stats", "tokens", "--by", "session")
+    assert sum(row["output"] for row in want["rows"]) > 0
+    monkeypatch.setenv(ENV_MAX_EVENTS, "10")
+    cli_json(limited, "ledger", "sync")
+    ledger = RuntimeEventLedger.open(limited)
+    try:
+        assert ledger.pruned_through() > 0  # retention went past what any read model read
+    finally:
+        ledger.close()
+    assert cli_json(limited, "stats", "tokens", "--by", "session") == want
+    # Once built, the read model follows the ledger as before: a second run agrees.
+    assert cli_json(limited, "stats", "tokens", "--by", "session") == want
