@@ -85,8 +85,8 @@ def build(refs: list[SessionRef], codec: RowCodec) -> int:
     count = 0
     for ref in refs:
         built = build_session(ref, frozenset(), 0, 1, codec)
-        if built.failure is not None:
-            raise SystemExit(f"{ref.session_id}: {built.failure.message}")
+        if built.failures:
+            raise SystemExit(f"{ref.session_id}: {built.failures[0].message}")
         count += len(built.rows)
     return count
 

@@ -130,16 +130,18 @@ def _failures(report: SyncReport) -> dict[str, Any]:
 
 
 def _warn_failures(report: SyncReport) -> None:
-    """One stderr line per session left out, then exit 1: the other sessions were done."""
+    """One stderr line per finding (a record or a session left out), then exit 1: everything
+    else was done (ADR 0102)."""
     for failure in report.failures:
+        what = "" if failure.position is not None else "left out: "
         typer.echo(
             f"warning: {failure.project}/{failure.agent}/{failure.session_id}: "
-            f"left out: {failure.message}",
+            f"{what}{failure.message}",
             err=True,
         )
     if report.failures:
         typer.echo(
-            f"hint: {len(report.failures)} session(s) were left out; "
+            f"hint: {len(report.failures)} record(s) or session(s) were left out; "
             "run `pentrace audit` on them, then sync again",
             err=True,
         )

@@ -278,11 +278,7 @@ def _import_foreign(
             hint=f"pentrace import --from {source}",
         )
     report = import_agent(root, source, files or None, project=project)
-    projects = sorted({ref.split("/")[0] for ref in report.sessions})
-    indexed: int | None = 0
-    for name in projects:
-        count = _index_imported(root, name, report.agent)
-        indexed = None if count is None or indexed is None else indexed + count
+    indexed = _index_imported(root, None, report.agent, written=report.sessions)
     for warning in report.warnings:
         typer.echo(f"warning: {warning}", err=True)
     if as_json:
@@ -322,17 +318,23 @@ def _import_archive(
         typer.echo(f"  {path}")
 
 
-def _index_imported(root: DataRoot, project: str, agent: str) -> int | None:
+def _index_imported(
+    root: DataRoot, project: str | None, agent: str, *, written: set[str] | None = None
+) -> int | None:
     """Index the agent's new trace records into the ledger, as recording does (best effort).
 
-    The trace is written; a ledger that cannot be written is a warning, and
-    ``pentrace ledger sync`` closes the gap later.  Returns the events indexed.
+    ``written`` (``project/agent/session`` references) limits it to those sessions, in
+    one sync over every core (an import of another agent's store, ADR 0106).  The trace
+    is written; a ledger that cannot be written is a warning, and ``pentrace ledger
+    sync`` closes the gap later.  Returns the events indexed.
     """
     # Imported here: the session commands load eagerly, SQLAlchemy should not (ADR 0008).
-    from pentrace.infrastructure.operations.ledger import sync_sessions
+    from pentrace.infrastructure.operations.ledger import index_imported
 
+    if written is not None and not written:
+        return 0
     try:
-        return sync_sessions(root, project=project, agent=agent)
+        return index_imported(root, project=project, agent=agent, written=written)
     except LedgerError as exc:
         typer.echo(f"warning: the session is not in the ledger yet: {exc.message}", err=True)
         typer.echo("hint: run `pentrace ledger sync` when the ledger can be written", err=True)

@@ -215,14 +215,8 @@ def stat_command(
 # -- the text table of each kind --------------------------------------------------------
 Table = Callable[[StatCall, dict[str, Any]], tuple[tuple[str, ...], list[list[Any]]]]
 _TOOL_COUNTS: Final = ("calls", "failures", "aborts", "timeouts", "truncations", "unanswered")
-_SESSION_COUNTS: Final = (
-    "sessions",
-    "turns",
-    "requests",
-    "model_switches",
-    "mean_duration_s",
-    "max_duration_s",
-)
+# The sessions table's columns are its kind's fields after the key.
+_SESSION_COUNTS: Final = KINDS["sessions"].fields[1:]
 
 
 def _tokens_table(call: StatCall, value: dict[str, Any]) -> tuple[tuple[str, ...], list[list[Any]]]:

@@ -20,7 +20,7 @@ from typing import Final
 
 from pentrace.domain.redaction.policy import current, on_install
 
-__all__ = ["is_secret_key", "normalize_key"]
+__all__ = ["is_secret_key", "is_secret_name_alone", "normalize_key"]
 
 _CAMEL: Final = re.compile(r"([a-z0-9])([A-Z])")
 _NON_ALNUM: Final = re.compile(r"[^A-Za-z0-9_]+")
@@ -288,3 +288,35 @@ def is_secret_key(key: str) -> bool:
 
 
 on_install(is_secret_key.cache_clear)
+
+
+# Words a secret's *name* is made of, and no other: what follows a secret name in a pair
+# (``["password", "api_key"]``) is another name only when it is made of these alone.
+_NAME_WORDS: Final = (
+    _SECRET_SEGMENTS
+    | _KEY_SEGMENTS
+    | _KEY_QUALIFIERS
+    | _TOKEN_PREFIXES
+    | _SECRET_EXACT_SEGMENTS
+    | _CREDENTIAL_TOKEN_OWNERS
+    | _PASS_OWNERS
+    | frozenset(_SECRET_WORDS)
+    | frozenset(segment for name in _EXACT | _SECRET_NAMES for segment in name.split("_"))
+    | {"token", "tokens", "pass", "client", "x", "openai", "anthropic", "aws", "gcp", "azure"}
+)
+
+
+@lru_cache(maxsize=4096)
+def is_secret_name_alone(name: str) -> bool:
+    """True when ``name`` names a secret and is made of name words alone (``OPENAI_API_KEY``,
+    ``db_password``), so that it reads as a name, never as a value: ``sk-argv-secret-789``
+    and ``supersecret`` name a secret by the key rules, but are values after a secret name."""
+    if not is_secret_key(name):
+        return False
+    normal = normalize_key(name)
+    if normal in current().secret_keys:
+        return True
+    return all(segment in _NAME_WORDS for segment in normal.split("_") if segment)
+
+
+on_install(is_secret_name_alone.cache_clear)

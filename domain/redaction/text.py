@@ -29,7 +29,7 @@ from functools import lru_cache
 from typing import Final
 
 from pentrace.domain.redaction import shapes as _shapes
-from pentrace.domain.redaction.keys import is_secret_key, normalize_key
+from pentrace.domain.redaction.keys import is_secret_key, is_secret_name_alone, normalize_key
 from pentrace.domain.redaction.policy import current, on_install
 from pentrace.domain.redaction.shapes import shape_spans
 
@@ -97,6 +97,19 @@ _FLAG_VALUE: Final = re.compile(r"[ \t]+(\"[^\"\r\n]*\"|'[^'\r\n]*'|(?!-)[^\s\"'
 # The value after a quoted secret flag in a quoted argument list, JSON escaped or not
 # (``"--api-key", "value"``, ``\\"--token\\", \\"value\\"``): the next element, no other flag.
 _LISTED_VALUE: Final = re.compile(r"(\\?)([\"'])[ \t]*,[ \t]*\1\2((?!-)[^\"'\\\r\n]+)")
+# The value of a quoted two-element list whose first element is a secret name
+# (``"api_key", "value"]``, JSON escaped or not): the second element, then the bracket.
+_PAIR_VALUE: Final = re.compile(r"(\\?)([\"'])[ \t]*,[ \t]*\1\2([^\"'\\\r\n]+)\1\2[ \t]*\]")
+# ``"name": "OPENAI_API_KEY", "value": "..."`` (an env entry, a header object) quoted in
+# text, JSON escaped or not, in either order: (pattern, name group, value group).
+_NAMED: Final = (
+    r'"(?:name|key|header|Name|Key|Header)\1"[ \t]*:[ \t]*\1"([A-Za-z_][A-Za-z0-9_.-]{0,63})\1"'
+)
+_VALUED: Final = r'"(?:value|Value|val)\1"[ \t]*:[ \t]*\1"([^"\\\r\n]+)\1"'
+_NAME_VALUE_OBJECTS: Final = (
+    (re.compile(r"(\\?)" + _NAMED + r"[ \t]*,[ \t]*\1" + _VALUED), 2, 3),
+    (re.compile(r"(\\?)" + _VALUED + r"[ \t]*,[ \t]*\1" + _NAMED), 3, 2),
+)
 # A value that reads as a credential: 16 or more key characters, mixed case and a digit.
 _KEYLIKE_VALUE: Final = re.compile(
     r"(?=[^0-9]*[0-9])(?=[^A-Z]*[A-Z])(?=[^a-z]*[a-z])[A-Za-z0-9_+/=.~-]{16,}"
@@ -193,6 +206,14 @@ def _named_span_at(
             if listed is not None and listed.group(2) == text[name_start - 1]:
                 spans.append((*listed.span(3), "secret"))
         return name_end
+    if found is None and _opens_a_pair(text, name_start) and is_secret_key(name):
+        # ``["api_key", "sk-..."]`` quoted in text: a secret name and its value, a pair.
+        pair = _PAIR_VALUE.match(text, name_end)
+        if pair is not None and pair.group(2) == text[name_start - 1]:
+            value = pair.group(3)
+            if not is_secret_name_alone(value) and MARKER.fullmatch(value) is None:
+                spans.append((*pair.span(3), "secret"))
+        return name_end
     if found is None or not name or not (name[0].isalpha() or name[0] == "_"):
         return name_end
     separator, at = found
@@ -210,6 +231,19 @@ def _named_span_at(
         if value is not None and (in_query or _credential_like(text[value[0] : value[1]])):
             spans.append((value[0], value[1], "secret"))
     return name_end
+
+
+def _opens_a_pair(text: str, name_start: int) -> bool:
+    """Whether the name at ``name_start`` is quoted and first in a bracketed list (``["``,
+    ``[\\"``, blanks allowed after the bracket)."""
+    if name_start == 0 or text[name_start - 1] not in "\"'":
+        return False
+    at = name_start - 2
+    if at >= 0 and text[at] == "\\":
+        at -= 1
+    while at >= 0 and text[at] in " \t":
+        at -= 1
+    return at >= 0 and text[at] == "["
 
 
 def _credential_like(value: str) -> bool:
@@ -285,12 +319,24 @@ def _escaped_pair_spans(text: str, spans: list[tuple[int, int, str]]) -> None:
             spans.append((match.start(2), match.end(2), "secret"))
 
 
+def _name_value_spans(text: str, spans: list[tuple[int, int, str]]) -> None:
+    """``{"name": "OPENAI_API_KEY", "value": "..."}`` quoted in text (JSON escaped or not),
+    either order: the object the walk hides the value of, when it is a whole value."""
+    for pattern, name_group, value_group in _NAME_VALUE_OBJECTS:
+        for match in pattern.finditer(text):
+            value = match.group(value_group)
+            if is_secret_key(match.group(name_group)) and MARKER.fullmatch(value) is None:
+                spans.append((match.start(value_group), match.end(value_group), "secret"))
+
+
 def named_spans(text: str, lowered: str, spans: list[tuple[int, int, str]]) -> None:
     """Append the ``(start, end, "secret")`` span of every value a secret name holds."""
-    if "=" in text or ":" in text or "-" in text:
+    if "=" in text or ":" in text or "-" in text or ("[" in text and "," in text):
         _assigned_spans(text, lowered, spans)
         if '\\"' in text:
             _escaped_pair_spans(text, spans)
+        if "val" in lowered and ":" in text:
+            _name_value_spans(text, spans)
     if "</" in text:
         _element_spans(text, spans)
 

@@ -15,7 +15,7 @@ from typing import Any, Final, Literal, NamedTuple
 import msgspec
 
 from pentrace.domain.json_codec import JsonDecoder, JsonEncoder
-from pentrace.domain.redaction.keys import is_secret_key
+from pentrace.domain.redaction.keys import is_secret_key, is_secret_name_alone
 from pentrace.domain.redaction.text import redact_secrets_in_text
 
 __all__ = [
@@ -194,7 +194,8 @@ class Walker:
         # the element after it: a flag (``-``) anywhere in the list, a name in a pair.
         # What follows a flag is its value unless it is another flag, whatever it looks
         # like (``sk-argv-secret-789`` holds a secret word, and is still the value); what
-        # follows a pair's name is a value unless it names a secret too (a list of names).
+        # follows a pair's name is a value unless it is a secret's name too, made of name
+        # words alone (a list of names): ``["api_key", "sk-argv-secret-789"]`` is a pair.
         hide_after: str | None = None
         pair = len(value) == 2
         for index, item in enumerate(value):
@@ -202,7 +203,9 @@ class Walker:
                 hide_after is not None
                 and _is_scalar(item)
                 and not (
-                    str(item).startswith("-") if hide_after == "flag" else _names_a_secret(item)
+                    str(item).startswith("-")
+                    if hide_after == "flag"
+                    else _names_a_secret(item) and is_secret_name_alone(str(item))
                 )
             ):
                 out.append(REDACTED)

@@ -219,9 +219,9 @@ class Session(BaseAggregate[str]):
             )
         payload = om.RequestEnd(
             status=status,
-            error_message=UNSET if error_message is None else error_message,
-            attempt=UNSET if attempt is None else attempt,
-            retry_in_ms=UNSET if retry_in_ms is None else retry_in_ms,
+            error_message=optional(error_message),
+            attempt=optional(attempt),
+            retry_in_ms=optional(retry_in_ms),
         )
         head = PayloadHead("request_end", None, None, status, None)
         self._write(payload, now, head)
@@ -321,7 +321,7 @@ class Session(BaseAggregate[str]):
         sender: str | None = None,
     ) -> None:
         """User input (written before ``request_begin``): a text message, then image_url ones."""
-        payload = om.Text(role="user", text=text, sender=UNSET if sender is None else sender)
+        payload = om.Text(role="user", text=text, sender=optional(sender))
         self._write(payload, now)
         for url in images:
             self.record_image_url(url, now=now)
@@ -341,9 +341,9 @@ class Session(BaseAggregate[str]):
         payload = om.Text(
             role=role,
             text=text,
-            sender=UNSET if sender is None else sender,
-            stop_reason=UNSET if stop_reason is None else stop_reason,
-            fidelity=UNSET if fidelity is None else fidelity_raw(fidelity),
+            sender=optional(sender),
+            stop_reason=optional(stop_reason),
+            fidelity=fidelity_raw(fidelity),
         )
         self._write(payload, now)
 
@@ -360,8 +360,8 @@ class Session(BaseAggregate[str]):
         payload = om.Thinking(
             role="assistant",
             thinking=thinking,
-            stop_reason=UNSET if stop_reason is None else stop_reason,
-            fidelity=UNSET if fidelity is None else fidelity_raw(fidelity),
+            stop_reason=optional(stop_reason),
+            fidelity=fidelity_raw(fidelity),
         )
         self._write(payload, now)
 
@@ -380,8 +380,8 @@ class Session(BaseAggregate[str]):
             role="assistant",
             data=data,
             mime_type=mime_type,
-            stop_reason=UNSET if stop_reason is None else stop_reason,
-            fidelity=UNSET if fidelity is None else fidelity_raw(fidelity),
+            stop_reason=optional(stop_reason),
+            fidelity=fidelity_raw(fidelity),
         )
         self._write(payload, now)
 
@@ -402,8 +402,8 @@ class Session(BaseAggregate[str]):
             name=name,
             arguments=arguments,
             tool_call_id=tool_call_id,
-            stop_reason=UNSET if stop_reason is None else stop_reason,
-            fidelity=UNSET if fidelity is None else fidelity_raw(fidelity),
+            stop_reason=optional(stop_reason),
+            fidelity=fidelity_raw(fidelity),
         )
         if self.deleted or not self.started or not self.open_request:
             self._require_open_request("tool_call")
@@ -426,7 +426,7 @@ class Session(BaseAggregate[str]):
             output=output,
             images=tuple(images) if images else UNSET,
             tool_call_id=tool_call_id,
-            stop_reason=UNSET if stop_reason is None else stop_reason,
+            stop_reason=optional(stop_reason),
         )
         self._check_writable("tool_call_output")
         self._check_output_allowed(tool_call_id)

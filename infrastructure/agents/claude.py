@@ -379,6 +379,10 @@ class ClaudeMapper(Mapper):
                 return  # a session starts at its first timestamped line
             if isinstance(value, dict) and isinstance(value.get("cwd"), str):
                 state.cwd = value["cwd"]
+            if state.subagent_file and not state.parent and isinstance(value, dict):
+                # An old flat ``agent-*.jsonl`` names its parent only in its rows.
+                owner = _text(value.get("sessionId"))
+                state.parent = owner if owner != state.main else ""
             first = stamp or "1970-01-01T00:00:00.000Z"
             held, state.held = state.held, []
             for raw, line, end in held:

@@ -42,6 +42,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
@@ -104,6 +105,9 @@ class CodexState(msgspec.Struct, kw_only=True):
     track: Track | None = None
     previous: list[int] | None = None
     held: list[tuple[bytes, int, int]] = msgspec.field(default_factory=list)
+    # A fork's replay of its parent: "" (none), "forked" (may come), "replay" (in it), "done".
+    fork: str = ""
+    replay_until: str = ""
 
 
 def codex_roots(environ: dict[str, str] | os._Environ[str] | None = None) -> list[Path]:
@@ -175,6 +179,7 @@ class CodexMapper(Mapper):
                 extra["parent_session_id"] = parent
         if forked := as_str(info.get("forked_from_id")):
             extra["forked_from"] = {"session_id": forked}
+            state.fork, state.replay_until = "forked", stamp
         state.track = self.open_track(
             state.project,
             sid,
@@ -230,6 +235,8 @@ class CodexMapper(Mapper):
             model = payload.get("model")
             if isinstance(model, str) and model:
                 self.switch_model(track, stamp, model)
+        elif kind == "session_meta":
+            self._replayed_meta(payload, stamp)
         elif kind == "compacted":
             self.compaction(track, stamp, "context", 0)
             summary = payload.get("message")
@@ -309,12 +316,41 @@ class CodexMapper(Mapper):
             if isinstance(child, str) and child:
                 self.subagent(track, stamp, child)
 
+    def _replayed_meta(self, payload: dict[str, Any], stamp: str) -> None:
+        """A fork's rollout copies its parent's history after its own ``session_meta``,
+        starting with the parent's: from there, the replay runs (see :meth:`_replayed`)."""
+        state = self.state
+        track = state.track
+        own = track.sid if track is not None else ""
+        if state.fork == "forked" and as_str(payload.get("id")) != own:
+            state.fork = "replay"
+            state.replay_until = max(state.replay_until, stamp)
+
+    def _replayed(self, stamp: str) -> bool:
+        """True while a ``token_count`` is the parent's, copied into the fork: the copy is
+        written at once when the fork is made (or keeps the parent's earlier times), so it
+        is stamped within a second of the fork's creation or of the copied line before it.
+        The fork's own first count comes after a model call, later than that."""
+        state = self.state
+        if state.fork != "replay":
+            return False
+        if stamp <= _plus_second(state.replay_until):
+            state.replay_until = max(state.replay_until, stamp)
+            return True
+        state.fork = "done"
+        return False
+
     def _usage(self, track: Track, stamp: str, info: Any) -> None:
         if not isinstance(info, dict):
             return
         state = self.state
         total = _raw(info.get("total_token_usage"))
         last = _raw(info.get("last_token_usage"))
+        if self._replayed(stamp):
+            # The parent's usage, counted in the parent's own rollout: a baseline only.
+            if total is not None:
+                state.previous = total
+            return
         previous = state.previous
         raw: list[int] | None = None
         if total is not None:
@@ -332,6 +368,16 @@ class CodexMapper(Mapper):
 
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
+
+
+def _plus_second(stamp: str) -> str:
+    """``stamp`` (normalised, UTC) one second later, in the same form."""
+    try:
+        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return stamp
+    later = moment + timedelta(seconds=1)
+    return later.strftime("%Y-%m-%dT%H:%M:%S.") + f"{later.microsecond // 1000:03d}Z"
 
 
 def _is_meta(value: dict[str, Any]) -> bool:

@@ -3,7 +3,9 @@
 One pass (:func:`import_agent`) reads every source of one agent from its
 cursor and writes the records its mapper makes into the data root, batch by
 batch: the records are appended and fsynced, then the state (cursor, mapper
-state, usage keys, session marks) commits (ADR 0096).  A second pass adds
+state, usage keys, session marks) commits (ADR 0096). Small sources share a
+batch, each behind a savepoint of the state, and a batch's sessions are
+written by several threads (ADR 0106).  A second pass adds
 only what is new; a line appended to a session already imported continues
 that session.
 
@@ -25,6 +27,7 @@ import os
 import sqlite3
 import stat
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -52,6 +55,7 @@ __all__ = ["AgentFeed", "ImportReport", "import_agent", "parse_agents"]
 _BATCH_ITEMS: Final = 2000
 _BATCH_BYTES: Final = 8 * 1024 * 1024
 _RECENT_LINKS: Final = 4096
+_WRITERS: Final = 8
 
 
 class Source(Protocol):
@@ -136,20 +140,48 @@ class Sink:
         self._projects: set[str] = set()
 
     def write(self, outs: Sequence[Out]) -> dict[tuple[str, str], SessionMark]:
-        """Write ``outs``; return the new marks of the sessions written (commit them after)."""
+        """Write ``outs``; return the new marks of the sessions written (commit them after).
+        Several threads write sessions at once (own locks and files; their fsyncs overlap)."""
         groups: dict[tuple[str, str], list[Out]] = {}
         for out in outs:
             groups.setdefault((out.project, out.session), []).append(out)
-        marks: dict[tuple[str, str], SessionMark] = {}
-        for key, items in groups.items():
-            if key in self._gone:
-                continue
+        keys = [key for key in groups if key not in self._gone]
+        marks = {key: self._mark(key) for key in keys}  # the state is read in this thread
+        for project in {project for project, _ in keys} - self._projects:
+            self.root.ensure_project_config(project)
+            self._projects.add(project)
+
+        def one(key: tuple[str, str]) -> tuple[SessionMark, int, bool] | Exception:
             try:
-                marks[key] = self._session(key, items)
-            except _Gone as gone:
+                return self._session(key, groups[key], marks[key])
+            except (_Gone, *_FAILURES) as exc:
+                return exc
+
+        if len(keys) > 1:
+            with ThreadPoolExecutor(min(_WRITERS, len(keys))) as pool:
+                done = list(pool.map(one, keys))
+        else:
+            done = [one(key) for key in keys]
+        written: dict[tuple[str, str], SessionMark] = {}
+        failed: Exception | None = None
+        for key, result in zip(keys, done, strict=True):
+            if isinstance(result, _Gone):
                 self._gone.add(key)
-                self.report.warn(f"gone:{key}", str(gone))
-        return marks
+                self.report.warn(f"gone:{key}", str(result))
+                continue
+            if isinstance(result, Exception):
+                failed = failed or result
+                continue
+            mark, records, new = result
+            written[key] = self._marks[key] = mark
+            reference = f"{key[0]}/{self.agent}/{key[1]}"
+            self.report.sessions.add(reference)
+            self.report.records += records
+            if new:
+                self.report.new_sessions.add(reference)
+        if failed is not None:
+            raise failed  # what the others wrote is counted, and found in place next time
+        return written
 
     def _mark(self, key: tuple[str, str]) -> SessionMark | None:
         held = self._marks.get(key)
@@ -157,9 +189,12 @@ class Sink:
             return held
         return self.state.session_mark(key[0], self.agent, key[1])
 
-    def _session(self, key: tuple[str, str], outs: list[Out]) -> SessionMark:
+    def _session(
+        self, key: tuple[str, str], outs: list[Out], mark: SessionMark | None
+    ) -> tuple[SessionMark, int, bool]:
+        """Write one session's part of a batch (in a worker thread): its new mark, the
+        records written, and whether the session is new."""
         project, sid = key
-        mark = self._mark(key)
         ahead = self._ahead.get(key)
         if ahead is None:
             ahead = self._ahead[key] = self._records_past(project, sid, mark)
@@ -181,14 +216,10 @@ class Sink:
                     continue
             pending.append(out)
         if pending:
-            new = self._append(project, sid, pending, records)
-        else:
-            latest = self.root.latest_shard(project, self.agent, sid)
-            shard, size = (latest.index, latest.path.stat().st_size) if latest else (0, 0)
-            new = SessionMark(records, shard, size)
-        self._marks[key] = new
-        self.report.sessions.add(f"{project}/{self.agent}/{sid}")
-        return new
+            return self._append(project, sid, pending, records)
+        latest = self.root.latest_shard(project, self.agent, sid)
+        shard, size = (latest.index, latest.path.stat().st_size) if latest else (0, 0)
+        return SessionMark(records, shard, size), 0, False
 
     def _records_past(self, project: str, sid: str, mark: SessionMark | None) -> Iterator[bytes]:
         shards = self.root.find_shards(project, self.agent, sid)
@@ -223,11 +254,10 @@ class Sink:
 
         return records()
 
-    def _append(self, project: str, sid: str, outs: list[Out], records: int) -> SessionMark:
+    def _append(
+        self, project: str, sid: str, outs: list[Out], records: int
+    ) -> tuple[SessionMark, int, bool]:
         day = [date.fromisoformat(outs[0].day)]
-        if project not in self._projects:
-            self.root.ensure_project_config(project)
-            self._projects.add(project)
         new = self.root.latest_shard(project, self.agent, sid) is None
         writer = open_session_writer(
             self.root, project, self.agent, sid, wait=10.0, today=lambda: day[0]
@@ -249,10 +279,7 @@ class Sink:
             mark = SessionMark(records, writer.index, writer.size)
         finally:
             writer.close()
-        self.report.records += len(outs)
-        if new:
-            self.report.new_sessions.add(f"{project}/{self.agent}/{sid}")
-        return mark
+        return mark, len(outs), new
 
 
 class FileSource:
@@ -301,16 +328,72 @@ class FileSource:
         return None
 
 
+class _Batch:
+    """Records and cursors of one or more sources, written and committed together: the
+    traces first (fsynced), then the state in one transaction (ADR 0096, ADR 0106).
+
+    Small sources share a batch, so a store of a thousand files is not a thousand
+    commits; each source's changes to the state since its start are a savepoint, so a
+    source that fails is forgotten alone."""
+
+    def __init__(self, root: DataRoot, state: State, agent: str, report: ImportReport) -> None:
+        self.root, self.state, self.agent, self.report = root, state, agent, report
+        self.sink = Sink(root, state, agent, report)
+        self.outs: list[Out] = []
+        self.cursors: dict[str, tuple[Cursor, bytes]] = {}
+        self.items = self.weight = 0
+
+    def full(self) -> bool:
+        return self.items >= _BATCH_ITEMS or self.weight >= _BATCH_BYTES
+
+    def add(self, key: str, mapper: Mapper, cursor: Cursor) -> None:
+        """Take what ``mapper`` made since the last call, and where its source got to."""
+        self.outs.extend(mapper.take())
+        self.cursors[key] = (cursor, mapper.encoded_state())
+
+    def flush(self) -> None:
+        """Write the records, then commit the state (a failure raises; nothing commits)."""
+        state = self.state
+        if not self.cursors and not self.outs:
+            state.commit()  # what the sources' starts changed (a moved file's cursor)
+            return
+        try:
+            marks = self.sink.write(self.outs)
+            for (project, sid), mark in marks.items():
+                state.set_session_mark(project, self.agent, sid, mark)
+            for key, (cursor, blob) in self.cursors.items():
+                state.save_cursor(self.agent, key, cursor, blob)
+            state.commit()
+        except BaseException:
+            state.rollback()
+            self.sink = Sink(self.root, state, self.agent, self.report)  # its marks are stale
+            raise
+        finally:
+            self.outs, self.cursors = [], {}
+            self.items = self.weight = 0
+
+
+def _failure(exc: BaseException) -> str:
+    if isinstance(exc, PentraceError):
+        return exc.message
+    return (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+
+
+_FAILURES: Final = (PentraceError, OSError, sqlite3.Error)
+
+
+class _SharedFlushFailed(Exception):  # writing a batch of several sources failed
+    pass
+
+
 def _read_source(
-    root: DataRoot,
-    state: State,
-    reader: AgentReader,
-    source: Source,
-    project: str | None,
-    report: ImportReport,
+    batch: _Batch, reader: AgentReader, source: Source, project: str | None, *, alone: bool
 ) -> None:
-    """One pass over one source: map what is new, batch by batch (see the module docstring)."""
+    """Map what is new in one source into ``batch``, flushing it whenever it is full
+    (``alone``: flush at the end too, and let a failure stop only this source)."""
+    state, report = batch.state, batch.report
     agent, key = reader.name, source.key
+    state.mark()
     try:
         started = source.start(state, report)
         if started is None:
@@ -318,40 +401,39 @@ def _read_source(
         cursor, blob = started
         mapper = reader.mapper(source, state, _Links(state, agent, key), blob, project)
         mapper.report = report
-        sink = Sink(root, state, agent, report)
         report.files += 1
-        items = weight = 0
         for item, after in source.items(cursor):
             mapper.feed(item)
             cursor = after
-            items += 1
-            weight += len(item.raw)
+            batch.items += 1
+            batch.weight += len(item.raw)
             report.items += 1
-            if items >= _BATCH_ITEMS or weight >= _BATCH_BYTES:
-                _flush(state, sink, mapper, agent, key, cursor)
-                items = weight = 0
-        _flush(state, sink, mapper, agent, key, cursor)
+            if batch.full():
+                batch.add(key, mapper, cursor)
+                if alone:
+                    batch.flush()
+                else:
+                    try:
+                        batch.flush()
+                    except _FAILURES as exc:
+                        raise _SharedFlushFailed from exc  # each source again, alone
+                state.mark()
+        batch.add(key, mapper, cursor)
+        if alone:
+            batch.flush()
         if waiting := mapper.waiting():
             report.warn(f"wait:{key}", f"{key}: {waiting} item(s) wait (a session starts at its "
                         "first timestamped line; a message is read once complete)")  # fmt: skip
-    except (PentraceError, OSError, sqlite3.Error) as exc:
-        state.rollback()
-        text = (
-            exc.message
-            if isinstance(exc, PentraceError)
-            else exc.strerror or str(exc)
-            if isinstance(exc, OSError)
-            else str(exc)
-        )
-        report.warn(f"fail:{key}", f"{key}: {text}; this source stops here for now")
-
-
-def _flush(state: State, sink: Sink, mapper: Mapper, agent: str, key: str, cursor: Cursor) -> None:
-    marks = sink.write(mapper.take())
-    for (project, sid), mark in marks.items():
-        state.set_session_mark(project, agent, sid, mark)
-    state.save_cursor(agent, key, cursor, mapper.encoded_state())
-    state.commit()
+    except _FAILURES as exc:
+        try:
+            if alone:
+                raise
+            state.back()  # the others in the batch go on; this one's records were not taken
+        except _FAILURES:
+            state.rollback()
+            batch.outs, batch.cursors = [], {}
+            batch.items = batch.weight = 0
+        report.warn(f"fail:{key}", f"{key}: {_failure(exc)}; this source stops here for now")
 
 
 def _reader(agent: str) -> AgentReader:
@@ -463,8 +545,21 @@ def import_agent(
     owned = state is None
     held = state if state is not None else open_state(root.path)
     try:
+        batch = _Batch(root, held, agent, report)
+        shared: list[Source] = []
         for source in sources:
-            _read_source(root, held, reader, source, project, report)
+            shared.append(source)
+            try:
+                _read_source(batch, reader, source, project, alone=False)
+                if batch.full() or source is sources[-1]:
+                    batch.flush()
+                    shared = []
+            except (_SharedFlushFailed, *_FAILURES):
+                # Which source's records the traces refused, each alone tells: read them again
+                # one by one from their committed cursors (what was written is there, skipped).
+                for again in shared:
+                    _read_source(batch, reader, again, project, alone=True)
+                shared = []
     finally:
         for source in sources:
             source.close()

@@ -40,6 +40,7 @@ from pentrace.infrastructure.trace.locking import SessionLock
 __all__ = ["Cursor", "SessionMark", "State", "open_state", "state_path"]
 
 _VERSION: Final = 1
+_TOPS: Final = 4096
 _SCHEMA: Final = (
     "CREATE TABLE IF NOT EXISTS sources (agent TEXT NOT NULL, source TEXT NOT NULL, "
     "dev INTEGER, ino INTEGER, position INTEGER, line INTEGER, marker TEXT, state BLOB, "
@@ -90,6 +91,10 @@ class State:
         self._lock = lock
         self.path = path
         self._in_tx = False
+        # Links written since the last savepoint or commit, stored in one executemany.
+        self._links: dict[tuple[str, str, str], str] = {}
+        # The usage keys seen last, with their tops (bounded): streamed rows repeat a key.
+        self._tops: dict[str, Counts] = {}
 
     # -- transactions ------------------------------------------------------------
 
@@ -100,15 +105,41 @@ class State:
 
     def commit(self) -> None:
         """Commit what this batch changed."""
+        self._store_links()
         if self._in_tx:
             self._conn.execute("COMMIT")
             self._in_tx = False
 
     def rollback(self) -> None:
         """Forget what this batch changed (its records were not written)."""
+        self._links.clear()
+        self._tops.clear()
         if self._in_tx:
             self._conn.execute("ROLLBACK")
             self._in_tx = False
+
+    def mark(self) -> None:
+        """Remember this point of the batch: :meth:`back` forgets what changed after it
+        (one source's part of a batch that holds several)."""
+        self._store_links()
+        self._tx()
+        self._conn.execute("SAVEPOINT source")
+
+    def back(self) -> None:
+        """Forget what changed since the last :meth:`mark` (the batch goes on)."""
+        self._links.clear()
+        self._tops.clear()
+        if self._in_tx:
+            self._conn.execute("ROLLBACK TO source")
+
+    def _store_links(self) -> None:
+        if self._links:
+            self._tx()
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO links (agent, source, name, target) VALUES (?, ?, ?, ?)",
+                [(*key, target) for key, target in self._links.items()],
+            )
+            self._links.clear()
 
     def close(self) -> None:
         """Roll back anything uncommitted, close the database, release the lock."""
@@ -153,6 +184,7 @@ class State:
         """A source of ``agent`` read before as the same file (device, inode) under a path
         that no longer exists: ``source`` is that file moved (Codex archives so).  Its
         cursor, state and links now belong to ``source``; returns the old path."""
+        self._store_links()
         rows = self._conn.execute(
             "SELECT source FROM sources WHERE agent = ? AND dev = ? AND ino = ? AND source != ?",
             (agent, dev, ino, source),
@@ -167,6 +199,7 @@ class State:
 
     def forget_source(self, agent: str, source: str) -> None:
         """Drop a source's cursor and links (it is read again from its start)."""
+        self._store_links()
         self._tx()
         self._conn.execute("DELETE FROM sources WHERE agent = ? AND source = ?", (agent, source))
         self._conn.execute("DELETE FROM links WHERE agent = ? AND source = ?", (agent, source))
@@ -179,6 +212,9 @@ class State:
     # -- links -------------------------------------------------------------------
 
     def link(self, agent: str, source: str, name: str) -> str | None:
+        held = self._links.get((agent, source, name))
+        if held is not None:
+            return held
         row = self._conn.execute(
             "SELECT target FROM links WHERE agent = ? AND source = ? AND name = ?",
             (agent, source, name),
@@ -186,27 +222,29 @@ class State:
         return None if row is None else str(row[0])
 
     def set_link(self, agent: str, source: str, name: str, target: str) -> None:
-        self._tx()
-        self._conn.execute(
-            "INSERT OR REPLACE INTO links (agent, source, name, target) VALUES (?, ?, ?, ?)",
-            (agent, source, name, target),
-        )
+        """Keep a link (stored with the others at the next savepoint or commit)."""
+        self._links[(agent, source, name)] = target
 
     # -- usage -------------------------------------------------------------------
 
     def observe(self, key: str, counts: Counts) -> Counts | None:
         """What a usage row adds under ``key`` (each kind above the most seen before)."""
-        row = self._conn.execute(
-            "SELECT input, output, cache_read, cache_write FROM usage WHERE key = ?", (key,)
-        ).fetchone()
-        held: Counts = ZERO if row is None else (row[0], row[1], row[2], row[3])
+        held: Counts | None = self._tops.get(key)
+        if held is None:
+            row = self._conn.execute(
+                "SELECT input, output, cache_read, cache_write FROM usage WHERE key = ?", (key,)
+            ).fetchone()
+            if row is not None:
+                held = (row[0], row[1], row[2], row[3])
+        known = held is not None
+        held = held or ZERO
         delta = (
             max(counts[0] - held[0], 0),
             max(counts[1] - held[1], 0),
             max(counts[2] - held[2], 0),
             max(counts[3] - held[3], 0),
         )
-        if row is not None and delta == ZERO:
+        if known and delta == ZERO:
             return None
         top = (
             max(held[0], counts[0]),
@@ -220,6 +258,9 @@ class State:
             "VALUES (?, ?, ?, ?, ?)",
             (key, *top),
         )
+        if len(self._tops) >= _TOPS:
+            self._tops.clear()  # bounded: older keys are read from the store again
+        self._tops[key] = top
         return delta
 
     # -- sessions ----------------------------------------------------------------
@@ -249,7 +290,7 @@ def _store(path: Path) -> SideStore:
         error=AgentSourceError,
         hint=_HINT,
         user_version=_VERSION,
-        pragmas=("journal_mode=WAL", "synchronous=FULL"),
+        pragmas=("journal_mode=WAL", "synchronous=NORMAL"),
         own_folder=False,
     )
 

@@ -58,6 +58,7 @@ from pentrace.infrastructure.analytics.runner import open_ledger, open_projectio
 from pentrace.infrastructure.analytics.transaction import BatchWriteError, Transaction
 from pentrace.infrastructure.ledger import RuntimeEventLedger
 from pentrace.infrastructure.ledger.bulk import sync
+from pentrace.infrastructure.ledger.bulk.build import RECORD_ERRORS
 from pentrace.infrastructure.ledger.opener import LedgerEvent
 from pentrace.infrastructure.ledger.rows import ROW_COLUMNS, encoded_values
 from pentrace.infrastructure.storage.layout import SessionRef, iter_sessions
@@ -303,9 +304,13 @@ _JSON: Final = ROW_COLUMNS.index("event_json")
 
 
 def trace_envelopes(
-    ref: SessionRef, limit: int | None, types: Collection[str]
+    ref: SessionRef,
+    limit: int | None,
+    types: Collection[str],
+    refused: list[tuple[int, BaseException]] | None = None,
 ) -> Iterator[tuple[int, bytes | None]]:
-    """``(position, envelope JSON)`` of each record up to ``limit``; None for a skipped type."""
+    """``(position, envelope JSON)`` of each record up to ``limit``; None for a skipped type,
+    and for a record the ledger cannot take (noted in ``refused`` when given)."""
     mapper = SessionEvents(ref.key)
     record: TraceRecord
     for position, record in enumerate(read_session(ref.shards), start=1):
@@ -316,8 +321,16 @@ def trace_envelopes(
             yield position, None
             continue
         # The ledger's own row check: an envelope it would refuse (RedactionError) is not
-        # folded either, and the session stops there, as its ``ledger sync`` does.
-        yield position, encoded_values(mapper.encoded(position, record), 0)[_JSON]
+        # folded either; it is a gap, as in the ledger (ADR 0102), and the session goes on.
+        try:
+            data = encoded_values(mapper.encoded(position, record), 0)[_JSON]
+        except RECORD_ERRORS as error:
+            mapper.skip(position, record)  # a first record still names the workspace
+            if refused is not None:
+                refused.append((position, error))
+            yield position, None
+            continue
+        yield position, data
 
 
 def session_events(

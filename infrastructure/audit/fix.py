@@ -37,7 +37,7 @@ from pentrace.infrastructure.ledger import RuntimeEventLedger
 from pentrace.infrastructure.ledger.bulk import sync
 from pentrace.infrastructure.storage.atomic import remove_stale
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef
-from pentrace.infrastructure.storage.modes import make_private_dirs, open_private
+from pentrace.infrastructure.storage.modes import make_private_dirs, write_new_private
 from pentrace.infrastructure.trace.durability import fsync_directory
 from pentrace.infrastructure.trace.locking import SessionLock
 from pentrace.infrastructure.trace.writer import session_lock_path
@@ -124,14 +124,7 @@ def _index_of(ref: SessionRef, shard: Path) -> int:
 
 
 def _write_durably(path: Path, data: bytes) -> None:
-    fd = open_private(path, os.O_WRONLY | os.O_EXCL)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_new_private(path, data, durable=True)
     fsync_directory(path.parent)
 
 

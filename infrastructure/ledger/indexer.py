@@ -15,13 +15,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from pentrace.domain.records import MalformedLine, TraceRecord, decode_line
 from pentrace.domain.runtime import EncodedEvent, RuntimeEvent, SessionEvents, record_workspace
 from pentrace.domain.session.key import SessionKey
-from pentrace.errors import LedgerConflictError, LedgerError, RedactionError, TraceError
-from pentrace.infrastructure.ledger.bulk.build import SessionFailure, SyncReport, numbered
-from pentrace.infrastructure.ledger.rows import MAPPING_ERRORS, encoded_row
+from pentrace.errors import LedgerConflictError, LedgerError, TraceError
+from pentrace.infrastructure.ledger.bulk.build import (
+    RECORD_ERRORS,
+    SessionFailure,
+    SyncReport,
+    numbered,
+    record_findings,
+)
+from pentrace.infrastructure.ledger.rows import encoded_row
 from pentrace.infrastructure.ledger.store import RuntimeEventLedger
 from pentrace.infrastructure.storage.layout import DataRoot, SessionRef, ShardRef, iter_sessions
 from pentrace.infrastructure.trace.reader import read_session, read_shard
@@ -113,10 +120,11 @@ def rebuild_sessions(ledger: RuntimeEventLedger, refs: Iterable[SessionRef]) -> 
     """Replace each session's rows in its own transaction, then drop streams no trace holds.
 
     The ledger is never emptier than the traces allow: a session's old rows
-    stay until its new ones commit, and a session that fails (its trace
-    unreadable, a record the ledger cannot take) keeps its old rows and is
-    reported in ``failures``, naming the record.  Rows of other streams are
-    deleted only once every session is done.
+    stay until its new ones commit, and a session whose trace cannot be read
+    keeps its old rows and is reported in ``failures``.  A record the ledger
+    cannot take is left out, its position a gap, and reported as one finding
+    naming the record (ADR 0102); the session's other records are rebuilt.
+    Rows of other streams are deleted only once every session is done.
     """
     sessions = indexed = 0
     kept: set[str] = set()
@@ -124,21 +132,35 @@ def rebuild_sessions(ledger: RuntimeEventLedger, refs: Iterable[SessionRef]) -> 
     for ref in refs:
         sessions += 1
         stream = ref.key.stream_id  # its own stream, whoever else holds the id (ADR 0023)
-        seen = [0]
+        refused: list[tuple[int, BaseException]] = []
+
+        def row_of(
+            event: object, now: int, refused: list[tuple[int, BaseException]] = refused
+        ) -> dict[str, Any] | None:
+            assert isinstance(event, EncodedEvent)
+            try:
+                return encoded_row(event, now)
+            except RECORD_ERRORS as error:
+                refused.append((event.event.sequence, error))
+                return None
+
         try:
-            indexed += ledger.replace_stream(stream, _encoded(ref, seen))
-        except (TraceError, OSError) as error:
+            indexed += ledger.replace_stream(stream, _encoded(ref, refused), row_of)
+        except (TraceError, OSError, LedgerConflictError) as error:
             failures.append(SessionFailure.of(ref, error))
-        except (RedactionError, LedgerConflictError, *MAPPING_ERRORS) as error:
-            failures.append(SessionFailure.at(ref, seen[0], error))
+            refused.clear()  # nothing of the session was replaced
+        failures += record_findings(ref, sorted(refused, key=lambda item: item[0]))
         kept.add(stream)
     ledger.keep_streams(kept)
     return SyncReport(sessions, indexed, 0, tuple(failures))
 
 
-def _encoded(ref: SessionRef, seen: list[int]) -> Iterator[EncodedEvent]:
-    """The session's records mapped, noting in ``seen`` the position of the last one."""
+def _encoded(ref: SessionRef, refused: list[tuple[int, BaseException]]) -> Iterator[EncodedEvent]:
+    """The session's records mapped; one the mapping cannot take is noted in ``refused``."""
     mapper = SessionEvents(ref.key)
     for position, record in numbered(read_session(ref.shards)):
-        seen[0] = position
-        yield mapper.encoded(position, record)
+        try:
+            yield mapper.encoded(position, record)
+        except RECORD_ERRORS as error:
+            mapper.skip(position, record)  # a first record still names the workspace
+            refused.append((position, error))

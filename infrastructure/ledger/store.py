@@ -415,11 +415,18 @@ class RuntimeEventLedger(LedgerReader, ProcessRecorder):
             return None
         return self.cleanup()
 
-    def replace_stream(self, stream_id: str, events: Iterable[object]) -> int:
+    def replace_stream(
+        self,
+        stream_id: str,
+        events: Iterable[object],
+        row_of: Callable[[object, int], dict[str, Any] | None] = event_row,
+    ) -> int:
         """Replace a stream's rows and watermark with ``events``, in one transaction.
 
         Until it commits, readers see the old rows; if building or storing any
-        event fails, the old rows stay.  Returns how many rows were stored.
+        event fails, the old rows stay.  ``row_of`` builds each event's row (None:
+        the event is left out; ``ledger rebuild`` leaves out a record it cannot take).
+        Returns how many rows were stored.
         """
         stream_id = escape_surrogates(stream_id)  # as the rows hold it (ADR 0015)
         tables = self.db.tables
@@ -440,8 +447,11 @@ class RuntimeEventLedger(LedgerReader, ProcessRecorder):
             )
             batch: list[dict[str, Any]] = []
             for event in events:
-                batch.append(event_row(event, now))
-                built.append(batch[-1])
+                row = row_of(event, now)
+                if row is None:
+                    continue
+                batch.append(row)
+                built.append(row)
                 if len(batch) >= _CHUNK:
                     stored += self._insert_fresh(conn, batch)
                     batch = []

@@ -18,6 +18,7 @@ from pentrace.infrastructure.ledger import (
 )
 from pentrace.infrastructure.ledger.backend.formats import file_format
 from pentrace.infrastructure.ledger.bulk import SyncReport, sync
+from pentrace.infrastructure.ledger.bulk.run import sync_sessions
 from pentrace.infrastructure.ledger.indexer import rebuild_sessions
 from pentrace.infrastructure.ledger.live.follower import HeadFollower
 from pentrace.infrastructure.ledger.opener import forget_sessions, ledger_file
@@ -40,12 +41,12 @@ __all__ = [
     "SyncReport",
     "forget_sessions",
     "import_penguin_ledger",
+    "index_imported",
     "open_ledger",
     "penguin_row_count",
     "penguin_source",
     "rebuild_sessions",
     "sync",
-    "sync_sessions",
 ]
 
 
@@ -67,11 +68,19 @@ def penguin_source(source: Path, root: DataRoot) -> tuple[Path, Path | None]:
     return source, None
 
 
-def sync_sessions(root: DataRoot, *, project: str, agent: str) -> int:
+def index_imported(
+    root: DataRoot, *, project: str | None, agent: str, written: set[str] | None = None
+) -> int:
     """Index the new trace records of ``project``/``agent`` into the ledger, as recording
-    does (after an import); the events indexed.  The configured retention applies."""
+    does (after an import); the events indexed.  The configured retention applies.
+
+    ``written`` (``project/agent/session`` references) limits it to those sessions, in
+    one sync over every core (an import of another agent's store, ADR 0106)."""
     ledger = open_ledger(data_root=root, wait_seconds=5.0, redaction_policy=False)
     try:
-        return sync(ledger, root, project=project, agent=agent).indexed
+        if written is None:
+            return sync(ledger, root, project=project, agent=agent).indexed
+        refs = [ref for ref in root.iter_sessions(None, agent) if ref.key.reference in written]
+        return sync_sessions(ledger, refs, workers=0).indexed
     finally:
         ledger.close()

@@ -533,6 +533,16 @@ class SessionFold:
         )
 
     # -- finishing ---------------------------------------------------------------------
+    def _closing(
+        self, state: RequestState | ToolState | CompactionState | TaskState, position: int
+    ) -> bool:
+        """Mark ``state`` finished; True on its first finish when its span is to be sent
+        (``position`` is above the floor the receiver holds already)."""
+        if state.done:
+            return False
+        state.done = True
+        return position > self.floor
+
     def _finish_request(
         self,
         request: RequestState,
@@ -542,10 +552,7 @@ class SessionFold:
         *,
         still_open: bool = False,
     ) -> None:
-        if request.done:
-            return
-        request.done = True
-        if position > self.floor:
+        if self._closing(request, position):
             span = chat_span(
                 request,
                 position,
@@ -567,10 +574,7 @@ class SessionFold:
         result: Any = None,
         still_open: bool = False,
     ) -> None:
-        if tool.done:
-            return
-        tool.done = True
-        if position > self.floor:
+        if self._closing(tool, position):
             out.append(
                 tool_span(
                     tool,
@@ -594,10 +598,7 @@ class SessionFold:
         error: str = "",
         still_open: bool = False,
     ) -> None:
-        if compaction.done:
-            return
-        compaction.done = True
-        if position > self.floor:
+        if self._closing(compaction, position):
             out.append(
                 compaction_span(
                     compaction,
@@ -611,10 +612,7 @@ class SessionFold:
             )
 
     def _finish_task(self, task: TaskState, position: int, out: list[Span], end_ns: int) -> None:
-        if task.done:
-            return
-        task.done = True
-        if position <= self.floor:
+        if not self._closing(task, position):
             return
         link = None
         if task.switch_from is not None and self.switch is not None:

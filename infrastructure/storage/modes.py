@@ -43,6 +43,7 @@ __all__ = [
     "report_repairs",
     "sqlite_files",
     "tighten",
+    "write_new_private",
 ]
 
 logger = logging.getLogger(__name__)
@@ -180,6 +181,20 @@ def open_private(path: Path | str, flags: int) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def write_new_private(path: Path, data: bytes, *, durable: bool = False) -> None:
+    """Create ``path`` at 0600 holding ``data`` (an existing file: ``FileExistsError``);
+    ``durable`` syncs the file before it is closed (its folder is the caller's to sync)."""
+    fd = open_private(path, os.O_WRONLY | os.O_EXCL)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def sqlite_files(path: Path) -> list[Path]:

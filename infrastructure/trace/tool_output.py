@@ -25,13 +25,12 @@ import errno
 import hashlib
 import logging
 import math
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from pentrace.infrastructure.storage.modes import make_private_dirs, open_private
+from pentrace.infrastructure.storage.modes import make_private_dirs, write_new_private
 
 __all__ = [
     "ARCHIVE_GAP_MARKER",
@@ -159,13 +158,7 @@ def write_archive(
     path = directory.absolute() / archive_file_name(tool_name, tool_call_id)
     try:
         make_private_dirs(directory)
-        fd = open_private(path, os.O_WRONLY | os.O_EXCL)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
+        write_new_private(path, data)
     except OSError as exc:
         code = errno.errorcode.get(exc.errno or 0, "UNKNOWN")
         _log.warning("truncated output archive for tool %r failed (%s)", tool_name, code)

@@ -167,14 +167,21 @@ def index_names(conn: Connection, table: str) -> set[str]:
     return dialect_for(conn.engine.url).index_names(conn, table)
 
 
-def mapping_fails_at(session: str | None, position: int) -> Callable[..., Any]:
-    """A ``SessionEvents.screened`` that meets, at one record (of ``session``, or of any
-    session), a value it cannot take: the kind of failure a lone surrogate inside a tool
-    call's arguments was (ADR 0079).  Patch it in with ``monkeypatch.setattr``."""
+def mapping_fails_at(session: str | None, position: int, *more: int) -> Callable[..., Any]:
+    """A ``SessionEvents.screened`` that meets, at the records of ``position`` and ``more``
+    (of ``session``, or of any session), a value it cannot take: the kind of failure a lone
+    surrogate inside a tool call's arguments was (ADR 0079).  Patch it in with
+    ``monkeypatch.setattr``."""
+    return mapping_fails_for({(session, at) for at in (position, *more)})
+
+
+def mapping_fails_for(places: set[tuple[str | None, int]]) -> Callable[..., Any]:
+    """:func:`mapping_fails_at` for each ``(session id or None, position)`` of ``places``."""
     original = SessionEvents.screened
 
     def screened(self: SessionEvents, at: int, record: Any) -> Any:
-        if session in (None, self.key.session_id) and at == position:
+        if (self.key.session_id, at) in places or (None, at) in places:
+            self.skip(at, record)  # as the mapping does before it meets the value
             raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
         return original(self, at, record)
 

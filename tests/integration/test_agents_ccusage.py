@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Final
 
@@ -331,6 +332,36 @@ def test_codex_days_and_sessions_equal_ccusage(ccusage: Path, tmp_path: Path) ->
 
     assert len(daily) == 2
     assert len(sessions) == 2
+    _compare(root, daily, sessions, _codex_kinds, _codex_session)
+
+
+def test_a_forked_codex_rollout_equals_ccusage(ccusage: Path, tmp_path: Path) -> None:
+    """A fork copies its parent's history, token counts included: neither tool counts the
+    copy again (the copy stamped at the fork's creation, or keeping the parent's times)."""
+    home = tmp_path / "codex"
+    parent = CodexLog("0199aaaa-0000-7000-8000-000000000010")
+    parent.meta()
+    parent.context("gpt-5")
+    for turn in range(2):
+        codex_turn(parent, turn, calls=1)
+    parent.write(home)
+    for number, preserved in ((1, False), (2, True)):
+        made = parent.start + timedelta(hours=number)
+        fork = CodexLog(f"0199aaaa-0000-7000-8000-00000000001{number}", start=made)
+        fork.meta(forked_from_id=parent.session_id)
+        stamp = fork.rows[0]["timestamp"]
+        fork.rows.extend(dict(row) if preserved else {**row, "timestamp": stamp}
+                         for row in parent.rows)  # fmt: skip
+        fork.totals = list(parent.totals)
+        fork.step += 30
+        codex_turn(fork, number, calls=1)
+        fork.write(home)
+    root = tmp_path / "data"
+    import_agent(DataRoot(root), "codex", [home])
+
+    daily, sessions = _reports(ccusage, "codex", {"CODEX_HOME": str(home)}, tmp_path / "home")
+
+    assert len(sessions) == 3
     _compare(root, daily, sessions, _codex_kinds, _codex_session)
 
 

@@ -515,3 +515,121 @@ def test_a_sidechain_that_replays_its_parents_messages_adds_no_usage(tmp_path: P
     assert set(rows) == {SID, "agent-side01"}
     problems = json.loads(cli(root, "audit", "--json").stdout)["problems"]
     assert [p for p in problems if p["severity"] == "error"] == []  # its chain reaches the parent
+
+
+def test_an_old_flat_subagent_file_names_its_parent_from_its_rows(tmp_path: Path) -> None:
+    """Before ``<session>/subagents/``, Claude Code wrote ``agent-<id>.jsonl`` beside the
+    sessions; only its rows' ``sessionId`` names the parent.  Linked both ways."""
+    store = _store(tmp_path)
+    log = ClaudeLog(SID)
+    log.prompt("delegate")
+    log.answer([tool_use("toolu_t", "Task", {"prompt": "test"})], message_id="msg_t",
+               request_id="req_t")  # fmt: skip
+    log.result("toolu_t", "passed", toolUseResult={"agentId": "flat01"})
+    log.write(store)
+    child = ClaudeLog("agent-flat01")
+    child.prompt("run the tests", isSidechain=True, sessionId=SID)
+    child.answer([text("ran")], message_id="msg_f", request_id="req_f", isSidechain=True,
+                 sessionId=SID, stop_reason="end_turn")  # fmt: skip
+    child.write(store)
+    root = tmp_path / "data"
+
+    _import(root, store)
+
+    meta = _session_records(root, "agent-flat01")[0]["payload"]
+    assert (meta["source"], meta["parent_session_id"]) == ("subagent", SID)
+    pointers = [r["payload"]["session_id"] for r in _session_records(root, SID)
+                if r["payload"].get("type") == "subagent"]  # fmt: skip
+    assert pointers == ["agent-flat01"]
+
+
+def _texts(records: list[dict[str, Any]]) -> list[str]:
+    return [r["payload"]["text"] for r in records if "text" in r["payload"]]
+
+
+def test_rewinds_within_a_fork_and_back_to_the_first_branch_keep_each_branch_whole(
+    tmp_path: Path,
+) -> None:
+    """Each branch of the ``parentUuid`` tree is one session holding exactly its own rows,
+    in order, and names the row (and record position) it grew from."""
+    log = ClaudeLog(SID)
+    log.prompt("p1")
+    a1 = log.answer([text("a1")], message_id="m1", request_id="r1", stop_reason="end_turn")
+    log.prompt("p2")
+    log.answer([tool_use("toolu_1", "Bash", {"command": "ls"})], message_id="m2",
+               request_id="r2")  # fmt: skip
+    log.result("toolu_1", "files")
+    a2 = log.answer([text("a2")], message_id="m2b", request_id="r2b", stop_reason="end_turn")
+    # Rewind 1: from a1, a new p2.
+    log.prompt("q2", parent=a1)
+    b2 = log.answer([text("b2")], message_id="m3", request_id="r3", stop_reason="end_turn")
+    log.prompt("q3")
+    log.answer([text("b3")], message_id="m4", request_id="r4", stop_reason="end_turn")
+    # Rewind 2, inside the fork: from b2.
+    log.prompt("r3", parent=b2)
+    log.answer([text("c3")], message_id="m5", request_id="r5", stop_reason="end_turn")
+    # Back to the first branch's tip, and on from there.
+    log.prompt("p3", parent=a2)
+    log.answer([text("a3")], message_id="m6", request_id="r6", stop_reason="end_turn")
+    path = log.write(_store(tmp_path))
+    root = tmp_path / "data"
+
+    _import(root, path)
+
+    main = _session_records(root, SID)
+    assert _texts(main) == ["p1", "a1", "p2", "a2", "p3", "a3"]
+    forks = {s["session_id"] for s in cli_json(root, "sessions", "list")["sessions"]} - {SID}
+    by_first = {_texts(_session_records(root, f))[0]: _session_records(root, f) for f in forks}
+    assert set(by_first) == {"q2", "r3"}
+    first, second = by_first["q2"], by_first["r3"]
+    assert _texts(first) == ["q2", "b2", "q3", "b3"]
+    assert _texts(second) == ["r3", "c3"]
+    origin = first[0]["payload"]["forked_from"]
+    assert (origin["session_id"], origin["uuid"]) == (SID, a1)
+    # The position is the record of the main session the fork grew from: a1's answer.
+    assert _line_at(main, origin["position"]) == _line_of(main, a1)
+    inner = second[0]["payload"]["forked_from"]
+    fork_of_first = next(f for f in forks if _texts(_session_records(root, f))[0] == "q2")
+    assert (inner["session_id"], inner["uuid"]) == (fork_of_first, b2)
+    assert _line_at(first, inner["position"]) == _line_of(first, b2)
+
+
+def _line_at(records: list[dict[str, Any]], position: int) -> int:
+    """The source line the record at ``position`` (1-based) came from; it is the last of
+    that line's records."""
+    at = records[position - 1]["foreign"]["at"]
+    assert position == len(records) or records[position]["foreign"].get("at") != at
+    return int(at)
+
+
+def _line_of(records: list[dict[str, Any]], uuid: str) -> int:
+    return next(int(r["foreign"]["at"]) for r in records
+                if r["foreign"].get("row", {}).get("uuid") == uuid)  # fmt: skip
+
+
+def test_a_message_whose_rows_are_split_across_passes_counts_once_at_its_largest(
+    tmp_path: Path,
+) -> None:
+    """The second pass reads rows of a message the first pass already counted in part: only
+    what they rise above it adds, so the sum is the largest row, as in one pass."""
+    log = ClaudeLog(SID)
+    log.prompt("go")
+    for output in (5, 40):
+        log.answer([text("x")], message_id="msg_1", request_id="req_1", usage=(3, output, 100, 20))
+    store = _store(tmp_path)
+    path = log.write(store)
+    root = tmp_path / "data"
+    _import(root, path)
+    for output in (90, 40, 5):  # the rest of the stream, then rows repeated (a resumed copy)
+        log.answer([text("x")], message_id="msg_1", request_id="req_1", usage=(3, output, 100, 20))
+    log.answer([text("y")], message_id="msg_2", request_id="req_2", usage=(1, 1, 1, 1))
+    log.write(store)
+
+    _import(root, path)
+    _import(root, path)
+
+    [row] = cli_json(root, "stats", "tokens", "--by", "session")["rows"]
+    assert (row["input"], row["output"], row["cache_read"], row["cache_write"]) == (4, 91, 101, 21)
+    one_go = tmp_path / "one-go"
+    _import(one_go, path)
+    assert _session_records(root, SID) == _session_records(one_go, SID)

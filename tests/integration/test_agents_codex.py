@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -226,3 +227,75 @@ def test_the_reference_rollouts_import_with_every_line_kept(tmp_path: Path) -> N
         ("output_before_call", "019fc8be-3658-7ca3-9e29-000000000000"),
         ("duplicate_tool_call", "019fc8be-3658-7ca3-9e29-000000000000"),
     }
+
+
+def _fork_of(parent: CodexLog, fork_id: str, *, preserved: bool) -> CodexLog:
+    """A forked rollout as Codex writes it: its own ``session_meta`` (``forked_from_id``),
+    then the parent's lines copied (stamped at the fork's creation, or with their own
+    earlier times when ``preserved``), then the fork's own turn, whose cumulative totals
+    go on from the parent's."""
+    made = parent.start + timedelta(hours=2)
+    fork = CodexLog(fork_id, start=made)
+    fork.meta(forked_from_id=parent.session_id)
+    stamp = fork.rows[0]["timestamp"]
+    fork.rows.extend(dict(row) if preserved else {**row, "timestamp": stamp}
+                     for row in parent.rows)  # fmt: skip
+    fork.totals = list(parent.totals)
+    fork.step += 30  # the user types, the model answers
+    codex_turn(fork, 7, calls=1)
+    return fork
+
+
+@pytest.mark.parametrize("preserved", [False, True])
+def test_a_forked_rollout_does_not_count_the_parents_usage_it_replays(
+    tmp_path: Path, preserved: bool
+) -> None:
+    parent = CodexLog(SID)
+    parent.meta()
+    parent.context("gpt-5")
+    for turn in range(2):
+        codex_turn(parent, turn, calls=1)
+    fork_id = "0199a1b2-0000-7000-8000-00000000f0c4"
+    fork = _fork_of(parent, fork_id, preserved=preserved)
+    home = tmp_path / "codex"
+    parent.write(home)
+    fork.write(home)
+    root = tmp_path / "data"
+
+    _import(root, home)
+
+    rows = {r["key"].split("/")[-1]: r
+            for r in cli_json(root, "stats", "tokens", "--by", "session")["rows"]}  # fmt: skip
+    # The parent: two turns of (100(i+1) fresh + 1000 cached, 20 out) and (50 + 1100, 30).
+    assert _kinds(rows[SID]) == (100 + 50 + 200 + 50, 100, 1000 + 1100 + 1000 + 1100, 0)
+    # The fork: its own turn only (800 + 50 fresh, 20 + 30 out, 1000 + 1100 cached).
+    assert _kinds(rows[fork_id]) == (800 + 50, 50, 2100, 0)
+    meta = _records(root, fork_id)[0]["payload"]
+    assert meta["forked_from"] == {"session_id": SID}
+    # Every copied line is kept in the fork's trace (its context), the usage is not.
+    assert len(kept_rows(root)) == len(parent.rows) + len(fork.rows)
+
+
+def test_a_forked_rollout_read_in_two_passes_counts_the_same(tmp_path: Path) -> None:
+    parent = CodexLog(SID)
+    parent.meta()
+    codex_turn(parent, 0, calls=2)
+    fork = _fork_of(parent, "0199a1b2-0000-7000-8000-00000000f0c5", preserved=False)
+    home = tmp_path / "codex"
+    path = fork.write(home)
+    whole = path.read_bytes()
+    cut = whole.index(b'"token_count"') + 20
+    cut = whole.index(b"\n", cut) + 1  # the pass ends inside the copied history
+    path.write_bytes(whole[:cut])
+    root = tmp_path / "data"
+
+    _import(root, home)
+    path.write_bytes(whole)
+    _import(root, home)
+
+    [row] = cli_json(root, "stats", "tokens", "--by", "session")["rows"]
+    assert _kinds(row) == (800 + 50, 50, 2100, 0)
+
+
+def _kinds(row: dict[str, Any]) -> tuple[int, int, int, int]:
+    return row["input"], row["output"], row["cache_read"], row["cache_write"]

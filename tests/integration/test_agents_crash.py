@@ -102,6 +102,39 @@ def test_records_that_differ_from_the_trace_stop_the_source_with_a_warning(
     assert any("holds other records than its source maps to" in w for w in report.warnings)
 
 
+def test_a_source_the_trace_refuses_stops_alone_when_small_sources_share_a_batch(
+    tmp_path: Path,
+) -> None:
+    """Small files are written and committed together (ADR 0106); when the trace refuses one
+    of them, each is read again alone: the others go on, only that one stops."""
+    store = _store(tmp_path, 3, 2)
+    root = tmp_path / "data"
+    import_agent(DataRoot(root), "claude-code", [store])
+    [refused] = root.glob("*/agents/claude-code/traces/*/00000001-*.jsonl")
+    refused.write_bytes(refused.read_bytes().replace(b'"text":"done', b'"text":"DONE'))
+    state_path(root).unlink()
+    before = {name: text for name, text in _traces(root).items() if "00000001-" not in name}
+    for number in range(3):
+        log = ClaudeLog(f"{number:08d}-0000-4000-8000-000000000000")
+        for turn in range(3):
+            claude_turn(log, turn, calls=turn % 3)
+        log.write(store)
+    one = tmp_path / "one"
+    import_agent(DataRoot(one), "claude-code", [store])
+
+    report = import_agent(DataRoot(root), "claude-code", [store])
+
+    [warning] = [w for w in report.warnings if "holds other records" in w]
+    assert "00000001-" in warning
+    grown = sum(len(_traces(one)[name].splitlines()) - len(text.splitlines())
+                for name, text in before.items())  # fmt: skip
+    assert report.records == grown > 0  # written in the shared batch, or alone after it
+    theirs, ours = _traces(one), _traces(root)
+    assert theirs.keys() == ours.keys()
+    for name in theirs:
+        assert (ours[name] == theirs[name]) == ("00000001-" not in name), name
+
+
 def test_sigkill_at_any_moment_loses_nothing_and_writes_nothing_twice(tmp_path: Path) -> None:
     store = _store(tmp_path, 3, 120)
     one = tmp_path / "one"

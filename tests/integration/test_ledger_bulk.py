@@ -234,7 +234,7 @@ def sequences_by_session(db: LedgerDatabase) -> dict[str, list[int]]:
     return found
 
 
-def test_a_sync_meeting_a_held_id_with_other_content_leaves_out_that_session_alone(
+def test_a_sync_meeting_a_held_id_with_other_content_leaves_out_that_record_alone(
     tmp_path: Path, ledger_backend: LedgerBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     corpus(tmp_path)
@@ -252,16 +252,22 @@ def test_a_sync_meeting_a_held_id_with_other_content_leaves_out_that_session_alo
 
     monkeypatch.setattr(bulk, "build_session", live_path_meanwhile)
     report = sync(ledger, tmp_path)
-    assert [failure.session_id for failure in report.failures] == [SESSIONS[2]]
-    assert "different content under an id" in report.failures[0].message
+    (failure,) = report.failures  # the one record, not the session (ADR 0102)
+    assert (failure.session_id, failure.position, failure.line) == (SESSIONS[2], 2, 2)
+    assert "different content under an id" in failure.message
+    assert "the record was left out" in failure.message
     held = sequences_by_session(ledger.db)
-    assert held.pop(SESSIONS[2]) == [2]  # only the live path's row
+    # The live path's row at position 2 stays; the sync wrote every other record.
     assert held == {
-        session: list(range(1, len(trace_lines(session, number + 2)) + 1))
+        session: ([2] if session == SESSIONS[2] else [])
+        + [
+            position
+            for position in range(1, len(trace_lines(session, number + 2)) + 1)
+            if session != SESSIONS[2] or position != 2
+        ]
         for number, session in enumerate(SESSIONS)
-        if session != SESSIONS[2]
     }
-    assert report.indexed == sum(len(positions) for positions in held.values())
+    assert report.indexed == sum(len(positions) for positions in held.values()) - 1
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -280,11 +286,16 @@ def test_a_record_the_mapping_cannot_take_is_one_finding_and_the_sync_goes_on(
     assert "UnicodeEncodeError: surrogates not allowed" in failure.message
     assert "\ud800" not in failure.message
     held = sequences_by_session(ledger.db)
-    assert held[SESSIONS[1]] == [1, 2]  # the rows before the record
+    count = len(trace_lines(SESSIONS[1], 3))
+    # Every record but that one: position 3 is a gap, the rows after it keep their ids.
+    assert held[SESSIONS[1]] == [n for n in range(1, count + 1) if n != 3]
     assert all(len(held[session]) > 3 for session in SESSIONS if session != SESSIONS[1])
+    again = sync(ledger, tmp_path, workers=workers)  # the gap is tried again, and reported again
+    assert [(f.session_id, f.position) for f in again.failures] == [(SESSIONS[1], 3)]
+    assert (again.indexed, again.already_held) == (0, report.indexed)
 
 
-def test_a_rebuild_keeps_the_old_rows_of_a_session_a_record_of_which_it_cannot_take(
+def test_a_rebuild_leaves_out_the_one_record_it_cannot_take_and_rebuilds_the_rest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     corpus(tmp_path)
@@ -295,8 +306,11 @@ def test_a_rebuild_keeps_the_old_rows_of_a_session_a_record_of_which_it_cannot_t
     report = rebuild(ledger, tmp_path)
     (failure,) = report.failures
     assert (failure.session_id, failure.position, failure.line) == (SESSIONS[4], 5, 5)
+    assert failure.path is not None
+    assert failure.path.endswith(f"{SESSIONS[4]}_001.jsonl")
     after = sequences_by_session(ledger.db)
-    assert sorted(after[SESSIONS[4]]) == sorted(before[SESSIONS[4]])
+    assert report.indexed == sum(map(len, after.values()))
+    assert sorted(after.pop(SESSIONS[4])) == [n for n in sorted(before.pop(SESSIONS[4])) if n != 5]
     assert {session: sorted(held) for session, held in after.items()} == {
         session: sorted(held) for session, held in before.items()
     }

@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pentrace import testing as pt
 from pentrace.infrastructure.ledger import default_ledger_path
+from tests.property.test_redaction_planted import planted
 from tests.support import cli_ok, ledger_file_rows, run_pentrace
 
 SID = "session-2026-07-18-11-10-22-5ec7e75a"
@@ -139,3 +143,51 @@ def test_planted_argv_and_key_values_reach_no_ledger_row_search_index_or_redacte
         for path in stores:
             assert secret.encode() not in path.read_bytes(), (secret, path)
     assert b"[redacted" in b"".join(event for _, _, event in rows)
+
+
+def _generated_session(cases: list[tuple[Any, str]]) -> list[pt.Command]:
+    """Each generated record (a planted credential in one position and encoding) as user
+    text, a tool call's JSON ``arguments``, its output and the assistant's text."""
+    commands: list[pt.Command] = [pt.StartSession()]
+    for number, (record, _) in enumerate(cases):
+        text = json.dumps(record, ensure_ascii=False)
+        commands += [
+            pt.UserInput(text),
+            pt.BeginRequest(),
+            pt.ToolCall(f"call_{number}", "exec_command", text),
+            pt.ToolOutput(f"call_{number}", f"ran {text}"),
+            pt.AssistantText(text),
+            pt.EndRequest(),
+        ]
+    return commands
+
+
+@settings(
+    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(planted(), min_size=4, max_size=12))
+def test_no_generated_planted_credential_reaches_the_ledger_the_search_index_or_an_export(
+    tmp_path_factory: pytest.TempPathFactory, cases: list[tuple[Any, str]]
+) -> None:
+    """The generated records of ``test_redaction_planted`` (credentials in every position and
+    encoding, ``["api_key", "sk-..."]`` pairs among them) through the real stores: no planted
+    value survives in a ledger row, the search index, the read models or a redacted export."""
+    base = tmp_path_factory.mktemp("planted")
+    root = base / "data"
+    (trace,) = pt.write_trace(root, _generated_session(cases), session_id=SID)
+    cli_ok(root, "ledger", "sync")
+    rows = ledger_file_rows(default_ledger_path(root))
+    assert len(rows) >= 6 * len(cases)
+    export = base / "export.jsonl"
+    cli_ok(root, "export", SID, "--redacted", "-o", str(export))
+    found = cli_ok(root, "search", "ran", "--json", "--limit", "500").stdout
+    cli_ok(root, "stats", "tools", "--json")
+    stores = [p.read_bytes() for p in root.rglob("*") if p.is_file() and p != trace]
+    outputs = [export.read_text("utf-8"), found, *(event.decode() for _, _, event in rows)]
+    # Every planted value starts with a prefix nothing else holds (``_distinct``); the search
+    # index keeps words lowercased and cut at punctuation, so the prefix is what is looked for.
+    assert all(value.startswith("Zq9") for _, value in cases)
+    for text in outputs:
+        assert "zq9" not in text.lower()
+    for data in stores:
+        assert b"zq9" not in data.lower()

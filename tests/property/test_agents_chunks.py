@@ -164,9 +164,20 @@ _CODEX_STEP = st.one_of(
 )
 
 
-def _codex_log(name: str, steps: list[tuple[str, int]]) -> bytes:
+def _codex_log(name: str, steps: list[tuple[str, int]], fork: bool = False) -> bytes:
     log = CodexLog(name)
-    log.meta()
+    if fork:  # a fork: the parent's history copied at its creation, usage and all
+        parent = CodexLog("0199ffff-0000-7000-8000-000000000001")
+        parent.meta()
+        for turn in range(2):
+            codex_turn(parent, turn, calls=turn)
+        log.meta(forked_from_id=parent.session_id)
+        stamp = log.rows[0]["timestamp"]
+        log.rows.extend({**row, "timestamp": stamp} for row in parent.rows)
+        log.totals = list(parent.totals)
+        log.step += 30
+    else:
+        log.meta()
     for index, (kind, value) in enumerate(steps):
         if kind == "turn":
             codex_turn(log, index, calls=value)
@@ -184,19 +195,22 @@ def _codex_log(name: str, steps: list[tuple[str, int]]) -> bytes:
 
 
 @settings(BOUNDED_PROPERTY, max_examples=20)
-@given(st.lists(st.lists(_CODEX_STEP, max_size=6), min_size=1, max_size=2), st.data())
+@given(
+    st.lists(st.tuples(st.lists(_CODEX_STEP, max_size=6), st.booleans()), min_size=1, max_size=2),
+    st.data(),
+)
 def test_a_codex_store_imported_while_it_grows_gives_what_one_import_gives(
-    logs: list[list[tuple[str, int]]], data: st.DataObject
+    logs: list[tuple[list[tuple[str, int]], bool]], data: st.DataObject
 ) -> None:
     with tempfile.TemporaryDirectory() as folder:
         base = Path(folder)
         home = base / "codex"
         contents: dict[Path, bytes] = {}
-        for index, steps in enumerate(logs):
+        for index, (steps, fork) in enumerate(logs):
             name = f"0199aaaa-0000-7000-8000-00000000000{index}"
             path = CodexLog(name).path_in(home)
             path.parent.mkdir(parents=True, exist_ok=True)
-            contents[path] = _codex_log(name, steps)
+            contents[path] = _codex_log(name, steps, fork)
         _grow_and_compare(base, "codex", home, contents, data)
 
 

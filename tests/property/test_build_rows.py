@@ -14,7 +14,6 @@ surrogates, and the PenguinHarness fixtures' payloads, in every row form.
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 import tempfile
 from collections.abc import Callable
@@ -33,6 +32,7 @@ from pentrace.domain.session.key import SessionKey
 from pentrace.errors import LedgerError
 from pentrace.infrastructure.ledger.backend.codec import RowCodec, train_dictionary
 from pentrace.infrastructure.ledger.bulk import build_session
+from pentrace.infrastructure.ledger.bulk.build import session_pieces
 from pentrace.infrastructure.ledger.rows import (
     ROW_COLUMNS,
     checked_values,
@@ -180,9 +180,17 @@ def _session_rows(root: Path, codec: RowCodec | None) -> tuple[list[Any], list[A
         _exact(mapper, position, record, codec)
         for position, record in enumerate(read_session(ref.shards), start=1)
     ]
-    # A session stops at its first refused record; the rows before it are kept.
-    kept = list(itertools.takewhile(lambda row: not isinstance(row, str), exact))
-    assert (built.failure is None) == (len(kept) == len(exact))
+    # A refused record is left out, one finding at its position; the others are built.
+    kept = [row for row in exact if not isinstance(row, str)]
+    refused = [position for position, row in enumerate(exact, start=1) if isinstance(row, str)]
+    assert [failure.position for failure in built.failures] == refused
+    # Built in pieces (a large session, by the writer), the rows and findings are the same.
+    pieces = list(session_pieces(ref, frozenset(), 0, _NOW, codec, 2))
+    assert [row for piece in pieces for row in piece.rows] == built.rows
+    assert all(len(piece.rows) == 2 for piece in pieces[:-1])
+    assert [piece.final for piece in pieces] == [False] * (len(pieces) - 1) + [True]
+    assert pieces[-1].failures == built.failures
+    assert sum(piece.already_held for piece in pieces) == built.already_held
     return built.rows, kept
 
 

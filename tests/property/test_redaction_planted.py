@@ -6,7 +6,9 @@ takes in a trace: after a secret flag at any index of an argument list, that
 list JSON-encoded in a tool call's ``arguments``, quoted inside free text
 (``run ["deploy", "--api-key", "..."]``) and inside JSON inside a string,
 ``name=value`` and ``key=value`` in text, header pairs and ``Authorization``
-lines, name/value objects and secret keys.  Around it: filler with lone
+lines, name/value objects and secret keys, and a secret name followed by its
+value as a two-element list (``["api_key", "sk-..."]``), as a list, as JSON in
+a tool call's ``arguments`` and quoted inside free text.  Around it: filler with lone
 surrogates, quotes, backslashes and secret-looking words, nesting, and long
 text.  The planted values themselves are hostile: secret words inside them
 (``sk-argv-secret-789``), lone surrogates, non-ASCII letters.
@@ -72,7 +74,7 @@ def _argv(draw: st.DrawFn, value: str) -> list[str]:
 def planted(draw: st.DrawFn) -> tuple[Any, str]:
     """One record with one planted value, and the value."""
     value = draw(_values)
-    form = draw(st.integers(0, 11))
+    form = draw(st.integers(0, 15))
     if form == 0:
         holder: Any = {"argv": draw(_argv(value))}
     elif form == 1:
@@ -97,8 +99,19 @@ def planted(draw: st.DrawFn) -> tuple[Any, str]:
         holder = {"env": [{"name": draw(st.sampled_from(_NAMES)), "value": value}]}
     elif form == 10:
         holder = {draw(st.sampled_from(_NAMES)): value}
-    else:
+    elif form == 11:
         holder = {"output": json.dumps({"config": {"password": value}}, ensure_ascii=False)}
+    elif form == 12:
+        holder = {"pair": [draw(st.sampled_from(_NAMES)), value]}
+    elif form == 13:
+        pair = json.dumps([draw(st.sampled_from(_NAMES)), value], ensure_ascii=False)
+        holder = {"text": f"{draw(_FILLER_TEXT)} run {pair} {draw(_FILLER_TEXT)}"}
+    elif form == 14:
+        listed = [draw(st.sampled_from(_NAMES)), value]
+        holder = {"arguments": json.dumps({"env": listed}, ensure_ascii=False)}
+    else:
+        pair = json.dumps([draw(st.sampled_from(_NAMES)), value], ensure_ascii=False)
+        holder = {"arguments": json.dumps({"command": f"set {pair}"}, ensure_ascii=False)}
     for _ in range(draw(st.integers(0, 3))):
         holder = draw(st.sampled_from(["payload", "items", "nested"])), holder
         holder = {holder[0]: holder[1]} if draw(st.booleans()) else [holder[1]]
@@ -154,6 +167,9 @@ def test_the_argv_examples_of_the_issue_are_hidden_with_and_without_the_screen()
         {"text": f'run ["deploy", "--api-key", "{secret}"]'},
         {"arguments": json.dumps({"cmd": f'run ["deploy", "--api-key", "{secret}"]'})},
         {"text": "key=AIzaSyFAKE0planted0value"},
+        {"argv": ["api_key", secret]},
+        {"text": f'run ["api_key", "{secret}"]'},
+        {"arguments": json.dumps({"cmd": f'set ["password", "{secret}"]'})},
     ):
         data = json_bytes(record)
         for engine in _ENGINES:

@@ -7,11 +7,13 @@ oddly), under odd owner names.  The bulk sync (:mod:`pentrace.infrastructure.
 ledger.bulk`: worker builds, packed rows on SQLite, the scoped indexes made
 after the rows) writes them into one ledger; the live path's rows
 (``encoded_row``, what ``LedgerHook`` hands its writer) go into another through
-``append_rows``, one save per record, up to the first record the ledger refuses,
-where the sync stops that session.  Both ledgers must hold the same rows (ids,
-every column, the envelope's bytes), each session's rows in position order; the
-sync must report exactly the sessions the live path refused a record of, and end
-with the indexes a new ledger has.
+``append_rows``, one save per record.  Some drawn records the mapping cannot take
+(the failure a lone surrogate in a tool call's arguments was): both paths leave
+each of them out and go on with the session, its position a gap (ADR 0102).
+Both ledgers must hold the same rows (ids, every column, the envelope's bytes),
+each session's rows in position order; the sync must report exactly the records
+the live path refused, one finding each (session, position, file and line), and
+end with the indexes a new ledger has.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import json
 import tempfile
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -28,6 +31,8 @@ from sqlalchemy import select
 from pentrace.domain.runtime import SessionEvents
 from pentrace.errors import LedgerError
 from pentrace.infrastructure.ledger import LedgerDatabase, LedgerSettings, RuntimeEventLedger
+from pentrace.infrastructure.ledger.bulk import build as bulk_build
+from pentrace.infrastructure.ledger.bulk import run as bulk_run
 from pentrace.infrastructure.ledger.bulk import sync
 from pentrace.infrastructure.ledger.indexer import session_directory
 from pentrace.infrastructure.ledger.rows import MAPPING_ERRORS, encoded_row
@@ -35,7 +40,7 @@ from pentrace.infrastructure.storage.layout import iter_sessions, name_problem
 from pentrace.infrastructure.trace.reader import read_session
 from pentrace.testing.files import write_shards
 from pentrace.testing.strategies import trace_records
-from tests.integration.ledger_backends import index_names
+from tests.integration.ledger_backends import index_names, mapping_fails_for
 from tests.integration.test_ledger_bulk import stored
 from tests.property.test_event_mapping_header import SECRETS, records
 
@@ -81,8 +86,9 @@ def sessions(draw: st.DrawFn) -> list[tuple[tuple[str, str], str, list[bytes]]]:
     return drawn
 
 
-def _live(root: Path, ledger: RuntimeEventLedger) -> set[str]:
-    """Each record through the live path's rows, one save each; the sessions it refused."""
+def _live(root: Path, ledger: RuntimeEventLedger) -> set[tuple[str, int, int]]:
+    """Each record through the live path's rows, one save each, a refused record left out
+    and the others saved (as ``LedgerHook`` does); the refused (session, position, line)."""
     refused = set()
     for ref in iter_sessions(root):
         mapper = SessionEvents(ref.key, session_directory(ref.shards))
@@ -90,18 +96,37 @@ def _live(root: Path, ledger: RuntimeEventLedger) -> set[str]:
             try:
                 row = encoded_row(mapper.encoded(position, record), ledger.now_ms())
             except (LedgerError, *MAPPING_ERRORS):
-                refused.add(ref.session_id)
-                break
+                refused.add((ref.session_id, position, record.line))
+                continue
             ledger.append_rows([row])
     return refused
 
 
 @settings(max_examples=40, deadline=None)
-@given(sessions(), st.sampled_from([1, 2]))
+@given(
+    sessions(),
+    st.sampled_from([1, 2]),
+    st.sets(st.tuples(st.integers(0, 2), st.integers(1, 12)), max_size=4),
+    st.sampled_from([None, 1, 3]),
+)
 def test_a_sync_stores_the_rows_the_live_path_stores(
-    drawn: list[tuple[tuple[str, str], str, list[bytes]]], workers: int
+    drawn: list[tuple[tuple[str, str], str, list[bytes]]],
+    workers: int,
+    failing: set[tuple[int, int]],
+    piece: int | None,
 ) -> None:
-    with tempfile.TemporaryDirectory() as folder:
+    places: set[tuple[str | None, int]] = {
+        (drawn[index][1], position) for index, position in failing if index < len(drawn)
+    }
+    # ``piece``: every session counts as large and is built in pieces of that many rows by
+    # the writer (as a session of more than STREAM_LINES lines is), else whole.
+    lines_limit = bulk_build.STREAM_LINES if piece is None else 0
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        patch.object(SessionEvents, "screened", mapping_fails_for(places)),
+        patch.object(bulk_build, "STREAM_LINES", lines_limit),
+        patch.object(bulk_run, "_PIECE", piece or bulk_run._PIECE),
+    ):
         root = Path(folder) / "data"
         for (project, agent), name, lines in drawn:
             write_shards(root, project, agent, name, [lines])
@@ -112,7 +137,11 @@ def test_a_sync_stores_the_rows_the_live_path_stores(
         try:
             report = sync(bulk, root, workers=workers)
             refused = _live(root, live)
-            assert {failure.session_id for failure in report.failures} == refused
+            assert {
+                (failure.session_id, failure.position, failure.line) for failure in report.failures
+            } == refused
+            assert len(report.failures) == len(refused)
+            assert all(failure.path is not None for failure in report.failures)
             assert stored(Path(folder) / "bulk.db") == stored(Path(folder) / "live.db")
             for ledger in (bulk, live):  # each session's rows in its order
                 events = ledger.db.tables.events

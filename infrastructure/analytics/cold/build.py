@@ -63,6 +63,7 @@ from pentrace.infrastructure.ledger.bulk import (
     auto_workers,
     die_with_parent,
 )
+from pentrace.infrastructure.ledger.bulk.build import STREAM_BYTES, large_session, record_findings
 from pentrace.infrastructure.storage.layout import SessionRef, iter_sessions
 from pentrace.projections.analytics.events import decode_event
 
@@ -83,7 +84,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class ColdReport:
-    """What a cold build read: sessions folded, events fed, sessions it had to cut short, and
+    """What a cold build read: sessions folded, events fed, its findings (records left out,
+    sessions cut short where their traces failed), and
     whether the projection's bulk fold built it (ADR 0062) rather than its handlers."""
 
     sessions: int
@@ -172,7 +174,7 @@ def _bulk(
     first: Callable[[], None],
 ) -> tuple[BulkFold, int, dict[str, int], list[SessionFailure]] | None:
     """The merged bulk fold of every session, the records it folded, the trace marks and the
-    sessions cut short; None when the fold failed on a record (the handlers then decide).
+    findings; None when the fold failed on a record (the handlers then decide).
     ``first`` runs once the workers have their first sessions (what it raises, this raises)."""
     merged = fold_class()
     fed = 0
@@ -181,12 +183,11 @@ def _bulk(
     task_of = partial(fold_in_bulk, fold_class, types=types)
     try:
         for task in _tasks(refs, task_of, workers, first):
-            for ref, events, folded, failure in task.sessions:
+            for ref, events, folded, found in task.sessions:
                 fed += events
                 if folded:
                     marks[ref.key.stream_id] = folded
-                if failure is not None:
-                    failures.append(failure)
+                failures += found
             merged.merge(task.partial)
     except _NotCold:
         raise
@@ -262,8 +263,7 @@ def _cold_build(
                     fed = feed(projection, map(decode_event, fold.envelopes), strict, fed)
                     if fold.folded:
                         marks[fold.ref.key.stream_id] = fold.folded
-                    if fold.failure is not None:
-                        failures.append(fold.failure)
+                    failures += fold.failures
             write_marks(view.open_connection(), view.name, marks)
             return ColdReport(len(marks), fed, tuple(failures), merged is not None), fed
 
@@ -280,7 +280,7 @@ def _cold_build(
 
 
 class SessionFold(NamedTuple):
-    """A session's envelopes of the wanted types, how many records were read, and a failure.
+    """A session's envelopes of the wanted types, how many records were read, and its findings.
 
     ``folded`` is the highest trace position the envelopes cover (its trace
     mark); after a failure it is the last position read before it.
@@ -289,26 +289,28 @@ class SessionFold(NamedTuple):
     ref: SessionRef
     envelopes: list[bytes]
     folded: int
-    failure: SessionFailure | None
+    failures: tuple[SessionFailure, ...]
 
 
 def fold_session(ref: SessionRef, types: Collection[str]) -> SessionFold:
     """Every record of ``ref`` as :func:`session_events` maps it, as bytes (a worker's task).
 
-    A failure of the session's own (its trace unreadable, a record the
-    redaction check refuses) keeps the envelopes before it, as ``ledger
-    sync`` keeps the rows before it.
+    A record the ledger cannot take is left out and is one finding, as ``ledger
+    sync`` leaves it out (ADR 0102); a session whose trace cannot be read keeps
+    the envelopes before the failure, as ``ledger sync`` keeps the rows before it.
     """
     envelopes: list[bytes] = []
     folded = 0
+    refused: list[tuple[int, BaseException]] = []
+    cut: tuple[SessionFailure, ...] = ()
     try:
-        for position, data in trace_envelopes(ref, None, types):
+        for position, data in trace_envelopes(ref, None, types, refused):
             if data is not None:
                 envelopes.append(data)
             folded = position
     except SESSION_ERRORS as error:
-        return SessionFold(ref, envelopes, folded, SessionFailure.of(ref, error))
-    return SessionFold(ref, envelopes, folded, None)
+        cut = (SessionFailure.of(ref, error),)
+    return SessionFold(ref, envelopes, folded, (*record_findings(ref, refused), *cut))
 
 
 def fold_sessions(refs: list[SessionRef], types: Collection[str]) -> list[SessionFold | SessionRef]:
@@ -317,40 +319,30 @@ def fold_sessions(refs: list[SessionRef], types: Collection[str]) -> list[Sessio
     that no process holds a large session's envelopes at once (issue #32)."""
     # A worker lives for one build and makes no cycles: collecting only slows it.
     gc.disable()
-    return [ref if _large(ref) else fold_session(ref, types) for ref in refs]
-
-
-# A session larger than this is streamed by the parent rather than folded whole by a worker.
-STREAM_BYTES: Final = 16 * 1024 * 1024
-
-
-def _large(ref: SessionRef) -> bool:
-    size = 0
-    for shard in ref.shards:
-        try:
-            size += os.stat(shard.path).st_size
-        except OSError:
-            continue  # unreadable or gone: the fold reports it
-    return size > STREAM_BYTES
+    return [ref if large_session(ref) else fold_session(ref, types) for ref in refs]
 
 
 class SessionStream:
     """One session's envelopes read as they are fed (memory bounded by one record, whatever the
-    session's length): ``folded`` and ``failure`` are :class:`SessionFold`'s once it is read."""
+    session's length): ``folded`` and ``failures`` are :class:`SessionFold`'s once it is read."""
 
     def __init__(self, ref: SessionRef, types: Collection[str]) -> None:
         self.ref = ref
         self.folded = 0
-        self.failure: SessionFailure | None = None
+        self.failures: tuple[SessionFailure, ...] = ()
         self._types = types
 
     @property
     def envelopes(self) -> Iterator[bytes]:
-        """The envelopes in trace order; a failure of the session's own ends them (kept)."""
+        """The envelopes in trace order, a record the ledger cannot take left out (a finding);
+        a failure of the session's own ends them (kept)."""
+        refused: list[tuple[int, BaseException]] = []
+        cut: tuple[SessionFailure, ...] = ()
         try:
-            for position, data in trace_envelopes(self.ref, None, self._types):
+            for position, data in trace_envelopes(self.ref, None, self._types, refused):
                 if data is not None:
                     yield data
                 self.folded = position
         except SESSION_ERRORS as error:
-            self.failure = SessionFailure.of(self.ref, error)
+            cut = (SessionFailure.of(self.ref, error),)
+        self.failures = (*record_findings(self.ref, refused), *cut)

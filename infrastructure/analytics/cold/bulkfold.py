@@ -40,6 +40,7 @@ from pentrace.domain.runtime import SessionEvents, event_type_for
 from pentrace.domain.runtime.mapping import kinds_for
 from pentrace.infrastructure.analytics.transaction import Transaction
 from pentrace.infrastructure.ledger.bulk import SESSION_ERRORS, SessionFailure
+from pentrace.infrastructure.ledger.bulk.build import RECORD_ERRORS, record_findings
 from pentrace.infrastructure.ledger.rows import ROW_COLUMNS, encoded_values
 from pentrace.infrastructure.storage.layout import SessionRef
 from pentrace.infrastructure.trace.reader import read_session
@@ -101,7 +102,7 @@ class ColdSession:
         """The record's envelope exactly as the ledger (and the per-event path) holds it.
 
         Raises what the ledger's row check raises for it (a ``RedactionError``
-        ends the session there, as its ``ledger sync`` does).
+        leaves the record out, as its ``ledger sync`` does: ADR 0102).
         """
         encoded = self._mapper.encoded(position, record)
         return decode_event(encoded_values(encoded, 0)[_JSON])
@@ -121,8 +122,8 @@ class BulkFold(ABC):
         """Fold the record at ``position`` (of one of the projection's types) into the aggregate.
 
         A fold that raises (``ColdSession.event`` refusing a record) must not
-        have changed the aggregate for this record: the session is cut short
-        before it, with what was folded so far.
+        have changed the aggregate for this record: the record is left out (a
+        finding) and the session's next records are folded.
         """
 
     @abstractmethod
@@ -145,10 +146,10 @@ def bulk_fold_of(projection_class: type[Any]) -> type[BulkFold] | None:
 
 
 class BulkTask(NamedTuple):
-    """A worker task's result: per session its records folded and its trace mark and failure
+    """A worker task's result: per session its records folded, its trace mark and findings
     (in ``refs`` order), and the task's partial aggregate."""
 
-    sessions: list[tuple[SessionRef, int, int, SessionFailure | None]]
+    sessions: list[tuple[SessionRef, int, int, tuple[SessionFailure, ...]]]
     partial: Any
 
 
@@ -170,9 +171,11 @@ def _may_map(kinds: dict[str, frozenset[str] | None] | None, record: TraceRecord
 
 def _fold_session(
     fold: BulkFold, ref: SessionRef, types: Collection[str]
-) -> tuple[SessionRef, int, int, SessionFailure | None]:
+) -> tuple[SessionRef, int, int, tuple[SessionFailure, ...]]:
     session = ColdSession(ref, types)
     folded = events = 0
+    refused: list[tuple[int, BaseException]] = []
+    cut: tuple[SessionFailure, ...] = ()
     try:
         fold_record = fold.fold
         kinds = kinds_for(types)
@@ -184,12 +187,16 @@ def _fold_session(
             if _may_map(kinds, record):
                 event_type = event_type_for(record, position)
                 if event_type in types:
-                    fold_record(session, position, event_type, record)
-                    events += 1
+                    try:
+                        fold_record(session, position, event_type, record)
+                    except RECORD_ERRORS as error:  # left out, as the ledger leaves it out
+                        refused.append((position, error))
+                    else:
+                        events += 1
             folded = position
     except SESSION_ERRORS as error:
-        return ref, events, folded, SessionFailure.of(ref, error)
-    return ref, events, folded, None
+        cut = (SessionFailure.of(ref, error),)
+    return ref, events, folded, (*record_findings(ref, refused), *cut)
 
 
 def fold_in_bulk(

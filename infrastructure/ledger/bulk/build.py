@@ -8,9 +8,11 @@ its envelope plain, and compresses the session's envelopes in one call
 path's rows, byte for byte (the README names the tests that hold it so).
 
 A record the ledger cannot take (the redaction check refuses it, or the
-mapping cannot take one of its values) ends the session's build there: the
-rows before it are kept, and the session is reported with the record's file,
-line and position (:class:`SessionFailure`); the other sessions go on.
+mapping cannot take one of its values) is left out and reported as one
+finding, with its file, line and position (:class:`SessionFailure`); the
+session's other records, and the other sessions, go on.  Its position is left
+as a gap: no other record takes it, and the rows after it keep their ids, as
+the live path leaves it (ADR 0102).
 
 Rows are then packed by which of their columns are NULL (ADR 0066): a row of
 form 2 leaves five to seven of its seventeen columns NULL, and binding a
@@ -26,6 +28,7 @@ the pipe with fewer objects than the tuples would.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
@@ -34,7 +37,13 @@ from typing import Any, Final
 from pentrace.domain.records import TraceRecord
 from pentrace.domain.runtime import EncodedEvent, SessionEvents
 from pentrace.domain.runtime.candidate import EncodedCandidate
-from pentrace.errors import LedgerConflictError, PentraceError, RedactionError, TraceError
+from pentrace.errors import (
+    LedgerConflictError,
+    LedgerError,
+    PentraceError,
+    RedactionError,
+    TraceError,
+)
 from pentrace.infrastructure.ledger.backend.codec import RowCodec
 from pentrace.infrastructure.ledger.rows import (
     MAPPING_ERRORS,
@@ -47,15 +56,20 @@ from pentrace.infrastructure.storage.layout import SessionRef
 from pentrace.infrastructure.trace.reader import read_session, read_shard
 
 __all__ = [
+    "RECORD_ERRORS",
     "SESSION_ERRORS",
+    "STREAM_BYTES",
+    "STREAM_LINES",
     "PackedGroup",
     "PackedRows",
     "SessionBuild",
     "SessionFailure",
     "SyncReport",
     "build_session",
+    "large_session",
     "numbered",
     "pack",
+    "session_pieces",
     "unpack",
 ]
 
@@ -63,13 +77,17 @@ __all__ = [
 #: or gone) stops the whole run.  :data:`~..rows.MAPPING_ERRORS` are a record the mapping
 #: cannot take: that session is reported the same way.
 SESSION_ERRORS: Final = (LedgerConflictError, RedactionError, TraceError, OSError)
+#: Errors one record's row raises when the ledger cannot take it: the redaction check, the
+#: envelope's shape, a value the mapping cannot take.  Building a row touches no database,
+#: so no ledger error raised there is about anything but the record.
+RECORD_ERRORS: Final = (LedgerError, *MAPPING_ERRORS)
 
 
 @dataclass(frozen=True)
 class SessionFailure:
-    """A session a sync or rebuild could not index (all of it, or from one record on), and
-    why: ``message`` names what was wrong; ``path``, ``line`` and ``position`` the record,
-    when one record was the cause."""
+    """One finding of a sync, rebuild or cold build: a session it could not read (``position``
+    None), or one record of it a derived store cannot take, which was left out (ADR 0102).
+    ``message`` names what was wrong; ``path``, ``line`` and ``position`` the record."""
 
     project: str
     agent: str
@@ -87,26 +105,38 @@ class SessionFailure:
 
     @classmethod
     def at(cls, ref: SessionRef, position: int, error: BaseException) -> SessionFailure:
-        """The failure of ``ref`` at the record of ``position``, found in its shards."""
-        path, line = record_place(ref, position)
-        where = f"{path}, line {line}" if path is not None else "its trace"
-        message = f"position {position} ({where}): {refusal(error)}"
-        return cls(ref.project, ref.agent, ref.session_id, message, path, line, position)
+        """The finding of the record of ``ref`` at ``position``, found in its shards."""
+        return record_findings(ref, [(position, error)])[0]
 
 
-def record_place(ref: SessionRef, position: int) -> tuple[str | None, int | None]:
-    """The shard and line of the record at ``position`` of a session (None when the shards
-    no longer hold it): read again, only when a record failed."""
+def record_findings(
+    ref: SessionRef, refused: list[tuple[int, BaseException]]
+) -> list[SessionFailure]:
+    """One finding per ``(position, error)`` of ``ref``, each with its shard and line (read
+    again in one pass, only when records were refused; None when the shards no longer hold
+    it)."""
+    places: dict[int, tuple[str, int]] = {}
+    wanted = {position for position, _ in refused}
     seen = 0
     try:
         for shard in sorted(ref.shards, key=lambda shard: shard.index):
             for record in read_shard(shard.path):
                 seen += 1
-                if seen == position:
-                    return str(shard.path), record.line
+                if seen in wanted:
+                    places[seen] = (str(shard.path), record.line)
+            if seen >= max(wanted, default=0):
+                break
     except (TraceError, OSError):
         pass
-    return None, None
+    found = []
+    for position, error in refused:
+        path, line = places.get(position, (None, None))
+        where = f"{path}, line {line}" if path is not None else "its trace"
+        message = f"position {position} ({where}): {refusal(error)}; the record was left out"
+        found.append(
+            SessionFailure(ref.project, ref.agent, ref.session_id, message, path, line, position)
+        )
+    return found
 
 
 @dataclass(frozen=True)
@@ -123,19 +153,55 @@ class SyncReport:
 
 @dataclass(frozen=True)
 class SessionBuild:
-    """A session's new rows (tuples in ``ROW_COLUMNS`` order), and what it skipped or hit;
-    for a backend that takes packed rows, ``packed`` holds them instead (runs in order)
-    and ``rows`` is empty."""
+    """A session's new rows (tuples in ``ROW_COLUMNS`` order), how many it passed over as
+    held, and its findings (records left out, or the session cut short where its shards
+    failed); for a backend that takes packed rows, ``packed`` holds them instead (runs in
+    order) and ``rows`` is empty."""
 
     rows: list[tuple[Any, ...]]
     already_held: int
-    failure: SessionFailure | None
+    failures: tuple[SessionFailure, ...] = ()
     packed: tuple[PackedRows, ...] = ()
+    #: False for a piece of a session other than its last (:func:`session_pieces`).
+    final: bool = True
 
     @property
     def count(self) -> int:
         """How many new rows the build holds, packed or not."""
         return len(self.rows) + sum(run.count for run in self.packed)
+
+
+# A session of more bytes or lines than these is built in pieces, by the process that writes
+# (or folds) it: a row or an envelope is about a kilobyte whatever its line's size (a `{}`
+# line too), so tiny lines count as much as long ones.
+STREAM_BYTES: Final = 16 * 1024 * 1024
+STREAM_LINES: Final = 20_000
+
+
+def large_session(ref: SessionRef) -> bool:
+    """Whether the session's shards hold more than :data:`STREAM_BYTES` or
+    :data:`STREAM_LINES` (an unreadable or missing shard counts nothing: its build reports
+    it).  Lines are counted only below the byte limit, so at most that much is read."""
+    size = 0
+    for shard in ref.shards:
+        try:
+            size += os.stat(shard.path).st_size
+        except OSError:
+            continue
+    if size > STREAM_BYTES:
+        return True
+    if size <= STREAM_LINES:  # fewer bytes than the limit in lines: no need to count
+        return False
+    lines = 0
+    for shard in ref.shards:
+        try:
+            with shard.path.open("rb") as handle:
+                lines += sum(
+                    chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b"")
+                )
+        except OSError:
+            continue
+    return lines > STREAM_LINES
 
 
 def numbered(records: Iterable[TraceRecord]) -> Iterator[tuple[int, TraceRecord]]:
@@ -151,29 +217,53 @@ def build_session(
     codec: RowCodec | None = None,
 ) -> SessionBuild:
     """The rows of every record of ``ref`` but the ``held`` positions and those retention
-    pruned (see the module docstring)."""
+    pruned, and the findings of the records left out (see the module docstring)."""
+    (whole,) = session_pieces(ref, held, pruned_through, inserted_at, codec)
+    return whole
+
+
+def session_pieces(
+    ref: SessionRef,
+    held: frozenset[int],
+    pruned_through: int,
+    inserted_at: int,
+    codec: RowCodec | None = None,
+    piece: int | None = None,
+) -> Iterator[SessionBuild]:
+    """:func:`build_session` in pieces of at most ``piece`` rows (None: one piece), so that a
+    session of any length is built in bounded memory; the last piece has ``final`` set and
+    carries the findings, and the pieces' rows, in order, are the whole build's."""
     mapper = SessionEvents(ref.key)
     rows: list[tuple[Any, ...]] = []
     skipped = 0
-    failure: SessionFailure | None = None
-    position = 0
+    refused: list[tuple[int, BaseException]] = []
+    cut: list[SessionFailure] = []
+    limit = piece if piece is not None else -1
     try:
         for position, record in numbered(read_session(ref.shards)):
             if position in held or position <= pruned_through:
                 skipped += 1
                 mapper.skip(position, record)
                 continue
-            found = mapper.screened(position, record)
-            if type(found) is EncodedCandidate:
-                rows.append(candidate_values(found, inserted_at, codec))
-            else:
-                assert isinstance(found, EncodedEvent)
-                rows.append(checked_values(found, inserted_at, codec))
+            try:
+                found = mapper.screened(position, record)
+                if type(found) is EncodedCandidate:
+                    row = candidate_values(found, inserted_at, codec)
+                else:
+                    assert isinstance(found, EncodedEvent)
+                    row = checked_values(found, inserted_at, codec)
+            except RECORD_ERRORS as error:  # this record only: a gap at its position
+                mapper.skip(position, record)  # a first record still names the workspace
+                refused.append((position, error))
+                continue
+            rows.append(row)
+            if len(rows) == limit:
+                yield SessionBuild(compressed_rows(rows, codec), skipped, final=False)
+                rows, skipped = [], 0
     except (TraceError, OSError) as error:  # the shards themselves
-        failure = SessionFailure.of(ref, error)
-    except (RedactionError, LedgerConflictError, *MAPPING_ERRORS) as error:  # one record
-        failure = SessionFailure.at(ref, position, error)
-    return SessionBuild(compressed_rows(rows, codec), skipped, failure)
+        cut.append(SessionFailure.of(ref, error))
+    findings = (*record_findings(ref, refused), *cut) if refused else tuple(cut)
+    yield SessionBuild(compressed_rows(rows, codec), skipped, findings)
 
 
 @dataclass(frozen=True, slots=True)

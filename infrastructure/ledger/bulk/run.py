@@ -13,13 +13,13 @@ same either way, and so is their order within each session.  What the
 ledger's count limit would delete at once is not built or inserted
 (:mod:`.skips`, ADR 0047).
 
-One session never stops the others: a session that fails while being built
-(its trace unreadable, a record the ledger cannot take) keeps the rows built
-before the failure, which are written, and is reported; a session whose rows
-the ledger refuses when they are written (a held id with other content, a
-stream of another stream's digest) keeps what was written before and is
-reported, and its later rows are left out.  Anything else (the database
-locked or gone, a bug) stops the run.
+One record never stops the others (ADR 0102): a record the ledger cannot
+take, when its row is built (the redaction check, a value the mapping cannot
+take) or when it is written (a held id with other content), is left out and
+reported as one finding (file, line, session, position, reason), and the
+session's other records are written; its position stays a gap, as on the live
+path.  A session whose shards cannot be read keeps the rows built before and is
+reported.  Anything else (the database locked or gone, a bug) stops the run.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import queue
 import signal
 import threading
 from collections import deque
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Final
@@ -50,7 +50,10 @@ from pentrace.infrastructure.ledger.bulk.build import (
     SessionFailure,
     SyncReport,
     build_session,
+    large_session,
     pack,
+    record_findings,
+    session_pieces,
     unpack,
 )
 from pentrace.infrastructure.ledger.bulk.deferred import indexes_after_rows
@@ -83,6 +86,7 @@ _MOST_WORKERS: Final = 4
 # Sessions each worker process may have built or be building ahead of the writer.
 _AHEAD: Final = 3
 _PR_SET_PDEATHSIG: Final = 1
+_SEQUENCE: Final = ROW_COLUMNS.index("sequence")
 
 
 def sync(
@@ -181,30 +185,32 @@ def sync_sessions(
     sessions = held_total = 0
     failures: list[SessionFailure] = []
     build_one = functools.partial(_build, codec=codec, packing=packed is not None)
-    builds = _builds(tasks, workers, build_one)
+    stream_one = functools.partial(_pieces, codec=codec, packing=packed is not None)
+    builds = _builds(tasks, workers, build_one, stream_one)
     # Into an empty table, the scoped indexes are made after the rows (ADR 0073).
     with indexes_after_rows(ledger.db, worth_it=bool(refs)), contextlib.closing(builds):
         for task, build in builds:  # closing(): no worker outlives an error
-            sessions += 1
             writer.add(task.ref, build)
-            held_total += build.already_held - task.skipped
-            if build.failure is not None:
-                failures.append(build.failure)
+            held_total += build.already_held
+            failures += build.failures
+            if build.final:
+                sessions += 1
+                held_total -= task.skipped
         writer.finish()
-    failures += writer.refused.values()
+    failures += writer.refused
     skipped = plan.skipped if plan is not None else 0
     return SyncReport(sessions, writer.indexed, held_total, tuple(failures), skipped)
 
 
 class _Writer:
     """The builds' rows in transactions of about :data:`BATCH`, consecutive sessions together;
-    a session whose rows the ledger refuses is left out from there on and reported."""
+    a row the ledger refuses is left out and reported (``refused``), the others are written."""
 
     def __init__(self, ledger: RuntimeEventLedger, packed: PackedInserter | None) -> None:
         self.ledger = ledger
         self.packed = packed
         self.indexed = 0
-        self.refused: dict[SessionKey, SessionFailure] = {}
+        self.refused: list[SessionFailure] = []
         self._rows: deque[tuple[SessionRef, list[tuple[Any, ...]]]] = deque()
         self._row_count = 0
         self._runs: list[tuple[SessionRef, PackedRows]] = []
@@ -253,46 +259,95 @@ class _Writer:
 
     def _write(self, taken: list[tuple[SessionRef, Any]], write: Callable[[Any], int]) -> None:
         """Write ``taken`` in one transaction; when the ledger refuses it, each session's part
-        in one of its own, so that only the session it refuses is left out."""
-        taken = [(ref, part) for ref, part in taken if ref.key not in self.refused]
-        if not taken:
-            return
+        in one of its own, and a part it refuses row by row, so that only the rows it refuses
+        are left out (each one finding)."""
         try:
             self.indexed += write(taken)
             return
         except LedgerConflictError:
-            pass  # rolled back: find the session the ledger disagrees with
+            pass  # rolled back: find the rows the ledger disagrees with
         by_session: dict[SessionKey, list[tuple[SessionRef, Any]]] = {}
         for ref, part in taken:
             by_session.setdefault(ref.key, []).append((ref, part))
-        for key, parts in by_session.items():
+        for parts in by_session.values():
             try:
                 self.indexed += write(parts)
+            except LedgerConflictError:
+                self._write_each(parts)
+
+    def _write_each(self, parts: list[tuple[SessionRef, Any]]) -> None:
+        """One session's rows (plain or packed runs), each in a transaction of its own."""
+        ref = parts[0][0]
+        width = len(ROW_COLUMNS)
+        rows = [
+            row
+            for _, part in parts
+            for row in (unpack(part, width) if isinstance(part, PackedRows) else part)
+        ]
+        refused: list[tuple[int, BaseException]] = []
+        for row in rows:
+            try:
+                self.indexed += insert_values(self.ledger, [row])
             except LedgerConflictError as error:
-                self.refused[key] = SessionFailure.of(parts[0][0], error)
+                refused.append((row[_SEQUENCE], error))
+        self.refused += record_findings(ref, refused)
 
 
 #: Builds one task's session; a worker gets it when it is forked (nothing is pickled).
 Builder = Callable[[SessionTask], SessionBuild]
+#: Builds one task's session in pieces of bounded size, in this process.
+Streamer = Callable[[SessionTask], Iterator[SessionBuild]]
+# Rows a piece of a large session holds (a session larger than STREAM_BYTES is built in
+# pieces by the writer itself: its rows are never all in memory, nor sent between processes).
+_PIECE: Final = 8 * BATCH
 
 
 def _build(
     task: SessionTask, codec: RowCodec | None = None, *, packing: bool = False
 ) -> SessionBuild:
     if not task.build:
-        return SessionBuild([], task.already_held + task.skipped, None)
+        return SessionBuild([], task.already_held + task.skipped)
     built = build_session(task.ref, task.held, task.pruned_through, task.inserted_at, codec)
-    if not packing or not built.rows:
-        return built
+    return _packed(built) if packing else built
+
+
+def _pieces(
+    task: SessionTask, codec: RowCodec | None = None, *, packing: bool = False
+) -> Iterator[SessionBuild]:
+    """:func:`_build` of a large session, in pieces of :data:`_PIECE` rows."""
+    if not task.build:
+        yield SessionBuild([], task.already_held + task.skipped)
+        return
+    pieces = session_pieces(
+        task.ref, task.held, task.pruned_through, task.inserted_at, codec, _PIECE
+    )
+    for built in pieces:
+        yield _packed(built) if packing else built
+
+
+def _packed(built: SessionBuild) -> SessionBuild:
     rows = built.rows
+    if not rows:
+        return built
     runs = tuple(pack(rows[start : start + BATCH]) for start in range(0, len(rows), BATCH))
-    return SessionBuild([], built.already_held, built.failure, runs)
+    return SessionBuild([], built.already_held, built.failures, runs, built.final)
+
+
+def _local(task: SessionTask, build: Builder, stream: Streamer) -> Iterator[SessionBuild]:
+    """A session built in this process: whole, or in pieces when it is large."""
+    if task.build and large_session(task.ref):
+        return stream(task)
+    return iter((build(task),))
 
 
 def _builds(
-    tasks: Iterable[SessionTask], workers: int, build: Builder = _build
+    tasks: Iterable[SessionTask],
+    workers: int,
+    build: Builder = _build,
+    stream: Streamer = _pieces,
 ) -> Generator[tuple[SessionTask, SessionBuild], None, None]:
-    """Each session's build, in ``tasks`` order, from ``workers`` building processes.
+    """Each session's build, in ``tasks`` order, from ``workers`` building processes; a large
+    session (:func:`~.build.large_session`) in pieces built here, whatever ``workers``.
 
     With ``workers`` above 1, ``workers - 1`` forked processes build sessions
     ahead, at most :data:`_AHEAD` each, and this process builds the next one
@@ -304,12 +359,14 @@ def _builds(
     """
     if workers <= 1:
         for task in tasks:
-            yield task, build(task)
+            for built in _local(task, build, stream):
+                yield task, built
         return
     pool = [_Worker(build) for _ in range(workers - 1)]
     try:
-        # Each slot holds the worker building a session or the build done here, in order.
-        slots: deque[tuple[SessionTask, _Worker | SessionBuild]] = deque()
+        # Each slot holds the worker building a session, the build done here, or None: a
+        # large session, built here in pieces when it is due.
+        slots: deque[tuple[SessionTask, _Worker | SessionBuild | None]] = deque()
         remaining = iter(tasks)
         built_here = 0
         while True:
@@ -318,6 +375,9 @@ def _builds(
                     sent = next(remaining, None)
                     if sent is None:
                         break
+                    if sent.build and large_session(sent.ref):
+                        slots.append((sent, None))
+                        continue
                     worker.submit(sent)
                     slots.append((sent, worker))
             if not slots:
@@ -326,11 +386,15 @@ def _builds(
             if isinstance(slot, _Worker) and not slot.ready() and built_here < _AHEAD:
                 spare = next(remaining, None)
                 if spare is not None:
-                    slots.append((spare, build(spare)))
-                    built_here += 1
+                    large = spare.build and large_session(spare.ref)
+                    slots.append((spare, None if large else build(spare)))
+                    built_here += 0 if large else 1
                     continue
             slots.popleft()
-            if isinstance(slot, _Worker):
+            if slot is None:
+                for built in stream(due):
+                    yield due, built
+            elif isinstance(slot, _Worker):
                 yield due, slot.result()
             else:
                 built_here -= 1

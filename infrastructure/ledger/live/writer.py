@@ -37,6 +37,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from pentrace.errors import LedgerConflictError, PentraceError
@@ -129,20 +130,16 @@ class CircuitBreaker:
             return True
 
 
+@dataclass(slots=True, eq=False)
 class LiveBatch:
     """The ledger rows of one save (positions ``first``..``last`` of a session), made by
-    :func:`~.rows.envelope_row` in the saving thread."""
+    :func:`~.rows.envelope_row` in the saving thread; ``done`` is set once they are handled."""
 
-    __slots__ = ("done", "first", "last", "rows", "session_id")
-
-    def __init__(
-        self, session_id: str, first: int, last: int, rows: Sequence[dict[str, Any]]
-    ) -> None:
-        self.session_id = session_id
-        self.first = first
-        self.last = last
-        self.rows = rows
-        self.done = threading.Event()
+    session_id: str
+    first: int
+    last: int
+    rows: Sequence[dict[str, Any]]
+    done: threading.Event = field(default_factory=threading.Event)
 
 
 class LiveWriter:
