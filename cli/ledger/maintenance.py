@@ -102,7 +102,9 @@ def rebuild(
     """Index all traces again, with the same event ids, one session per transaction.
 
     Rows of sessions that have no trace are deleted at the end; a session that cannot be read
-    keeps its rows and is reported.  Which indexing command to use when: `pentrace ledger -h`.
+    keeps its rows and is reported; a record the ledger cannot take is left out and reported,
+    and its session's other records are rebuilt.  Which indexing command to use when:
+    `pentrace ledger -h`.
 
     Example: pentrace ledger rebuild
     """
