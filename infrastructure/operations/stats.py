@@ -368,7 +368,7 @@ def _prepare(
             # Retention waits until the projections have read what this sync indexed.
             with ledger.retention_held():
                 left_out = [
-                    f"{f.project}/{f.agent}/{f.session_id}: left out of the sync: {f.message}"
+                    f"{f.project}/{f.agent}/{f.session_id}: in the sync: {f.message}"
                     for f in sync(ledger, root).failures
                 ]
                 _catch_up(names, root, env)
