@@ -10,14 +10,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -99,6 +101,33 @@ def clear_store_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Unset every :data:`STORE_ENV` variable for the rest of the test."""
     for name in STORE_ENV:
         monkeypatch.delenv(name, raising=False)
+
+
+@contextlib.contextmanager
+def watched_sandbox(
+    monkeypatch: pytest.MonkeyPatch, prefix: str, unset: Iterable[str]
+) -> Iterator[tuple[Path, list[Path]]]:
+    """A fresh folder ``prefix<random>`` plus HOME, cwd and TMPDIR folders the test watches.
+
+    Yields ``(base, [home, cwd, tmp])``: the variables in ``unset`` are cleared, HOME and
+    TMPDIR (and :mod:`tempfile`) point at the watched folders and cwd is the second one,
+    until the block ends; then the whole folder is removed.
+    """
+    base = Path(tempfile.mkdtemp(prefix=prefix))
+    watched = [base / "home", base / "cwd", base / "tmp"]
+    for folder in watched:
+        folder.mkdir()
+    with monkeypatch.context() as patch:
+        for name in unset:
+            patch.delenv(name, raising=False)
+        patch.setenv("HOME", str(watched[0]))
+        patch.chdir(watched[1])
+        patch.setenv("TMPDIR", str(watched[2]))
+        patch.setattr(tempfile, "tempdir", str(watched[2]))
+        try:
+            yield base, watched
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -16,9 +16,8 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Final
 
@@ -31,6 +30,7 @@ from pentrace.cli.app import app
 from pentrace.cli.docgen import iter_commands
 from pentrace.errors import PentraceError
 from tests.integration.cli_sessions_corpus import SID_A, SID_B, SID_C, build_corpus
+from tests.support import watched_sandbox
 
 # Commands that write outside what a read leaves behind (derived stores under the
 # root are fine), follow forever, or serve: not fuzzed here.
@@ -200,24 +200,9 @@ def mutate(shard: Path, kind: str, index: int, data: bytes, position: int) -> No
     shard.write_bytes(b"\n".join(lines))
 
 
-@contextmanager
-def sandbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, list[Path]]]:
+def sandbox(monkeypatch: pytest.MonkeyPatch) -> AbstractContextManager[tuple[Path, list[Path]]]:
     """A fresh folder holding the data root, plus HOME, cwd and TMPDIR folders to watch."""
-    base = Path(tempfile.mkdtemp(prefix="pentrace-fuzz-"))
-    watched = [base / "home", base / "cwd", base / "tmp"]
-    for folder in watched:
-        folder.mkdir()
-    with monkeypatch.context() as patch:
-        for name in _LEDGER_ENV:
-            patch.delenv(name, raising=False)
-        patch.setenv("HOME", str(watched[0]))
-        patch.chdir(watched[1])
-        patch.setenv("TMPDIR", str(watched[2]))
-        patch.setattr(tempfile, "tempdir", str(watched[2]))
-        try:
-            yield base, watched
-        finally:
-            shutil.rmtree(base, ignore_errors=True)
+    return watched_sandbox(monkeypatch, "pentrace-fuzz-", _LEDGER_ENV)
 
 
 def run_all(

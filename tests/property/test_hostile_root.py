@@ -22,12 +22,10 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import sqlite3
-import tempfile
 import traceback
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -40,6 +38,7 @@ from pentrace.cli.docgen import iter_commands
 from pentrace.domain.session.key import SessionKey
 from pentrace.errors import PentraceError
 from tests.otel_support import Receiver
+from tests.support import watched_sandbox
 
 FIXTURES: Final = Path(__file__).parents[1] / "fixtures" / "penguin_harness"
 SEED: Final = int(os.environ.get("PENTRACE_FUZZ_SEED", "20261207"))
@@ -249,25 +248,14 @@ def build_root(base: Path, rng: random.Random) -> Root:
     return root
 
 
-@contextmanager
-def sandbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, list[Path]]]:
+def sandbox(monkeypatch: pytest.MonkeyPatch) -> AbstractContextManager[tuple[Path, list[Path]]]:
     """A fresh folder for the root, with HOME, cwd and TMPDIR folders that must stay empty."""
-    base = Path(tempfile.mkdtemp(prefix="pentrace-hostile-"))
-    watched = [base / "home", base / "cwd", base / "tmp"]
-    for folder in watched:
-        folder.mkdir()
-    with monkeypatch.context() as patch:
-        for name in list(os.environ):
-            if name.startswith(("PENTRACE_", "PENGUIN_")) and name != "PENTRACE_FUZZ_SEED":
-                patch.delenv(name, raising=False)
-        patch.setenv("HOME", str(watched[0]))
-        patch.chdir(watched[1])
-        patch.setenv("TMPDIR", str(watched[2]))
-        patch.setattr(tempfile, "tempdir", str(watched[2]))
-        try:
-            yield base, watched
-        finally:
-            shutil.rmtree(base, ignore_errors=True)
+    unset = [
+        name
+        for name in os.environ
+        if name.startswith(("PENTRACE_", "PENGUIN_")) and name != "PENTRACE_FUZZ_SEED"
+    ]
+    return watched_sandbox(monkeypatch, "pentrace-hostile-", unset)
 
 
 class Runner:
