@@ -20,6 +20,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -30,8 +31,10 @@ from typer.testing import CliRunner, Result
 
 from pentrace import testing as pt
 from pentrace.cli.app import app
+from pentrace.cli.demo import record_demo_session
 from pentrace.infrastructure.eventstore.application import SessionApplication, SessionHandle
 from pentrace.infrastructure.ledger import LedgerDatabase
+from pentrace.infrastructure.storage.layout import DataRoot
 
 REPO: Final = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
@@ -373,3 +376,15 @@ def kill_sync_after(
         process.wait()
     assert process.returncode == -signal.SIGKILL, "the sync ended before it was killed"
     return found
+
+
+def demo_report(folder: Path) -> Path:
+    """``folder/report.html``: the report of the demo session recorded into ``folder/data``."""
+    root = folder / "data"
+    main_id, _child = record_demo_session(DataRoot(root), datetime(2026, 11, 28, 9, tzinfo=UTC))
+    out = folder / "report.html"
+    result = CliRunner().invoke(
+        app, ["--data-root", str(root), "report", main_id[-8:], "-o", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    return out

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from pentrace.cli.app import app
 from pentrace.infrastructure.storage.layout import DataRoot
-from tests.integration.browser import NEEDS_BROWSER, assert_fits, chromium
+from tests.integration.browser import NEEDS_BROWSER, assert_fits
 from tests.integration.sse_harness import Server
 from tests.integration.web_browser import (
     WIDTHS,
@@ -38,12 +38,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, P
     server = Server(data, env={"PENTRACE_API_TOKEN": TOKEN}).start(token=TOKEN)
     yield server, data, main, other
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as launched:
-        yield launched
 
 
 def _pages(main: str) -> dict[str, str]:
