@@ -19,12 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.ingest_latency import Arrivals
+from benchmarks.ingest_latency import LATENCY_HEADER, Arrivals, latency_row
 from tests.integration.ingest_harness import append
 from tests.integration.sse_harness import Server
 
@@ -85,15 +84,10 @@ def main() -> None:
     parser.add_argument("--pause", type=float, default=0.02, help="seconds between lines")
     args = parser.parse_args()
     os.environ.pop("PENTRACE_LEDGER_URL", None)
-    samples = sorted(measure(args.lines, args.pause))
-    p95 = samples[max(0, int(len(samples) * 0.95) - 1)]
+    samples = measure(args.lines, args.pause)
     print(f"{os.cpu_count()} CPUs; {args.lines} lines, {args.pause * 1000:.0f} ms apart")
-    print("| configuration | samples | p50 ms | p95 ms | max ms |")
-    print("|---|---|---|---|---|")
-    print(
-        f"| serve --ingest --agents claude-code | {len(samples)} | "
-        f"{statistics.median(samples):.1f} | {p95:.1f} | {samples[-1]:.1f} |"
-    )
+    print(LATENCY_HEADER)
+    print(latency_row("serve --ingest --agents claude-code", samples))
 
 
 if __name__ == "__main__":

@@ -123,7 +123,12 @@ def measure(name: str, records: int, pause: float) -> list[float]:
     return [(client.times[n] - written[n]) * 1000 for n in sorted(written)]
 
 
-def _row(name: str, samples: list[float]) -> str:
+# The head of a latency table; :func:`latency_row` makes its rows.
+LATENCY_HEADER = "| configuration | samples | p50 ms | p95 ms | max ms |\n|---|---|---|---|---|"
+
+
+def latency_row(name: str, samples: list[float]) -> str:
+    """One Markdown row of a latency table: how many samples, their p50, p95 and max in ms."""
     ordered = sorted(samples)
     p95 = ordered[max(0, int(len(ordered) * 0.95) - 1)]
     return (
@@ -139,10 +144,9 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.pop("PENTRACE_LEDGER_URL", None)
     print(f"{os.cpu_count()} CPUs; {args.records} records, {args.pause * 1000:.0f} ms apart")
-    print("| configuration | samples | p50 ms | p95 ms | max ms |")
-    print("|---|---|---|---|---|")
+    print(LATENCY_HEADER)
     for name in ("serve --ingest", "ingest --follow + serve", "ingest --poll + serve"):
-        print(_row(name, measure(name, args.records, args.pause)), flush=True)
+        print(latency_row(name, measure(name, args.records, args.pause)), flush=True)
 
 
 if __name__ == "__main__":
