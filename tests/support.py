@@ -32,6 +32,7 @@ from typer.testing import CliRunner, Result
 from pentrace import testing as pt
 from pentrace.cli.app import app
 from pentrace.cli.demo import record_demo_session
+from pentrace.errors import PentraceError
 from pentrace.infrastructure.eventstore.application import SessionApplication, SessionHandle
 from pentrace.infrastructure.ledger import LedgerDatabase
 from pentrace.infrastructure.storage.layout import DataRoot
@@ -160,6 +161,20 @@ def cli_ok(root: Path, *args: str) -> Result:
     result = cli_raising(root, *args)
     assert result.exit_code == 0, result.output
     return result
+
+
+def exit_code_of(result: Result) -> int | None:
+    """The code ``pentrace`` would exit with after ``result``; ``None`` when the command crashed.
+
+    A library error and an ``OSError`` are printed by ``main()`` as one line and exit with
+    their code (1 when they name none); any other exception is a crash.
+    """
+    error = result.exception
+    if isinstance(error, PentraceError | OSError):
+        return int(getattr(error, "exit_code", 1))
+    if error is None or isinstance(error, SystemExit):
+        return result.exit_code
+    return None
 
 
 def cli_json(root: Path, *args: str) -> Any:

@@ -28,9 +28,8 @@ from typer.testing import CliRunner
 
 from pentrace.cli.app import app
 from pentrace.cli.docgen import iter_commands
-from pentrace.errors import PentraceError
 from tests.integration.cli_sessions_corpus import SID_A, SID_B, SID_C, build_corpus
-from tests.support import watched_sandbox
+from tests.support import exit_code_of, watched_sandbox
 
 # Commands that write outside what a read leaves behind (derived stores under the
 # root are fine), follow forever, or serve: not fuzzed here.
@@ -214,13 +213,9 @@ def run_all(
         for arguments in argument_lists:
             args = [a.format(sid=sid, out=root / "report.html", shard=shard) for a in arguments]
             result = runner.invoke(app, ["--data-root", str(root), *name.split(), *args])
-            error = result.exception
-            if isinstance(error, PentraceError | OSError):
-                # main() prints these as one line and exits with their code.
-                code = getattr(error, "exit_code", 1)
-            elif error is None or isinstance(error, SystemExit):
-                code = result.exit_code
-            else:
+            code = exit_code_of(result)
+            if code is None:
+                error = result.exception
                 raise AssertionError(f"pentrace {name} {args} crashed: {error!r}") from error
             assert 0 <= code <= 2, (name, args, code, result.output)
 

@@ -36,9 +36,8 @@ from typer.testing import CliRunner
 from pentrace.cli.app import app
 from pentrace.cli.docgen import iter_commands
 from pentrace.domain.session.key import SessionKey
-from pentrace.errors import PentraceError
 from tests.otel_support import Receiver
-from tests.support import watched_sandbox
+from tests.support import exit_code_of, watched_sandbox
 
 FIXTURES: Final = Path(__file__).parents[1] / "fixtures" / "penguin_harness"
 SEED: Final = int(os.environ.get("PENTRACE_FUZZ_SEED", "20261207"))
@@ -271,12 +270,10 @@ class Runner:
     def __call__(self, name: str, *args: str) -> Any:
         self.ran.add(name)
         result = self.runner.invoke(app, ["--data-root", str(self.root), *name.split(), *args])
-        error = result.exception
-        if isinstance(error, PentraceError | OSError):
-            code = getattr(error, "exit_code", 1)
-        elif error is None or isinstance(error, SystemExit):
-            code = result.exit_code
-        else:
+        code = exit_code_of(result)
+        if code is None:
+            error = result.exception
+            assert error is not None  # exit_code_of is None only for an exception
             frames = traceback.extract_tb(error.__traceback__)[-3:]
             where = ", ".join(f"{Path(f.filename).name}:{f.lineno}" for f in frames)
             self.crashes.append(f"pentrace {name} {' '.join(args)[:200]}: {error!r}"[:300] + where)
