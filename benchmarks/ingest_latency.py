@@ -137,16 +137,27 @@ def latency_row(name: str, samples: list[float]) -> str:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=200)
-    parser.add_argument("--pause", type=float, default=0.02, help="seconds between writes")
+def latency_options(doc: str | None, unit: str) -> tuple[int, float]:
+    """A latency benchmark's ``--UNIT`` (how many, 200) and ``--pause`` (seconds, 0.02) options.
+
+    The ledger stays the data root's own SQLite file (``PENTRACE_LEDGER_URL`` is dropped);
+    prints the machine's line and the head of the latency table, then returns the two.
+    """
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    parser.add_argument(f"--{unit}", type=int, default=200)
+    parser.add_argument("--pause", type=float, default=0.02, help=f"seconds between {unit}")
     args = parser.parse_args()
+    count, pause = int(getattr(args, unit)), float(args.pause)
     os.environ.pop("PENTRACE_LEDGER_URL", None)
-    print(f"{os.cpu_count()} CPUs; {args.records} records, {args.pause * 1000:.0f} ms apart")
+    print(f"{os.cpu_count()} CPUs; {count} {unit}, {pause * 1000:.0f} ms apart")
     print(LATENCY_HEADER)
+    return count, pause
+
+
+def main() -> None:
+    records, pause = latency_options(__doc__, "records")
     for name in ("serve --ingest", "ingest --follow + serve", "ingest --poll + serve"):
-        print(latency_row(name, measure(name, args.records, args.pause)), flush=True)
+        print(latency_row(name, measure(name, records, pause)), flush=True)
 
 
 if __name__ == "__main__":
