@@ -302,6 +302,27 @@ def text_turn(question: str, answer: str, status: str = "completed") -> list[pt.
     ]
 
 
+def tool_turn(
+    question: str,
+    call: pt.ToolCall,
+    output: str,
+    *,
+    approval: str | None = None,
+    status: str = "completed",
+) -> list[pt.Command]:
+    """One round as commands: the user's ``question``, a request making ``call`` (with the
+    ``approval`` decision when one is given), the call's ``output``, its end with ``status``."""
+    decided = [] if approval is None else [pt.Approval(call.tool_call_id, approval)]
+    return [
+        pt.UserInput(question),
+        pt.BeginRequest(),
+        call,
+        *decided,
+        pt.ToolOutput(call.tool_call_id, output),
+        pt.EndRequest(status),
+    ]
+
+
 def list_files_opening() -> list[pt.Command]:
     """A session's first five commands: "list the files", and an answered ``ls`` call."""
     return [
