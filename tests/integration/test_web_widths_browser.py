@@ -11,15 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from pentrace.cli.app import app
 from pentrace.infrastructure.eventstore.application import SessionApplication
 from tests.integration.browser import NEEDS_BROWSER, assert_fits
 from tests.integration.sse_harness import Server
 from tests.integration.web_browser import WIDTHS, logged_in, screenshot
 from tests.integration.web_corpus import build_web_corpus
-from tests.support import demo_report
+from tests.support import cli_ok, demo_report
 
 pytestmark = NEEDS_BROWSER
 
@@ -55,11 +53,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, S
         )
         handle.record_user_input("hi")
         handle.save()
-    result = CliRunner().invoke(app, ["--data-root", str(data), "ledger", "sync"])
-    assert result.exit_code == 0, result.output
+    cli_ok(data, "ledger", "sync")
     report = data.parent / "report.html"
-    made = CliRunner().invoke(app, ["--data-root", str(data), "report", main, "-o", str(report)])
-    assert made.exit_code == 0, made.output
+    cli_ok(data, "report", main, "-o", str(report))
     guarded = Server(data, env={"PENTRACE_API_TOKEN": TOKEN}).start(token=TOKEN)
     plain = Server(data).start()
     yield guarded, plain, main, report
