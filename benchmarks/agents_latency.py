@@ -16,15 +16,12 @@ for p95 <= 200 ms.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import statistics
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.ingest_latency import Arrivals
+from benchmarks.ingest_latency import Arrivals, latency_options, latency_row
 from tests.integration.ingest_harness import append
 from tests.integration.sse_harness import Server
 
@@ -80,20 +77,8 @@ def measure(lines: int, pause: float) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lines", type=int, default=200)
-    parser.add_argument("--pause", type=float, default=0.02, help="seconds between lines")
-    args = parser.parse_args()
-    os.environ.pop("PENTRACE_LEDGER_URL", None)
-    samples = sorted(measure(args.lines, args.pause))
-    p95 = samples[max(0, int(len(samples) * 0.95) - 1)]
-    print(f"{os.cpu_count()} CPUs; {args.lines} lines, {args.pause * 1000:.0f} ms apart")
-    print("| configuration | samples | p50 ms | p95 ms | max ms |")
-    print("|---|---|---|---|---|")
-    print(
-        f"| serve --ingest --agents claude-code | {len(samples)} | "
-        f"{statistics.median(samples):.1f} | {p95:.1f} | {samples[-1]:.1f} |"
-    )
+    lines, pause = latency_options(__doc__, "lines")
+    print(latency_row("serve --ingest --agents claude-code", measure(lines, pause)))
 
 
 if __name__ == "__main__":

@@ -123,7 +123,12 @@ def measure(name: str, records: int, pause: float) -> list[float]:
     return [(client.times[n] - written[n]) * 1000 for n in sorted(written)]
 
 
-def _row(name: str, samples: list[float]) -> str:
+# The head of a latency table; :func:`latency_row` makes its rows.
+LATENCY_HEADER = "| configuration | samples | p50 ms | p95 ms | max ms |\n|---|---|---|---|---|"
+
+
+def latency_row(name: str, samples: list[float]) -> str:
+    """One Markdown row of a latency table: how many samples, their p50, p95 and max in ms."""
     ordered = sorted(samples)
     p95 = ordered[max(0, int(len(ordered) * 0.95) - 1)]
     return (
@@ -132,17 +137,27 @@ def _row(name: str, samples: list[float]) -> str:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=200)
-    parser.add_argument("--pause", type=float, default=0.02, help="seconds between writes")
+def latency_options(doc: str | None, unit: str) -> tuple[int, float]:
+    """A latency benchmark's ``--UNIT`` (how many, 200) and ``--pause`` (seconds, 0.02) options.
+
+    The ledger stays the data root's own SQLite file (``PENTRACE_LEDGER_URL`` is dropped);
+    prints the machine's line and the head of the latency table, then returns the two.
+    """
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    parser.add_argument(f"--{unit}", type=int, default=200)
+    parser.add_argument("--pause", type=float, default=0.02, help=f"seconds between {unit}")
     args = parser.parse_args()
+    count, pause = int(getattr(args, unit)), float(args.pause)
     os.environ.pop("PENTRACE_LEDGER_URL", None)
-    print(f"{os.cpu_count()} CPUs; {args.records} records, {args.pause * 1000:.0f} ms apart")
-    print("| configuration | samples | p50 ms | p95 ms | max ms |")
-    print("|---|---|---|---|---|")
+    print(f"{os.cpu_count()} CPUs; {count} {unit}, {pause * 1000:.0f} ms apart")
+    print(LATENCY_HEADER)
+    return count, pause
+
+
+def main() -> None:
+    records, pause = latency_options(__doc__, "records")
     for name in ("serve --ingest", "ingest --follow + serve", "ingest --poll + serve"):
-        print(_row(name, measure(name, args.records, args.pause)), flush=True)
+        print(latency_row(name, measure(name, records, pause)), flush=True)
 
 
 if __name__ == "__main__":

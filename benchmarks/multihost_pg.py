@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,7 +37,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.ingest_latency import SSE, Arrivals
+from benchmarks.ingest_latency import LATENCY_HEADER, SSE, Arrivals, latency_row
 from pentrace.infrastructure.storage.layout import DataRoot
 from tests.integration.foreign_writer import line
 from tests.integration.ingest_harness import DAY, WRITER, wait_until
@@ -207,13 +206,6 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _row(name: str, samples: list[float]) -> str:
-    ordered = sorted(samples)
-    p95 = ordered[max(0, int(len(ordered) * 0.95) - 1)]
-    median = statistics.median(ordered)
-    return f"| {name} | {len(ordered)} | {median:.1f} | {p95:.1f} | {ordered[-1]:.1f} |"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=20, help="sessions per host")
@@ -251,10 +243,9 @@ def main() -> None:
         rate = counts[name] / wall
         print(f"| {name} | {counts[name]} | {wall:.2f} | {rate:,.0f} | {rate / base:.2f}x |")
     print(f"\n{args.latency} records per round, {args.pause * 1000:.0f} ms apart; all rounds")
-    print("| configuration | samples | p50 ms | p95 ms | max ms |")
-    print("|---|---|---|---|---|")
+    print(LATENCY_HEADER)
     for name, _ in LATENCY:
-        print(_row(name, latencies[name]))
+        print(latency_row(name, latencies[name]))
 
 
 LATENCY = (("loopback (baseline)", False), ("agent host -> serve host", True))

@@ -42,6 +42,7 @@ from pentrace.domain.session.key import SessionKey
 from pentrace.infrastructure.otel.export import SpanSender
 from pentrace.infrastructure.otel.mapping import SessionFold
 from pentrace.infrastructure.otel.spans import ParentLink, Span, SwitchResolver
+from tests.support import tool_turn
 
 __all__ = [
     "FIXTURES",
@@ -336,11 +337,11 @@ def _parent_commands() -> list[pt.Command]:
 def _child_commands() -> list[pt.Command]:
     return [
         pt.StartSession(provider="anthropic", model_id="claude-haiku-5"),
-        pt.UserInput("review: print('hello')"),
-        pt.BeginRequest(),
-        pt.ToolCall("call_read", "read_file", '{"path":"hello.py"}'),
-        pt.ToolOutput("call_read", "print('hello')"),
-        pt.EndRequest("completed"),
+        *tool_turn(
+            "review: print('hello')",
+            pt.ToolCall("call_read", "read_file", '{"path":"hello.py"}'),
+            "print('hello')",
+        ),
         pt.TokenUsage(pt.TokenCounts(1, 2, 3, 10), pt.TokenCounts(1, 2, 3, 10)),
         pt.BeginRequest(),
         pt.AssistantText("fine"),
@@ -404,11 +405,12 @@ def turns(count: int, *, failing_every: int = 3, compaction_at: int = 3) -> list
     commands: list[pt.Command] = [pt.StartSession()]
     for turn in range(count):
         commands += [
-            pt.UserInput(f"step {turn}"),
-            pt.BeginRequest(),
-            pt.ToolCall(f"call_{turn}", "exec_command", '{"cmd":"true"}'),
-            pt.ToolOutput(f"call_{turn}", "ok"),
-            pt.EndRequest("failed" if turn % failing_every == 0 else "completed"),
+            *tool_turn(
+                f"step {turn}",
+                pt.ToolCall(f"call_{turn}", "exec_command", '{"cmd":"true"}'),
+                "ok",
+                status="failed" if turn % failing_every == 0 else "completed",
+            ),
             pt.TokenUsage(pt.TokenCounts(1, 2, 3, 10), pt.TokenCounts(1, 2, 3, 10)),
         ]
         if turn == compaction_at:

@@ -10,14 +10,17 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -28,8 +31,11 @@ from typer.testing import CliRunner, Result
 
 from pentrace import testing as pt
 from pentrace.cli.app import app
+from pentrace.cli.demo import record_demo_session
+from pentrace.errors import PentraceError
 from pentrace.infrastructure.eventstore.application import SessionApplication, SessionHandle
 from pentrace.infrastructure.ledger import LedgerDatabase
+from pentrace.infrastructure.storage.layout import DataRoot
 
 REPO: Final = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
@@ -101,6 +107,33 @@ def clear_store_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
+@contextlib.contextmanager
+def watched_sandbox(
+    monkeypatch: pytest.MonkeyPatch, prefix: str, unset: Iterable[str]
+) -> Iterator[tuple[Path, list[Path]]]:
+    """A fresh folder ``prefix<random>`` plus HOME, cwd and TMPDIR folders the test watches.
+
+    Yields ``(base, [home, cwd, tmp])``: the variables in ``unset`` are cleared, HOME and
+    TMPDIR (and :mod:`tempfile`) point at the watched folders and cwd is the second one,
+    until the block ends; then the whole folder is removed.
+    """
+    base = Path(tempfile.mkdtemp(prefix=prefix))
+    watched = [base / "home", base / "cwd", base / "tmp"]
+    for folder in watched:
+        folder.mkdir()
+    with monkeypatch.context() as patch:
+        for name in unset:
+            patch.delenv(name, raising=False)
+        patch.setenv("HOME", str(watched[0]))
+        patch.chdir(watched[1])
+        patch.setenv("TMPDIR", str(watched[2]))
+        patch.setattr(tempfile, "tempdir", str(watched[2]))
+        try:
+            yield base, watched
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     """This process's environment without any ``PENGUIN_*``/``PENTRACE_*`` variable, plus ``extra``.
 
@@ -128,6 +161,20 @@ def cli_ok(root: Path, *args: str) -> Result:
     result = cli_raising(root, *args)
     assert result.exit_code == 0, result.output
     return result
+
+
+def exit_code_of(result: Result) -> int | None:
+    """The code ``pentrace`` would exit with after ``result``; ``None`` when the command crashed.
+
+    A library error and an ``OSError`` are printed by ``main()`` as one line and exit with
+    their code (1 when they name none); any other exception is a crash.
+    """
+    error = result.exception
+    if isinstance(error, PentraceError | OSError):
+        return int(getattr(error, "exit_code", 1))
+    if error is None or isinstance(error, SystemExit):
+        return result.exit_code
+    return None
 
 
 def cli_json(root: Path, *args: str) -> Any:
@@ -255,6 +302,27 @@ def text_turn(question: str, answer: str, status: str = "completed") -> list[pt.
     ]
 
 
+def tool_turn(
+    question: str,
+    call: pt.ToolCall,
+    output: str,
+    *,
+    approval: str | None = None,
+    status: str = "completed",
+) -> list[pt.Command]:
+    """One round as commands: the user's ``question``, a request making ``call`` (with the
+    ``approval`` decision when one is given), the call's ``output``, its end with ``status``."""
+    decided = [] if approval is None else [pt.Approval(call.tool_call_id, approval)]
+    return [
+        pt.UserInput(question),
+        pt.BeginRequest(),
+        call,
+        *decided,
+        pt.ToolOutput(call.tool_call_id, output),
+        pt.EndRequest(status),
+    ]
+
+
 def list_files_opening() -> list[pt.Command]:
     """A session's first five commands: "list the files", and an answered ``ls`` call."""
     return [
@@ -344,3 +412,15 @@ def kill_sync_after(
         process.wait()
     assert process.returncode == -signal.SIGKILL, "the sync ended before it was killed"
     return found
+
+
+def demo_report(folder: Path) -> Path:
+    """``folder/report.html``: the report of the demo session recorded into ``folder/data``."""
+    root = folder / "data"
+    main_id, _child = record_demo_session(DataRoot(root), datetime(2026, 11, 28, 9, tzinfo=UTC))
+    out = folder / "report.html"
+    result = CliRunner().invoke(
+        app, ["--data-root", str(root), "report", main_id[-8:], "-o", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    return out

@@ -64,6 +64,13 @@ def chromium(extra_args: list[str] | None = None) -> Iterator[Any]:
             browser.close()
 
 
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One headless Chromium per test module (taken by name: ``tests/integration/conftest.py``)."""
+    with chromium() as launched:
+        yield launched
+
+
 # Every element whose box ends right of the window, unless a box around it scrolls or clips
 # (a long line of output in its <pre>): what sticks out of the page.
 _STICKING_OUT = """() => {

@@ -31,10 +31,12 @@ from pentrace.infrastructure.storage.layout import DataRoot, iter_sessions
 
 BOMB: Final = 256 * 1024 * 1024
 FILE_LIMIT: Final = 16 * 1024 * 1024
+# A real export: its manifest, then its members with their data.
+Exported = tuple[dict[str, Any], list[tuple[tarfile.TarInfo, bytes]]]
 
 
 @pytest.fixture
-def exported(tmp_path: Path) -> tuple[dict[str, Any], list[tuple[tarfile.TarInfo, bytes]]]:
+def exported(tmp_path: Path) -> Exported:
     """The manifest and members of a real export of a session with a child."""
     source = tmp_path / "source"
     main_id, _ = record_demo_session(DataRoot(source), datetime(2026, 11, 3, 9, tzinfo=UTC))
@@ -91,16 +93,29 @@ def _write(
     return path
 
 
-def _refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], archive: Path) -> str:
-    target = tmp_path / "target"
-    with pytest.raises(SystemExit) as exit_info:
-        main(["--data-root", str(target), "import", str(archive)])
-    err = capsys.readouterr().err
-    assert exit_info.value.code == 1, err
-    assert "Traceback" not in err
-    assert err.startswith(f"error: cannot import archive {archive}: ")
-    assert not list(iter_sessions(DataRoot(target)))
-    return err.splitlines()[0]
+class Refusal:
+    """Imports an archive into a fresh root under ``folder``; checks it is refused cleanly."""
+
+    def __init__(self, folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        self.folder = folder
+        self.capsys = capsys
+
+    def __call__(self, archive: Path) -> str:
+        """The first line of the error the import stopped with."""
+        target = self.folder / "target"
+        with pytest.raises(SystemExit) as exit_info:
+            main(["--data-root", str(target), "import", str(archive)])
+        err = self.capsys.readouterr().err
+        assert exit_info.value.code == 1, err
+        assert "Traceback" not in err
+        assert err.startswith(f"error: cannot import archive {archive}: ")
+        assert not list(iter_sessions(DataRoot(target)))
+        return err.splitlines()[0]
+
+
+@pytest.fixture
+def refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Refusal:
+    return Refusal(tmp_path, capsys)
 
 
 def _first_shard(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -133,7 +148,7 @@ def _limited_import(root: Path, archive: Path) -> subprocess.CompletedProcess[st
 @pytest.mark.parametrize("listed", ["its true size and hash", "a small size"])
 def test_a_gzip_bomb_is_refused_without_being_unpacked(
     tmp_path: Path,
-    exported: tuple[dict[str, Any], list[tuple[tarfile.TarInfo, bytes]]],
+    exported: Exported,
     listed: str,
 ) -> None:
     manifest, members = exported
@@ -162,9 +177,7 @@ def test_a_gzip_bomb_is_refused_without_being_unpacked(
 
 
 def test_a_member_larger_than_the_free_space_is_refused_from_its_header(
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    exported: tuple[dict[str, Any], list[tuple[tarfile.TarInfo, bytes]]],
+    refused: Refusal, exported: Exported
 ) -> None:
     manifest, _ = exported
     shard = _first_shard(manifest)
@@ -181,18 +194,18 @@ def test_a_member_larger_than_the_free_space_is_refused_from_its_header(
         info = tarfile.TarInfo(shard["path"])
         info.size = huge
         tar.fileobj.write(info.tobuf(tarfile.PAX_FORMAT))  # header only
-    archive = tmp_path / "huge.tar.gz"
+    archive = refused.folder / "huge.tar.gz"
     archive.write_bytes(gzip.compress(raw.getvalue()))
 
-    line = _refused(tmp_path, capsys, archive)
+    line = refused(archive)
 
     assert "pentrace-import-" not in line
 
 
 def _change(
-    exported: tuple[dict[str, Any], list[tuple[tarfile.TarInfo, bytes]]],
+    exported: Exported,
     edit: Callable[[dict[str, Any], list[tuple[tarfile.TarInfo, bytes]]], Any],
-) -> tuple[dict[str, Any], list[tuple[tarfile.TarInfo, bytes]]]:
+) -> Exported:
     manifest, members = exported
     members = [(info, data) for info, data in members]
     edit(manifest, members)
@@ -243,29 +256,24 @@ HOSTILE: Final[dict[str, tuple[Callable[..., None], str]]] = {
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_links_and_strange_names_are_refused_before_unpacking(
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    exported: tuple[dict[str, Any], list[tuple[tarfile.TarInfo, bytes]]],
+    refused: Refusal,
+    exported: Exported,
     name: str,
 ) -> None:
     edit, message = HOSTILE[name]
     manifest, members = _change(exported, edit)
-    archive = _write(tmp_path / "hostile.tar.gz", manifest, members)
+    archive = _write(refused.folder / "hostile.tar.gz", manifest, members)
 
-    assert message in _refused(tmp_path, capsys, archive)
+    assert message in refused(archive)
 
 
-def test_a_sparse_member_is_refused(
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    exported: tuple[dict[str, Any], list[tuple[tarfile.TarInfo, bytes]]],
-) -> None:
+def test_a_sparse_member_is_refused(refused: Refusal, exported: Exported) -> None:
     manifest, members = exported
     name = _first_shard(manifest)["path"]
     sparse = [(_sparse(info) if info.name == name else info, data) for info, data in members]
-    archive = _write(tmp_path / "sparse.tar.gz", manifest, sparse, fmt=tarfile.GNU_FORMAT)
+    archive = _write(refused.folder / "sparse.tar.gz", manifest, sparse, fmt=tarfile.GNU_FORMAT)
 
-    assert f"{name} is not a regular file" in _refused(tmp_path, capsys, archive)
+    assert f"{name} is not a regular file" in refused(archive)
 
 
 def _sparse(info: tarfile.TarInfo) -> tarfile.TarInfo:
@@ -275,36 +283,33 @@ def _sparse(info: tarfile.TarInfo) -> tarfile.TarInfo:
 
 
 def test_too_many_members_are_refused_from_their_headers(
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    exported: tuple[dict[str, Any], list[tuple[tarfile.TarInfo, bytes]]],
+    refused: Refusal, exported: Exported
 ) -> None:
     manifest, members = exported
     many = [(tarfile.TarInfo(f"traces/n/{number}"), b"") for number in range(10_001)]
-    archive = _write(tmp_path / "many.tar.gz", manifest, [*members, *many])
+    archive = _write(refused.folder / "many.tar.gz", manifest, [*members, *many])
 
-    assert "expected at most 10000 members, found more" in _refused(tmp_path, capsys, archive)
+    assert "expected at most 10000 members, found more" in refused(archive)
 
 
 @pytest.mark.parametrize("depth", [2_000, 200_000])
 def test_a_deeply_nested_manifest_is_a_clean_error(
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    exported: tuple[dict[str, Any], list[tuple[tarfile.TarInfo, bytes]]],
+    refused: Refusal,
+    exported: Exported,
     depth: int,
 ) -> None:
     _, members = exported
     nested = b'{"format":' * depth + b"1" + b"}" * depth
-    archive = _write(tmp_path / "nested.tar.gz", nested, members)
+    archive = _write(refused.folder / "nested.tar.gz", nested, members)
 
-    line = _refused(tmp_path, capsys, archive)
+    line = refused(archive)
 
     assert "manifest" in line
 
 
 def test_a_manifest_after_the_shards_still_imports(
     tmp_path: Path,
-    exported: tuple[dict[str, Any], list[tuple[tarfile.TarInfo, bytes]]],
+    exported: Exported,
 ) -> None:
     manifest, members = exported
     archive = _write(tmp_path / "late.tar.gz", manifest, members, manifest_first=False)

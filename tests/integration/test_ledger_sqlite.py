@@ -21,9 +21,13 @@ from pentrace.infrastructure.ledger.store import RuntimeEventLedger as LedgerRec
 from tests.integration.test_ledger_contract import make_event
 
 
-def _ledger_at(path: Path) -> RuntimeEventLedger:
-    """A ledger file at ``path`` with the retention limits off."""
-    return RuntimeEventLedger(LedgerDatabase.for_path(path), LedgerSettings().with_limits_off())
+def _ledger_at(path: Path, *positions: int) -> RuntimeEventLedger:
+    """A ledger file at ``path`` with the retention limits off; session s1's events at
+    ``positions`` appended to it."""
+    ledger = RuntimeEventLedger(LedgerDatabase.for_path(path), LedgerSettings().with_limits_off())
+    for position in positions:
+        ledger.append(make_event("s1", position))
+    return ledger
 
 
 def test_the_file_uses_wal_and_incremental_auto_vacuum(tmp_path: Path) -> None:
@@ -98,8 +102,7 @@ def test_a_ledger_made_by_an_earlier_version_is_upgraded_in_place(tmp_path: Path
     # Earlier versions stored Penguin's payload_json / projection_json copies and
     # indexed (session, agent, directory); rebuild that shape by hand.
     path = tmp_path / "events.db"
-    old = _ledger_at(path)
-    old.append(make_event("s1", 1))
+    old = _ledger_at(path, 1)
     old.close()
     with sqlite3.connect(path) as conn:
         conn.execute("DROP INDEX runtime_events_session_position_idx")
@@ -146,8 +149,7 @@ def test_a_page_filtered_by_agent_or_directory_alone_is_an_index_range_scan(
     # rows and the unscoped rows are two range scans in global order, not a walk of
     # the whole ledger from the cursor.
     path = tmp_path / "events.db"
-    ledger = _ledger_at(path)
-    ledger.append(make_event("s1", 1))
+    ledger = _ledger_at(path, 1)
     params = {lead: "x", "after": 0, "through": 10, "limit": 10}
     with sqlite3.connect(path) as conn:
         for branch in ("own", "unscoped"):
@@ -172,8 +174,7 @@ def test_a_driver_error_in_a_replay_page_is_a_ledger_error_not_a_driver_exceptio
     # Pages run on the driver cursor (LedgerDatabase.fetch); its errors must still
     # come out as pentrace's ledger errors, naming the operation and the file.
     path = tmp_path / "events.db"
-    ledger = _ledger_at(path)
-    ledger.append(make_event("s1", 1))
+    ledger = _ledger_at(path, 1)
     with sqlite3.connect(path) as conn:
         conn.execute("ALTER TABLE runtime_events RENAME COLUMN event_json TO moved_json")
     with pytest.raises(LedgerError, match=r"replay the ledger on .*events\.db.*event_json"):
@@ -255,8 +256,7 @@ def test_a_session_index_of_the_earlier_expression_is_made_again_and_pages_use_i
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "events.db"
-    old = _ledger_at(path)
-    old.append(make_event("s1", 1))
+    old = _ledger_at(path, 1)
     old.close()
     with sqlite3.connect(path) as conn:  # the index as the earlier version made it
         conn.execute("DROP INDEX runtime_events_session_position_idx")
@@ -286,14 +286,12 @@ def test_reopening_a_ledger_of_today_makes_no_index_again(tmp_path: Path) -> Non
             ).fetchall()
         return {str(name): int(page) for name, page in rows}
 
-    first = _ledger_at(path)
-    first.append(make_event("s1", 1))
+    first = _ledger_at(path, 1)
     first.close()
     before = index_pages()
     assert "runtime_events_session_position_idx" in before
     for n in range(2):
-        again = _ledger_at(path)
-        again.append(make_event("s1", 2 + n))
+        again = _ledger_at(path, 2 + n)
         again.close()
     assert index_pages() == before
 

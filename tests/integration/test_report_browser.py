@@ -9,30 +9,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-from datetime import UTC, datetime
 from pathlib import Path
 
-from typer.testing import CliRunner
-
-from pentrace.cli.app import app
-from pentrace.cli.demo import record_demo_session
-from pentrace.infrastructure.storage.layout import DataRoot
 from tests.integration.browser import chromium, needs_browser
-
-
-def _report(tmp_path: Path) -> Path:
-    root = tmp_path / "data"
-    main_id, _child = record_demo_session(DataRoot(root), datetime(2026, 11, 28, 9, tzinfo=UTC))
-    out = tmp_path / "report.html"
-    result = CliRunner().invoke(
-        app, ["--data-root", str(root), "report", main_id[-8:], "-o", str(out)]
-    )
-    assert result.exit_code == 0, result.output
-    return out
+from tests.support import demo_report
 
 
 def test_the_report_is_one_file_with_no_external_reference(tmp_path: Path) -> None:
-    page = _report(tmp_path).read_text(encoding="utf-8")
+    page = demo_report(tmp_path).read_text(encoding="utf-8")
     for reference in ("http://", "https://", "src=", "@import", "url("):
         assert reference not in page
     # The only links are to rows of the page itself (a click on a bar jumps to its row).
@@ -45,7 +29,7 @@ def test_the_report_is_one_file_with_no_external_reference(tmp_path: Path) -> No
 
 
 def test_the_report_runs_no_script_and_its_csp_allows_only_its_own_style(tmp_path: Path) -> None:
-    page = _report(tmp_path).read_text(encoding="utf-8")
+    page = demo_report(tmp_path).read_text(encoding="utf-8")
     assert "<script" not in page
     policy = re.search(r'Content-Security-Policy" content="([^"]+)"', page)
     assert policy is not None
@@ -58,7 +42,7 @@ def test_the_report_runs_no_script_and_its_csp_allows_only_its_own_style(tmp_pat
 
 
 def test_the_timeline_has_a_time_axis_and_a_legend(tmp_path: Path) -> None:
-    page = _report(tmp_path).read_text(encoding="utf-8")
+    page = demo_report(tmp_path).read_text(encoding="utf-8")
     timeline = page[page.index('<svg id="timeline"') : page.index("</svg>")]
     # The demo starts at 09:00:00.35 UTC and runs ~20 s: ticks every 5 s, the day named.
     ticks = re.findall(r'<text class="tick"[^>]*>([^<]+)</text>', timeline)
@@ -71,7 +55,7 @@ def test_the_timeline_has_a_time_axis_and_a_legend(tmp_path: Path) -> None:
 
 @needs_browser
 def test_the_report_renders_offline_in_headless_chromium(tmp_path: Path) -> None:
-    out = _report(tmp_path)
+    out = demo_report(tmp_path)
     attempted: list[str] = []
 
     def block(route: object) -> None:

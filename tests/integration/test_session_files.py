@@ -29,7 +29,7 @@ from pentrace.infrastructure.sessions.files import (
 from pentrace.infrastructure.storage.atomic import publish_file
 from pentrace.infrastructure.storage.layout import DataRoot
 from pentrace.infrastructure.trace.writer import open_session_writer
-from tests.support import text_turn
+from tests.support import text_turn, tool_turn
 
 PROJECT, AGENT = "proj", "agent"
 SID = "session-2026-07-18-11-10-22-3f8a1c2d"
@@ -37,11 +37,11 @@ CHILD = "session-2026-07-18-11-11-00-00000001"
 GRANDCHILD = "session-2026-07-18-11-12-00-00000002"
 
 ROUND: list[pt.Command] = [
-    pt.UserInput("Create hello.txt"),
-    pt.BeginRequest(),
-    pt.ToolCall("call_0", "exec_command", '{"cmd":"printf hi > hello.txt"}'),
-    pt.ToolOutput("call_0", "[no output]"),
-    pt.EndRequest("completed"),
+    *tool_turn(
+        "Create hello.txt",
+        pt.ToolCall("call_0", "exec_command", '{"cmd":"printf hi > hello.txt"}'),
+        "[no output]",
+    ),
     pt.TokenUsage(pt.TokenCounts(1, 2, 3, 6), pt.TokenCounts(1, 2, 3, 6)),
 ]
 COMPACTION: list[pt.Command] = [

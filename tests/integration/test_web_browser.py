@@ -9,11 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from pentrace.cli.app import app
 from pentrace.infrastructure.storage.layout import DataRoot
-from tests.integration.browser import NEEDS_BROWSER, assert_fits, chromium
+from tests.integration.browser import NEEDS_BROWSER, assert_fits
 from tests.integration.sse_harness import Server
 from tests.integration.web_browser import (
     WIDTHS,
@@ -23,6 +21,7 @@ from tests.integration.web_browser import (
     serious_violations,
 )
 from tests.integration.web_corpus import OTHER_PROJECT, build_web_corpus
+from tests.support import cli_ok
 
 pytestmark = NEEDS_BROWSER
 
@@ -33,17 +32,10 @@ TOKEN = "tok-Brw7nQ2wE9rT4yU6iO1pA3sD5"
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Path, str, str]]:
     data = tmp_path_factory.mktemp("webb") / "data"
     _root, main, other = build_web_corpus(data)
-    result = CliRunner().invoke(app, ["--data-root", str(data), "ledger", "sync"])
-    assert result.exit_code == 0, result.output
+    cli_ok(data, "ledger", "sync")
     server = Server(data, env={"PENTRACE_API_TOKEN": TOKEN}).start(token=TOKEN)
     yield server, data, main, other
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as launched:
-        yield launched
 
 
 def _pages(main: str) -> dict[str, str]:

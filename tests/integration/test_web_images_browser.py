@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.browser import NEEDS_BROWSER, assert_fits, chromium
+from tests.integration.browser import NEEDS_BROWSER, assert_fits
 from tests.integration.sse_harness import Server
 from tests.integration.web_browser import WIDTHS, axe_script, screenshot, serious_violations
 from tests.integration.web_image_corpus import (
@@ -46,12 +46,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, I
     server = Server(corpus.root.path, args=["--image-max-mib", str(CAP_MIB)]).start()
     yield server, corpus
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as launched:
-        yield launched
 
 
 def _page_url(server: Server, corpus: ImageCorpus) -> str:

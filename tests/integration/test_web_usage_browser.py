@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.browser import NEEDS_BROWSER, assert_fits, chromium
+from tests.integration.browser import NEEDS_BROWSER, assert_fits
 from tests.integration.sse_harness import Server
 from tests.integration.usage_corpus import REVIEWER, build_recent_corpus
 from tests.integration.web_browser import WIDTHS, screenshot
@@ -27,12 +27,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     running = Server(root).start()
     yield running
     running.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.mark.parametrize(("width", "height"), WIDTHS)

@@ -7,21 +7,17 @@ build/screenshots/."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from pentrace.cli.app import app
-from pentrace.cli.demo import record_demo_session
 from pentrace.infrastructure.eventstore.application import SessionApplication
-from pentrace.infrastructure.storage.layout import DataRoot
-from tests.integration.browser import NEEDS_BROWSER, assert_fits, chromium
+from tests.integration.browser import NEEDS_BROWSER, assert_fits
 from tests.integration.sse_harness import Server
 from tests.integration.web_browser import WIDTHS, logged_in, screenshot
 from tests.integration.web_corpus import build_web_corpus
+from tests.support import cli_ok, demo_report
 
 pytestmark = NEEDS_BROWSER
 
@@ -57,22 +53,14 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, S
         )
         handle.record_user_input("hi")
         handle.save()
-    result = CliRunner().invoke(app, ["--data-root", str(data), "ledger", "sync"])
-    assert result.exit_code == 0, result.output
+    cli_ok(data, "ledger", "sync")
     report = data.parent / "report.html"
-    made = CliRunner().invoke(app, ["--data-root", str(data), "report", main, "-o", str(report)])
-    assert made.exit_code == 0, made.output
+    cli_ok(data, "report", main, "-o", str(report))
     guarded = Server(data, env={"PENTRACE_API_TOKEN": TOKEN}).start(token=TOKEN)
     plain = Server(data).start()
     yield guarded, plain, main, report
     guarded.stop()
     plain.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as launched:
-        yield launched
 
 
 def _paths(main: str) -> dict[str, str]:
@@ -170,13 +158,7 @@ def test_the_rounds_of_a_session_fold_and_unfold(
 
 def test_the_report_of_a_long_run_fits_a_phone(tmp_path: Path, browser: Any) -> None:
     """The demo at 390 px: the timeline, the tokens chart and the table of spans fit."""
-    root = tmp_path / "data"
-    main, _child = record_demo_session(DataRoot(root), datetime(2026, 11, 28, 9, tzinfo=UTC))
-    out = tmp_path / "report.html"
-    result = CliRunner().invoke(
-        app, ["--data-root", str(root), "report", main[-8:], "-o", str(out)]
-    )
-    assert result.exit_code == 0, result.output
+    out = demo_report(tmp_path)
     context = browser.new_context(viewport={"width": 390, "height": 844})
     page = context.new_page()
     try:

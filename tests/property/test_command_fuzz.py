@@ -16,9 +16,8 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Final
 
@@ -29,8 +28,8 @@ from typer.testing import CliRunner
 
 from pentrace.cli.app import app
 from pentrace.cli.docgen import iter_commands
-from pentrace.errors import PentraceError
 from tests.integration.cli_sessions_corpus import SID_A, SID_B, SID_C, build_corpus
+from tests.support import exit_code_of, watched_sandbox
 
 # Commands that write outside what a read leaves behind (derived stores under the
 # root are fine), follow forever, or serve: not fuzzed here.
@@ -200,24 +199,9 @@ def mutate(shard: Path, kind: str, index: int, data: bytes, position: int) -> No
     shard.write_bytes(b"\n".join(lines))
 
 
-@contextmanager
-def sandbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, list[Path]]]:
+def sandbox(monkeypatch: pytest.MonkeyPatch) -> AbstractContextManager[tuple[Path, list[Path]]]:
     """A fresh folder holding the data root, plus HOME, cwd and TMPDIR folders to watch."""
-    base = Path(tempfile.mkdtemp(prefix="pentrace-fuzz-"))
-    watched = [base / "home", base / "cwd", base / "tmp"]
-    for folder in watched:
-        folder.mkdir()
-    with monkeypatch.context() as patch:
-        for name in _LEDGER_ENV:
-            patch.delenv(name, raising=False)
-        patch.setenv("HOME", str(watched[0]))
-        patch.chdir(watched[1])
-        patch.setenv("TMPDIR", str(watched[2]))
-        patch.setattr(tempfile, "tempdir", str(watched[2]))
-        try:
-            yield base, watched
-        finally:
-            shutil.rmtree(base, ignore_errors=True)
+    return watched_sandbox(monkeypatch, "pentrace-fuzz-", _LEDGER_ENV)
 
 
 def run_all(
@@ -229,13 +213,9 @@ def run_all(
         for arguments in argument_lists:
             args = [a.format(sid=sid, out=root / "report.html", shard=shard) for a in arguments]
             result = runner.invoke(app, ["--data-root", str(root), *name.split(), *args])
-            error = result.exception
-            if isinstance(error, PentraceError | OSError):
-                # main() prints these as one line and exits with their code.
-                code = getattr(error, "exit_code", 1)
-            elif error is None or isinstance(error, SystemExit):
-                code = result.exit_code
-            else:
+            code = exit_code_of(result)
+            if code is None:
+                error = result.exception
                 raise AssertionError(f"pentrace {name} {args} crashed: {error!r}") from error
             assert 0 <= code <= 2, (name, args, code, result.output)
 

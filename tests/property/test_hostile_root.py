@@ -22,12 +22,10 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import sqlite3
-import tempfile
 import traceback
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -38,8 +36,8 @@ from typer.testing import CliRunner
 from pentrace.cli.app import app
 from pentrace.cli.docgen import iter_commands
 from pentrace.domain.session.key import SessionKey
-from pentrace.errors import PentraceError
 from tests.otel_support import Receiver
+from tests.support import exit_code_of, watched_sandbox
 
 FIXTURES: Final = Path(__file__).parents[1] / "fixtures" / "penguin_harness"
 SEED: Final = int(os.environ.get("PENTRACE_FUZZ_SEED", "20261207"))
@@ -249,25 +247,14 @@ def build_root(base: Path, rng: random.Random) -> Root:
     return root
 
 
-@contextmanager
-def sandbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, list[Path]]]:
+def sandbox(monkeypatch: pytest.MonkeyPatch) -> AbstractContextManager[tuple[Path, list[Path]]]:
     """A fresh folder for the root, with HOME, cwd and TMPDIR folders that must stay empty."""
-    base = Path(tempfile.mkdtemp(prefix="pentrace-hostile-"))
-    watched = [base / "home", base / "cwd", base / "tmp"]
-    for folder in watched:
-        folder.mkdir()
-    with monkeypatch.context() as patch:
-        for name in list(os.environ):
-            if name.startswith(("PENTRACE_", "PENGUIN_")) and name != "PENTRACE_FUZZ_SEED":
-                patch.delenv(name, raising=False)
-        patch.setenv("HOME", str(watched[0]))
-        patch.chdir(watched[1])
-        patch.setenv("TMPDIR", str(watched[2]))
-        patch.setattr(tempfile, "tempdir", str(watched[2]))
-        try:
-            yield base, watched
-        finally:
-            shutil.rmtree(base, ignore_errors=True)
+    unset = [
+        name
+        for name in os.environ
+        if name.startswith(("PENTRACE_", "PENGUIN_")) and name != "PENTRACE_FUZZ_SEED"
+    ]
+    return watched_sandbox(monkeypatch, "pentrace-hostile-", unset)
 
 
 class Runner:
@@ -283,12 +270,10 @@ class Runner:
     def __call__(self, name: str, *args: str) -> Any:
         self.ran.add(name)
         result = self.runner.invoke(app, ["--data-root", str(self.root), *name.split(), *args])
-        error = result.exception
-        if isinstance(error, PentraceError | OSError):
-            code = getattr(error, "exit_code", 1)
-        elif error is None or isinstance(error, SystemExit):
-            code = result.exit_code
-        else:
+        code = exit_code_of(result)
+        if code is None:
+            error = result.exception
+            assert error is not None  # exit_code_of is None only for an exception
             frames = traceback.extract_tb(error.__traceback__)[-3:]
             where = ", ".join(f"{Path(f.filename).name}:{f.lineno}" for f in frames)
             self.crashes.append(f"pentrace {name} {' '.join(args)[:200]}: {error!r}"[:300] + where)

@@ -11,6 +11,7 @@ from pentrace import testing as pt
 from pentrace.domain.records import TraceRecord, decode_line
 from pentrace.projections.resume import resume_trace
 from pentrace.projections.session_summary import SessionSummary, SummaryFold, summarize_session
+from tests.support import tool_turn
 
 
 def _records(commands: Sequence[pt.Command]) -> list[TraceRecord]:
@@ -29,12 +30,13 @@ def _model(payload: dict[str, Any]) -> TraceRecord:
 
 SESSION: list[pt.Command] = [
     pt.StartSession(),
-    pt.UserInput("list the files"),
-    pt.BeginRequest(),
-    pt.ToolCall("call_1", "exec_command", '{"cmd":"ls"}'),
-    pt.Approval("call_1", "allow"),
-    pt.ToolOutput("call_1", "a.txt"),
-    pt.EndRequest("failed"),
+    *tool_turn(
+        "list the files",
+        pt.ToolCall("call_1", "exec_command", '{"cmd":"ls"}'),
+        "a.txt",
+        approval="allow",
+        status="failed",
+    ),
     pt.BeginRequest(),
     pt.ToolCall("call_2", "exec_command", '{"cmd":"ls"}'),
     pt.Approval("call_2", "allow"),
