@@ -94,12 +94,13 @@ _COLON_VALUE: Final = re.compile(
 )
 # The value after a secret flag and blanks: quoted, or a word that is no other flag.
 _FLAG_VALUE: Final = re.compile(r"[ \t]+(\"[^\"\r\n]*\"|'[^'\r\n]*'|(?!-)[^\s\"'`;|&<>()]+)")
-# The value after a quoted secret flag in a quoted argument list, JSON escaped or not
-# (``"--api-key", "value"``, ``\\"--token\\", \\"value\\"``): the next element, no other flag.
-_LISTED_VALUE: Final = re.compile(r"(\\?)([\"'])[ \t]*,[ \t]*\1\2((?!-)[^\"'\\\r\n]+)")
+# The value after a quoted secret flag in a quoted argument list, JSON escaped or not, at
+# any depth (``"--api-key", "value"``, ``\\"--token\\", \\"value\\"``, ``\\\\\\"…``): the next
+# element, no other flag.
+_LISTED_VALUE: Final = re.compile(r"(\\*)([\"'])[ \t]*,[ \t]*\1\2((?!-)[^\"'\\\r\n]+)")
 # The value of a quoted two-element list whose first element is a secret name
 # (``"api_key", "value"]``, JSON escaped or not): the second element, then the bracket.
-_PAIR_VALUE: Final = re.compile(r"(\\?)([\"'])[ \t]*,[ \t]*\1\2([^\"'\\\r\n]+)\1\2[ \t]*\]")
+_PAIR_VALUE: Final = re.compile(r"(\\*)([\"'])[ \t]*,[ \t]*\1\2([^\"'\\\r\n]+)\1\2[ \t]*\]")
 # ``"name": "OPENAI_API_KEY", "value": "..."`` (an env entry, a header object) quoted in
 # text, JSON escaped or not, in either order: (pattern, name group, value group).
 _NAMED: Final = (
@@ -107,8 +108,8 @@ _NAMED: Final = (
 )
 _VALUED: Final = r'"(?:value|Value|val)\1"[ \t]*:[ \t]*\1"([^"\\\r\n]+)\1"'
 _NAME_VALUE_OBJECTS: Final = (
-    (re.compile(r"(\\?)" + _NAMED + r"[ \t]*,[ \t]*\1" + _VALUED), 2, 3),
-    (re.compile(r"(\\?)" + _VALUED + r"[ \t]*,[ \t]*\1" + _NAMED), 3, 2),
+    (re.compile(r"(\\*)" + _NAMED + r"[ \t]*,[ \t]*\1" + _VALUED), 2, 3),
+    (re.compile(r"(\\*)" + _VALUED + r"[ \t]*,[ \t]*\1" + _NAMED), 3, 2),
 )
 # A value that reads as a credential: 16 or more key characters, mixed case and a digit.
 _KEYLIKE_VALUE: Final = re.compile(
@@ -239,7 +240,7 @@ def _opens_a_pair(text: str, name_start: int) -> bool:
     if name_start == 0 or text[name_start - 1] not in "\"'":
         return False
     at = name_start - 2
-    if at >= 0 and text[at] == "\\":
+    while at >= 0 and text[at] == "\\":  # the quote's escapes, however deeply nested
         at -= 1
     while at >= 0 and text[at] in " \t":
         at -= 1

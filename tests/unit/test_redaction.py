@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import msgspec
@@ -13,6 +14,7 @@ from pentrace.domain.redaction import (
     Redacted,
     is_redacted,
     redact,
+    redact_string,
     redact_text,
 )
 from pentrace.domain.redaction import keys as secret_keys
@@ -185,3 +187,27 @@ def test_a_name_the_key_rules_call_secret_hides_its_value_in_text_too(name: str)
     assert any(word in name.lower() for word in secret_patterns._SECRET_WORDS)
     for text in (f"{name}=Zq81Lm0x", f"export {name.upper()}=Zq81Lm0x", f"{name}: Zq81Lm0x"):
         assert "Zq81Lm0x" not in redact_text(text), text
+
+
+_NESTED_SECRET = "Zq9nestedSecret77"
+_NESTED_FORMS = {
+    "flag list": ["--api-key", _NESTED_SECRET],
+    "name pair": ["api_key", _NESTED_SECRET],
+    "name/value object": [{"name": "OPENAI_API_KEY", "value": _NESTED_SECRET}],
+}
+
+
+@pytest.mark.parametrize("depth", range(4))
+@pytest.mark.parametrize("form", sorted(_NESTED_FORMS))
+def test_a_quoted_list_in_text_is_redacted_however_deeply_its_quotes_are_escaped(
+    form: str, depth: int
+) -> None:
+    """Text quoting JSON that holds JSON strings (a tool call's output quoting a call whose
+    ``arguments`` quote a command): each level doubles the backslashes before a quote."""
+    value: object = {"command": "run " + json.dumps(_NESTED_FORMS[form])}
+    for _ in range(depth):
+        value = {"arguments": json.dumps(value)}
+    text = "ran " + json.dumps(value)
+    redacted = redact_string(text)
+    assert _NESTED_SECRET not in redacted
+    assert "[redacted:" in redacted
