@@ -343,6 +343,11 @@ class CodexMapper(Mapper):
     def _usage(self, track: Track, stamp: str, info: Any) -> None:
         if not isinstance(info, dict):
             return
+        model = info.get("model")
+        if isinstance(model, str) and not track.in_request:
+            # Some versions name the model here only: a change between turns is a new
+            # session_meta, as after a turn_context (inside a request it would split it).
+            self.switch_model(track, stamp, model)
         state = self.state
         total = _raw(info.get("total_token_usage"))
         last = _raw(info.get("last_token_usage"))

@@ -299,3 +299,19 @@ def test_a_forked_rollout_read_in_two_passes_counts_the_same(tmp_path: Path) -> 
 
 def _kinds(row: dict[str, Any]) -> tuple[int, int, int, int]:
     return row["input"], row["output"], row["cache_read"], row["cache_write"]
+
+
+def test_a_model_named_only_by_token_count_is_a_model_change(tmp_path: Path) -> None:
+    """ccusage's fixture: a ``turn_context`` names gpt-5.2-codex, and a later
+    ``token_count.info.model`` alone names gpt-5.3-codex: its tokens are that model's."""
+    root = tmp_path / "data"
+    _import(root, reference_folder("codex", "ccusage_session-alpha.jsonl"))
+
+    rows = {row["key"]: row for row in cli_json(root, "stats", "tokens", "--by", "model")["rows"]}
+    assert set(rows) == {"openai/gpt-5.2-codex", "openai/gpt-5.3-codex"}
+    # The second event's totals less the first's (cached input is part of input).
+    newer = rows["openai/gpt-5.3-codex"]
+    assert (newer["input"], newer["cache_read"], newer["output"]) == (2000, 500, 300)
+    assert rows["openai/gpt-5.2-codex"]["output"] == 125
+    metas = [r for r in _records(root, "ccusage_session-alpha") if r["type"] == "session_meta"]
+    assert [m["payload"]["model_id"] for m in metas][-1] == "gpt-5.3-codex"
