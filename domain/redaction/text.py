@@ -107,6 +107,10 @@ _NAMED: Final = (
     r'"(?:name|key|header|Name|Key|Header)\1"[ \t]*:[ \t]*\1"([A-Za-z_][A-Za-z0-9_.-]{0,63})\1"'
 )
 _VALUED: Final = r'"(?:value|Value|val)\1"[ \t]*:[ \t]*\1"([^"\\\r\n]+)\1"'
+# A quoted list's opening (``["``, ``[ \\"``): where a ``["api_key", "..."]`` pair may start.
+_PAIR_OPEN: Final = re.compile(r"\[[ \t]*\\*[\"']")
+# A quoted ``value`` or ``val`` key, JSON escaped or not: where such an object may be.
+_VALUE_KEY: Final = re.compile(r'"val(?:ue)?\\*"')
 _NAME_VALUE_OBJECTS: Final = (
     (re.compile(r"(\\*)" + _NAMED + r"[ \t]*,[ \t]*\1" + _VALUED), 2, 3),
     (re.compile(r"(\\*)" + _VALUED + r"[ \t]*,[ \t]*\1" + _NAMED), 3, 2),
@@ -332,11 +336,11 @@ def _name_value_spans(text: str, spans: list[tuple[int, int, str]]) -> None:
 
 def named_spans(text: str, lowered: str, spans: list[tuple[int, int, str]]) -> None:
     """Append the ``(start, end, "secret")`` span of every value a secret name holds."""
-    if "=" in text or ":" in text or "-" in text or ("[" in text and "," in text):
+    if "=" in text or ":" in text or "-" in text or _PAIR_OPEN.search(text) is not None:
         _assigned_spans(text, lowered, spans)
         if '\\"' in text:
             _escaped_pair_spans(text, spans)
-        if "val" in lowered and ":" in text:
+        if ":" in text and _VALUE_KEY.search(lowered) is not None:
             _name_value_spans(text, spans)
     if "</" in text:
         _element_spans(text, spans)
