@@ -67,6 +67,7 @@ from pentrace.infrastructure.analytics.runner import (
     pruned_through,
 )
 from pentrace.infrastructure.ledger.bulk import sync
+from pentrace.infrastructure.storage.layout import iter_sessions
 
 __all__ = [
     "DEFAULT_BY",
@@ -402,9 +403,11 @@ def read_models(
 
 def _pruned_before_first_read(name: str, root: Path, env: Mapping[str, str] | None) -> bool:
     """True when read model ``name`` has never committed while ledger retention has already
-    deleted rows: its catch-up could only refuse with a gap, and a model that holds nothing
-    loses nothing by being built from the traces, as a rebuild does (a large first import
-    into a fresh root, issue #28)."""
+    deleted rows, and this root's traces hold every stream the ledger has seen: its
+    catch-up could only refuse with a gap, and a model that holds nothing loses nothing by
+    being built from those traces, as a rebuild does (a large first import into a fresh
+    root, issue #28).  A ledger that also indexes other hosts' traces keeps the loud gap
+    (docs/deployment.md): the traces here could not give their numbers back."""
     view = open_projection(BUILTINS[name], root, env).view
     try:
         if view.max_tracking_id(name) is not None:
@@ -413,9 +416,13 @@ def _pruned_before_first_read(name: str, root: Path, env: Mapping[str, str] | No
         view.db.close()
     ledger = open_ledger(root, env)
     try:
-        return pruned_through(ledger) > 0
+        if pruned_through(ledger) == 0:
+            return False
+        streams = ledger.stream_limits(ledger.head())
     finally:
         ledger.close()
+    local = {ref.key.stream_id for ref in iter_sessions(root)}
+    return streams.keys() <= local
 
 
 def document(db: AnalyticsDatabase, query: StatsQuery) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from pentrace.testing.files import write_shards
 from tests.integration.ledger_backends import BACKENDS, LedgerBackend, reach
 from tests.integration.test_ledger_indexer import AGENT, PROJECT, trace_lines
 from tests.otel_support import turns
-from tests.support import cli_json
+from tests.support import assert_clean_error, cli_json, run_pentrace
 
 SESSIONS = [f"session-2026-11-30-09-00-00-0000000{n}" for n in range(6)]
 NOW_S = 1_790_000_000.0
@@ -179,3 +179,22 @@ def test_stats_builds_from_the_traces_what_retention_pruned_before_any_read(
     assert cli_json(limited, "stats", "tokens", "--by", "session") == want
     # Once built, the read model follows the ledger as before: a second run agrees.
     assert cli_json(limited, "stats", "tokens", "--by", "session") == want
+
+
+def test_a_gap_stays_loud_when_the_ledger_holds_streams_whose_traces_are_not_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ledger shared with other hosts (docs/deployment.md): this root's traces cannot give
+    back what retention pruned of theirs, so `stats` refuses as before, naming the rebuild."""
+    root = tmp_path / "data"
+    for number, session_id in enumerate(SESSIONS[:3]):
+        pt.write_trace(root, turns(4 + number), project=PROJECT, agent=AGENT,
+                       session_id=session_id)  # fmt: skip
+    monkeypatch.setenv(ENV_MAX_EVENTS, "10")
+    cli_json(root, "ledger", "sync")
+    # Another host's session: in the ledger, its trace elsewhere.
+    for shard in root.glob(f"*/agents/*/traces/*/{SESSIONS[0]}_*.jsonl"):
+        shard.unlink()
+    done = run_pentrace(root, "stats", "tokens", "--json", env={ENV_MAX_EVENTS: "10"})
+    assert_clean_error(done, 1, "projection 'tokens': ledger retention deleted events")
+    assert "pentrace projections rebuild tokens" in done.stderr
